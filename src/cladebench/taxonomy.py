@@ -1,0 +1,485 @@
+"""Ranks, lineages, divergence, label strings, and species-to-taxon roll-up.
+
+Every benchmark family spells taxonomy differently: iNaturalist exports give a taxon's ancestors as an
+ancestry string of ids (``48460/1/2/355675/...``); TreeOfLife and Rare Species give one column per
+rank (Rare Species calls the class column ``cls``); CrypticBio puts Squamata in ``class`` and leaves
+``order`` empty. This module turns all of them into one immutable :class:`Lineage` over the seven
+Linnaean ranks, so that everything downstream (prompts, hints, hierarchical metrics) reads one shape.
+
+Conventions, chosen to match TreeOfLife and BioCLIP:
+
+- ``species`` holds the specific epithet in lower case (``"catus"``); the binomial is
+  :attr:`Lineage.scientific_name`. A binomial given as the species value is split on input.
+- A missing rank is ``None``, never ``""``.
+- Two taxa at a rank are the same taxon only if their whole prefix (kingdom .. that rank) agrees,
+  so homonyms in different kingdoms (*Laelia* the orchid and *Laelia* the moth) stay apart.
+
+Example:
+    >>> cat = Lineage.from_names("Animalia", "Chordata", "Mammalia", "Carnivora", "Felidae", "Felis",
+    ...                          "Felis catus", common_name="domestic cat")
+    >>> cat.label("taxon")
+    'Animalia Chordata Mammalia Carnivora Felidae Felis catus'
+    >>> cat.label("taxon_com")
+    'Animalia Chordata Mammalia Carnivora Felidae Felis catus with common name domestic cat'
+    >>> lion = cat.replace(genus="Panthera", species="leo", common_name="lion")
+    >>> divergence_rank(cat, lion)
+    <Rank.GENUS: 5>
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cladebench.errors import SchemaError, unknown_name
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    import scipy.sparse
+
+
+class Rank(enum.IntEnum):
+    """The seven Linnaean ranks, ordered from the broadest (kingdom) to the narrowest (species)."""
+
+    KINGDOM = 0
+    PHYLUM = 1
+    CLASS = 2
+    ORDER = 3
+    FAMILY = 4
+    GENUS = 5
+    SPECIES = 6
+
+    @property
+    def column(self) -> str:
+        """The column name this rank has in the canonical schema (``"class"``, not ``"cls"``)."""
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, value: str | int | Rank) -> Rank:
+        """Accept a Rank, its index, or a name in any case; ``cls`` is accepted for ``class``."""
+        if isinstance(value, Rank):
+            return value
+        if isinstance(value, int):
+            return cls(value)
+        key = str(value).strip().lower()
+        key = _RANK_ALIASES.get(key, key)
+        try:
+            return cls[key.upper()]
+        except KeyError:
+            raise unknown_name("rank", str(value), [r.column for r in cls]) from None
+
+
+_RANK_ALIASES = {"cls": "class", "kingdom_": "kingdom"}
+
+RANKS: tuple[Rank, ...] = tuple(Rank)
+RANK_COLUMNS: tuple[str, ...] = tuple(r.column for r in Rank)
+
+# Column spellings seen in the wild, mapped to canonical rank columns.
+_COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "kingdom": ("kingdom",),
+    "phylum": ("phylum",),
+    "class": ("class", "cls", "class_"),
+    "order": ("order", "order_"),
+    "family": ("family",),
+    "genus": ("genus",),
+    "species": ("species", "specificEpithet", "specific_epithet"),
+}
+_SCIENTIFIC_NAME_ALIASES = ("scientific_name", "scientificName", "canonicalName")
+_COMMON_NAME_ALIASES = ("common_name", "vernacularName", "vernacular_name", "common")
+_TAXON_ID_ALIASES = ("taxon_id", "taxonID", "taxon_key")
+
+
+def _clean(value: Any) -> str | None:
+    """Strip a name; empty strings, NaN and ``None`` become ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, float):  # pandas-style NaN for a missing cell
+        return None if value != value else str(value)
+    text = str(value).strip()
+    return text or None
+
+
+def _first_vernacular(value: Any) -> str | None:
+    """CrypticBio stores vernacular names as a Python list literal; take the first, the preferred one."""
+    text = _clean(value)
+    if text is None or not text.startswith("["):
+        return text
+    try:
+        names = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    if isinstance(names, (list, tuple)):
+        return next((_clean(n) for n in names if _clean(n)), None)
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """One organism's place in the seven ranks; ranks may be missing.
+
+    Build it with :meth:`from_names`, :meth:`from_row` or the table readers below rather than by
+    hand: they normalise empty strings and binomials.
+    """
+
+    names: tuple[str | None, ...]
+    """Seven names, kingdom first; ``names[Rank.SPECIES]`` is the lower-case epithet or ``None``."""
+    common_name: str | None = None
+    """Vernacular name used by the ``com`` and ``taxon_com`` styles."""
+    taxon_id: int | None = None
+    """Identifier in the source taxonomy (an iNaturalist taxon id, for instance)."""
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(RANKS):
+            raise ValueError(f"a lineage has {len(RANKS)} ranks, got {len(self.names)}: {self.names!r}")
+        names = [_clean(n) for n in self.names]
+        genus, species = names[Rank.GENUS], names[Rank.SPECIES]
+        if species is not None:
+            words = species.split()
+            if len(words) >= 2:
+                # A binomial in the species slot: keep the epithet (and any infraspecific part).
+                if genus is None:
+                    names[Rank.GENUS] = words[0]
+                species = " ".join(words[1:])
+            names[Rank.SPECIES] = species.lower()
+        object.__setattr__(self, "names", tuple(names))
+        object.__setattr__(self, "common_name", _clean(self.common_name))
+
+    @classmethod
+    def from_names(cls, *names: str | None, common_name: str | None = None,
+                   taxon_id: int | None = None) -> Lineage:
+        """Lineage from up to seven names, kingdom first; missing trailing ranks are ``None``."""
+        if len(names) > len(RANKS):
+            raise ValueError(f"at most {len(RANKS)} names, got {len(names)}")
+        padded = tuple(names) + (None,) * (len(RANKS) - len(names))
+        return cls(padded, common_name=common_name, taxon_id=taxon_id)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Lineage:
+        """Lineage from one record with rank columns, in any of the spellings seen in the wild.
+
+        Accepts ``class``/``cls``, a species column holding either the epithet or the binomial, a
+        ``scientificName`` when there is no species column (CrypticBio), and a vernacular name given
+        as a Python list literal.
+        """
+        names: list[str | None] = []
+        for column in RANK_COLUMNS:
+            names.append(next((_clean(row[a]) for a in _COLUMN_ALIASES[column] if a in row), None))
+        scientific = next((_clean(row[a]) for a in _SCIENTIFIC_NAME_ALIASES if a in row), None)
+        if names[Rank.SPECIES] is None and scientific is not None:
+            words = scientific.split()
+            if len(words) >= 2 and (names[Rank.GENUS] in (None, words[0])):
+                names[Rank.SPECIES] = scientific
+        common = next((_first_vernacular(row[a]) for a in _COMMON_NAME_ALIASES if a in row), None)
+        taxon_id = next((row[a] for a in _TAXON_ID_ALIASES if a in row and row[a] is not None), None)
+        return cls(tuple(names), common_name=common, taxon_id=None if taxon_id is None else int(taxon_id))
+
+    def __getitem__(self, rank: Rank | str | int) -> str | None:
+        return self.names[Rank.parse(rank)]
+
+    def replace(self, **changes: Any) -> Lineage:
+        """A copy with some ranks (by column name) or ``common_name``/``taxon_id`` changed."""
+        names = list(self.names)
+        extra = {k: changes.pop(k) for k in ("common_name", "taxon_id") if k in changes}
+        for key, value in changes.items():
+            names[Rank.parse(key)] = value
+        return dataclasses.replace(self, names=tuple(names), **extra)
+
+    @property
+    def deepest_rank(self) -> Rank | None:
+        """The narrowest rank that has a name, or ``None`` for an empty lineage."""
+        known = [r for r in RANKS if self.names[r] is not None]
+        return known[-1] if known else None
+
+    @property
+    def is_complete(self) -> bool:
+        """True when all seven ranks are named."""
+        return all(n is not None for n in self.names)
+
+    @property
+    def scientific_name(self) -> str | None:
+        """``"Genus epithet"`` when both are known, else the name at the deepest known rank."""
+        genus, species = self.names[Rank.GENUS], self.names[Rank.SPECIES]
+        if genus and species:
+            return f"{genus} {species}"
+        deepest = self.deepest_rank
+        return None if deepest is None else self.names[deepest]
+
+    def truncate(self, rank: Rank | str) -> Lineage:
+        """The lineage down to and including ``rank``; narrower ranks and the common name dropped."""
+        rank = Rank.parse(rank)
+        names = self.names[: rank + 1] + (None,) * (len(RANKS) - rank - 1)
+        return Lineage(names, common_name=None, taxon_id=None)
+
+    def key(self, rank: Rank | str) -> tuple[str | None, ...]:
+        """Identity of this organism's taxon at ``rank``: the prefix of names down to it."""
+        return self.names[: Rank.parse(rank) + 1]
+
+    def label(self, style: str) -> str:
+        """The label string in one of the registered name styles (see :data:`NAME_STYLES`)."""
+        return get_name_style(style)(self)
+
+
+NameStyle = Callable[[Lineage], str]
+NAME_STYLES: dict[str, NameStyle] = {}
+"""Registry of label-string styles: name -> function of a lineage."""
+
+
+def name_style(name: str) -> Callable[[NameStyle], NameStyle]:
+    """Register a label-string style under ``name``."""
+
+    def register(fn: NameStyle) -> NameStyle:
+        NAME_STYLES[name] = fn
+        return fn
+
+    return register
+
+
+def get_name_style(name: str) -> NameStyle:
+    """Look up a style; an unknown name lists the known ones and the closest."""
+    try:
+        return NAME_STYLES[name]
+    except KeyError:
+        raise unknown_name("name style", name, NAME_STYLES) from None
+
+
+def _require_name(lineage: Lineage) -> str:
+    name = lineage.scientific_name
+    if name is None:
+        raise ValueError(f"lineage has no names to make a label from: {lineage!r}")
+    return name
+
+
+@name_style("sci")
+def _sci(lineage: Lineage) -> str:
+    """``"Genus species"``, or the deepest known name."""
+    return _require_name(lineage)
+
+
+@name_style("com")
+def _com(lineage: Lineage) -> str:
+    """The common name, falling back to the scientific name."""
+    return lineage.common_name or _require_name(lineage)
+
+
+@name_style("taxon")
+def _taxon(lineage: Lineage) -> str:
+    """BioCLIP's taxonomic string: ranks capitalised, the epithet in lower case, missing ranks skipped."""
+    parts = [n[:1].upper() + n[1:] for n in lineage.names[: Rank.SPECIES] if n is not None]
+    if lineage.names[Rank.SPECIES] is not None:
+        parts.append(lineage.names[Rank.SPECIES].lower())
+    if not parts:
+        raise ValueError(f"lineage has no names to make a label from: {lineage!r}")
+    return " ".join(parts)
+
+
+@name_style("taxon_com")
+def _taxon_com(lineage: Lineage) -> str:
+    """The taxonomic string followed by ``"with common name X"`` when a common name is known."""
+    taxon = _taxon(lineage)
+    return f"{taxon} with common name {lineage.common_name}" if lineage.common_name else taxon
+
+
+def divergence_rank(a: Lineage, b: Lineage) -> Rank | None:
+    """The broadest rank at which two lineages name different taxa; ``None`` when they never differ.
+
+    Ranks are compared from kingdom down. A missing name differs from a present one; two missing
+    names are taken as equal (both sources simply lack that rank, as CrypticBio's Squamata lack an
+    order), so the comparison moves on to the next rank.
+    """
+    for rank in RANKS:
+        if a.names[rank] != b.names[rank]:
+            return rank
+    return None
+
+
+# --- readers -------------------------------------------------------------------------------------
+
+
+def lineages_from_table(table: pa.Table) -> list[Lineage]:
+    """One lineage per row of a table with rank columns (TreeOfLife, Rare Species, CrypticBio)."""
+    return [Lineage.from_row(row) for row in table.to_pylist()]
+
+
+def ancestry_from_parents(parents: Mapping[int, int | None]) -> dict[int, str]:
+    """Ancestry strings (``"48460/1/2"``, root first, self excluded) from a child -> parent map.
+
+    Useful for taxonomy dumps that give ``id,parent_id`` instead of ancestry. A parent that is not
+    in the map ends the chain there (the ancestry starts at it); a cycle is an error.
+    """
+    memo: dict[int, tuple[int, ...]] = {}
+
+    def chain(taxon: int) -> tuple[int, ...]:
+        stack: list[int] = []
+        seen: set[int] = set()
+        node: int | None = taxon
+        while node is not None and node not in memo:
+            if node in seen:
+                raise SchemaError(f"taxonomy has a cycle through taxon {node}")
+            seen.add(node)
+            stack.append(node)
+            parent = parents.get(node)
+            if parent is None or parent not in parents:
+                # The root, or a parent missing from the table: the chain starts at the parent.
+                memo[node] = () if parent is None else (parent,)
+                stack.pop()
+                break
+            node = parent
+        for child in reversed(stack):
+            parent = parents[child]
+            memo[child] = (*memo[parent], parent)
+        return memo[taxon]
+
+    return {t: "/".join(str(a) for a in chain(t)) for t in parents}
+
+
+def read_inat_taxa(path: str | Path) -> pa.Table:
+    """Read an iNaturalist open-data ``taxa.csv`` (tab-separated, no quoting) into Arrow."""
+    import duckdb
+
+    con = duckdb.connect()
+    relation = con.read_csv(
+        str(path), delimiter="\t", quotechar="", escapechar="", header=True,
+        dtype={"taxon_id": "BIGINT", "ancestry": "VARCHAR", "rank": "VARCHAR", "name": "VARCHAR"},
+    )
+    return relation.to_arrow_table()
+
+
+def inat_rank_table(taxa: pa.Table | str | Path) -> pa.Table:
+    """Seven rank columns for every taxon of an iNat taxa table with ancestry strings.
+
+    Input columns: ``taxon_id``, ``ancestry`` (ids joined by ``/``, self excluded, as the open-data
+    export writes it), ``rank`` and ``name``. Output: ``taxon_id``, ``rank``, ``name`` and the seven
+    rank columns, the species column holding the epithet. Ancestors absent from the table leave their
+    rank ``None``: a sample of an export is not a closed tree. The join runs in DuckDB so a full
+    export (1.5M taxa) takes seconds.
+    """
+    import duckdb
+
+    if isinstance(taxa, (str, Path)):
+        taxa = read_inat_taxa(taxa)
+    missing = {"taxon_id", "ancestry", "rank", "name"} - set(taxa.column_names)
+    if missing:
+        raise SchemaError(f"iNat taxa table lacks column(s) {sorted(missing)}; has {taxa.column_names}")
+    con = duckdb.connect()
+    con.register("taxa", taxa)
+    pivots = ",\n".join(
+        f"max(a.name) FILTER (WHERE lower(a.rank) = '{c}') AS \"{c}\"" for c in RANK_COLUMNS
+    )
+    query = f"""
+        WITH chain AS (
+            SELECT t.taxon_id,
+                   unnest(list_append(
+                       CASE WHEN t.ancestry IS NULL OR t.ancestry = '' THEN []
+                            ELSE string_split(t.ancestry, '/') END,
+                       CAST(t.taxon_id AS VARCHAR))) AS ancestor
+            FROM taxa t
+        ),
+        ranks AS (
+            SELECT c.taxon_id, {pivots}
+            FROM chain c
+            LEFT JOIN taxa a ON a.taxon_id = TRY_CAST(c.ancestor AS BIGINT)
+            GROUP BY c.taxon_id
+        )
+        SELECT t.taxon_id, t.rank, t.name, {", ".join(f'r."{c}"' for c in RANK_COLUMNS)}
+        FROM taxa t JOIN ranks r USING (taxon_id)
+        ORDER BY t.taxon_id
+    """
+    table = con.sql(query).to_arrow_table()
+    return _species_to_epithet(table)
+
+
+def _species_to_epithet(table: pa.Table) -> pa.Table:
+    """iNat names a species by its binomial; the canonical species column holds the epithet.
+
+    When the genus taxon is missing from the table (a sample of an export, or a species iNat hangs
+    directly under a family), the genus is taken from the binomial's first word, which is what the
+    name itself asserts.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    species = table.column("species")
+    is_binomial = pc.fill_null(pc.match_substring(species, " "), False)
+    epithet = pc.if_else(is_binomial, pc.utf8_lower(pc.replace_substring_regex(species, r"^\S+\s+", "")), species)
+    first_word = pc.if_else(is_binomial, pc.replace_substring_regex(species, r"\s.*$", ""), pa.scalar(None, pa.string()))
+    genus = pc.coalesce(table.column("genus"), first_word)
+    table = table.set_column(table.column_names.index("genus"), pa.field("genus", pa.string()), genus)
+    return table.set_column(table.column_names.index("species"), pa.field("species", pa.string()), epithet)
+
+
+def inat_lineages(taxa: pa.Table | str | Path) -> dict[int, Lineage]:
+    """Lineage of every taxon in an iNat taxa table with ancestry strings, keyed by taxon id."""
+    table = inat_rank_table(taxa)
+    return {
+        row["taxon_id"]: Lineage(tuple(row[c] for c in RANK_COLUMNS), taxon_id=row["taxon_id"])
+        for row in table.to_pylist()
+    }
+
+
+# --- roll-up -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A sparse species x taxon matrix at one rank: ``matrix[i, j] = 1`` iff species i is in taxon j.
+
+    Species probabilities roll up to the rank by one sparse product, ``probs @ matrix``, which is
+    what pybioclip does with a Python dict per image (its issue #147); here it is one call for a
+    whole batch. A species with no name at the rank belongs to no taxon there, so its row is empty
+    and its probability does not count toward any taxon at that rank.
+    """
+
+    rank: Rank
+    """The rank the columns are taxa of."""
+    matrix: scipy.sparse.csr_matrix
+    """Shape (number of species, number of taxa), float32 ones."""
+    taxa: tuple[tuple[str | None, ...], ...]
+    """Column j's taxon, as its prefix of names (kingdom .. rank), so homonyms stay apart."""
+
+    @property
+    def labels(self) -> list[str]:
+        """The name at the rank for each column (not unique across kingdoms; use :attr:`taxa`)."""
+        return [str(t[-1]) for t in self.taxa]
+
+    def roll_up(self, species_probs: np.ndarray) -> np.ndarray:
+        """Sum species probabilities (n_images x n_species) into taxon probabilities at the rank."""
+        import numpy as np
+
+        return np.asarray(self.matrix.T @ np.asarray(species_probs).T).T
+
+
+def membership_matrix(species: Sequence[Lineage], rank: Rank | str) -> Membership:
+    """Build the species x taxon membership matrix for ``rank`` over the given species."""
+    import numpy as np
+    import scipy.sparse
+
+    rank = Rank.parse(rank)
+    columns: dict[tuple[str | None, ...], int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    for i, lineage in enumerate(species):
+        if lineage.names[rank] is None:
+            continue
+        key = lineage.key(rank)
+        j = columns.setdefault(key, len(columns))
+        rows.append(i)
+        cols.append(j)
+    matrix = scipy.sparse.csr_matrix(
+        (np.ones(len(rows), dtype=np.float32), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
+        shape=(len(species), len(columns)),
+    )
+    return Membership(rank=rank, matrix=matrix, taxa=tuple(columns))
+
+
+def unique_species(lineages: Iterable[Lineage]) -> list[Lineage]:
+    """Distinct species-level lineages in first-seen order (common names of the first kept)."""
+    seen: dict[tuple[str | None, ...], Lineage] = {}
+    for lineage in lineages:
+        seen.setdefault(lineage.names, lineage)
+    return list(seen.values())
