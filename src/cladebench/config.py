@@ -1,0 +1,173 @@
+"""Frozen dataclass configs, and the command line generated from them.
+
+A config is the one description of what a verb does: its fields, types, defaults and the docstring
+under each field. The CLI reads all four from the class, so ``--help`` can never drift from the
+Python API, and booleans become ``--flag/--no-flag`` instead of the ``type=bool`` trap (where
+``--flag False`` is true).
+
+A field without a default becomes a positional argument; one marked ``option()`` becomes a required
+``--option``. ``tuple[str, ...]`` fields take several values, ``Literal`` fields become choices.
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Greet:
+    ...     name: str
+    ...     '''Who to greet.'''
+    ...     loud: bool = False
+    ...     '''Shout.'''
+    >>> parser = argparse.ArgumentParser(prog="greet")
+    >>> add_config_arguments(parser, Greet)
+    >>> config_from_args(Greet, parser.parse_args(["Ada", "--loud"]))
+    Greet(name='Ada', loud=True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+C = TypeVar("C")
+
+_OPTION_KEY = "cladebench.option"
+
+
+def option(**kwargs: Any) -> Any:
+    """A dataclass field with no default that the CLI asks for as a required ``--option``."""
+    return dataclasses.field(metadata={_OPTION_KEY: True}, **kwargs)
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under each field of a dataclass, read from its source."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0]
+        if not isinstance(body, ast.ClassDef):
+            continue
+        statements = body.body
+        for node, following in zip(statements, [*statements[1:], None], strict=True):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(following.value.value)
+    return docs
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and len(get_args(annotation)) == 2:
+            return args[0], True
+    return annotation, False
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Add one argument per field of the dataclass ``cls`` to ``parser``."""
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        annotation, optional = _unwrap_optional(hints[field.name])
+        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        default = (
+            field.default if field.default is not dataclasses.MISSING
+            else field.default_factory() if field.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+            else None
+        )
+        help_text = docs.get(field.name, "")
+        if has_default and default not in (None, False, ()):
+            help_text += f" (default: {_show(default)})"
+        kwargs: dict[str, Any] = {"help": help_text}
+        origin = get_origin(annotation)
+        if annotation is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif origin is Literal:
+            kwargs["choices"] = list(get_args(annotation))
+            kwargs["type"] = type(get_args(annotation)[0])
+        elif origin in (tuple, list):
+            item = get_args(annotation)[0] if get_args(annotation) else str
+            kwargs["nargs"] = "+"
+            kwargs["type"] = _converter(item)
+        else:
+            kwargs["type"] = _converter(annotation)
+            kwargs["metavar"] = field.name.upper()
+        if not has_default and not field.metadata.get(_OPTION_KEY):
+            kwargs.pop("metavar", None)
+            parser.add_argument(field.name, **kwargs)
+            continue
+        if not has_default:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = default
+        if optional and "metavar" in kwargs:
+            kwargs["metavar"] = field.name.upper()
+        parser.add_argument(_flag(field.name), dest=field.name, **kwargs)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def _converter(annotation: Any) -> Any:
+    if annotation in (int, float, str):
+        return annotation
+    if annotation is Path:
+        return Path
+    return str
+
+
+def config_from_args(cls: type[C], args: argparse.Namespace) -> C:
+    """Build the config from parsed arguments; tuple fields get tuples, so the config stays hashable."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if not field.init or not hasattr(args, field.name):
+            continue
+        value = getattr(args, field.name)
+        annotation, _ = _unwrap_optional(hints[field.name])
+        if isinstance(value, list) and get_origin(annotation) is tuple:
+            value = tuple(value)
+        values[field.name] = value
+    return cls(**values)
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a config (paths as strings), for provenance records."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        if dataclasses.is_dataclass(value):
+            return config_to_dict(value)
+        return value
+
+    return {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}

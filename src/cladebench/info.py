@@ -1,0 +1,115 @@
+"""What a dataset holds: rows, schema, groups, licenses, embeddings, identity and history.
+
+``cladebench info`` prints this; run records embed part of it as provenance. Counts are computed with
+the projection pushed down to Lance, so describing a dataset of images reads only the small columns.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cladebench import store
+
+if TYPE_CHECKING:
+    import lance
+
+
+def _value_counts(dataset: lance.LanceDataset, column: str) -> dict[str, int]:
+    """Counts of each value of a column, most frequent first; nulls counted under ``null``."""
+    values = dataset.to_table(columns=[column]).column(0)
+    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        values = pc.list_flatten(values)
+    counts = pc.value_counts(values)
+    pairs = [(("null" if v is None else str(v)), c) for v, c in zip(
+        counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)]
+    return dict(sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
+
+
+def _embedding_summary(dataset: lance.LanceDataset, field: pa.Field) -> dict[str, Any]:
+    valid = dataset.count_rows(filter=f"{field.name} IS NOT NULL")
+    return {
+        "dim": field.type.list_size,
+        "valid_rows": valid,
+        "metadata": store.embedding_metadata(field),
+    }
+
+
+def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = True) -> dict[str, Any]:
+    """A JSON-ready description of a dataset (what ``cladebench info`` shows)."""
+    schema = dataset.schema
+    names = set(schema.names)
+    groups = {c: _value_counts(dataset, c) for c in store.group_columns(schema)}
+    sidecar_path = Path(uri) / store.EMBEDDING_SIDECAR
+    sidecar = json.loads(sidecar_path.read_text()) if "://" not in uri and sidecar_path.exists() else None
+    description: dict[str, Any] = {
+        "uri": uri,
+        "rows": dataset.count_rows(),
+        "version": dataset.version,
+        "versions": store.versions(dataset),
+        "tags": store.tags(dataset),
+        "fingerprint": store.fingerprint(dataset) if with_fingerprint and "uuid" in names else None,
+        "schema_version": (schema.metadata or {}).get(store.SCHEMA_METADATA_KEY, b"").decode() or None,
+        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+        "groups": groups,
+        "sources": _value_counts(dataset, "source_dataset") if "source_dataset" in names else {},
+        "licenses": _value_counts(dataset, "license_name") if "license_name" in names else {},
+        "embeddings": {f.name: _embedding_summary(dataset, f) for f in schema
+                       if f.name.startswith(store.EMBEDDING_PREFIX)},
+        "embedding_models_json": sidecar,
+        "indices": store.indices(dataset),
+    }
+    return description
+
+
+def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> str:
+    if not rows:
+        return f"{indent}(none)"
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def format_description(d: dict[str, Any], *, max_values: int = 12) -> str:
+    """Human-readable text of :func:`describe`'s output."""
+    lines = [
+        f"dataset      {d['uri']}",
+        f"rows         {d['rows']:,}",
+        f"version      {d['version']} (of {len(d['versions'])}; tags: "
+        + (", ".join(f"{k}={v}" for k, v in d["tags"].items()) or "none") + ")",
+        f"fingerprint  {d['fingerprint']}",
+        "",
+        "columns",
+        _table([(c["name"], c["type"], "" if c["nullable"] else "not null") for c in d["schema"]]),
+    ]
+
+    def counts(title: str, values: dict[str, int]) -> None:
+        shown = list(values.items())[:max_values]
+        rest = len(values) - len(shown)
+        lines.extend(["", title])
+        lines.append(_table([(k, f"{v:,}") for k, v in shown]))
+        if rest > 0:
+            lines.append(f"  ... and {rest} more")
+
+    for column, values in d["groups"].items():
+        counts(f"groups: {column} ({len(values)} values)", values)
+    if d["sources"]:
+        counts("sources", d["sources"])
+    if d["licenses"]:
+        counts("licenses", d["licenses"])
+    lines.extend(["", "embeddings"])
+    if not d["embeddings"]:
+        lines.append("  (none)")
+    for name, e in d["embeddings"].items():
+        meta = e["metadata"]
+        lines.append(f"  {name}: dim {e['dim']}, {e['valid_rows']:,} valid rows, model {meta.get('model')}"
+                     + (f" @ {meta['revision']}" if meta.get("revision") else ""))
+        for key, value in meta.items():
+            if key not in ("model", "dim", "revision"):
+                lines.append(f"    {key}: {value}")
+    lines.extend(["", "indices"])
+    lines.append(_table([(i["name"], str(i["type"]), ", ".join(i["columns"])) for i in d["indices"]]))
+    return "\n".join(lines)
