@@ -17,12 +17,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cladebench import __version__
-from cladebench.config import add_config_arguments, config_from_args, option
+from cladebench.config import OPTION, add_config_arguments, config_from_args
 from cladebench.errors import CladebenchError
 
 EXIT_BUG = 70
@@ -91,7 +91,7 @@ class SubsetConfig:
 
     dataset: str
     """Path or URI (local, hf://, s3://) of the source Lance dataset."""
-    out: Path = option()
+    out: Path = field(metadata=OPTION)
     """Directory of the new local Lance dataset (must not exist yet)."""
     where: str | None = None
     """SQL filter pushed down to Lance, e.g. "challenge_group = 'camera_trap'"."""
@@ -105,6 +105,31 @@ def _subset(config: SubsetConfig) -> int:
 
     result = store.subset(config.dataset, config.out, where=config.where, columns=config.columns)
     print(f"wrote {result.count_rows():,} rows to {config.out} (fingerprint {store.fingerprint(result)})")
+    return 0
+
+
+# --- embed ---------------------------------------------------------------------------------------
+
+from cladebench.embed import EmbedConfig  # noqa: E402  (a light module: torch is imported when it runs)
+
+
+@verb("embed", EmbedConfig, "encode every image once into an emb_<model> column (resumable)")
+def _embed(config: EmbedConfig) -> int:
+    from cladebench.embed import embed_dataset
+
+    try:
+        summary = embed_dataset(config)
+    except KeyboardInterrupt:
+        print("cladebench embed: interrupted; finished rows are staged, rerun the same command to resume",
+              file=sys.stderr)
+        raise
+    print(
+        f"{summary.column}: {summary.valid:,} of {summary.rows:,} rows embedded "
+        f"({summary.encoded_now:,} encoded now at {summary.rows_per_second:,.1f} rows/s, {summary.resumed:,} resumed), "
+        f"{summary.failed:,} failed"
+        + (f" (see {summary.failures_path})" if summary.failures_path else "")
+        + f"; dataset version {summary.version}"
+    )
     return 0
 
 

@@ -5,7 +5,7 @@ under each field. The CLI reads all four from the class, so ``--help`` can never
 Python API, and booleans become ``--flag/--no-flag`` instead of the ``type=bool`` trap (where
 ``--flag False`` is true).
 
-A field without a default becomes a positional argument; one marked ``option()`` becomes a required
+A field without a default becomes a positional argument; one with ``field(metadata=OPTION)`` becomes a required
 ``--option``. ``tuple[str, ...]`` fields take several values, ``Literal`` fields become choices.
 
 Example:
@@ -38,11 +38,9 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 C = TypeVar("C")
 
 _OPTION_KEY = "cladebench.option"
-
-
-def option(**kwargs: Any) -> Any:
-    """A dataclass field with no default that the CLI asks for as a required ``--option``."""
-    return dataclasses.field(metadata={_OPTION_KEY: True}, **kwargs)
+OPTION: dict[str, bool] = {_OPTION_KEY: True}
+"""Field metadata for a field with no default that the CLI asks for as a required ``--option``:
+``out: Path = field(metadata=OPTION)``."""
 
 
 @functools.cache

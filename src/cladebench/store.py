@@ -128,9 +128,11 @@ def embedding_metadata(field: pa.Field) -> dict[str, Any]:
     for key, value in (field.metadata or {}).items():
         text = value.decode()
         try:
-            out[key.decode()] = json.loads(text) if text[:1] in "[{" else text
+            # Numbers, booleans, lists and objects were JSON-encoded by embedding_field.
+            decoded = json.loads(text)
         except json.JSONDecodeError:
-            out[key.decode()] = text
+            decoded = text
+        out[key.decode()] = decoded if isinstance(decoded, (int, float, bool, list, dict)) else text
     return out
 
 
@@ -177,6 +179,13 @@ def _check_embedding(field: pa.Field, expected: pa.Field | None) -> pa.Field:
         meta = dict(expected.metadata or {})
     if not meta.get(b"model"):
         raise SchemaError(f"column {field.name!r}: embedding field metadata must name the 'model'")
+    expected_model = (expected.metadata or {}).get(b"model") if expected is not None else None
+    if expected_model and meta[b"model"] != expected_model:
+        # Vectors of two models in one column are not comparable; a new model gets its own emb_<key>.
+        raise SchemaError(
+            f"column {field.name!r}: the dataset's embeddings are from model {expected_model.decode()!r}, "
+            f"the new rows' from {meta[b'model'].decode()!r}"
+        )
     declared = meta.get(b"dim")
     if declared is not None and int(declared) != t.list_size:
         raise SchemaError(
@@ -408,8 +417,10 @@ def write_dataset(
     uri = str(uri)
     local = not _is_remote(uri)
     existing_ds = None
-    if mode == "create" and local and Path(uri).exists() and any(Path(uri).iterdir()):
-        raise CladebenchError(f"{uri} already exists; use mode='overwrite' to replace it or mode='append'")
+    if local:
+        _check_local_target(Path(uri.removeprefix("file://")), mode)
+    elif mode != "append":  # append checks through open_dataset
+        _check_remote_reachable(uri)
     if mode == "append":
         existing_ds = open_dataset(uri, storage_options=storage_options)
     existing_schema = existing_ds.schema if existing_ds is not None else None
@@ -463,6 +474,16 @@ def write_dataset(
         if cause is not None:
             raise cause from None
         raise
+
+
+def _check_local_target(path: Path, mode: WriteMode) -> None:
+    """Refuse, before writing anything, a target that is a file or a directory we would clobber."""
+    if path.exists() and not path.is_dir():
+        raise DatasetNotFoundError(f"{path} is a file, not a Lance dataset (a directory)")
+    if mode == "create" and path.exists() and any(path.iterdir()):
+        raise CladebenchError(f"{path} already exists; use mode='overwrite' to replace it or mode='append'")
+    if mode == "overwrite" and path.exists() and any(path.iterdir()) and not _is_lance_dataset(path):
+        raise DatasetNotFoundError(f"{path} is not a Lance dataset (it has no _versions directory); not overwriting it")
 
 
 def _chain(first: list[pa.Table], rest: Iterator[pa.Table]) -> Iterator[pa.Table]:

@@ -65,8 +65,11 @@ class Rank(enum.IntEnum):
         """Accept a Rank, its index, or a name in any case; ``cls`` is accepted for ``class``."""
         if isinstance(value, Rank):
             return value
-        if isinstance(value, int):
-            return cls(value)
+        if not isinstance(value, str) and hasattr(value, "__index__"):  # int, numpy integer
+            try:
+                return cls(value.__index__())
+            except ValueError:
+                raise unknown_name("rank", str(value), [r.column for r in cls]) from None
         key = str(value).strip().lower()
         key = _RANK_ALIASES.get(key, key)
         try:
@@ -84,7 +87,8 @@ RANK_COLUMNS: tuple[str, ...] = tuple(r.column for r in Rank)
 _COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "kingdom": ("kingdom",),
     "phylum": ("phylum",),
-    "class": ("class", "cls", "class_"),
+    # ``cls`` first: Rare Species has both, and there ``class`` is the "Genus species" label.
+    "class": ("cls", "class_", "class"),
     "order": ("order", "order_"),
     "family": ("family",),
     "genus": ("genus",),

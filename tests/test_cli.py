@@ -1,0 +1,133 @@
+"""The CLI as a script sees it: real subprocesses, real datasets, exit codes and messages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cladebench import store
+from cladebench.cli import VERBS
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cladebench", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, check=False)
+
+
+@pytest.fixture
+def dataset_path(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    n = 30
+    vectors = rng.normal(size=(n, 8)).astype(np.float32)
+    table = pa.table({
+        "uuid": [f"u{i:03d}" for i in range(n)],
+        "image": pa.array([bytes([i]) for i in range(n)], pa.large_binary()),
+        "scientific_name": [f"Genus sp{i % 3}" for i in range(n)],
+        "challenge_group": ["birds" if i % 3 == 0 else "camera_trap" for i in range(n)],
+        "license_name": ["cc-by" if i % 2 else "cc0" for i in range(n)],
+    })
+    field = store.embedding_field("toy", 8, {"model": "toy-model", "revision": "abc123", "norm_mean": 2.5})
+    table = table.append_column(field, pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 8))
+    path = tmp_path / "toy.lance"
+    ds = store.write_dataset(table, path)
+    store.tag(ds, "first")
+    return path
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_verb_has_help(verb: str) -> None:
+    result = run(verb, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage: cladebench " + verb in result.stdout
+
+
+def test_unknown_verb_is_a_usage_error() -> None:
+    result = run("infoo")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+def test_info_json_reports_fingerprint_groups_licenses_and_embeddings(dataset_path: Path) -> None:
+    result = run("info", str(dataset_path), "--json")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    expected = hashlib.sha256("".join(f"u{i:03d}\n" for i in range(30)).encode()).hexdigest()
+    assert info["fingerprint"] == expected
+    assert info["rows"] == 30
+    assert info["groups"] == {"challenge_group": {"camera_trap": 20, "birds": 10}}
+    assert info["licenses"] == {"cc-by": 15, "cc0": 15}
+    emb = info["embeddings"]["emb_toy"]
+    assert emb["dim"] == 8 and emb["valid_rows"] == 30
+    assert emb["metadata"]["model"] == "toy-model" and emb["metadata"]["norm_mean"] == 2.5
+    assert info["tags"] == {"first": 1}
+    assert {c["name"] for c in info["schema"]} >= {"uuid", "image", "kingdom", "species", "emb_toy"}
+
+
+def test_info_text_names_the_model_and_groups(dataset_path: Path) -> None:
+    result = run("info", str(dataset_path))
+    assert result.returncode == 0, result.stderr
+    assert "emb_toy: dim 8, 30 valid rows, model toy-model @ abc123" in result.stdout
+    assert "groups: challenge_group (2 values)" in result.stdout
+
+
+def test_info_at_an_old_version_and_a_tag(dataset_path: Path) -> None:
+    extra = pa.table({"uuid": ["new"], "image": pa.array([b"z"], pa.large_binary())})
+    store.append(extra, dataset_path)
+    latest = json.loads(run("info", str(dataset_path), "--json").stdout)
+    by_tag = json.loads(run("info", str(dataset_path), "--json", "--version", "first").stdout)
+    by_number = json.loads(run("info", str(dataset_path), "--json", "--version", "1").stdout)
+    assert latest["rows"] == 31 and latest["version"] == 2
+    assert by_tag["rows"] == by_number["rows"] == 30
+    assert by_tag["fingerprint"] == by_number["fingerprint"] != latest["fingerprint"]
+
+
+def test_info_exit_codes_for_missing_and_non_lance_paths(tmp_path: Path) -> None:
+    missing = run("info", str(tmp_path / "nope.lance"))
+    assert missing.returncode == 3
+    assert "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    (tmp_path / "plain").mkdir()
+    plain = run("info", str(tmp_path / "plain"))
+    assert plain.returncode == 3
+    assert "not a Lance dataset" in plain.stderr
+
+
+def test_remote_uri_fails_fast_offline() -> None:
+    start = time.monotonic()
+    result = run("info", "hf://datasets/imageomics/fine-grained-challenges/data/challenges.lance")
+    assert time.monotonic() - start < 15
+    assert result.returncode == 5
+    assert "HF_HUB_OFFLINE" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_subset_pushes_filter_and_projection(dataset_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "birds.lance"
+    result = run("subset", str(dataset_path), "--where", "challenge_group = 'birds'",
+                 "--columns", "scientific_name", "emb_toy", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    ds = store.open_dataset(out)
+    assert ds.schema.names == ["uuid", "scientific_name", "emb_toy"]
+    assert ds.count_rows() == 10
+    assert store.embedding_metadata(ds.schema.field("emb_toy"))["model"] == "toy-model"
+    assert f"fingerprint {store.fingerprint(ds)}" in result.stdout
+
+
+def test_subset_errors_name_the_problem(dataset_path: Path, tmp_path: Path) -> None:
+    bad_column = run("subset", str(dataset_path), "--columns", "no_such", "--out", str(tmp_path / "a"))
+    assert bad_column.returncode == 4 and "no_such" in bad_column.stderr
+    bad_sql = run("subset", str(dataset_path), "--where", "challenge_group = = 1", "--out", str(tmp_path / "b"))
+    assert bad_sql.returncode == 1 and "challenge_group = = 1" in bad_sql.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    exists = run("subset", str(dataset_path), "--out", str(dataset_path))
+    assert exists.returncode == 1 and "already exists" in exists.stderr
+    missing_out = run("subset", str(dataset_path))
+    assert missing_out.returncode == 2 and "--out" in missing_out.stderr

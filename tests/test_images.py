@@ -1,0 +1,103 @@
+"""Image decoding: every mode becomes upright RGB, every broken file a recorded reason."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cladebench.images import ImageDecodeError, decode_image, sniff_format
+
+REALDATA = Path(os.environ.get("CLADEBENCH_REALDATA", Path(__file__).resolve().parents[2] / "shared" / "realdata"))
+CAMERA_TRAP = REALDATA / "cameratrapai" / "test_data"
+
+
+def encode(image: Image.Image, fmt: str, **kwargs: object) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **kwargs)
+    return buffer.getvalue()
+
+
+def test_modes_become_rgb() -> None:
+    gray = Image.new("L", (10, 6), 77)
+    decoded = decode_image(encode(gray, "PNG"))
+    assert decoded.mode == "RGB" and decoded.getpixel((0, 0)) == (77, 77, 77)
+    cmyk = Image.new("CMYK", (8, 8), (0, 255, 255, 0))  # pure red in CMYK
+    red = decode_image(encode(cmyk, "JPEG", quality=95)).getpixel((4, 4))
+    assert red[0] > 200 and red[1] < 60 and red[2] < 60
+    palette = Image.new("P", (4, 4))
+    palette.putpalette([0, 0, 255] * 256)
+    assert decode_image(encode(palette, "GIF")).getpixel((1, 1)) == (0, 0, 255)
+
+
+def test_transparency_is_flattened_on_white() -> None:
+    rgba = Image.new("RGBA", (4, 4), (255, 0, 0, 0))
+    assert decode_image(encode(rgba, "PNG")).getpixel((0, 0)) == (255, 255, 255)
+    half = Image.new("RGBA", (4, 4), (0, 0, 0, 128))
+    value = decode_image(encode(half, "PNG")).getpixel((0, 0))
+    assert 120 <= value[0] <= 135
+
+
+def test_sixteen_bit_gray_is_stretched_not_clipped() -> None:
+    values = np.linspace(0, 65535, 64, dtype=np.uint16).reshape(8, 8)
+    image = Image.fromarray(values)
+    assert image.mode.startswith("I")
+    decoded = np.asarray(decode_image(encode(image, "PNG")))
+    assert decoded.min() == 0 and decoded.max() == 255 and len(np.unique(decoded)) > 32
+
+
+def test_exif_orientation_is_applied() -> None:
+    image = Image.new("RGB", (40, 20), (0, 0, 0))
+    image.paste((255, 255, 255), (0, 0, 10, 20))  # white stripe on the left
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 CW to display
+    decoded = decode_image(encode(image, "JPEG", exif=exif, quality=95))
+    assert decoded.size == (20, 40)
+    assert decoded.getpixel((10, 2))[0] > 200  # the stripe is now on top
+    assert decoded.getpixel((10, 38))[0] < 60
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"", "zero-byte"),
+    (None, "null"),
+    (b"this is not an image at all", "not a recognised image format"),
+])
+def test_broken_inputs_have_reasons(data: bytes | None, reason: str) -> None:
+    with pytest.raises(ImageDecodeError) as exc:
+        decode_image(data)
+    assert reason in exc.value.reason
+
+
+def test_truncated_jpeg_is_an_error_not_a_grey_image() -> None:
+    data = encode(Image.effect_noise((200, 200), 50).convert("RGB"), "JPEG", quality=90)
+    with pytest.raises(ImageDecodeError) as exc:
+        decode_image(data[: len(data) // 2])
+    assert "truncated" in exc.value.reason
+
+
+def test_sniff_format() -> None:
+    image = Image.new("RGB", (4, 4))
+    assert sniff_format(encode(image, "JPEG")) == "jpeg"
+    assert sniff_format(encode(image, "WEBP")) == "webp"
+    assert sniff_format(encode(image, "PNG")) == "png"
+    assert sniff_format(b"nothing") is None
+
+
+@pytest.mark.skipif(not CAMERA_TRAP.exists(), reason="../shared/realdata not present")
+def test_real_camera_trap_edge_cases() -> None:
+    reference = np.asarray(decode_image((CAMERA_TRAP / "african_elephants.jpg").read_bytes()), dtype=np.float32)
+    gray = decode_image((CAMERA_TRAP / "african_elephants_bw.jpg").read_bytes())
+    cmyk = decode_image((CAMERA_TRAP / "african_elephants_cmyk.jpg").read_bytes())
+    rotated = decode_image((CAMERA_TRAP / "african_elephants_with_exif_orientation.jpg").read_bytes())
+    assert gray.mode == cmyk.mode == rotated.mode == "RGB"
+    assert gray.size == cmyk.size == rotated.size == (2048, 1536)  # stored 1536x2048, EXIF orientation 6
+    # The CMYK and rotated copies show the same picture as the reference, upright.
+    for other in (cmyk, rotated):
+        diff = np.abs(np.asarray(other, dtype=np.float32) - reference).mean()
+        assert diff < 12, diff
+    with pytest.raises(ImageDecodeError, match="truncated"):
+        decode_image((CAMERA_TRAP / "african_elephants_truncated_file.jpg").read_bytes())
