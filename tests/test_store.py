@@ -630,3 +630,13 @@ def test_write_to_unreachable_s3_fails_fast(monkeypatch: pytest.MonkeyPatch) -> 
             write_dataset(make_table(["a"]), "s3://some-bucket/new.lance", mode=mode,  # type: ignore[arg-type]
                           storage_options={"allow_http": "true"})
         assert time.monotonic() - start < 10
+
+
+def test_nan_coordinate_is_rejected_with_row_and_field() -> None:
+    table = pa.table({
+        "uuid": ["a", "b", "c"],
+        "image": pa.array([b"", b"", b""], pa.large_binary()),
+        "longitude": [1.0, None, float("nan")],
+    })
+    with pytest.raises(SchemaError, match=r"row 2, column 'longitude': nan"):
+        conform(table)

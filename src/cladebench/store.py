@@ -211,11 +211,13 @@ def _check_values(table: pa.Table, row_offset: int, source: str) -> None:
     for name, low, high in (("latitude", -90.0, 90.0), ("longitude", -180.0, 180.0)):
         if name in table.column_names:
             column = table.column(name)
-            outside = pc.or_(pc.less(column, low), pc.greater(column, high))
+            # NaN compares false with everything, so it is caught explicitly: a missing coordinate is null.
+            outside = pc.or_(pc.or_(pc.less(column, low), pc.greater(column, high)), pc.is_nan(column))
             bad = _first_bad_row(outside)
             if bad is not None:
                 raise SchemaError(
-                    f"{source}row {row_offset + bad}, column {name!r}: {column[bad].as_py()} is outside [{low}, {high}]"
+                    f"{source}row {row_offset + bad}, column {name!r}: {column[bad].as_py()} is outside [{low}, {high}] "
+                    "(write a missing coordinate as null)"
                 )
 
 
