@@ -216,8 +216,8 @@ def _check_values(table: pa.Table, row_offset: int, source: str) -> None:
             bad = _first_bad_row(outside)
             if bad is not None:
                 raise SchemaError(
-                    f"{source}row {row_offset + bad}, column {name!r}: {column[bad].as_py()} is outside [{low}, {high}] "
-                    "(write a missing coordinate as null)"
+                    f"{source}row {row_offset + bad}, column {name!r}: {column[bad].as_py()} is outside "
+                    f"[{low}, {high}] (write a missing coordinate as null)"
                 )
 
 
