@@ -640,3 +640,13 @@ def test_nan_coordinate_is_rejected_with_row_and_field() -> None:
     })
     with pytest.raises(SchemaError, match=r"row 2, column 'longitude': nan"):
         conform(table)
+
+
+def test_timestamp_is_not_silently_truncated_to_a_date() -> None:
+    table = pa.table({
+        "uuid": ["a"],
+        "image": pa.array([b""], pa.large_binary()),
+        "observed_on": pa.array([datetime.datetime(2020, 1, 1, 23, 59)], pa.timestamp("s")),
+    })
+    with pytest.raises(SchemaError, match=r"column 'observed_on': expected type date32\[day\], found timestamp"):
+        conform(table)

@@ -145,8 +145,11 @@ class Lineage:
         genus, species = names[Rank.GENUS], names[Rank.SPECIES]
         if species is not None:
             words = species.split()
-            if len(words) >= 2:
-                # A binomial in the species slot: keep the epithet (and any infraspecific part).
+            # A binomial in the species slot starts with its genus (capitalised, or equal to the lineage's
+            # genus): keep the epithet and any infraspecific part. "silvestris lybica" is an epithet with
+            # a subspecies and stays whole.
+            starts_with_genus = genus is not None and words[0].lower() == genus.lower()
+            if len(words) >= 2 and (starts_with_genus or (genus is None and words[0][:1].isupper())):
                 if genus is None:
                     names[Rank.GENUS] = words[0]
                 species = " ".join(words[1:])

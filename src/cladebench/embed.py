@@ -1,0 +1,504 @@
+"""Encode once: stream images from a Lance dataset through an encoder into a new ``emb_<key>`` column.
+
+Why it is built this way:
+
+- **The model never waits on decoding.** Rows are read and decoded by DataLoader worker processes
+  (one Lance handle each), block by block, with prefetch; the main process only runs the model.
+- **Resumable, and the dataset is valid at every moment.** Finished rows are staged as Parquet
+  parts (each written to a temporary file and renamed into place, so a kill -9 leaves either a whole
+  part or none) under ``<dataset>/_cladebench/staging/<column>/``. Nothing touches the dataset until
+  every row is done; then one Lance ``merge`` commits the column as a new version. A rerun reads the
+  staged uuids and encodes only the rest.
+- **Failures are recorded, never dropped.** A corrupt, truncated or empty image gets a null
+  embedding (the marker: it is not among the column's valid rows), a row in the failures table
+  ``<dataset>/_cladebench/failures/<column>.parquet`` with its reason, and a count in the summary
+  and in the field metadata.
+- **Raw in storage, normalised in use.** The column holds the model's raw float32 outputs; the field
+  metadata (and ``embedding_models.json`` beside the dataset) names the model, revision, dimension,
+  preprocessing, precision, software versions and norm statistics.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+import uuid as uuidlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cladebench import __version__, store
+from cladebench.config import OPTION
+from cladebench.errors import CladebenchError, SchemaError
+
+if TYPE_CHECKING:
+    import lance
+
+    from cladebench.models import Encoder
+
+STATE_DIR = "_cladebench"
+
+
+@dataclass(frozen=True)
+class EmbedConfig:
+    """Encode every image of a dataset once into an ``emb_<key>`` column."""
+
+    dataset: str
+    """Path or URI of the Lance dataset to add the column to."""
+    model: str = field(metadata=OPTION)
+    """Model: an alias (bioclip, bioclip-2, bioclip-2.5, clip-vit-b-16, ...), hf-hub:ORG/NAME, local-dir:PATH
+    or NAME/PRETRAINED."""
+    column: str | None = None
+    """Name of the new column; emb_<key> derived from the model when omitted (bioclip-2.5 -> emb_bioclip2p5)."""
+    revision: str | None = None
+    """Model revision to load instead of the pinned one."""
+    preprocessing: Literal["openclip", "tol"] = "openclip"
+    """openclip: the model's own resize + centre crop; tol: resize to a square without crop, as pybioclip does."""
+    batch_size: int = 64
+    """Images per forward pass."""
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    """Where the model runs; auto picks cuda, then mps, then cpu."""
+    workers: int | None = None
+    """Decoding worker processes; 0 decodes in the main process. Default: one per CPU core, at most 8."""
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    """Autocast precision of the forward pass; stored embeddings are always float32."""
+    checkpoint_rows: int = 1024
+    """Stage finished rows to disk at least this often, so an interrupted run loses at most this many."""
+    overwrite: bool = False
+    """Recompute the column when the dataset already has it."""
+    restart: bool = False
+    """Discard rows staged by an earlier interrupted run instead of resuming from them."""
+    progress: bool = True
+    """Show a progress bar with rows/s and ETA."""
+
+
+@dataclass(frozen=True)
+class EmbedSummary:
+    """What one ``embed`` run did."""
+
+    column: str
+    rows: int
+    """Rows in the dataset."""
+    valid: int
+    """Rows with an embedding."""
+    failed: int
+    """Rows whose image could not be decoded (null embedding, listed in the failures table)."""
+    encoded_now: int
+    """Rows encoded by this run (the rest were resumed from staging)."""
+    resumed: int
+    """Rows taken from an earlier interrupted run."""
+    seconds: float
+    rows_per_second: float
+    version: int
+    """Dataset version that holds the column."""
+    failures_path: str | None
+    metadata: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def column_for_model(model: str) -> str:
+    """Default column name: ``bioclip-2.5`` -> ``emb_bioclip2p5``, ``hf-hub:org/My-Model`` -> ``emb_my_model``."""
+    name = model
+    for prefix in ("hf-hub:", "local-dir:"):
+        if name.startswith(prefix):
+            name = name[len(prefix):].rstrip("/")
+            name = name.rsplit("/", 1)[-1]
+    name = name.lower().replace(".", "p")
+    if re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) and not name.startswith("vit"):
+        name = name.replace("-", "")
+    name = re.sub(r"[^a-z0-9]+", "_", name).strip("_")
+    return store.EMBEDDING_PREFIX + (name or "model")
+
+
+# --- staging ---------------------------------------------------------------------------------------
+
+
+def _state_dir(uri: str) -> Path:
+    if "://" in uri and not uri.startswith("file://"):
+        from cladebench.cache import cache_dir
+
+        return cache_dir() / "staging" / hashlib.sha256(uri.encode()).hexdigest()[:16]
+    return Path(uri.removeprefix("file://")) / STATE_DIR
+
+
+class _Staging:
+    """Parquet parts of finished rows for one column, written atomically; the resume point."""
+
+    def __init__(self, directory: Path, run_key: dict[str, Any], dim_hint: int | None = None) -> None:
+        self.directory = directory
+        self.run_key = run_key
+        self.dim = dim_hint
+
+    @property
+    def state_path(self) -> Path:
+        return self.directory / "state.json"
+
+    def open(self, restart: bool) -> set[str]:
+        """Start or resume; returns the uuids already staged."""
+        if restart and self.directory.exists():
+            shutil.rmtree(self.directory)
+        if self.state_path.exists():
+            state = json.loads(self.state_path.read_text())
+            if state.get("run_key") != self.run_key:
+                raise CladebenchError(
+                    f"{self.directory} holds rows staged by a different run ({state.get('run_key')}); "
+                    "pass --restart to discard them"
+                )
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
+        return set(self.read().column("uuid").to_pylist()) if self.parts() else set()
+
+    def parts(self) -> list[Path]:
+        return sorted(self.directory.glob("part-*.parquet"))
+
+    def write(self, uuids: list[str], vectors: list[np.ndarray | None], errors: list[str | None]) -> None:
+        if not uuids:
+            return
+        dim = next((v.shape[0] for v in vectors if v is not None), self.dim)
+        if dim is None:  # a part of only failures before any success: dim unknown yet
+            dim = 1
+        flat = np.zeros((len(vectors), dim), dtype=np.float32)
+        valid = np.ones(len(vectors), dtype=bool)
+        for i, v in enumerate(vectors):
+            if v is None:
+                valid[i] = False
+            else:
+                flat[i] = v
+        values = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), dim, mask=pa.array(~valid))
+        table = pa.table({"uuid": pa.array(uuids, pa.string()), "embedding": values,
+                          "error": pa.array(errors, pa.string())})
+        name = f"part-{time.time_ns():020d}-{uuidlib.uuid4().hex[:8]}.parquet"
+        tmp = self.directory / f".{name}.tmp"
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.directory / name)
+
+    def read(self) -> pa.Table:
+        tables = [pq.read_table(p) for p in self.parts()]
+        dims = {t.schema.field("embedding").type.list_size for t in tables if t.column("embedding").null_count < len(t)}
+        if len(dims) > 1:
+            raise CladebenchError(f"staged parts in {self.directory} disagree on the dimension: {sorted(dims)}")
+        dim = dims.pop() if dims else 1
+        fixed = []
+        for t in tables:
+            if t.schema.field("embedding").type.list_size != dim:  # an all-failure part written before dim was known
+                t = t.set_column(1, "embedding", pa.nulls(len(t), pa.list_(pa.float32(), dim)))
+            fixed.append(t)
+        return pa.concat_tables(fixed) if fixed else pa.table({"uuid": pa.array([], pa.string())})
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @staticmethod
+    def _atomic_write(path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+
+# --- decoding workers -----------------------------------------------------------------------------
+
+
+class _Blocks:
+    """Map-style dataset: item i = rows ``blocks[i]`` of the Lance dataset, decoded and preprocessed.
+
+    Each DataLoader worker opens its own Lance handle on first use (handles do not survive fork
+    well), reads only ``uuid`` and ``image`` of its rows, and returns the pixel batch together with
+    the rows that failed and why.
+    """
+
+    def __init__(self, uri: str, version: int, blocks: list[np.ndarray], preprocessing: Any,
+                 storage_options: dict[str, str] | None) -> None:
+        self.uri = uri
+        self.version = version
+        self.blocks = blocks
+        self.preprocessing = preprocessing
+        self.storage_options = storage_options
+        self._dataset: lance.LanceDataset | None = None
+        self._transform: Any = None
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        import torch
+
+        from cladebench.images import ImageDecodeError, decode_image
+
+        if self._dataset is None:
+            self._dataset = store.open_dataset(self.uri, version=self.version, storage_options=self.storage_options)
+            self._transform = self.preprocessing.build()
+        rows = self._dataset.take(self.blocks[index], columns=["uuid", "image"])
+        ok_uuids: list[str] = []
+        pixels: list[Any] = []
+        failed: list[tuple[str, str]] = []
+        for row_uuid, data in zip(rows.column("uuid").to_pylist(), rows.column("image").to_pylist(), strict=True):
+            try:
+                image = decode_image(data)
+                pixels.append(self._transform(image))
+                ok_uuids.append(row_uuid)
+            except ImageDecodeError as exc:
+                failed.append((row_uuid, exc.reason))
+            except Exception as exc:  # a preprocessing failure on a decodable image is still this row's failure
+                failed.append((row_uuid, f"preprocessing failed: {type(exc).__name__}: {exc}"))
+        batch = torch.stack(pixels) if pixels else None
+        return {"uuids": ok_uuids, "pixels": batch, "failed": failed}
+
+
+def _worker_init(_: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # decoding workers: leave the cores' math threads to the model
+
+
+def _default_workers() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+def _software_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"cladebench": __version__, "python": platform.python_version()}
+    for package in ("torch", "torchvision", "open_clip_torch", "pylance", "pillow", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _norm_statistics(vectors: np.ndarray) -> dict[str, float]:
+    if len(vectors) == 0:
+        return {}
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    return {"mean": float(norms.mean()), "std": float(norms.std()), "min": float(norms.min()),
+            "max": float(norms.max())}
+
+
+def _pending_blocks(dataset: lance.LanceDataset, done: set[str], batch_size: int) -> tuple[list[np.ndarray], int]:
+    """Row offsets still to encode, in dataset order, cut into blocks; also the total row count."""
+    pending: list[int] = []
+    seen: set[str] = set()
+    offset = 0
+    for batch in dataset.to_batches(columns=["uuid"], batch_size=65536):
+        for row_uuid in batch.column(0).to_pylist():
+            if row_uuid in seen:
+                raise SchemaError(f"{dataset.uri}: duplicate uuid {row_uuid!r}; embeddings are joined by uuid")
+            seen.add(row_uuid)
+            if row_uuid not in done:
+                pending.append(offset)
+            offset += 1
+    indices = np.asarray(pending, dtype=np.int64)
+    blocks = [indices[i:i + batch_size] for i in range(0, len(indices), batch_size)]
+    return blocks, offset
+
+
+def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
+                  storage_options: dict[str, str] | None = None) -> EmbedSummary:
+    """Run ``embed`` (see the module docstring); ``encoder`` may be passed to reuse a loaded model."""
+    from torch.utils.data import DataLoader
+    from tqdm import tqdm
+
+    from cladebench.models import load_encoder
+
+    started = time.perf_counter()
+    uri = str(config.dataset)
+    dataset = store.open_dataset(uri, storage_options=storage_options)
+    column = config.column or column_for_model(config.model)
+    if not column.startswith(store.EMBEDDING_PREFIX):
+        raise SchemaError(f"column {column!r}: embedding columns are named {store.EMBEDDING_PREFIX}<key>")
+    for required in ("uuid", "image"):
+        if required not in dataset.schema.names:
+            raise SchemaError(f"{uri} has no {required!r} column; embed needs uuid and image")
+    if column in dataset.schema.names and not config.overwrite:
+        raise CladebenchError(f"{uri} already has column {column!r}; pass --overwrite to recompute it")
+
+    if encoder is None:
+        encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
+                               device=config.device, precision=config.precision)
+    described = encoder.describe()
+    run_key = {"model": described.get("model_id", config.model), "revision": described.get("revision"),
+               "preprocessing": described.get("preprocessing"), "precision": config.precision}
+    staging = _Staging(_state_dir(uri) / "staging" / column, run_key, dim_hint=encoder.dim)
+    done = staging.open(config.restart)
+    blocks, total_rows = _pending_blocks(dataset, done, config.batch_size)
+    resumed = len(done)
+
+    workers = _default_workers() if config.workers is None else max(0, config.workers)
+    loader = DataLoader(
+        _Blocks(uri, dataset.version, blocks, encoder.preprocessing, storage_options),
+        batch_size=None, shuffle=False, num_workers=workers,
+        prefetch_factor=4 if workers else None, worker_init_fn=_worker_init if workers else None,
+        persistent_workers=False,
+    )
+    buffer_uuids: list[str] = []
+    buffer_vectors: list[np.ndarray | None] = []
+    buffer_errors: list[str | None] = []
+    encoded_now = 0
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        staging.write(buffer_uuids, buffer_vectors, buffer_errors)
+        buffer_uuids.clear()
+        buffer_vectors.clear()
+        buffer_errors.clear()
+        last_flush = time.monotonic()
+
+    pending_rows = sum(len(b) for b in blocks)
+    bar = tqdm(total=pending_rows, desc=f"embed {column}", unit="img", disable=not config.progress,
+               file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    try:
+        for item in loader:
+            if item["pixels"] is not None:
+                vectors = encoder.encode_images(item["pixels"])
+                buffer_uuids.extend(item["uuids"])
+                buffer_vectors.extend(list(vectors))
+                buffer_errors.extend([None] * len(item["uuids"]))
+            for row_uuid, reason in item["failed"]:
+                buffer_uuids.append(row_uuid)
+                buffer_vectors.append(None)
+                buffer_errors.append(reason)
+            count = len(item["uuids"]) + len(item["failed"])
+            encoded_now += count
+            bar.update(count)
+            if len(buffer_uuids) >= config.checkpoint_rows or time.monotonic() - last_flush > 60:
+                flush()
+    except BaseException:
+        flush()  # keep what is finished: the rerun resumes from here
+        bar.close()
+        raise
+    flush()
+    bar.close()
+
+    staged = staging.read()
+    summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
+    staging.remove()
+    seconds = time.perf_counter() - started
+    return EmbedSummary(
+        column=column, rows=total_rows, valid=summary["valid"], failed=summary["failed"],
+        encoded_now=encoded_now, resumed=resumed, seconds=round(seconds, 3),
+        rows_per_second=round(encoded_now / seconds, 2) if seconds > 0 else 0.0,
+        version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
+    )
+
+
+def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table, encoder: Encoder,
+            described: dict[str, Any], config: EmbedConfig, storage_options: dict[str, str] | None,
+            total_rows: int) -> dict[str, Any]:
+    """Merge the staged rows into the dataset as one new version, then write failures and the sidecar."""
+    import pyarrow.compute as pc
+
+    # Exactly once: a row staged twice (a part flushed just before a kill, then redone) keeps one copy.
+    uuids = staged.column("uuid").to_pylist()
+    keep = np.zeros(len(uuids), dtype=bool)
+    first: dict[str, int] = {}
+    for i, row_uuid in enumerate(uuids):
+        first.setdefault(row_uuid, i)
+    keep[list(first.values())] = True
+    staged = staged.filter(pa.array(keep))
+    if staged.num_rows != total_rows:
+        raise CladebenchError(
+            f"{uri}: {staged.num_rows} rows staged for {total_rows} rows in the dataset; rerun to finish"
+        )
+    embeddings = staged.column("embedding").combine_chunks()
+    dim = embeddings.type.list_size
+    if dim != encoder.dim:
+        raise CladebenchError(f"model {encoder.model_id} produced dimension {dim}, expected {encoder.dim}")
+    valid_mask = pc.is_valid(embeddings).to_numpy(zero_copy_only=False)
+    flat = embeddings.flatten().to_numpy(zero_copy_only=False)  # flatten() skips null slots
+    valid_vectors = flat.reshape(-1, dim) if len(flat) else np.zeros((0, dim), np.float32)
+    failures = staged.filter(pa.array(~valid_mask)).select(["uuid", "error"]).rename_columns(["uuid", "reason"])
+
+    state_dir = _state_dir(uri)
+    failures_path = state_dir / "failures" / f"{column}.parquet" if failures.num_rows else None
+    metadata = {
+        "model": described.get("model_id", config.model),
+        "revision": described.get("revision") or "",
+        "preprocessing": described.get("preprocessing", {}),
+        "precision": config.precision,
+        "device": described.get("device", ""),
+        "logit_scale": described.get("logit_scale"),
+        "software": _software_versions(),
+        "norm_stats": _norm_statistics(valid_vectors),
+        "normalized": False,
+        "valid_rows": int(valid_mask.sum()),
+        "failed_rows": int(failures.num_rows),
+        "failures": str(failures_path.relative_to(state_dir.parent)) if failures_path and "://" not in uri
+        else (str(failures_path) if failures_path else ""),
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "source_version": dataset.version,
+    }
+    metadata = {k: v for k, v in metadata.items() if v is not None}
+    emb_field = store.embedding_field(column, dim, metadata)
+    table = pa.Table.from_arrays([staged.column("uuid"), embeddings], schema=pa.schema(
+        [pa.field("uuid", pa.string()), emb_field]))
+
+    if failures_path is not None:
+        failures_path.parent.mkdir(parents=True, exist_ok=True)
+        failures = failures.append_column("column", pa.array([column] * failures.num_rows, pa.string()))
+        failures = failures.append_column("model", pa.array([metadata["model"]] * failures.num_rows, pa.string()))
+        tmp = failures_path.with_name(f".{failures_path.name}.tmp")
+        pq.write_table(failures, tmp)
+        os.replace(tmp, failures_path)
+
+    current = store.open_dataset(uri, storage_options=storage_options)
+    if column in current.schema.names:
+        current.drop_columns([column])
+        current = store.open_dataset(uri, storage_options=storage_options)
+    current.merge(table, left_on="uuid")
+    current = store.open_dataset(uri, storage_options=storage_options)
+    _write_sidecar(uri, column, dim, metadata)
+    return {"valid": metadata["valid_rows"], "failed": metadata["failed_rows"], "version": current.version,
+            "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
+
+
+def _write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> None:
+    """``embedding_models.json`` beside the data: one entry per embedding column, as the FGC card has."""
+    if "://" in uri and not uri.startswith("file://"):
+        return
+    path = Path(uri.removeprefix("file://")) / store.EMBEDDING_SIDECAR
+    entries = json.loads(path.read_text()) if path.exists() else {}
+    entries[column] = {"column": column, "dim": dim, **metadata}
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def failures(uri: str, column: str) -> pa.Table:
+    """The failures table of an embedding column: uuid, reason, column, model (empty when none failed)."""
+    path = _state_dir(uri) / "failures" / f"{column}.parquet"
+    if not path.exists():
+        return pa.table({"uuid": pa.array([], pa.string()), "reason": pa.array([], pa.string())})
+    return pq.read_table(path)
+
+
+def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | None = None,
+                     columns: Sequence[str] = ("uuid",)) -> tuple[pa.Table, np.ndarray]:
+    """Rows with an embedding in ``column`` and the raw vectors as an (n, dim) float32 array."""
+    table = store.read(dataset, columns=[*columns, column],
+                       where=f"({where}) AND {column} IS NOT NULL" if where else f"{column} IS NOT NULL")
+    values = table.column(column).combine_chunks()
+    dim = values.type.list_size
+    vectors = values.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+    return table.drop_columns([column]), vectors
+
