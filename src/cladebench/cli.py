@@ -5,8 +5,9 @@ from that registry, so adding a verb never means editing a chain of ``if name ==
 are imported inside each verb, so ``cladebench --help`` starts in a fraction of a second.
 
 Exit codes a script can trust: 0 success; 1 a failure of the input or environment; 2 a usage error
-(bad arguments, unknown name); 3 no dataset at the path; 4 a schema error; 5 a remote URI that
-cannot be reached; 70 a bug (an unexpected exception, reported as one); 130 interrupted.
+(bad arguments, unknown name); 3 no dataset at the path; 4 a schema error; 5 a remote URI (dataset
+or model) that cannot be reached; 6 a model that cannot be built from its files; 70 a bug (an
+unexpected exception, reported as one); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cladebench",
         description="Curate, store, evaluate and inspect benchmarks for biological vision(-language) models.",
-        epilog="Exit codes: 0 ok, 1 failure, 2 usage, 3 no dataset, 4 schema error, 5 remote unreachable, 70 bug.",
+        epilog="Exit codes: 0 ok, 1 failure, 2 usage, 3 no dataset, 4 schema error, 5 remote unreachable, "
+        "6 model cannot be built, 70 bug, 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"cladebench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")

@@ -119,6 +119,38 @@ def _subset(ctx: DemoContext) -> dict[str, Any]:
     return {**_dataset_summary(path), "where": f"challenge_group = '{escaped}'"}
 
 
+RANDOM_WEIGHTS_NOTICE = (
+    "the demo model is a tiny CLIP with RANDOM weights: its embeddings exercise the pipeline "
+    "(decode, preprocess, encode, store, resume), but any accuracy computed from them is chance"
+)
+
+
+@demo_step("embed")
+def _embed(ctx: DemoContext) -> dict[str, Any]:
+    """Encode every demo image once with the tiny model into ``emb_tiny``."""
+    try:
+        import open_clip  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError:
+        return {"skipped": "torch and open_clip are not installed: pip install 'cladebench[clip]'"}
+    from cladebench.embed import EmbedConfig, embed_dataset
+    from cladebench.models import load_encoder
+    from cladebench.models.tiny import tiny_model_id
+
+    _say(f"[demo] note: {RANDOM_WEIGHTS_NOTICE}")
+    model = tiny_model_id()
+    encoder = load_encoder(model, device="cpu")
+    columns = {}
+    for name in ("fine-grained", "co-observed"):
+        summary = embed_dataset(
+            EmbedConfig(dataset=str(ctx.dataset_path(name)), model=model, column="emb_tiny", device="cpu"),
+            encoder=encoder,
+        )
+        columns[name] = {"valid": summary.valid, "failed": summary.failed, "rows_per_second": summary.rows_per_second}
+    return {"model": model, "weights": "random", "notice": RANDOM_WEIGHTS_NOTICE, "column": "emb_tiny",
+            "datasets": columns}
+
+
 def run_demo(config: DemoConfig) -> dict[str, Any]:
     """Build the sample suite under ``config.out``, run every step, write ``summary.json``, print a summary."""
     from cladebench.synthetic import WorldConfig, make_world
@@ -161,8 +193,14 @@ def _print_summary(ctx: DemoContext) -> None:
         if "rows" in result:
             lines.append(f"  {name:<22} {result['rows']:>6,} rows  {result['path']}  "
                          f"fingerprint {result['fingerprint'][:16]}…")
+        elif "datasets" in result:
+            for dataset, counts in result["datasets"].items():
+                lines.append(f"  {name + ' ' + dataset:<22} {counts['valid']:>6,} rows  {result['column']} "
+                             f"({counts['failed']} failed) with {result['model']}")
         else:
             lines.append(f"  {name:<22} " + ", ".join(f"{k}={v}" for k, v in result.items() if k != "seconds"))
+    if "notice" in ctx.summary["steps"].get("embed", {}):
+        lines.append(f"note: {RANDOM_WEIGHTS_NOTICE}")
     lines.append(f"summary: {ctx.out_dir / 'summary.json'}  ({ctx.summary['seconds']} s)")
     lines.append(f"inspect: cladebench info {ctx.dataset_path('fine-grained')}")
     print("\n".join(lines))

@@ -30,7 +30,7 @@ import shutil
 import sys
 import time
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -71,7 +71,8 @@ class EmbedConfig:
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the model runs; auto picks cuda, then mps, then cpu."""
     workers: int | None = None
-    """Decoding worker processes; 0 decodes in the main process. Default: one per CPU core, at most 8."""
+    """Decoding worker processes; 0 decodes in the main process. Default: chosen from the measured cost of
+    decoding and of the model on the first block (every core for decoding on a GPU)."""
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
     """Autocast precision of the forward pass; stored embeddings are always float32."""
     checkpoint_rows: int = 1024
@@ -213,62 +214,117 @@ class _Staging:
 
 
 # --- decoding workers -----------------------------------------------------------------------------
+#
+# The main process reads each block's bytes from Lance (cheap) and hands them to a pool of decoding
+# processes; only the workers decode and preprocess, only the main process runs the model. Workers
+# never touch Lance: its runtime is not fork-safe, while plain Pillow/torch-CPU code is, so workers
+# can be forked (milliseconds) instead of spawned (seconds of imports each). At most
+# ``workers * _PREFETCH_PER_WORKER`` blocks are in flight, so memory stays flat on any dataset size.
+
+_PREFETCH_PER_WORKER = 3
+_TRANSFORM: Any = None
 
 
-class _Blocks:
-    """Map-style dataset: item i = rows ``blocks[i]`` of the Lance dataset, decoded and preprocessed.
+def _init_worker(preprocessing: Any) -> None:
+    import signal
 
-    Each DataLoader worker opens its own Lance handle on first use (handles do not survive fork
-    well), reads only ``uuid`` and ``image`` of its rows, and returns the pixel batch together with
-    the rows that failed and why.
-    """
-
-    def __init__(self, uri: str, version: int, blocks: list[np.ndarray], preprocessing: Any,
-                 storage_options: dict[str, str] | None) -> None:
-        self.uri = uri
-        self.version = version
-        self.blocks = blocks
-        self.preprocessing = preprocessing
-        self.storage_options = storage_options
-        self._dataset: lance.LanceDataset | None = None
-        self._transform: Any = None
-
-    def __len__(self) -> int:
-        return len(self.blocks)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        import torch
-
-        from cladebench.images import ImageDecodeError, decode_image
-
-        if self._dataset is None:
-            self._dataset = store.open_dataset(self.uri, version=self.version, storage_options=self.storage_options)
-            self._transform = self.preprocessing.build()
-        rows = self._dataset.take(self.blocks[index], columns=["uuid", "image"])
-        ok_uuids: list[str] = []
-        pixels: list[Any] = []
-        failed: list[tuple[str, str]] = []
-        for row_uuid, data in zip(rows.column("uuid").to_pylist(), rows.column("image").to_pylist(), strict=True):
-            try:
-                image = decode_image(data)
-                pixels.append(self._transform(image))
-                ok_uuids.append(row_uuid)
-            except ImageDecodeError as exc:
-                failed.append((row_uuid, exc.reason))
-            except Exception as exc:  # a preprocessing failure on a decodable image is still this row's failure
-                failed.append((row_uuid, f"preprocessing failed: {type(exc).__name__}: {exc}"))
-        batch = torch.stack(pixels) if pixels else None
-        return {"uuids": ok_uuids, "pixels": batch, "failed": failed}
-
-
-def _worker_init(_: int) -> None:
     import torch
 
-    torch.set_num_threads(1)  # decoding workers: leave the cores' math threads to the model
+    global _TRANSFORM
+    torch.set_num_threads(1)  # leave the cores' math threads to the model
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    _TRANSFORM = preprocessing.build()
 
 
-def _default_workers() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
+def _decode_block(uuids: list[str], images: list[bytes | None], transform: Any = None) -> dict[str, Any]:
+    """Decode and preprocess one block; failures come back with their reasons instead of raising."""
+    from cladebench.images import ImageDecodeError, decode_image
+
+    transform = transform or _TRANSFORM
+    ok_uuids: list[str] = []
+    pixels: list[np.ndarray] = []
+    failed: list[tuple[str, str]] = []
+    for row_uuid, data in zip(uuids, images, strict=True):
+        try:
+            image = decode_image(data)
+            pixels.append(transform(image).numpy())
+            ok_uuids.append(row_uuid)
+        except ImageDecodeError as exc:
+            failed.append((row_uuid, exc.reason))
+        except Exception as exc:  # a preprocessing failure on a decodable image is still this row's failure
+            failed.append((row_uuid, f"preprocessing failed: {type(exc).__name__}: {exc}"))
+    return {"uuids": ok_uuids, "pixels": np.stack(pixels) if pixels else None, "failed": failed}
+
+
+def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Iterator[tuple[list[str], list[Any]]]:
+    for block in blocks:
+        rows = dataset.take(block, columns=["uuid", "image"])
+        yield rows.column("uuid").to_pylist(), rows.column("image").to_pylist()
+
+
+def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Any,
+                    workers: int) -> Iterator[dict[str, Any]]:
+    """Decoded blocks in dataset order, decoded ahead by ``workers`` processes (inline when 0)."""
+    if workers == 0:
+        transform = preprocessing.build()
+        for uuids, images in _read_blocks(dataset, blocks):
+            yield _decode_block(uuids, images, transform)
+        return
+    import collections
+    import multiprocessing
+    import warnings
+
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with warnings.catch_warnings():
+        # Lance warns before every fork; these workers never call Lance (see the note above).
+        warnings.filterwarnings("ignore", message="lance is not fork-safe")
+        pool = context.Pool(workers, initializer=_init_worker, initargs=(preprocessing,))
+    with pool:
+        in_flight: collections.deque[Any] = collections.deque()
+        source = _read_blocks(dataset, blocks)
+        exhausted = False
+        while True:
+            while not exhausted and len(in_flight) < workers * _PREFETCH_PER_WORKER:
+                try:
+                    uuids, images = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                in_flight.append(pool.apply_async(_decode_block, (uuids, images)))
+            if not in_flight:
+                return
+            yield in_flight.popleft().get()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    workers: int | None
+    """Decoding processes (0: decode in the main process)."""
+    threads: int
+    """The model's intra-op threads in the main process."""
+
+
+def _plan(requested_workers: int | None, device: str, decode_cost: float, forward_cost: float) -> _Plan:
+    """Split the CPU cores between decoding workers and the model, from the costs of the first block.
+
+    On a GPU the model costs the CPU nothing, so decoding gets every core. On a CPU both compete:
+    ``decode_cost`` and ``forward_cost`` are CPU-seconds per image, and the cores are shared in
+    proportion. A tiny model is decode-bound (all cores decode, the model keeps one thread); a ViT-B
+    is model-bound (the model keeps every core, one worker decodes ahead). Oversubscribing cores
+    costs more than it seems: the model's OpenMP threads spin while a decoder holds their core.
+    """
+    import torch
+
+    cores = os.cpu_count() or 1
+    current_threads = torch.get_num_threads()
+    if requested_workers is not None:  # the user's split: the model keeps its threads
+        return _Plan(workers=max(0, requested_workers), threads=current_threads)
+    if device != "cpu":
+        return _Plan(workers=min(8, cores), threads=current_threads)
+    share = decode_cost / max(decode_cost + forward_cost, 1e-9)
+    workers = max(1, min(8, int(np.ceil(cores * share))))
+    threads = max(1, cores - int(np.floor(cores * share)))
+    return _Plan(workers=workers, threads=min(current_threads, threads))
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -315,7 +371,7 @@ def _pending_blocks(dataset: lance.LanceDataset, done: set[str], batch_size: int
 def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
                   storage_options: dict[str, str] | None = None) -> EmbedSummary:
     """Run ``embed`` (see the module docstring); ``encoder`` may be passed to reuse a loaded model."""
-    from torch.utils.data import DataLoader
+    import torch
     from tqdm import tqdm
 
     from cladebench.models import load_encoder
@@ -343,13 +399,6 @@ def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
     blocks, total_rows = _pending_blocks(dataset, done, config.batch_size)
     resumed = len(done)
 
-    workers = _default_workers() if config.workers is None else max(0, config.workers)
-    loader = DataLoader(
-        _Blocks(uri, dataset.version, blocks, encoder.preprocessing, storage_options),
-        batch_size=None, shuffle=False, num_workers=workers,
-        prefetch_factor=4 if workers else None, worker_init_fn=_worker_init if workers else None,
-        persistent_workers=False,
-    )
     buffer_uuids: list[str] = []
     buffer_vectors: list[np.ndarray | None] = []
     buffer_errors: list[str | None] = []
@@ -364,29 +413,49 @@ def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
         buffer_errors.clear()
         last_flush = time.monotonic()
 
+    def consume(item: dict[str, Any]) -> None:
+        nonlocal encoded_now
+        if item["pixels"] is not None:
+            vectors = encoder.encode_images(torch.from_numpy(item["pixels"]))
+            buffer_uuids.extend(item["uuids"])
+            buffer_vectors.extend(list(vectors))
+            buffer_errors.extend([None] * len(item["uuids"]))
+        for row_uuid, reason in item["failed"]:
+            buffer_uuids.append(row_uuid)
+            buffer_vectors.append(None)
+            buffer_errors.append(reason)
+        count = len(item["uuids"]) + len(item["failed"])
+        encoded_now += count
+        bar.update(count)
+        if len(buffer_uuids) >= config.checkpoint_rows or time.monotonic() - last_flush > 60:
+            flush()
+
     pending_rows = sum(len(b) for b in blocks)
     bar = tqdm(total=pending_rows, desc=f"embed {column}", unit="img", disable=not config.progress,
                file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    threads_before = torch.get_num_threads()
     try:
-        for item in loader:
-            if item["pixels"] is not None:
-                vectors = encoder.encode_images(item["pixels"])
-                buffer_uuids.extend(item["uuids"])
-                buffer_vectors.extend(list(vectors))
-                buffer_errors.extend([None] * len(item["uuids"]))
-            for row_uuid, reason in item["failed"]:
-                buffer_uuids.append(row_uuid)
-                buffer_vectors.append(None)
-                buffer_errors.append(reason)
-            count = len(item["uuids"]) + len(item["failed"])
-            encoded_now += count
-            bar.update(count)
-            if len(buffer_uuids) >= config.checkpoint_rows or time.monotonic() - last_flush > 60:
-                flush()
+        plan = _Plan(workers=config.workers, threads=threads_before)
+        if blocks:
+            # The first block is decoded and encoded here, timed, to split the cores between decoding
+            # workers and the model's threads (see _plan_cpu).
+            transform = encoder.preprocessing.build()
+            cpu_started = time.process_time()
+            first = _decode_block(*next(_read_blocks(dataset, blocks[:1])), transform)
+            decode_cost = (time.process_time() - cpu_started) / max(1, len(blocks[0]))
+            wall_started = time.perf_counter()
+            consume(first)
+            forward_cost = (time.perf_counter() - wall_started) * threads_before / max(1, len(blocks[0]))
+            plan = _plan(config.workers, encoder.device, decode_cost, forward_cost)
+            torch.set_num_threads(plan.threads)
+        for item in _decoded_blocks(dataset, blocks[1:], encoder.preprocessing, plan.workers or 0):
+            consume(item)
     except BaseException:
         flush()  # keep what is finished: the rerun resumes from here
         bar.close()
         raise
+    finally:
+        torch.set_num_threads(threads_before)
     flush()
     bar.close()
 

@@ -1,0 +1,255 @@
+"""Which model a name means: aliases, string forms, pinned revisions. Pure strings; no torch.
+
+A model name arrives from the command line, a config or a results file, and has to mean the same
+weights every time, or two runs cannot be compared. So every name resolves to one :class:`ModelSpec`
+before anything is loaded, and the spec is what provenance records:
+
+- a registered alias (``bioclip``, ``bioclip-2``, ``bioclip-2.5``, ``clip-vit-b-16``, ``clip-vit-l-14``,
+  ``biotrove-clip``, ``siglip``; see :data:`MODELS`), each a function of the requested revision;
+- ``hf-hub:ORG/NAME[@REVISION]``, an open_clip checkpoint on the Hugging Face Hub;
+- ``local-dir:PATH``, a folder with ``open_clip_config.json`` and a weights file;
+- ``NAME/PRETRAINED``, an open_clip architecture and a pretrained tag (``ViT-B-16/openai``) or a local
+  weights file (``ViT-B-16//data/ckpt.pt``).
+
+Hub repositories that an alias pins keep their pin when named directly (``hf-hub:imageomics/bioclip``
+is the same spec as ``bioclip``), so a cache key or a results file never depends on which spelling
+was typed. A revision passed by the caller overrides the pin.
+
+Example:
+    >>> spec = resolve_model("bioclip")
+    >>> spec.id, spec.revision
+    ('hf-hub:imageomics/bioclip', 'ce901ab3c6a913f9e9ef94ce6d27761069f4f01c')
+    >>> resolve_model("hf-hub:imageomics/bioclip") == spec.replace(alias=None)
+    True
+    >>> resolve_model("ViT-B-16/openai").open_clip_name
+    'ViT-B-16'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cladebench.errors import CladebenchError, RemoteUnavailableError, UnknownNameError, unknown_name
+
+HF_HUB_PREFIX = "hf-hub:"
+LOCAL_DIR_PREFIX = "local-dir:"
+
+# Weight files open_clip reads; a ``pretrained`` ending in one of these is a path, not a tag.
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".npz", ".ckpt")
+
+
+class ModelLoadError(CladebenchError):
+    """A model that resolves but cannot be built: missing files, unknown architecture, bad checkpoint."""
+
+    exit_code = 6
+
+
+class ModelUnavailableError(RemoteUnavailableError):
+    """Model files that are neither cached on this machine nor reachable (offline, no network, no access)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model name means, decided before any weights are read."""
+
+    id: str
+    """Canonical id recorded in provenance and cache keys: ``hf-hub:ORG/NAME``, ``local-dir:/abs/path``
+    or ``NAME/PRETRAINED``. Two names for the same weights share it."""
+    open_clip_name: str
+    """First argument to ``open_clip.create_model``: an architecture (``ViT-B-16``) or ``hf-hub:``/``local-dir:``."""
+    pretrained: str | None
+    """open_clip ``pretrained``: a tag (``openai``) or an absolute file path; ``None`` for hf-hub and local-dir."""
+    revision: str | None
+    """Hub commit or branch to load; ``None`` means the source has no revision or it was not pinned."""
+    source: str
+    """Where the weights come from: ``hf-hub``, ``local-dir`` or ``open_clip`` (see :data:`SOURCES`)."""
+    alias: str | None = None
+    """The registered alias this spec was resolved from, if any; not part of the identity of the weights."""
+
+    @property
+    def hub_repo(self) -> str | None:
+        """``ORG/NAME`` for a Hub model, else ``None``."""
+        return self.id.removeprefix(HF_HUB_PREFIX) if self.source == "hf-hub" else None
+
+    def replace(self, **changes: Any) -> ModelSpec:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields, for provenance."""
+        return dataclasses.asdict(self)
+
+
+ModelFactory = Callable[[str | None], ModelSpec]
+
+MODELS: dict[str, ModelFactory] = {}
+"""Registry of model aliases: name -> function of the requested revision (``None``: the pinned one)."""
+
+PINNED_REVISIONS: dict[str, str] = {}
+"""Hub repo (``ORG/NAME``) -> the commit its alias pins; applied to ``hf-hub:`` names of the same repo too."""
+
+
+def register_model(name: str) -> Callable[[ModelFactory], ModelFactory]:
+    """Register an alias: the decorated function maps a requested revision (or ``None``) to a spec."""
+
+    def register(factory: ModelFactory) -> ModelFactory:
+        if name in MODELS:
+            raise ValueError(f"model alias {name!r} registered twice")
+        MODELS[name] = factory
+        return factory
+
+    return register
+
+
+def list_models() -> dict[str, str]:
+    """Aliases and the first line of each one's docstring (what ``cladebench models`` prints)."""
+    return {name: (factory.__doc__ or "").strip().splitlines()[0] for name, factory in sorted(MODELS.items())}
+
+
+def hub_spec(repo: str, revision: str | None = None, *, alias: str | None = None) -> ModelSpec:
+    """Spec of an open_clip checkpoint on the Hub; a known repo falls back to its pinned commit."""
+    repo = repo.strip().strip("/")
+    if repo.count("/") != 1 or not all(repo.split("/")):
+        raise ModelLoadError(f"hf-hub model {repo!r}: expected hf-hub:ORG/NAME[@REVISION]")
+    revision = revision or PINNED_REVISIONS.get(repo)
+    return ModelSpec(id=HF_HUB_PREFIX + repo, open_clip_name=HF_HUB_PREFIX + repo, pretrained=None,
+                     revision=revision, source="hf-hub", alias=alias)
+
+
+def _pinned_hub_model(name: str, repo: str, commit: str, doc: str) -> None:
+    """Register an alias for a Hub repo pinned at ``commit`` (a revision passed by the caller wins)."""
+    PINNED_REVISIONS[repo] = commit
+
+    def factory(revision: str | None) -> ModelSpec:
+        return hub_spec(repo, revision or commit, alias=name)
+
+    factory.__doc__ = doc
+    register_model(name)(factory)
+
+
+def open_clip_spec(architecture: str, pretrained: str, revision: str | None = None, *,
+                   alias: str | None = None) -> ModelSpec:
+    """Spec of an open_clip architecture with a pretrained tag or a weights file (made absolute)."""
+    architecture = architecture.strip()
+    pretrained = pretrained.strip()
+    if not architecture or not pretrained:
+        raise ModelLoadError(f"open_clip model {architecture}/{pretrained}: expected NAME/PRETRAINED")
+    if _looks_like_path(pretrained):
+        pretrained = str(Path(pretrained).expanduser().resolve())
+    return ModelSpec(id=f"{architecture}/{pretrained}", open_clip_name=architecture, pretrained=pretrained,
+                     revision=revision, source="open_clip", alias=alias)
+
+
+def _looks_like_path(pretrained: str) -> bool:
+    """open_clip tags are bare words (``openai``, ``laion2b_s34b_b88k``); anything path-like is a file."""
+    return (
+        "/" in pretrained or "\\" in pretrained or pretrained.startswith(("~", "."))
+        or pretrained.lower().endswith(_WEIGHT_SUFFIXES) or Path(pretrained).is_file()
+    )
+
+
+# --- aliases -------------------------------------------------------------------------------------
+
+_pinned_hub_model(
+    "bioclip", "imageomics/bioclip", "ce901ab3c6a913f9e9ef94ce6d27761069f4f01c",
+    "BioCLIP: ViT-B/16, 512-d, trained on TreeOfLife-10M (Stevens et al., CVPR 2024).",
+)
+_pinned_hub_model(
+    "bioclip-2", "imageomics/bioclip-2", "2957b322090f9cb17ae72c71981c7218a28d81e0",
+    "BioCLIP 2: ViT-L/14, 768-d, trained on TreeOfLife-200M (Gu et al., 2025).",
+)
+_pinned_hub_model(
+    "bioclip-2.5", "imageomics/bioclip-2.5-vith14", "191d741545e4c741cdef4b22c6eb69c945c1e592",
+    "BioCLIP 2.5: ViT-H/14, 1024-d.",
+)
+
+
+@register_model("clip-vit-b-16")
+def _clip_vit_b_16(revision: str | None) -> ModelSpec:
+    """OpenAI CLIP ViT-B/16, 512-d (open_clip ViT-B-16/openai, QuickGELU)."""
+    return open_clip_spec("ViT-B-16", "openai", revision, alias="clip-vit-b-16")
+
+
+@register_model("clip-vit-l-14")
+def _clip_vit_l_14(revision: str | None) -> ModelSpec:
+    """OpenAI CLIP ViT-L/14, 768-d (open_clip ViT-L-14/openai, QuickGELU)."""
+    return open_clip_spec("ViT-L-14", "openai", revision, alias="clip-vit-l-14")
+
+
+@register_model("biotrove-clip")
+def _biotrove_clip(revision: str | None) -> ModelSpec:
+    """BioTrove-CLIP-O: ViT-B/16 from OpenAI CLIP, trained on BioTrove-Train (Yang et al., NeurIPS 2024)."""
+    return hub_spec("BGLab/BioTrove-CLIP", revision, alias="biotrove-clip")
+
+
+@register_model("siglip")
+def _siglip(revision: str | None) -> ModelSpec:
+    """SigLIP ViT-B/16 at 224 px, 768-d, WebLI (Zhai et al., 2023); its tokenizer needs ``transformers``."""
+    return hub_spec("timm/ViT-B-16-SigLIP", revision, alias="siglip")
+
+
+# --- string forms --------------------------------------------------------------------------------
+
+SourceParser = Callable[[str, str | None], ModelSpec]
+
+SOURCES: dict[str, SourceParser] = {}
+"""Registry of string forms: prefix (``hf-hub:``, ``local-dir:``) -> parser of the rest and the revision."""
+
+
+def model_source(prefix: str) -> Callable[[SourceParser], SourceParser]:
+    """Register a parser for names that start with ``prefix``."""
+
+    def register(parser: SourceParser) -> SourceParser:
+        SOURCES[prefix] = parser
+        return parser
+
+    return register
+
+
+def _merge_revisions(name: str, in_name: str | None, given: str | None) -> str | None:
+    if in_name and given and in_name != given:
+        raise ModelLoadError(f"model {name!r} names revision {in_name!r} but revision={given!r} was passed")
+    return in_name or given
+
+
+@model_source(HF_HUB_PREFIX)
+def _parse_hf_hub(rest: str, revision: str | None) -> ModelSpec:
+    repo, _, in_name = rest.partition("@")
+    return hub_spec(repo, _merge_revisions(HF_HUB_PREFIX + rest, in_name or None, revision))
+
+
+@model_source(LOCAL_DIR_PREFIX)
+def _parse_local_dir(rest: str, revision: str | None) -> ModelSpec:
+    if not rest.strip():
+        raise ModelLoadError("local-dir: needs a path, as in local-dir:/models/my-clip")
+    path = str(Path(rest.strip()).expanduser().resolve())
+    # A folder has no revision of its own; the loader records a hash of the weights instead.
+    return ModelSpec(id=LOCAL_DIR_PREFIX + path, open_clip_name=LOCAL_DIR_PREFIX + path, pretrained=None,
+                     revision=revision, source="local-dir")
+
+
+_FORMS_HINT = (" Or name a model as hf-hub:ORG/NAME[@REVISION], local-dir:PATH, or an open_clip"
+               " NAME/PRETRAINED (pretrained tag or weights file).")
+
+
+def resolve_model(name: str, revision: str | None = None) -> ModelSpec:
+    """The spec a model name means (see the module docstring); reads no weights and needs no torch.
+
+    Raises :class:`~cladebench.errors.UnknownNameError` for a bare name that is not an alias, listing
+    the aliases and the closest one.
+    """
+    name = name.strip()
+    if name.lower() in MODELS:  # aliases are case-insensitive: BioCLIP is bioclip
+        return MODELS[name.lower()](revision)
+    for prefix, parser in SOURCES.items():
+        if name.startswith(prefix):
+            return parser(name[len(prefix):], revision)
+    architecture, slash, pretrained = name.partition("/")
+    if slash and architecture and pretrained:
+        return open_clip_spec(architecture, pretrained, revision)
+    error = unknown_name("model", name, MODELS)
+    raise UnknownNameError(str(error) + _FORMS_HINT) from None

@@ -1,0 +1,136 @@
+"""Zero-shot class embeddings from prompt templates, encoded once per model and label set, cached on disk.
+
+A class's text embedding is CLIP's zero-shot classifier construction (Radford et al. 2021; open_clip's
+``build_zero_shot_classifier``; pybioclip): encode the label in every template, L2-normalise each,
+average, normalise again. With 80 templates and 10,000 species that is 800,000 forward passes, so the
+result is kept in the cache keyed by everything it depends on:
+
+- model id and the revision actually loaded (a Hub commit or a hash of local weights),
+- precision (fp16 text embeddings differ from fp32 ones in the last digits),
+- the templates after placeholder normalisation, and the label strings, in order.
+
+Image preprocessing plays no part. Files: ``<cache>/text_embeddings/<k[:2]>/<k>.npy`` (float32, one
+unit row per label) and ``<k>.json`` describing the key. Each is written to a temporary file and
+renamed into place, so a crash or a concurrent writer never leaves a torn file, and the ``.npy`` is
+written last, so its presence means the entry is complete.
+
+This module needs no torch: it works with anything that has ``model_id``, ``revision`` and
+``encode_texts``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from cladebench.templates import PLACEHOLDER, get_templates
+
+CACHE_KIND = "class_text_embeddings/v1"
+"""Part of every key: bump it when the construction changes, and old entries stop matching."""
+
+TEXTS_PER_CHUNK = 8192
+"""Texts encoded before their rows are reduced, so memory stays bounded for large label sets."""
+
+
+class TextEncoder(Protocol):
+    """What :func:`class_text_embeddings` needs from an encoder."""
+
+    model_id: str
+    revision: str | None
+
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray: ...
+
+
+def text_cache_key(model_id: str, revision: str | None, templates: Sequence[str], labels: Sequence[str],
+                   precision: str = "fp32") -> str:
+    """SHA-256 hex of everything a class-embedding matrix depends on."""
+    payload = {"kind": CACHE_KIND, "model_id": model_id, "revision": revision, "precision": precision,
+               "templates": list(templates), "labels": list(labels)}
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.maximum(norms, np.finfo(np.float32).tiny)
+
+
+def _encode_classes(encode: Callable[[list[str]], np.ndarray], labels: Sequence[str],
+                    templates: Sequence[str]) -> np.ndarray:
+    """Normalise each prompt's embedding, average over templates, normalise again; chunked over labels."""
+    per_chunk = max(1, TEXTS_PER_CHUNK // len(templates))
+    rows = []
+    for start in range(0, len(labels), per_chunk):
+        chunk = labels[start:start + per_chunk]
+        texts = [t.replace(PLACEHOLDER, label) for label in chunk for t in templates]
+        embedded = np.asarray(encode(texts), dtype=np.float32)
+        embedded = _unit_rows(embedded).reshape(len(chunk), len(templates), -1)
+        rows.append(_unit_rows(embedded.mean(axis=1)))
+    return np.concatenate(rows).astype(np.float32, copy=False)
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            write(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def text_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """Where text embeddings are cached: ``cache_dir``, or ``$CLADEBENCH_CACHE_DIR/text_embeddings``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    from cladebench.cache import cache_dir as default_cache_dir
+
+    return default_cache_dir("text_embeddings")
+
+
+def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates: Sequence[str] | str, *,
+                          cache_dir: str | Path | None = None, batch_size: int = 256) -> np.ndarray:
+    """Unit class embeddings, float32 (len(labels), dim): CLIP's template ensemble, encoded once and cached.
+
+    ``templates`` is a set name (``openai-imagenet``), one template, or a sequence of templates (see
+    :mod:`cladebench.templates`). A second call with the same model, revision, precision, templates
+    and labels reads the cache and never calls the encoder.
+    """
+    if isinstance(labels, str):
+        raise TypeError("labels must be a sequence of strings, not one string")
+    labels = [str(label) for label in labels]
+    resolved = get_templates(templates)
+    precision = str(getattr(encoder, "precision", "fp32"))
+    key = text_cache_key(encoder.model_id, encoder.revision, resolved, labels, precision)
+    folder = text_cache_dir(cache_dir) / key[:2]
+    array_path, info_path = folder / f"{key}.npy", folder / f"{key}.json"
+
+    if array_path.is_file():
+        try:
+            cached = np.load(array_path, allow_pickle=False)
+        except (OSError, ValueError):
+            cached = None  # unreadable: recompute and overwrite
+        if cached is not None and cached.ndim == 2 and cached.shape[0] == len(labels):
+            return cached.astype(np.float32, copy=False)
+
+    if not labels:
+        return np.zeros((0, int(getattr(encoder, "dim", 0))), dtype=np.float32)
+    embeddings = _encode_classes(lambda texts: encoder.encode_texts(texts, batch_size=batch_size), labels, resolved)
+    info = {
+        "key": key, "kind": CACHE_KIND, "model_id": encoder.model_id, "revision": encoder.revision,
+        "precision": precision, "templates": list(resolved), "n_labels": len(labels),
+        "labels_sha256": hashlib.sha256("\n".join(labels).encode("utf-8")).hexdigest(),
+        "first_labels": labels[:5], "dim": int(embeddings.shape[1]),
+    }
+    _atomic_write(info_path, lambda handle: handle.write(json.dumps(info, indent=2, ensure_ascii=False)), "w")
+    _atomic_write(array_path, lambda handle: np.save(handle, embeddings, allow_pickle=False))
+    return embeddings
