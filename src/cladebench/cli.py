@@ -134,6 +134,25 @@ def _embed(config: EmbedConfig) -> int:
     return 0
 
 
+# --- eval ----------------------------------------------------------------------------------------
+
+from cladebench.evaluate import EvalConfig  # noqa: E402
+
+
+@verb("eval", EvalConfig, "run a task (zeroshot) on a dataset with a model; write run.json + predictions.parquet")
+def _eval(config: EvalConfig) -> int:
+    from cladebench.evaluate import format_metrics, run_eval
+
+    record, path = run_eval(config)
+    label_set = record.provenance["label_set"]
+    print(f"{record.task} on {config.dataset} with {record.provenance['model']['id']} "
+          f"({label_set['size']} labels at {label_set['rank']}, "
+          f"{record.provenance['dataset']['evaluated_rows']} images)")
+    print(format_metrics(record))
+    print(f"run record: {path}")
+    return 0
+
+
 # --- demo ----------------------------------------------------------------------------------------
 
 

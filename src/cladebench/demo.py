@@ -151,6 +151,23 @@ def _embed(ctx: DemoContext) -> dict[str, Any]:
             "datasets": columns}
 
 
+@demo_step("zeroshot")
+def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
+    """Zero-shot species classification of the fine-grained images, with a run record."""
+    embed = ctx.summary["steps"].get("embed", {})
+    if "model" not in embed:
+        return {"skipped": "no embeddings (the embed step was skipped)"}
+    from cladebench.evaluate import EvalConfig, run_eval
+
+    record, path = run_eval(EvalConfig(dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"],
+                                       out=ctx.out_dir / "runs" / "zeroshot-fine-grained", device="cpu"))
+    label_set = record.provenance["label_set"]
+    chance = 1.0 / label_set["size"]
+    metrics = {name: round(estimate["value"], 4) for name, estimate in record.metrics.items()}
+    return {"run": str(path), "labels": label_set["size"], "chance_top1": round(chance, 4), "metrics": metrics,
+            "weights": embed.get("weights", "trained")}
+
+
 def run_demo(config: DemoConfig) -> dict[str, Any]:
     """Build the sample suite under ``config.out``, run every step, write ``summary.json``, print a summary."""
     from cladebench.synthetic import WorldConfig, make_world
@@ -193,6 +210,13 @@ def _print_summary(ctx: DemoContext) -> None:
         if "rows" in result:
             lines.append(f"  {name:<22} {result['rows']:>6,} rows  {result['path']}  "
                          f"fingerprint {result['fingerprint'][:16]}…")
+        elif "metrics" in result:
+            metrics = result["metrics"]
+            ranks = ", ".join(f"{k.removeprefix('top1_')} {100 * v:.1f}%" for k, v in metrics.items()
+                              if k.startswith("top1_"))
+            lines.append(f"  {name:<22} top-1 {ranks}")
+            lines.append(f"  {'':<22} (species chance {100 * result['chance_top1']:.1f}%, {result['weights']} "
+                         f"weights; run record {result['run']})")
         elif "datasets" in result:
             for dataset, counts in result["datasets"].items():
                 lines.append(f"  {name + ' ' + dataset:<22} {counts['valid']:>6,} rows  {result['column']} "

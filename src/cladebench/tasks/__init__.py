@@ -1,0 +1,51 @@
+"""Tasks: functions ``(dataset, encoder, config) -> Predictions``, one prediction row per example.
+
+Each task module registers itself in :data:`TASKS` with what ``cladebench eval`` needs: its config
+class, the function that predicts, and the function that turns predictions into metrics. Metrics are
+never computed inside a task, so a paired comparison or a re-analysis works from the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench.errors import unknown_name
+
+
+@dataclass(frozen=True)
+class Task:
+    """A registered task."""
+
+    name: str
+    config: type
+    predict: Callable[..., Any]
+    metrics: Callable[[Any], dict[str, Any]]
+    description: str
+
+
+TASKS: dict[str, Task] = {}
+
+
+def register_task(task: Task) -> Task:
+    TASKS[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    _load_builtin_tasks()
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise unknown_name("task", name, TASKS) from None
+
+
+def _load_builtin_tasks() -> None:
+    from cladebench.tasks import zeroshot
+
+    register_task(Task(
+        name="zeroshot", config=zeroshot.ZeroShotConfig, predict=zeroshot.zero_shot,
+        metrics=zeroshot.zero_shot_metrics,
+        description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks",
+    ))

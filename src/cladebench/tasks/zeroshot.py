@@ -1,0 +1,260 @@
+"""Zero-shot classification: images against the text embeddings of a label set, from cached image embeddings.
+
+The label set is the benchmark's own taxa at a rank (species by default): every distinct lineage
+prefix down to that rank among the evaluated rows, so homonyms in different kingdoms stay apart.
+Each label becomes a string in a name style (``taxon``, ``sci``, ``com``, ``taxon_com``), filled into
+prompt templates and averaged into one unit vector per label (CLIP's construction, cached on disk).
+Image vectors come from an ``emb_*`` column written by ``cladebench embed`` with the same model: they
+are stored raw and L2-normalised here.
+
+Logits use the model's learned scale (``logit_scale="learned"``) or a fixed number (CLIP_benchmark
+uses 100); softmax probabilities at the label rank are rolled up to every higher rank through the
+sparse species x taxon membership matrix, so "genus accuracy" means the genus with the most
+probability mass, not the genus of the top species.
+
+The task returns per-example predictions; metrics are computed from them (:mod:`cladebench.metrics`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from cladebench import store
+from cladebench.errors import CladebenchError, SchemaError
+from cladebench.metrics import accuracy, top_k_hits
+from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
+
+if TYPE_CHECKING:
+    import lance
+
+    from cladebench.models import Encoder
+
+
+@dataclass(frozen=True)
+class ZeroShotConfig:
+    """How a zero-shot run is set up; every field is recorded in the run record."""
+
+    rank: str = "species"
+    """Rank of the labels: the benchmark's taxa at this rank form the label set."""
+    name_style: str = "taxon"
+    """Label strings: sci, com, taxon or taxon_com."""
+    templates: str = "bioclip"
+    """Template set (bioclip, photo, openai-imagenet, raw) or one template containing {c}."""
+    logit_scale: str = "learned"
+    """'learned' (the model's own scale) or a number (CLIP_benchmark uses 100)."""
+    column: str | None = None
+    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
+    where: str | None = None
+    """SQL filter selecting the evaluated rows."""
+    within: str | None = None
+    """Restrict rows and labels to one clade, as RANK=NAME (e.g. class=Aves)."""
+
+
+@dataclass(frozen=True)
+class LabelSet:
+    """The labels of a run: one taxon per label, in a fixed order."""
+
+    rank: Rank
+    """Rank of every label."""
+    taxa: tuple[tuple[str | None, ...], ...]
+    """Each label's taxon as its prefix of names (kingdom .. rank)."""
+    lineages: tuple[Lineage, ...]
+    """A lineage per label, truncated to the rank (the common name kept at species rank)."""
+
+    def texts(self, style: str) -> list[str]:
+        """Label strings in a name style."""
+        return [lineage.label(style) for lineage in self.lineages]
+
+    def digest(self, style: str) -> str:
+        """SHA-256 of the label strings in order: identifies the label set in provenance."""
+        return hashlib.sha256(json.dumps(self.texts(style), ensure_ascii=False).encode()).hexdigest()
+
+    def __len__(self) -> int:
+        return len(self.taxa)
+
+
+def label_set(lineages: Sequence[Lineage], rank: Rank | str) -> LabelSet:
+    """Distinct taxa at ``rank`` among ``lineages``, sorted by their names (so the order is reproducible)."""
+    rank = Rank.parse(rank)
+    chosen: dict[tuple[str | None, ...], Lineage] = {}
+    for lineage in lineages:
+        if lineage.names[rank] is None:
+            continue
+        key = lineage.key(rank)
+        if key not in chosen:
+            kept = lineage if rank == Rank.SPECIES else lineage.truncate(rank)
+            chosen[key] = kept
+    keys = sorted(chosen, key=lambda k: tuple("" if n is None else n for n in k))
+    return LabelSet(rank=rank, taxa=tuple(keys), lineages=tuple(chosen[k] for k in keys))
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise each row (raw embeddings are stored; cosine similarity is used)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float) -> np.ndarray:
+    """Softmax probabilities of ``scale`` x cosine similarity between images and labels."""
+    logits = scale * normalize_rows(image_vectors) @ normalize_rows(label_vectors).T
+    return softmax(logits.astype(np.float64))
+
+
+def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
+    """The ``emb_*`` column whose metadata names ``model_id``; an error that says how to make one."""
+    matches = [
+        f.name for f in dataset.schema
+        if f.name.startswith(store.EMBEDDING_PREFIX) and store.embedding_metadata(f).get("model") == model_id
+    ]
+    if not matches:
+        raise CladebenchError(
+            f"{dataset.uri} has no embedding column for model {model_id}; run `cladebench embed {dataset.uri} "
+            f"--model {model_id}` first (or pass --column)"
+        )
+    if len(matches) > 1:
+        raise CladebenchError(f"several columns hold {model_id} embeddings ({matches}); pass --column")
+    return matches[0]
+
+
+def _parse_within(within: str | None) -> tuple[Rank, str] | None:
+    if within is None:
+        return None
+    if "=" not in within:
+        raise CladebenchError(f"--within takes RANK=NAME (e.g. class=Aves), got {within!r}")
+    rank, name = within.split("=", 1)
+    return Rank.parse(rank.strip()), name.strip()
+
+
+def _scale(config: ZeroShotConfig, encoder: Encoder) -> float:
+    if config.logit_scale == "learned":
+        return float(encoder.logit_scale)
+    try:
+        return float(config.logit_scale)
+    except ValueError:
+        raise CladebenchError(f"logit_scale must be 'learned' or a number, got {config.logit_scale!r}") from None
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Per-example predictions of a run, plus what is needed to interpret them."""
+
+    table: pa.Table
+    """One row per example: uuid, true and predicted labels, hits at every scored rank."""
+    labels: list[str]
+    """Label strings in label-set order."""
+    info: dict[str, Any]
+    """Task settings and provenance gathered while predicting (column, model, scale, label set digest...)."""
+
+
+def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotConfig) -> Predictions:
+    """Run zero-shot classification over the dataset's rows with embeddings; see the module docstring."""
+    from cladebench.embed import valid_embeddings
+    from cladebench.models import class_text_embeddings
+
+    rank = Rank.parse(config.rank)
+    column = config.column or find_embedding_column(dataset, encoder.model_id)
+    if column not in dataset.schema.names:
+        raise SchemaError(f"column {column!r} is not in {dataset.uri}")
+    meta = store.embedding_metadata(dataset.schema.field(column))
+    if meta.get("model") != encoder.model_id:
+        raise CladebenchError(
+            f"column {column!r} holds embeddings of {meta.get('model')}, not of {encoder.model_id}: image and text "
+            "vectors from different models are not comparable"
+        )
+    if meta.get("revision") and encoder.revision and meta["revision"] != encoder.revision:
+        raise CladebenchError(
+            f"column {column!r} was made with revision {meta['revision']} of {encoder.model_id}, but revision "
+            f"{encoder.revision} is loaded; re-embed (cladebench embed --overwrite) or load that revision"
+        )
+    rows, image_vectors = valid_embeddings(dataset, column, where=config.where,
+                                           columns=("uuid", *RANK_COLUMNS, "common_name"))
+    lineages = [Lineage.from_row(r) for r in rows.select([*RANK_COLUMNS, "common_name"]).to_pylist()]
+    within = _parse_within(config.within)
+    if within is not None:
+        keep = np.array([lin.names[within[0]] == within[1] for lin in lineages], dtype=bool)
+        if not keep.any():
+            raise CladebenchError(f"no evaluated row has {within[0].column} = {within[1]!r}")
+        rows, image_vectors = rows.filter(pa.array(keep)), image_vectors[keep]
+        lineages = [lin for lin, k in zip(lineages, keep, strict=True) if k]
+    if not lineages:
+        raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
+    labels = label_set(lineages, rank)
+    if len(labels) < 2:
+        raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
+    texts = labels.texts(config.name_style)
+    label_vectors = class_text_embeddings(encoder, texts, config.templates)
+    scale = _scale(config, encoder)
+    probs = classify(image_vectors, label_vectors, scale)
+
+    index = {key: i for i, key in enumerate(labels.taxa)}
+    targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages])
+    order = np.argsort(-probs, axis=1, kind="stable")[:, :5]
+    columns: dict[str, Any] = {
+        "uuid": rows.column("uuid"),
+        "true_label": [texts[t] if t >= 0 else None for t in targets],
+        "pred_label": [texts[o[0]] for o in order],
+        "top5_labels": [[texts[j] for j in o] for o in order],
+        "top5_probs": [[float(probs[i, j]) for j in o] for i, o in enumerate(order)],
+        "true_prob": [float(probs[i, t]) if t >= 0 else None for i, t in enumerate(targets)],
+        "scored": targets >= 0,
+        "correct_top1": top_k_hits(probs, targets, 1),
+        "correct_top5": top_k_hits(probs, targets, 5),
+    }
+    scored_ranks = [rank.column]
+    for higher in RANKS[:rank]:
+        membership = membership_matrix(labels.lineages, higher)
+        rolled = membership.roll_up(probs)
+        taxon_index = {key: j for j, key in enumerate(membership.taxa)}
+        true_taxa = np.array([taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1 for lin in lineages])
+        predicted = rolled.argmax(axis=1)
+        columns[f"pred_{higher.column}"] = [membership.labels[j] for j in predicted]
+        columns[f"correct_{higher.column}"] = (predicted == true_taxa) & (true_taxa >= 0)
+        columns[f"scored_{higher.column}"] = true_taxa >= 0
+        scored_ranks.append(higher.column)
+    table = pa.table(columns)
+    info = {
+        "column": column,
+        "embedding_metadata": meta,
+        "rank": rank.column,
+        "scored_ranks": scored_ranks,
+        "name_style": config.name_style,
+        "templates": config.templates,
+        "logit_scale": scale,
+        "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
+        "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style)},
+        "within": config.within,
+        "where": config.where,
+    }
+    return Predictions(table=table, labels=texts, info=info)
+
+
+def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+    """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals.
+
+    Only examples whose true taxon is in the label set at that rank are scored; the count is reported.
+    """
+    table = predictions.table
+    scored = np.asarray(table.column("scored"), dtype=bool)
+    rank = predictions.info["rank"]
+    metrics = {
+        f"top1_{rank}": accuracy(np.asarray(table.column("correct_top1"))[scored]).to_dict(),
+        f"top5_{rank}": accuracy(np.asarray(table.column("correct_top5"))[scored]).to_dict(),
+    }
+    for higher in predictions.info["scored_ranks"][1:]:
+        mask = np.asarray(table.column(f"scored_{higher}"), dtype=bool)
+        metrics[f"top1_{higher}"] = accuracy(np.asarray(table.column(f"correct_{higher}"))[mask]).to_dict()
+    return metrics
