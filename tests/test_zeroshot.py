@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.embed import EmbedConfig, embed_dataset
-from cladebench.evaluate import EvalConfig, run_eval
+from cladebench.evaluate import ZeroShotEvalConfig, run_eval
 from cladebench.models import load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.results import RunRecord
@@ -99,7 +99,7 @@ def test_predictions_match_an_independent_computation(embedded: tuple[Path, str]
 
 def test_eval_writes_a_run_record_with_provenance(embedded: tuple[Path, str], tmp_path: Path) -> None:
     path, model = embedded
-    record, run_path = run_eval(EvalConfig(dataset=str(path), model=model, out=tmp_path / "run", device="cpu",
+    record, run_path = run_eval(ZeroShotEvalConfig(dataset=str(path), model=model, out=tmp_path / "run", device="cpu",
                                            name_style="sci", templates="photo", logit_scale="100"))
     loaded = RunRecord.read(run_path)
     assert loaded.metrics == json.loads(json.dumps(record.metrics))

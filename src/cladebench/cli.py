@@ -136,11 +136,11 @@ def _embed(config: EmbedConfig) -> int:
 
 # --- eval ----------------------------------------------------------------------------------------
 
-from cladebench.evaluate import EvalConfig  # noqa: E402
+from cladebench.evaluate import ZeroShotEvalConfig  # noqa: E402
 
 
-@verb("eval", EvalConfig, "run a task (zeroshot) on a dataset with a model; write run.json + predictions.parquet")
-def _eval(config: EvalConfig) -> int:
+@verb("eval", ZeroShotEvalConfig, "run a task (zeroshot) with a model; write run.json + predictions.parquet")
+def _eval(config: ZeroShotEvalConfig) -> int:
     from cladebench.evaluate import format_metrics, run_eval
 
     record, path = run_eval(config)

@@ -157,9 +157,9 @@ def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
     embed = ctx.summary["steps"].get("embed", {})
     if "model" not in embed:
         return {"skipped": "no embeddings (the embed step was skipped)"}
-    from cladebench.evaluate import EvalConfig, run_eval
+    from cladebench.evaluate import ZeroShotEvalConfig, run_eval
 
-    record, path = run_eval(EvalConfig(dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"],
+    record, path = run_eval(ZeroShotEvalConfig(dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"],
                                        out=ctx.out_dir / "runs" / "zeroshot-fine-grained", device="cpu"))
     label_set = record.provenance["label_set"]
     chance = 1.0 / label_set["size"]

@@ -15,12 +15,13 @@ from typing import Any, Literal
 from cladebench import store
 from cladebench.config import OPTION, config_to_dict
 from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
+from cladebench.tasks.zeroshot import ZeroShotConfig
 from cladebench.templates import get_templates
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvalConfig:
-    """Evaluate a model on a dataset with one task and write a run record."""
+    """What every evaluation needs, whatever the task; each task adds its own fields (see below)."""
 
     dataset: str
     """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model)."""
@@ -34,20 +35,11 @@ class EvalConfig:
     """Model revision instead of the pinned one."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
-    rank: str = "species"
-    """Rank of the labels."""
-    name_style: str = "taxon"
-    """Label strings: sci, com, taxon or taxon_com."""
-    templates: str = "bioclip"
-    """Template set (bioclip, photo, openai-imagenet, raw) or one template with {c}."""
-    logit_scale: str = "learned"
-    """'learned' or a fixed number (CLIP_benchmark uses 100)."""
-    column: str | None = None
-    """Embedding column; by default the one made with --model."""
-    where: str | None = None
-    """SQL filter selecting the evaluated rows."""
-    within: str | None = None
-    """Restrict rows and labels to one clade, RANK=NAME."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
+    """Evaluate a model on a dataset by zero-shot classification and write a run record."""
 
 
 def task_config(task_config_class: type, config: EvalConfig) -> Any:
@@ -72,7 +64,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     described = encoder.describe()
     embedding = info.get("embedding_metadata", {})
     provenance = {
-        "dataset": dataset_provenance(dataset, config.dataset, where=config.where,
+        "dataset": dataset_provenance(dataset, config.dataset, where=getattr(config, "where", None),
                                       evaluated_uuids=predictions.table.column("uuid").to_pylist()),
         "split": {"kind": "none: every selected row with an embedding is evaluated", "seed": None,
                   "sampling_unit": "image"},
