@@ -272,13 +272,22 @@ def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], prepr
         return
     import collections
     import multiprocessing
+    import signal
     import warnings
 
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with warnings.catch_warnings():
-        # Lance warns before every fork; these workers never call Lance (see the note above).
-        warnings.filterwarnings("ignore", message="lance is not fork-safe")
-        pool = context.Pool(workers, initializer=_init_worker, initargs=(preprocessing,))
+    # Ctrl-C during the forks would be raised inside an at-fork hook, where Python swallows it and the
+    # run would go on; blocked here, it is delivered as soon as the workers exist.
+    blocked = hasattr(signal, "pthread_sigmask")
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocked else None
+    try:
+        with warnings.catch_warnings():
+            # Lance warns before every fork; these workers never call Lance (see the note above).
+            warnings.filterwarnings("ignore", message="lance is not fork-safe")
+            pool = context.Pool(workers, initializer=_init_worker, initargs=(preprocessing,))
+    finally:
+        if previous_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     with pool:
         in_flight: collections.deque[Any] = collections.deque()
         source = _read_blocks(dataset, blocks)
