@@ -24,7 +24,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import sys
@@ -39,9 +38,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cladebench import __version__, store
+from cladebench import store
 from cladebench.config import OPTION
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.results import software_versions
 
 if TYPE_CHECKING:
     import lance
@@ -339,18 +339,6 @@ def _plan(requested_workers: int | None, device: str, decode_cost: float, forwar
 # --- the run ---------------------------------------------------------------------------------------
 
 
-def _software_versions() -> dict[str, str]:
-    from importlib import metadata
-
-    versions = {"cladebench": __version__, "python": platform.python_version()}
-    for package in ("torch", "torchvision", "open_clip_torch", "pylance", "pillow", "numpy"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
-
-
 def _norm_statistics(vectors: np.ndarray) -> dict[str, float]:
     if len(vectors) == 0:
         return {}
@@ -516,7 +504,7 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table
         "precision": config.precision,
         "device": described.get("device", ""),
         "logit_scale": described.get("logit_scale"),
-        "software": _software_versions(),
+        "software": software_versions(),
         "norm_stats": _norm_statistics(valid_vectors),
         "normalized": False,
         "valid_rows": int(valid_mask.sum()),
