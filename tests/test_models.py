@@ -322,7 +322,7 @@ def test_encoder_attributes(encoder, tiny_dir):
     json.dumps(described)  # JSON-ready
     assert described["model_id"] == encoder.model_id and described["revision"] == encoder.revision
     assert described["preprocessing"] == encoder.preprocessing.to_dict()
-    assert set(described["software"]) >= {"torch", "open_clip", "cladebench"}
+    assert set(described["software"]) >= {"torch", "open_clip_torch", "cladebench"}
     assert described["logit_scale"] == encoder.logit_scale and described["dim"] == 32
 
 

@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cladebench import __version__
 from cladebench.config import OPTION, add_config_arguments, config_from_args
@@ -150,6 +150,89 @@ def _eval(config: ZeroShotEvalConfig) -> int:
           f"{record.provenance['dataset']['evaluated_rows']} images)")
     print(format_metrics(record))
     print(f"run record: {path}")
+    return 0
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """Compare runs on the same examples: paired bootstrap differences against the first run, Holm-corrected."""
+
+    runs: tuple[Path, ...]
+    """run.json files (or the directories holding them); the first is the reference."""
+    metric: str | None = None
+    """Compare only this metric (e.g. top1_species); all of the reference's metrics when omitted."""
+    json: bool = False
+    """Print JSON instead of text."""
+    resamples: int = 10_000
+    """Bootstrap resamples per difference."""
+    seed: int = 0
+    """Seed of the resampling."""
+    alpha: float = 0.05
+    """Family-wise error rate of the Holm correction across the runs compared on each metric."""
+    intersect: bool = False
+    """Compare on the examples every run evaluated when their example sets differ (an error otherwise)."""
+
+
+@verb("compare", CompareConfig, "paired bootstrap differences between runs on the same examples, Holm-corrected")
+def _compare(config: CompareConfig) -> int:
+    from cladebench.compare import compare_runs, format_comparison
+
+    if config.resamples < 1:
+        raise CladebenchError(f"--resamples must be at least 1, got {config.resamples}")
+    if not 0.0 < config.alpha < 1.0:
+        raise CladebenchError(f"--alpha must be between 0 and 1, got {config.alpha}")
+    comparison = compare_runs(config.runs, metric=config.metric, n_resamples=config.resamples, seed=config.seed,
+                              alpha=config.alpha, intersect=config.intersect)
+    print(comparison.to_json() if config.json else format_comparison(comparison))
+    return 0
+
+
+# --- demo-model --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoModelCommand:
+    """Train the tiny CLIP of the synthetic world (for demos and tests only) and save it as local-dir:."""
+
+    action: Literal["train"]
+    """What to do: train."""
+    out: Path | None = None
+    """Folder for the checkpoint; by default the cache folder that `cladebench demo` and the tests reuse."""
+    seed: int = 0
+    """Seed of the weights, the training draw, the batch order and the captions."""
+    world_seed: int = 0
+    """Seed of the synthetic world (the demo's world is seed 0)."""
+    steps: int | None = None
+    """Optimizer steps (default: the full recipe)."""
+    overwrite: bool = False
+    """Replace an existing checkpoint in --out."""
+
+
+@verb("demo-model", DemoModelCommand, "train the demo model: a tiny CLIP of the synthetic world")
+def _demo_model(command: DemoModelCommand) -> int:
+    import dataclasses as dc
+
+    from cladebench.demo_model import DemoModelConfig, demo_model_id, train_demo_model
+
+    config = DemoModelConfig(seed=command.seed, world_seed=command.world_seed)
+    if command.steps is not None:
+        config = dc.replace(config, steps=command.steps)
+    if command.out is None:
+        model_id = demo_model_id(config=config)
+        path = Path(model_id.removeprefix("local-dir:"))
+    else:
+        path = train_demo_model(config, command.out, overwrite=command.overwrite)
+    record = json.loads((path / "training.json").read_text())
+    evaluation = record.get("evaluation") or {}
+    print(f"demo model: local-dir:{path}")
+    if evaluation:
+        print("held-out zero-shot top-1: " + ", ".join(
+            f"{rank} {100 * value:.1f}%" for rank, value in evaluation.get("top1", evaluation).items()
+            if isinstance(value, (int, float))))
+    print("a model of a synthetic world: useful for demos and tests only")
     return 0
 
 

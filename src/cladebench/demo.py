@@ -119,36 +119,36 @@ def _subset(ctx: DemoContext) -> dict[str, Any]:
     return {**_dataset_summary(path), "where": f"challenge_group = '{escaped}'"}
 
 
-RANDOM_WEIGHTS_NOTICE = (
-    "the demo model is a tiny CLIP with RANDOM weights: its embeddings exercise the pipeline "
-    "(decode, preprocess, encode, store, resume), but any accuracy computed from them is chance"
+DEMO_MODEL_NOTICE = (
+    "the demo model is a tiny CLIP trained on this synthetic world (cached after its first training): "
+    "its accuracies show the pipeline carries real signal, and say nothing about real organisms"
 )
 
 
 @demo_step("embed")
 def _embed(ctx: DemoContext) -> dict[str, Any]:
-    """Encode every demo image once with the tiny model into ``emb_tiny``."""
+    """Encode every demo image once with the demo model into ``emb_demo``."""
     try:
         import open_clip  # noqa: F401
         import torch  # noqa: F401
     except ImportError:
         return {"skipped": "torch and open_clip are not installed: pip install 'cladebench[clip]'"}
+    from cladebench.demo_model import DemoModelConfig, demo_model_id
     from cladebench.embed import EmbedConfig, embed_dataset
     from cladebench.models import load_encoder
-    from cladebench.models.tiny import tiny_model_id
 
-    _say(f"[demo] note: {RANDOM_WEIGHTS_NOTICE}")
-    model = tiny_model_id()
+    _say(f"[demo] note: {DEMO_MODEL_NOTICE}")
+    model = demo_model_id(config=DemoModelConfig(world_seed=ctx.config.seed))
     encoder = load_encoder(model, device="cpu")
     columns = {}
     for name in ("fine-grained", "co-observed"):
         summary = embed_dataset(
-            EmbedConfig(dataset=str(ctx.dataset_path(name)), model=model, column="emb_tiny", device="cpu"),
+            EmbedConfig(dataset=str(ctx.dataset_path(name)), model=model, column="emb_demo", device="cpu"),
             encoder=encoder,
         )
         columns[name] = {"valid": summary.valid, "failed": summary.failed, "rows_per_second": summary.rows_per_second}
-    return {"model": model, "weights": "random", "notice": RANDOM_WEIGHTS_NOTICE, "column": "emb_tiny",
-            "datasets": columns}
+    return {"model": model, "weights": "trained on the synthetic world", "notice": DEMO_MODEL_NOTICE,
+            "column": "emb_demo", "datasets": columns}
 
 
 @demo_step("zeroshot")
@@ -215,8 +215,8 @@ def _print_summary(ctx: DemoContext) -> None:
             ranks = ", ".join(f"{k.removeprefix('top1_')} {100 * v:.1f}%" for k, v in metrics.items()
                               if k.startswith("top1_"))
             lines.append(f"  {name:<22} top-1 {ranks}")
-            lines.append(f"  {'':<22} (species chance {100 * result['chance_top1']:.1f}%, {result['weights']} "
-                         f"weights; run record {result['run']})")
+            lines.append(f"  {'':<22} (species chance {100 * result['chance_top1']:.1f}%, model "
+                         f"{result['weights']}; run record {result['run']})")
         elif "datasets" in result:
             for dataset, counts in result["datasets"].items():
                 lines.append(f"  {name + ' ' + dataset:<22} {counts['valid']:>6,} rows  {result['column']} "
@@ -224,7 +224,7 @@ def _print_summary(ctx: DemoContext) -> None:
         else:
             lines.append(f"  {name:<22} " + ", ".join(f"{k}={v}" for k, v in result.items() if k != "seconds"))
     if "notice" in ctx.summary["steps"].get("embed", {}):
-        lines.append(f"note: {RANDOM_WEIGHTS_NOTICE}")
+        lines.append(f"note: {DEMO_MODEL_NOTICE}")
     lines.append(f"summary: {ctx.out_dir / 'summary.json'}  ({ctx.summary['seconds']} s)")
     lines.append(f"inspect: cladebench info {ctx.dataset_path('fine-grained')}")
     print("\n".join(lines))

@@ -35,10 +35,18 @@ RUN_FILE = "run.json"
 PREDICTIONS_FILE = "predictions.parquet"
 
 
-def software_versions() -> dict[str, str]:
-    """Versions of the packages that can change a number."""
-    versions = {"cladebench": __version__, "python": platform.python_version()}
-    for package in ("pylance", "pyarrow", "numpy", "scipy", "pillow", "torch", "torchvision", "open_clip_torch"):
+NUMBER_CHANGING_PACKAGES = ("pylance", "pyarrow", "numpy", "scipy", "scikit-learn", "pillow", "torch", "torchvision",
+                            "open_clip_torch")
+
+
+def software_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Versions of the packages that can change a number (installed ones only), plus ``extra`` packages.
+
+    One function for run records, embedding metadata, model descriptions and training records, so
+    every artefact names its software the same way.
+    """
+    versions = {"cladebench": __version__, "python": platform.python_version(), "machine": platform.machine()}
+    for package in (*NUMBER_CHANGING_PACKAGES, *extra):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

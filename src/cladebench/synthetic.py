@@ -63,6 +63,8 @@ SCHEMA_METADATA_KEY = b"cladebench.synthetic"
 """Schema metadata key under which tables carry the world's provenance as JSON."""
 UUID_NAMESPACE = uuid_lib.UUID("8c5f0f0e-3d0a-5b8e-9a55-6c6164656265")
 """Namespace of the uuid5 row ids, fixed so the same world and seed give the same uuids everywhere."""
+MIN_RENDER_SIZE = 32
+"""Smallest longest side :meth:`World.render` draws: below it an organism's eye and marks are a pixel or two."""
 YEARS = (2018, 2024)
 """Observation dates fall in these years (inclusive), as a recent iNaturalist export would."""
 
@@ -198,6 +200,23 @@ there); the restrictive ones are common enough that a few hundred photos always 
 
 _LICENSE_CODES = tuple(LICENSE_WEIGHTS)
 _LICENSE_P = np.array([LICENSE_WEIGHTS[c] for c in _LICENSE_CODES]) / sum(LICENSE_WEIGHTS.values())
+
+
+def _cdf(p: np.ndarray) -> np.ndarray:
+    """The table ``Generator.choice(n, p=p)`` searches, built the way numpy builds it."""
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return cdf
+
+
+def _choose(rng: np.random.Generator, cdf: np.ndarray) -> int:
+    """``int(rng.choice(len(cdf), p=p))`` for ``cdf = _cdf(p)``: the same draw from the same stream (one
+    double, searched the way numpy searches it) without re-checking ``p`` on every call, which made up
+    a quarter of drawing an observation. Training the demo model draws about 20,000."""
+    return int(cdf.searchsorted(rng.random(), side="right"))
+
+
+_LICENSE_CDF = _cdf(_LICENSE_P)
 
 
 def get_license(code: str | None) -> License:
@@ -919,6 +938,16 @@ def _body_geometry(look: Appearance) -> tuple[np.ndarray, tuple[tuple[str, np.nd
     return outline, tuple(shapes)
 
 
+@functools.lru_cache(maxsize=4096)
+def _stacked_shapes(look: Appearance) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The pattern shapes of :func:`_body_geometry` as one (N, 2) array and the row where each starts
+    (plus the end), so a pose can place them all at once."""
+    _, shapes = _body_geometry(look)
+    bounds = (0, *itertools.accumulate(len(shape) for _, shape in shapes))
+    points = np.concatenate([shape for _, shape in shapes]) if shapes else np.zeros((0, 2))
+    return points, bounds
+
+
 @dataclass(frozen=True)
 class _Pose:
     cx: float
@@ -970,8 +999,12 @@ def _draw_organism(canvas: Image.Image, look: Appearance, pose: _Pose, light: fl
     ImageDraw.Draw(mask).polygon(_flat(placed - offset), fill=255)
     coat = Image.new("RGB", size, body)
     coat_draw = ImageDraw.Draw(coat)
-    for colour, shape in shapes:
-        coat_draw.polygon(_flat(pose.place(shape) - offset), fill=pattern if colour == "pattern" else body)
+    # All pattern shapes are placed in one array operation (a speckled coat has up to 70 of them, and
+    # placing them one by one was the renderer's largest cost); the arithmetic per point is unchanged.
+    points, bounds = _stacked_shapes(look)
+    flat = _flat(pose.place(points) - offset) if len(points) else []
+    for (colour, _), start, end in zip(shapes, bounds[:-1], bounds[1:], strict=True):
+        coat_draw.polygon(flat[2 * start:2 * end], fill=pattern if colour == "pattern" else body)
     canvas.paste(coat, (int(x0), int(y0)), mask)
     if look.rim:
         width = max(1, round(look.rim * pose.length))
@@ -1161,9 +1194,12 @@ class World:
         """Every observer."""
         self._paths = np.array(tree.paths, dtype=np.int64)
         self._abundance = np.array([s.abundance for s in self.species])
+        self._abundance_cdf = _cdf(self._abundance)
         # A few observers take most photos, as on iNaturalist (rank-frequency close to Zipf's law).
         zipf = 1.0 / np.arange(1, len(self.observers) + 1) ** 1.1
         self._observer_weights = zipf / zipf.sum()
+        self._observer_cdf = _cdf(self._observer_weights)
+        self._cycles: dict[tuple[int, int], np.ndarray] = {}
         self._by_taxon_id = {s.lineage.taxon_id: s for s in self.species}
         self._key = (f"seed={seed};branching={','.join(map(str, branching))};names={source};"
                      f"observers={config.n_observers}")
@@ -1218,23 +1254,33 @@ class World:
         return row_uuid, observation_id, 3 * observation_id + 1
 
     def _license(self, observer: Observer, rng: np.random.Generator) -> License:
-        other = _LICENSE_CODES[int(rng.choice(len(_LICENSE_CODES), p=_LICENSE_P))]
+        other = _LICENSE_CODES[_choose(rng, _LICENSE_CDF)]
         # Most photos carry their observer's default license, as on iNaturalist.
         return LICENSES[observer.default_license if rng.random() < 0.7 else other]
 
     def _observer(self, rng: np.random.Generator) -> Observer:
-        return self.observers[int(rng.choice(len(self.observers), p=self._observer_weights))]
+        return self.observers[_choose(rng, self._observer_cdf)]
+
+    def _cycle(self, seed: int, cycle: int) -> np.ndarray:
+        """The order of the species in one cycle of a balanced draw, kept: each is used ``len(species)`` times."""
+        key = (seed, cycle)
+        order = self._cycles.get(key)
+        if order is None:
+            if len(self._cycles) >= 4096:
+                self._cycles.clear()
+            order = _rng(_SALT_OBS, self.config.seed, seed, -1 - cycle).permutation(len(self.species))
+            self._cycles[key] = order
+        return order
 
     def observation(self, index: int, *, seed: int = 0, balanced: bool = False) -> Observation:
         """The ``index``-th observation of draw ``seed``; the same whatever batch it is drawn in."""
         rng = _rng(_SALT_OBS, self.config.seed, seed, index)
         n_species = len(self.species)
         if balanced:
-            cycle = _rng(_SALT_OBS, self.config.seed, seed, -1 - index // n_species).permutation(n_species)
-            species = self.species[int(cycle[index % n_species])]
+            species = self.species[int(self._cycle(seed, index // n_species)[index % n_species])]
             rng.random()  # keep the stream aligned with the abundance-weighted draw
         else:
-            species = self.species[int(rng.choice(n_species, p=self._abundance))]
+            species = self.species[_choose(rng, self._abundance_cdf)]
         observer = self._observer(rng)
         latitude, longitude = species.range.sample(rng)
         observed_on = species.season.sample(rng)
@@ -1295,13 +1341,27 @@ class World:
 
     # --- rendering -------------------------------------------------------------------------------
 
-    def render(self, species: int | Lineage | Species, *, seed: int) -> Image.Image:
+    def _render_size(self, size: int | None) -> int:
+        if size is None:
+            return self.config.image_size
+        if int(size) < MIN_RENDER_SIZE:
+            raise ValueError(f"render size must be >= {MIN_RENDER_SIZE} pixels, got {size}")
+        return int(size)
+
+    def render(self, species: int | Lineage | Species, *, seed: int, size: int | None = None) -> Image.Image:
         """One photo of one organism. All nuisance (canvas shape, background, pose, light, noise) comes
         from ``seed`` and none from the species, so two species rendered with one seed differ only
-        where their looks differ."""
+        where their looks differ.
+
+        ``size`` overrides the longest side (default ``config.image_size``). Training a small model
+        needs tens of thousands of images that end up at 64 px; drawing them at 500 px and shrinking
+        costs about three times as long. The same seed at another size gives much the same scene (pose, light
+        and background are drawn in proportion), only coarser; drawing itself is not anti-aliased, so a
+        small render is not pixel-equal to a large one shrunk.
+        """
         look = self.get_species(species).appearance
         rng = _rng(_SALT_RENDER, seed)
-        width, height = _canvas_size(rng, self.config.image_size, landscape=False)
+        width, height = _canvas_size(rng, self._render_size(size), landscape=False)
         canvas = _background(rng, width, height)
         pose = _single_pose(rng, width, height)
         light = float(rng.uniform(0.85, 1.15))
@@ -1309,12 +1369,13 @@ class World:
         return _finish(canvas, rng)
 
     def render_pair(self, first: int | Lineage | Species, second: int | Lineage | Species, *,
-                    seed: int) -> Image.Image:
+                    seed: int, size: int | None = None) -> Image.Image:
         """One photo of two organisms side by side, overlapping slightly at their tails, heads pointing
-        apart, so that each one's eye and marks stay in view."""
+        apart, so that each one's eye and marks stay in view (also after a centre crop to a square).
+        ``size`` overrides the longest side, as in :meth:`render`."""
         looks = (self.get_species(first).appearance, self.get_species(second).appearance)
         rng = _rng(_SALT_RENDER, seed, 2)
-        width, height = _canvas_size(rng, self.config.image_size, landscape=True)
+        width, height = _canvas_size(rng, self._render_size(size), landscape=True)
         canvas = _background(rng, width, height)
         lengths = rng.uniform(0.3, 0.4, size=2) * width
         meet_x = width / 2 + float(rng.uniform(-0.04, 0.04)) * width
@@ -1339,13 +1400,22 @@ class World:
         Columns: the canonical ones (see :mod:`cladebench.store`), plus ``observer_id`` and
         ``challenge_group`` (the class name, so a few groups of several species each exist).
         """
+        return self.observations_table(self.observations(n, seed=seed, start=start, balanced=balanced),
+                                       image_format=image_format)
+
+    def observations_table(self, observations: Sequence[Observation], *, image_format: str = "jpeg") -> pa.Table:
+        """Given observations (in order) as a canonical table with images, like :meth:`to_table`.
+
+        For a selection that is not a contiguous range of one draw, such as the held-out observers'
+        photos a trained demo model is evaluated on (:mod:`cladebench.demo_model`).
+        """
         key = _format_key(image_format)
-        observations = self.observations(n, seed=seed, start=start, balanced=balanced)
+        observations = list(observations)
         images = [encode_image(self.render(o.species, seed=o.image_seed), key) for o in observations]
         columns: dict[str, pa.Array] = {
             "uuid": pa.array([o.uuid for o in observations], pa.string()),
             "image": pa.array(images, pa.large_binary()),
-            "image_format": pa.array([key] * n, pa.string()),
+            "image_format": pa.array([key] * len(observations), pa.string()),
         }
         for rank in RANKS:
             columns[rank.column] = pa.array([o.species.lineage.names[rank] for o in observations], pa.string())

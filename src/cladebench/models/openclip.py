@@ -35,6 +35,7 @@ from cladebench.errors import CladebenchError, unknown_name
 from cladebench.models import hub
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.registry import ModelLoadError, ModelSpec, ModelUnavailableError, resolve_model
+from cladebench.results import software_versions
 
 if TYPE_CHECKING:
     import torch
@@ -199,23 +200,6 @@ class Encoder:
             "logit_bias": self.logit_bias,
             "software": software_versions(),
         }
-
-
-def software_versions() -> dict[str, str]:
-    """Versions that change the numbers an encoder produces."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    import torch
-
-    from cladebench import __version__
-
-    versions = {"cladebench": __version__, "torch": torch.__version__}
-    for package, key in (("open_clip_torch", "open_clip"), ("torchvision", "torchvision")):
-        try:
-            versions[key] = version(package)
-        except PackageNotFoundError:
-            versions[key] = "unknown"
-    return versions
 
 
 # --- from spec to open_clip arguments ------------------------------------------------------------
