@@ -100,7 +100,8 @@ def test_predictions_match_an_independent_computation(embedded: tuple[Path, str]
 def test_eval_writes_a_run_record_with_provenance(embedded: tuple[Path, str], tmp_path: Path) -> None:
     path, model = embedded
     record, run_path = run_eval(ZeroShotEvalConfig(dataset=str(path), model=model, out=tmp_path / "run", device="cpu",
-                                           name_style="sci", templates="photo", logit_scale="100"))
+                                           name_style="sci", templates="photo", logit_scale="100",
+                                                   group_by="none"))
     loaded = RunRecord.read(run_path)
     assert loaded.metrics == json.loads(json.dumps(record.metrics))
     provenance = loaded.provenance

@@ -136,18 +136,21 @@ def _embed(config: EmbedConfig) -> int:
 
 # --- eval ----------------------------------------------------------------------------------------
 
-from cladebench.evaluate import ZeroShotEvalConfig  # noqa: E402
+from cladebench.evaluate import EvalCommand  # noqa: E402
 
 
-@verb("eval", ZeroShotEvalConfig, "run a task (zeroshot) with a model; write run.json + predictions.parquet")
-def _eval(config: ZeroShotEvalConfig) -> int:
-    from cladebench.evaluate import format_metrics, run_eval
+@verb("eval", EvalCommand, "run a task (zeroshot, fewshot) with a model; write run.json + predictions.parquet")
+def _eval(config: EvalCommand) -> int:
+    from cladebench.evaluate import format_metrics, label_set_sizes, run_eval
 
     record, path = run_eval(config)
-    label_set = record.provenance["label_set"]
+    sizes = label_set_sizes(record)
+    groups = record.provenance["groups"]
+    labels = (f"{sizes['all']} labels" if "all" in sizes else
+              f"{len(sizes)} {groups['column']} groups evaluated separately: "
+              + ", ".join(f"{g} {n} labels" for g, n in sizes.items()))
     print(f"{record.task} on {config.dataset} with {record.provenance['model']['id']} "
-          f"({label_set['size']} labels at {label_set['rank']}, "
-          f"{record.provenance['dataset']['evaluated_rows']} images)")
+          f"({labels}; {record.provenance['dataset']['evaluated_rows']} images)")
     print(format_metrics(record))
     print(f"run record: {path}")
     return 0

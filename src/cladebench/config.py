@@ -98,7 +98,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             else None
         )
         help_text = docs.get(field.name, "")
-        if has_default and default not in (None, False, ()):
+        # `is`, not `in`: 0 == False, and a default of 0 is worth showing.
+        if has_default and not (default is None or default is False or default == ()):
             help_text += f" (default: {_show(default)})"
         kwargs: dict[str, Any] = {"help": help_text}
         origin = get_origin(annotation)

@@ -160,7 +160,8 @@ def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
     from cladebench.evaluate import ZeroShotEvalConfig, run_eval
 
     record, path = run_eval(ZeroShotEvalConfig(dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"],
-                                       out=ctx.out_dir / "runs" / "zeroshot-fine-grained", device="cpu"))
+                                       out=ctx.out_dir / "runs" / "zeroshot-fine-grained", device="cpu",
+                                               group_by="none"))
     label_set = record.provenance["label_set"]
     chance = 1.0 / label_set["size"]
     metrics = {name: round(estimate["value"], 4) for name, estimate in record.metrics.items()}

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cladebench import store
@@ -564,7 +565,17 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
     table = store.read(dataset, columns=[*columns, column],
                        where=f"({where}) AND {column} IS NOT NULL" if where else f"{column} IS NOT NULL")
     values = table.column(column).combine_chunks()
-    dim = values.type.list_size
+    if pa.types.is_fixed_size_list(values.type):
+        dim = values.type.list_size
+    else:  # published columns may be plain lists (of float16 or float32): every row must have one length
+        lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+        dim = int(lengths[0]) if len(lengths) else 0
+        bad = np.flatnonzero(lengths != dim)
+        if bad.size:
+            row = int(bad[0])
+            where_row = f"uuid={table.column('uuid')[row]}" if "uuid" in table.column_names else f"#{row}"
+            raise SchemaError(f"{dataset.uri}: column {column!r} row {where_row} has {lengths[row]} values where "
+                              f"the first row has {dim}: not one embedding space")
     vectors = values.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
     return table.drop_columns([column]), vectors
 

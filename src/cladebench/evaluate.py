@@ -1,22 +1,41 @@
 """``cladebench eval``: run a registered task on a dataset with a model and write its run record.
 
-The flow is the same for every task: open the dataset, load the encoder, predict (one row per
-example), compute metrics from the predictions, gather provenance, write ``run.json`` and
-``predictions.parquet``.
+The flow is the same for every task: open the dataset, narrow the rows (filter, training exposure),
+split them into the dataset's separate challenges when it has them, predict (one row per example),
+compute metrics from the predictions, gather provenance, write ``run.json`` and ``predictions.parquet``.
+
+Some datasets hold several benchmarks in one table: Fine-Grained Challenges' ``challenge_group`` rows
+(Peromyscus, Ixodidae, zebras) are separate problems with their own label sets, and pooling them would
+let the easiest group hide the hardest. Such partition columns are evaluated group by group (each with
+its own label set), and their metrics are reported per group as ``GROUP/metric`` and never pooled.
+Breakdowns are different: the same predictions, scored on subsets (``taxonomic_group=Aves/top1_species``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from cladebench import store
 from cladebench.config import OPTION, config_to_dict
+from cladebench.errors import CladebenchError
 from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
+from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.zeroshot import ZeroShotConfig
 from cladebench.templates import get_templates
+
+PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
+"""Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
+
+GROUP_SEPARATOR = "/"
+"""Between a group (or breakdown) and a metric name: ``Peromyscus/top1_species``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,16 +49,41 @@ class EvalConfig:
     out: Path = field(metadata=OPTION)
     """Directory for run.json and predictions.parquet."""
     task: str = "zeroshot"
-    """Registered task (zeroshot)."""
+    """Registered task (zeroshot, fewshot)."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
+    group_by: str = "auto"
+    """Evaluate each value of this column as its own benchmark (own label set, metrics GROUP/name, never
+    pooled); 'auto' = challenge_group when the dataset has it; 'none' = one pooled evaluation."""
+    breakdown: tuple[str, ...] = ()
+    """Columns to break the metrics down by (same predictions, scored per value), e.g. taxonomic_group."""
+    unseen_only: bool = False
+    """Only rows whose seen_in_training list is empty or missing (no listed model trained on them)."""
+    not_seen_by: str | None = None
+    """Only rows not seen in training by this model (as named in seen_in_training, e.g. bioclip-2)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
     """Evaluate a model on a dataset by zero-shot classification and write a run record."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FewShotEvalConfig(EvalConfig, FewShotConfig):
+    """Evaluate a model's stored image embeddings by few-shot classification and write a run record."""
+
+    task: str = "fewshot"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig):
+    """Run a task (zeroshot, fewshot) on a dataset with a model and write run.json + predictions.parquet.
+
+    The fields of every task are accepted; each task takes the ones it defines (rank, column and where
+    mean the same to all of them) and the record keeps the whole command.
+    """
 
 
 def task_config(task_config_class: type, config: EvalConfig) -> Any:
@@ -48,51 +92,177 @@ def task_config(task_config_class: type, config: EvalConfig) -> Any:
     return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
 
 
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _and(*clauses: str | None) -> str | None:
+    present = [c for c in clauses if c]
+    return " AND ".join(f"({c})" for c in present) if present else None
+
+
+def exposure_filter(config: EvalConfig, schema: pa.Schema) -> str | None:
+    """SQL for the training-exposure options (rows with no ``seen_in_training`` list count as unseen)."""
+    if not (config.unseen_only or config.not_seen_by):
+        return None
+    if "seen_in_training" not in schema.names:
+        raise CladebenchError("--unseen-only/--not-seen-by need a seen_in_training column, which this dataset lacks")
+    clauses = []
+    if config.unseen_only:
+        clauses.append("seen_in_training IS NULL OR array_length(seen_in_training) = 0")
+    if config.not_seen_by:
+        clauses.append(f"seen_in_training IS NULL OR NOT array_has(seen_in_training, {_quote(config.not_seen_by)})")
+    return _and(*clauses)
+
+
+def partition_column(dataset: Any, group_by: str) -> str | None:
+    """The column whose values are evaluated separately, or None for one pooled evaluation."""
+    if group_by == "none":
+        return None
+    names = dataset.schema.names
+    if group_by == "auto":
+        return next((c for c in PARTITION_COLUMNS if c in names), None)
+    if group_by not in names:
+        raise CladebenchError(f"--group-by {group_by!r}: no such column in {dataset.uri}")
+    return group_by
+
+
+def _group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int]:
+    """Distinct non-null values of ``column`` among the selected rows (sorted), and the rows without one."""
+    values = store.read(dataset, columns=[column], where=where).column(0)
+    missing = values.null_count
+    return sorted({str(v) for v in values.drop_null().to_pylist()}), missing
+
+
+def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Sequence[str]) -> dict[str, Any]:
+    """Metrics of the same predictions restricted to each value of each breakdown column."""
+    if not columns:
+        return {}
+    uuids = predictions.table.column("uuid")
+    out: dict[str, Any] = {}
+    for column in columns:
+        if column not in dataset.schema.names:
+            raise CladebenchError(f"--breakdown {column!r}: no such column in {dataset.uri}")
+        lookup = store.read(dataset, columns=["uuid", column])
+        index = pc.index_in(uuids, value_set=lookup.column("uuid"))
+        values = pc.take(lookup.column(column), index).cast(pa.string())
+        for value in sorted(set(values.drop_null().to_pylist())):
+            mask = pc.equal(values, value).fill_null(False)
+            subset = dataclasses.replace(predictions, table=predictions.table.filter(mask))
+            for name, estimate in task.metrics(subset).items():
+                out[f"{column}={value}{GROUP_SEPARATOR}{name}"] = estimate
+    return out
+
+
+def _model_provenance(config: EvalConfig, encoder: Any, info: dict[str, Any]) -> dict[str, Any]:
+    if encoder is not None:
+        described = encoder.describe()
+        model_id, revision, text_precision = described["model_id"], described.get("revision"), described.get(
+            "precision")
+    else:
+        from cladebench.models.registry import resolve_model
+
+        spec = resolve_model(config.model, revision=config.revision)
+        model_id, revision, text_precision = spec.id, spec.revision, None
+    embedding = info.get("embedding_metadata", {})
+    return {
+        "id": model_id, "revision": revision,
+        "image_embeddings": {"column": info.get("column"), "model": embedding.get("model"),
+                             "revision": embedding.get("revision"), "preprocessing": embedding.get("preprocessing"),
+                             "precision": embedding.get("precision"), "source": embedding.get("source")},
+        "text_precision": text_precision, "logit_scale": info.get("logit_scale"),
+        "logit_scale_source": info.get("logit_scale_source"),
+    }
+
+
 def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Path]:
     """Predict, score, and write the run record; returns it and the path of run.json."""
-    from cladebench.models import load_encoder
     from cladebench.tasks import get_task
 
     task = get_task(config.task)
     dataset = store.open_dataset(config.dataset)
-    if encoder is None:
-        encoder = load_encoder(config.model, revision=config.revision, device=config.device)
     settings = task_config(task.config, config)
-    predictions = task.predict(dataset, encoder, settings)
-    metrics = task.metrics(predictions)
-    info = predictions.info
-    described = encoder.describe()
-    embedding = info.get("embedding_metadata", {})
+    if encoder is None and task.uses_encoder:
+        from cladebench.models import load_encoder
+
+        encoder = load_encoder(config.model, revision=config.revision, device=config.device)
+    if not task.uses_encoder and getattr(settings, "column", "unset") is None:
+        from cladebench.models.registry import resolve_model
+        from cladebench.tasks.zeroshot import find_embedding_column
+
+        settings = dataclasses.replace(settings, column=find_embedding_column(
+            dataset, resolve_model(config.model, revision=config.revision).id))
+    where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
+    group_column = partition_column(dataset, config.group_by)
+    if group_column is None:
+        groups, rows_without_group = [None], 0
+    else:
+        groups, rows_without_group = _group_values(dataset, group_column, where)
+        if not groups:
+            raise CladebenchError(f"no selected row has a {group_column} value (filter {where!r})")
+
+    metrics: dict[str, Any] = {}
+    tables, label_sets, inspection, infos = [], {}, {}, {}
+    for group in groups:
+        group_where = where if group is None else _and(where, f"{group_column} = {_quote(group)}")
+        predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
+        prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
+        for name, estimate in {**task.metrics(predictions),
+                               **_breakdown_metrics(task, predictions, dataset, config.breakdown)}.items():
+            metrics[prefix + name] = estimate
+        table = predictions.table
+        if group is not None:
+            table = table.append_column("group", pa.array([group] * table.num_rows, pa.string()))
+        tables.append(table)
+        info = predictions.info
+        infos[group] = info
+        label_sets[group] = {**info.get("label_set", {}), "labels": predictions.labels}
+        if info.get("inspection"):
+            inspection[group or "all"] = info["inspection"]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    info = infos[groups[0]]
     provenance = {
-        "dataset": dataset_provenance(dataset, config.dataset, where=getattr(config, "where", None),
-                                      evaluated_uuids=predictions.table.column("uuid").to_pylist()),
-        "split": {"kind": "none: every selected row with an embedding is evaluated", "seed": None,
-                  "sampling_unit": "image"},
-        "label_set": {**info.get("label_set", {}), "labels": predictions.labels},
-        "model": {
-            "id": described["model_id"], "revision": described.get("revision"),
-            "image_embeddings": {"column": info.get("column"), "model": embedding.get("model"),
-                                 "revision": embedding.get("revision"),
-                                 "preprocessing": embedding.get("preprocessing"),
-                                 "precision": embedding.get("precision")},
-            "text_precision": described.get("precision"), "logit_scale": info.get("logit_scale"),
-            "logit_scale_source": info.get("logit_scale_source"),
-        },
-        "prompts": {"name_style": info.get("name_style"), "templates_name": info.get("templates"),
-                    "templates": list(get_templates(info.get("templates", "bioclip")))},
-        "metrics": metric_definitions(list(metrics)),
+        "dataset": dataset_provenance(dataset, config.dataset, where=where,
+                                      # unique, in first-seen order: few-shot predicts each image once per draw
+                                      evaluated_uuids=pc.unique(table.column("uuid")).to_pylist()),
+        "exposure": {"unseen_only": config.unseen_only, "not_seen_by": config.not_seen_by},
+        "groups": {"column": group_column, "values": [g for g in groups if g is not None],
+                   "rows_without_group": rows_without_group, "pooled": group_column is None},
+        "breakdown": list(config.breakdown),
+        "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
+                                       "seed": None, "sampling_unit": "image"},
+        "label_set": label_sets[None] if group_column is None else None,
+        "label_sets": None if group_column is None else label_sets,
+        "model": _model_provenance(config, encoder, info),
+        "prompts": ({"name_style": info["name_style"], "templates_name": info.get("templates"),
+                     "templates": list(get_templates(info.get("templates", "bioclip")))}
+                    if "name_style" in info else None),
+        "task": {k: v for k, v in info.items()
+                 if k not in ("embedding_metadata", "label_set", "inspection", "split", "name_style", "templates")},
+        "metrics": metric_definitions(sorted({name.rsplit(GROUP_SEPARATOR, 1)[-1] for name in metrics})),
         "software": software_versions(),
         "command": command_line(),
     }
-    record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config))
-    path = record.write(config.out, predictions.table)
+    record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config),
+                       inspection=inspection)
+    path = record.write(config.out, table)
     return record, path
+
+
+def label_set_sizes(record: RunRecord) -> dict[str, int]:
+    """Label-set size per group ("all" when pooled): chance is one over it."""
+    if record.provenance.get("label_set"):
+        return {"all": record.provenance["label_set"]["size"]}
+    return {g: s["size"] for g, s in (record.provenance.get("label_sets") or {}).items() if "size" in s}
 
 
 def format_metrics(record: RunRecord) -> str:
     """One line per metric: value and interval, as percentages, with n."""
     lines = []
+    width = max((len(name) for name in record.metrics), default=16)
     for name, estimate in record.metrics.items():
-        lines.append(f"  {name:<16} {100 * estimate['value']:6.2f}%  "
-                     f"[{100 * estimate['low']:6.2f}, {100 * estimate['high']:6.2f}]  n={estimate['n']}")
+        extra = f"  std={100 * estimate['std']:.2f}" if estimate.get("std") is not None and np.isfinite(
+            estimate["std"]) else ""
+        lines.append(f"  {name:<{width}} {100 * estimate['value']:6.2f}%  "
+                     f"[{100 * estimate['low']:6.2f}, {100 * estimate['high']:6.2f}]  n={estimate['n']}{extra}")
     return "\n".join(lines)

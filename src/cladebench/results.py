@@ -82,6 +82,8 @@ class RunRecord:
     """Dataset, split, label set, model, prompts, metric definitions, software, command."""
     config: dict[str, Any]
     """The task config as run."""
+    inspection: dict[str, Any] = field(default_factory=dict)
+    """Tables for a person to look at, per group: e.g. genus-only rows' predicted species and least certain images."""
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
 
@@ -120,8 +122,10 @@ def metric_definitions(names: list[str]) -> dict[str, str]:
     """Definitions of the reported metrics (``top1_genus`` is defined by ``top1``)."""
     out = {}
     for name in names:
-        base = name.split("_", 1)[0]
-        out[name] = METRIC_DEFINITIONS.get(name) or METRIC_DEFINITIONS.get(base, "")
+        # The longest registered name that the metric's name starts with: top1_genus -> top1,
+        # balanced_accuracy_species -> balanced_accuracy.
+        base = max((k for k in METRIC_DEFINITIONS if name == k or name.startswith(k + "_")), key=len, default="")
+        out[name] = METRIC_DEFINITIONS.get(base, "")
     return out
 
 

@@ -23,6 +23,8 @@ class Task:
     predict: Callable[..., Any]
     metrics: Callable[[Any], dict[str, Any]]
     description: str
+    uses_encoder: bool = True
+    """False for tasks on stored image embeddings alone (no text tower to load)."""
 
 
 TASKS: dict[str, Task] = {}
@@ -42,10 +44,16 @@ def get_task(name: str) -> Task:
 
 
 def _load_builtin_tasks() -> None:
-    from cladebench.tasks import zeroshot
+    from cladebench.tasks import fewshot, zeroshot
 
     register_task(Task(
         name="zeroshot", config=zeroshot.ZeroShotConfig, predict=zeroshot.zero_shot,
         metrics=zeroshot.zero_shot_metrics,
         description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks",
+    ))
+    register_task(Task(
+        name="fewshot", config=fewshot.FewShotConfig, predict=fewshot.few_shot, metrics=fewshot.few_shot_metrics,
+        description="k labelled images per taxon on frozen embeddings (SimpleShot, linear probe, kNN); "
+                    "group-aware seeded splits, mean and t-interval over repetitions",
+        uses_encoder=False,
     ))

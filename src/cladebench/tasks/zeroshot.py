@@ -21,6 +21,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.metrics import accuracy, top_k_hits
+from cladebench.published import published_metadata
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
 
 if TYPE_CHECKING:
@@ -55,6 +57,9 @@ class ZeroShotConfig:
     """SQL filter selecting the evaluated rows."""
     within: str | None = None
     """Restrict rows and labels to one clade, as RANK=NAME (e.g. class=Aves)."""
+    labels: str | None = None
+    """Label set file instead of the benchmark's taxa: a CSV with rank columns (kingdom..species or
+    scientific_name), or a text file with one name at --rank per line, resolved against the benchmark."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,61 @@ def label_set(lineages: Sequence[Lineage], rank: Rank | str) -> LabelSet:
     return LabelSet(rank=rank, taxa=tuple(keys), lineages=tuple(chosen[k] for k in keys))
 
 
+def _name_at(lineage: Lineage, rank: Rank) -> str | None:
+    """How a label file names a taxon: the binomial at species rank, the plain name above."""
+    return lineage.scientific_name if rank == Rank.SPECIES else lineage.names[rank]
+
+
+def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[Lineage]) -> LabelSet:
+    """A label set read from a file, so a model can be scored against a wider (or narrower) set than the
+    benchmark's own taxa; rows whose taxon is not in it are not scored, and are counted.
+
+    A ``.csv``/``.tsv`` holds one label per row with rank columns (the store's names, or Darwin Core's
+    ``scientificName``/``class``), so each label has a full lineage and can be rolled up. Any other file
+    holds one name per line (``#`` starts a comment): a scientific name at ``rank``, looked up among the
+    benchmark's lineages; a name the benchmark lacks has no lineage to render, so it is an error that
+    points to the CSV form.
+    """
+    rank = Rank.parse(rank)
+    path = Path(path)
+    if not path.is_file():
+        raise CladebenchError(f"label set file not found: {path}")
+    known = {_name_at(lin, rank): lin for lin in benchmark if lin.names[rank] is not None}
+    if path.suffix.lower() in (".csv", ".tsv"):
+        import pyarrow.csv as pacsv
+
+        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+        try:
+            table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                                   convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+        except pa.ArrowInvalid as exc:
+            raise CladebenchError(f"{path}: not a readable CSV: {exc}") from None
+        lineages = []
+        for number, row in enumerate(table.to_pylist(), start=2):  # line 1 is the header
+            lineage = Lineage.from_row({k: (None if v is None else str(v)) for k, v in row.items()})
+            if lineage.names[rank] is None:
+                raise CladebenchError(f"{path}: row {number}: no {rank.column} name (field {rank.column!r} "
+                                      "or scientific_name): every label needs a name at the label rank")
+            if None in lineage.key(rank):  # higher ranks missing: take them from the benchmark when it knows the name
+                lineage = known.get(_name_at(lineage, rank), lineage)
+            lineages.append(lineage)
+        return label_set(lineages, rank)
+    lineages, unknown = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        if name in known:
+            lineages.append(known[name])
+        else:
+            unknown.append(f"line {number}: {name!r}")
+    if unknown:
+        raise CladebenchError(f"{path}: {len(unknown)} name(s) are not {rank.column} names of the benchmark "
+                              f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); give labels "
+                              "outside the benchmark as a CSV with rank columns")
+    return label_set(lineages, rank)
+
+
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """L2-normalise each row (raw embeddings are stored; cosine similarity is used)."""
     vectors = np.asarray(vectors, dtype=np.float32)
@@ -114,11 +174,17 @@ def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float)
     return softmax(logits.astype(np.float64))
 
 
+def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
+    """What is known of an embedding column: its field metadata, else what the publisher's column name says."""
+    meta = store.embedding_metadata(dataset.schema.field(column))
+    return meta if meta.get("model") else (published_metadata(column) or meta)
+
+
 def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
-    """The ``emb_*`` column whose metadata names ``model_id``; an error that says how to make one."""
+    """The ``emb_*`` column holding ``model_id``'s embeddings; an error that says how to make one."""
     matches = [
         f.name for f in dataset.schema
-        if f.name.startswith(store.EMBEDDING_PREFIX) and store.embedding_metadata(f).get("model") == model_id
+        if f.name.startswith(store.EMBEDDING_PREFIX) and column_metadata(dataset, f.name).get("model") == model_id
     ]
     if not matches:
         raise CladebenchError(
@@ -169,7 +235,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     column = config.column or find_embedding_column(dataset, encoder.model_id)
     if column not in dataset.schema.names:
         raise SchemaError(f"column {column!r} is not in {dataset.uri}")
-    meta = store.embedding_metadata(dataset.schema.field(column))
+    meta = column_metadata(dataset, column)
     if meta.get("model") != encoder.model_id:
         raise CladebenchError(
             f"column {column!r} holds embeddings of {meta.get('model')}, not of {encoder.model_id}: image and text "
@@ -192,7 +258,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         lineages = [lin for lin, k in zip(lineages, keep, strict=True) if k]
     if not lineages:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
-    labels = label_set(lineages, rank)
+    labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
     if len(labels) < 2:
         raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
     texts = labels.texts(config.name_style)
@@ -235,11 +301,46 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "templates": config.templates,
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
-        "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style)},
+        "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style),
+                      "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum())},
         "within": config.within,
         "where": config.where,
     }
+    if rank == Rank.SPECIES:
+        inspection = genus_only_inspection(rows.column("uuid").to_pylist(), lineages, probs, labels, texts)
+        if inspection is not None:
+            info["inspection"] = inspection
     return Predictions(table=table, labels=texts, info=info)
+
+
+def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], probs: np.ndarray, labels: LabelSet,
+                          texts: Sequence[str], *, review: int = 20) -> dict[str, Any] | None:
+    """What a person needs to look at for rows labelled only to genus (camera-trap Peromyscus).
+
+    Such rows have no species truth, so they are never scored for species accuracy; instead: how the
+    model spreads them over species, how often its top species lies in the labelled genus, and the
+    ``review`` images it is least sure of (lowest top probability), for an expert to identify.
+    """
+    genus_only = np.array([lin.names[Rank.SPECIES] is None and lin.names[Rank.GENUS] is not None
+                           for lin in lineages], dtype=bool)
+    if not genus_only.any():
+        return None
+    rows = np.flatnonzero(genus_only)
+    top = probs[rows].argmax(axis=1)
+    top_prob = probs[rows, top]
+    same_genus = np.array([labels.lineages[t].names[Rank.GENUS] == lineages[r].names[Rank.GENUS]
+                           for r, t in zip(rows, top, strict=True)], dtype=bool)
+    counts: dict[str, int] = {}
+    for t in top:
+        counts[texts[t]] = counts.get(texts[t], 0) + 1
+    least = np.argsort(top_prob, kind="stable")[:review]
+    return {
+        "genus_only_rows": int(rows.size),
+        "predicted_species": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "predicted_genus_is_labelled_genus": accuracy(same_genus).to_dict(),
+        "least_certain": [{"uuid": uuids[rows[i]], "genus": lineages[rows[i]].names[Rank.GENUS],
+                           "predicted": texts[top[i]], "probability": float(top_prob[i])} for i in least],
+    }
 
 
 def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:

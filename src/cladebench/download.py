@@ -1,0 +1,637 @@
+"""Image downloads that resume, retry only what is transient, and account for every URL.
+
+Benchmark builders fetch tens of thousands of photos from iNaturalist's open-data bucket and similar
+hosts. At that scale some requests time out, some hosts answer 429 or 503 for a while, some
+connections are cut mid-body, and some photos are simply gone. This module fetches a list of
+``(key, url)`` items over one pooled HTTP client and sorts every item into exactly one of three bins:
+
+- **ok**: fetched in this run, checked, and persisted the moment it finished;
+- **cached**: finished by an earlier run (a killed run resumes without refetching);
+- **failed**: recorded with its url, key, reason, HTTP status or exception class and attempt count.
+
+What is retried, with exponential backoff and jitter: timeouts, connection errors, bodies shorter
+than their ``Content-Length``, images that do not decode (a truncated JPEG served with a matching
+``Content-Length``), and the statuses 408, 429 and 5xx, honouring ``Retry-After``. What is not: 403,
+404 and the other 4xx (asking again gets the same answer), bodies over the size cap, and a body whose
+SHA-256 differs from the expected one (the content changed; retrying fetches the same bytes).
+
+On disk (a :class:`DownloadStore` directory)::
+
+    objects/ab/ab12...ef     every body, named by its SHA-256 (identical photos stored once)
+    manifest.jsonl           one JSON line per finished item, appended as each finishes
+    failures.parquet         the failures of the latest run
+
+A body is written to a temporary file and renamed into ``objects/`` before its manifest line is
+appended, so a manifest line always points at a complete file; a line torn by a kill is cut off when
+the store is next opened. Failed items are not remembered as done: the next run tries them again.
+One run at a time per store: two processes appending to one manifest is safe, but the repair of a
+torn line on opening is not.
+
+Example:
+    >>> import tempfile
+    >>> report = download([], tempfile.mkdtemp())
+    >>> report.ok, report.cached, report.failed
+    (0, 0, 0)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import io
+import json
+import os
+import random
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cladebench.errors import CladebenchError, unknown_name
+
+if TYPE_CHECKING:
+    import httpx
+    import pyarrow as pa
+
+DEFAULT_USER_AGENT = "cladebench/0.1 (+https://github.com/cladebench/cladebench)"
+
+# 408 Request Timeout, 429 Too Many Requests and every 5xx say "not now", not "never".
+RETRYABLE_STATUSES = frozenset({408, 429})
+
+ImageCheck = Callable[[bytes], None]
+IMAGE_CHECKS: dict[str, ImageCheck] = {}
+"""Registry of body checks run before an item counts as done: name -> function raising on a bad image."""
+
+
+def image_check(name: str) -> Callable[[ImageCheck], ImageCheck]:
+    """Register a body check under ``name`` (it raises :class:`cladebench.images.ImageDecodeError`)."""
+
+    def register(fn: ImageCheck) -> ImageCheck:
+        IMAGE_CHECKS[name] = fn
+        return fn
+
+    return register
+
+
+@image_check("none")
+def _check_nothing(body: bytes) -> None:
+    """Accept any body (for non-image downloads)."""
+
+
+@image_check("verify")
+def _check_verify(body: bytes) -> None:
+    """Pillow's ``verify()``: cheap, catches broken PNG/GIF structure, but not a JPEG cut short."""
+    from PIL import Image
+
+    from cladebench.images import ImageDecodeError
+
+    try:
+        with Image.open(io.BytesIO(body)) as image:
+            image.verify()
+    except Exception as exc:  # Pillow raises many types for corrupt input
+        raise ImageDecodeError(f"image does not verify: {exc or type(exc).__name__}") from None
+
+
+@image_check("decode")
+def _check_decode(body: bytes) -> None:
+    """A full decode, as every consumer does it: the only check that catches a truncated JPEG."""
+    from cladebench.images import decode_image
+
+    decode_image(body)
+
+
+@dataclass(frozen=True)
+class DownloadConfig:
+    """How to fetch: concurrency, timeouts, retry policy, limits and checks."""
+
+    concurrency: int = 16
+    """Requests in flight at once (a semaphore, and the client's connection-pool size)."""
+    connect_timeout_s: float = 10.0
+    """Seconds to establish a connection before the attempt counts as timed out."""
+    read_timeout_s: float = 30.0
+    """Seconds to wait for the next bytes of a response (headers or body)."""
+    attempt_timeout_s: float | None = 300.0
+    """Seconds for one whole attempt; stops a server that trickles bytes just under the read timeout."""
+    max_attempts: int = 5
+    """Attempts per item, the first included; transient failures are retried until this many."""
+    backoff_base_s: float = 1.0
+    """Delay before the second attempt; doubled for each further attempt."""
+    backoff_max_s: float = 60.0
+    """Ceiling on the exponential delay."""
+    jitter: float = 0.5
+    """Fraction of each delay drawn at random (0 to 1), so many clients do not retry in lockstep."""
+    max_retry_after_s: float = 120.0
+    """Longest ``Retry-After`` honoured; a longer one is shortened to this."""
+    max_bytes: int = 64 * 2**20
+    """Largest body accepted; bigger ones fail as ``too_large`` (iNat originals are a few MB)."""
+    image_check: str = "decode"
+    """Body check before an item counts as done: a name in :data:`IMAGE_CHECKS` (``decode``, ``verify``,
+    ``none``)."""
+    progress: bool = False
+    """Show a tqdm progress bar on stderr."""
+    user_agent: str = DEFAULT_USER_AGENT
+    """``User-Agent`` header; image hosts ask clients to identify themselves."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise CladebenchError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.max_attempts < 1:
+            raise CladebenchError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise CladebenchError(f"jitter is a fraction in [0, 1], got {self.jitter}")
+        if self.max_bytes < 1:
+            raise CladebenchError(f"max_bytes must be positive, got {self.max_bytes}")
+        if self.image_check not in IMAGE_CHECKS:
+            raise unknown_name("image check", self.image_check, IMAGE_CHECKS)
+
+
+@dataclass(frozen=True)
+class DownloadItem:
+    """One thing to fetch."""
+
+    key: str
+    """Caller's id for the item (a row uuid); unique within one call, and the resume key."""
+    url: str
+    """Where to fetch it."""
+    sha256: str | None = None
+    """Expected SHA-256 (hex) of the body, when known; a mismatch fails the item."""
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    """A finished item: where its body is and what it was."""
+
+    key: str
+    url: str
+    sha256: str
+    """SHA-256 (hex) of the body; also its file name under ``objects/``."""
+    size: int
+    """Body length in bytes."""
+    content_type: str | None
+    """``Content-Type`` the server sent."""
+    image_format: str | None
+    """Format sniffed from the bytes (``jpeg``, ``png``, ...), ``None`` when not an image signature."""
+    attempts: int
+    """Attempts it took in the run that fetched it."""
+    fetched_at: float
+    """Unix time it finished."""
+
+
+@dataclass(frozen=True)
+class DownloadFailure:
+    """An item that did not finish, and why."""
+
+    key: str
+    url: str
+    reason: str
+    """Short category to count by: ``http_404``, ``timeout``, ``connection``, ``truncated``, ``too_large``,
+    ``sha256_mismatch``, ``invalid_image``, ``bad_url``, ``protocol``."""
+    detail: str
+    """What happened, for a person."""
+    status: int | None
+    """HTTP status of the last attempt, when a response came."""
+    exception: str | None
+    """Exception class of the last attempt, when one was raised."""
+    attempts: int
+    """Attempts made."""
+
+
+FAILURE_FIELDS: tuple[str, ...] = ("key", "url", "reason", "detail", "status", "exception", "attempts")
+
+
+def failures_table(failures: Iterable[DownloadFailure]) -> pa.Table:
+    """Failures as an Arrow table with a fixed schema (empty tables keep their column types)."""
+    import pyarrow as pa
+
+    rows = [asdict(f) for f in failures]
+    schema = pa.schema([
+        ("key", pa.string()), ("url", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
+        ("status", pa.int32()), ("exception", pa.string()), ("attempts", pa.int32()),
+    ])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+# --- the store on disk ---------------------------------------------------------------------------
+
+
+class DownloadStore:
+    """A directory of fetched bodies, named by SHA-256, and the manifest that makes runs resumable."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.objects_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._repair_manifest()
+
+    @property
+    def objects_dir(self) -> Path:
+        return self.root / "objects"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.jsonl"
+
+    @property
+    def failures_path(self) -> Path:
+        return self.root / "failures.parquet"
+
+    def object_path(self, sha256: str) -> Path:
+        """Where the body with this digest lives (two-character fan-out keeps directories small)."""
+        return self.objects_dir / sha256[:2] / sha256
+
+    def _repair_manifest(self) -> None:
+        """Cut a last line torn by a kill, so the next append starts on a line of its own."""
+        path = self.manifest_path
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        with open(path, "rb+") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) == b"\n":
+                return
+            data = path.read_bytes()
+            handle.truncate(data.rfind(b"\n") + 1)
+
+    def load_manifest(self) -> dict[str, Downloaded]:
+        """Finished items by key; a later line for a key replaces an earlier one."""
+        done: dict[str, Downloaded] = {}
+        if not self.manifest_path.exists():
+            return done
+        with open(self.manifest_path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    entry = Downloaded(**json.loads(line))
+                except (ValueError, TypeError):
+                    # A damaged line only costs a refetch of its item; nothing is lost by skipping it.
+                    continue
+                done[entry.key] = entry
+        return done
+
+    def has(self, entry: Downloaded) -> bool:
+        """Whether the entry's body is on disk, complete (its size matches)."""
+        path = self.object_path(entry.sha256)
+        return path.is_file() and path.stat().st_size == entry.size
+
+    def put(self, body: bytes, sha256: str) -> Path:
+        """Store a body under its digest: a temporary file renamed into place, so never half there."""
+        path = self.object_path(sha256)
+        if path.is_file() and path.stat().st_size == len(body):
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(body)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def record(self, entry: Downloaded) -> None:
+        """Append one manifest line in a single write (after :meth:`put`, so the line's body exists)."""
+        line = (json.dumps(asdict(entry), ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock, open(self.manifest_path, "ab") as handle:
+            handle.write(line)
+
+    def read_bytes(self, entry: Downloaded) -> bytes:
+        """The stored body of a finished item."""
+        return self.object_path(entry.sha256).read_bytes()
+
+    def write_failures(self, failures: Iterable[DownloadFailure], path: Path | None = None) -> Path:
+        """Write failures as Parquet, atomically (a temporary file renamed into place)."""
+        import pyarrow.parquet as pq
+
+        path = path or self.failures_path
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(failures_table(failures), tmp)
+        os.replace(tmp, path)
+        return path
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DownloadReport:
+    """Where every item ended up. ``ok + cached + failed`` is the number of items asked for."""
+
+    store: DownloadStore
+    """The store the bodies are in."""
+    downloaded: Mapping[str, Downloaded]
+    """Finished items by key, fetched now or earlier, in the order asked for."""
+    failures: tuple[DownloadFailure, ...]
+    """Items that did not finish, in the order asked for."""
+    ok: int
+    """Items fetched in this run."""
+    cached: int
+    """Items finished by an earlier run and not fetched again."""
+    elapsed_s: float = 0.0
+    """Wall time of the run."""
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    @property
+    def failed_by_reason(self) -> dict[str, int]:
+        """Failure counts by reason, most frequent first."""
+        return dict(Counter(f.reason for f in self.failures).most_common())
+
+    def failures_table(self) -> pa.Table:
+        return failures_table(self.failures)
+
+    def read_bytes(self, key: str) -> bytes:
+        """The body fetched for ``key``."""
+        return self.store.read_bytes(self.downloaded[key])
+
+    def summary(self) -> str:
+        reasons = ", ".join(f"{reason} {count}" for reason, count in self.failed_by_reason.items())
+        return (f"{self.ok} fetched, {self.cached} cached, {self.failed} failed"
+                + (f" ({reasons})" if reasons else "") + f" in {self.elapsed_s:.1f} s")
+
+
+# --- one item ------------------------------------------------------------------------------------
+
+
+class _AttemptError(Exception):
+    """Why one attempt failed, and whether another may succeed."""
+
+    def __init__(self, reason: str, detail: str, *, retryable: bool, status: int | None = None,
+                 exception: str | None = None, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.reason, self.detail, self.retryable = reason, detail, retryable
+        self.status, self.exception, self.retry_after = status, exception, retry_after
+
+
+def _transport_reasons() -> tuple[tuple[type[Exception], str, bool], ...]:
+    """Exception class -> (reason, retryable), most specific first; httpx is imported only when fetching."""
+    import httpx
+
+    return (
+        (httpx.TimeoutException, "timeout", True),
+        (httpx.NetworkError, "connection", True),
+        (httpx.RemoteProtocolError, "connection", True),
+        (httpx.UnsupportedProtocol, "bad_url", False),
+        (httpx.InvalidURL, "bad_url", False),
+        (httpx.TransportError, "protocol", False),
+    )
+
+
+def _classify(exc: Exception, reasons: tuple[tuple[type[Exception], str, bool], ...]) -> _AttemptError:
+    for kind, reason, retryable in reasons:
+        if isinstance(exc, kind):
+            return _AttemptError(reason, str(exc) or type(exc).__name__, retryable=retryable,
+                                 exception=type(exc).__name__)
+    raise exc
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date; ``None`` if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _status_error(response: httpx.Response) -> _AttemptError:
+    status = response.status_code
+    retryable = status in RETRYABLE_STATUSES or status >= 500
+    return _AttemptError(
+        f"http_{status}", f"HTTP {status} {response.reason_phrase}".strip(), retryable=retryable, status=status,
+        retry_after=parse_retry_after(response.headers.get("retry-after")) if retryable else None,
+    )
+
+
+def _content_length(response: httpx.Response) -> int | None:
+    value = response.headers.get("content-length")
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def backoff_delay(attempt: int, config: DownloadConfig, retry_after: float | None = None,
+                  rng: random.Random | None = None) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based): exponential, jittered, at least Retry-After."""
+    delay = min(config.backoff_max_s, config.backoff_base_s * 2 ** (attempt - 1))
+    delay *= 1.0 - config.jitter * (rng or random).random()
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, config.max_retry_after_s))
+    return delay
+
+
+class _Fetcher:
+    """Runs the attempts of every item over one client, persisting each success as it happens."""
+
+    def __init__(self, client: httpx.AsyncClient, store: DownloadStore, config: DownloadConfig,
+                 on_done: Callable[[], None]) -> None:
+        self.client, self.store, self.config, self.on_done = client, store, config, on_done
+        self.semaphore = asyncio.Semaphore(config.concurrency)
+        self.reasons = _transport_reasons()
+        self.check = IMAGE_CHECKS[config.image_check]
+
+    async def fetch(self, item: DownloadItem) -> Downloaded | DownloadFailure:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self.semaphore:
+                    body, content_type = await self._attempt(item)
+                    # In a thread: hashing and decoding a multi-megabyte photo would stall every transfer on
+                    # the loop. Under the semaphore: bodies waiting to be checked then stay bounded in
+                    # number when the network outpaces decoding.
+                    return await asyncio.to_thread(self._finish, item, body, content_type, attempt)
+            except _AttemptError as error:
+                if not error.retryable or attempt >= self.config.max_attempts:
+                    self.on_done()
+                    return DownloadFailure(item.key, item.url, error.reason, error.detail, error.status,
+                                           error.exception, attempt)
+                # Sleep outside the semaphore: a waiting item must not hold a slot another could use.
+                await asyncio.sleep(backoff_delay(attempt, self.config, error.retry_after))
+
+    async def _attempt(self, item: DownloadItem) -> tuple[bytes, str | None]:
+        deadline = self.config.attempt_timeout_s
+        try:
+            return await asyncio.wait_for(self._get(item), deadline)
+        except asyncio.TimeoutError:
+            raise _AttemptError("timeout", f"attempt took longer than {deadline} s", retryable=True,
+                                exception="TimeoutError") from None
+
+    async def _get(self, item: DownloadItem) -> tuple[bytes, str | None]:
+        import httpx
+
+        try:
+            async with self.client.stream("GET", item.url) as response:
+                if response.status_code != 200:
+                    raise _status_error(response)
+                return await self._read_body(response), response.headers.get("content-type")
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            raise _classify(exc, self.reasons) from None
+
+    async def _read_body(self, response: httpx.Response) -> bytes:
+        import httpx
+
+        limit = self.config.max_bytes
+        declared = _content_length(response)
+        if declared is not None and declared > limit:
+            raise _AttemptError("too_large", f"Content-Length {declared} exceeds the cap of {limit} bytes",
+                                retryable=False, status=response.status_code)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise _AttemptError("too_large", f"body exceeds the cap of {limit} bytes", retryable=False,
+                                        status=response.status_code)
+                chunks.append(chunk)
+        except httpx.TransportError as exc:
+            received = response.num_bytes_downloaded
+            if declared is not None and received < declared:
+                raise _AttemptError("truncated", f"connection ended after {received} of {declared} bytes "
+                                    f"({type(exc).__name__})", retryable=True, status=response.status_code,
+                                    exception=type(exc).__name__) from None
+            raise
+        # Compare on the wire (before any content decoding): that is what Content-Length counts.
+        received = response.num_bytes_downloaded
+        if declared is not None and received != declared:
+            raise _AttemptError("truncated", f"received {received} bytes, Content-Length said {declared}",
+                                retryable=True, status=response.status_code)
+        return b"".join(chunks)
+
+    def _finish(self, item: DownloadItem, body: bytes, content_type: str | None, attempt: int) -> Downloaded:
+        from cladebench.images import ImageDecodeError, sniff_format
+
+        digest = hashlib.sha256(body).hexdigest()
+        if item.sha256 is not None and digest != item.sha256.lower():
+            raise _AttemptError("sha256_mismatch", f"body SHA-256 {digest} differs from the expected {item.sha256}",
+                                retryable=False, status=200)
+        try:
+            self.check(body)
+        except ImageDecodeError as exc:
+            # Often a body cut short by a cache or proxy that then reported the short length; worth another try.
+            raise _AttemptError("invalid_image", exc.reason, retryable=True, status=200,
+                                exception=type(exc).__name__) from None
+        self.store.put(body, digest)
+        entry = Downloaded(item.key, item.url, digest, len(body), content_type, sniff_format(body), attempt,
+                           time.time())
+        self.store.record(entry)
+        self.on_done()
+        return entry
+
+
+# --- the entry points ----------------------------------------------------------------------------
+
+
+ItemLike = DownloadItem | tuple[str, str] | tuple[str, str, str | None]
+
+
+def _items(items: Iterable[ItemLike]) -> list[DownloadItem]:
+    out: list[DownloadItem] = []
+    seen: set[str] = set()
+    for raw in items:
+        item = raw if isinstance(raw, DownloadItem) else DownloadItem(*raw)
+        if item.key in seen:
+            raise CladebenchError(f"duplicate download key {item.key!r}: keys must be unique (they are the resume key)")
+        seen.add(item.key)
+        out.append(item)
+    return out
+
+
+def _is_finished(entry: Downloaded | None, item: DownloadItem, store: DownloadStore) -> bool:
+    if entry is None or entry.url != item.url:
+        return False
+    if item.sha256 is not None and entry.sha256 != item.sha256.lower():
+        return False
+    return store.has(entry)
+
+
+def _client(config: DownloadConfig) -> httpx.AsyncClient:
+    import httpx
+
+    timeout = httpx.Timeout(connect=config.connect_timeout_s, read=config.read_timeout_s,
+                            write=config.connect_timeout_s, pool=None)
+    limits = httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=True,
+                             headers={"User-Agent": config.user_agent})
+
+
+async def download_async(items: Iterable[ItemLike], store: str | Path | DownloadStore,
+                         config: DownloadConfig | None = None, *,
+                         client: httpx.AsyncClient | None = None) -> DownloadReport:
+    """Fetch every item not already in the store; see the module docstring for what is retried and kept.
+
+    ``items`` are :class:`DownloadItem` or ``(key, url)`` / ``(key, url, sha256)`` tuples. ``client``
+    replaces the client built from ``config`` (the caller then owns it; its limits apply as well).
+    The failures are also written to the store's ``failures.parquet``.
+    """
+    config = config or DownloadConfig()
+    started = time.monotonic()
+    wanted = _items(items)
+    store = store if isinstance(store, DownloadStore) else DownloadStore(store)
+    finished = store.load_manifest()
+    cached = {i.key: finished[i.key] for i in wanted if _is_finished(finished.get(i.key), i, store)}
+    pending = [i for i in wanted if i.key not in cached]
+
+    results: list[Downloaded | DownloadFailure] = []
+    if pending:
+        from tqdm import tqdm
+
+        with tqdm(total=len(wanted), initial=len(cached), desc="downloading", unit="file",
+                  disable=not config.progress, leave=False) as bar:
+            own = client is None
+            http = _client(config) if own else client
+            try:
+                fetcher = _Fetcher(http, store, config, lambda: bar.update(1))
+                results = list(await asyncio.gather(*(fetcher.fetch(i) for i in pending)))
+            finally:
+                if own:
+                    await http.aclose()
+
+    fetched = {r.key: r for r in results if isinstance(r, Downloaded)}
+    failed = {r.key: r for r in results if isinstance(r, DownloadFailure)}
+    downloaded = {i.key: cached.get(i.key) or fetched[i.key] for i in wanted if i.key not in failed}
+    failures = tuple(failed[i.key] for i in wanted if i.key in failed)
+    store.write_failures(failures)
+    report = DownloadReport(store, downloaded, failures, ok=len(fetched), cached=len(cached),
+                            elapsed_s=time.monotonic() - started)
+    if report.ok + report.cached + report.failed != len(wanted):  # every item lands in exactly one bin
+        raise AssertionError(f"download accounting: {report.summary()} for {len(wanted)} items")
+    return report
+
+
+def download(items: Iterable[ItemLike], store: str | Path | DownloadStore,
+             config: DownloadConfig | None = None) -> DownloadReport:
+    """Blocking :func:`download_async`, for callers without an event loop of their own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(download_async(items, store, config))
+    raise CladebenchError("download() was called inside a running event loop; await download_async(...) instead")
+
+
+__all__ = [
+    "IMAGE_CHECKS",
+    "DownloadConfig",
+    "DownloadFailure",
+    "DownloadItem",
+    "DownloadReport",
+    "DownloadStore",
+    "Downloaded",
+    "backoff_delay",
+    "download",
+    "download_async",
+    "failures_table",
+    "image_check",
+    "parse_retry_after",
+]

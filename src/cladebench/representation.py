@@ -1,0 +1,121 @@
+"""Compare embedding columns of one dataset: few-shot accuracy on identical splits, and linear CKA.
+
+Two questions a benchmark of several models keeps asking: which embedding separates the taxa better
+with little labelled data, and how similar are two embeddings' geometries over the same images. The
+first is answered by few-shot accuracy per column on *the same* support/query draws (the splits
+depend on the seed, labels, groups and uuids only, see :mod:`cladebench.tasks.fewshot`), so the
+difference between columns is not split noise. The second by linear CKA (Kornblith, Norouzi, Lee and
+Hinton 2019, "Similarity of Neural Network Representations Revisited"): invariant to rotations and
+isotropic scaling of either embedding, so models of different widths and norms can be compared.
+
+CKA is computed in its feature-space form, ``||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F)`` on
+column-centred matrices: the cost is O(n d^2) time and O(d^2) memory, so it runs over every shared row
+of a large dataset where the n x n Gram matrices of the kernel form would not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cladebench import store
+from cladebench.errors import CladebenchError
+
+if TYPE_CHECKING:
+    import lance
+
+
+def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """Linear CKA between two representations of the same rows (widths may differ); 1 means equal up to
+    rotation and isotropic scaling.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.normal(size=(100, 8))
+        >>> round(linear_cka(x, 3.0 * x), 6)
+        1.0
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"need two matrices over the same rows, got shapes {x.shape} and {y.shape}")
+    x = x - x.mean(axis=0, keepdims=True)
+    y = y - y.mean(axis=0, keepdims=True)
+    cross = np.linalg.norm(y.T @ x) ** 2
+    scale = np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)
+    if scale == 0.0:
+        raise ValueError("CKA is undefined for a representation that is constant over the rows")
+    return float(cross / scale)
+
+
+@dataclass(frozen=True)
+class ColumnComparison:
+    """Few-shot accuracy per embedding column on identical splits, and pairwise linear CKA."""
+
+    columns: tuple[str, ...]
+    """The compared columns, in the order given."""
+    models: dict[str, str | None]
+    """Model named by each column's metadata."""
+    rows: int
+    """Rows that have a vector in every column (and match the filter): CKA is computed over all of them."""
+    accuracy: dict[str, dict[str, dict[str, Any]]]
+    """Column -> metric name (``simpleshot_5shot``, ...) -> estimate (mean, t-interval over repetitions)."""
+    cka: dict[str, dict[str, float]]
+    """Symmetric matrix of linear CKA, column -> column -> value (1 on the diagonal)."""
+    split: dict[str, Any]
+    """Provenance of the shared splits (seed, shots, repetitions, sampling unit, skipped classes, fingerprint)."""
+    rank: str
+    """Rank of the few-shot classes."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["columns"] = list(self.columns)
+        return out
+
+
+def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None = None, *, rank: str = "species",
+                    shots: Sequence[int] = (1, 5), repetitions: int = 5, seed: int = 0, where: str | None = None,
+                    methods: Sequence[str] = ("simpleshot",), group_key: str = "auto",
+                    min_test_per_class: int = 1) -> ColumnComparison:
+    """Few-shot accuracy of each ``emb_*`` column (all of them by default) on the same splits, plus linear CKA.
+
+    Only rows with a vector in every column are used, so each column sees exactly the same images.
+    """
+    from cladebench.tasks.fewshot import (
+        FewShotConfig,
+        few_shot_summary,
+        plan_splits,
+        predict_splits,
+        read_labelled_rows,
+    )
+
+    columns = list(columns) if columns is not None else store.embedding_columns(dataset.schema)
+    if not columns:
+        raise CladebenchError(f"{dataset.uri} has no embedding columns to compare")
+    if len(set(columns)) != len(columns):
+        raise CladebenchError(f"columns listed twice: {columns}")
+    config = FewShotConfig(rank=rank, shots=tuple(shots), repetitions=repetitions, seed=seed,
+                           methods=tuple(methods), where=where, group_key=group_key,
+                           min_test_per_class=min_test_per_class)
+    rows = read_labelled_rows(dataset, columns, rank=rank, where=where, group_key=group_key)
+    if not rows.uuids:
+        raise CladebenchError(f"no row has a vector in every one of {columns} (filter {where!r})")
+    plan = plan_splits(rows, config)
+    accuracy = {}
+    for column in columns:
+        table, _ = predict_splits(rows.vectors[column], plan, rows.uuids, config)
+        accuracy[column] = few_shot_summary(table, config.methods)
+    cka: dict[str, dict[str, float]] = {c: {} for c in columns}
+    for i, a in enumerate(columns):
+        cka[a][a] = 1.0
+        for b in columns[i + 1:]:
+            cka[a][b] = cka[b][a] = linear_cka(rows.vectors[a], rows.vectors[b])
+    return ColumnComparison(
+        columns=tuple(columns),
+        models={c: store.embedding_metadata(dataset.schema.field(c)).get("model") for c in columns},
+        rows=len(rows.uuids), accuracy=accuracy, cka=cka, rank=config.rank,
+        split={**plan.provenance(), "sampling_unit": rows.group_key, "rows_without_group": rows.rows_without_group},
+    )

@@ -1,0 +1,390 @@
+"""The downloader against a real HTTP server on 127.0.0.1: retries, failures, checks, resume, concurrency.
+
+The server counts requests per path and the most requests in flight at once, so the tests assert
+what actually went over the wire, not what the client believes it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from cladebench.download import (
+    DownloadConfig,
+    DownloadItem,
+    DownloadStore,
+    backoff_delay,
+    download,
+    download_async,
+    parse_retry_after,
+)
+from cladebench.errors import CladebenchError, UnknownNameError
+
+Route = Callable[[BaseHTTPRequestHandler, int], None]
+"""A route answers one request; the int is which request to this path it is (1 for the first)."""
+
+
+class _State:
+    def __init__(self) -> None:
+        self.routes: dict[str, Route] = {}
+        self.requests: Counter[str] = Counter()
+        self.request_times: dict[str, list[float]] = defaultdict(list)
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as real image hosts do
+    server: _Server
+
+    def do_GET(self) -> None:
+        state = self.server.state
+        with state.lock:
+            state.requests[self.path] += 1
+            state.request_times[self.path].append(time.monotonic())
+            number = state.requests[self.path]
+            state.in_flight += 1
+            state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        try:
+            route = state.routes.get(self.path)
+            if route is None:
+                send(self, 404, b"not here")
+            else:
+                route(self, number)
+        finally:
+            with state.lock:
+                state.in_flight -= 1
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.state = _State()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # The client hangs up on slow routes by design; a broken pipe on the server side is expected.
+        pass
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}{path}"
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", *, content_type: str = "image/jpeg",
+         headers: dict[str, str] | None = None, declared: int | None = None, length: bool = True) -> None:
+    """Answer with ``body``; ``declared`` lies about the length, ``length=False`` sends none (close-delimited)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    if length:
+        handler.send_header("Content-Length", str(len(body) if declared is None else declared))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    if not length or (declared is not None and declared != len(body)):
+        handler.send_header("Connection", "close")
+        handler.close_connection = True
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def ok(body: bytes, content_type: str = "image/jpeg") -> Route:
+    return lambda handler, number: send(handler, 200, body, content_type=content_type)
+
+
+def fail_first(times: int, status: int, then: Route, headers: dict[str, str] | None = None) -> Route:
+    def route(handler: BaseHTTPRequestHandler, number: int) -> None:
+        if number <= times:
+            send(handler, status, b"try later", content_type="text/plain", headers=headers)
+        else:
+            then(handler, number)
+
+    return route
+
+
+def slow_first(times: int, delay_s: float, then: Route) -> Route:
+    def route(handler: BaseHTTPRequestHandler, number: int) -> None:
+        if number <= times:
+            time.sleep(delay_s)
+        then(handler, number)
+
+    return route
+
+
+def hold(delay_s: float, then: Route) -> Route:
+    def route(handler: BaseHTTPRequestHandler, number: int) -> None:
+        time.sleep(delay_s)
+        then(handler, number)
+
+    return route
+
+
+def image_bytes(fmt: str, seed: int = 0, size: tuple[int, int] = (48, 32)) -> bytes:
+    image = Image.new("RGB", size, (seed * 37 % 256, 120, 200))
+    for x in range(0, size[0], 3):
+        image.putpixel((x, (x * 7 + seed) % size[1]), (x * 5 % 256, seed % 256, 0))
+    buffer = io.BytesIO()
+    image.save(buffer, fmt)
+    return buffer.getvalue()
+
+
+JPEG = image_bytes("JPEG", 1, (160, 120))
+PNG = image_bytes("PNG", 2)
+FAST = DownloadConfig(concurrency=4, connect_timeout_s=1.0, read_timeout_s=0.4, attempt_timeout_s=5.0,
+                      max_attempts=3, backoff_base_s=0.01, backoff_max_s=0.05)
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    httpd = _Server()
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def sha(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+# --- successes -----------------------------------------------------------------------------------
+
+
+def test_good_images_are_fetched_hashed_and_stored(server: _Server, tmp_path: Path) -> None:
+    server.state.routes.update({"/a.jpg": ok(JPEG), "/b.png": ok(PNG, "image/png")})
+    report = download([("a", server.url("/a.jpg")), ("b", server.url("/b.png"))], tmp_path, FAST)
+    assert (report.ok, report.cached, report.failed) == (2, 0, 0)
+    a, b = report.downloaded["a"], report.downloaded["b"]
+    assert (a.sha256, a.size, a.image_format, a.content_type, a.attempts) == (sha(JPEG), len(JPEG), "jpeg",
+                                                                            "image/jpeg", 1)
+    assert (b.sha256, b.image_format) == (sha(PNG), "png")
+    assert report.read_bytes("a") == JPEG and report.read_bytes("b") == PNG
+    store = DownloadStore(tmp_path)
+    assert store.object_path(sha(JPEG)).read_bytes() == JPEG
+    assert set(store.load_manifest()) == {"a", "b"}
+    assert server.state.requests == Counter({"/a.jpg": 1, "/b.png": 1})
+
+
+def test_expected_sha256_is_checked(server: _Server, tmp_path: Path) -> None:
+    server.state.routes.update({"/good": ok(JPEG), "/changed": ok(JPEG)})
+    items = [DownloadItem("good", server.url("/good"), sha(JPEG).upper()),
+             DownloadItem("changed", server.url("/changed"), "0" * 64)]
+    report = download(items, tmp_path, FAST)
+    assert report.downloaded["good"].sha256 == sha(JPEG)
+    (failure,) = report.failures
+    assert (failure.key, failure.reason, failure.attempts) == ("changed", "sha256_mismatch", 1)
+    assert sha(JPEG) in failure.detail
+    assert server.state.requests["/changed"] == 1  # the same bytes would come back: not retried
+
+
+# --- retries -------------------------------------------------------------------------------------
+
+
+def test_slow_response_times_out_then_is_retried(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/slow"] = slow_first(1, 1.0, ok(JPEG))
+    report = download([("s", server.url("/slow"))], tmp_path, FAST)
+    assert report.ok == 1 and report.downloaded["s"].attempts == 2
+    assert report.read_bytes("s") == JPEG
+    assert server.state.requests["/slow"] == 2
+
+
+def test_server_errors_are_retried(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/flaky"] = fail_first(1, 500, ok(JPEG))
+    server.state.routes["/down"] = fail_first(99, 503, ok(JPEG))
+    report = download([("f", server.url("/flaky")), ("d", server.url("/down"))], tmp_path, FAST)
+    assert report.downloaded["f"].attempts == 2 and server.state.requests["/flaky"] == 2
+    (failure,) = report.failures
+    assert (failure.key, failure.reason, failure.status, failure.attempts) == ("d", "http_503", 503, 3)
+    assert server.state.requests["/down"] == FAST.max_attempts
+
+
+def test_429_waits_for_retry_after(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/busy"] = fail_first(1, 429, ok(PNG, "image/png"), headers={"Retry-After": "1"})
+    report = download([("r", server.url("/busy"))], tmp_path, FAST)
+    assert report.ok == 1 and report.downloaded["r"].attempts == 2
+    first, second = server.state.request_times["/busy"]
+    assert second - first >= 0.9  # the backoff alone would be 0.01 s
+
+
+def test_client_errors_are_not_retried(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/forbidden"] = lambda handler, number: send(handler, 403, b"no", content_type="text/plain")
+    items = [("missing", server.url("/missing")), ("forbidden", server.url("/forbidden"))]
+    report = download(items, tmp_path, FAST)
+    assert report.failed_by_reason == {"http_404": 1, "http_403": 1}
+    by_key = {f.key: f for f in report.failures}
+    assert (by_key["missing"].status, by_key["missing"].attempts, by_key["missing"].url) == (404, 1, items[0][1])
+    assert server.state.requests == Counter({"/missing": 1, "/forbidden": 1})
+
+
+def test_truncated_body_is_retried_then_recorded(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/cut"] = lambda handler, number: send(handler, 200, JPEG[:500], declared=len(JPEG))
+    report = download([("cut", server.url("/cut"))], tmp_path, FAST)
+    (failure,) = report.failures
+    assert (failure.reason, failure.status, failure.attempts) == ("truncated", 200, FAST.max_attempts)
+    assert f"500 of {len(JPEG)} bytes" in failure.detail and failure.exception
+    assert server.state.requests["/cut"] == FAST.max_attempts
+    assert report.downloaded == {} and DownloadStore(tmp_path).load_manifest() == {}
+
+
+def test_truncated_jpeg_with_matching_length_is_caught_by_decoding(server: _Server, tmp_path: Path) -> None:
+    cut = JPEG[: len(JPEG) // 2]
+    server.state.routes["/short.jpg"] = ok(cut)
+    report = download([("j", server.url("/short.jpg"))], tmp_path / "decode", FAST)
+    (failure,) = report.failures
+    assert failure.reason == "invalid_image" and "truncated" in failure.detail
+    assert failure.attempts == FAST.max_attempts  # a cache may have served a cut copy; asked again
+    unchecked = download([("j", server.url("/short.jpg"))], tmp_path / "none", replace(FAST, image_check="none"))
+    assert unchecked.ok == 1 and unchecked.read_bytes("j") == cut
+
+
+def test_size_cap_with_and_without_content_length(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/big"] = ok(JPEG)
+    server.state.routes["/big-stream"] = lambda handler, number: send(handler, 200, JPEG, length=False)
+    server.state.routes["/small-stream"] = lambda handler, number: send(handler, 200, PNG, length=False)
+    config = replace(FAST, max_bytes=len(PNG) + 10)
+    items = [("big", server.url("/big")), ("stream", server.url("/big-stream")),
+             ("small", server.url("/small-stream"))]
+    report = download(items, tmp_path, config)
+    assert report.failed_by_reason == {"too_large": 2}
+    assert all(f.attempts == 1 for f in report.failures)
+    assert report.read_bytes("small") == PNG  # a close-delimited body without Content-Length is fine
+
+
+def test_unreachable_host_and_bad_url(tmp_path: Path) -> None:
+    with _Server() as closed:
+        port = closed.server_address[1]  # bound, then closed: nothing listens there
+    config = replace(FAST, max_attempts=2)
+    items = [("refused", f"http://127.0.0.1:{port}/x.jpg"), ("ftp", "ftp://127.0.0.1/x.jpg")]
+    report = download(items, tmp_path, config)
+    by_key = {f.key: f for f in report.failures}
+    assert (by_key["refused"].reason, by_key["refused"].attempts) == ("connection", 2)
+    assert by_key["refused"].exception == "ConnectError"
+    assert (by_key["ftp"].reason, by_key["ftp"].attempts) == ("bad_url", 1)
+
+
+# --- bookkeeping ---------------------------------------------------------------------------------
+
+
+def test_failures_table_is_written_with_every_field(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/a.jpg"] = ok(JPEG)
+    report = download([("a", server.url("/a.jpg")), ("gone", server.url("/gone"))], tmp_path, FAST)
+    table = pq.read_table(report.store.failures_path)
+    assert table.column_names == ["key", "url", "reason", "detail", "status", "exception", "attempts"]
+    assert table.to_pylist() == [{"key": "gone", "url": server.url("/gone"), "reason": "http_404",
+                                  "detail": "HTTP 404 Not Found", "status": 404, "exception": None, "attempts": 1}]
+    assert report.summary().startswith("1 fetched, 0 cached, 1 failed (http_404 1)")
+
+
+def test_resume_fetches_nothing_already_finished(server: _Server, tmp_path: Path) -> None:
+    for i in range(5):
+        server.state.routes[f"/p{i}.jpg"] = ok(image_bytes("JPEG", i))
+    items = [(f"k{i}", server.url(f"/p{i}.jpg")) for i in range(5)] + [("gone", server.url("/gone"))]
+    first = download(items, tmp_path, FAST)
+    assert (first.ok, first.cached, first.failed) == (5, 0, 1)
+    before = Counter(server.state.requests)
+
+    second = download(items, tmp_path, FAST)
+    assert (second.ok, second.cached, second.failed) == (0, 5, 1)
+    new = server.state.requests - before
+    assert new == Counter({"/gone": 1})  # only the failure is asked for again
+    assert {k: d.sha256 for k, d in second.downloaded.items()} == {k: d.sha256 for k, d in first.downloaded.items()}
+
+
+def test_resume_after_a_kill_repairs_the_manifest_and_refetches_only_what_is_missing(
+        server: _Server, tmp_path: Path) -> None:
+    bodies = {i: image_bytes("PNG", i) for i in range(3)}
+    for i, body in bodies.items():
+        server.state.routes[f"/p{i}.png"] = ok(body, "image/png")
+    items = [(f"k{i}", server.url(f"/p{i}.png")) for i in range(3)]
+    download(items, tmp_path, FAST)
+    store = DownloadStore(tmp_path)
+    # A kill mid-append leaves a torn line; a kill between rename and append leaves a missing body.
+    with open(store.manifest_path, "ab") as handle:
+        handle.write(b'{"key": "k9", "url": "http://exa')
+    store.object_path(sha(bodies[1])).unlink()
+    before = Counter(server.state.requests)
+
+    report = download(items, tmp_path, FAST)
+    assert (report.ok, report.cached, report.failed) == (1, 2, 0)
+    assert server.state.requests - before == Counter({"/p1.png": 1})
+    assert report.read_bytes("k1") == bodies[1]
+    assert store.manifest_path.read_bytes().endswith(b"\n")
+    assert set(DownloadStore(tmp_path).load_manifest()) == {"k0", "k1", "k2"}
+
+
+def test_a_changed_url_is_fetched_again(server: _Server, tmp_path: Path) -> None:
+    server.state.routes.update({"/old.jpg": ok(JPEG), "/new.png": ok(PNG, "image/png")})
+    download([("k", server.url("/old.jpg"))], tmp_path, FAST)
+    report = download([("k", server.url("/new.png"))], tmp_path, FAST)
+    assert report.ok == 1 and report.read_bytes("k") == PNG
+
+
+def test_concurrency_limit_is_respected(server: _Server, tmp_path: Path) -> None:
+    for i in range(9):
+        server.state.routes[f"/h{i}"] = hold(0.15, ok(image_bytes("PNG", i), "image/png"))
+    items = [(f"h{i}", server.url(f"/h{i}")) for i in range(9)]
+    report = download(items, tmp_path, replace(FAST, concurrency=3, read_timeout_s=2.0))
+    assert report.ok == 9
+    assert server.state.max_in_flight == 3  # never more, and the limit was actually used
+
+
+def test_async_entry_point_and_sync_wrapper_inside_a_loop(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/a.jpg"] = ok(JPEG)
+
+    async def run() -> None:
+        report = await download_async([("a", server.url("/a.jpg"))], tmp_path, FAST)
+        assert report.ok == 1
+        with pytest.raises(CladebenchError, match="await download_async"):
+            download([("b", server.url("/a.jpg"))], tmp_path, FAST)
+
+    asyncio.run(run())
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(CladebenchError, match="duplicate download key 'k'"):
+        download([("k", "http://127.0.0.1/a"), ("k", "http://127.0.0.1/b")], "/nonexistent-never-created")
+    with pytest.raises(UnknownNameError, match="Did you mean 'decode'"):
+        DownloadConfig(image_check="decoded")
+    with pytest.raises(CladebenchError, match="concurrency"):
+        DownloadConfig(concurrency=0)
+
+
+# --- policy --------------------------------------------------------------------------------------
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == pytest.approx(10.0)
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
+
+
+def test_backoff_is_exponential_capped_jittered_and_honours_retry_after() -> None:
+    config = DownloadConfig(backoff_base_s=1.0, backoff_max_s=5.0, jitter=0.0, max_retry_after_s=30.0)
+    assert [backoff_delay(a, config) for a in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 5.0]
+    assert backoff_delay(1, config, retry_after=12.0) == 12.0
+    assert backoff_delay(1, config, retry_after=3600.0) == 30.0
+    jittered = replace(config, jitter=0.5)
+    import random
+
+    rng = random.Random(0)
+    delays = [backoff_delay(3, jittered, rng=rng) for _ in range(200)]
+    assert 2.0 <= min(delays) < max(delays) <= 4.0

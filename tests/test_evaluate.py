@@ -1,0 +1,201 @@
+"""`cladebench eval` around the tasks: separate challenge groups, training-exposure filters, breakdowns,
+label-set files, genus-only rows, and embeddings published without cladebench metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from cladebench import store
+from cladebench.errors import CladebenchError
+
+pytest.importorskip("torch")
+pytest.importorskip("open_clip")
+
+from cladebench.cli import main
+from cladebench.compare import compare_runs
+from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate import ZeroShotEvalConfig, run_eval
+from cladebench.models.tiny import write_tiny_model
+from cladebench.published import PUBLISHED_EMBEDDING_COLUMNS, register_published_column
+from cladebench.results import RunRecord
+from cladebench.synthetic import WorldConfig, make_world
+
+N = 72
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A world with three challenge groups (classes), seen_in_training lists, genus-only rows and a breakdown column."""
+    root = tmp_path_factory.mktemp("evaluate")
+    model = "local-dir:" + str(write_tiny_model(root / "tiny", seed=4))
+    world = make_world(WorldConfig(seed=2, names="generated", branching=(1, 1, 3, 1, 2, 2, 2)))
+    table = world.to_table(N, seed=7, image_format="jpeg")
+    seen = [["model-a", "model-b"] if i % 3 == 0 else (["model-b"] if i % 3 == 1 else []) for i in range(N)]
+    if "seen_in_training" in table.column_names:
+        table = table.drop_columns(["seen_in_training"])
+    table = table.append_column("seen_in_training", pa.array(seen, pa.list_(pa.string())))
+    table = table.append_column("site", pa.array([f"site-{i % 2}" for i in range(N)]))
+    # Every 8th row is identified to genus only (as camera-trap Peromyscus is).
+    genus_only = np.arange(N) % 8 == 0
+    species = table.column("species").to_pylist()
+    scientific = table.column("scientific_name").to_pylist()
+    genera = table.column("genus").to_pylist()
+    table = table.set_column(table.column_names.index("species"), "species",
+                             pa.array([None if g else s for s, g in zip(species, genus_only, strict=True)]))
+    table = table.set_column(table.column_names.index("scientific_name"), "scientific_name",
+                             pa.array([ge if g else s for s, ge, g in zip(scientific, genera, genus_only,
+                                                                          strict=True)]))
+    path = root / "world.lance"
+    store.write_dataset(table, path)
+    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
+                              progress=False))
+    return path, model
+
+
+def _eval(path: Path, model: str, out: Path, **options) -> RunRecord:
+    record, _ = run_eval(ZeroShotEvalConfig(dataset=str(path), model=model, out=out, device="cpu", **options))
+    return record
+
+
+def test_challenge_groups_are_evaluated_separately_and_never_pooled(embedded, tmp_path):
+    path, model = embedded
+    record = _eval(path, model, tmp_path / "grouped")
+    groups = record.provenance["groups"]
+    assert groups["column"] == "challenge_group" and not groups["pooled"] and len(groups["values"]) == 3
+    assert not any("/" not in name for name in record.metrics)  # no pooled number at all
+    assert record.provenance["label_set"] is None
+    for group in groups["values"]:
+        alone = _eval(path, model, tmp_path / group, group_by="none",
+                      where=f"challenge_group = '{group}'")
+        for name, estimate in alone.metrics.items():
+            assert record.metrics[f"{group}/{name}"] == estimate, (group, name)
+        label_set = record.provenance["label_sets"][group]
+        assert label_set["labels"] == alone.provenance["label_set"]["labels"]
+        assert label_set["size"] < sum(s["size"] for s in record.provenance["label_sets"].values())
+    predictions = record.predictions(tmp_path / "grouped" / "run.json")
+    assert set(predictions.column("group").to_pylist()) == set(groups["values"])
+
+
+def test_exposure_filters_select_the_right_rows(embedded, tmp_path):
+    path, model = embedded
+    unseen = _eval(path, model, tmp_path / "unseen", group_by="none", unseen_only=True)
+    not_a = _eval(path, model, tmp_path / "not-a", group_by="none", not_seen_by="model-a")
+    assert unseen.provenance["dataset"]["evaluated_rows"] == N // 3
+    assert not_a.provenance["dataset"]["evaluated_rows"] == N - N // 3
+    assert unseen.provenance["exposure"] == {"unseen_only": True, "not_seen_by": None}
+    assert "array_has(seen_in_training, 'model-a')" in not_a.provenance["dataset"]["where"]
+    table = store.read(store.open_dataset(path), columns=["uuid", "seen_in_training"])
+    expected = {u for u, s in zip(table.column("uuid").to_pylist(), table.column("seen_in_training").to_pylist(),
+                                  strict=True) if "model-a" not in s}
+    got = set(not_a.predictions(tmp_path / "not-a" / "run.json").column("uuid").to_pylist())
+    assert got == expected
+
+
+def test_breakdown_scores_the_same_predictions_per_value(embedded, tmp_path):
+    path, model = embedded
+    record = _eval(path, model, tmp_path / "b", group_by="none", breakdown=("site",))
+    predictions = record.predictions(tmp_path / "b" / "run.json")
+    sites = store.read(store.open_dataset(path), columns=["uuid", "site"])
+    site_of = dict(zip(sites.column("uuid").to_pylist(), sites.column("site").to_pylist(), strict=True))
+    for site in ("site-0", "site-1"):
+        rows = [r for r in predictions.to_pylist() if site_of[r["uuid"]] == site and r["scored"]]
+        estimate = record.metrics[f"site={site}/top1_species"]
+        assert estimate["n"] == len(rows) and estimate["successes"] == sum(r["correct_top1"] for r in rows)
+    assert record.metrics["site=site-0/top1_species"]["n"] + record.metrics["site=site-1/top1_species"]["n"] == \
+        record.metrics["top1_species"]["n"]
+    assert "Wilson" in record.provenance["metrics"]["top1_species"]  # definitions are keyed by the metric itself
+
+
+def test_genus_only_rows_are_not_scored_but_inspected(embedded, tmp_path):
+    path, model = embedded
+    record = _eval(path, model, tmp_path / "g", group_by="none")
+    genus_only = N // 8
+    assert record.metrics["top1_species"]["n"] == N - genus_only
+    inspection = record.inspection["all"]
+    assert inspection["genus_only_rows"] == genus_only
+    assert sum(inspection["predicted_species"].values()) == genus_only
+    least = inspection["least_certain"]
+    assert len(least) == min(20, genus_only)
+    assert [r["probability"] for r in least] == sorted(r["probability"] for r in least)
+    share = inspection["predicted_genus_is_labelled_genus"]
+    assert share["n"] == genus_only and 0 <= share["successes"] <= genus_only
+
+
+def test_label_set_files_csv_and_names(embedded, tmp_path):
+    path, model = embedded
+    full = _eval(path, model, tmp_path / "full", group_by="none")
+    labels = full.provenance["label_set"]["labels"]
+    table = store.read(store.open_dataset(path), columns=["scientific_name", "species"])
+    names = sorted({s for s, e in zip(table.column("scientific_name").to_pylist(), table.column("species").to_pylist(),
+                                      strict=True) if e})
+    listed = tmp_path / "labels.txt"
+    listed.write_text("# three species\n" + "\n".join(names[:3]) + "\n")
+    narrow = _eval(path, model, tmp_path / "narrow", group_by="none", labels=str(listed))
+    assert narrow.provenance["label_set"]["size"] == 3 and len(labels) > 3
+    assert narrow.provenance["label_set"]["source"] == str(listed)
+    assert narrow.metrics["top1_species"]["n"] + narrow.provenance["label_set"]["unscored_rows"] == \
+        narrow.provenance["dataset"]["evaluated_rows"]
+    csv = tmp_path / "labels.csv"
+    csv.write_text("scientific_name\n" + "\n".join(names) + "\nZzz outsider\n")
+    wide = _eval(path, model, tmp_path / "wide", group_by="none", labels=str(csv))
+    assert wide.provenance["label_set"]["size"] == len(names) + 1
+    bad = tmp_path / "bad.txt"
+    bad.write_text(names[0] + "\nNotA species\n")
+    with pytest.raises(CladebenchError, match=r"line 2: 'NotA species'"):
+        _eval(path, model, tmp_path / "bad", group_by="none", labels=str(bad))
+
+
+def test_published_columns_without_metadata_are_used_for_their_model(embedded, tmp_path):
+    path, model = embedded
+    reference = _eval(path, model, tmp_path / "ref", group_by="none", column="emb_tiny")
+    # As a publisher writes it: plain lists, no cladebench metadata on the field, no emb_tiny beside it.
+    table = store.read(store.open_dataset(path)).drop_columns(["emb_tiny"])
+    vectors = store.read(store.open_dataset(path), columns=["emb_tiny"]).column(0).combine_chunks()
+    table = table.append_column("emb_published", pc.cast(vectors, pa.list_(pa.float32())))
+    published = tmp_path / "published.lance"
+    lance.write_dataset(table, published)
+    with pytest.raises(CladebenchError, match="no embedding column"):
+        _eval(published, model, tmp_path / "unknown", group_by="none")
+    register_published_column("emb_published", model)
+    try:
+        record = _eval(published, model, tmp_path / "pub", group_by="none")
+    finally:
+        PUBLISHED_EMBEDDING_COLUMNS.pop("emb_published")
+    assert record.metrics == reference.metrics
+    assert record.provenance["model"]["image_embeddings"]["source"] == "published with the dataset"
+
+
+def test_published_bioclip_columns_are_registered():
+    assert PUBLISHED_EMBEDDING_COLUMNS == {"emb_bioclip": "bioclip", "emb_bioclip2": "bioclip-2",
+                                           "emb_bioclip2p5": "bioclip-2.5"}
+
+
+def test_compare_pairs_grouped_runs_within_each_group(embedded, tmp_path):
+    path, model = embedded
+    first, _ = run_eval(ZeroShotEvalConfig(dataset=str(path), model=model, out=tmp_path / "r1", device="cpu"))
+    run_eval(ZeroShotEvalConfig(dataset=str(path), model=model, out=tmp_path / "r2", device="cpu"))
+    group = first.provenance["groups"]["values"][0]
+    comparison = compare_runs([tmp_path / "r1" / "run.json", tmp_path / "r2" / "run.json"],
+                              metric=f"{group}/top1_species", n_resamples=500)
+    (metric,) = comparison.metrics
+    (difference,) = metric.differences
+    assert difference.paired.difference == 0 and not difference.holds
+    assert difference.paired.n == first.metrics[f"{group}/top1_species"]["n"]
+
+
+def test_eval_verb_prints_groups(embedded, tmp_path, capsys):
+    path, model = embedded
+    code = main(["eval", str(path), "--model", model, "--out", str(tmp_path / "cli"), "--device", "cpu",
+                 "--not-seen-by", "model-b"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "challenge_group groups evaluated separately" in printed and "/top1_species" in printed
+    record = json.loads((tmp_path / "cli" / "run.json").read_text())
+    assert record["provenance"]["exposure"]["not_seen_by"] == "model-b"
