@@ -326,3 +326,20 @@ def test_build_limit_keeps_the_first_rows(tmp_path: Path, photos: _Photos) -> No
                                      download_dir=tmp_path / "downloads", limit=1)
     assert (build.rows, build.written) == (1, 1)
     assert photos.requests == Counter({"/1.jpg": 1})
+
+
+def test_load_verb_builds_the_dataset_and_reports_failures(tmp_path: Path, photos: _Photos,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from cladebench.cli import main
+
+    csv_path = synthetic_csv(tmp_path, photos)
+    out = tmp_path / "loaded.lance"
+    code = main(["load", "crypticbio", str(csv_path), "--out", str(out), "--download-dir", str(tmp_path / "dl"),
+                 "--concurrency", "2", "--retries", "2"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "3 of 4 rows written" in printed and "http_404 1" in printed
+    assert str(failures_path_for(out)) in printed
+    assert store.open_dataset(out).count_rows() == 3
+    assert main(["load", "crypticbio", str(csv_path), "--out", str(out)]) == 1  # never over an existing dataset
+    assert main(["load", "crypticbi", str(csv_path), "--out", str(tmp_path / "x.lance")]) == 2  # unknown source

@@ -21,7 +21,7 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     assert main(["demo", "--out", str(out), "--images", "192", "--pairs", "16"]) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["steps"]) >= {"fine-grained", "co-observed", "subset", "embed", "zeroshot"}
+    assert set(summary["steps"]) >= {"fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot"}
     assert summary["steps"]["embed"]["column"] == "emb_demo"
     assert summary["steps"]["embed"]["datasets"]["fine-grained"] == {
         **summary["steps"]["embed"]["datasets"]["fine-grained"], "valid": 192, "failed": 0}
@@ -31,4 +31,7 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     record = RunRecord.read(zeroshot["run"])
     assert record.metrics["top1_species"]["value"] == pytest.approx(zeroshot["metrics"]["top1_species"], abs=1e-4)
     assert record.provenance["model"]["image_embeddings"]["column"] == "emb_demo"
+    fewshot = summary["steps"]["fewshot"]
+    assert fewshot["classes"] >= 10 and fewshot["metrics"]["simpleshot_1shot"] > 10 * fewshot["chance"]
+    assert "simpleshot_2shot" in printed
     assert "trained on this synthetic world" in printed and "say nothing about real organisms" in printed

@@ -52,6 +52,11 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     table = table.set_column(table.column_names.index("scientific_name"), "scientific_name",
                              pa.array([ge if g else s for s, ge, g in zip(scientific, genera, genus_only,
                                                                           strict=True)]))
+    # Each identified row's look-alikes: itself and the next species in name order (as a cryptic group).
+    names = sorted({s for s, g in zip(scientific, genus_only, strict=True) if not g})
+    lookalikes = [None if g else [s, names[(names.index(s) + 1) % len(names)]]
+                  for s, g in zip(scientific, genus_only, strict=True)]
+    table = table.append_column("lookalikes", pa.array(lookalikes, pa.list_(pa.string())))
     path = root / "world.lance"
     store.write_dataset(table, path)
     embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
@@ -199,3 +204,85 @@ def test_eval_verb_prints_groups(embedded, tmp_path, capsys):
     assert "challenge_group groups evaluated separately" in printed and "/top1_species" in printed
     record = json.loads((tmp_path / "cli" / "run.json").read_text())
     assert record["provenance"]["exposure"]["not_seen_by"] == "model-b"
+
+
+def test_fewshot_through_the_eval_verb_needs_no_text_tower(embedded, tmp_path, capsys, monkeypatch):
+    path, model = embedded
+
+    def no_encoder(*args, **kwargs):
+        raise AssertionError("few-shot must not load the model")
+
+    monkeypatch.setattr("cladebench.models.load_encoder", no_encoder)
+    code = main(["eval", str(path), "--model", model, "--task", "fewshot", "--out", str(tmp_path / "fs"),
+                 "--group-by", "none", "--shots", "1", "2", "--repetitions", "3", "--methods", "simpleshot", "knn",
+                 "--group-key", "uuid"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "simpleshot_1shot" in printed and "knn_2shot" in printed
+    record = RunRecord.read(tmp_path / "fs" / "run.json")
+    assert record.task == "fewshot"
+    split = record.provenance["split"]
+    assert split["repetitions"] == 3 and list(split["shots"]) == [1, 2] and split["fingerprint"]
+    assert record.provenance["model"]["image_embeddings"]["column"] == "emb_tiny"
+    assert record.provenance["prompts"] is None
+    estimate = record.metrics["simpleshot_2shot"]
+    assert estimate["n"] == 3 and len(estimate["per_repetition"]) == 3
+    assert estimate["value"] == pytest.approx(np.mean(estimate["per_repetition"]))
+    predictions = record.predictions(tmp_path / "fs" / "run.json")
+    rows = predictions.filter(pc.and_(pc.equal(predictions.column("method"), "simpleshot"),
+                                      pc.equal(predictions.column("shots"), 2))).to_pylist()
+    for repetition in range(3):
+        hits = [r["correct"] for r in rows if r["repetition"] == repetition]
+        assert estimate["per_repetition"][repetition] == pytest.approx(sum(hits) / len(hits))
+    # Same seed, same splits: a second run draws identical support sets.
+    assert main(["eval", str(path), "--model", model, "--task", "fewshot", "--out", str(tmp_path / "fs2"),
+                 "--group-by", "none", "--shots", "1", "2", "--repetitions", "3", "--methods", "simpleshot",
+                 "--group-key", "uuid"]) == 0
+    assert RunRecord.read(tmp_path / "fs2" / "run.json").provenance["split"]["fingerprint"] == split["fingerprint"]
+
+
+def test_candidates_restrict_each_image_to_its_lookalikes(embedded, tmp_path):
+    path, model = embedded
+    full = _eval(path, model, tmp_path / "full", group_by="none", name_style="sci")
+    restricted = _eval(path, model, tmp_path / "cand", group_by="none", candidates="lookalikes", name_style="sci")
+    info = restricted.provenance["task"]["candidates"]
+    assert info["column"] == "lookalikes" and info["rows_without_candidates"] == N // 8  # the genus-only rows
+    full_rows = {r["uuid"]: r for r in full.predictions(tmp_path / "full" / "run.json").to_pylist()}
+    lookalikes = dict(zip(*(store.read(store.open_dataset(path), columns=["uuid", "lookalikes"]).column(c).to_pylist()
+                            for c in ("uuid", "lookalikes")), strict=True))
+    checked = 0
+    for row in restricted.predictions(tmp_path / "cand" / "run.json").to_pylist():
+        names = lookalikes[row["uuid"]]
+        if not names:
+            continue
+        # Independent: the better of the two look-alikes under the unrestricted softmax.
+        unrestricted = full_rows[row["uuid"]]
+        assert row["pred_label"] in names
+        assert sum(row["top5_probs"][:2]) == pytest.approx(1.0) and set(row["top5_labels"][:2]) == set(names)
+        if unrestricted["correct_top1"]:
+            assert row["correct_top1"]  # the true species won against everything, so it wins against one
+        checked += 1
+    assert checked == N - N // 8
+    assert restricted.metrics["top1_species"]["value"] >= full.metrics["top1_species"]["value"]
+
+
+def test_compare_columns_verb_on_identical_splits(embedded, tmp_path, capsys):
+    """A rotated, scaled copy of a column is the same embedding space: equal few-shot numbers, CKA 1."""
+    path, _ = embedded
+    table = store.read(store.open_dataset(path))
+    vectors = np.asarray(table.column("emb_tiny").combine_chunks().flatten()).reshape(table.num_rows, -1)
+    rotation, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(vectors.shape[1],) * 2))
+    rotated = (3.0 * vectors @ rotation).astype(np.float32)
+    field = store.embedding_field("rotated", rotated.shape[1], {"model": "rotated-copy"})
+    table = table.append_column(field, pa.FixedSizeListArray.from_arrays(pa.array(rotated.ravel()),
+                                                                          rotated.shape[1]))
+    copy = tmp_path / "two-columns.lance"
+    store.write_dataset(table, copy)
+    assert main(["compare-columns", str(copy), "--shots", "1", "2", "--repetitions", "3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["columns"] == ["emb_tiny", "emb_rotated"]
+    assert result["accuracy"]["emb_tiny"] == result["accuracy"]["emb_rotated"]
+    assert result["cka"]["emb_tiny"]["emb_rotated"] == pytest.approx(1.0, abs=1e-5)
+    assert main(["compare-columns", str(copy), "--shots", "1", "--repetitions", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "linear CKA" in printed and "rotated-copy" in printed and "simpleshot_1shot" in printed

@@ -233,11 +233,13 @@ def test_vernacular_list_strings(vernacular: str | None, expected: str | None) -
 
 
 def test_name_styles_registered() -> None:
-    assert set(NAME_STYLES) == {"sci", "com", "taxon", "taxon_com"}
+    assert set(NAME_STYLES) == {"sci", "com", "taxon", "taxon_com", "mixed"}
 
 
-def test_all_four_styles_on_a_complete_lineage() -> None:
+def test_every_style_on_a_complete_lineage() -> None:
     lineage = cat()
+    assert lineage.label("mixed") == "Felis catus (domestic cat)"
+    assert lineage.replace(common_name=None).label("mixed") == "Felis catus"
     assert lineage.label("sci") == "Felis catus"
     assert lineage.label("com") == "domestic cat"
     assert lineage.label("taxon") == "Animalia Chordata Mammalia Carnivora Felidae Felis catus"

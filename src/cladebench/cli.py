@@ -193,6 +193,107 @@ def _compare(config: CompareConfig) -> int:
     return 0
 
 
+# --- compare-columns ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareColumnsCommand:
+    """Compare embedding spaces stored side by side (e.g. BioCLIP generations): few-shot accuracy of each
+    emb_* column on identical splits, and linear CKA between every pair of columns."""
+
+    dataset: str
+    """Path or URI of the Lance dataset."""
+    columns: tuple[str, ...] = ()
+    """emb_* columns to compare (default: all of them); only rows with a vector in every one are used."""
+    rank: str = "species"
+    """Rank of the few-shot classes."""
+    shots: tuple[int, ...] = (1, 5)
+    """Support images per class."""
+    repetitions: int = 5
+    """Seeded splits per shot count, shared by every column."""
+    seed: int = 0
+    """Seed of the splits."""
+    methods: tuple[str, ...] = ("simpleshot",)
+    """Few-shot classifiers (simpleshot, linear, knn)."""
+    where: str | None = None
+    """SQL filter (e.g. challenge_group = 'Peromyscus')."""
+    json: bool = False
+    """Print JSON instead of tables."""
+
+
+@verb("compare-columns", CompareColumnsCommand, "few-shot accuracy per emb_* column on the same splits, and CKA")
+def _compare_columns(command: CompareColumnsCommand) -> int:
+    from cladebench import store
+    from cladebench.representation import compare_columns
+
+    result = compare_columns(store.open_dataset(command.dataset), command.columns or None, rank=command.rank,
+                             shots=command.shots, repetitions=command.repetitions, seed=command.seed,
+                             methods=command.methods, where=command.where)
+    if command.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+        return 0
+    columns = list(result.columns)
+    width = max(len(c) for c in columns)
+    metrics = list(result.accuracy[columns[0]])
+    print(f"{result.rows:,} rows with every column; splits {result.split.get('fingerprint', '')[:16]}… "
+          f"({result.split.get('repetitions')} repetitions, seed {result.split.get('seed')})")
+    print(f"{'column':<{width}}  {'model':<28} " + " ".join(f"{m:>24}" for m in metrics))
+    for column in columns:
+        cells = []
+        for metric in metrics:
+            estimate = result.accuracy[column][metric]
+            low, high = estimate.get("low"), estimate.get("high")
+            interval = f" [{100 * low:.1f}, {100 * high:.1f}]" if low is not None and high is not None else ""
+            cells.append(f"{100 * estimate['value']:.1f}%{interval}".rjust(24))
+        print(f"{column:<{width}}  {str(result.models.get(column))[:28]:<28} " + " ".join(cells))
+    print("linear CKA")
+    print(" " * (width + 2) + " ".join(f"{c[:12]:>12}" for c in columns))
+    for a in columns:
+        print(f"{a:<{width}}  " + " ".join(f"{result.cka[a][b]:>12.3f}" for b in columns))
+    return 0
+
+
+# --- load ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadCommand:
+    """Build a Lance dataset from a published benchmark's metadata file, fetching its images."""
+
+    source: str
+    """Registered source: crypticbio (Common, CommonUnseen, Endangered or Invasive CSV)."""
+    path: Path
+    """The source's metadata file (e.g. CrypticBio-Common.csv)."""
+    out: Path = field(metadata=OPTION)
+    """Where to write the Lance dataset (must not exist); failures go to OUT.failures.parquet beside it."""
+    lookup: Path | None = None
+    """Cryptic-group lookup (anchor<TAB>comma-separated look-alikes) to attach as cryptic_group."""
+    limit: int | None = None
+    """Only the first N rows (a quick sample)."""
+    download_dir: Path | None = None
+    """Content-addressed download store, reused across builds (default: the cache folder's downloads/)."""
+    concurrency: int = 16
+    """Simultaneous downloads."""
+    retries: int = 5
+    """Attempts per image (timeouts, 429 and 5xx are retried with backoff; 404 is not)."""
+
+
+@verb("load", LoadCommand, "build a dataset from a published benchmark's files (images fetched, failures recorded)")
+def _load(command: LoadCommand) -> int:
+    from cladebench.download import DownloadConfig
+    from cladebench.sources import get_source
+
+    source = get_source(command.source)
+    config = DownloadConfig(concurrency=command.concurrency, max_attempts=command.retries, progress=True)
+    build = source.build(command.path, command.out, lookup=command.lookup, download_config=config,
+                         limit=command.limit, download_dir=command.download_dir)
+    print(f"{build.dataset_path}: {build.written:,} of {build.rows:,} rows written; downloads: "
+          f"{build.download.summary()}")
+    if build.failed:
+        print(f"{build.failed:,} rows left out, listed with their reasons in {build.failures_path}")
+    return 0
+
+
 # --- demo-model --------------------------------------------------------------------------------------
 
 

@@ -165,8 +165,32 @@ def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
     label_set = record.provenance["label_set"]
     chance = 1.0 / label_set["size"]
     metrics = {name: round(estimate["value"], 4) for name, estimate in record.metrics.items()}
+    ranks = ", ".join(f"{k.removeprefix('top1_')} {100 * v:.1f}%" for k, v in metrics.items() if k.startswith("top1_"))
+    report = [f"top-1 {ranks}",
+              f"(species chance {100 * chance:.1f}%, model {embed.get('weights', 'trained')}; run record {path})"]
     return {"run": str(path), "labels": label_set["size"], "chance_top1": round(chance, 4), "metrics": metrics,
-            "weights": embed.get("weights", "trained")}
+            "weights": embed.get("weights", "trained"), "report": report}
+
+
+@demo_step("fewshot")
+def _fewshot(ctx: DemoContext) -> dict[str, Any]:
+    """Few-shot species classification on the stored embeddings (no text): SimpleShot, linear probe, kNN."""
+    embed = ctx.summary["steps"].get("embed", {})
+    if "model" not in embed:
+        return {"skipped": "no embeddings (the embed step was skipped)"}
+    from cladebench.evaluate import FewShotEvalConfig, run_eval
+
+    record, path = run_eval(FewShotEvalConfig(
+        dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"], column="emb_demo",
+        out=ctx.out_dir / "runs" / "fewshot-fine-grained", device="cpu", group_by="none", shots=(1, 2),
+        repetitions=5, seed=ctx.config.seed))
+    classes = record.provenance["split"]["classes"]
+    chance = 1.0 / classes if classes else float("nan")
+    metrics = {name: round(estimate["value"], 4) for name, estimate in record.metrics.items()
+               if not name.endswith("_balanced")}
+    report = ["  ".join(f"{name} {100 * value:.1f}%" for name, value in metrics.items()),
+              f"({classes} species with enough images, chance {100 * chance:.1f}%, 5 seeded splits; run record {path})"]
+    return {"run": str(path), "classes": classes, "chance": round(chance, 4), "metrics": metrics, "report": report}
 
 
 def run_demo(config: DemoConfig) -> dict[str, Any]:
@@ -211,13 +235,8 @@ def _print_summary(ctx: DemoContext) -> None:
         if "rows" in result:
             lines.append(f"  {name:<22} {result['rows']:>6,} rows  {result['path']}  "
                          f"fingerprint {result['fingerprint'][:16]}…")
-        elif "metrics" in result:
-            metrics = result["metrics"]
-            ranks = ", ".join(f"{k.removeprefix('top1_')} {100 * v:.1f}%" for k, v in metrics.items()
-                              if k.startswith("top1_"))
-            lines.append(f"  {name:<22} top-1 {ranks}")
-            lines.append(f"  {'':<22} (species chance {100 * result['chance_top1']:.1f}%, model "
-                         f"{result['weights']}; run record {result['run']})")
+        elif "report" in result:
+            lines.extend(f"  {name if i == 0 else '':<22} {line}" for i, line in enumerate(result["report"]))
         elif "datasets" in result:
             for dataset, counts in result["datasets"].items():
                 lines.append(f"  {name + ' ' + dataset:<22} {counts['valid']:>6,} rows  {result['column']} "

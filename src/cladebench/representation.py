@@ -23,6 +23,7 @@ import numpy as np
 
 from cladebench import store
 from cladebench.errors import CladebenchError
+from cladebench.tasks.zeroshot import column_metadata
 
 if TYPE_CHECKING:
     import lance
@@ -115,7 +116,7 @@ def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None =
             cka[a][b] = cka[b][a] = linear_cka(rows.vectors[a], rows.vectors[b])
     return ColumnComparison(
         columns=tuple(columns),
-        models={c: store.embedding_metadata(dataset.schema.field(c)).get("model") for c in columns},
+        models={c: column_metadata(dataset, c).get("model") for c in columns},
         rows=len(rows.uuids), accuracy=accuracy, cka=cka, rank=config.rank,
         split={**plan.provenance(), "sampling_unit": rows.group_key, "rows_without_group": rows.rows_without_group},
     )

@@ -292,6 +292,14 @@ def _taxon_com(lineage: Lineage) -> str:
     return f"{taxon} with common name {lineage.common_name}" if lineage.common_name else taxon
 
 
+@name_style("mixed")
+def _mixed(lineage: Lineage) -> str:
+    """CrypticBio's mixed names: ``"Genus species (common name)"``, the scientific name alone when no common
+    name is known. Both names at once, so a model strong on either kind of name is not penalised."""
+    scientific = _require_name(lineage)
+    return f"{scientific} ({lineage.common_name})" if lineage.common_name else scientific
+
+
 def divergence_rank(a: Lineage, b: Lineage) -> Rank | None:
     """The broadest rank at which two lineages name different taxa; ``None`` when they never differ.
 

@@ -39,10 +39,11 @@ independent units; query images within one draw are not), and the same for balan
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -53,7 +54,7 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, unknown_name
 from cladebench.metrics import define_metric
-from cladebench.tasks.zeroshot import Predictions, find_embedding_column, label_set
+from cladebench.tasks.zeroshot import Predictions, column_metadata, find_embedding_column, label_set
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 if TYPE_CHECKING:
@@ -341,6 +342,18 @@ def simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, conf
     return MethodOutput(predicted=_nearest_centroid(centred_query, centroids))
 
 
+@contextlib.contextmanager
+def _expected_fit_warnings() -> Iterator[None]:
+    """Silence what few-shot fitting always triggers and records itself: non-convergence (kept in
+    ``converged``) and scikit-learn's "more classes than half the samples" (true by design at 1-2 shots)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%")
+        yield
+
+
 def choose_c(support: np.ndarray, targets: np.ndarray, cs: Sequence[float], folds: int,
              max_iter: int = 1000) -> tuple[float, dict[float, float]]:
     """The C with the best mean accuracy over stratified folds of the support set (ties: the smaller C).
@@ -348,7 +361,6 @@ def choose_c(support: np.ndarray, targets: np.ndarray, cs: Sequence[float], fold
     Folds are consecutive per class (no shuffle): the support order is already a random draw, so
     the folds are random and need no seed of their own. Only support images are ever seen.
     """
-    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
 
@@ -357,8 +369,7 @@ def choose_c(support: np.ndarray, targets: np.ndarray, cs: Sequence[float], fold
     for c in sorted(cs):
         fold_scores = []
         for train, held_out in splitter.split(support, targets):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
+            with _expected_fit_warnings():
                 model = LogisticRegression(C=c, max_iter=max_iter).fit(support[train], targets[train])
             fold_scores.append(float(np.mean(model.predict(support[held_out]) == targets[held_out])))
         scores[c] = float(np.mean(fold_scores))
@@ -370,7 +381,6 @@ def choose_c(support: np.ndarray, targets: np.ndarray, cs: Sequence[float], fold
                            "cross-validation on the support images only (a fixed C at one shot)")
 def linear_probe(support: np.ndarray, targets: np.ndarray, query: np.ndarray, config: FewShotConfig) -> MethodOutput:
     """Logistic regression whose C comes from the support set alone; the choice is returned in ``details``."""
-    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
     max_iter = 1000
@@ -384,8 +394,7 @@ def linear_probe(support: np.ndarray, targets: np.ndarray, query: np.ndarray, co
         c = config.linear_fallback_c
         details = {"C": c, "chosen_by": "fixed: one support image per class leaves nothing to hold out",
                    "cv_folds": 0, "cv_accuracy": {}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    with _expected_fit_warnings():
         model = LogisticRegression(C=c, max_iter=max_iter).fit(support, targets)
     details["converged"] = bool(np.all(np.asarray(model.n_iter_) < max_iter))
     predicted = model.predict(_unit_rows(np.asarray(query, dtype=np.float64)))
@@ -400,9 +409,7 @@ def knn(support: np.ndarray, targets: np.ndarray, query: np.ndarray, config: Few
 
     k = min(config.knn_k, len(support))
     model = KNeighborsClassifier(n_neighbors=k, metric="cosine", algorithm="brute", weights=config.knn_weights)
-    with warnings.catch_warnings():
-        # At one shot every support image is its own class, which scikit-learn flags as "maybe regression".
-        warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%")
+    with _expected_fit_warnings():
         model.fit(np.asarray(support, dtype=np.float64), targets)
     predicted = model.predict(np.asarray(query, dtype=np.float64))
     return MethodOutput(predicted=np.asarray(predicted, dtype=np.int64))
@@ -541,7 +548,7 @@ def _resolve_column(dataset: lance.LanceDataset, encoder: Encoder | None, config
         raise SchemaError(f"column {config.column!r} is not in {dataset.uri}")
     if not config.column.startswith(store.EMBEDDING_PREFIX):
         raise SchemaError(f"column {config.column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
-    model = store.embedding_metadata(dataset.schema.field(config.column)).get("model")
+    model = column_metadata(dataset, config.column).get("model")
     if encoder is not None and model != encoder.model_id:
         raise CladebenchError(f"column {config.column!r} holds embeddings of {model}, not of {encoder.model_id}; "
                               "the run record would name the wrong model")
@@ -564,7 +571,7 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
     table, chosen = predict_splits(rows.vectors[column], plan, rows.uuids, config)
     info = {
         "column": column,
-        "embedding_metadata": store.embedding_metadata(dataset.schema.field(column)),
+        "embedding_metadata": column_metadata(dataset, column),
         "rank": rank.column,
         "label_set": {"rank": rank.column, "size": len(plan.classes), "sha256": label_digest(plan.classes),
                       "name_style": LABEL_STYLE, "candidates": len(rows.classes)},

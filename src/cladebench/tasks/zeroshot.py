@@ -46,7 +46,7 @@ class ZeroShotConfig:
     rank: str = "species"
     """Rank of the labels: the benchmark's taxa at this rank form the label set."""
     name_style: str = "taxon"
-    """Label strings: sci, com, taxon or taxon_com."""
+    """Label strings: sci, com, taxon, taxon_com or mixed (scientific with common name)."""
     templates: str = "bioclip"
     """Template set (bioclip, photo, openai-imagenet, raw) or one template containing {c}."""
     logit_scale: str = "learned"
@@ -57,6 +57,9 @@ class ZeroShotConfig:
     """SQL filter selecting the evaluated rows."""
     within: str | None = None
     """Restrict rows and labels to one clade, as RANK=NAME (e.g. class=Aves)."""
+    candidates: str | None = None
+    """Column with each row's candidate species (a list of scientific names, e.g. cryptic_group): each image
+    is classified among its own candidates only, as CrypticBio scores confusion among look-alikes."""
     labels: str | None = None
     """Label set file instead of the benchmark's taxa: a CSV with rank columns (kingdom..species or
     scientific_name), or a text file with one name at --rank per line, resolved against the benchmark."""
@@ -168,10 +171,45 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=1, keepdims=True)
 
 
-def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float) -> np.ndarray:
-    """Softmax probabilities of ``scale`` x cosine similarity between images and labels."""
-    logits = scale * normalize_rows(image_vectors) @ normalize_rows(label_vectors).T
-    return softmax(logits.astype(np.float64))
+def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float,
+             allowed: np.ndarray | None = None) -> np.ndarray:
+    """Softmax probabilities of ``scale`` x cosine similarity between images and labels.
+
+    ``allowed`` (images x labels, bool) restricts each image to its own candidates: the others get
+    probability 0, and the softmax is over the candidates alone.
+    """
+    logits = (scale * normalize_rows(image_vectors) @ normalize_rows(label_vectors).T).astype(np.float64)
+    if allowed is not None:
+        logits = np.where(allowed, logits, -np.inf)
+    return softmax(logits)
+
+
+def candidate_mask(candidates: Sequence[Sequence[str] | None], labels: LabelSet) -> tuple[np.ndarray, dict[str, int]]:
+    """Images x labels mask from each row's list of candidate scientific names (e.g. its cryptic group).
+
+    A row without a list keeps every label; names outside the label set are ignored. Both are counted,
+    so a thin candidate list is visible in the record rather than silently easy.
+    """
+    index = {lin.scientific_name: i for i, lin in enumerate(labels.lineages)}
+    mask = np.zeros((len(candidates), len(labels)), dtype=bool)
+    counts = {"rows_without_candidates": 0, "candidate_names_outside_label_set": 0, "rows_with_one_candidate": 0}
+    for row, names in enumerate(candidates):
+        if not names:
+            mask[row] = True
+            counts["rows_without_candidates"] += 1
+            continue
+        for name in names:
+            j = index.get(name)
+            if j is None:
+                counts["candidate_names_outside_label_set"] += 1
+            else:
+                mask[row, j] = True
+        if not mask[row].any():
+            mask[row] = True
+            counts["rows_without_candidates"] += 1
+        elif mask[row].sum() == 1:
+            counts["rows_with_one_candidate"] += 1
+    return mask, counts
 
 
 def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
@@ -246,8 +284,11 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
             f"column {column!r} was made with revision {meta['revision']} of {encoder.model_id}, but revision "
             f"{encoder.revision} is loaded; re-embed (cladebench embed --overwrite) or load that revision"
         )
+    extra = (config.candidates,) if config.candidates else ()
+    if config.candidates and config.candidates not in dataset.schema.names:
+        raise SchemaError(f"--candidates {config.candidates!r}: no such column in {dataset.uri}")
     rows, image_vectors = valid_embeddings(dataset, column, where=config.where,
-                                           columns=("uuid", *RANK_COLUMNS, "common_name"))
+                                           columns=("uuid", *RANK_COLUMNS, "common_name", *extra))
     lineages = [Lineage.from_row(r) for r in rows.select([*RANK_COLUMNS, "common_name"]).to_pylist()]
     within = _parse_within(config.within)
     if within is not None:
@@ -264,7 +305,12 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     texts = labels.texts(config.name_style)
     label_vectors = class_text_embeddings(encoder, texts, config.templates)
     scale = _scale(config, encoder)
-    probs = classify(image_vectors, label_vectors, scale)
+    allowed, candidate_counts = None, None
+    if config.candidates:
+        if rank != Rank.SPECIES:
+            raise CladebenchError("--candidates lists species, so it needs --rank species")
+        allowed, candidate_counts = candidate_mask(rows.column(config.candidates).to_pylist(), labels)
+    probs = classify(image_vectors, label_vectors, scale, allowed)
 
     index = {key: i for i, key in enumerate(labels.taxa)}
     targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages])
@@ -305,6 +351,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
                       "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum())},
         "within": config.within,
         "where": config.where,
+        "candidates": None if config.candidates is None else {"column": config.candidates, **candidate_counts},
     }
     if rank == Rank.SPECIES:
         inspection = genus_only_inspection(rows.column("uuid").to_pylist(), lineages, probs, labels, texts)
