@@ -263,6 +263,12 @@ def test_candidates_restrict_each_image_to_its_lookalikes(embedded, tmp_path):
             assert row["correct_top1"]  # the true species won against everything, so it wins against one
         checked += 1
     assert checked == N - N // 8
+    by_group = _eval(path, model, tmp_path / "per-group", group_by="none", candidates="lookalikes",
+                     name_style="sci", breakdown=("lookalikes",))
+    group_metrics = {k: v for k, v in by_group.metrics.items() if k.startswith("lookalikes=")
+                     and k.endswith("/top1_species")}
+    assert sum(v["n"] for v in group_metrics.values()) == N - N // 8  # genus-only rows have no group
+    assert all(" | " in k for k in group_metrics)
     assert restricted.metrics["top1_species"]["value"] >= full.metrics["top1_species"]["value"]
 
 

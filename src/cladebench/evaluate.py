@@ -145,7 +145,11 @@ def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Seque
             raise CladebenchError(f"--breakdown {column!r}: no such column in {dataset.uri}")
         lookup = store.read(dataset, columns=["uuid", column])
         index = pc.index_in(uuids, value_set=lookup.column("uuid"))
-        values = pc.take(lookup.column(column), index).cast(pa.string())
+        values = pc.take(lookup.column(column), index)
+        if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+            # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group.
+            values = pc.binary_join(values, " | ")
+        values = values.cast(pa.string())
         for value in sorted(set(values.drop_null().to_pylist())):
             mask = pc.equal(values, value).fill_null(False)
             subset = dataclasses.replace(predictions, table=predictions.table.filter(mask))

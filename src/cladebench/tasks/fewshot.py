@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, unknown_name
-from cladebench.metrics import define_metric
+from cladebench.metrics import define_metric, mean_std_ci
 from cladebench.tasks.zeroshot import Predictions, column_metadata, find_embedding_column, label_set
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -607,18 +607,14 @@ T_INTERVAL = ("mean over repetitions; interval: mean +/- t(0.975, N-1) * s / sqr
 
 
 def _mean_t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
-    """Mean, sample std and Student-t interval of per-repetition values (a local helper, see metrics.py)."""
-    from scipy import stats
-
-    values = np.asarray(values, dtype=np.float64)
-    n = len(values)
-    mean = float(values.mean())
-    if n < 2:
-        return {"value": mean, "low": None, "high": None, "n": n, "std": None, "confidence": confidence}
-    std = float(values.std(ddof=1))
-    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * std / np.sqrt(n)
-    return {"value": mean, "low": max(0.0, mean - half), "high": min(1.0, mean + half), "n": n, "std": std,
-            "confidence": confidence}
+    """:func:`cladebench.metrics.mean_std_ci` as a record entry: clipped to [0, 1] (accuracies), and None
+    rather than NaN for a single repetition, so run.json stays strict JSON."""
+    estimate = mean_std_ci(np.asarray(values, dtype=np.float64), confidence)
+    if estimate.n < 2:
+        return {"value": estimate.value, "low": None, "high": None, "n": estimate.n, "std": None,
+                "confidence": confidence}
+    return {"value": estimate.value, "low": max(0.0, estimate.low), "high": min(1.0, estimate.high), "n": estimate.n,
+            "std": estimate.std, "confidence": confidence}
 
 
 def metric_name(method: str, shots: int, balanced: bool = False) -> str:
