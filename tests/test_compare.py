@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from sklearn.metrics import balanced_accuracy_score
 
 from cladebench.cli import main
 from cladebench.compare import accuracy_columns, compare_runs, format_comparison
@@ -65,8 +66,14 @@ def test_mapping_matches_the_zero_shot_metrics(tmp_path: Path) -> None:
     path = write_run(tmp_path / "a", planted(0.7, 0), unscored=20)
     record = RunRecord.read(path)
     table = record.predictions(path)
-    assert set(record.metrics) == {"top1_species", "top5_species", "top1_genus"}
+    assert set(record.metrics) == {"top1_species", "top5_species", "top1_genus", "balanced_accuracy_species"}
+    assert accuracy_columns("balanced_accuracy_species", "species") is None  # not a mean of hits: shown, not tested
+    scored = table.filter(table.column("scored"))
+    assert record.metrics["balanced_accuracy_species"]["value"] == pytest.approx(balanced_accuracy_score(
+        scored.column("true_label").to_pylist(), scored.column("pred_label").to_pylist()))
     for name, estimate in record.metrics.items():
+        if name.startswith("balanced_"):
+            continue
         columns = accuracy_columns(name, "species")
         assert columns is not None, name
         mask = np.asarray(table.column(columns[1]), dtype=bool)
@@ -81,8 +88,12 @@ def test_identical_runs_are_tied(tmp_path: Path) -> None:
     correct = planted(0.7, 1)
     paths = [write_run(tmp_path / "a", correct), write_run(tmp_path / "b", correct, model="model-b")]
     comparison = compare_runs(paths, n_resamples=2_000)
-    assert [m.metric for m in comparison.metrics] == ["top1_species", "top5_species", "top1_genus"]
+    assert [m.metric for m in comparison.metrics] == ["top1_species", "top5_species", "balanced_accuracy_species",
+                                                      "top1_genus"]
     for entry in comparison.metrics:
+        if entry.metric.startswith("balanced_"):
+            assert entry.differences == () and "no paired test" in entry.note
+            continue
         (difference,) = entry.differences
         assert difference.paired.difference == 0.0 and difference.paired.p_value == 1.0
         assert difference.p_adjusted == 1.0 and not difference.holds
@@ -131,6 +142,9 @@ def test_row_order_does_not_matter(tmp_path: Path) -> None:
     shuffled = compare_runs([write_run(tmp_path / "a2", a), write_run(tmp_path / "b2", b, order_seed=1)],
                             n_resamples=2_000)
     for x, y in zip(in_order.metrics, shuffled.metrics, strict=True):
+        if x.metric.startswith("balanced_"):  # shown, not paired
+            assert x.differences == y.differences == ()
+            continue
         assert x.differences[0].paired == y.differences[0].paired
 
 

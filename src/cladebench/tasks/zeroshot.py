@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.metrics import accuracy, top_k_hits
+from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits
 from cladebench.published import published_metadata
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
 
@@ -390,6 +390,10 @@ def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], pro
     }
 
 
+BALANCED_ACCURACY_RESAMPLES = 2000
+"""Bootstrap resamples for the balanced-accuracy interval (seeded, so a rerun gives the same interval)."""
+
+
 def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals.
 
@@ -402,6 +406,16 @@ def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
         f"top1_{rank}": accuracy(np.asarray(table.column("correct_top1"))[scored]).to_dict(),
         f"top5_{rank}": accuracy(np.asarray(table.column("correct_top5"))[scored]).to_dict(),
     }
+    if scored.sum() > 1:
+        # Balanced accuracy: long-tailed test sets let common species dominate top-1; the interval is a
+        # percentile bootstrap over images (not binomial: the statistic is a mean of per-class recalls).
+        labels = np.asarray(table.column("true_label").to_pylist() + table.column("pred_label").to_pylist(),
+                            dtype=object)
+        codes = np.unique(labels.astype(str), return_inverse=True)[1]
+        truth, predicted = codes[: table.num_rows][scored], codes[table.num_rows:][scored]
+        metrics[f"balanced_accuracy_{rank}"] = bootstrap_ci(
+            lambda w: balanced_accuracy(truth, predicted, weights=w), n_examples=int(scored.sum()),
+            n_resamples=BALANCED_ACCURACY_RESAMPLES).to_dict()
     for higher in predictions.info["scored_ranks"][1:]:
         mask = np.asarray(table.column(f"scored_{higher}"), dtype=bool)
         metrics[f"top1_{higher}"] = accuracy(np.asarray(table.column(f"correct_{higher}"))[mask]).to_dict()
