@@ -279,7 +279,7 @@ def test_empty_lineage_has_no_label(style: str) -> None:
 
 
 def test_unknown_style_suggests_the_closest() -> None:
-    with pytest.raises(UnknownNameError, match=r"known: com, sci, taxon, taxon_com\. Did you mean 'taxon'\?"):
+    with pytest.raises(UnknownNameError, match=r"known: com, mixed, sci, taxon, taxon_com\. Did you mean 'taxon'\?"):
         get_name_style("taxn")
 
 

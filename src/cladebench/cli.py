@@ -261,9 +261,10 @@ class LoadCommand:
     """Build a Lance dataset from a published benchmark's metadata file, fetching its images."""
 
     source: str
-    """Registered source: crypticbio (Common, CommonUnseen, Endangered or Invasive CSV)."""
+    """Registered source: crypticbio (a Common, CommonUnseen, Endangered or Invasive CSV) or inquire-rerank
+    (the Parquet files of evendrow/INQUIRE-Rerank, or their folder)."""
     path: Path
-    """The source's metadata file (e.g. CrypticBio-Common.csv)."""
+    """The source's metadata file or folder (e.g. CrypticBio-Common.csv)."""
     out: Path = field(metadata=OPTION)
     """Where to write the Lance dataset (must not exist); failures go to OUT.failures.parquet beside it."""
     lookup: Path | None = None
@@ -280,16 +281,28 @@ class LoadCommand:
 
 @verb("load", LoadCommand, "build a dataset from a published benchmark's files (images fetched, failures recorded)")
 def _load(command: LoadCommand) -> int:
+    import inspect
+
     from cladebench.download import DownloadConfig
     from cladebench.sources import get_source
 
     source = get_source(command.source)
-    config = DownloadConfig(concurrency=command.concurrency, max_attempts=command.retries, progress=True)
-    build = source.build(command.path, command.out, lookup=command.lookup, download_config=config,
-                         limit=command.limit, download_dir=command.download_dir)
-    print(f"{build.dataset_path}: {build.written:,} of {build.rows:,} rows written; downloads: "
-          f"{build.download.summary()}")
-    if build.failed:
+    builder = source.load(source.builder)
+    offered = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir,
+               "download_config": DownloadConfig(concurrency=command.concurrency, max_attempts=command.retries,
+                                                 progress=True)}
+    accepted = inspect.signature(builder).parameters
+    given = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir}
+    unused = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None and k not in accepted]
+    if unused:
+        raise CladebenchError(f"source {source.name!r} does not take {', '.join(unused)}")
+    build = builder(command.path, command.out, **{k: v for k, v in offered.items() if k in accepted})
+    if hasattr(build, "download"):
+        print(f"{build.dataset_path}: {build.written:,} of {build.rows:,} rows written; downloads: "
+              f"{build.download.summary()}")
+    else:
+        print(f"{build.dataset_path}: {build.rows:,} rows written")
+    if getattr(build, "failed", 0):
         print(f"{build.failed:,} rows left out, listed with their reasons in {build.failures_path}")
     return 0
 

@@ -96,12 +96,20 @@ def top_k_hits(scores: np.ndarray, targets: np.ndarray, k: int) -> np.ndarray:
     """Whether each row's target is among its ``k`` highest scores (ties broken toward lower index).
 
     ``targets`` of -1 mark examples whose true label is not in the label set: never a hit.
+    The target's rank is counted (labels scoring higher, plus equal-scoring labels at a lower index)
+    instead of sorting every row: the same answer as a stable descending sort, without its time and
+    memory on 10k x 10k score matrices (``bench/zeroshot_scale.py``).
     """
     scores = np.asarray(scores)
     targets = np.asarray(targets)
-    k = min(k, scores.shape[1])
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return (top == targets[:, None]).any(axis=1) & (targets >= 0)
+    valid = targets >= 0
+    if scores.shape[0] == 0:
+        return np.zeros(0, dtype=bool)
+    safe = np.where(valid, targets, 0)
+    target_scores = scores[np.arange(scores.shape[0]), safe][:, None]
+    above = np.count_nonzero(scores > target_scores, axis=1)
+    tied_before = np.count_nonzero((scores == target_scores) & (np.arange(scores.shape[1]) < safe[:, None]), axis=1)
+    return (above + tied_before < k) & valid
 
 
 define_metric("top1", "share of examples whose highest-scoring label is the true label; " + WILSON)

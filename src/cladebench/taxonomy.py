@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 from cladebench.errors import SchemaError, unknown_name
 
 if TYPE_CHECKING:
-    import numpy as np
     import pyarrow as pa
     import scipy.sparse
 
@@ -463,10 +462,18 @@ class Membership:
         """The name at the rank for each column (not unique across kingdoms; use :attr:`taxa`)."""
         return [str(t[-1]) for t in self.taxa]
 
-    def roll_up(self, species_probs: np.ndarray) -> np.ndarray:
-        """Sum species probabilities (n_images x n_species) into taxon probabilities at the rank."""
-        import numpy as np
+    def roll_up(self, species_probs: Any) -> Any:
+        """Sum species probabilities (n_images x n_species) into taxon probabilities at the rank.
 
+        Dense in, dense out. A scipy sparse matrix (e.g. each image's top-k species of a
+        1.1M-species taxonomy) stays sparse: one sparse product, which costs in proportion to the
+        stored probabilities rather than to images x species (``bench/rollup_taxonomy.py``).
+        """
+        import numpy as np
+        import scipy.sparse
+
+        if scipy.sparse.issparse(species_probs):
+            return scipy.sparse.csr_matrix(species_probs @ self.matrix)
         return np.asarray(self.matrix.T @ np.asarray(species_probs).T).T
 
 

@@ -9,10 +9,11 @@ source up by name without importing every source (and its dependencies) up front
 Example:
     >>> get_source("crypticbio").reader
     'read_crypticbio'
-    >>> get_source("cryptic")
-    Traceback (most recent call last):
-    ...
-    cladebench.errors.UnknownNameError: unknown source 'cryptic'; known: crypticbio. Did you mean 'crypticbio'?
+    >>> try:
+    ...     get_source("cryptic")
+    ... except Exception as error:
+    ...     print(error)
+    unknown source 'cryptic'; known: crypticbio, inquire-rerank. Did you mean 'crypticbio'?
 """
 
 from __future__ import annotations
@@ -72,4 +73,8 @@ def get_source(name: str) -> Source:
 register(Source(
     "crypticbio", "cladebench.sources.crypticbio", "read_crypticbio", "build_crypticbio_dataset",
     "CrypticBio benchmark CSVs (Common, CommonUnseen, Endangered, Invasive): iNat/observation.org photos",
+))
+register(Source(
+    "inquire-rerank", "cladebench.sources.inquire", "read_inquire_rerank", "build_inquire_rerank",
+    "INQUIRE-Rerank Parquet shards (evendrow/INQUIRE-Rerank): 250 queries x 100 iNat24 candidates with relevance",
 ))

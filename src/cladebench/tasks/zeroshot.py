@@ -166,9 +166,11 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=1, keepdims=True)
+    """Row softmax computed in place in the logits' own dtype (float32 here: one matrix, not three)."""
+    logits -= logits.max(axis=1, keepdims=True)
+    np.exp(logits, out=logits)
+    logits /= logits.sum(axis=1, keepdims=True)
+    return logits
 
 
 def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float,
@@ -178,9 +180,10 @@ def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float,
     ``allowed`` (images x labels, bool) restricts each image to its own candidates: the others get
     probability 0, and the softmax is over the candidates alone.
     """
-    logits = (scale * normalize_rows(image_vectors) @ normalize_rows(label_vectors).T).astype(np.float64)
+    logits = normalize_rows(image_vectors) @ normalize_rows(label_vectors).T  # float32
+    logits *= np.float32(scale)
     if allowed is not None:
-        logits = np.where(allowed, logits, -np.inf)
+        logits[~allowed] = -np.inf
     return softmax(logits)
 
 
@@ -210,6 +213,24 @@ def candidate_mask(candidates: Sequence[Sequence[str] | None], labels: LabelSet)
         elif mask[row].sum() == 1:
             counts["rows_with_one_candidate"] += 1
     return mask, counts
+
+
+def _top(probs: np.ndarray, k: int) -> np.ndarray:
+    """Indices of each row's ``k`` highest probabilities, best first, ties toward the lower index (as a stable
+    descending sort would give), without sorting whole rows."""
+    k = min(k, probs.shape[1])
+    if k == probs.shape[1]:
+        return np.argsort(-probs, axis=1, kind="stable")
+    picked = np.argpartition(-probs, k - 1, axis=1)[:, :k]
+    values = np.take_along_axis(probs, picked, axis=1)
+    out = np.take_along_axis(picked, np.lexsort((picked, -values), axis=1), axis=1)
+    # Where the k-th value is tied with labels left outside, the partition chose among them arbitrarily:
+    # those rows (rare with real scores, common with masked candidates) are redone exactly.
+    kth = values.min(axis=1, keepdims=True)
+    for i in np.flatnonzero(np.count_nonzero(probs >= kth, axis=1) > k):
+        candidates = np.flatnonzero(probs[i] >= kth[i])
+        out[i] = candidates[np.argsort(-probs[i, candidates], kind="stable")[:k]]
+    return out
 
 
 def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
@@ -314,7 +335,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
 
     index = {key: i for i, key in enumerate(labels.taxa)}
     targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages])
-    order = np.argsort(-probs, axis=1, kind="stable")[:, :5]
+    order = _top(probs, 5)
     columns: dict[str, Any] = {
         "uuid": rows.column("uuid"),
         "true_label": [texts[t] if t >= 0 else None for t in targets],

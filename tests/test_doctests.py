@@ -1,0 +1,22 @@
+"""The examples in docstrings run, so they stay true as the code changes."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "config", "download", "metrics", "representation", "retrieval_metrics", "search", "store", "synthetic",
+    "taxonomy", "templates", "vlm", "models", "models.preprocessing", "models.registry", "sources",
+    "sources.crypticbio", "sources.inquire",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name: str) -> None:
+    module = importlib.import_module(f"cladebench.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} has no examples: drop it from the list"
+    assert result.failed == 0

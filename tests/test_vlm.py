@@ -1,0 +1,540 @@
+"""The VLM client against a real HTTP server on 127.0.0.1 that answers like vLLM's chat completions.
+
+The server decodes every image it is sent and derives the Yes/No logprobs from a hash of the prompt
+and the image bytes, so each test knows the exact score to expect. It counts requests and the most in
+flight at once, so the tests assert what went over the wire, not what the client believes it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import io
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from cladebench.errors import CladebenchError
+from cladebench.vlm import (
+    EndpointError,
+    EndpointSpec,
+    LogprobsUnsupportedError,
+    VLMClient,
+    VLMConfig,
+    YesNoItem,
+    chat,
+    normalise_token,
+    parse_endpoint,
+    prepare_image,
+    score_yes_no,
+    yes_no_from_response,
+)
+
+Top = list[tuple[str, float]]
+
+
+def default_top(yes_logprob: float, no_logprob: float) -> Top:
+    return [(" Yes", yes_logprob), ("No", no_logprob), ("The", -6.0), ("I", -7.5)]
+
+
+@dataclass
+class _Seen:
+    """One request as the server decoded it."""
+
+    payload: dict[str, Any]
+    prompt: str
+    image: bytes | None
+    mime_type: str | None
+    image_size: tuple[int, int] | None
+    authorization: str | None
+
+
+@dataclass
+class _State:
+    top_for: Callable[[float, float], Top] = default_top
+    """Top logprobs of the first token, from the Yes and No logprobs the hash gives."""
+    reply: Callable[[_Handler, int, dict[str, Any]], bool] | None = None
+    """Answers request number n itself when it returns True (errors, delays, odd bodies)."""
+    hold_s: float = 0.0
+    """Seconds every answer is held back (to see concurrency)."""
+    seen: list[_Seen] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def requests(self) -> int:
+        return len(self.seen)
+
+
+def logprobs_for(prompt: str, image: bytes | None) -> tuple[float, float]:
+    """The server's Yes and No logprobs: a deterministic function of the prompt and the image bytes."""
+    digest = hashlib.sha256(prompt.encode() + (image or b"")).digest()
+    return -0.05 - digest[0] / 40.0, -0.05 - digest[1] / 40.0
+
+
+def expected_score(prompt: str, image: bytes) -> float:
+    yes, no = logprobs_for(prompt, image)
+    return math.exp(yes) / (math.exp(yes) + math.exp(no))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/v1/chat/completions":
+            send(self, 404, {"error": "not here"})
+            return
+        try:
+            seen = decode_request(body, self.headers.get("Authorization"))
+        except Exception as exc:  # what vLLM does with an image it cannot read
+            send(self, 400, {"error": {"message": f"bad request: {exc}"}})
+            return
+        with state.lock:
+            state.seen.append(seen)
+            number = state.requests
+            state.in_flight += 1
+            state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        try:
+            time.sleep(state.hold_s)
+            if state.reply is not None and state.reply(self, number, body):
+                return
+            send(self, 200, completion(seen, state.top_for))
+        finally:
+            with state.lock:
+                state.in_flight -= 1
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.state = _State()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # the client hangs up on slow answers by design
+
+    def model_id(self, name: str = "Qwen2-VL-7B") -> str:
+        return f"openai-compatible:{name}@http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+def decode_request(body: dict[str, Any], authorization: str | None) -> _Seen:
+    (message,) = body["messages"]
+    assert message["role"] == "user"
+    image, mime_type, size = None, None, None
+    texts = []
+    for part in message["content"]:
+        if part["type"] == "image_url":
+            header, _, data = part["image_url"]["url"].partition(",")
+            assert header.startswith("data:") and header.endswith(";base64")
+            mime_type = header[len("data:"):-len(";base64")]
+            image = base64.b64decode(data, validate=True)
+            with Image.open(io.BytesIO(image)) as decoded:
+                decoded.load()
+                size = decoded.size
+        else:
+            texts.append(part["text"])
+    return _Seen(body, "".join(texts), image, mime_type, size, authorization)
+
+
+def completion(seen: _Seen, top_for: Callable[[float, float], Top]) -> dict[str, Any]:
+    if seen.payload.get("logprobs"):
+        top = top_for(*logprobs_for(seen.prompt, seen.image))
+        token, logprob = max(top, key=lambda pair: pair[1])
+        logprobs: dict[str, Any] | None = {"content": [{
+            "token": token, "logprob": logprob, "bytes": list(token.encode()),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top],
+        }]}
+        content = token
+    else:
+        logprobs = None
+        json_mode = seen.payload.get("response_format") == {"type": "json_object"}
+        content = json.dumps({"genus": "Vulpes", "prompt": seen.prompt}) if json_mode else f"echo: {seen.prompt}"
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": seen.payload["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "logprobs": logprobs, "finish_reason": "length"}]}
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any] | str,
+         headers: dict[str, str] | None = None) -> None:
+    data = (body if isinstance(body, str) else json.dumps(body)).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    httpd = _Server()
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> VLMConfig:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return VLMConfig(concurrency=4, connect_timeout_s=1.0, read_timeout_s=2.0, max_attempts=3, backoff_base_s=0.01,
+                     backoff_max_s=0.05, cache_dir=tmp_path / "vlm")
+
+
+def image_bytes(fmt: str = "JPEG", seed: int = 0, size: tuple[int, int] = (40, 30), mode: str = "RGB",
+                **save: Any) -> bytes:
+    image = Image.new(mode, size, (seed * 53 % 256, 90, 160) if mode == "RGB" else 0)
+    if mode == "RGB":
+        for x in range(0, size[0], 3):
+            image.putpixel((x, (x * 5 + seed) % size[1]), (x * 7 % 256, seed % 256, 30))
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **save)
+    return buffer.getvalue()
+
+
+JPEGS = [image_bytes("JPEG", seed) for seed in range(3)]
+PROMPT = "Does this picture show {}? Answer Yes or No."
+
+
+# --- names and scoring rules ---------------------------------------------------------------------
+
+
+def test_endpoint_ids_parse_and_bad_ones_say_the_form() -> None:
+    spec = parse_endpoint("openai-compatible:Qwen/Qwen2-VL-7B-Instruct@https://host.example:8443/v1/")
+    assert spec == EndpointSpec("Qwen/Qwen2-VL-7B-Instruct", "https://host.example:8443/v1")
+    assert spec.chat_url == "https://host.example:8443/v1/chat/completions"
+    assert parse_endpoint(spec.id) == spec
+    for bad in ("hf-hub:imageomics/bioclip", "openai-compatible:Qwen2-VL", "openai-compatible:@http://h/v1",
+                "openai-compatible:m@ftp://h/v1"):
+        with pytest.raises(CladebenchError, match="NAME@URL"):
+            parse_endpoint(bad)
+
+
+def test_token_normalisation_is_strip_then_casefold() -> None:
+    assert {normalise_token(t) for t in ("Yes", " Yes", "yes", "YES", "\tyes\n", "\u2581Yes", "\u0120yes")} == {"yes"}
+    assert normalise_token("Yes.") != "yes" and normalise_token("Yeah") != "yes"
+
+
+def test_config_rejects_a_template_without_query() -> None:
+    with pytest.raises(CladebenchError, match="query"):
+        VLMConfig(prompt_template="Is this a fox?")
+    with pytest.raises(CladebenchError, match="top_logprobs"):
+        VLMConfig(top_logprobs=0)
+    assert "sk-secret" not in repr(VLMConfig(api_key="sk-secret"))
+    assert "sk-secret" not in json.dumps(VLMConfig(api_key="sk-secret").provenance(), default=str)
+
+
+def test_generated_token_missing_from_top_logprobs_still_counts() -> None:
+    response = {"choices": [{"logprobs": {"content": [{"token": "No", "logprob": -0.5, "top_logprobs": [
+        {"token": "Yes", "logprob": -1.0}, {"token": "The", "logprob": -2.0}]}]}}]}
+    result = yes_no_from_response(response, EndpointSpec("m", "http://h/v1"))
+    assert result.score == pytest.approx(math.exp(-1.0) / (math.exp(-1.0) + math.exp(-0.5)), rel=1e-12)
+
+
+# --- scoring over HTTP ---------------------------------------------------------------------------
+
+
+def test_score_is_the_yes_share_of_the_first_token(server: _Server, config: VLMConfig) -> None:
+    queries = ["a red fox", "a barn owl", "a fox's den {with braces}"]
+    items = [YesNoItem(f"k{i}", JPEGS[i], q) for i, q in enumerate(queries)]
+    results = score_yes_no(items, server.model_id(), config)
+
+    assert [r.key for r in results] == ["k0", "k1", "k2"]
+    for result, query, image in zip(results, queries, JPEGS, strict=True):
+        assert result.outcome == "scored" and result.reason is None and not result.cached
+        assert result.score == pytest.approx(expected_score(PROMPT.format(query), image), rel=1e-12)
+        yes, no = logprobs_for(PROMPT.format(query), image)
+        assert (result.p_yes, result.p_no) == (pytest.approx(math.exp(yes)), pytest.approx(math.exp(no)))
+    seen = {s.prompt: s for s in server.state.seen}
+    assert set(seen) == {PROMPT.format(q) for q in queries}
+    first = seen[PROMPT.format("a red fox")]
+    assert first.image == JPEGS[0] and first.mime_type == "image/jpeg"  # a JPEG goes as it is
+    assert {k: first.payload[k] for k in ("model", "max_tokens", "temperature", "logprobs", "top_logprobs")} == {
+        "model": "Qwen2-VL-7B", "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 20}
+    assert [part["type"] for part in first.payload["messages"][0]["content"]] == ["image_url", "text"]
+
+
+def test_token_variants_are_summed(server: _Server, config: VLMConfig) -> None:
+    server.state.top_for = lambda yes, no: [("Yes", yes), (" yes", yes - 1), ("YES", yes - 2), ("\u2581Yes", -4.0),
+                                            ("No", no), (" no", no - 1.5), ("Yes.", -0.9), ("Nope", -1.1)]
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    yes, no = logprobs_for(PROMPT.format("a fox"), JPEGS[0])
+    p_yes = math.exp(yes) + math.exp(yes - 1) + math.exp(yes - 2) + math.exp(-4.0)
+    p_no = math.exp(no) + math.exp(no - 1.5)
+    assert result.score == pytest.approx(p_yes / (p_yes + p_no), rel=1e-12)
+    assert (result.p_yes, result.p_no) == (pytest.approx(p_yes, rel=1e-12), pytest.approx(p_no, rel=1e-12))
+
+
+def test_only_yes_among_the_top_tokens_scores_one(server: _Server, config: VLMConfig) -> None:
+    server.state.top_for = lambda yes, no: [("Yes", yes), ("The", -3.0)]
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert (result.outcome, result.score, result.p_no) == ("scored", 1.0, 0.0)
+
+
+def test_neither_yes_nor_no_is_an_explicit_outcome(server: _Server, config: VLMConfig) -> None:
+    server.state.top_for = lambda yes, no: [("The", -0.2), ("This", -1.9), ("Yeah", -2.5)]
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert (result.outcome, result.score, result.token) == ("no_yes_no", None, "The")
+    assert "neither Yes nor No" in result.reason and "'This'" in result.reason
+
+
+@pytest.mark.parametrize("logprobs", ["absent", None, {"content": None}, "empty_top"])
+def test_missing_logprobs_is_a_clear_error_and_not_cached(server: _Server, config: VLMConfig, logprobs: Any) -> None:
+    def strip_logprobs(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+        answer = completion(server.state.seen[-1], server.state.top_for)
+        choice = answer["choices"][0]
+        if logprobs == "absent":
+            del choice["logprobs"]
+        elif logprobs == "empty_top":
+            choice["logprobs"]["content"][0]["top_logprobs"] = []
+        else:
+            choice["logprobs"] = logprobs
+        send(handler, 200, answer)
+        return True
+
+    server.state.reply = strip_logprobs
+    with pytest.raises(LogprobsUnsupportedError) as caught:
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id("Qwen2-VL-7B"), config)
+    message = str(caught.value)
+    assert "Qwen2-VL-7B" in message and f"127.0.0.1:{server.server_address[1]}/v1" in message
+    assert "logprobs" in message and "vLLM" in message
+    assert server.state.requests == 1  # a server that strips logprobs will not start sending them on a retry
+
+    server.state.reply = None  # the server is fixed: the bad answer was not cached, so it is asked again
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id("Qwen2-VL-7B"), config)
+    assert result.outcome == "scored" and not result.cached and server.state.requests == 2
+
+
+# --- transport -----------------------------------------------------------------------------------
+
+
+def fail_first(times: int, status: int, body: str = "busy", headers: dict[str, str] | None = None):
+    def reply(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
+        if number <= times:
+            send(handler, status, body, headers)
+            return True
+        return False
+
+    return reply
+
+
+def test_server_errors_are_retried(server: _Server, config: VLMConfig) -> None:
+    server.state.reply = fail_first(2, 500)
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert result.score == pytest.approx(expected_score(PROMPT.format("a fox"), JPEGS[0]), rel=1e-12)
+    assert server.state.requests == 3
+
+
+def test_retries_give_up_with_the_last_error(server: _Server, config: VLMConfig) -> None:
+    server.state.reply = fail_first(10, 503, "overloaded")
+    with pytest.raises(EndpointError, match=r"gave up after 3 attempts; last: HTTP 503.*overloaded"):
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert server.state.requests == 3
+
+
+def test_429_waits_for_retry_after(server: _Server, config: VLMConfig) -> None:
+    server.state.reply = fail_first(1, 429, "slow down", {"Retry-After": "1"})
+    started = time.monotonic()
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert result.outcome == "scored" and server.state.requests == 2
+    assert time.monotonic() - started >= 0.95  # the backoff alone would be 0.01 s
+
+
+def test_client_errors_are_not_retried_and_carry_the_body(server: _Server, config: VLMConfig) -> None:
+    body = json.dumps({"error": {"message": "The model `Qwen2-VL-7B` does not exist. " + "x" * 3000}})
+    server.state.reply = fail_first(10, 400, body)
+    with pytest.raises(EndpointError) as caught:
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    message = str(caught.value)
+    assert "HTTP 400" in message and "does not exist" in message
+    assert f"({len(body)} characters)" in message and len(message) < 900  # truncated
+    assert server.state.requests == 1
+
+
+def test_timeouts_are_retried(server: _Server, config: VLMConfig) -> None:
+    def slow_first(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
+        if number == 1:
+            time.sleep(0.6)
+        return False
+
+    server.state.reply = slow_first
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), replace(config, read_timeout_s=0.2))
+    assert result.outcome == "scored" and server.state.requests == 2
+
+
+def test_concurrency_limit_is_respected(server: _Server, config: VLMConfig) -> None:
+    server.state.hold_s = 0.08
+    items = [(f"k{i}", image_bytes("JPEG", i), "a fox") for i in range(12)]
+    results = score_yes_no(items, server.model_id(), replace(config, concurrency=3))
+    assert len(results) == 12 and server.state.requests == 12
+    assert server.state.max_in_flight == 3
+
+
+# --- the cache -----------------------------------------------------------------------------------
+
+
+def test_rerun_is_served_from_the_cache(server: _Server, config: VLMConfig) -> None:
+    items = [(f"k{i}", JPEGS[i], "a fox") for i in range(3)]
+    first = score_yes_no(items, server.model_id(), config)
+    second = score_yes_no(items, server.model_id(), config)
+    assert server.state.requests == 3  # nothing new went over the wire
+    assert all(r.cached for r in second) and not any(r.cached for r in first)
+    assert [r.score for r in second] == [r.score for r in first]
+    assert [r.request_key for r in second] == [r.request_key for r in first]
+
+
+def test_cache_key_follows_prompt_model_and_image_not_the_api_key(server: _Server, config: VLMConfig,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def ask(query: str = "a fox", image: bytes = JPEGS[0], model: str = "m1", cfg: VLMConfig = config) -> bool:
+        before = server.state.requests
+        (result,) = score_yes_no([("a", image, query)], server.model_id(model), cfg)
+        assert result.cached == (server.state.requests == before)
+        return result.cached
+
+    assert not ask(cfg=replace(config, api_key="sk-first"))
+    assert server.state.seen[-1].authorization == "Bearer sk-first"
+    assert ask(cfg=replace(config, api_key="sk-second"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert ask()
+    assert not ask(query="a wolf")
+    assert not ask(cfg=replace(config, prompt_template="Is {query} visible? Yes or No."))
+    assert not ask(model="m2")
+    assert not ask(image=JPEGS[1])
+    assert not ask(cfg=replace(config, max_image_side=16))
+    assert server.state.seen[-1].authorization == "Bearer sk-from-env"
+    cached_text = "".join(p.read_text() for p in Path(config.cache_dir).rglob("*.json"))
+    assert "sk-" not in cached_text and "base64" not in cached_text  # neither the key nor the image is stored
+
+
+def test_a_corrupt_cache_file_is_refetched(server: _Server, config: VLMConfig) -> None:
+    (first,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    (path,) = Path(config.cache_dir).rglob("*.json")
+    assert path.name == f"{first.request_key}.json"
+    path.write_text('{"key": "trunc')
+    (second,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert not second.cached and second.score == first.score and server.state.requests == 2
+    (third,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert third.cached and server.state.requests == 2
+    assert not list(Path(config.cache_dir).rglob(".tmp-*"))
+
+
+# --- chat ----------------------------------------------------------------------------------------
+
+
+def test_json_mode_chat_returns_parsed_text(server: _Server, config: VLMConfig) -> None:
+    result = chat("Complete the lineage as JSON.", JPEGS[0], server.model_id(), config, json_mode=True,
+                  max_tokens=64)
+    assert result.data == {"genus": "Vulpes", "prompt": "Complete the lineage as JSON."}
+    assert result.text == json.dumps(result.data) and result.json_error is None and not result.cached
+    payload = server.state.seen[-1].payload
+    assert payload["response_format"] == {"type": "json_object"} and payload["max_tokens"] == 64
+    assert "logprobs" not in payload
+
+    again = chat("Complete the lineage as JSON.", JPEGS[0], server.model_id(), config, json_mode=True, max_tokens=64)
+    assert again.cached and again.data == result.data and server.state.requests == 1
+
+    plain = chat("Say hello.", None, server.model_id(), config)
+    assert (plain.text, plain.data, plain.json_error) == ("echo: Say hello.", None, None)
+    assert server.state.seen[-1].image is None
+
+
+def test_json_mode_text_that_is_not_json_is_recorded(server: _Server, config: VLMConfig) -> None:
+    def not_json(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
+        answer = completion(server.state.seen[-1], server.state.top_for)
+        answer["choices"][0]["message"]["content"] = '{"genus": "Vulp'
+        send(handler, 200, answer)
+        return True
+
+    server.state.reply = not_json
+    result = chat("Lineage?", JPEGS[0], server.model_id(), config, json_mode=True)
+    assert result.data is None and result.json_error.startswith("not JSON")
+
+
+def test_sync_wrapper_refuses_a_running_loop(server: _Server, config: VLMConfig) -> None:
+    async def inside() -> None:
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+
+    with pytest.raises(CladebenchError, match="score_yes_no_async"):
+        asyncio.run(inside())
+
+
+def test_async_client_shares_one_connection_pool(server: _Server, config: VLMConfig) -> None:
+    async def run() -> list[Any]:
+        async with VLMClient(server.model_id(), config) as vlm:
+            return await asyncio.gather(vlm.score_yes_no(YesNoItem("a", JPEGS[0], "a fox")),
+                                        vlm.chat("Say hi.", JPEGS[1]))
+
+    score, text = asyncio.run(run())
+    assert score.outcome == "scored" and text.text == "echo: Say hi."
+
+
+# --- images --------------------------------------------------------------------------------------
+
+
+def test_accepted_formats_go_as_they_are_others_become_jpeg(server: _Server, config: VLMConfig) -> None:
+    png, webp, bmp = image_bytes("PNG", 1), image_bytes("WEBP", 2), image_bytes("BMP", 3)
+    score_yes_no([("png", png, "a"), ("webp", webp, "b"), ("bmp", bmp, "c")], server.model_id(), config)
+    seen = {s.prompt: s for s in server.state.seen}
+    assert (seen[PROMPT.format("a")].mime_type, seen[PROMPT.format("a")].image) == ("image/png", png)
+    assert (seen[PROMPT.format("b")].mime_type, seen[PROMPT.format("b")].image) == ("image/webp", webp)
+    assert seen[PROMPT.format("c")].mime_type == "image/jpeg" and seen[PROMPT.format("c")].image_size == (40, 30)
+
+
+def test_max_image_side_downscales(server: _Server, config: VLMConfig) -> None:
+    large = image_bytes("PNG", 1, size=(200, 100))
+    score_yes_no([("a", large, "a fox")], server.model_id(), replace(config, max_image_side=50))
+    assert (server.state.seen[-1].mime_type, server.state.seen[-1].image_size) == ("image/jpeg", (50, 25))
+
+
+def test_exif_rotated_and_transparent_images_are_sent_as_decoded() -> None:
+    image = Image.new("RGB", (40, 20), (200, 10, 10))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees on display
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", exif=exif)
+    rotated = prepare_image(buffer.getvalue())
+    assert rotated.mime_type == "image/jpeg" and "EXIF" in rotated.reencoded_because
+    assert Image.open(io.BytesIO(rotated.data)).size == (20, 40)
+
+    clear = prepare_image(image_bytes("PNG", mode="RGBA", size=(8, 8)))
+    assert clear.mime_type == "image/jpeg" and clear.reencoded_because == "transparency to flatten"
+    assert Image.open(io.BytesIO(clear.data)).getpixel((4, 4)) == pytest.approx((255, 255, 255), abs=2)
+
+
+def test_an_image_that_does_not_decode_is_an_outcome_without_a_request(server: _Server, config: VLMConfig) -> None:
+    truncated = JPEGS[0][: len(JPEGS[0]) // 2]
+    bad, good = score_yes_no([("bad", truncated, "a fox"), ("good", JPEGS[1], "a fox")], server.model_id(), config)
+    assert (bad.outcome, bad.score, bad.request_key) == ("bad_image", None, None)
+    assert "truncated" in bad.reason or "corrupt" in bad.reason
+    assert good.outcome == "scored" and server.state.requests == 1
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    import cladebench.vlm
+
+    result = doctest.testmod(cladebench.vlm)
+    assert result.attempted > 0 and result.failed == 0
