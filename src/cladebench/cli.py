@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cladebench import __version__
-from cladebench.config import OPTION, add_config_arguments, config_from_args
-from cladebench.errors import CladebenchError
+from cladebench.config import OPTION, POSITIONAL, add_config_arguments, config_from_args
+from cladebench.errors import CladebenchError, UsageError
 
 EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
@@ -253,6 +253,81 @@ def _compare_columns(command: CompareColumnsCommand) -> int:
     return 0
 
 
+# --- search --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchCommand:
+    """Search a dataset's images by text through the IVF index of the model's emb_* column; with --queries and
+    --annotations, evaluate the search as INQUIRE's fullrank task and write a run record."""
+
+    dataset: str
+    """Path or URI of the Lance dataset (embedded with the model)."""
+    text: str | None = field(default=None, metadata=POSITIONAL)
+    """What to look for (e.g. "a mongoose standing upright alert")."""
+    model: str = field(metadata=OPTION)
+    """The model whose text tower encodes the query (same forms as for `embed`)."""
+    k: int = 20
+    """Hits to show (fullrank: the cutoff, 50 as INQUIRE)."""
+    where: str | None = None
+    """SQL filter applied before the top-k."""
+    column: str | None = None
+    """Embedding column; by default the one whose metadata names the model."""
+    templates: str = "raw"
+    """Query templates: 'raw' (the text as written, as INQUIRE) or a template set."""
+    queries: Path | None = None
+    """INQUIRE query CSV (query_id, query_text, ...) for a fullrank evaluation."""
+    annotations: Path | None = None
+    """INQUIRE annotation CSV (query_id, image_id, image_path): every row a positive."""
+    match_column: str = "inat24_file_name"
+    """Dataset column holding the key that annotations name (INQUIRE: the iNat24 file name)."""
+    out: Path | None = None
+    """Directory for the fullrank run record."""
+    revision: str | None = None
+    """Model revision instead of the pinned one."""
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    """Where the text tower runs."""
+
+
+@verb("search", SearchCommand, "text-to-image search through the vector index; INQUIRE fullrank with annotations")
+def _search(command: SearchCommand) -> int:
+    from cladebench import store
+    from cladebench.models import load_encoder
+
+    dataset = store.open_dataset(command.dataset)
+    encoder = load_encoder(command.model, revision=command.revision, device=command.device)
+    if command.queries is None and command.annotations is None:
+        if not command.text:
+            raise UsageError("give the text to search for, or --queries and --annotations for a fullrank evaluation")
+        return _print_search(dataset, encoder, command)
+    if command.queries is None or command.annotations is None or command.out is None:
+        raise UsageError("a fullrank evaluation needs --queries, --annotations and --out")
+    from cladebench.text_search import write_fullrank_record
+
+    record, path = write_fullrank_record(dataset, encoder, command)
+    for name, estimate in record.metrics.items():
+        if "=" not in name:
+            print(f"  {name:<16} {estimate['value']:8.2f}  [{estimate['low']:.2f}, {estimate['high']:.2f}]  "
+                  f"n={estimate['n']}")
+    print(f"run record: {path}")
+    return 0
+
+
+def _print_search(dataset: Any, encoder: Any, command: SearchCommand) -> int:
+    from cladebench.text_search import search_text
+
+    names = dataset.schema.names
+    shown = [c for c in ("uuid", "scientific_name", "common_name", "source_url") if c in names]
+    result = search_text(dataset, encoder, [command.text], k=command.k, where=command.where, column=command.column,
+                         templates=command.templates, columns=shown)
+    if result.index_built:
+        print(f"(built an IVF_FLAT index on {result.column}; later searches reuse it)", file=sys.stderr)
+    for row in result.hits.to_pylist():
+        details = "  ".join(str(row[c]) for c in shown[1:] if row.get(c) is not None)
+        print(f"{row['rank']:>3}  {row['cosine_similarity']:.4f}  {row['uuid']}  {details}")
+    return 0
+
+
 # --- load ----------------------------------------------------------------------------------------
 
 
@@ -269,6 +344,8 @@ class LoadCommand:
     """Where to write the Lance dataset (must not exist); failures go to OUT.failures.parquet beside it."""
     lookup: Path | None = None
     """Cryptic-group lookup (anchor<TAB>comma-separated look-alikes) to attach as cryptic_group."""
+    queries: tuple[Path, ...] = ()
+    """INQUIRE query CSVs, to fill query_id by exact text when the Parquet files lack it (inquire-rerank)."""
     limit: int | None = None
     """Only the first N rows (a quick sample)."""
     download_dir: Path | None = None
@@ -292,7 +369,9 @@ def _load(command: LoadCommand) -> int:
                "download_config": DownloadConfig(concurrency=command.concurrency, max_attempts=command.retries,
                                                  progress=True)}
     accepted = inspect.signature(builder).parameters
-    given = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir}
+    given = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir,
+             "queries": command.queries or None}
+    offered["queries"] = list(command.queries) or None
     unused = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None and k not in accepted]
     if unused:
         raise CladebenchError(f"source {source.name!r} does not take {', '.join(unused)}")

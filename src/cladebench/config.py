@@ -41,6 +41,10 @@ _OPTION_KEY = "cladebench.option"
 OPTION: dict[str, bool] = {_OPTION_KEY: True}
 """Field metadata for a field with no default that the CLI asks for as a required ``--option``:
 ``out: Path = field(metadata=OPTION)``."""
+_POSITIONAL_KEY = "cladebench.positional"
+POSITIONAL: dict[str, bool] = {_POSITIONAL_KEY: True}
+"""Field metadata for a field with a default that the CLI takes as an optional positional argument:
+``text: str | None = field(default=None, metadata=POSITIONAL)`` (``cladebench search DATASET [TEXT]``)."""
 
 
 @functools.cache
@@ -79,8 +83,10 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def _flags(name: str) -> list[str]:
+    """``--long-name``; a one-letter field also gets its short form (``-k`` beside ``--k``)."""
+    long = "--" + name.replace("_", "-")
+    return [f"-{name}", long] if len(name) == 1 else [long]
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -119,13 +125,17 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs.pop("metavar", None)
             parser.add_argument(field.name, **kwargs)
             continue
+        if field.metadata.get(_POSITIONAL_KEY):
+            kwargs.pop("metavar", None)
+            parser.add_argument(field.name, nargs="?", default=default, **kwargs)
+            continue
         if not has_default:
             kwargs["required"] = True
         else:
             kwargs["default"] = default
         if optional and "metavar" in kwargs:
             kwargs["metavar"] = field.name.upper()
-        parser.add_argument(_flag(field.name), dest=field.name, **kwargs)
+        parser.add_argument(*_flags(field.name), dest=field.name, **kwargs)
 
 
 def _show(value: Any) -> str:

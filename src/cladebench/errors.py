@@ -34,6 +34,12 @@ class RemoteUnavailableError(CladebenchError):
     exit_code = 5
 
 
+class UsageError(CladebenchError):
+    """Options that do not go together, or one that is missing for what was asked."""
+
+    exit_code = 2
+
+
 class UnknownNameError(CladebenchError, KeyError):
     """A name looked up in a registry that does not hold it."""
 

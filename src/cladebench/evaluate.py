@@ -14,6 +14,7 @@ Breakdowns are different: the same predictions, scored on subsets (``taxonomic_g
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ from cladebench.config import OPTION, config_to_dict
 from cladebench.errors import CladebenchError
 from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
 from cladebench.tasks.fewshot import FewShotConfig
+from cladebench.tasks.rerank import EndpointModel, RerankConfig
+from cladebench.tasks.retrieval import RetrievalTaskConfig
 from cladebench.tasks.zeroshot import ZeroShotConfig
 from cladebench.templates import get_templates
 
@@ -48,8 +51,8 @@ class EvalConfig:
     """The model whose embeddings are evaluated (same forms as for `embed`)."""
     out: Path = field(metadata=OPTION)
     """Directory for run.json and predictions.parquet."""
-    task: str = "zeroshot"
-    """Registered task (zeroshot, fewshot)."""
+    task: str | None = None
+    """Registered task (zeroshot, fewshot, retrieval, rerank); default: the named benchmark's task, else zeroshot."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
@@ -78,7 +81,7 @@ class FewShotEvalConfig(EvalConfig, FewShotConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig):
+class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig):
     """Run a task (zeroshot, fewshot) on a dataset with a model and write run.json + predictions.parquet.
 
     The fields of every task are accepted; each task takes the ones it defines (rank, column and where
@@ -159,7 +162,9 @@ def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Seque
 
 
 def _model_provenance(config: EvalConfig, encoder: Any, info: dict[str, Any]) -> dict[str, Any]:
-    if encoder is not None:
+    if getattr(encoder, "kind", None) == "vlm":
+        model_id, revision, text_precision = encoder.model_id, None, None
+    elif encoder is not None:
         described = encoder.describe()
         model_id, revision, text_precision = described["model_id"], described.get("revision"), described.get(
             "precision")
@@ -179,17 +184,52 @@ def _model_provenance(config: EvalConfig, encoder: Any, info: dict[str, Any]) ->
     }
 
 
+def _load_encoder(config: EvalConfig) -> Any:
+    from cladebench.models import load_encoder
+
+    return load_encoder(config.model, revision=config.revision, device=config.device)
+
+
+MODEL_LOADERS: dict[str, Any] = {
+    "openai-compatible:": lambda config: EndpointModel(model_id=config.model),
+}
+"""Model-id prefix -> loader, for models that are not image-text encoders; anything else is loaded as one."""
+
+
+def load_model(config: EvalConfig) -> Any:
+    """The model an evaluation scores with: an encoder, or a stand-in for a model behind an endpoint."""
+    for prefix, loader in MODEL_LOADERS.items():
+        if config.model.startswith(prefix):
+            return loader(config)
+    return _load_encoder(config)
+
+
+def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
+    """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand."""
+    from cladebench.embed import EmbedConfig, embed_dataset
+    from cladebench.tasks.zeroshot import find_embedding_column
+
+    try:
+        find_embedding_column(store.open_dataset(uri), encoder.model_id)
+    except CladebenchError:
+        print(f"[eval] embedding {uri} with {encoder.model_id} (once; kept in the dataset)", file=sys.stderr)
+        embed_dataset(EmbedConfig(dataset=uri, model=config.model, revision=config.revision, device=config.device),
+                      encoder=encoder)
+
+
 def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Path]:
     """Predict, score, and write the run record; returns it and the path of run.json."""
+    from cladebench.benchmarks import get_benchmark, resolve
     from cladebench.tasks import get_task
 
-    task = get_task(config.task)
-    dataset = store.open_dataset(config.dataset)
+    uri, config = resolve(config)
+    task = get_task(config.task or "zeroshot")
     settings = task_config(task.config, config)
     if encoder is None and task.uses_encoder:
-        from cladebench.models import load_encoder
-
-        encoder = load_encoder(config.model, revision=config.revision, device=config.device)
+        encoder = load_model(config)
+    if get_benchmark(config.dataset) is not None and getattr(encoder, "kind", "clip") == "clip" and encoder:
+        _embed_if_missing(uri, config, encoder)
+    dataset = store.open_dataset(uri)
     if not task.uses_encoder and getattr(settings, "column", "unset") is None:
         from cladebench.models.registry import resolve_model
         from cladebench.tasks.zeroshot import find_embedding_column
@@ -226,7 +266,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     table = pa.concat_tables(tables, promote_options="permissive")
     info = infos[groups[0]]
     provenance = {
-        "dataset": dataset_provenance(dataset, config.dataset, where=where,
+        "dataset": dataset_provenance(dataset, uri, where=where,
                                       # unique, in first-seen order: few-shot predicts each image once per draw
                                       evaluated_uuids=pc.unique(table.column("uuid")).to_pylist()),
         "exposure": {"unseen_only": config.unseen_only, "not_seen_by": config.not_seen_by},
@@ -247,6 +287,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         "software": software_versions(),
         "command": command_line(),
     }
+    provenance["dataset"]["benchmark"] = config.dataset if get_benchmark(config.dataset) else None
     record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config),
                        inspection=inspection)
     path = record.write(config.out, table)

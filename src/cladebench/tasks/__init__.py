@@ -57,3 +57,19 @@ def _load_builtin_tasks() -> None:
                     "group-aware seeded splits, mean and t-interval over repetitions",
         uses_encoder=False,
     ))
+    from cladebench.tasks import retrieval
+
+    register_task(Task(
+        name="retrieval", config=retrieval.RetrievalTaskConfig, predict=retrieval.retrieval,
+        metrics=retrieval.retrieval_task_metrics,
+        description="each image queries every other image outside its own group by exact cosine; same taxon at "
+                    "the rank is relevant; mAP, mAP@k, MRR, precision@k, recall@k, also as per-class means",
+        uses_encoder=False,
+    ))
+    from cladebench.tasks import rerank
+
+    register_task(Task(
+        name="rerank", config=rerank.RerankConfig, predict=rerank.rerank, metrics=rerank.rerank_metrics,
+        description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
+                    "and MRR per query, macro means with bootstrap intervals over queries",
+    ))

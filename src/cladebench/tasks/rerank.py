@@ -1,0 +1,199 @@
+"""Reranking: order each query's candidate images by how well they match the query text (INQUIRE-Rerank).
+
+Each row of the dataset is one (query, candidate) pair: ``query_id``, ``query`` (the text), ``relevant``
+(the annotation) and the candidate's image. A scorer gives every pair a number, candidates are ranked
+by it within their query, and the ranking is scored with INQUIRE's own formulas
+(:mod:`cladebench.retrieval_metrics`): AP and nDCG over all candidates, normalised by the positives
+among them, MRR; macro means over queries with bootstrap intervals over queries.
+
+Scorers form a registry keyed by the kind of model:
+
+- ``clip``: cosine similarity between the stored image embedding (an ``emb_*`` column made with the
+  model) and the text embedding of the query. The raw query text is encoded as INQUIRE does
+  (``query_templates="raw"``); a template set may be chosen instead and is recorded.
+- ``vlm``: an OpenAI-compatible chat endpoint (``openai-compatible:NAME@URL``) asked "Does this picture
+  show {query}? Answer Yes or No."; the score is P(Yes) / (P(Yes) + P(No)) of the first token
+  (:mod:`cladebench.vlm`, with its on-disk cache, so a rerun is free). A candidate whose answer has
+  neither Yes nor No among the top tokens has no score: it is ranked below every scored candidate of its
+  query (a conservative choice: it cannot help its query) and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cladebench import store
+from cladebench.errors import CladebenchError, SchemaError
+from cladebench.tasks.zeroshot import Predictions, column_metadata, find_embedding_column, normalize_rows
+
+if TYPE_CHECKING:
+    import lance
+
+UNSCORED = -1.0
+"""Score given to a candidate the scorer could not score: below every real score (all lie in [-1, 1])."""
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    """How a rerank run is set up; every field is recorded in the run record."""
+
+    query_templates: str = "raw"
+    """Templates for the query text of CLIP-style models: 'raw' (the query as written, as INQUIRE) or a
+    template set / one template with {c}."""
+    rerank_k: int = 100
+    """Cutoff of the ranking metrics (INQUIRE-Rerank: 100, every candidate)."""
+    column: str | None = None
+    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
+    where: str | None = None
+    """SQL filter selecting the evaluated rows (e.g. split = 'test')."""
+    vlm_prompt: str = "Does this picture show {query}? Answer Yes or No."
+    """Question asked of a VLM endpoint; {query} is replaced by the query text."""
+    vlm_concurrency: int = 8
+    """Requests in flight at once to a VLM endpoint."""
+
+
+@dataclass(frozen=True)
+class EndpointModel:
+    """A VLM behind an OpenAI-compatible endpoint, standing where an image-text encoder would."""
+
+    model_id: str
+    """``openai-compatible:NAME@URL``."""
+    kind: str = "vlm"
+    revision: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"model_id": self.model_id, "revision": None, "kind": self.kind}
+
+
+_REQUIRED = ("uuid", "query_id", "query", "relevant")
+
+
+def _read(dataset: lance.LanceDataset, config: RerankConfig, extra: tuple[str, ...]) -> pa.Table:
+    missing = [c for c in _REQUIRED if c not in dataset.schema.names]
+    if missing:
+        raise SchemaError(f"{dataset.uri} lacks the rerank columns {missing}: each row must be one (query, candidate) "
+                          "pair with query_id, query and relevant (as `cladebench load inquire-rerank` writes)")
+    table = store.read(dataset, columns=[*_REQUIRED, *extra], where=config.where)
+    if table.num_rows == 0:
+        raise CladebenchError(f"no rows of {dataset.uri} match the filter {config.where!r}")
+    nulls = [c for c in ("query_id", "query", "relevant") if table.column(c).null_count]
+    if nulls:
+        row = int(np.flatnonzero(table.column(nulls[0]).is_null().to_numpy(zero_copy_only=False))[0])
+        raise SchemaError(f"{dataset.uri}: row uuid={table.column('uuid')[row]} has no {nulls[0]}")
+    return table
+
+
+def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
+                                                                                              dict[str, Any]]:
+    from cladebench.embed import valid_embeddings
+    from cladebench.models import class_text_embeddings
+
+    column = config.column or find_embedding_column(dataset, encoder.model_id)
+    meta = column_metadata(dataset, column)
+    if meta.get("model") != encoder.model_id:
+        raise CladebenchError(f"column {column!r} holds embeddings of {meta.get('model')}, not of "
+                              f"{encoder.model_id}: image and text vectors from different models are not comparable")
+    everything = _read(dataset, config, ())
+    rows, vectors = valid_embeddings(dataset, column, where=config.where, columns=_REQUIRED)
+    if rows.num_rows != everything.num_rows:
+        raise CladebenchError(f"{everything.num_rows - rows.num_rows} candidates have no embedding in {column!r}; "
+                              "a query scored without some of its candidates would be wrong; run `cladebench embed` "
+                              "to finish the column")
+    queries = sorted(set(rows.column("query").to_pylist()))
+    text = class_text_embeddings(encoder, queries, config.query_templates)
+    index = {q: i for i, q in enumerate(queries)}
+    images = normalize_rows(vectors)
+    query_index = np.array([index[q] for q in rows.column("query").to_pylist()])
+    scores = np.einsum("ij,ij->i", images, text[query_index]).astype(np.float64)
+    info = {"column": column, "embedding_metadata": meta, "query_templates": config.query_templates,
+            "scorer": "clip: cosine of normalised image and query-text embeddings"}
+    return rows, scores, info
+
+
+def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
+                                                                                             dict[str, Any]]:
+    from cladebench.vlm import VLMConfig, YesNoItem, parse_endpoint, score_yes_no
+
+    rows = _read(dataset, config, ("image",))
+    vlm_config = VLMConfig(prompt_template=config.vlm_prompt, concurrency=config.vlm_concurrency, progress=True)
+    items = [YesNoItem(key=u, image=i, query=q) for u, i, q in zip(
+        rows.column("uuid").to_pylist(), rows.column("image").to_pylist(), rows.column("query").to_pylist(),
+        strict=True)]
+    results = score_yes_no(items, parse_endpoint(encoder.model_id), vlm_config)
+    scores = np.array([UNSCORED if r.score is None else r.score for r in results], dtype=np.float64)
+    outcomes: dict[str, int] = {}
+    for result in results:
+        outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
+    rows = rows.drop_columns(["image"]).append_column("outcome", pa.array([r.outcome for r in results]))
+    info = {"scorer": "vlm: P(Yes) / (P(Yes) + P(No)) of the first token", "vlm": vlm_config.provenance(),
+            "outcomes": outcomes, "cached": sum(r.cached for r in results),
+            "unscored_rule": f"candidates without a score rank last in their query (score {UNSCORED})"}
+    return rows, scores, info
+
+
+SCORERS: dict[str, Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = {
+    "clip": _clip_scores,
+    "vlm": _vlm_scores,
+}
+"""Model kind -> scorer; an encoder without a ``kind`` attribute is a CLIP-style image-text encoder."""
+
+
+def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> Predictions:
+    """Score every (query, candidate) row; see the module docstring."""
+    if encoder is None:
+        raise CladebenchError("rerank needs a model: a CLIP-style model or openai-compatible:NAME@URL")
+    kind = getattr(encoder, "kind", "clip")
+    rows, scores, info = SCORERS[kind](dataset, encoder, config)
+    table = rows.append_column("score", pa.array(scores, pa.float64()))
+    table = table.set_column(table.column_names.index("relevant"), "relevant",
+                             pc.cast(table.column("relevant"), pa.bool_()))
+    pairs = sorted(set(zip(table.column("query_id").to_pylist(), table.column("query").to_pylist(), strict=True)))
+    ids = [p[0] for p in pairs]
+    if len(set(ids)) != len(ids):
+        raise SchemaError(f"{dataset.uri}: a query_id has more than one query text")
+    digest = hashlib.sha256(json.dumps([[str(i), q] for i, q in pairs], ensure_ascii=False).encode()).hexdigest()
+    info.update({
+        "rerank_k": config.rerank_k, "where": config.where,
+        "label_set": {"kind": "queries", "size": len(pairs), "sha256": digest},
+        "candidates": table.num_rows,
+    })
+    return Predictions(table=table, labels=[q for _, q in pairs], info=info)
+
+
+def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+    """INQUIRE's metrics per query (AP and nDCG x100, MRR), macro-averaged with bootstrap intervals over queries.
+
+    Queries without a relevant candidate are undefined and excluded from every mean; how many is recorded.
+    """
+    from cladebench.retrieval_metrics import RetrievalConfig, summarize
+
+    per_query = per_query_table(predictions)
+    config = RetrievalConfig(k=predictions.info["rerank_k"])
+    summary = summarize(per_query["scores"], config)
+    out = {}
+    for name, estimate in summary.estimates.items():
+        out[name] = {**estimate.to_dict(), "queries_excluded": summary.n_excluded}
+    return out
+
+
+def per_query_table(predictions: Predictions) -> dict[str, Any]:
+    """Each query's ranking scored (a :class:`~cladebench.retrieval_metrics.RetrievalTable`), with its ids in order."""
+    from cladebench.retrieval_metrics import score_ragged
+
+    table = predictions.table
+    ids = np.asarray(table.column("query_id").to_pylist(), dtype=object)
+    order = sorted(set(ids.tolist()))
+    relevance = np.asarray(table.column("relevant").to_numpy(zero_copy_only=False), dtype=np.int64)
+    scores = np.asarray(table.column("score").to_numpy(zero_copy_only=False), dtype=np.float64)
+    positions = {q: np.flatnonzero(ids == q) for q in order}
+    scored = score_ragged([relevance[positions[q]] for q in order], [scores[positions[q]] for q in order],
+                          predictions.info["rerank_k"])
+    return {"query_ids": order, "scores": scored}

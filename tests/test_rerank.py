@@ -1,0 +1,188 @@
+"""Reranking end to end: a rerank dataset -> CLIP cosine or a VLM endpoint -> INQUIRE metrics -> run record."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from sklearn.metrics import average_precision_score
+
+from cladebench import store
+
+pytest.importorskip("torch")
+pytest.importorskip("open_clip")
+
+from cladebench.cli import main
+from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate import EvalCommand, run_eval
+from cladebench.models import class_text_embeddings, load_encoder
+from cladebench.models.tiny import write_tiny_model
+from cladebench.results import RunRecord
+from cladebench.synthetic import WorldConfig, make_world
+
+QUERIES = 4
+CANDIDATES = 12
+
+
+def rerank_table(seed: int = 3) -> pa.Table:
+    """QUERIES queries (a species' scientific name each) x CANDIDATES images, some of that species."""
+    world = make_world(WorldConfig(seed=seed, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
+    table = world.to_table(QUERIES * CANDIDATES, seed=seed, image_format="jpeg")
+    names = table.column("scientific_name").to_pylist()
+    species = sorted(set(names))[:QUERIES]
+    query_of = [species[i // CANDIDATES] for i in range(table.num_rows)]
+    uuids = [f"{q}-{u}" for q, u in zip(query_of, table.column("uuid").to_pylist(), strict=True)]
+    table = table.set_column(table.column_names.index("uuid"), "uuid", pa.array(uuids))
+    table = table.append_column("query_id", pa.array([species.index(q) + 1 for q in query_of], pa.int64()))
+    table = table.append_column("query", pa.array(query_of))
+    relevant = [n == q for n, q in zip(names, query_of, strict=True)]
+    relevant[0] = True  # every query needs a positive; query 1 gets one for sure
+    table = table.append_column("relevant", pa.array(relevant))
+    return table.append_column("supercategory", pa.array(["Species" if i % 2 else "Context"
+                                                          for i in range(table.num_rows)]))
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("rerank")
+    model = "local-dir:" + str(write_tiny_model(root / "tiny", seed=5))
+    path = root / "rerank.lance"
+    store.write_dataset(rerank_table(), path)
+    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
+                              progress=False))
+    return path, model
+
+
+def independent_ap(relevant: list[bool], scores: list[float]) -> float:
+    """INQUIRE's AP@100 with every candidate retrieved: sklearn AP x positives / min(positives, 100), x100."""
+    return 100 * float(average_precision_score(relevant, scores)) if any(relevant) else float("nan")
+
+
+def test_clip_rerank_scores_are_query_cosines_and_metrics_follow_inquire(embedded, tmp_path):
+    path, model = embedded
+    record, run_path = run_eval(EvalCommand(dataset=str(path), model=model, out=tmp_path / "run", task="rerank",
+                                            device="cpu", group_by="none", breakdown=("supercategory",)))
+    predictions = record.predictions(run_path).to_pylist()
+    assert len(predictions) == QUERIES * CANDIDATES
+    encoder = load_encoder(model, device="cpu")
+    rows = store.read(store.open_dataset(path), columns=["uuid", "query", "emb_tiny"]).to_pylist()
+    by_uuid = {r["uuid"]: r for r in rows}
+    queries = sorted({r["query"] for r in rows})
+    text = dict(zip(queries, class_text_embeddings(encoder, queries, "raw"), strict=True))
+    for row in predictions:
+        image = np.asarray(by_uuid[row["uuid"]]["emb_tiny"], dtype=np.float64)
+        expected = float(image @ text[row["query"]] / np.linalg.norm(image))
+        assert row["score"] == pytest.approx(expected, abs=1e-5)
+    aps = []
+    for query_id in sorted({r["query_id"] for r in predictions}):
+        rows_q = [r for r in predictions if r["query_id"] == query_id]
+        aps.append(independent_ap([r["relevant"] for r in rows_q], [r["score"] for r in rows_q]))
+    defined = [a for a in aps if np.isfinite(a)]
+    assert record.metrics["ap@100"]["value"] == pytest.approx(np.mean(defined))
+    assert record.metrics["ap@100"]["n"] == len(defined)
+    assert record.provenance["task"]["query_templates"] == "raw"
+    assert record.provenance["label_set"]["size"] == QUERIES
+    assert {"supercategory=Species/ap@100", "supercategory=Context/ap@100"} <= set(record.metrics)
+
+
+class _Endpoint(ThreadingHTTPServer):
+    """An OpenAI-compatible chat endpoint: says Yes with probability rising with the image's first byte sum."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.requests = 0
+        self.lock = threading.Lock()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Endpoint
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:
+            self.server.requests += 1
+        content = body["messages"][0]["content"]
+        url = next(c["image_url"]["url"] for c in content if c["type"] == "image_url")
+        text = next(c["text"] for c in content if c["type"] == "text")
+        p_yes = 0.05 + 0.9 * ((sum(url.encode()[-64:]) + len(text)) % 97) / 96
+        top = [{"token": "Yes", "logprob": float(np.log(p_yes))}, {"token": "No", "logprob": float(np.log(1 - p_yes))}]
+        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Yes"},
+                              "logprobs": {"content": [{"token": "Yes", "logprob": top[0]["logprob"],
+                                                        "top_logprobs": top}]}, "finish_reason": "length"}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def endpoint() -> Iterator[_Endpoint]:
+    server = _Endpoint()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_vlm_rerank_through_the_eval_verb_and_its_cache(embedded, tmp_path, endpoint, monkeypatch, capsys):
+    path, _ = embedded
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    model = f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1"
+    args = ["eval", str(path), "--model", model, "--task", "rerank", "--group-by", "none"]
+    assert main([*args, "--out", str(tmp_path / "vlm")]) == 0
+    assert endpoint.requests == QUERIES * CANDIDATES
+    record = RunRecord.read(tmp_path / "vlm" / "run.json")
+    assert record.provenance["model"]["id"] == model
+    assert record.provenance["task"]["outcomes"] == {"scored": QUERIES * CANDIDATES}
+    assert "Does this picture show {query}?" in record.provenance["task"]["vlm"]["prompt_template"]
+    scores = record.predictions(tmp_path / "vlm" / "run.json").column("score").to_pylist()
+    assert all(0.0 < s < 1.0 for s in scores)
+    assert main([*args, "--out", str(tmp_path / "vlm2")]) == 0  # a rerun is served from the cache
+    assert endpoint.requests == QUERIES * CANDIDATES
+    again = RunRecord.read(tmp_path / "vlm2" / "run.json")
+    assert again.metrics == record.metrics and again.provenance["task"]["cached"] == QUERIES * CANDIDATES
+    assert "ap@100" in capsys.readouterr().out
+
+
+def test_named_benchmark_uses_its_task_split_and_breakdowns(embedded, tmp_path, monkeypatch):
+    """`cladebench eval inquire-rerank`: the dataset built in the cache folder, embedded on first use."""
+    _, model = embedded
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    from cladebench.benchmarks import get_benchmark
+
+    built = get_benchmark("inquire-rerank").dataset_path()
+    table = rerank_table()
+    table = table.append_column("split", pa.array(["test" if i < 3 * CANDIDATES else "val"
+                                                   for i in range(table.num_rows)]))
+    table = table.append_column("category", pa.array(["Appearance"] * table.num_rows))
+    store.write_dataset(table, built)
+    record, _ = run_eval(EvalCommand(dataset="inquire-rerank", model=model, out=tmp_path / "bench", device="cpu"))
+    assert record.task == "rerank"
+    assert record.provenance["dataset"]["benchmark"] == "inquire-rerank"
+    assert record.provenance["dataset"]["evaluated_rows"] == 3 * CANDIDATES  # the test split only
+    assert record.provenance["label_set"]["size"] == 3
+    assert "category=Appearance/ap@100" in record.metrics and "supercategory=Species/mrr@100" in record.metrics
+    assert any(f.startswith("emb_") for f in store.open_dataset(built).schema.names)  # embedded on first use
+
+
+def test_named_benchmark_offline_says_how_to_build_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "empty"))
+    code = main(["eval", "inquire-rerank", "--model", "openai-compatible:x@http://127.0.0.1:9/v1", "--out",
+                 str(tmp_path / "o")])
+    assert code == 1
+    message = capsys.readouterr().err
+    assert "HF_HUB_OFFLINE=1" in message and "cladebench load inquire-rerank" in message
