@@ -21,7 +21,8 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     assert main(["demo", "--out", str(out), "--images", "192", "--pairs", "16"]) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["steps"]) >= {"fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot"}
+    assert set(summary["steps"]) >= {"fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot",
+                                     "rerank"}
     assert summary["steps"]["embed"]["column"] == "emb_demo"
     assert summary["steps"]["embed"]["datasets"]["fine-grained"] == {
         **summary["steps"]["embed"]["datasets"]["fine-grained"], "valid": 192, "failed": 0}
@@ -34,4 +35,7 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     fewshot = summary["steps"]["fewshot"]
     assert fewshot["classes"] >= 10 and fewshot["metrics"]["simpleshot_1shot"] > 10 * fewshot["chance"]
     assert "simpleshot_2shot" in printed
+    rerank = summary["steps"]["rerank"]
+    assert rerank["queries"] >= 4 and rerank["metrics"]["ap@100"] > 1.5 * 100 * rerank["positive_share"]
+    assert "AP@100" in printed
     assert "trained on this synthetic world" in printed and "say nothing about real organisms" in printed

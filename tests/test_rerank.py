@@ -186,3 +186,27 @@ def test_named_benchmark_offline_says_how_to_build_it(tmp_path, monkeypatch, cap
     assert code == 1
     message = capsys.readouterr().err
     assert "HF_HUB_OFFLINE=1" in message and "cladebench load inquire-rerank" in message
+
+
+def test_compare_pairs_rerank_runs_query_by_query(embedded, tmp_path, endpoint, monkeypatch, capsys):
+    from cladebench.compare import compare_runs
+
+    path, model = embedded
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    vlm = f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1"
+    for name, chosen in (("clip", model), ("clip-again", model), ("vlm", vlm)):
+        assert main(["eval", str(path), "--model", chosen, "--task", "rerank", "--group-by", "none", "--device",
+                     "cpu", "--out", str(tmp_path / name)]) == 0
+    runs = [tmp_path / n / "run.json" for n in ("clip", "clip-again", "vlm")]
+    comparison = compare_runs(runs, metric="ap@100", n_resamples=2000)
+    (entry,) = comparison.metrics
+    same, other = entry.differences
+    assert same.paired.difference == 0 and same.paired.p_value == 1 and not same.holds
+    records = [RunRecord.read(r) for r in runs]
+    assert other.paired.difference == pytest.approx(records[2].metrics["ap@100"]["value"]
+                                                    - records[0].metrics["ap@100"]["value"])
+    assert other.paired.n == records[0].metrics["ap@100"]["n"]  # paired over the queries with a positive
+    capsys.readouterr()
+    assert main(["compare", *map(str, runs), "--metric", "mrr@100"]) == 0
+    printed = capsys.readouterr().out
+    assert "tied" in printed and "%" not in printed.split("mrr@100", 1)[1].splitlines()[0]

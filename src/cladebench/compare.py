@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError, unknown_name
 from cladebench.evaluate import GROUP_SEPARATOR
-from cladebench.metrics import PairedComparison, holm, paired_bootstrap
+from cladebench.metrics import PairedComparison, display_scale, holm, paired_bootstrap
 from cladebench.results import RunRecord
 
 STORED_VALUE_TOLERANCE = 1e-9
@@ -222,6 +222,52 @@ def _check_stored(metric: str, columns: tuple[str, str], estimate: dict[str, Any
                           f"give {value} on n = {hits.size}; the record and its predictions disagree")
 
 
+def _per_unit_values(records: Sequence[RunRecord], tables: Sequence[pa.Table], group: str,
+                     metric: str) -> list[dict[Any, float]] | None:
+    """Each run's per-unit values of a metric (per query, for rerank) from the task's own hook, or None."""
+    from cladebench.tasks import get_task
+
+    try:
+        task = get_task(records[0].task)
+    except CladebenchError:
+        return None
+    if task.per_unit is None:
+        return None
+    out = []
+    for record, table in zip(records, tables, strict=True):
+        if group:
+            if "group" not in table.column_names:
+                return None
+            table = table.filter(pc.equal(table.column("group"), group))
+        values = task.per_unit(table, record.provenance.get("task") or {}).get(metric)
+        if values is None:
+            return None
+        out.append({key: value for key, value in zip(*values, strict=True) if np.isfinite(value)})
+    return out
+
+
+def _compare_units(metric: str, estimates: tuple[dict[str, Any] | None, ...], values: list[dict[Any, float]], *,
+                   n_resamples: int, seed: int, alpha: float, confidence: float) -> MetricComparison:
+    """Paired bootstrap over the units (queries) every pair of runs scored, Holm across runs."""
+    reference = values[0]
+    tested: list[tuple[int, PairedComparison]] = []
+    notes = []
+    for index, run in enumerate(values[1:], start=1):
+        shared = sorted(set(reference) & set(run), key=str)
+        if not shared:
+            notes.append(f"run [{index}] shares no scored query with the reference")
+            continue
+        a = np.array([run[key] for key in shared])
+        b = np.array([reference[key] for key in shared])
+        tested.append((index, paired_bootstrap(a, b, n_resamples=n_resamples, confidence=confidence, seed=seed)))
+    differences: tuple[Difference, ...] = ()
+    if tested:
+        adjusted, reject = holm(np.array([paired.p_value for _, paired in tested]), alpha)
+        differences = tuple(Difference(run=index, paired=paired, p_adjusted=float(p), holds=bool(r))
+                            for (index, paired), p, r in zip(tested, adjusted, reject, strict=True))
+    return MetricComparison(metric, ("per-query", metric), estimates, differences, note="; ".join(notes) or None)
+
+
 def _compare_metric(metric: str, records: Sequence[RunRecord], full_tables: Sequence[pa.Table],
                     tables: Sequence[pa.Table] | None, paths: Sequence[Path], ranks: Sequence[str | None], *,
                     n_resamples: int, seed: int, alpha: float, confidence: float) -> MetricComparison:
@@ -232,6 +278,10 @@ def _compare_metric(metric: str, records: Sequence[RunRecord], full_tables: Sequ
         return MetricComparison(metric, None, estimates, (), note="a breakdown of the predictions: no paired test")
     columns = accuracy_columns(base, ranks[0])
     if columns is None:
+        unit_values = _per_unit_values(records, full_tables, group, base)
+        if unit_values is not None:
+            return _compare_units(metric, estimates, unit_values, n_resamples=n_resamples, seed=seed, alpha=alpha,
+                                  confidence=confidence)
         return MetricComparison(metric, None, estimates, (), note="not a mean of per-example hits: no paired test")
     notes = []
     testable = []
@@ -305,22 +355,25 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                       confidence=confidence)
 
 
-def _estimate_cell(estimate: dict[str, Any] | None) -> str:
+def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
     if estimate is None:
         return f"{'n/a':>8}  {'':16}  {'':>6}"
-    return (f"{100 * estimate['value']:7.2f}%  [{100 * estimate['low']:6.2f}, {100 * estimate['high']:6.2f}]  "
-            f"{estimate['n']:>6}")
+    scale, unit = display_scale(metric)
+    low, high = estimate.get("low"), estimate.get("high")
+    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None else ""
+    return f"{scale * estimate['value']:7.2f}{unit or ' '}  {interval:<16}  {estimate['n']:>6}"
 
 
-def _difference_cell(difference: Difference | None, is_reference: bool, stored_n: set[int]) -> str:
+def _difference_cell(difference: Difference | None, is_reference: bool, stored_n: set[int], metric: str) -> str:
     if is_reference:
         return "reference"
     if difference is None:
         return "(not tested)"
     paired = difference.paired
+    scale, _ = display_scale(metric)
     # Said when the paired examples are not the ones behind the stored values (scored in one run only, intersected).
     fewer = f"  (on {paired.n:,} paired examples)" if stored_n != {paired.n} else ""
-    return (f"{100 * paired.difference:+7.2f}  [{100 * paired.low:+7.2f}, {100 * paired.high:+7.2f}]  "
+    return (f"{scale * paired.difference:+7.2f}  [{scale * paired.low:+7.2f}, {scale * paired.high:+7.2f}]  "
             f"{difference.p_adjusted:8.4f}  {'holds' if difference.holds else 'tied'}{fewer}")
 
 
@@ -331,7 +384,8 @@ def format_comparison(comparison: Comparison) -> str:
     for index, run in enumerate(comparison.runs):
         lines.append(f"  [{index}] {run.model_id}  {run.path}" + ("  (reference)" if index == 0 else ""))
     lines.append(
-        f"delta: run - reference in points, paired bootstrap ({comparison.n_resamples:,} resamples of examples, "
+        f"delta: run - reference in points, paired bootstrap ({comparison.n_resamples:,} resamples of examples or "
+        f"queries, "
         f"seed {comparison.seed}), {100 * comparison.confidence:g}% percentile interval; p adjusted by Holm across "
         f"the runs on each metric; 'holds' when adjusted p <= {comparison.alpha:g}, otherwise 'tied'")
     if comparison.intersected:
@@ -345,9 +399,9 @@ def format_comparison(comparison: Comparison) -> str:
             name = entry.metric if index == 0 else ""
             tested = entry.columns is not None
             stored_n = {e["n"] for e in (entry.estimates[0], estimate) if e is not None}
-            cell = (_difference_cell(by_run.get(index), index == 0, stored_n) if tested
+            cell = (_difference_cell(by_run.get(index), index == 0, stored_n, entry.metric) if tested
                     else "" if index else "no paired test")
-            lines.append(f"{name:<16} {f'[{index}]':>4}  {_estimate_cell(estimate)}  {cell}".rstrip())
+            lines.append(f"{name:<16} {f'[{index}]':>4}  {_estimate_cell(estimate, entry.metric)}  {cell}".rstrip())
         if entry.note:
             lines.append(f"{'':<16} note: {entry.note}")
     return "\n".join(lines)

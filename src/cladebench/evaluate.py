@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.config import OPTION, config_to_dict
 from cladebench.errors import CladebenchError
+from cladebench.metrics import display_scale
 from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
 from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.rerank import EndpointModel, RerankConfig
@@ -306,8 +307,11 @@ def format_metrics(record: RunRecord) -> str:
     lines = []
     width = max((len(name) for name in record.metrics), default=16)
     for name, estimate in record.metrics.items():
-        extra = f"  std={100 * estimate['std']:.2f}" if estimate.get("std") is not None and np.isfinite(
+        scale, unit = display_scale(name)
+        extra = f"  std={scale * estimate['std']:.2f}" if estimate.get("std") is not None and np.isfinite(
             estimate["std"]) else ""
-        lines.append(f"  {name:<{width}} {100 * estimate['value']:6.2f}%  "
-                     f"[{100 * estimate['low']:6.2f}, {100 * estimate['high']:6.2f}]  n={estimate['n']}{extra}")
+        low, high = estimate.get("low"), estimate.get("high")
+        interval = (f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None
+                    else "[no interval]")
+        lines.append(f"  {name:<{width}} {scale * estimate['value']:6.2f}{unit}  {interval}  n={estimate['n']}{extra}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ once (:func:`holm`), and mean +- t-interval over repeated runs (:func:`mean_std_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
@@ -502,3 +503,24 @@ def mean_std_ci(values: np.ndarray, confidence: float = 0.95) -> RepeatedEstimat
     half = float(stats.t.ppf((1.0 + confidence) / 2.0, df=n - 1)) * std / np.sqrt(n)
     return RepeatedEstimate(value=mean, std=std, low=float(mean - half), high=float(mean + half), n=n,
                             confidence=confidence)
+
+
+# --- how a metric is shown ------------------------------------------------------------------------
+
+DISPLAY_SCALES: list[tuple[re.Pattern[str], float, str]] = []
+"""(pattern over the metric's own name, multiplier, unit): how values are printed. Most metrics are shares
+in [0, 1] printed as percentages; INQUIRE's AP and nDCG are already x100 and MRR is printed as is."""
+
+
+def register_display(pattern: str, multiplier: float, unit: str) -> None:
+    """Print metrics whose own name (after any ``GROUP/``) fully matches ``pattern`` as value x multiplier + unit."""
+    DISPLAY_SCALES.append((re.compile(pattern), multiplier, unit))
+
+
+def display_scale(name: str) -> tuple[float, str]:
+    """(multiplier, unit) for printing metric ``name``: the first registered pattern that matches, else percent."""
+    base = name.rsplit("/", 1)[-1]
+    for pattern, multiplier, unit in DISPLAY_SCALES:
+        if pattern.fullmatch(base):
+            return multiplier, unit
+    return 100.0, "%"

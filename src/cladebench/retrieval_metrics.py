@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from cladebench.errors import unknown_name
-from cladebench.metrics import Estimate, bootstrap_ci, define_metric
+from cladebench.metrics import Estimate, bootstrap_ci, define_metric, register_display
 
 METRIC_FIELDS = ("ap", "ndcg", "mrr", "precision", "recall")
 """The per-query metrics, in report order; their registered names carry the cutoff (:func:`metric_names`)."""
@@ -93,6 +93,11 @@ def metric_names(k: int) -> dict[str, str]:
     """
     _check_k(k)
     return {name: define_metric(f"{name}@{k}", _DEFINITIONS[name].format(k=k)) for name in METRIC_FIELDS}
+
+
+# AP, nDCG, precision and recall are reported x100 as the INQUIRE paper does; MRR stays in [0, 1].
+register_display(r"(ap|ndcg|precision|recall)@\d+", 1.0, "")
+register_display(r"mrr@\d+", 1.0, "")
 
 
 def _check_k(k: int) -> None:

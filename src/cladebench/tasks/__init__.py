@@ -25,6 +25,9 @@ class Task:
     description: str
     uses_encoder: bool = True
     """False for tasks on stored image embeddings alone (no text tower to load)."""
+    per_unit: Callable[[Any, dict[str, Any]], dict[str, tuple[Any, Any]]] | None = None
+    """For metrics that are means over units other than rows (queries): (predictions table, the record's task
+    provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit."""
 
 
 TASKS: dict[str, Task] = {}
@@ -70,6 +73,7 @@ def _load_builtin_tasks() -> None:
 
     register_task(Task(
         name="rerank", config=rerank.RerankConfig, predict=rerank.rerank, metrics=rerank.rerank_metrics,
+        per_unit=rerank.per_query_values,
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
     ))

@@ -197,3 +197,11 @@ def per_query_table(predictions: Predictions) -> dict[str, Any]:
     scored = score_ragged([relevance[positions[q]] for q in order], [scores[positions[q]] for q in order],
                           predictions.info["rerank_k"])
     return {"query_ids": order, "scores": scored}
+
+
+def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+    """Each query's AP, nDCG, MRR... from a run's predictions, keyed by query_id, for paired comparisons."""
+    predictions = Predictions(table=table, labels=[], info={"rerank_k": task_provenance.get("rerank_k", 100)})
+    scored = per_query_table(predictions)
+    return {name: (scored["query_ids"], np.asarray(values, dtype=np.float64))
+            for name, values in scored["scores"].columns().items()}
