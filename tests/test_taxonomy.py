@@ -668,3 +668,17 @@ def test_real_taxonopy_sample(realdata: Realdata) -> None:
     with pytest.raises(ValueError, match="no names"):
         empty.label("sci")
     assert [lineage.label("sci") for lineage in lineages[:6]] == table.column("species").to_pylist()[:6]
+
+
+@pytest.mark.parametrize(("row", "genus", "species"), [
+    # Fine-Grained Challenges writes genus-only camera-trap rows with the genus's authority.
+    ({"genus": "Peromyscus", "scientific_name": "Peromyscus Gloger, 1841", "species": None}, "Peromyscus", None),
+    ({"scientific_name": "Peromyscus maniculatus (Wagner, 1845)"}, "Peromyscus", "maniculatus"),
+    ({"scientific_name": "Equus quagga Boddaert, 1785"}, "Equus", "quagga"),
+    ({"scientificName": "Felis silvestris lybica"}, "Felis", "silvestris lybica"),
+    ({"scientificName": "Salix alba var. vitellina"}, "Salix", "alba var. vitellina"),
+    ({"scientific_name": "Ixodidae"}, None, None),
+])
+def test_scientific_names_with_authorities_are_not_read_as_binomials(row, genus, species) -> None:
+    lineage = Lineage.from_row(row)
+    assert (lineage.names[Rank.GENUS], lineage.names[Rank.SPECIES]) == (genus, species)

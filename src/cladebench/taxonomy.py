@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import enum
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,9 +179,9 @@ class Lineage:
             names.append(next((_clean(row[a]) for a in _COLUMN_ALIASES[column] if a in row), None))
         scientific = next((_clean(row[a]) for a in _SCIENTIFIC_NAME_ALIASES if a in row), None)
         if names[Rank.SPECIES] is None and scientific is not None:
-            words = scientific.split()
-            if len(words) >= 2 and (names[Rank.GENUS] in (None, words[0])):
-                names[Rank.SPECIES] = scientific
+            binomial = _binomial(scientific)
+            if binomial is not None and names[Rank.GENUS] in (None, binomial.split()[0]):
+                names[Rank.SPECIES] = binomial
         common = next((_first_vernacular(row[a]) for a in _COMMON_NAME_ALIASES if a in row), None)
         taxon_id = next((row[a] for a in _TAXON_ID_ALIASES if a in row and row[a] is not None), None)
         return cls(tuple(names), common_name=common, taxon_id=None if taxon_id is None else int(taxon_id))
@@ -297,6 +298,29 @@ def _mixed(lineage: Lineage) -> str:
     name is known. Both names at once, so a model strong on either kind of name is not penalised."""
     scientific = _require_name(lineage)
     return f"{scientific} ({lineage.common_name})" if lineage.common_name else scientific
+
+
+_EPITHET = re.compile(r"[a-z][a-z-]*")
+_INFRASPECIFIC = {"subsp.", "ssp.", "var.", "f.", "forma"}
+
+
+def _binomial(scientific: str) -> str | None:
+    """``"Genus epithet [subsp. x]"`` from a scientific name, without its authority; None for a name above species.
+
+    Published tables write genus-only rows as ``"Peromyscus Gloger, 1841"`` (Fine-Grained Challenges); the
+    second word of such a name is an author, not an epithet, and must not become a species.
+    """
+    words = scientific.split()
+    if len(words) < 2 or not words[0][:1].isupper() or not _EPITHET.fullmatch(words[1]):
+        return None
+    kept = words[:2]
+    rest = words[2:]
+    while len(rest) >= 2 and rest[0] in _INFRASPECIFIC and _EPITHET.fullmatch(rest[1]):
+        kept += rest[:2]
+        rest = rest[2:]
+    if rest and _EPITHET.fullmatch(rest[0]):  # a trinomial without a marker ("Felis silvestris lybica")
+        kept.append(rest[0])
+    return " ".join(kept)
 
 
 def divergence_rank(a: Lineage, b: Lineage) -> Rank | None:
