@@ -292,3 +292,37 @@ def test_compare_columns_verb_on_identical_splits(embedded, tmp_path, capsys):
     assert main(["compare-columns", str(copy), "--shots", "1", "--repetitions", "2"]) == 0
     printed = capsys.readouterr().out
     assert "linear CKA" in printed and "rotated-copy" in printed and "simpleshot_1shot" in printed
+
+
+def test_a_table_in_the_fine_grained_challenges_layout(embedded, tmp_path):
+    """FGC's own columns: species as a binomial (null for genus-only rows), scientific_name with authorities,
+    seen_in_training model names, a plain list<float16> embedding column without metadata."""
+    path, model = embedded
+    table = store.read(store.open_dataset(path))
+    genera = table.column("genus").to_pylist()
+    epithets = table.column("species").to_pylist()
+    binomials = [None if e is None else f"{g} {e}" for g, e in zip(genera, epithets, strict=True)]
+    authorities = [f"{g} Gloger, 1841" if e is None else f"{g} {e} (Wagner, 1845)"
+                   for g, e in zip(genera, epithets, strict=True)]
+    vectors = table.column("emb_tiny").combine_chunks()
+    fgc = pa.table({
+        "uuid": table.column("uuid"), "challenge_group": table.column("challenge_group"),
+        "seen_in_training": table.column("seen_in_training"), "species": pa.array(binomials),
+        **{c: table.column(c) for c in ("kingdom", "phylum", "class", "order", "family", "genus")},
+        "scientific_name": pa.array(authorities), "image": table.column("image"),
+        "emb_fgc": pc.cast(vectors, pa.list_(pa.float16())),
+    })
+    copy = tmp_path / "challenges.lance"
+    lance.write_dataset(fgc, copy)
+    register_published_column("emb_fgc", model)
+    try:
+        record = _eval(copy, model, tmp_path / "fgc", not_seen_by="model-a")
+        reference = _eval(path, model, tmp_path / "ref", not_seen_by="model-a", column="emb_tiny")
+    finally:
+        PUBLISHED_EMBEDDING_COLUMNS.pop("emb_fgc")
+    assert set(record.metrics) == set(reference.metrics)
+    for name, estimate in record.metrics.items():  # float16 storage moves a few probabilities, not the counts much
+        assert abs(estimate["value"] - reference.metrics[name]["value"]) <= 0.1, name
+        assert estimate["n"] == reference.metrics[name]["n"], name
+    genus_only = sum(g["genus_only_rows"] for g in record.inspection.values())
+    assert genus_only == sum(g["genus_only_rows"] for g in reference.inspection.values()) > 0

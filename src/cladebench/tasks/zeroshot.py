@@ -308,9 +308,10 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     extra = (config.candidates,) if config.candidates else ()
     if config.candidates and config.candidates not in dataset.schema.names:
         raise SchemaError(f"--candidates {config.candidates!r}: no such column in {dataset.uri}")
-    rows, image_vectors = valid_embeddings(dataset, column, where=config.where,
-                                           columns=("uuid", *RANK_COLUMNS, "common_name", *extra))
-    lineages = [Lineage.from_row(r) for r in rows.select([*RANK_COLUMNS, "common_name"]).to_pylist()]
+    # Whatever naming columns the dataset has (published tables differ): ranks, common and scientific name.
+    naming = [c for c in (*RANK_COLUMNS, "scientific_name", "common_name") if c in dataset.schema.names]
+    rows, image_vectors = valid_embeddings(dataset, column, where=config.where, columns=("uuid", *naming, *extra))
+    lineages = [Lineage.from_row(r) for r in rows.select(naming).to_pylist()]
     within = _parse_within(config.within)
     if within is not None:
         keep = np.array([lin.names[within[0]] == within[1] for lin in lineages], dtype=bool)
