@@ -21,30 +21,11 @@ import platform
 import resource
 import sys
 import time
-import tracemalloc
-from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 
+from _timing import timed
 from cladebench.tasks.fewshot import METHODS, FewShotConfig, SplitPlan, few_shot_splits, predict_splits
-
-T = TypeVar("T")
-MB = 1024 * 1024
-
-
-def timed(fn: Callable[..., T], *args: object, trace: bool = True) -> tuple[float, float, T]:
-    """Seconds, tracemalloc peak (MB) of what ``fn`` allocates, and its result."""
-    if trace:
-        tracemalloc.start()
-    start = time.perf_counter()
-    out = fn(*args)
-    seconds = time.perf_counter() - start
-    peak = 0.0
-    if trace:
-        peak = tracemalloc.get_traced_memory()[1] / MB
-        tracemalloc.stop()
-    return seconds, peak, out
 
 
 def make_data(classes: int, per_class: int, dim: int, noise: float, seed: int

@@ -32,10 +32,8 @@ import platform
 import resource
 import sys
 import time
-import tracemalloc
 import warnings
 from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 import scipy
@@ -43,25 +41,10 @@ import scipy.stats
 import sklearn
 import sklearn.metrics
 
+from _timing import T, timed
 from cladebench.retrieval_metrics import METRIC_FIELDS, RetrievalConfig, metric_names, score_queries, summarize
 
-T = TypeVar("T")
-MB = 1024 * 1024
 TOLERANCE = 1e-9
-
-
-def timed(fn: Callable[..., T], *args: object, trace: bool = True) -> tuple[float, float, T]:
-    """Seconds, tracemalloc peak (MB) of what ``fn`` allocates, and its result."""
-    if trace:
-        tracemalloc.start()
-    start = time.perf_counter()
-    out = fn(*args)
-    seconds = time.perf_counter() - start
-    peak = 0.0
-    if trace:
-        peak = tracemalloc.get_traced_memory()[1] / MB
-        tracemalloc.stop()
-    return seconds, peak, out
 
 
 def timed_median(fn: Callable[..., T], *args: object, repeats: int) -> tuple[float, float, T]:

@@ -31,10 +31,8 @@ import platform
 import resource
 import sys
 import time
-import tracemalloc
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -42,28 +40,13 @@ import pyarrow.parquet as pq
 import scipy
 import scipy.sparse
 
+from _timing import MB, timed
 from cladebench.taxonomy import RANKS, Lineage, Membership, Rank, membership_matrix
 
-T = TypeVar("T")
-MB = 1024 * 1024
 INAT_COLUMNS = ("kingdom", "phylum", "class", "order", "family", "genus", "specificEpithet")
 TOLERANCE = 1e-5
 """roll_up sums about 1,000 float32 probabilities in float32 (the dict sums Python floats): typical error near
 1e-6 at a kingdom's total, a bound of a few 1e-5; the largest difference measured is printed beside it."""
-
-
-def timed(fn: Callable[..., T], *args: object, trace: bool = True) -> tuple[float, float, T]:
-    """Seconds, tracemalloc peak (MB) of what ``fn`` allocates, and its result."""
-    if trace:
-        tracemalloc.start()
-    start = time.perf_counter()
-    out = fn(*args)
-    seconds = time.perf_counter() - start
-    peak = 0.0
-    if trace:
-        peak = tracemalloc.get_traced_memory()[1] / MB
-        tracemalloc.stop()
-    return seconds, peak, out
 
 
 def load_species(limit: int | None, seed: int) -> list[Lineage]:

@@ -30,39 +30,18 @@ import resource
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from _timing import MB, timed
 from cladebench.metrics import top_k_hits
 from cladebench.tasks.zeroshot import _top, classify, normalize_rows
 
-T = TypeVar("T")
-MB = 1024 * 1024
 PROB_TOLERANCE = 1e-5
 """The loop's float32 dot products sum 512 terms in another order than the matrix product does, and the
 library's softmax is float32 where the loop's is float64; times the logit scale of 100 that moves
 probabilities by a few 1e-6, so equality is checked to 1e-5."""
-
-
-def timed(fn: Callable[..., T], *args: object, trace: bool = True) -> tuple[float, float, T]:
-    """Seconds, tracemalloc peak (MB) of what ``fn`` allocates, and its result.
-
-    The paths timed with tracing on make a few dozen large numpy allocations, so tracing costs them
-    nothing measurable; the Python loop is timed untraced (see ``main``).
-    """
-    if trace:
-        tracemalloc.start()
-    start = time.perf_counter()
-    out = fn(*args)
-    seconds = time.perf_counter() - start
-    peak = 0.0
-    if trace:
-        peak = tracemalloc.get_traced_memory()[1] / MB
-        tracemalloc.stop()
-    return seconds, peak, out
 
 
 def make_data(images: int, labels: int, dim: int, noise: float, seed: int

@@ -51,10 +51,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, unknown_name
 from cladebench.metrics import define_metric, mean_std_ci
-from cladebench.tasks.zeroshot import Predictions, column_metadata, find_embedding_column, label_set
+from cladebench.tasks.zeroshot import (
+    Predictions,
+    column_metadata,
+    label_set,
+    resolve_embedding_column,
+)
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 if TYPE_CHECKING:
@@ -539,20 +543,7 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
 
 
 def _resolve_column(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewShotConfig) -> str:
-    if config.column is None:
-        if encoder is None:
-            raise CladebenchError("few-shot needs an embedding column: pass --column, or a model whose embeddings "
-                                  "the dataset holds")
-        return find_embedding_column(dataset, encoder.model_id)
-    if config.column not in dataset.schema.names:
-        raise SchemaError(f"column {config.column!r} is not in {dataset.uri}")
-    if not config.column.startswith(store.EMBEDDING_PREFIX):
-        raise SchemaError(f"column {config.column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
-    model = column_metadata(dataset, config.column).get("model")
-    if encoder is not None and model != encoder.model_id:
-        raise CladebenchError(f"column {config.column!r} holds embeddings of {model}, not of {encoder.model_id}; "
-                              "the run record would name the wrong model")
-    return config.column
+    return resolve_embedding_column(dataset, encoder, config.column, task="few-shot")
 
 
 def label_digest(labels: Sequence[str]) -> str:

@@ -63,12 +63,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cladebench import store
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError
 from cladebench.metrics import Statistic, bootstrap_ci, define_metric
 from cladebench.retrieval_metrics import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
 from cladebench.tasks.fewshot import LABEL_STYLE, label_digest, read_labelled_rows
-from cladebench.tasks.zeroshot import Predictions, column_metadata, find_embedding_column
+from cladebench.tasks.zeroshot import Predictions, column_metadata, resolve_embedding_column
 from cladebench.taxonomy import Rank
 
 if TYPE_CHECKING:
@@ -220,20 +219,7 @@ def _score_chunk(unit: np.ndarray, label_codes: np.ndarray, group_codes: np.ndar
 
 
 def _resolve_column(dataset: lance.LanceDataset, encoder: Encoder | None, config: RetrievalTaskConfig) -> str:
-    if config.column is None:
-        if encoder is None:
-            raise CladebenchError("retrieval needs an embedding column: pass --column, or a model whose embeddings "
-                                  "the dataset holds")
-        return find_embedding_column(dataset, encoder.model_id)
-    if config.column not in dataset.schema.names:
-        raise SchemaError(f"column {config.column!r} is not in {dataset.uri}")
-    if not config.column.startswith(store.EMBEDDING_PREFIX):
-        raise SchemaError(f"column {config.column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
-    model = column_metadata(dataset, config.column).get("model")
-    if encoder is not None and model != encoder.model_id:
-        raise CladebenchError(f"column {config.column!r} holds embeddings of {model}, not of {encoder.model_id}; "
-                              "the run record would name the wrong model")
-    return config.column
+    return resolve_embedding_column(dataset, encoder, config.column, task="retrieval")
 
 
 SKIPPED_UUIDS_LISTED = 20

@@ -255,6 +255,25 @@ def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
     return matches[0]
 
 
+def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: str | None, *, task: str) -> str:
+    """The ``emb_*`` column a task on stored embeddings reads: the one given (checked to be an embedding column
+    of the encoder's model, when there is an encoder), else the one holding the encoder's model."""
+    if column is None:
+        if encoder is None:
+            raise CladebenchError(f"{task} needs an embedding column: pass --column, or a model whose embeddings "
+                                  "the dataset holds")
+        return find_embedding_column(dataset, encoder.model_id)
+    if column not in dataset.schema.names:
+        raise SchemaError(f"column {column!r} is not in {dataset.uri}")
+    if not column.startswith(store.EMBEDDING_PREFIX):
+        raise SchemaError(f"column {column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
+    model = column_metadata(dataset, column).get("model")
+    if encoder is not None and model != encoder.model_id:
+        raise CladebenchError(f"column {column!r} holds embeddings of {model}, not of {encoder.model_id}; "
+                              "the run record would name the wrong model")
+    return column
+
+
 def _parse_within(within: str | None) -> tuple[Rank, str] | None:
     if within is None:
         return None
