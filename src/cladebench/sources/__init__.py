@@ -13,7 +13,7 @@ Example:
     ...     get_source("cryptic")
     ... except Exception as error:
     ...     print(error)
-    unknown source 'cryptic'; known: crypticbio, inquire-rerank. Did you mean 'crypticbio'?
+    unknown source 'cryptic'; known: crypticbio, inat-coobserved, inquire-rerank. Did you mean 'crypticbio'?
 """
 
 from __future__ import annotations
@@ -77,4 +77,8 @@ register(Source(
 register(Source(
     "inquire-rerank", "cladebench.sources.inquire", "read_inquire_rerank", "build_inquire_rerank",
     "INQUIRE-Rerank Parquet shards (evendrow/INQUIRE-Rerank): 250 queries x 100 iNat24 candidates with relevance",
+))
+register(Source(
+    "inat-coobserved", "cladebench.sources.coobserved", "read_inat_coobserved", "build_inat_coobserved",
+    "iNat Co-Observed Parquet files (dcher95/inat-coobserved): iNat photos of two organisms of different species",
 ))
