@@ -10,7 +10,7 @@ import pytest
 MODULES = [
     "config", "download", "metrics", "representation", "retrieval_metrics", "search", "store", "synthetic",
     "taxonomy", "templates", "vlm", "models", "models.preprocessing", "models.registry", "sources",
-    "sources.crypticbio", "sources.inquire", "sources.coobserved",
+    "sources.crypticbio", "sources.inquire", "sources.coobserved", "lineage_parse",
 ]
 
 

@@ -255,6 +255,28 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
             "metrics": metrics, "report": report}
 
 
+@demo_step("lineage")
+def _lineage(ctx: DemoContext) -> dict[str, Any]:
+    """Steered lineage completion on the two-organism photos: the hint (the lineage down to where the two
+    organisms part) against no hint, so the value of the hint shows."""
+    embed = ctx.summary["steps"].get("embed", {})
+    if "model" not in embed:
+        return {"skipped": "no embeddings (the embed step was skipped)"}
+    from cladebench.evaluate import EvalCommand, run_eval
+
+    record, run = run_eval(EvalCommand(dataset=str(ctx.dataset_path("co-observed")), model=embed["model"],
+                                       task="lineage", column="emb_demo", out=ctx.out_dir / "runs" / "lineage",
+                                       device="cpu", group_by="none"))
+    keys = ("exact", "depth", "lca_distance", "named_other")
+    metrics = {f"{c}_{k}": round(record.metrics[f"{c}_{k}"]["value"], 3) for c in ("hint", "nohint") for k in keys
+               if f"{c}_{k}" in record.metrics}
+    report = [f"{label} exact completion {100 * metrics[f'{c}_exact']:.1f}%, correct depth "
+              f"{metrics[f'{c}_depth']:.2f} ranks, named the other organism {100 * metrics[f'{c}_named_other']:.1f}%"
+              for c, label in (("hint", "with the hint:"), ("nohint", "without it:   "))]
+    report.append(f"({record.metrics['hint_exact']['n']} targets; run record {run})")
+    return {"run": str(run), "targets": record.metrics["hint_exact"]["n"], "metrics": metrics, "report": report}
+
+
 def run_demo(config: DemoConfig) -> dict[str, Any]:
     """Build the sample suite under ``config.out``, run every step, write ``summary.json``, print a summary."""
     from cladebench.synthetic import WorldConfig, make_world
