@@ -68,6 +68,31 @@ register_benchmark(Benchmark(
 ))
 
 
+def _fetch_inat_coobserved(out: Path) -> Path:
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise CladebenchError(
+            "benchmark inat-coobserved is not built on this machine and HF_HUB_OFFLINE=1 forbids fetching it; "
+            f"download the Parquet files of dcher95/inat-coobserved, run `cladebench load inat-coobserved DIR --out "
+            f"{out}`, then rerun")
+    from huggingface_hub import snapshot_download
+
+    from cladebench.sources.coobserved import build_inat_coobserved
+
+    folder = snapshot_download(repo_id="dcher95/inat-coobserved", repo_type="dataset", allow_patterns=["*.parquet"])
+    return build_inat_coobserved(Path(folder), out).dataset_path
+
+
+register_benchmark(Benchmark(
+    name="inat-coobserved", task="lineage",
+    description="iNat Co-Observed (dcher95/inat-coobserved): photos of two organisms of different species; "
+                "complete each organism's lineage below the rank where the two part",
+    fetch=_fetch_inat_coobserved,
+    defaults={"group_by": "none"},
+))
+
+
 def get_benchmark(name: str) -> Benchmark | None:
     """The benchmark named ``name``, or None when ``name`` is a path or URI."""
     return BENCHMARKS.get(name)
