@@ -10,7 +10,8 @@ import pytest
 MODULES = [
     "config", "download", "metrics", "representation", "retrieval_metrics", "search", "store", "synthetic",
     "taxonomy", "templates", "vlm", "models", "models.preprocessing", "models.registry", "sources",
-    "sources.crypticbio", "sources.inquire", "sources.coobserved", "lineage_parse",
+    "sources.crypticbio", "sources.inquire", "sources.coobserved", "lineage_parse", "inat_export", "builders",
+    "builders.coobserved",
 ]
 
 

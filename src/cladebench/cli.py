@@ -53,6 +53,37 @@ def verb(name: str, config: type, help: str) -> Callable[[Callable[[Any], int | 
     return register
 
 
+@dataclass(frozen=True)
+class Family:
+    """A verb whose second word picks one of several configs (``cladebench build coobserved ...``)."""
+
+    help: str
+    metavar: str
+    members: Callable[[], dict[str, Verb]]
+    """Name -> verb; called when the parser is built, so members can live in a registry elsewhere."""
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def _builders() -> dict[str, Verb]:
+    from cladebench.builders import BUILDERS
+
+    def run(builder: Any) -> Callable[[Any], int]:
+        def build(config: Any) -> int:
+            summary = builder.build(config)
+            print(summary.describe() if hasattr(summary, "describe") else summary)
+            return 0
+
+        return build
+
+    return {name: Verb(name=name, help=b.doc, config=b.config(), run=run(b)) for name, b in BUILDERS.items()}
+
+
+FAMILIES["build"] = Family(help="build a benchmark from raw sources (an iNaturalist export, a catalog, a config)",
+                           metavar="BENCHMARK", members=_builders)
+
+
 # --- info ----------------------------------------------------------------------------------------
 
 
@@ -473,7 +504,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cladebench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for name in sorted(VERBS):
+    for name in sorted({*VERBS, *FAMILIES}):
+        if name in FAMILIES:
+            family = FAMILIES[name]
+            family_parser = sub.add_parser(name, help=family.help, description=family.help)
+            kinds = family_parser.add_subparsers(dest="kind", metavar=family.metavar, required=True)
+            for kind, member in sorted(family.members().items()):
+                member_parser = kinds.add_parser(kind, help=member.help,
+                                                 description=(member.config.__doc__ or member.help).strip())
+                add_config_arguments(member_parser, member.config)
+            continue
         v = VERBS[name]
         verb_parser = sub.add_parser(name, help=v.help, description=(v.config.__doc__ or v.help).strip())
         add_config_arguments(verb_parser, v.config)
@@ -485,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
-    chosen = VERBS[args.verb]
+    chosen = FAMILIES[args.verb].members()[args.kind] if args.verb in FAMILIES else VERBS[args.verb]
     try:
         config = config_from_args(chosen.config, args)
         return int(chosen.run(config) or 0)

@@ -255,6 +255,24 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
             "metrics": metrics, "report": report}
 
 
+@demo_step("coobserved-export")
+def _coobserved_export(ctx: DemoContext) -> dict[str, Any]:
+    """Build iNat Co-Observed from a synthetic iNaturalist open-data export, as from the real one: the filters,
+    the per-rank sampling and the card, out of core with DuckDB. (Its photos are URLs; the lineage step below
+    runs on the rendered two-organism photos, which have pixels offline.)"""
+    from cladebench.builders.coobserved import CoObservedBuildConfig, build_coobserved
+    from cladebench.inat_export import ExportConfig, write_export
+
+    export = write_export(ctx.out_dir / "inat-export", ExportConfig(n_photos=20_000, seed=ctx.config.seed))
+    summary = build_coobserved(CoObservedBuildConfig(export_dir=export.export_dir, out=ctx.out_dir / "coobserved-build",
+                                                     seed=ctx.config.seed, per_rank=50))
+    report = [f"{summary.rows:,} photos kept of {summary.eligible:,} eligible from {summary.photo_ids:,} photo ids; "
+              + ", ".join(f"{rank} {n}" for rank, n in summary.kept_per_rank.items()),
+              f"(every photo left out is counted by reason in {summary.card_path})"]
+    return {"export": str(export.export_dir), "photos": summary.rows, "eligible": summary.eligible,
+            "kept_per_rank": summary.kept_per_rank, "card": str(summary.card_path), "report": report}
+
+
 @demo_step("lineage")
 def _lineage(ctx: DemoContext) -> dict[str, Any]:
     """Steered lineage completion on the two-organism photos: the hint (the lineage down to where the two

@@ -1,0 +1,76 @@
+"""Builders: benchmarks made from raw sources (an iNaturalist open-data export, ...), one module per benchmark.
+
+A source module (:mod:`cladebench.sources`) reads a benchmark someone published; a builder makes one
+from raw material, choosing its rows. Each builder is a frozen config plus a function
+``build(config) -> summary``, and registers here by name, so the CLI can offer ``build <name>`` with
+the config's fields as options without importing every builder (and DuckDB) up front.
+
+Example:
+    >>> get_builder("coobserved").config_name
+    'CoObservedBuildConfig'
+    >>> try:
+    ...     get_builder("co-observed")
+    ... except Exception as error:
+    ...     print(error)
+    unknown builder 'co-observed'; known: coobserved. Did you mean 'coobserved'?
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench.errors import unknown_name
+
+
+@dataclass(frozen=True)
+class Builder:
+    """Where a builder's config and function live; imported only when used."""
+
+    name: str
+    """Registry name, the CLI's ``build <name>``."""
+    module: str
+    """Module that implements it."""
+    config_name: str
+    """Its frozen config class."""
+    function_name: str
+    """Its ``(config) -> summary`` function."""
+    doc: str
+    """One line on what it builds."""
+
+    def config(self) -> type:
+        return getattr(importlib.import_module(self.module), self.config_name)
+
+    def function(self) -> Callable[[Any], Any]:
+        return getattr(importlib.import_module(self.module), self.function_name)
+
+    def build(self, config: Any) -> Any:
+        return self.function()(config)
+
+
+BUILDERS: dict[str, Builder] = {}
+"""Registry of builders by name."""
+
+
+def register(builder: Builder) -> Builder:
+    """Add a builder to :data:`BUILDERS`."""
+    BUILDERS[builder.name] = builder
+    return builder
+
+
+def get_builder(name: str) -> Builder:
+    """Look a builder up by name; an unknown name lists the known ones and the closest."""
+    try:
+        return BUILDERS[name]
+    except KeyError:
+        raise unknown_name("builder", name, BUILDERS) from None
+
+
+register(Builder(
+    "coobserved", "cladebench.builders.coobserved", "CoObservedBuildConfig", "build_coobserved",
+    "iNat Co-Observed from an iNaturalist open-data export: photos on two observations of different species",
+))
+
+__all__ = ["BUILDERS", "Builder", "get_builder", "register"]
