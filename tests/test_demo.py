@@ -22,7 +22,7 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["steps"]) >= {"fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot",
-                                     "rerank", "coobserved-export", "lineage"}
+                                     "rerank", "geo", "coobserved-export", "lineage"}
     assert summary["steps"]["embed"]["column"] == "emb_demo"
     assert summary["steps"]["embed"]["datasets"]["fine-grained"] == {
         **summary["steps"]["embed"]["datasets"]["fine-grained"], "valid": 192, "failed": 0}
@@ -41,6 +41,9 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     lineage = summary["steps"]["lineage"]["metrics"]
     assert lineage["hint_exact"] > lineage["nohint_exact"] and lineage["hint_depth"] > lineage["nohint_depth"]
     assert "with the hint" in printed
+    geo = summary["steps"]["geo"]
+    assert geo["fused_top1"] - geo["image_top1"] == pytest.approx(geo["gain"]["value"], abs=1e-3)
+    assert "with the prior" in printed
     built = summary["steps"]["coobserved-export"]
     assert 0 < built["photos"] <= built["eligible"] and sum(built["kept_per_rank"].values()) == built["photos"]
     assert "trained on this synthetic world" in printed and "say nothing about real organisms" in printed

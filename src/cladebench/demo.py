@@ -255,6 +255,29 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
             "metrics": metrics, "report": report}
 
 
+@demo_step("geo")
+def _geo(ctx: DemoContext) -> dict[str, Any]:
+    """Zero-shot fused with a spatiotemporal prior fitted on other observations (the world's species have
+    ranges and seasons): image-only against fused top-1 on the same test images, as a paired difference."""
+    embed = ctx.summary["steps"].get("embed", {})
+    if "model" not in embed:
+        return {"skipped": "no embeddings (the embed step was skipped)"}
+    from cladebench.evaluate import EvalCommand, run_eval
+
+    record, run = run_eval(EvalCommand(dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"],
+                                       task="geo", column="emb_demo", out=ctx.out_dir / "runs" / "geo", device="cpu",
+                                       group_by="none", prior_seed=ctx.config.seed))
+    image, fused = record.metrics["image_top1_species"], record.metrics["fused_top1_species"]
+    gain = record.metrics["fused_minus_image_species"]
+    report = [f"top-1 species: image alone {100 * image['value']:.1f}%, with the prior {100 * fused['value']:.1f}% "
+              f"(paired gain {100 * gain['value']:+.1f} points, 95% CI [{100 * gain['low']:+.1f}, "
+              f"{100 * gain['high']:+.1f}])",
+              f"({image['n']} test images; prior fitted on other observations; image weight "
+              f"{record.metrics['image_weight']['value']:.2f} chosen on validation; run record {run})"]
+    return {"run": str(run), "image_top1": round(image["value"], 4), "fused_top1": round(fused["value"], 4),
+            "gain": {k: round(gain[k], 4) for k in ("value", "low", "high")}, "report": report}
+
+
 @demo_step("coobserved-export")
 def _coobserved_export(ctx: DemoContext) -> dict[str, Any]:
     """Build iNat Co-Observed from a synthetic iNaturalist open-data export, as from the real one: the filters,

@@ -30,6 +30,7 @@ from cladebench.errors import CladebenchError
 from cladebench.metrics import display_scale
 from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
 from cladebench.tasks.fewshot import FewShotConfig
+from cladebench.tasks.geo import GeoPriorConfig
 from cladebench.tasks.lineage import LineageConfig
 from cladebench.tasks.rerank import EndpointModel, RerankConfig
 from cladebench.tasks.retrieval import RetrievalTaskConfig
@@ -54,8 +55,8 @@ class EvalConfig:
     out: Path = field(metadata=OPTION)
     """Directory for run.json and predictions.parquet."""
     task: str | None = None
-    """Registered task (zeroshot, fewshot, retrieval, rerank, lineage); default: the named benchmark's task, else
-    zeroshot."""
+    """Registered task (zeroshot, fewshot, retrieval, rerank, lineage, geo); default: the named benchmark's task,
+    else zeroshot."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
@@ -84,7 +85,8 @@ class FewShotEvalConfig(EvalConfig, FewShotConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig, LineageConfig):
+class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig, LineageConfig,
+                  GeoPriorConfig):
     """Run a task (zeroshot, fewshot) on a dataset with a model and write run.json + predictions.parquet.
 
     The fields of every task are accepted; each task takes the ones it defines (rank, column and where
