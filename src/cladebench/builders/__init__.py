@@ -12,7 +12,7 @@ Example:
     ...     get_builder("co-observed")
     ... except Exception as error:
     ...     print(error)
-    unknown builder 'co-observed'; known: coobserved. Did you mean 'coobserved'?
+    unknown builder 'co-observed'; known: coobserved, crypticbio. Did you mean 'coobserved'?
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ def get_builder(name: str) -> Builder:
 register(Builder(
     "coobserved", "cladebench.builders.coobserved", "CoObservedBuildConfig", "build_coobserved",
     "iNat Co-Observed from an iNaturalist open-data export: photos on two observations of different species",
+))
+
+register(Builder(
+    "crypticbio", "cladebench.builders.crypticbio", "CrypticBioBuildConfig", "build_crypticbio",
+    "CrypticBio-style benchmarks (Common, CommonUnseen, Endangered, Invasive) from metadata and a YAML config",
 ))
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "register"]
