@@ -12,7 +12,7 @@ Example:
     ...     get_builder("co-observed")
     ... except Exception as error:
     ...     print(error)
-    unknown builder 'co-observed'; known: coobserved, crypticbio. Did you mean 'coobserved'?
+    unknown builder 'co-observed'; known: coobserved, crypticbio, finegrained. Did you mean 'coobserved'?
 """
 
 from __future__ import annotations
@@ -76,6 +76,11 @@ register(Builder(
 register(Builder(
     "crypticbio", "cladebench.builders.crypticbio", "CrypticBioBuildConfig", "build_crypticbio",
     "CrypticBio-style benchmarks (Common, CommonUnseen, Endangered, Invasive) from metadata and a YAML config",
+))
+
+register(Builder(
+    "finegrained", "cladebench.builders.finegrained", "FineGrainedBuildConfig", "build_finegrained",
+    "Fine-Grained Challenges from a TreeOfLife-200M catalog: groups of look-alike taxa, clean licenses, 720 px WebP",
 ))
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "register"]
