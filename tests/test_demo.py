@@ -22,7 +22,7 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["steps"]) >= {"fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot",
-                                     "rerank", "geo", "coobserved-export", "lineage"}
+                                     "rerank", "geo", "coobserved-export", "lineage", "report"}
     assert summary["steps"]["embed"]["column"] == "emb_demo"
     assert summary["steps"]["embed"]["datasets"]["fine-grained"] == {
         **summary["steps"]["embed"]["datasets"]["fine-grained"], "valid": 192, "failed": 0}
@@ -44,6 +44,9 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     geo = summary["steps"]["geo"]
     assert geo["fused_top1"] - geo["image_top1"] == pytest.approx(geo["gain"]["value"], abs=1e-3)
     assert "with the prior" in printed
+    report = summary["steps"]["report"]
+    assert report["runs"] == 5 and Path(report["html"]).stat().st_size > 10_000
+    assert f"{report['html']}" in printed and "| " in Path(report["markdown"]).read_text()
     built = summary["steps"]["coobserved-export"]
     assert 0 < built["photos"] <= built["eligible"] and sum(built["kept_per_rank"].values()) == built["photos"]
     assert "trained on this synthetic world" in printed and "say nothing about real organisms" in printed

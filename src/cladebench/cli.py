@@ -224,6 +224,20 @@ def _compare(config: CompareConfig) -> int:
     return 0
 
 
+# --- report --------------------------------------------------------------------------------------
+
+from cladebench.report import ReportConfig  # noqa: E402  (light: jinja2 and matplotlib load when it runs)
+
+
+@verb("report", ReportConfig, "one self-contained HTML page (or Markdown tables) of run records: leaderboard with "
+                              "ties, charts, calibration, galleries, provenance")
+def _report(config: ReportConfig) -> int:
+    from cladebench.report import run_report
+
+    print(f"report: {run_report(config)}")
+    return 0
+
+
 # --- compare-columns ---------------------------------------------------------------------------------
 
 

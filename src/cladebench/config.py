@@ -83,10 +83,19 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _flags(name: str) -> list[str]:
-    """``--long-name``; a one-letter field also gets its short form (``-k`` beside ``--k``)."""
+_SHORT_KEY = "cladebench.short"
+
+
+def short(letter: str) -> dict[str, str]:
+    """Field metadata giving an option a one-letter form too: ``field(metadata={**OPTION, **short("o")})``."""
+    return {_SHORT_KEY: letter}
+
+
+def _flags(name: str, metadata: Any = None) -> list[str]:
+    """``--long-name``; a one-letter field, or one given a ``short`` letter, also gets ``-x``."""
     long = "--" + name.replace("_", "-")
-    return [f"-{name}", long] if len(name) == 1 else [long]
+    letter = (metadata or {}).get(_SHORT_KEY) or (name if len(name) == 1 else None)
+    return [f"-{letter}", long] if letter else [long]
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -135,7 +144,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["default"] = default
         if optional and "metavar" in kwargs:
             kwargs["metavar"] = field.name.upper()
-        parser.add_argument(*_flags(field.name), dest=field.name, **kwargs)
+        parser.add_argument(*_flags(field.name, field.metadata), dest=field.name, **kwargs)
 
 
 def _show(value: Any) -> str:

@@ -318,6 +318,25 @@ def _lineage(ctx: DemoContext) -> dict[str, Any]:
     return {"run": str(run), "targets": record.metrics["hint_exact"]["n"], "metrics": metrics, "report": report}
 
 
+@demo_step("report")
+def _report(ctx: DemoContext) -> dict[str, Any]:
+    """One HTML page of every run above: leaderboard, charts, calibration, galleries, provenance."""
+    runs = [Path(r["run"]) for r in ctx.summary["steps"].values() if isinstance(r, dict) and "run" in r]
+    if not runs:
+        return {"skipped": "no run records (the tasks were skipped)"}
+    try:
+        import jinja2  # noqa: F401
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return {"skipped": "jinja2 and matplotlib are not installed: pip install 'cladebench[report]'"}
+    from cladebench.report import write_report
+
+    html = write_report(runs, ctx.out_dir / "report.html", title="cladebench demo (synthetic world)")
+    markdown = write_report(runs, ctx.out_dir / "report.md", format="md", title="cladebench demo (synthetic world)")
+    return {"html": str(html), "markdown": str(markdown), "runs": len(runs),
+            "report": [f"{html}  (open it in a browser; Markdown tables in {markdown.name})"]}
+
+
 def run_demo(config: DemoConfig) -> dict[str, Any]:
     """Build the sample suite under ``config.out``, run every step, write ``summary.json``, print a summary."""
     from cladebench.synthetic import WorldConfig, make_world

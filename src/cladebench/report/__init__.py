@@ -1,0 +1,88 @@
+"""``cladebench report``: run records turned into a page a person can read, or tables for a paper appendix.
+
+One self-contained HTML file (styles inline, charts as SVG data URIs, photos as embedded JPEG
+thumbnails; nothing is fetched when it is opened, and a Content-Security-Policy forbids scripts), or a
+Markdown document with the same tables. Sections (:mod:`cladebench.report.sections`, a registry)
+appear when they apply to the runs given:
+
+- leaderboard: one row per run, headline metrics with intervals, ties after Holm correction among runs
+  on the same examples (as ``cladebench compare``);
+- per challenge group and breakdown, and per taxonomic rank: bar charts with interval whiskers;
+- calibration of zero-shot probabilities: reliability diagrams and ECE, per group;
+- most-confused label pairs per group; per-query AP of rerank runs; lineage completion by divergence rank;
+- error galleries: the worst predictions with their photos, licenses and attributions;
+- provenance: dataset, version, fingerprints, split, label set, model and revision, prompts, metric
+  definitions, software, command.
+
+Every string from data (taxon names, attributions, queries, model ids, paths) is escaped for the output
+format. jinja2 and matplotlib are imported only when a report is written, so this module (and the CLI
+that imports :class:`ReportConfig`) loads without them.
+
+Example:
+    >>> from cladebench.report import ReportConfig
+    >>> ReportConfig(runs=(Path("runs/a"), Path("runs/b")), out=Path("report.html")).format
+    'html'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from cladebench.config import OPTION, short
+from cladebench.errors import CladebenchError
+
+__all__ = ["ReportConfig", "write_report"]
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """Write a report of run records: an HTML page with charts and galleries, or Markdown tables."""
+
+    runs: tuple[Path, ...]
+    """run.json files (or the directories holding them), in the order the report numbers them."""
+    out: Path = field(metadata={**OPTION, **short("o")})
+    """File to write (report.html, or report.md with --format md)."""
+    format: Literal["html", "md"] = "html"
+    """html: one self-contained page; md: the tables as Markdown, for a paper appendix."""
+    title: str | None = None
+    """Title of the report; by default the number of runs and their tasks."""
+    max_gallery: int = 12
+    """Most photos per error gallery (0: no galleries)."""
+
+
+def _require_report_packages() -> None:
+    missing = []
+    for module in ("jinja2", "matplotlib"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise CladebenchError(f"reports need {' and '.join(missing)}: pip install 'cladebench[report]'")
+
+
+def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Literal["html", "md"] = "html",
+                 title: str | None = None, max_gallery: int = 12) -> Path:
+    """Write the report of ``run_paths`` to ``out`` (created atomically: a failed render leaves no half file)."""
+    if max_gallery < 0:
+        raise CladebenchError(f"max_gallery must be 0 or more, got {max_gallery}")
+    _require_report_packages()
+    from cladebench.report.render import render_report
+
+    text = render_report(run_paths, format=format, title=title, max_gallery=max_gallery)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def run_report(config: ReportConfig) -> Path:
+    """The CLI verb's body: write the report described by ``config``."""
+    return write_report(config.runs, config.out, format=config.format, title=config.title,
+                        max_gallery=config.max_gallery)

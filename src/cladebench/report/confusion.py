@@ -1,0 +1,72 @@
+"""The most-confused label pairs of each challenge group: which species a model takes for which.
+
+Counted from the predictions of zero-shot runs: among scored images whose top-1 label is wrong, the
+(true label, predicted label) pairs by count, per group. The share is of the true label's scored
+images in that group, so a pair that takes most of a species' images stands out even when the species is rare.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench.report.runs import ReportRun
+from cladebench.report.sections import ReportContext, register_section
+
+TOP_PAIRS = 10
+"""Pairs listed per group and run."""
+
+NEEDED = ("true_label", "pred_label", "scored", "correct_top1")
+"""Predictions columns the pairs are counted from."""
+
+
+@dataclass(frozen=True)
+class ConfusedPair:
+    true_label: str
+    predicted: str
+    count: int
+    share: float
+    """count / scored images of the true label in the group."""
+
+
+@dataclass(frozen=True)
+class GroupConfusion:
+    run: ReportRun
+    group: str
+    errors: int
+    scored: int
+    pairs: tuple[ConfusedPair, ...]
+
+
+def confused_pairs(run: ReportRun, top: int = TOP_PAIRS) -> list[GroupConfusion]:
+    """Per group of a run, its ``top`` most frequent (true, predicted) pairs among wrong top-1 predictions."""
+    if run.predictions is None or not set(NEEDED) <= set(run.predictions.column_names):
+        return []
+    rows = zip(run.column("true_label"), run.column("pred_label"), run.column("scored"), run.column("correct_top1"),
+               run.column("group") or ["all"] * run.predictions.num_rows, strict=True)
+    errors: dict[str, Counter[tuple[str, str]]] = {}
+    support: dict[str, Counter[str]] = {}
+    for truth, predicted, scored, correct, group in rows:
+        if not scored or truth is None:
+            continue
+        support.setdefault(group, Counter())[truth] += 1
+        counts = errors.setdefault(group, Counter())
+        if not correct:
+            counts[(truth, predicted)] += 1
+    out = []
+    for group, counts in errors.items():
+        # Most frequent first; ties by name, so the list does not depend on row order.
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
+        pairs = tuple(ConfusedPair(true_label=t, predicted=p, count=c, share=c / support[group][t])
+                      for (t, p), c in ranked)
+        out.append(GroupConfusion(run=run, group=str(group), errors=sum(counts.values()),
+                                  scored=sum(support[group].values()), pairs=pairs))
+    return out
+
+
+@register_section("confusion", "Most-confused pairs", order=50)
+def confusion_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+    confusions = [c for run in runs for c in confused_pairs(run) if c.pairs]
+    return context.render("confusion", confusions=confusions, top=TOP_PAIRS) if confusions else None

@@ -1,0 +1,99 @@
+"""How numbers and names from run records are written in a report, the same way in every section and format.
+
+Values follow :func:`cladebench.metrics.display_scale` (shares as percentages, INQUIRE's AP as stored),
+with two decimals and the interval in brackets, exactly as ``cladebench eval`` prints them, so a number
+in a report can be found again in a terminal log. Formatted numbers are returned as
+:class:`markupsafe.Markup`: they hold digits, signs, brackets and units only, so they are safe as they
+are in HTML and in Markdown, and the Markdown escaping (which would turn ``[`` into ``\\[``) leaves them alone.
+
+Example:
+    >>> estimate = {"value": 0.125, "low": 0.05, "high": 0.2625, "n": 40}
+    >>> print(format_value("Peromyscus/top1_species", estimate), format_interval("top1_species", estimate))
+    12.50% [5.00, 26.25]
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from markupsafe import Markup
+
+from cladebench.evaluate import GROUP_SEPARATOR
+from cladebench.metrics import display_scale
+
+MISSING = "n/a"
+"""Written where a metric has no value (NaN, or not reported by a run)."""
+
+LOWER_IS_BETTER: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
+    r"(no)?hint_lca_distance", r".*_unparseable", r".*named_other", r"prior_fallback_.*",
+))
+"""Metrics (their own name, after any ``GROUP/``) where a smaller value is the better one; every other is
+read as higher is better. Only used to say which run is best."""
+
+
+def split_metric(name: str) -> tuple[str, str]:
+    """``("GROUP", "metric")`` for ``GROUP/metric``; ``("", name)`` for a pooled metric."""
+    prefix, _, base = name.rpartition(GROUP_SEPARATOR)
+    return prefix, base
+
+
+def is_breakdown(prefix: str) -> bool:
+    """Whether a metric prefix is a breakdown (``column=value``) rather than a challenge group."""
+    return "=" in prefix
+
+
+def lower_is_better(name: str) -> bool:
+    """Whether a smaller value of metric ``name`` is better."""
+    base = split_metric(name)[1]
+    return any(pattern.fullmatch(base) for pattern in LOWER_IS_BETTER)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def estimate_value(estimate: Mapping[str, Any] | None) -> float | None:
+    """The point value of a stored estimate, or None when it has none (missing, NaN)."""
+    value = None if estimate is None else estimate.get("value")
+    return float(value) if _finite(value) else None
+
+
+def format_value(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
+    """``12.50%``: the value scaled for display with its unit, or ``n/a``."""
+    value = estimate_value(estimate)
+    if value is None:
+        return Markup(MISSING)
+    scale, unit = display_scale(metric)
+    return Markup(f"{scale * value:.2f}{unit}")
+
+
+def format_interval(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
+    """``[10.00, 15.00]``: the interval on the same scale (no unit, as ``eval`` prints it), or empty."""
+    if estimate is None or not (_finite(estimate.get("low")) and _finite(estimate.get("high"))):
+        return Markup("")
+    scale, _ = display_scale(metric)
+    return Markup(f"[{scale * estimate['low']:.2f}, {scale * estimate['high']:.2f}]")
+
+
+def format_number(value: Any, digits: int = 3) -> Markup:
+    """A plain number (an ECE, a probability, a score) with ``digits`` decimals, or ``n/a``."""
+    return Markup(f"{float(value):.{digits}f}") if _finite(value) else Markup(MISSING)
+
+
+def format_count(value: Any) -> Markup:
+    """An integer count with thousands separators, or ``n/a``."""
+    return Markup(f"{int(value):,}") if isinstance(value, int) and not isinstance(value, bool) else Markup(MISSING)
+
+
+def short_model(model_id: str) -> str:
+    """A short name for a chart legend: the last path segment of a model id, without an endpoint URL."""
+    name = model_id.split("@", 1)[0]
+    return re.split(r"[/:]", name.rstrip("/"))[-1] or model_id
+
+
+def short_hash(digest: Any, length: int = 12) -> str:
+    """The first ``length`` characters of a hex digest (the full one is kept in a title attribute)."""
+    return str(digest)[:length] if digest else MISSING

@@ -1,0 +1,155 @@
+"""Error galleries: the worst predictions of each run, with the photo, what was true, what was predicted, the
+score, and the photo's license and attribution.
+
+Which predictions are the worst depends on the task, so each task registers a picker in
+:data:`GALLERIES`: zero-shot shows the images with the lowest probability on their true label; rerank
+the non-relevant candidates scored highest; lineage the targets whose completion under the hint went
+wrong earliest. Ties are broken by uuid, so a gallery does not change with row order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.compute as pc
+
+from cladebench.report.formatting import format_number
+from cladebench.report.runs import ReportRun
+from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.thumbnails import Photo, read_photos
+
+
+@dataclass(frozen=True)
+class GalleryItem:
+    """One prediction to show: its example and what to say about it."""
+
+    uuid: str
+    """Dataset row of the photo."""
+    fields: tuple[tuple[str, str], ...]
+    """(label, value) pairs shown under the photo: truth, prediction, score..."""
+
+
+@dataclass(frozen=True)
+class Picked:
+    """A run's gallery before its photos are read."""
+
+    ordering: str
+    """How the items were chosen, said above the gallery."""
+    items: tuple[GalleryItem, ...]
+
+
+Picker = Callable[[ReportRun, int], Picked | None]
+"""(run, most items) -> the run's worst predictions, or None when its predictions do not allow a gallery."""
+
+GALLERIES: dict[str, Picker] = {}
+"""Registry: task name -> gallery picker."""
+
+
+def register_gallery(task: str) -> Callable[[Picker], Picker]:
+    def decorate(picker: Picker) -> Picker:
+        GALLERIES[task] = picker
+        return picker
+
+    return decorate
+
+
+def _has(run: ReportRun, *columns: str) -> bool:
+    return run.predictions is not None and set(columns) <= set(run.predictions.column_names)
+
+
+def _text(value: Any) -> str:
+    return "—" if value is None else str(value)
+
+
+@register_gallery("zeroshot")
+def _zeroshot(run: ReportRun, most: int) -> Picked | None:
+    if not _has(run, "uuid", "true_label", "pred_label", "true_prob", "scored", "top5_probs"):
+        return None
+    table = run.predictions
+    table = table.filter(pc.and_(table.column("scored").fill_null(False),
+                                 pc.is_finite(table.column("true_prob")).fill_null(False)))
+    # Sorted and cut in Arrow: a run may hold hundreds of thousands of rows, a gallery a dozen.
+    order = pc.sort_indices(table, sort_keys=[("true_prob", "ascending"), ("uuid", "ascending")])
+    rows = table.take(order[:most]).to_pylist()
+    items = tuple(GalleryItem(uuid=r["uuid"], fields=(
+        *((("group", _text(r["group"])),) if "group" in r else ()),
+        ("truth", _text(r["true_label"])),
+        ("predicted", _text(r["pred_label"])),
+        ("P(truth)", format_number(r["true_prob"])),
+        ("P(predicted)", format_number((r["top5_probs"] or [math.nan])[0])),
+    )) for r in rows)
+    return Picked(ordering="scored images with the lowest probability on their true label", items=items)
+
+
+@register_gallery("rerank")
+def _rerank(run: ReportRun, most: int) -> Picked | None:
+    if not _has(run, "uuid", "query_id", "query", "relevant", "score"):
+        return None
+    rows = run.predictions.select(["uuid", "query_id", "query", "relevant", "score"]).to_pylist()
+    rank_in_query: dict[int, int] = {}
+    by_query: dict[Any, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_query.setdefault(row["query_id"], []).append(i)
+    for members in by_query.values():
+        for rank, i in enumerate(sorted(members, key=lambda j: (-rows[j]["score"], rows[j]["uuid"])), start=1):
+            rank_in_query[i] = rank
+    wrong = sorted((i for i, r in enumerate(rows) if not r["relevant"]), key=lambda i: (-rows[i]["score"],
+                                                                                        rows[i]["uuid"]))
+    items = tuple(GalleryItem(uuid=rows[i]["uuid"], fields=(
+        ("query", _text(rows[i]["query"])),
+        ("relevant", "no"),
+        ("score", format_number(rows[i]["score"])),
+        ("rank in query", f"{rank_in_query[i]} of {len(by_query[rows[i]['query_id']])}"),
+    )) for i in wrong[:most])
+    return Picked(ordering="non-relevant candidates with the highest scores", items=items)
+
+
+@register_gallery("lineage")
+def _lineage(run: ReportRun, most: int) -> Picked | None:
+    needed = ("uuid", "target", "scored", "hint", "divergence_rank", "true_species", "hint_pred_species",
+              "hint_exact", "hint_depth", "hint_lca_distance", "other_species")
+    if not _has(run, *needed):
+        return None
+    rows = [r for r in run.predictions.select(list(needed)).to_pylist() if r["scored"] and r["hint_exact"] is False]
+    rows.sort(key=lambda r: (-(r["hint_lca_distance"] or 0.0), r["uuid"], r["target"]))
+    items = tuple(GalleryItem(uuid=r["uuid"], fields=(
+        ("hint", _text(r["hint"])),
+        ("diverges at", _text(r["divergence_rank"])),
+        ("truth", _text(r["true_species"])),
+        ("predicted", _text(r["hint_pred_species"])),
+        ("other organism", _text(r["other_species"])),
+        ("LCA distance", format_number(r["hint_lca_distance"], 2)),
+    )) for r in rows[:most])
+    return Picked(ordering="targets whose completion under the hint went wrong earliest (largest LCA distance)",
+                  items=items)
+
+
+@dataclass(frozen=True)
+class Gallery:
+    run: ReportRun
+    ordering: str
+    entries: tuple[tuple[GalleryItem, Photo | None], ...]
+    note: str | None
+
+
+def run_gallery(run: ReportRun, most: int) -> Gallery | None:
+    """A run's gallery with its photos read from the run's dataset; None when its task has no picker."""
+    picker = GALLERIES.get(run.task)
+    picked = picker(run, most) if picker and most > 0 else None
+    if picked is None or not picked.items:
+        return None
+    dataset = run.record.provenance.get("dataset") or {}
+    photos, note = read_photos(str(dataset.get("uri")), dataset.get("version"), [i.uuid for i in picked.items])
+    return Gallery(run=run, ordering=picked.ordering,
+                   entries=tuple((item, photos.get(item.uuid)) for item in picked.items), note=note)
+
+
+@register_section("gallery", "Error galleries", order=80)
+def gallery_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+    if not context.has_template("gallery"):
+        return None
+    galleries = [g for run in runs if (g := run_gallery(run, context.max_gallery)) is not None]
+    return context.render("gallery", galleries=galleries) if galleries else None

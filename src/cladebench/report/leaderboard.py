@@ -1,0 +1,138 @@
+"""The leaderboard: one table per task, one row per run, each headline metric with its interval and a tie mark.
+
+Ties are decided as ``cladebench compare`` decides them, by :func:`cladebench.compare.compare_runs`:
+among runs of one task evaluated on the same examples, the best run on a metric is the reference and
+every other run's paired bootstrap difference from it is Holm-corrected across those runs. A run whose
+difference Holm does not reject is *tied* with the best; a rejected one is *worse*. A metric with no
+per-example test (few-shot means over repetitions, breakdown numbers) is marked *not tested*; a run
+with no other run of its task on the same examples is *not compared* (a difference in numbers measured
+on different images says nothing about the models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from cladebench.errors import CladebenchError
+from cladebench.report.formatting import estimate_value, format_interval, format_value, lower_is_better
+from cladebench.report.headline import headline_metrics
+from cladebench.report.runs import ReportRun, by_task
+from cladebench.report.sections import ReportContext, register_section
+
+N_RESAMPLES = 10_000
+"""Bootstrap resamples per tested difference (as ``cladebench compare``)."""
+SEED = 0
+"""Seed of the resampling (as ``cladebench compare``)."""
+ALPHA = 0.05
+"""Family-wise error rate of the Holm correction per metric (as ``cladebench compare``)."""
+
+MARKS: dict[str, str] = {
+    "best": "best of the runs on the same examples",
+    "tied": f"tied with the best: paired bootstrap difference not significant after Holm correction (alpha {ALPHA})",
+    "worse": f"worse than the best: Holm-adjusted p at most {ALPHA}",
+    "differs": f"differs from the best (Holm-adjusted p at most {ALPHA}) with a sign the stored values do not show",
+    "not tested": "the metric has no per-example paired test",
+    "not compared": "no other run of this task on the same examples",
+}
+"""Mark -> what it means; the legend printed under every leaderboard."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run's value of one metric."""
+
+    metric: str
+    value: str
+    interval: str
+    n: Any
+    mark: str
+
+
+@dataclass(frozen=True)
+class Row:
+    run: ReportRun
+    cells: tuple[Cell | None, ...]
+
+
+@dataclass(frozen=True)
+class Board:
+    """The leaderboard of one task."""
+
+    task: str
+    metrics: tuple[str, ...]
+    rows: tuple[Row, ...]
+    notes: tuple[str, ...]
+
+
+def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
+    """Runs grouped by the examples they were evaluated on (runs without readable predictions stand alone)."""
+    groups: dict[Any, list[ReportRun]] = {}
+    for run in runs:
+        groups.setdefault(run.examples_key or ("alone", run.index), []).append(run)
+    return list(groups.values())
+
+
+def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> tuple[dict[int, str], str | None]:
+    """Mark per run index for one metric among runs on the same examples, and a note when not all were tested."""
+    present = [r for r in cohort if estimate_value(r.record.metrics.get(metric)) is not None]
+    if len(present) < 2:
+        return {r.index: "not compared" for r in present}, None
+    reverse = not lower_is_better(metric)
+    ordered = sorted(present, key=lambda r: estimate_value(r.record.metrics[metric]), reverse=reverse)
+    from cladebench.compare import compare_runs
+
+    try:
+        comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,
+                                  alpha=ALPHA)
+    except CladebenchError as exc:
+        return {r.index: "not compared" for r in present}, f"{metric}: not compared ({exc})"
+    entry = comparison.metrics[0]
+    if entry.columns is None:
+        return {r.index: "not tested" for r in present}, f"{metric}: {entry.note}" if entry.note else None
+    marks = {ordered[0].index: "best"}
+    by_position = {d.run: d for d in entry.differences}
+    for position, run in enumerate(ordered[1:], start=1):
+        difference = by_position.get(position)
+        if difference is None:
+            marks[run.index] = "not tested"
+        elif not difference.holds:
+            marks[run.index] = "tied"
+        else:
+            worse = difference.paired.difference < 0 if reverse else difference.paired.difference > 0
+            marks[run.index] = "worse" if worse else "differs"
+    return marks, f"{metric}: {entry.note}" if entry.note else None
+
+
+def board(task: str, runs: Sequence[ReportRun]) -> Board:
+    """The leaderboard of one task's runs."""
+    metrics = tuple(dict.fromkeys(m for run in runs for m in headline_metrics(run)))
+    marks: dict[tuple[int, str], str] = {}
+    notes: list[str] = []
+    for cohort in cohorts(runs):
+        for metric in metrics:
+            cohort_marks, note = _tie_marks(metric, cohort)
+            marks.update({(index, metric): mark for index, mark in cohort_marks.items()})
+            if note:
+                notes.append(note)
+    rows = []
+    for run in runs:
+        cells = []
+        for metric in metrics:
+            estimate = run.record.metrics.get(metric)
+            cells.append(None if estimate is None else Cell(
+                metric=metric, value=format_value(metric, estimate), interval=format_interval(metric, estimate),
+                n=estimate.get("n"), mark=marks.get((run.index, metric), "")))
+        rows.append(Row(run=run, cells=tuple(cells)))
+    return Board(task=task, metrics=metrics, rows=tuple(rows), notes=tuple(dict.fromkeys(notes)))
+
+
+@register_section("leaderboard", "Leaderboard", order=10)
+def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+    boards = [board(task, task_runs) for task, task_runs in by_task(runs).items()]
+    # The legend is this module's own text, not data: passed as safe so Markdown keeps it as written.
+    legend = {mark: Markup(meaning) for mark, meaning in MARKS.items()}
+    return context.render("leaderboard", boards=boards, marks=legend, n_resamples=N_RESAMPLES, alpha=ALPHA)

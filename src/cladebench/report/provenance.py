@@ -1,0 +1,114 @@
+"""Provenance of every run: the facts that make its numbers comparable and reproducible.
+
+What the Fine-Grained Challenges card asks every evaluation to state (split, sampling unit, label set,
+model revision, prompts, metric) and what a reader needs to rerun it: the dataset (URI, version,
+fingerprint of the whole dataset and of the evaluated rows), the filter, the model id and revision with
+its image-embedding column, the prompt templates and name style, the metric definitions, the software
+versions and the command. All are read from the run record as written; nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench.report.runs import ReportRun
+from cladebench.report.sections import ReportContext, register_section
+
+
+@dataclass(frozen=True)
+class LabelSetRow:
+    group: str
+    kind: str
+    size: Any
+    sha256: str
+    source: str
+
+
+@dataclass(frozen=True)
+class RunProvenance:
+    run: ReportRun
+    facts: tuple[tuple[str, str], ...]
+    """(what, value) in reading order; values are text (structures as compact JSON)."""
+    label_sets: tuple[LabelSetRow, ...]
+    templates: tuple[str, ...]
+    metrics: tuple[tuple[str, str], ...]
+    """(metric, definition)."""
+    software: tuple[tuple[str, str], ...]
+    """(package, version)."""
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def _label_sets(provenance: Mapping[str, Any]) -> tuple[LabelSetRow, ...]:
+    pooled = provenance.get("label_set")
+    sets = {"all": pooled} if pooled else dict(provenance.get("label_sets") or {})
+    return tuple(LabelSetRow(group=str(group), kind=str(s.get("rank") or s.get("kind") or "—"), size=s.get("size"),
+                             sha256=str(s.get("sha256") or "—"), source=_text(s.get("source")))
+                 for group, s in sets.items() if s)
+
+
+def run_provenance(run: ReportRun) -> RunProvenance:
+    """The provenance of one run, as rows to print."""
+    record = run.record
+    p = record.provenance
+    dataset, model = p.get("dataset") or {}, p.get("model") or {}
+    split, groups = p.get("split") or {}, p.get("groups") or {}
+    embeddings = model.get("image_embeddings") or {}
+    prompts = p.get("prompts") or {}
+    predictions = p.get("predictions") or {}
+    facts = [
+        ("task", record.task),
+        ("run record", str(run.path)),
+        ("created", record.created_at),
+        ("dataset", dataset.get("uri")),
+        ("named benchmark", dataset.get("benchmark")),
+        ("dataset version", dataset.get("version")),
+        ("dataset tags", dataset.get("tags")),
+        ("dataset rows", dataset.get("rows")),
+        ("dataset fingerprint (sha256 of ordered uuids)", dataset.get("fingerprint")),
+        ("row filter", dataset.get("where")),
+        ("evaluated rows", dataset.get("evaluated_rows")),
+        ("evaluated rows fingerprint", dataset.get("evaluated_fingerprint")),
+        ("training exposure filter", p.get("exposure")),
+        ("challenge groups", f"{groups.get('column')}: {', '.join(map(str, groups.get('values') or []))}"
+                             if groups.get("column") else "none (pooled)"),
+        ("breakdowns", p.get("breakdown") or None),
+        ("split", split.get("kind")),
+        ("split seed", split.get("seed")),
+        ("sampling unit", split.get("sampling_unit")),
+        ("model", model.get("id")),
+        ("model revision", model.get("revision")),
+        ("image embeddings", {k: v for k, v in embeddings.items() if k != "preprocessing"} or None),
+        ("image preprocessing", embeddings.get("preprocessing")),
+        ("text precision", model.get("text_precision")),
+        ("logit scale", f"{model.get('logit_scale')} ({model.get('logit_scale_source')})"
+                        if model.get("logit_scale") is not None else None),
+        ("name style", prompts.get("name_style")),
+        ("prompt template set", prompts.get("templates_name")),
+        ("task settings", p.get("task")),
+        ("predictions", f"{predictions.get('file')}: {predictions.get('rows')} rows, sha256 {predictions.get('sha256')}"
+                        if predictions else None),
+        ("command", p.get("command")),
+    ]
+    return RunProvenance(
+        run=run,
+        facts=tuple((what, _text(value)) for what, value in facts if value not in (None, "", [], {})),
+        label_sets=_label_sets(p),
+        templates=tuple(str(t) for t in prompts.get("templates") or ()),
+        metrics=tuple((str(k), str(v)) for k, v in (p.get("metrics") or {}).items()),
+        software=tuple((str(k), str(v)) for k, v in (p.get("software") or {}).items()),
+    )
+
+
+@register_section("provenance", "Provenance", order=90)
+def provenance_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+    return context.render("provenance", provenances=[run_provenance(run) for run in runs])

@@ -1,0 +1,71 @@
+"""Rendering a report: run records in, one HTML page or one Markdown document out.
+
+Each output format is an entry of :data:`FORMATS`: its page template and its jinja2 environment. HTML
+is autoescaped; Markdown escapes every data string through :func:`.escaping.markdown_finalize`. Both
+use ``StrictUndefined``, so a template that names a missing field fails loudly instead of printing
+nothing. The sections (:mod:`.sections`) fill the page in their registered order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from cladebench import __version__
+from cladebench.errors import unknown_name
+from cladebench.report.escaping import markdown_finalize
+from cladebench.report.formatting import format_count, format_number, short_hash
+from cladebench.report.runs import ReportRun, load_runs
+from cladebench.report.sections import ReportContext, ordered_sections
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+"""Page and section templates: ``<name>.<format>.j2``."""
+
+
+def _environment(**options: object) -> jinja2.Environment:
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
+                                     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, **options)
+    environment.filters.update(number=format_number, count=format_count, short_hash=short_hash)
+    return environment
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """How a report is written in one format."""
+
+    name: str
+    """Format name, as ``--format`` takes it."""
+    page: str
+    """Template of the whole document."""
+    environment: Callable[[], jinja2.Environment]
+    """Makes the format's jinja2 environment."""
+
+
+FORMATS: dict[str, OutputFormat] = {
+    "html": OutputFormat("html", "report.html.j2", lambda: _environment(autoescape=True)),
+    "md": OutputFormat("md", "report.md.j2", lambda: _environment(autoescape=False, finalize=markdown_finalize)),
+}
+"""Registry: format name -> how to write it."""
+
+
+def default_title(runs: Sequence[ReportRun]) -> str:
+    tasks = ", ".join(dict.fromkeys(run.task for run in runs))
+    return f"cladebench report: {len(runs)} run{'s' if len(runs) != 1 else ''} ({tasks})"
+
+
+def render_report(run_paths: Sequence[str | Path], *, format: str = "html", title: str | None = None,
+                  max_gallery: int = 12) -> str:
+    """The report of ``run_paths`` as text in ``format``."""
+    if format not in FORMATS:
+        raise unknown_name("report format", format, FORMATS)
+    output = FORMATS[format]
+    runs = load_runs(run_paths)
+    environment = output.environment()
+    context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)
+    sections = [(section, fragment) for section in ordered_sections()
+                if (fragment := section.render(runs, context)) is not None]
+    return environment.get_template(output.page).render(title=title or default_title(runs), runs=runs,
+                                                        sections=sections, version=__version__)

@@ -1,0 +1,129 @@
+"""The runs a report is made of: each run record with its predictions, read once and shared by every section."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cladebench.errors import CladebenchError, SchemaError
+from cladebench.report.formatting import is_breakdown, short_model, split_metric
+from cladebench.results import RUN_FILE, RunRecord
+
+
+@dataclass(frozen=True, eq=False)
+class ReportRun:
+    """One run record in a report (compared by identity: it holds a whole predictions table)."""
+
+    index: int
+    """Position in the report, from 1: the run is called ``[index]`` everywhere."""
+    path: Path
+    """The run.json read."""
+    record: RunRecord
+    """Metrics, provenance and config as stored."""
+    predictions: pa.Table | None
+    """The per-example predictions beside run.json; None when they cannot be read (see ``predictions_note``)."""
+    predictions_note: str | None = None
+    """Why the predictions are missing, for the sections that need them."""
+
+    @property
+    def task(self) -> str:
+        return self.record.task
+
+    @property
+    def model_id(self) -> str:
+        return str((self.record.provenance.get("model") or {}).get("id") or "unknown model")
+
+    @property
+    def dataset(self) -> dict[str, Any]:
+        """The dataset part of the provenance (URI, version, fingerprints, evaluated rows)."""
+        return dict(self.record.provenance.get("dataset") or {})
+
+    @property
+    def name(self) -> str:
+        """``[1] bioclip-2``: how charts and tables name the run."""
+        return f"[{self.index}] {short_model(self.model_id)}"
+
+    @property
+    def label_rank(self) -> str | None:
+        """Rank of the run's labels (species for most zero-shot runs), when its task has one."""
+        provenance = self.record.provenance
+        label_sets = [provenance.get("label_set"), *(provenance.get("label_sets") or {}).values()]
+        rank = next((s.get("rank") for s in label_sets if s and s.get("rank")), None)
+        return str(rank or self.record.config.get("rank") or "") or None
+
+    @cached_property
+    def groups(self) -> tuple[str, ...]:
+        """The run's challenge groups, as its provenance lists them (empty for a pooled run).
+
+        Read from the provenance rather than guessed from metric names, because a group's name may hold
+        anything, ``=`` included, which would make ``GROUP/metric`` look like a breakdown ``column=value/metric``.
+        A record without the list falls back to the metric prefixes that are not breakdowns.
+        """
+        listed = (self.record.provenance.get("groups") or {}).get("values")
+        if listed is not None:
+            return tuple(str(g) for g in listed)
+        prefixes = (split_metric(name)[0] for name in self.record.metrics)
+        return tuple(dict.fromkeys(p for p in prefixes if p and not is_breakdown(p)))
+
+    def breakdowns(self) -> list[str]:
+        """Metric prefixes that are breakdowns (``column=value``), in record order."""
+        prefixes = (split_metric(name)[0] for name in self.record.metrics)
+        return list(dict.fromkeys(p for p in prefixes if p and p not in self.groups))
+
+    @cached_property
+    def examples_key(self) -> str | None:
+        """Digest of the set of evaluated uuids: runs with the same key were evaluated on the same examples."""
+        if self.predictions is None or "uuid" not in self.predictions.column_names:
+            return None
+        uuids = sorted(str(u) for u in pc.unique(self.predictions.column("uuid")).to_pylist())
+        return hashlib.sha256("\n".join(uuids).encode()).hexdigest()
+
+    def column(self, name: str) -> list[Any]:
+        """A predictions column as a Python list (empty when there is no such column)."""
+        if self.predictions is None or name not in self.predictions.column_names:
+            return []
+        return self.predictions.column(name).to_pylist()
+
+
+def _run_file(path: Path) -> Path:
+    return path / RUN_FILE if path.is_dir() else path
+
+
+def load_run(index: int, path: str | Path) -> ReportRun:
+    """Read one run record and, when present, its predictions; a missing record is an error."""
+    path = _run_file(Path(path))
+    try:
+        record = RunRecord.read(path)
+    except FileNotFoundError:
+        raise CladebenchError(f"no run record at {path}") from None
+    except (ValueError, TypeError) as exc:
+        raise SchemaError(f"{path} is not a run record: {exc}") from None
+    try:
+        return ReportRun(index=index, path=path, record=record, predictions=record.predictions(path))
+    except (FileNotFoundError, KeyError, OSError, pa.ArrowException) as exc:
+        # A report can still show the stored metrics and provenance; the sections built from predictions say why
+        # they are absent.
+        return ReportRun(index=index, path=path, record=record, predictions=None,
+                         predictions_note=f"predictions not readable: {exc}")
+
+
+def load_runs(paths: Sequence[str | Path]) -> tuple[ReportRun, ...]:
+    """Every run, numbered from 1 in the order given."""
+    if not paths:
+        raise CladebenchError("a report needs at least one run record")
+    return tuple(load_run(index, path) for index, path in enumerate(paths, start=1))
+
+
+def by_task(runs: Sequence[ReportRun]) -> dict[str, list[ReportRun]]:
+    """Runs grouped by task, tasks in the order their first run appears."""
+    out: dict[str, list[ReportRun]] = {}
+    for run in runs:
+        out.setdefault(run.task, []).append(run)
+    return out

@@ -1,0 +1,83 @@
+"""The sections of a report, as a registry: each a function ``(runs, context) -> fragment or None``.
+
+A section looks at the runs it is given and returns its rendered fragment, or None when it does not
+apply (no zero-shot run, no rerank run, ...), so a report of one rerank run has no calibration plot and
+no empty heading. Sections render through templates named ``<section>.<format>.j2``; a section without a
+template for a format (a chart in Markdown) is left out of that format. Adding a section is one
+decorated function and its templates: the page lists whatever is registered, in ``order``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jinja2
+from markupsafe import Markup
+
+from cladebench.report.runs import ReportRun
+
+ReportFormat = Literal["html", "md"]
+
+
+@dataclass
+class ReportContext:
+    """What every section may use: the output format, its templates, and settings of the whole report."""
+
+    format: ReportFormat
+    """Output format: html (one self-contained page) or md (tables for a paper appendix)."""
+    environment: jinja2.Environment
+    """Templates of this format (autoescaped HTML, or Markdown with every data string escaped)."""
+    max_gallery: int = 12
+    """Most images per error gallery."""
+    cache: dict[str, Any] = field(default_factory=dict)
+    """Results shared between sections (a comparison computed once), by key."""
+
+    def has_template(self, section: str) -> bool:
+        return f"{section}.{self.format}.j2" in self.environment.list_templates()
+
+    def render(self, section: str, **values: Any) -> Markup | None:
+        """The section's template for this format filled with ``values``; None when the format has none."""
+        if not self.has_template(section):
+            return None
+        text = self.environment.get_template(f"{section}.{self.format}.j2").render(**values)
+        return Markup(text)
+
+
+SectionRenderer = Callable[[Sequence[ReportRun], ReportContext], Markup | None]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A registered report section."""
+
+    name: str
+    """Identifier: its templates are ``<name>.html.j2`` / ``<name>.md.j2`` and its HTML anchor is ``#<name>``."""
+    title: str
+    """Heading shown above the fragment."""
+    order: int
+    """Position on the page (ascending)."""
+    render: SectionRenderer
+    """(runs, context) -> rendered fragment, or None when the section does not apply to these runs."""
+
+
+SECTIONS: dict[str, Section] = {}
+"""Registry: section name -> section."""
+
+
+def register_section(name: str, title: str, *, order: int) -> Callable[[SectionRenderer], SectionRenderer]:
+    """Register a section renderer under ``name``."""
+
+    def decorate(render: SectionRenderer) -> SectionRenderer:
+        SECTIONS[name] = Section(name=name, title=title, order=order, render=render)
+        return render
+
+    return decorate
+
+
+def ordered_sections() -> list[Section]:
+    """The registered sections in page order (the built-in ones are registered on first use)."""
+    from cladebench.report import builtin_sections  # noqa: F401  (registers the built-in sections)
+
+    return sorted(SECTIONS.values(), key=lambda s: (s.order, s.name))
