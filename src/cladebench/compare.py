@@ -274,7 +274,8 @@ def _compare_metric(metric: str, records: Sequence[RunRecord], full_tables: Sequ
     """One metric across the runs: ``full_tables`` as each run wrote them, ``tables`` aligned to shared examples."""
     estimates = tuple(record.metrics.get(metric) for record in records)
     group, _, base = metric.rpartition(GROUP_SEPARATOR)
-    if "=" in group:
+    known_groups = set((records[0].provenance.get("groups") or {}).get("values") or ())
+    if group not in known_groups and "=" in group:  # COLUMN=VALUE: a breakdown, unless a challenge group is so named
         return MetricComparison(metric, None, estimates, (), note="a breakdown of the predictions: no paired test")
     columns = accuracy_columns(base, ranks[0])
     if columns is None:
