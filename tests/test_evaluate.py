@@ -326,3 +326,18 @@ def test_a_table_in_the_fine_grained_challenges_layout(embedded, tmp_path):
         assert estimate["n"] == reference.metrics[name]["n"], name
     genus_only = sum(g["genus_only_rows"] for g in record.inspection.values())
     assert genus_only == sum(g["genus_only_rows"] for g in reference.inspection.values()) > 0
+
+
+def test_rows_with_unknown_exposure_are_never_counted_as_unseen(embedded, tmp_path):
+    path, model = embedded
+    table = store.read(store.open_dataset(path))
+    seen = table.column("seen_in_training").to_pylist()
+    seen = [None if i < 6 else s for i, s in enumerate(seen)]  # exposure unknown for the first six rows
+    table = table.set_column(table.column_names.index("seen_in_training"), "seen_in_training",
+                             pa.array(seen, pa.list_(pa.string())))
+    copy = tmp_path / "unknown.lance"
+    store.write_dataset(table, copy)
+    unseen = _eval(copy, model, tmp_path / "u", group_by="none", unseen_only=True)
+    not_a = _eval(copy, model, tmp_path / "a", group_by="none", not_seen_by="model-a")
+    assert unseen.provenance["dataset"]["evaluated_rows"] == sum(s == [] for s in seen)
+    assert not_a.provenance["dataset"]["evaluated_rows"] == sum(s is not None and "model-a" not in s for s in seen)

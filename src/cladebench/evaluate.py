@@ -67,9 +67,11 @@ class EvalConfig:
     breakdown: tuple[str, ...] = ()
     """Columns to break the metrics down by (same predictions, scored per value), e.g. taxonomic_group."""
     unseen_only: bool = False
-    """Only rows whose seen_in_training list is empty or missing (no listed model trained on them)."""
+    """Only rows whose seen_in_training list is empty (no listed model trained on them); rows without a list
+    (unknown exposure) are left out."""
     not_seen_by: str | None = None
-    """Only rows not seen in training by this model (as named in seen_in_training, e.g. bioclip-2)."""
+    """Only rows not seen in training by this model (as named in seen_in_training, e.g. bioclip-2); rows without
+    a list (unknown exposure) are left out."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,16 +112,22 @@ def _and(*clauses: str | None) -> str | None:
 
 
 def exposure_filter(config: EvalConfig, schema: pa.Schema) -> str | None:
-    """SQL for the training-exposure options (rows with no ``seen_in_training`` list count as unseen)."""
+    """SQL for the training-exposure options.
+
+    A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
+    training lists were given), so either option leaves it out rather than calling it unseen; an empty
+    list means no listed model trained on it.
+    """
     if not (config.unseen_only or config.not_seen_by):
         return None
     if "seen_in_training" not in schema.names:
         raise CladebenchError("--unseen-only/--not-seen-by need a seen_in_training column, which this dataset lacks")
     clauses = []
     if config.unseen_only:
-        clauses.append("seen_in_training IS NULL OR array_length(seen_in_training) = 0")
+        clauses.append("seen_in_training IS NOT NULL AND array_length(seen_in_training) = 0")
     if config.not_seen_by:
-        clauses.append(f"seen_in_training IS NULL OR NOT array_has(seen_in_training, {_quote(config.not_seen_by)})")
+        clauses.append(f"seen_in_training IS NOT NULL AND NOT array_has(seen_in_training, "
+                       f"{_quote(config.not_seen_by)})")
     return _and(*clauses)
 
 
