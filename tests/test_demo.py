@@ -50,3 +50,11 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     built = summary["steps"]["coobserved-export"]
     assert 0 < built["photos"] <= built["eligible"] and sum(built["kept_per_rank"].values()) == built["photos"]
     assert "trained on this synthetic world" in printed and "say nothing about real organisms" in printed
+
+
+def test_overwrite_replaces_only_a_previous_demo(tmp_path: Path) -> None:
+    precious = tmp_path / "thesis"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    assert main(["demo", "--out", str(precious), "--overwrite"]) == 1
+    assert (precious / "thesis.tex").read_text() == "years of work"

@@ -323,3 +323,11 @@ def test_mean_std_ci_single_and_identical_runs() -> None:
 def test_new_definitions_are_registered() -> None:
     assert "sklearn balanced_accuracy_score" in METRIC_DEFINITIONS["balanced_accuracy"]
     assert "2TP/(2TP+FP+FN)" in METRIC_DEFINITIONS["macro_f1"]
+
+
+def test_a_non_finite_target_score_is_never_a_hit() -> None:
+    from cladebench.metrics import top_k_hits
+
+    scores = np.array([[np.nan] * 4, [0.1, np.nan, 0.3, 0.2], [-np.inf, 0.1, -np.inf, 0.5]])
+    assert top_k_hits(scores, np.array([0, 1, 0]), 3).tolist() == [False, False, False]
+    assert top_k_hits(scores, np.array([0, 2, 3]), 1).tolist() == [False, True, True]

@@ -110,3 +110,28 @@ def test_fullrank_matches_inquire_formulas_on_the_exact_ranking(gallery, tmp_pat
     assert record.metrics[f"ap@{k}"]["n"] == 3
     assert f"supercategory=Species/ap@{k}" in record.metrics
     assert "run record" in capsys.readouterr().out
+
+
+def test_fullrank_counts_missing_hits_as_misses(gallery):
+    """A filter leaving fewer than k rows must not turn AP into AP over the rows it left."""
+    from cladebench.sources.inquire import read_inquire_annotations  # noqa: F401  (the same key rules)
+    from cladebench.text_search import fullrank
+
+    path, model = gallery
+    dataset = store.open_dataset(path)
+    table = store.read(dataset, columns=["uuid", "scientific_name", "species", "inat24_file_name"])
+    name = table.column("scientific_name")[0].as_py()
+    epithet = table.column("species")[0].as_py()
+    keys = [k for k, n in zip(table.column("inat24_file_name").to_pylist(), table.column("scientific_name").to_pylist(),
+                              strict=True) if n == name]
+    queries = pa.table({"query_id": [1], "query_text": [name]})
+    annotations = pa.table({"query_id": [1] * len(keys), "inat24_file_name": keys})
+    encoder = load_encoder(model, device="cpu")
+    _, only = fullrank(dataset, encoder, queries, annotations, match_column="inat24_file_name", k=50,
+                       where=f"species = '{epithet}'")
+    scores = only["per_query"]
+    assert scores.hits[0] == len(keys) and scores.cutoff[0] == 50
+    assert scores.precision[0] == pytest.approx(100 * len(keys) / 50)
+    _, none = fullrank(dataset, encoder, queries, annotations, match_column="inat24_file_name", k=50,
+                       where="species = 'no-such-species'")
+    assert none["per_query"].ap[0] == 0.0

@@ -98,11 +98,12 @@ def get_benchmark(name: str) -> Benchmark | None:
     return BENCHMARKS.get(name)
 
 
-def resolve(config: Any) -> tuple[str, Any]:
-    """The dataset URI to open and the config with the benchmark's defaults filled in (unchanged for a path)."""
+def resolve(config: Any) -> tuple[str, Any, Benchmark | None]:
+    """The dataset URI to open, the config with the benchmark's defaults filled in, and the benchmark (None for
+    a path or URI, including a local folder that happens to bear a benchmark's name)."""
     benchmark = get_benchmark(config.dataset)
     if benchmark is None or Path(config.dataset).exists():
-        return config.dataset, config
+        return config.dataset, config, None
     path = benchmark.dataset_path()
     if not path.exists():
         benchmark.fetch(path)
@@ -112,7 +113,7 @@ def resolve(config: Any) -> tuple[str, Any]:
         spec = fields.get(name)
         if spec is not None and getattr(config, name) == _default(spec):
             changes[name] = value
-    return str(path), dataclasses.replace(config, **changes)
+    return str(path), dataclasses.replace(config, **changes), benchmark
 
 
 def _default(spec: dataclasses.Field) -> Any:

@@ -345,6 +345,9 @@ def run_demo(config: DemoConfig) -> dict[str, Any]:
     if out_dir.exists() and any(out_dir.iterdir()):
         if not config.overwrite:
             raise CladebenchError(f"{out_dir} already exists and is not empty; pass --overwrite to replace it")
+        if not (out_dir / "summary.json").is_file():  # only ever delete a previous demo, never a user's folder
+            raise CladebenchError(f"{out_dir} is not a previous demo's folder (no summary.json); --overwrite replaces "
+                                  "only those: choose another --out")
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -577,5 +577,11 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
             raise SchemaError(f"{dataset.uri}: column {column!r} row {where_row} has {lengths[row]} values where "
                               f"the first row has {dim}: not one embedding space")
     vectors = values.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+    bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+    if bad.size:  # NaN or inf (e.g. float16 overflow in a published column) would score as anything
+        row = int(bad[0])
+        where_row = f"uuid={table.column('uuid')[row]}" if "uuid" in table.column_names else f"#{row}"
+        raise SchemaError(f"{dataset.uri}: column {column!r} has non-finite values in {bad.size} row(s), first "
+                          f"{where_row}; re-embed those rows or filter them out with --where")
     return table.drop_columns([column]), vectors
 

@@ -232,15 +232,15 @@ def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
 
 def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Path]:
     """Predict, score, and write the run record; returns it and the path of run.json."""
-    from cladebench.benchmarks import get_benchmark, resolve
+    from cladebench.benchmarks import resolve
     from cladebench.tasks import get_task
 
-    uri, config = resolve(config)
+    uri, config, benchmark = resolve(config)
     task = get_task(config.task or "zeroshot")
     settings = task_config(task.config, config)
     if encoder is None and task.uses_encoder:
         encoder = load_model(config)
-    if get_benchmark(config.dataset) is not None and getattr(encoder, "kind", "clip") == "clip" and encoder:
+    if benchmark is not None and getattr(encoder, "kind", "clip") == "clip" and encoder:
         _embed_if_missing(uri, config, encoder)
     dataset = store.open_dataset(uri)
     if not task.uses_encoder and getattr(settings, "column", "unset") is None:
@@ -262,7 +262,12 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     tables, label_sets, inspection, infos = [], {}, {}, {}
     for group in groups:
         group_where = where if group is None else _and(where, f"{group_column} = {_quote(group)}")
-        predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
+        try:
+            predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
+        except CladebenchError as error:
+            if group is None:
+                raise
+            raise type(error)(f"{group_column} {group!r}: {error}") from None
         prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
         for name, estimate in {**task.metrics(predictions),
                                **_breakdown_metrics(task, predictions, dataset, config.breakdown)}.items():
@@ -294,17 +299,27 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         "prompts": ({"name_style": info["name_style"], "templates_name": info.get("templates"),
                      "templates": list(get_templates(info.get("templates", "bioclip")))}
                     if "name_style" in info else None),
-        "task": {k: v for k, v in info.items()
-                 if k not in ("embedding_metadata", "label_set", "inspection", "split", "name_style", "templates")},
+        # Grouped runs: the first group's settings stand for all (they are the same settings); each group's own
+        # counts are in task_by_group, and the filter recorded is the user's, not the first group's.
+        "task": {**_task_info(info), **({"where": where} if "where" in info else {})},
+        "task_by_group": None if group_column is None else {g: _task_info(i) for g, i in infos.items()},
+        "split_by_group": (None if group_column is None or "split" not in info
+                           else {g: i.get("split") for g, i in infos.items()}),
         "metrics": metric_definitions(sorted({name.rsplit(GROUP_SEPARATOR, 1)[-1] for name in metrics})),
         "software": software_versions(),
         "command": command_line(),
     }
-    provenance["dataset"]["benchmark"] = config.dataset if get_benchmark(config.dataset) else None
+    provenance["dataset"]["benchmark"] = benchmark.name if benchmark is not None else None
     record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config),
                        inspection=inspection)
     path = record.write(config.out, table)
     return record, path
+
+
+def _task_info(info: dict[str, Any]) -> dict[str, Any]:
+    """What a task reported about how it ran, without what the record keeps elsewhere."""
+    return {k: v for k, v in info.items()
+            if k not in ("embedding_metadata", "label_set", "inspection", "split", "name_style", "templates")}
 
 
 def label_set_sizes(record: RunRecord) -> dict[str, int]:

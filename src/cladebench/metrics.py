@@ -110,7 +110,8 @@ def top_k_hits(scores: np.ndarray, targets: np.ndarray, k: int) -> np.ndarray:
     target_scores = scores[np.arange(scores.shape[0]), safe][:, None]
     above = np.count_nonzero(scores > target_scores, axis=1)
     tied_before = np.count_nonzero((scores == target_scores) & (np.arange(scores.shape[1]) < safe[:, None]), axis=1)
-    return (above + tied_before < k) & valid
+    # A non-finite target score has no rank (NaN compares false with everything): never a hit.
+    return (above + tied_before < k) & valid & np.isfinite(target_scores[:, 0])
 
 
 define_metric("top1", "share of examples whose highest-scoring label is the true label; " + WILSON)

@@ -96,8 +96,12 @@ def fullrank(dataset: lance.LanceDataset, encoder: Encoder, queries: pa.Table, a
     relevances, score_lists, counts = [], [], []
     for q, query_id in enumerate(ids):
         positions = np.flatnonzero(query_index == q)
-        relevances.append(relevant[positions].astype(np.int64))
-        score_lists.append(scores[positions])
+        # Fewer than k hits (a filter leaving fewer than k rows) count as k - hits misses at the bottom, so
+        # AP stays normalised by min(positives, k) and precision by k, as over a full gallery.
+        missing = k - len(positions)
+        floor = float(scores[positions].min()) - 1.0 if len(positions) else 0.0
+        relevances.append(np.concatenate([relevant[positions].astype(np.int64), np.zeros(missing, np.int64)]))
+        score_lists.append(np.concatenate([scores[positions], np.full(missing, floor)]))
         counts.append(max(len(positives.get(query_id, ())), int(relevant[positions].sum())))
     per_query = score_ragged(relevances, score_lists, k, count_pos=np.asarray(counts))
     table = pa.table({

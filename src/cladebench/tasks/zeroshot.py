@@ -356,6 +356,8 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     index = {key: i for i, key in enumerate(labels.taxa)}
     targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages])
     order = _top(probs, 5)
+    reachable = (np.ones(len(targets), dtype=bool) if allowed is None
+                 else allowed[np.arange(len(targets)), np.maximum(targets, 0)])
     columns: dict[str, Any] = {
         "uuid": rows.column("uuid"),
         "true_label": [texts[t] if t >= 0 else None for t in targets],
@@ -364,8 +366,9 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "top5_probs": [[float(probs[i, j]) for j in o] for i, o in enumerate(order)],
         "true_prob": [float(probs[i, t]) if t >= 0 else None for i, t in enumerate(targets)],
         "scored": targets >= 0,
-        "correct_top1": top_k_hits(probs, targets, 1),
-        "correct_top5": top_k_hits(probs, targets, 5),
+        # With --candidates, a true label outside the row's candidates (probability 0) is never a hit.
+        "correct_top1": top_k_hits(probs, targets, 1) & reachable,
+        "correct_top5": top_k_hits(probs, targets, 5) & reachable,
     }
     scored_ranks = [rank.column]
     for higher in RANKS[:rank]:
@@ -392,7 +395,9 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
                       "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum())},
         "within": config.within,
         "where": config.where,
-        "candidates": None if config.candidates is None else {"column": config.candidates, **candidate_counts},
+        "candidates": None if config.candidates is None else {
+            "column": config.candidates, **candidate_counts,
+            "rows_whose_truth_is_not_a_candidate": int(((targets >= 0) & ~reachable).sum())},
     }
     if rank == Rank.SPECIES:
         inspection = genus_only_inspection(rows.column("uuid").to_pylist(), lineages, probs, labels, texts)
