@@ -157,3 +157,18 @@ def test_rows_without_embeddings_are_not_scored(tmp_path: Path, embedded: tuple[
                               progress=False))
     predictions = zero_shot(store.open_dataset(path), load_encoder(model, device="cpu"), ZeroShotConfig())
     assert predictions.table.num_rows == 11
+
+
+def test_a_label_file_name_shared_by_homonyms_is_refused(tmp_path: Path) -> None:
+    from cladebench.errors import CladebenchError
+    from cladebench.tasks.zeroshot import label_set_from_file
+
+    benchmark = [Lineage.from_names("Animalia", "Chordata", "Aves", "Suliformes", "Sulidae", "Morus", "bassanus"),
+                 Lineage.from_names("Plantae", "Tracheophyta", "Magnoliopsida", "Rosales", "Moraceae", "Morus", "alba"),
+                 Lineage.from_names("Animalia", "Chordata", "Aves", "Passeriformes", "Fringillidae", "Fringilla")]
+    names = tmp_path / "genera.txt"
+    names.write_text("Morus\nFringilla\n")
+    with pytest.raises(CladebenchError, match="'Morus' names 2 taxa"):
+        label_set_from_file(names, "genus", benchmark)
+    names.write_text("Fringilla\n")
+    assert len(label_set_from_file(names, "genus", benchmark)) == 1

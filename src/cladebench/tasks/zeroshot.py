@@ -122,7 +122,13 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
     path = Path(path)
     if not path.is_file():
         raise CladebenchError(f"label set file not found: {path}")
-    known = {_name_at(lin, rank): lin for lin in benchmark if lin.names[rank] is not None}
+    # A name may stand for several taxa (homonyms in different kingdoms): such a name is not resolved by guessing.
+    taxa_named: dict[str | None, dict[tuple[str | None, ...], Lineage]] = {}
+    for lin in benchmark:
+        if lin.names[rank] is not None:
+            taxa_named.setdefault(_name_at(lin, rank), {}).setdefault(lin.key(rank), lin)
+    known = {name: next(iter(taxa.values())) for name, taxa in taxa_named.items() if len(taxa) == 1}
+    ambiguous = {name for name, taxa in taxa_named.items() if len(taxa) > 1}
     if path.suffix.lower() in (".csv", ".tsv"):
         import pyarrow.csv as pacsv
 
@@ -147,6 +153,10 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
         name = line.split("#", 1)[0].strip()
         if not name:
             continue
+        if name in ambiguous:
+            raise CladebenchError(f"{path}: line {number}: {name!r} names {len(taxa_named[name])} taxa of the "
+                                  "benchmark (homonyms in different clades); give the labels as a CSV with rank "
+                                  "columns")
         if name in known:
             lineages.append(known[name])
         else:
