@@ -19,11 +19,15 @@ Example:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from cladebench.errors import unknown_name
+import pyarrow as pa
+
+from cladebench.errors import CladebenchError, unknown_name
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,45 @@ class Source:
 
     def build(self, *args: Any, **kwargs: Any) -> Any:
         return self.load(self.builder)(*args, **kwargs)
+
+
+# --- what every source module does the same way -------------------------------------------------
+
+
+def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str,
+                  recursive: bool = False) -> list[Path]:
+    """The files to read: the paths given, or every ``*.parquet`` in (or, ``recursive``, under) a directory given,
+    sorted; an error naming ``what`` when there are none or one is missing."""
+    given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
+    paths: list[Path] = []
+    for item in map(Path, given):
+        if item.is_dir():
+            paths.extend(sorted(item.rglob("*.parquet") if recursive else item.glob("*.parquet")))
+        else:
+            paths.append(item)
+    if not paths:
+        raise CladebenchError(f"no {what} Parquet files in {[str(p) for p in given]}")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise CladebenchError(f"{what} Parquet file(s) not found: {missing}")
+    return paths
+
+
+def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, Any]) -> pa.Table:
+    """The table with a reader's counts kept in its schema metadata under ``key`` (read back by :func:`stats_of`)."""
+    return table.replace_schema_metadata({key: json.dumps(stats, default=str).encode()})
+
+
+def stats_of(table: pa.Table, key: bytes) -> dict[str, Any]:
+    """The counts a reader kept in the table's schema metadata under ``key``; empty when there are none."""
+    raw = (table.schema.metadata or {}).get(key)
+    return {} if raw is None else json.loads(raw)
+
+
+def failures_path_for(out: str | Path) -> Path:
+    """Where the failures of a build into ``out`` go: ``<out>.failures.parquet``, beside the dataset."""
+    out = Path(out)
+    return out.with_name(out.name + ".failures.parquet")
 
 
 SOURCES: dict[str, Source] = {}

@@ -76,7 +76,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import uuid as uuidlib
@@ -93,6 +92,7 @@ from cladebench import store
 from cladebench.download import DownloadConfig, DownloadReport, DownloadStore, download
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.images import sniff_format
+from cladebench.sources import failures_path_for, parquet_files, stats_of, with_stats
 from cladebench.sources.inquire import parse_license, parse_observed_on
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, divergence_rank
 
@@ -235,17 +235,9 @@ def read_schema(*, images: bool) -> pa.Schema:
 
 
 def parquet_paths_of(parquet_paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """The files to read: the paths given, or every ``*.parquet`` under a directory given (sorted)."""
-    given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
-    paths: list[Path] = []
-    for item in map(Path, given):
-        paths.extend(sorted(item.rglob("*.parquet")) if item.is_dir() else [item])
-    if not paths:
-        raise CladebenchError(f"no iNat Co-Observed Parquet files in {[str(p) for p in given]}")
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise CladebenchError(f"iNat Co-Observed Parquet file(s) not found: {missing}")
-    return paths
+    """The files to read: the paths given, or every ``*.parquet`` under a directory given (sorted; the Hub's
+    ``data/`` layout nests them)."""
+    return parquet_files(parquet_paths, what="iNat Co-Observed", recursive=True)
 
 
 # --- one file, checked before anything is read -----------------------------------------------------
@@ -735,13 +727,12 @@ def read_inat_coobserved(
     tables = list(iter_inat_coobserved_batches(parquet_paths, images=images, limit=limit, stats=stats,
                                                batch_rows=DEFAULT_BATCH_ROWS if images else 4096))
     table = pa.concat_tables(tables) if tables else read_schema(images=images).empty_table()
-    return table.replace_schema_metadata({READ_STATS_KEY: json.dumps(stats.as_dict(), default=str).encode()})
+    return with_stats(table, READ_STATS_KEY, stats.as_dict())
 
 
 def read_stats(table: pa.Table) -> dict[str, Any]:
     """The counts :func:`read_inat_coobserved` recorded in the table's schema metadata."""
-    raw = (table.schema.metadata or {}).get(READ_STATS_KEY)
-    return {} if raw is None else json.loads(raw)
+    return stats_of(table, READ_STATS_KEY)
 
 
 # --- building the dataset --------------------------------------------------------------------------
@@ -773,12 +764,6 @@ class CoObservedBuild:
     @property
     def failed_by_reason(self) -> dict[str, int]:
         return {} if self.fetch is None else self.fetch.failed_by_reason
-
-
-def failures_path_for(out: str | Path) -> Path:
-    """Where the failures of a build into ``out`` go: ``<out>.failures.parquet``, beside the dataset."""
-    out = Path(out)
-    return out.with_name(out.name + ".failures.parquet")
 
 
 FAILURES_SCHEMA = pa.schema([

@@ -60,7 +60,6 @@ import ast
 import calendar
 import csv
 import datetime
-import json
 import math
 import os
 import re
@@ -76,6 +75,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.download import DownloadConfig, DownloadReport, DownloadStore, download
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.sources import failures_path_for, stats_of, with_stats
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -346,7 +346,7 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
         **{k: rows.counts[k] for k in ("missing_date", "missing_coordinates", "without_species",
                                         "without_cryptic_group", "repeated_url")},
     }
-    return table.replace_schema_metadata({READ_STATS_KEY: json.dumps(stats).encode()})
+    return with_stats(table, READ_STATS_KEY, stats)
 
 
 def _lookup(lookup: str | Path | Mapping[str, Sequence[str]] | None) -> dict[str, tuple[str, ...]] | None:
@@ -359,8 +359,7 @@ def _lookup(lookup: str | Path | Mapping[str, Sequence[str]] | None) -> dict[str
 
 def read_stats(table: pa.Table) -> dict[str, Any]:
     """The counts :func:`read_crypticbio` recorded in the table's schema metadata."""
-    raw = (table.schema.metadata or {}).get(READ_STATS_KEY)
-    return {} if raw is None else json.loads(raw)
+    return stats_of(table, READ_STATS_KEY)
 
 
 # --- building the dataset ------------------------------------------------------------------------
@@ -388,12 +387,6 @@ class CrypticBioBuild:
     @property
     def failed(self) -> int:
         return self.rows - self.written
-
-
-def failures_path_for(out: str | Path) -> Path:
-    """Where the failures of a build into ``out`` go: ``<out>.failures.parquet``, beside the dataset."""
-    out = Path(out)
-    return out.with_name(out.name + ".failures.parquet")
 
 
 _BATCH_ROWS = 128  # rows (images of a few MB each) held in memory at once while writing

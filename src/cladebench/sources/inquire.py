@@ -82,7 +82,6 @@ from __future__ import annotations
 
 import csv
 import datetime
-import json
 import math
 import re
 import uuid as uuidlib
@@ -98,6 +97,7 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.images import sniff_format
+from cladebench.sources import parquet_files, stats_of, with_stats
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
 SOURCE_DATASET = "inquire-rerank"
@@ -418,7 +418,7 @@ def read_inquire_queries(path: str | Path, *, split: str | None = None) -> pa.Ta
     stats = {"file": path.name, "split": split, "rows": len(first_row),
              "without_iconic_group": columns["iconic_group"].count(None)}
     table = pa.table(columns, schema=QUERIES_SCHEMA)
-    return table.replace_schema_metadata({READ_STATS_KEY: json.dumps(stats).encode()})
+    return with_stats(table, READ_STATS_KEY, stats)
 
 
 def _query_ids_by_text(queries: pa.Table | str | Path | Sequence[str | Path]) -> dict[str, int]:
@@ -489,13 +489,12 @@ def read_inquire_annotations(path: str | Path) -> pa.Table:
     table = pa.table(columns, schema=ANNOTATIONS_SCHEMA)
     stats = {"file": path.name, "rows": table.num_rows, "queries": len({q for q, _ in pairs}),
              "repeated_pairs": sum(n - 1 for n in pairs.values())}
-    return table.replace_schema_metadata({READ_STATS_KEY: json.dumps(stats).encode()})
+    return with_stats(table, READ_STATS_KEY, stats)
 
 
 def read_stats(table: pa.Table) -> dict[str, Any]:
     """The counts a reader of this module recorded in the table's schema metadata."""
-    raw = (table.schema.metadata or {}).get(READ_STATS_KEY)
-    return {} if raw is None else json.loads(raw)
+    return stats_of(table, READ_STATS_KEY)
 
 
 # --- INQUIRE-Rerank --------------------------------------------------------------------------------
@@ -533,16 +532,7 @@ class RerankStats:
 
 def parquet_paths_of(parquet_paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The shards to read: the paths given, or every ``*.parquet`` in a directory given (sorted)."""
-    given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
-    paths: list[Path] = []
-    for item in map(Path, given):
-        paths.extend(sorted(item.glob("*.parquet")) if item.is_dir() else [item])
-    if not paths:
-        raise CladebenchError(f"no INQUIRE-Rerank Parquet files in {[str(p) for p in given]}")
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise CladebenchError(f"INQUIRE-Rerank Parquet file(s) not found: {missing}")
-    return paths
+    return parquet_files(parquet_paths, what="INQUIRE-Rerank")
 
 
 @dataclass(frozen=True)
@@ -809,7 +799,7 @@ def read_inquire_rerank(
     tables = list(iter_inquire_rerank_batches(parquet_paths, split=split, queries=queries, images=images,
                                               batch_rows=DEFAULT_BATCH_ROWS if images else 4096, stats=stats))
     table = pa.concat_tables(tables) if tables else rerank_schema(images=images).empty_table()
-    return table.replace_schema_metadata({READ_STATS_KEY: json.dumps(stats.as_dict()).encode()})
+    return with_stats(table, READ_STATS_KEY, stats.as_dict())
 
 
 def rerank_schema(*, images: bool) -> pa.Schema:
