@@ -56,13 +56,12 @@ from cladebench.metrics import accuracy, define_metric, paired_bootstrap, regist
 from cladebench.tasks.zeroshot import (
     LabelSet,
     Predictions,
-    _scale,
     candidate_mask,
     classify,
-    column_metadata,
     label_set,
     label_set_from_file,
-    resolve_embedding_column,
+    logit_scale_of,
+    text_image_column,
 )
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -406,12 +405,6 @@ FUSIONS: dict[str, Callable[[FusionInputs], FusionOutcome]] = {
 # --- the task --------------------------------------------------------------------------------------
 
 
-def _check_revision(meta: dict[str, Any], encoder: Encoder, column: str) -> None:
-    if meta.get("revision") and encoder.revision and meta["revision"] != encoder.revision:
-        raise CladebenchError(f"column {column!r} was made with revision {meta['revision']} of {encoder.model_id}, "
-                              f"but revision {encoder.revision} is loaded")
-
-
 def _read_columns(dataset: lance.LanceDataset, config: GeoPriorConfig, group_key: str) -> list[str]:
     names = dataset.schema.names
     wanted = ["uuid", *_naming(names), *(c for c in (LATITUDE, LONGITUDE, DATE) if c in names)]
@@ -438,9 +431,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
     if config.prior_fusion not in FUSIONS:
         raise unknown_name("fusion", config.prior_fusion, FUSIONS)
     rank = Rank.parse(config.rank)
-    column = resolve_embedding_column(dataset, encoder, config.column, task="geo")
-    meta = column_metadata(dataset, column)
-    _check_revision(meta, encoder, column)
+    column, meta = text_image_column(dataset, encoder, config.column, task="geo")
     rows, vectors = valid_embeddings(dataset, column, where=config.where,
                                      columns=_read_columns(dataset, config, config.prior_group_key))
     if rows.num_rows == 0:
@@ -458,7 +449,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
 
     texts = labels.texts(config.name_style)
     label_vectors = class_text_embeddings(encoder, texts, config.templates)
-    scale = _scale(config, encoder)  # type: ignore[arg-type]  # it reads logit_scale alone
+    scale = logit_scale_of(config, encoder)
     allowed, candidate_counts = None, None
     if config.candidates:
         if rank != Rank.SPECIES:

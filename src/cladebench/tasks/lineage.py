@@ -97,7 +97,13 @@ from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.lineage_parse import UNPARSEABLE, names_match, parse_lineage_answer
 from cladebench.metrics import WILSON, Estimate, accuracy, bootstrap_ci, define_metric, register_display
-from cladebench.tasks.zeroshot import Predictions, column_metadata, find_embedding_column, normalize_rows, softmax
+from cladebench.tasks.zeroshot import (
+    Predictions,
+    logit_scale_of,
+    normalize_rows,
+    softmax,
+    text_image_column,
+)
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, divergence_rank
 
 if TYPE_CHECKING:
@@ -507,15 +513,6 @@ def candidate_text_embeddings(tree: CandidateTree, spans: Iterable[tuple[int, in
     return (text if text is not None else np.zeros((len(tree), 1), dtype=np.float32)), encoded
 
 
-def _scale(config: LineageConfig, encoder: Any) -> float:
-    if config.logit_scale == "learned":
-        return float(encoder.logit_scale)
-    try:
-        return float(config.logit_scale)
-    except ValueError:
-        raise CladebenchError(f"logit_scale must be 'learned' or a number, got {config.logit_scale!r}") from None
-
-
 @dataclass(frozen=True)
 class Query:
     """One image to complete below a prefix (a hint, or nothing)."""
@@ -551,14 +548,7 @@ def rank_queries(queries: Sequence[Query], images: np.ndarray, tree: CandidateTr
 
 
 def _image_column(dataset: lance.LanceDataset, encoder: Any, column: str | None) -> tuple[str, dict[str, Any]]:
-    column = column or find_embedding_column(dataset, encoder.model_id)
-    if column not in dataset.schema.names:
-        raise SchemaError(f"column {column!r} is not in {dataset.uri}")
-    meta = column_metadata(dataset, column)
-    if meta.get("model") != encoder.model_id:
-        raise CladebenchError(f"column {column!r} holds embeddings of {meta.get('model')}, not of {encoder.model_id}: "
-                              "image and text vectors from different models are not comparable")
-    return column, meta
+    return text_image_column(dataset, encoder, column, task="lineage")
 
 
 def _pair_columns(dataset: lance.LanceDataset) -> tuple[str, ...]:
@@ -589,7 +579,7 @@ def predict_contrastive(dataset: lance.LanceDataset, encoder: Any, config: Linea
     unique = sorted({q for qs in wanted.values() for q in qs if q is not None}, key=lambda q: (q.row, _sortable(
         q.prefix)))
     text, encoded = candidate_text_embeddings(tree, {tree.span(q.prefix) for q in unique}, encoder, config)
-    scale = _scale(config, encoder)
+    scale = logit_scale_of(config, encoder)
     species = dict(zip(unique, rank_queries(unique, normalize_rows(vectors), tree, text, scale), strict=True))
     completions = {c: [_ranked(tree, t, q, species) for t, q in zip(found.targets, wanted[c], strict=True)]
                    for c in conditions}

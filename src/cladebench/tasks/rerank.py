@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.tasks.zeroshot import Predictions, column_metadata, find_embedding_column, normalize_rows
+from cladebench.tasks.zeroshot import Predictions, normalize_rows, text_image_column
 
 if TYPE_CHECKING:
     import lance
@@ -96,11 +96,7 @@ def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig
     from cladebench.embed import valid_embeddings
     from cladebench.models import class_text_embeddings
 
-    column = config.column or find_embedding_column(dataset, encoder.model_id)
-    meta = column_metadata(dataset, column)
-    if meta.get("model") != encoder.model_id:
-        raise CladebenchError(f"column {column!r} holds embeddings of {meta.get('model')}, not of "
-                              f"{encoder.model_id}: image and text vectors from different models are not comparable")
+    column, meta = text_image_column(dataset, encoder, config.column, task="rerank")
     everything = _read(dataset, config, ())
     rows, vectors = valid_embeddings(dataset, column, where=config.where, columns=_REQUIRED)
     if rows.num_rows != everything.num_rows:

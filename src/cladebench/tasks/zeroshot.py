@@ -279,9 +279,23 @@ def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: 
         raise SchemaError(f"column {column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
     model = column_metadata(dataset, column).get("model")
     if encoder is not None and model != encoder.model_id:
-        raise CladebenchError(f"column {column!r} holds embeddings of {model}, not of {encoder.model_id}; "
-                              "the run record would name the wrong model")
+        raise CladebenchError(f"column {column!r} holds embeddings of {model}, not of {encoder.model_id}: vectors of "
+                              "different models are not comparable, and the run record would name the wrong model")
     return column
+
+
+def text_image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str | None, *,
+                      task: str) -> tuple[str, dict[str, Any]]:
+    """The image-embedding column a task compares with the encoder's text vectors, and its metadata: it must
+    hold that model's embeddings, at the revision loaded (vectors of different weights are not comparable)."""
+    column = resolve_embedding_column(dataset, encoder, column, task=task)
+    meta = column_metadata(dataset, column)
+    if meta.get("revision") and encoder.revision and meta["revision"] != encoder.revision:
+        raise CladebenchError(
+            f"column {column!r} was made with revision {meta['revision']} of {encoder.model_id}, but revision "
+            f"{encoder.revision} is loaded; re-embed (cladebench embed --overwrite) or load that revision"
+        )
+    return column, meta
 
 
 def _parse_within(within: str | None) -> tuple[Rank, str] | None:
@@ -293,7 +307,8 @@ def _parse_within(within: str | None) -> tuple[Rank, str] | None:
     return Rank.parse(rank.strip()), name.strip()
 
 
-def _scale(config: ZeroShotConfig, encoder: Encoder) -> float:
+def logit_scale_of(config: Any, encoder: Encoder) -> float:
+    """The logit scale a config asks for (its ``logit_scale`` field): the encoder's learned one, or a number."""
     if config.logit_scale == "learned":
         return float(encoder.logit_scale)
     try:
@@ -320,20 +335,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     from cladebench.models import class_text_embeddings
 
     rank = Rank.parse(config.rank)
-    column = config.column or find_embedding_column(dataset, encoder.model_id)
-    if column not in dataset.schema.names:
-        raise SchemaError(f"column {column!r} is not in {dataset.uri}")
-    meta = column_metadata(dataset, column)
-    if meta.get("model") != encoder.model_id:
-        raise CladebenchError(
-            f"column {column!r} holds embeddings of {meta.get('model')}, not of {encoder.model_id}: image and text "
-            "vectors from different models are not comparable"
-        )
-    if meta.get("revision") and encoder.revision and meta["revision"] != encoder.revision:
-        raise CladebenchError(
-            f"column {column!r} was made with revision {meta['revision']} of {encoder.model_id}, but revision "
-            f"{encoder.revision} is loaded; re-embed (cladebench embed --overwrite) or load that revision"
-        )
+    column, meta = text_image_column(dataset, encoder, config.column, task="zero-shot")
     extra = (config.candidates,) if config.candidates else ()
     if config.candidates and config.candidates not in dataset.schema.names:
         raise SchemaError(f"--candidates {config.candidates!r}: no such column in {dataset.uri}")
@@ -355,7 +357,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
     texts = labels.texts(config.name_style)
     label_vectors = class_text_embeddings(encoder, texts, config.templates)
-    scale = _scale(config, encoder)
+    scale = logit_scale_of(config, encoder)
     allowed, candidate_counts = None, None
     if config.candidates:
         if rank != Rank.SPECIES:
