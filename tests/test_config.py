@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from cladebench.config import OPTION, add_config_arguments, config_from_args, config_to_dict, field_docs
+from cladebench.config import OPTION, add_config_arguments, bare_value, config_from_args, config_to_dict, field_docs
 
 
 @dataclass(frozen=True)
@@ -73,3 +73,23 @@ def test_help_shows_docstrings_and_defaults() -> None:
 
 def test_config_to_dict_is_json_ready() -> None:
     assert config_to_dict(parse("d", "--out", "o"))["out"] == "o"
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    dataset: str
+    """Where."""
+    ray: str | None = field(default=None, metadata=bare_value("default"))
+    """Cluster address; alone, the default cluster."""
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["d"], None),
+    (["d", "--ray"], "default"),
+    (["d", "--ray", "ray://head:10001"], "ray://head:10001"),
+    (["--ray", "auto", "d"], "auto"),
+])
+def test_an_option_may_be_given_bare(argv: list[str], expected: str | None) -> None:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, _Cluster)
+    assert config_from_args(_Cluster, parser.parse_args(argv)).ray == expected

@@ -84,6 +84,14 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
 
 
 _SHORT_KEY = "cladebench.short"
+_BARE_KEY = "cladebench.bare"
+
+
+def bare_value(value: str) -> dict[str, str]:
+    """Field metadata for an option that may be given without a value, meaning ``value``:
+    ``ray: str | None = field(default=None, metadata=bare_value("default"))`` makes ``--ray`` mean
+    ``--ray default`` while ``--ray ADDRESS`` still takes an address."""
+    return {_BARE_KEY: value}
 
 
 def short(letter: str) -> dict[str, str]:
@@ -144,6 +152,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["default"] = default
         if optional and "metavar" in kwargs:
             kwargs["metavar"] = field.name.upper()
+        if _BARE_KEY in field.metadata:
+            kwargs.update(nargs="?", const=field.metadata[_BARE_KEY])
         parser.add_argument(*_flags(field.name, field.metadata), dest=field.name, **kwargs)
 
 
