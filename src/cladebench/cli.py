@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cladebench import __version__
-from cladebench.config import OPTION, POSITIONAL, add_config_arguments, config_from_args
+from cladebench.config import OPTION, POSITIONAL, add_config_arguments, bare_value, config_from_args
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.raycluster import DEFAULT_ADDRESS
 
 EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
@@ -399,6 +400,10 @@ class LoadCommand:
     """Simultaneous downloads."""
     retries: int = 5
     """Attempts per image (timeouts, 429 and 5xx are retried with backoff; 404 is not)."""
+    ray: str | None = field(default=None, metadata=bare_value(DEFAULT_ADDRESS))
+    """Fetch on a Ray cluster, in shards of images: --ray alone lets ray.init find it (RAY_ADDRESS, the latest
+    cluster here, else a new local one); --ray auto|local|ray://HOST:10001 names it. The download dir must be on
+    a filesystem every node sees."""
 
 
 @verb("load", LoadCommand, "build a dataset from a published benchmark's files (images fetched, failures recorded)")
@@ -412,12 +417,14 @@ def _load(command: LoadCommand) -> int:
     builder = source.load(source.builder)
     offered = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir,
                "download_config": DownloadConfig(concurrency=command.concurrency, max_attempts=command.retries,
-                                                 progress=True)}
+                                                 progress=True, ray=command.ray)}
     accepted = inspect.signature(builder).parameters
     given = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir,
              "queries": command.queries or None}
     offered["queries"] = list(command.queries) or None
     unused = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None and k not in accepted]
+    if command.ray is not None and "download_config" not in accepted:
+        unused.append("--ray")  # a source that fetches nothing has nothing to spread over a cluster
     if unused:
         raise CladebenchError(f"source {source.name!r} does not take {', '.join(unused)}")
     build = builder(command.path, command.out, **{k: v for k, v in offered.items() if k in accepted})

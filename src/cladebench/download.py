@@ -27,6 +27,9 @@ the store is next opened. Failed items are not remembered as done: the next run 
 One run at a time per store: two processes appending to one manifest is safe, but the repair of a
 torn line on opening is not.
 
+With ``DownloadConfig(ray=...)`` the same fetcher runs in Ray tasks, a shard of items each, and the
+driver alone appends the manifest (see :mod:`cladebench.download_ray`).
+
 Example:
     >>> import tempfile
     >>> report = download([], tempfile.mkdtemp())
@@ -50,7 +53,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cladebench.errors import CladebenchError, unknown_name
 
@@ -136,6 +139,13 @@ class DownloadConfig:
     """Show a tqdm progress bar on stderr."""
     user_agent: str = DEFAULT_USER_AGENT
     """``User-Agent`` header; image hosts ask clients to identify themselves."""
+    ray: str | None = None
+    """None fetches in this process; otherwise the Ray cluster to fetch on, as
+    :func:`cladebench.raycluster.ray_session` takes it (``default``, ``auto``, ``local``, ``ray://host:10001``).
+    The store must then be on a filesystem every node sees (see :mod:`cladebench.download_ray`)."""
+    ray_shard_size: int = 1000
+    """Items per Ray task; each task runs the usual async fetcher with ``concurrency`` requests in flight, so a
+    cluster has up to tasks x concurrency."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -148,6 +158,8 @@ class DownloadConfig:
             raise CladebenchError(f"max_bytes must be positive, got {self.max_bytes}")
         if self.image_check not in IMAGE_CHECKS:
             raise unknown_name("image check", self.image_check, IMAGE_CHECKS)
+        if self.ray_shard_size < 1:
+            raise CladebenchError(f"ray_shard_size must be at least 1, got {self.ray_shard_size}")
 
 
 @dataclass(frozen=True)
@@ -190,7 +202,8 @@ class DownloadFailure:
     url: str
     reason: str
     """Short category to count by: ``http_404``, ``timeout``, ``connection``, ``truncated``, ``too_large``,
-    ``sha256_mismatch``, ``invalid_image``, ``bad_url``, ``protocol``."""
+    ``sha256_mismatch``, ``invalid_image``, ``bad_url``, ``protocol``; on Ray also ``ray_task`` (the shard's task
+    raised, or its worker died on every retry)."""
     detail: str
     """What happened, for a person."""
     status: int | None
@@ -220,13 +233,20 @@ def failures_table(failures: Iterable[DownloadFailure]) -> pa.Table:
 
 
 class DownloadStore:
-    """A directory of fetched bodies, named by SHA-256, and the manifest that makes runs resumable."""
+    """A directory of fetched bodies, named by SHA-256, and the manifest that makes runs resumable.
 
-    def __init__(self, root: str | Path) -> None:
+    ``writes_manifest=False`` opens a view that writes bodies only: it neither repairs nor appends to the
+    manifest. Ray shards open the shared store this way, so that the driver stays the manifest's one writer
+    (a worker killed mid-write then cannot tear a line, and a rerun shard's results are recorded once).
+    """
+
+    def __init__(self, root: str | Path, *, writes_manifest: bool = True) -> None:
         self.root = Path(root)
+        self.writes_manifest = writes_manifest
         self.objects_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._repair_manifest()
+        if writes_manifest:
+            self._repair_manifest()
 
     @property
     def objects_dir(self) -> Path:
@@ -294,6 +314,8 @@ class DownloadStore:
 
     def record(self, entry: Downloaded) -> None:
         """Append one manifest line in a single write (after :meth:`put`, so the line's body exists)."""
+        if not self.writes_manifest:
+            raise CladebenchError(f"{self.root}: this view of the store writes bodies only, not the manifest")
         line = (json.dumps(asdict(entry), ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock, open(self.manifest_path, "ab") as handle:
             handle.write(line)
@@ -431,7 +453,8 @@ def backoff_delay(attempt: int, config: DownloadConfig, retry_after: float | Non
 
 
 class _Fetcher:
-    """Runs the attempts of every item over one client, persisting each success as it happens."""
+    """Runs the attempts of every item over one client, persisting each success as it happens (its body, and
+    its manifest line unless the store is a bodies-only view)."""
 
     def __init__(self, client: httpx.AsyncClient, store: DownloadStore, config: DownloadConfig,
                  on_done: Callable[[], None]) -> None:
@@ -525,7 +548,8 @@ class _Fetcher:
         self.store.put(body, digest)
         entry = Downloaded(item.key, item.url, digest, len(body), content_type, sniff_format(body), attempt,
                            time.time())
-        self.store.record(entry)
+        if self.store.writes_manifest:
+            self.store.record(entry)
         self.on_done()
         return entry
 
@@ -536,7 +560,8 @@ class _Fetcher:
 ItemLike = DownloadItem | tuple[str, str] | tuple[str, str, str | None]
 
 
-def _items(items: Iterable[ItemLike]) -> list[DownloadItem]:
+def as_items(items: Iterable[ItemLike]) -> list[DownloadItem]:
+    """The items as :class:`DownloadItem`, refusing a key given twice (keys are the resume key)."""
     out: list[DownloadItem] = []
     seen: set[str] = set()
     for raw in items:
@@ -556,6 +581,16 @@ def _is_finished(entry: Downloaded | None, item: DownloadItem, store: DownloadSt
     return store.has(entry)
 
 
+def split_cached(wanted: list[DownloadItem], store: DownloadStore) -> tuple[dict[str, Downloaded],
+                                                                          list[DownloadItem]]:
+    """Items an earlier run finished (by key; same url, expected digest and a complete body on disk) and the
+    items still to fetch, in the order asked for. A body in ``objects/`` without a manifest line counts as
+    not finished: fetching it again is how a run killed between the two resumes."""
+    finished = store.load_manifest()
+    cached = {i.key: finished[i.key] for i in wanted if _is_finished(finished.get(i.key), i, store)}
+    return cached, [i for i in wanted if i.key not in cached]
+
+
 def _client(config: DownloadConfig) -> httpx.AsyncClient:
     import httpx
 
@@ -566,38 +601,31 @@ def _client(config: DownloadConfig) -> httpx.AsyncClient:
                              headers={"User-Agent": config.user_agent})
 
 
-async def download_async(items: Iterable[ItemLike], store: str | Path | DownloadStore,
-                         config: DownloadConfig | None = None, *,
-                         client: httpx.AsyncClient | None = None) -> DownloadReport:
-    """Fetch every item not already in the store; see the module docstring for what is retried and kept.
+async def fetch_pending(pending: list[DownloadItem], store: DownloadStore, config: DownloadConfig, *,
+                        client: httpx.AsyncClient | None = None,
+                        on_done: Callable[[], None] = lambda: None) -> list[Downloaded | DownloadFailure]:
+    """Fetch ``pending`` into ``store`` over one client; one result per item, in the order of ``pending``.
 
-    ``items`` are :class:`DownloadItem` or ``(key, url)`` / ``(key, url, sha256)`` tuples. ``client``
-    replaces the client built from ``config`` (the caller then owns it; its limits apply as well).
-    The failures are also written to the store's ``failures.parquet``.
-    """
-    config = config or DownloadConfig()
-    started = time.monotonic()
-    wanted = _items(items)
-    store = store if isinstance(store, DownloadStore) else DownloadStore(store)
-    finished = store.load_manifest()
-    cached = {i.key: finished[i.key] for i in wanted if _is_finished(finished.get(i.key), i, store)}
-    pending = [i for i in wanted if i.key not in cached]
+    Bodies go into ``objects/`` as they finish; manifest lines too unless ``store`` writes bodies only
+    (a Ray shard). ``client`` replaces the client built from ``config`` (the caller then owns it)."""
+    if not pending:
+        return []
+    own = client is None
+    http = _client(config) if own else client
+    try:
+        fetcher = _Fetcher(http, store, config, on_done)
+        return list(await asyncio.gather(*(fetcher.fetch(i) for i in pending)))
+    finally:
+        if own:
+            await http.aclose()
 
-    results: list[Downloaded | DownloadFailure] = []
-    if pending:
-        from tqdm import tqdm
 
-        with tqdm(total=len(wanted), initial=len(cached), desc="downloading", unit="file",
-                  disable=not config.progress, leave=False) as bar:
-            own = client is None
-            http = _client(config) if own else client
-            try:
-                fetcher = _Fetcher(http, store, config, lambda: bar.update(1))
-                results = list(await asyncio.gather(*(fetcher.fetch(i) for i in pending)))
-            finally:
-                if own:
-                    await http.aclose()
-
+def finish_report(wanted: list[DownloadItem], cached: Mapping[str, Downloaded],
+                  results: Iterable[Downloaded | DownloadFailure], store: DownloadStore,
+                  started: float) -> DownloadReport:
+    """The report of a run (bins in the order asked for), with its failures written to ``failures.parquet``;
+    refuses a run where an item did not land in exactly one bin. ``started`` is a ``time.monotonic()``."""
+    results = list(results)
     fetched = {r.key: r for r in results if isinstance(r, Downloaded)}
     failed = {r.key: r for r in results if isinstance(r, DownloadFailure)}
     downloaded = {i.key: cached.get(i.key) or fetched[i.key] for i in wanted if i.key not in failed}
@@ -605,14 +633,53 @@ async def download_async(items: Iterable[ItemLike], store: str | Path | Download
     store.write_failures(failures)
     report = DownloadReport(store, downloaded, failures, ok=len(fetched), cached=len(cached),
                             elapsed_s=time.monotonic() - started)
-    if report.ok + report.cached + report.failed != len(wanted):  # every item lands in exactly one bin
+    if report.ok + report.cached + report.failed != len(wanted) or len(results) != len(wanted) - len(cached):
         raise AssertionError(f"download accounting: {report.summary()} for {len(wanted)} items")
     return report
 
 
+def progress_bar(total: int, done: int, config: DownloadConfig) -> Any:
+    """The tqdm bar of a run (disabled unless ``config.progress``), starting at the items already done."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, desc="downloading", unit="file", disable=not config.progress,
+                leave=False)
+
+
+async def download_async(items: Iterable[ItemLike], store: str | Path | DownloadStore,
+                         config: DownloadConfig | None = None, *,
+                         client: httpx.AsyncClient | None = None) -> DownloadReport:
+    """Fetch every item not already in the store, in this process; see the module docstring for what is
+    retried and kept.
+
+    ``items`` are :class:`DownloadItem` or ``(key, url)`` / ``(key, url, sha256)`` tuples. ``client``
+    replaces the client built from ``config`` (the caller then owns it; its limits apply as well).
+    The failures are also written to the store's ``failures.parquet``. ``config.ray`` is refused here:
+    Ray's calls block, so fetching on Ray goes through :func:`download`.
+    """
+    config = config or DownloadConfig()
+    if config.ray is not None:
+        raise CladebenchError("download_async fetches in this process; call download() to fetch on Ray")
+    started = time.monotonic()
+    wanted = as_items(items)
+    store = store if isinstance(store, DownloadStore) else DownloadStore(store)
+    cached, pending = split_cached(wanted, store)
+    results: list[Downloaded | DownloadFailure] = []
+    if pending:
+        with progress_bar(len(wanted), len(cached), config) as bar:
+            results = await fetch_pending(pending, store, config, client=client, on_done=lambda: bar.update(1))
+    return finish_report(wanted, cached, results, store, started)
+
+
 def download(items: Iterable[ItemLike], store: str | Path | DownloadStore,
              config: DownloadConfig | None = None) -> DownloadReport:
-    """Blocking :func:`download_async`, for callers without an event loop of their own."""
+    """Blocking :func:`download_async`, for callers without an event loop of their own; with ``config.ray``
+    set, :func:`cladebench.download_ray.download_on_ray` (the shards fetched on a Ray cluster)."""
+    config = config or DownloadConfig()
+    if config.ray is not None:
+        from cladebench.download_ray import download_on_ray
+
+        return download_on_ray(items, store, config)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cladebench import store
-from cladebench.config import OPTION
+from cladebench.config import OPTION, bare_value
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.results import software_versions
 
@@ -84,6 +84,16 @@ class EmbedConfig:
     """Discard rows staged by an earlier interrupted run instead of resuming from them."""
     progress: bool = True
     """Show a progress bar with rows/s and ETA."""
+    ray: str | None = field(default=None, metadata=bare_value("default"))
+    """Run on Ray: --ray alone finds the cluster as ray.init does (RAY_ADDRESS, then the latest cluster started on
+    this machine, else a new local one); --ray ADDRESS connects to one (ray://head:10001, auto, local). Fragments
+    are encoded by an actor pool (one model per actor, one GPU each when the cluster has GPUs) and the column is
+    committed once by this process."""
+    ray_actors: int | None = None
+    """Model replicas on Ray. Default: one per GPU on a GPU cluster, else one per ray_cpus_per_actor CPUs."""
+    ray_cpus_per_actor: int | None = None
+    """CPUs each Ray actor reserves (its decoding threads and, on CPU, the model's threads). Default: 1 on a CPU
+    cluster; on a GPU cluster the CPUs per GPU, at most 8."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,8 @@ class EmbedSummary:
     """Dataset version that holds the column."""
     failures_path: str | None
     metadata: dict[str, Any]
+    runner: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
+    """Where it ran: this process, or a Ray cluster with its actors and resources."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -135,6 +147,25 @@ def _state_dir(uri: str) -> Path:
 
         return cache_dir() / "staging" / hashlib.sha256(uri.encode()).hexdigest()[:16]
     return Path(uri.removeprefix("file://")) / STATE_DIR
+
+
+def staging_dir(uri: str, column: str, *, fragments: bool = False) -> Path:
+    """Where an unfinished run of ``column`` keeps its resume point: Parquet parts of finished rows (this
+    process) or finished fragments (``--ray``); the two layouts never share a folder."""
+    return _state_dir(uri) / "staging" / (f"{column}.fragments" if fragments else column)
+
+
+def check_no_other_staging(uri: str, column: str, *, ray: bool, restart: bool) -> None:
+    """Refuse to start over rows an interrupted run of the other kind staged (or discard them with --restart)."""
+    other = staging_dir(uri, column, fragments=not ray)
+    if not other.exists():
+        return
+    if restart:
+        shutil.rmtree(other)
+        return
+    kind, again = ("--ray run", "with --ray") if not ray else ("run without --ray", "without --ray")
+    raise CladebenchError(f"an interrupted {kind} of {column!r} left staged rows in {other}; rerun {again} to "
+                          "resume from them, or pass --restart to discard them")
 
 
 class _Staging:
@@ -349,32 +380,32 @@ def _norm_statistics(vectors: np.ndarray) -> dict[str, float]:
 
 
 def _pending_blocks(dataset: lance.LanceDataset, done: set[str], batch_size: int) -> tuple[list[np.ndarray], int]:
-    """Row offsets still to encode, in dataset order, cut into blocks; also the total row count."""
-    pending: list[int] = []
+    """Row offsets still to encode, in dataset order, cut into blocks; also the total row count.
+
+    Blocks never span two fragments and start at each fragment's first pending row: ``--ray`` encodes
+    fragment by fragment, and a model's output can depend on which images share its batch, so the
+    same blocks on both paths give the same bits.
+    """
+    blocks: list[np.ndarray] = []
     seen: set[str] = set()
     offset = 0
-    for batch in dataset.to_batches(columns=["uuid"], batch_size=65536):
-        for row_uuid in batch.column(0).to_pylist():
-            if row_uuid in seen:
-                raise SchemaError(f"{dataset.uri}: duplicate uuid {row_uuid!r}; embeddings are joined by uuid")
-            seen.add(row_uuid)
-            if row_uuid not in done:
-                pending.append(offset)
-            offset += 1
-    indices = np.asarray(pending, dtype=np.int64)
-    blocks = [indices[i:i + batch_size] for i in range(0, len(indices), batch_size)]
+    for fragment in dataset.get_fragments():
+        pending: list[int] = []
+        for batch in fragment.to_batches(columns=["uuid"], batch_size=65536):
+            for row_uuid in batch.column(0).to_pylist():
+                if row_uuid in seen:
+                    raise SchemaError(f"{dataset.uri}: duplicate uuid {row_uuid!r}; embeddings are joined by uuid")
+                seen.add(row_uuid)
+                if row_uuid not in done:
+                    pending.append(offset)
+                offset += 1
+        indices = np.asarray(pending, dtype=np.int64)
+        blocks.extend(indices[i:i + batch_size] for i in range(0, len(indices), batch_size))
     return blocks, offset
 
 
-def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
-                  storage_options: dict[str, str] | None = None) -> EmbedSummary:
-    """Run ``embed`` (see the module docstring); ``encoder`` may be passed to reuse a loaded model."""
-    import torch
-    from tqdm import tqdm
-
-    from cladebench.models import load_encoder
-
-    started = time.perf_counter()
+def prepare(config: EmbedConfig, storage_options: dict[str, str] | None) -> tuple[str, lance.LanceDataset, str]:
+    """The dataset's URI, the dataset and the column name, after the checks every run makes first."""
     uri = str(config.dataset)
     dataset = store.open_dataset(uri, storage_options=storage_options)
     column = config.column or column_for_model(config.model)
@@ -385,14 +416,35 @@ def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
             raise SchemaError(f"{uri} has no {required!r} column; embed needs uuid and image")
     if column in dataset.schema.names and not config.overwrite:
         raise CladebenchError(f"{uri} already has column {column!r}; pass --overwrite to recompute it")
+    return uri, dataset, column
 
+
+def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:
+    """What staged rows must agree on to be resumed: the same model, revision, preprocessing and precision."""
+    return {"model": described.get("model_id", config.model), "revision": described.get("revision"),
+            "preprocessing": described.get("preprocessing"), "precision": config.precision}
+
+
+def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
+                  storage_options: dict[str, str] | None = None) -> EmbedSummary:
+    """Run ``embed`` (see the module docstring); ``encoder`` may be passed to reuse a loaded model."""
+    import torch
+    from tqdm import tqdm
+
+    from cladebench.models import load_encoder
+
+    if config.ray is not None:
+        from cladebench.embed_ray import embed_on_ray
+
+        return embed_on_ray(config, encoder=encoder, storage_options=storage_options)
+    started = time.perf_counter()
+    uri, dataset, column = prepare(config, storage_options)
+    check_no_other_staging(uri, column, ray=False, restart=config.restart)
     if encoder is None:
         encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
                                device=config.device, precision=config.precision)
     described = encoder.describe()
-    run_key = {"model": described.get("model_id", config.model), "revision": described.get("revision"),
-               "preprocessing": described.get("preprocessing"), "precision": config.precision}
-    staging = _Staging(_state_dir(uri) / "staging" / column, run_key, dim_hint=encoder.dim)
+    staging = _Staging(staging_dir(uri, column), run_key(described, config), dim_hint=encoder.dim)
     done = staging.open(config.restart)
     blocks, total_rows = _pending_blocks(dataset, done, config.batch_size)
     resumed = len(done)
@@ -496,8 +548,29 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table
     valid_vectors = flat.reshape(-1, dim) if len(flat) else np.zeros((0, dim), np.float32)
     failures = staged.filter(pa.array(~valid_mask)).select(["uuid", "error"]).rename_columns(["uuid", "reason"])
 
+    failures_path = write_failures(uri, column, failures, described.get("model_id", config.model))
+    metadata = column_metadata(uri, described, config, norm_stats=_norm_statistics(valid_vectors),
+                               valid=int(valid_mask.sum()), failed=failures.num_rows, failures_path=failures_path,
+                               source_version=dataset.version)
+    emb_field = store.embedding_field(column, dim, metadata)
+    table = pa.Table.from_arrays([staged.column("uuid"), embeddings], schema=pa.schema(
+        [pa.field("uuid", pa.string()), emb_field]))
+
+    current = store.open_dataset(uri, storage_options=storage_options)
+    if column in current.schema.names:
+        current.drop_columns([column])
+        current = store.open_dataset(uri, storage_options=storage_options)
+    current.merge(table, left_on="uuid")
+    current = store.open_dataset(uri, storage_options=storage_options)
+    write_sidecar(uri, column, dim, metadata)
+    return {"valid": metadata["valid_rows"], "failed": metadata["failed_rows"], "version": current.version,
+            "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
+
+
+def column_metadata(uri: str, described: dict[str, Any], config: EmbedConfig, *, norm_stats: dict[str, float],
+                    valid: int, failed: int, failures_path: Path | None, source_version: int) -> dict[str, Any]:
+    """The field metadata of an embedding column: what made it, how, and what came out."""
     state_dir = _state_dir(uri)
-    failures_path = state_dir / "failures" / f"{column}.parquet" if failures.num_rows else None
     metadata = {
         "model": described.get("model_id", config.model),
         "revision": described.get("revision") or "",
@@ -506,40 +579,36 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table
         "device": described.get("device", ""),
         "logit_scale": described.get("logit_scale"),
         "software": software_versions(),
-        "norm_stats": _norm_statistics(valid_vectors),
+        "norm_stats": norm_stats,
         "normalized": False,
-        "valid_rows": int(valid_mask.sum()),
-        "failed_rows": int(failures.num_rows),
+        "valid_rows": valid,
+        "failed_rows": failed,
         "failures": str(failures_path.relative_to(state_dir.parent)) if failures_path and "://" not in uri
         else (str(failures_path) if failures_path else ""),
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "source_version": dataset.version,
+        "source_version": source_version,
     }
-    metadata = {k: v for k, v in metadata.items() if v is not None}
-    emb_field = store.embedding_field(column, dim, metadata)
-    table = pa.Table.from_arrays([staged.column("uuid"), embeddings], schema=pa.schema(
-        [pa.field("uuid", pa.string()), emb_field]))
-
-    if failures_path is not None:
-        failures_path.parent.mkdir(parents=True, exist_ok=True)
-        failures = failures.append_column("column", pa.array([column] * failures.num_rows, pa.string()))
-        failures = failures.append_column("model", pa.array([metadata["model"]] * failures.num_rows, pa.string()))
-        tmp = failures_path.with_name(f".{failures_path.name}.tmp")
-        pq.write_table(failures, tmp)
-        os.replace(tmp, failures_path)
-
-    current = store.open_dataset(uri, storage_options=storage_options)
-    if column in current.schema.names:
-        current.drop_columns([column])
-        current = store.open_dataset(uri, storage_options=storage_options)
-    current.merge(table, left_on="uuid")
-    current = store.open_dataset(uri, storage_options=storage_options)
-    _write_sidecar(uri, column, dim, metadata)
-    return {"valid": metadata["valid_rows"], "failed": metadata["failed_rows"], "version": current.version,
-            "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
+    return {k: v for k, v in metadata.items() if v is not None}
 
 
-def _write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> None:
+def write_failures(uri: str, column: str, failed: pa.Table, model: str) -> Path | None:
+    """Write the failures table (uuid, reason, column, model) atomically; None when no row failed (and a table
+    left by an earlier run of the column is removed: it no longer describes the column)."""
+    path = _state_dir(uri) / "failures" / f"{column}.parquet"
+    if failed.num_rows == 0:
+        path.unlink(missing_ok=True)
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = failed.select(["uuid", "reason"])
+    table = table.append_column("column", pa.array([column] * table.num_rows, pa.string()))
+    table = table.append_column("model", pa.array([model] * table.num_rows, pa.string()))
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> None:
     """``embedding_models.json`` beside the data: one entry per embedding column, as the FGC card has."""
     if "://" in uri and not uri.startswith("file://"):
         return

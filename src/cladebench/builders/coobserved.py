@@ -103,8 +103,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cladebench import inat_export
-from cladebench.config import OPTION, config_to_dict
+from cladebench.config import OPTION, bare_value, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.raycluster import DEFAULT_ADDRESS
 from cladebench.store import fingerprint_uuids
 from cladebench.taxonomy import RANK_COLUMNS
 
@@ -148,6 +149,9 @@ class CoObservedBuildConfig:
     """At most this many photos per observer."""
     download: bool = False
     """Also fetch the photos and write OUT/coobserved.lance (otherwise: cladebench load inat-coobserved OUT/data)."""
+    ray: str | None = field(default=None, metadata=bare_value(DEFAULT_ADDRESS))
+    """With --download, fetch on a Ray cluster: --ray alone as ray.init finds it, or auto, local,
+    ray://HOST:10001 (the download cache must be on a filesystem every node sees)."""
     overwrite: bool = False
     """Replace OUT if it exists."""
 
@@ -1079,13 +1083,13 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     pq.write_table(table, path)
 
 
-def _download(staging: Path) -> tuple[Path, int, dict[str, int], str]:
+def _download(staging: Path, ray: str | None = None) -> tuple[Path, int, dict[str, int], str]:
     from cladebench.download import DownloadConfig
     from cladebench.sources.coobserved import build_inat_coobserved
 
     dataset_path = staging / "coobserved.lance"
     build = build_inat_coobserved(staging / "data", dataset_path,
-                                  download_config=DownloadConfig(progress=sys.stderr.isatty()))
+                                  download_config=DownloadConfig(progress=sys.stderr.isatty(), ray=ray))
     return dataset_path, build.failed, build.failed_by_reason, build.fingerprint
 
 
@@ -1139,7 +1143,7 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
             raise AssertionError(f"photo accounting: {photo_outcomes} + {len(kept)} kept != {n_photo_ids} photo ids")
         dataset_path = dataset_fingerprint = None
         if config.download and rows:
-            dataset_path, failed, _, dataset_fingerprint = _download(staging)
+            dataset_path, failed, _, dataset_fingerprint = _download(staging, config.ray)
             photo_outcomes[FETCH_REASON] = failed
         summary = CoObservedBuildSummary(
             out=out, data_path=out / DATA_FILE, card_path=out / "README.md",

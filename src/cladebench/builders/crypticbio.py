@@ -36,6 +36,7 @@ YAML file)::
       invasive: {species_list: gisd.csv, name_column: Species}
     download:                 # fetch the photos into <subset>.lance (DownloadConfig's keys, and cache_dir)
       concurrency: 16
+      ray: auto               # optional: fetch on this Ray cluster (cache_dir on a filesystem every node sees)
 
 **The filter rule, once for every key.** A key names a column (:data:`FILTER_KEYS`); its value's YAML
 type says what it means: a boolean means not null (``true``) or null (``false``); a list means

@@ -96,8 +96,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from cladebench import store
-from cladebench.config import OPTION, config_to_dict
+from cladebench.config import OPTION, bare_value, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.raycluster import DEFAULT_ADDRESS
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 if TYPE_CHECKING:
@@ -288,7 +289,10 @@ class FineGrainedBuildConfig:
     """Processes that resize and encode images (and decode them for embedding); 0 works in this process.
     Default: one per core."""
     concurrency: int = 16
-    """Image downloads in flight at once."""
+    """Image downloads in flight at once (per Ray task with --ray)."""
+    ray: str | None = field(default=None, metadata=bare_value(DEFAULT_ADDRESS))
+    """Fetch the images on a Ray cluster: --ray alone as ray.init finds it, or auto, local, ray://HOST:10001;
+    --download-dir must then be on a filesystem every node sees."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the embedding models run."""
     batch_size: int = 64
@@ -679,7 +683,7 @@ def _image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfi
             root = cache_dir("downloads", "finegrained")
         download_store = DownloadStore(root)
         report = download([(r["uuid"], r["source_url"]) for r in remote], download_store,
-                          DownloadConfig(concurrency=config.concurrency, progress=config.progress))
+                          DownloadConfig(concurrency=config.concurrency, progress=config.progress, ray=config.ray))
         counts.update(fetched=report.ok, cached=report.cached, failed=report.failed,
                       failed_by_reason=report.failed_by_reason, download_dir=str(root))
         for key, entry in report.downloaded.items():

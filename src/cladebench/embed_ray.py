@@ -1,0 +1,499 @@
+"""``embed --ray``: encode a dataset fragment by fragment on a Ray cluster, and commit the column once.
+
+Why it is built this way:
+
+- **A fragment is the unit of work.** Ray Data hands each pending Lance fragment to an actor pool (one
+  model per actor, one GPU each when the cluster has GPUs). The actor reads the fragment's images,
+  decodes them in threads a block ahead of the model, encodes them in the same blocks the
+  single-process path uses (a model's output can depend on which images share its batch), and writes
+  the new column for that fragment with Lance's ``merge_columns``: a data file beside the fragment's
+  own, *not* committed. Only the fragment's metadata, its failures and its norm statistics travel back.
+- **Committed once, on the driver.** When every fragment is done, the driver commits one Lance
+  ``Merge`` of all fragments, so readers see no column or the whole column. A task retried after its
+  worker died (Ray restarts the actor and reruns the task) writes a new data file; only the metadata of
+  the attempt that returned is committed, so no row is ever there twice. Files of killed attempts are
+  never referenced; ``lance``'s ``cleanup_old_versions(delete_unverified=True)`` removes them.
+  The field's run statistics (valid and failed rows, norm statistics) are only known at the end, and a
+  Merge cannot change them, so they follow in a second, metadata-only version.
+- **Resumable.** The driver stages each fragment's result as it arrives (JSON, written atomically)
+  under ``<dataset>/_cladebench/staging/<column>.fragments/``; a rerun skips the fragments staged by the
+  same model, revision, preprocessing and precision, provided the fragment and the dataset's schema are
+  unchanged since. At most the fragments in flight are lost to a kill.
+- **The same column as without Ray**: the same field metadata, failures table, sidecar and summary.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from cladebench import store
+from cladebench.embed import (
+    EmbedConfig,
+    EmbedSummary,
+    _decode_block,
+    check_no_other_staging,
+    column_metadata,
+    prepare,
+    run_key,
+    staging_dir,
+    write_failures,
+    write_sidecar,
+)
+from cladebench.errors import CladebenchError
+from cladebench.raycluster import cluster_cpus, cluster_gpus, ray_session
+
+if TYPE_CHECKING:
+    import lance
+
+    from cladebench.models import Encoder
+
+FAULT_MARKER_ENV = "CLADEBENCH_EMBED_RAY_FAULT"
+"""Fault-injection point for tests, unset in normal use: the path of a marker file. The first actor that
+finds the file, having encoded a block, removes it and ends its own worker process (``os._exit``), as a
+worker killed mid-fragment would."""
+
+_STABLE_KEYS = ("model", "revision", "preprocessing", "precision", "normalized")
+"""Field metadata every fragment's column file is written with: what the run key fixes, so that fragments
+staged by an interrupted run and by its rerun agree. The rest (run statistics, devices, software, time)
+is only known at the end and comes with the metadata-only version."""
+
+
+# --- norm statistics, combined across fragments ---------------------------------------------------
+
+
+@dataclass
+class NormSums:
+    """Count, sum, sum of squares, min and max of embedding norms: mergeable across fragments."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+    low: float = float("inf")
+    high: float = float("-inf")
+
+    def add(self, vectors: np.ndarray) -> None:
+        if len(vectors) == 0:
+            return
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+        self.n += len(norms)
+        self.total += float(norms.sum())
+        self.squares += float(np.square(norms).sum())
+        self.low = min(self.low, float(norms.min()))
+        self.high = max(self.high, float(norms.max()))
+
+    def merge(self, other: NormSums) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.squares += other.squares
+        self.low = min(self.low, other.low)
+        self.high = max(self.high, other.high)
+
+    def to_stats(self) -> dict[str, float]:
+        """The ``norm_stats`` of the field metadata (population std, as the single-process path)."""
+        if self.n == 0:
+            return {}
+        mean = self.total / self.n
+        return {"mean": mean, "std": float(np.sqrt(max(0.0, self.squares / self.n - mean * mean))),
+                "min": self.low, "max": self.high}
+
+
+# --- the actor --------------------------------------------------------------------------------------
+
+
+def _fragment_blocks(fragment: Any, batch_size: int) -> Iterator[tuple[list[str], list[Any]]]:
+    """The fragment's rows as blocks of exactly ``batch_size`` (the last shorter), whatever Lance's batches."""
+    uuids: list[str] = []
+    images: list[Any] = []
+    for batch in fragment.to_batches(columns=["uuid", "image"], batch_size=batch_size):
+        uuids.extend(batch.column("uuid").to_pylist())
+        images.extend(batch.column("image").to_pylist())
+        while len(uuids) >= batch_size:
+            yield uuids[:batch_size], images[:batch_size]
+            del uuids[:batch_size], images[:batch_size]
+    if uuids:
+        yield uuids, images
+
+
+def _exit_if_marked() -> None:
+    """The fault-injection point of :data:`FAULT_MARKER_ENV`; only the actor that removes the marker dies."""
+    marker = os.environ.get(FAULT_MARKER_ENV)
+    if not marker:
+        return
+    try:
+        os.unlink(marker)
+    except FileNotFoundError:
+        return
+    os._exit(1)
+
+
+class _FragmentEncoder:
+    """A Ray Data actor: one model, encoding whole fragments into uncommitted column files."""
+
+    def __init__(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
+                 column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
+        import torch
+
+        from cladebench.models import load_encoder
+
+        torch.set_num_threads(max(1, threads))
+        self.threads = max(1, threads)
+        self.encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
+                                    device=config.device, precision=config.precision)
+        described = self.encoder.describe()
+        if described.get("revision") != revision:
+            raise CladebenchError(f"model {config.model} loaded at revision {described.get('revision')} on a Ray "
+                                  f"worker, but at {revision} on the driver: every node must see the same files")
+        self.device = str(described.get("device", ""))
+        self.transform = self.encoder.preprocessing.build()
+        self.dataset = store.open_dataset(uri, version=version, storage_options=storage_options)
+        self.batch_size = config.batch_size
+        self.field = store.embedding_field(column, dim, field_metadata)
+        self.dim = dim
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        results = [self.encode_fragment(int(fid)) for fid in batch["fragment_id"]]
+        return {key: [r[key] for r in results] for key in results[0]}
+
+    def _encoded_blocks(self, fragment: Any, failures: list[tuple[str, str]], sums: NormSums
+                        ) -> Iterator[tuple[list[str], list[np.ndarray | None]]]:
+        """Blocks in fragment order: uuids and their vectors (None for a failed image), decoded ahead in threads."""
+        import torch
+
+        with ThreadPoolExecutor(self.threads) as pool:
+            pending: list[Any] = []
+            source = _fragment_blocks(fragment, self.batch_size)
+            exhausted = False
+            while True:
+                while not exhausted and len(pending) < 2 * self.threads:
+                    block = next(source, None)
+                    if block is None:
+                        exhausted = True
+                        break
+                    pending.append((block[0], pool.submit(_decode_block, block[0], block[1], self.transform)))
+                if not pending:
+                    return
+                uuids, future = pending.pop(0)
+                item = future.result()
+                vectors = (self.encoder.encode_images(torch.from_numpy(item["pixels"]))
+                           if item["pixels"] is not None else np.zeros((0, self.dim), np.float32))
+                sums.add(vectors)
+                failures.extend(item["failed"])
+                by_uuid = dict(zip(item["uuids"], vectors, strict=True))
+                _exit_if_marked()
+                yield uuids, [by_uuid.get(u) for u in uuids]
+
+    def encode_fragment(self, fragment_id: int) -> dict[str, Any]:
+        import tempfile
+
+        started = time.perf_counter()
+        fragment = self.dataset.get_fragment(fragment_id)
+        failures: list[tuple[str, str]] = []
+        sums = NormSums()
+        rows = fragment.count_rows()
+        # Encode first, then write: Lance calls the column function from inside its own reader, where reading
+        # Lance again is not allowed. The vectors wait in a memory-mapped file on the worker's local disk.
+        with tempfile.TemporaryDirectory(prefix="cladebench-embed-") as scratch:
+            vectors = np.lib.format.open_memmap(Path(scratch) / "vectors.npy", mode="w+", dtype=np.float32,
+                                                shape=(rows, self.dim))
+            valid = np.zeros(rows, bool)
+            order: list[str] = []
+            for uuids, encoded in self._encoded_blocks(fragment, failures, sums):
+                for row_uuid, vector in zip(uuids, encoded, strict=True):
+                    if vector is not None:
+                        vectors[len(order)] = vector
+                        valid[len(order)] = True
+                    order.append(row_uuid)
+            if len(order) != rows:
+                raise CladebenchError(f"{self.dataset.uri} fragment {fragment_id}: read {len(order)} rows of "
+                                      f"{rows} (the fragment changed while read)")
+            metadata, lance_schema = fragment.merge_columns(_ColumnFromOrder(order, vectors, valid, self.field),
+                                                            ["uuid"], self.batch_size, pa.schema([self.field]))
+            del vectors
+        return {
+            "fragment_id": fragment_id,
+            "fragment": json.dumps(metadata.to_json()),
+            "schema": base64.b64encode(pickle.dumps(lance_schema)).decode(),
+            "rows": rows,
+            "failed_uuids": [u for u, _ in failures],
+            "failed_reasons": [r for _, r in failures],
+            "norms": json.dumps(sums.__dict__),
+            "device": self.device,
+            "seconds": time.perf_counter() - started,
+        }
+
+
+class _ColumnFromOrder:
+    """The column function for ``merge_columns``: serves encoded rows in fragment order, checking each uuid.
+
+    Lance first calls it with a sample of the fragment's first rows (to learn the schema), then with every
+    batch in order; a batch starting at the first row starts over.
+    """
+
+    def __init__(self, order: list[str], vectors: np.ndarray, valid: np.ndarray, field: pa.Field) -> None:
+        self.order, self.vectors, self.valid = order, vectors, valid
+        self.schema = pa.schema([field])
+        self.dim = field.type.list_size
+        self.cursor = 0
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        uuids = batch.column("uuid").to_pylist()
+        start = self.cursor if uuids and self.cursor < len(self.order) and self.order[self.cursor] == uuids[0] else 0
+        stop = start + len(uuids)
+        if self.order[start:stop] != uuids:
+            raise CladebenchError(f"rows {start}..{stop} of the fragment came back in another order than they were "
+                                  "encoded in")
+        self.cursor = stop
+        mask = pa.array(~self.valid[start:stop])
+        values = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(self.vectors[start:stop]).ravel()),
+                                                   self.dim, mask=mask)
+        return pa.RecordBatch.from_arrays([values], schema=self.schema)
+
+
+# --- staging on the driver ------------------------------------------------------------------------
+
+
+def _source_of(fragment: Any) -> dict[str, Any]:
+    """What a staged result was computed from: the fragment's data files and deletions."""
+    meta = fragment.metadata
+    deletion = meta.deletion_file
+    return {"files": sorted(f.path for f in meta.files),
+            "deletion": None if deletion is None else json.dumps(deletion.asdict(), sort_keys=True, default=str)}
+
+
+def _schema_without(dataset: lance.LanceDataset, column: str) -> str:
+    return str(pa.schema([f for f in dataset.schema if f.name != column]))
+
+
+class _FragmentStaging:
+    """Finished fragments of one Ray run: one JSON file each, written atomically; the resume point."""
+
+    def __init__(self, directory: Path, key: dict[str, Any]) -> None:
+        self.directory = directory
+        self.key = key
+
+    def open(self, restart: bool, dataset: lance.LanceDataset, column: str) -> tuple[dict[int, dict[str, Any]], str]:
+        """Start or resume: the staged results still valid for the dataset as it is, and why others were not."""
+        if restart and self.directory.exists():
+            shutil.rmtree(self.directory)
+        state_path = self.directory / "state.json"
+        if state_path.exists():
+            state = json.loads(state_path.read_text())
+            if state.get("run_key") != self.key:
+                raise CladebenchError(f"{self.directory} holds fragments staged by a different run "
+                                      f"({state.get('run_key')}); pass --restart to discard them")
+            if state.get("schema") != _schema_without(dataset, column):
+                shutil.rmtree(self.directory)
+                return self._start(dataset, column), "the dataset's columns changed since they were staged"
+        else:
+            return self._start(dataset, column), ""
+        current = {f.fragment_id: f for f in dataset.get_fragments()}
+        staged: dict[int, dict[str, Any]] = {}
+        stale = 0
+        for path in sorted(self.directory.glob("fragment-*.json")):
+            result = json.loads(path.read_text())
+            fragment = current.get(result["fragment_id"])
+            if fragment is None or _source_of(fragment) != result["source"] or not self._files_exist(dataset, result):
+                path.unlink()
+                stale += 1
+                continue
+            staged[result["fragment_id"]] = result
+        return staged, (f"{stale} staged fragment(s) no longer match the dataset and are encoded again"
+                        if stale else "")
+
+    def _start(self, dataset: lance.LanceDataset, column: str) -> dict[int, dict[str, Any]]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        state = {"run_key": self.key, "schema": _schema_without(dataset, column)}
+        _atomic_write(self.directory / "state.json", json.dumps(state).encode())
+        return {}
+
+    @staticmethod
+    def _files_exist(dataset: lance.LanceDataset, result: dict[str, Any]) -> bool:
+        """The uncommitted column file is still there (a cleanup of unverified files would have removed it)."""
+        if "://" in dataset.uri and not dataset.uri.startswith("file://"):
+            return True  # an object store keeps what was written; nothing cheap to check it with here
+        new = {f["path"] for f in json.loads(result["fragment"])["files"]} - set(result["source"]["files"])
+        data = Path(dataset.uri.removeprefix("file://")) / "data"
+        return all((data / name).is_file() for name in new)
+
+    def write(self, result: dict[str, Any]) -> None:
+        _atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ActorPlan:
+    """How the actor pool is sized on the connected cluster."""
+
+    actors: int
+    cpus: int
+    """CPUs each actor reserves: its decoding threads (and the model's threads on CPU)."""
+    gpus: int
+    """GPUs each actor reserves (0 or 1)."""
+
+
+def plan_actors(cluster_cpu: float, cluster_gpu: float, config: EmbedConfig, fragments: int) -> ActorPlan:
+    """One actor per GPU on a GPU cluster (with that GPU's share of CPUs, at most 8, to decode); on a CPU
+    cluster one actor per ``ray_cpus_per_actor`` CPUs. Never more actors than fragments to encode."""
+    use_gpu = cluster_gpu >= 1 and config.device in ("auto", "cuda")
+    if config.device == "cuda" and not use_gpu:
+        raise CladebenchError("--device cuda on Ray, but the cluster has no GPU")
+    if use_gpu:
+        cpus = config.ray_cpus_per_actor or max(1, min(8, int(cluster_cpu // cluster_gpu)))
+        actors = config.ray_actors or int(cluster_gpu)
+    else:
+        cpus = config.ray_cpus_per_actor or 1
+        actors = config.ray_actors or max(1, int(cluster_cpu // cpus))
+    if cpus > cluster_cpu:
+        raise CladebenchError(f"each Ray actor asks for {cpus} CPUs; the cluster has {cluster_cpu:g}")
+    return ActorPlan(actors=max(1, min(actors, fragments)), cpus=cpus, gpus=1 if use_gpu else 0)
+
+
+def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
+                 storage_options: dict[str, str] | None = None) -> EmbedSummary:
+    """Run ``embed --ray`` (see the module docstring); ``encoder`` (on the driver) only describes the model."""
+    from tqdm import tqdm
+
+    from cladebench.models import load_encoder
+
+    started = time.perf_counter()
+    uri, dataset, column = prepare(config, storage_options)
+    check_no_other_staging(uri, column, ray=True, restart=config.restart)
+    if encoder is None:  # the driver only describes the model; the actors load their own on their devices
+        encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
+                               device="cpu")
+    described = encoder.describe()
+    key = run_key(described, config)
+    if column in dataset.schema.names:  # --overwrite (prepare refused otherwise): a Merge cannot replace a field
+        dataset.drop_columns([column])
+        dataset = store.open_dataset(uri, storage_options=storage_options)
+    staging = _FragmentStaging(staging_dir(uri, column, fragments=True), key)
+    staged, note = staging.open(config.restart, dataset, column)
+    if note:
+        print(f"cladebench embed: {note}", file=sys.stderr)
+    fragments = dataset.get_fragments()
+    pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
+    total_rows = sum(f.count_rows() for f in fragments)
+    resumed = sum(r["rows"] for r in staged.values())
+    provisional = {k: v for k, v in column_metadata(
+        uri, described, config, norm_stats={}, valid=0, failed=0, failures_path=None,
+        source_version=dataset.version).items() if k in _STABLE_KEYS}
+
+    runner: dict[str, Any] = {"kind": "ray", "address": config.ray, "fragments": len(fragments),
+                              "fragments_resumed": len(staged)}
+    with ray_session(config.ray) as ray:
+        plan = plan_actors(cluster_cpus(ray), cluster_gpus(ray), config, len(pending))
+        runner.update(actors=plan.actors, cpus_per_actor=plan.cpus, gpus_per_actor=plan.gpus)
+        if pending:
+            bar = tqdm(total=total_rows, initial=resumed, desc=f"embed {column} on Ray", unit="img",
+                       disable=not config.progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+            with bar:
+                source = {f.fragment_id: _source_of(f) for f in fragments}
+                for result in _run_pool(ray, plan, pending, uri=uri, version=dataset.version, config=config,
+                                        column=column, dim=encoder.dim, field_metadata=provisional,
+                                        revision=described.get("revision"), storage_options=storage_options):
+                    if result["fragment_id"] in staged:
+                        continue  # a result delivered twice is committed once
+                    result["source"] = source[result["fragment_id"]]
+                    staging.write(result)
+                    staged[result["fragment_id"]] = result
+                    bar.update(result["rows"])
+
+    summary = _commit(uri, dataset, column, staged, described, config, encoder.dim, storage_options)
+    staging.remove()
+    seconds = time.perf_counter() - started
+    encoded_now = total_rows - resumed
+    return EmbedSummary(
+        column=column, rows=total_rows, valid=summary["valid"], failed=summary["failed"],
+        encoded_now=encoded_now, resumed=resumed, seconds=round(seconds, 3),
+        rows_per_second=round(encoded_now / seconds, 2) if seconds > 0 else 0.0,
+        version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
+        runner=runner,
+    )
+
+
+def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: Any) -> Iterator[dict[str, Any]]:
+    """Fragments through a Ray Data actor pool; results as they finish."""
+    context = ray.data.DataContext.get_current()
+    bars = context.enable_progress_bars
+    context.enable_progress_bars = False  # one bar, the driver's, counts rows
+    try:
+        items = ray.data.from_items([{"fragment_id": f} for f in pending], override_num_blocks=len(pending))
+        encoded = items.map_batches(
+            _FragmentEncoder, fn_constructor_kwargs={**actor_args, "threads": plan.cpus}, batch_size=1,
+            concurrency=plan.actors, num_cpus=plan.cpus, num_gpus=plan.gpus,
+            # Ray Data's own defaults restart an actor whose worker died (killed, preempted, out of memory) and
+            # rerun its fragment, without a limit; an exception raised by the code is not retried.
+        )
+        for row in encoded.iter_rows():
+            yield {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()}
+    finally:
+        context.enable_progress_bars = bars
+
+
+def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: dict[int, dict[str, Any]],
+            described: dict[str, Any], config: EmbedConfig, dim: int,
+            storage_options: dict[str, str] | None) -> dict[str, Any]:
+    """One Merge of every fragment's column file, then the run statistics, failures and sidecar."""
+    import lance
+    from lance.fragment import FragmentMetadata
+
+    fragments = dataset.get_fragments()
+    missing = [f.fragment_id for f in fragments if f.fragment_id not in staged]
+    if missing:
+        raise CladebenchError(f"{uri}: fragments {missing[:5]} have no staged result; rerun to finish")
+    results = [staged[f.fragment_id] for f in fragments]
+    schemas = [pickle.loads(base64.b64decode(r["schema"])) for r in results]
+    lance_schema = schemas[0]
+    if any(other != lance_schema for other in schemas[1:]):  # compared as schemas: their pickles may differ
+        raise CladebenchError(f"{uri}: the fragments were encoded against different schemas; pass --restart")
+    operation = lance.LanceOperation.Merge([FragmentMetadata.from_json(r["fragment"]) for r in results],
+                                           lance_schema)
+    merged = lance.LanceDataset.commit(uri, operation, read_version=dataset.version,
+                                       storage_options=store._storage_options(uri, storage_options))
+
+    sums = NormSums()
+    for r in results:
+        sums.merge(NormSums(**json.loads(r["norms"])))
+    failed = pa.table({"uuid": pa.array([u for r in results for u in r["failed_uuids"]], pa.string()),
+                       "reason": pa.array([m for r in results for m in r["failed_reasons"]], pa.string())})
+    model = described.get("model_id", config.model)
+    failures_path = write_failures(uri, column, failed, model)
+    devices = sorted({r["device"] for r in results if r.get("device")})
+    metadata = column_metadata(uri, {**described, "device": ",".join(devices)}, config,
+                               norm_stats=sums.to_stats(), valid=sums.n, failed=failed.num_rows,
+                               failures_path=failures_path, source_version=dataset.version)
+    field = store.embedding_field(column, dim, metadata)
+    merged.update_field_metadata({column: {k.decode(): v.decode() for k, v in field.metadata.items()}},
+                                 replace=True)
+    current = store.open_dataset(uri, storage_options=storage_options)
+    write_sidecar(uri, column, dim, metadata)
+    return {"valid": sums.n, "failed": failed.num_rows, "version": current.version,
+            "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
+
+
+__all__ = ["FAULT_MARKER_ENV", "ActorPlan", "NormSums", "embed_on_ray", "plan_actors"]

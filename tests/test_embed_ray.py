@@ -1,0 +1,273 @@
+"""``embed --ray`` on a local Ray cluster (2 CPUs), compared row by row with the single-process path.
+
+One dataset (mixed good, corrupt and truncated images; four fragments; one deleted row) is embedded once
+in this process as the reference. Every Ray run embeds a fresh copy and must give the same bits: the same
+device (CPU), precision and math threads (one per actor, and one for the reference), and the same
+batches, which both paths cut at fragment boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cladebench import store
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("open_clip")
+ray = pytest.importorskip("ray")
+
+from cladebench import embed_ray  # noqa: E402
+from cladebench.cli import main  # noqa: E402
+from cladebench.embed import EmbedConfig, embed_dataset, failures  # noqa: E402
+from cladebench.embed_ray import FAULT_MARKER_ENV, NormSums, plan_actors  # noqa: E402
+from cladebench.errors import CladebenchError  # noqa: E402
+from cladebench.models.tiny import write_tiny_model  # noqa: E402
+from test_embed import mixed_images, picture  # noqa: E402
+
+COLUMN = "emb_tiny"
+BATCH = 6
+FRAGMENT_ROWS = 13  # not a multiple of BATCH: every fragment ends in a short block
+
+
+@pytest.fixture(scope="module")
+def fault_marker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where a test puts the marker that makes one actor's worker die (absent otherwise)."""
+    return tmp_path_factory.mktemp("fault") / "kill-one-actor"
+
+
+@pytest.fixture(scope="module")
+def cluster(fault_marker: Path) -> Iterator[Any]:
+    # The job's environment reaches every worker, including the ones Ray starts to replace a dead actor.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {FAULT_MARKER_ENV: str(fault_marker)}})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return "local-dir:" + str(write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-clip", seed=0))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    images = mixed_images()
+    images.update({f"extra-{i:02d}": picture(500 + i, size=(96, 80)) for i in range(20)})
+    path = tmp_path_factory.mktemp("template") / "mixed.lance"
+    table = pa.table({"uuid": list(images), "image": pa.array(list(images.values()), pa.large_binary())})
+    store.write_dataset(table, path, max_rows_per_file=FRAGMENT_ROWS)
+    dataset = store.open_dataset(path)
+    dataset.delete("uuid = 'syn-004'")  # a deletion vector: fragments' logical rows differ from physical ones
+    assert len(store.open_dataset(path).get_fragments()) >= 4
+    return path
+
+
+def _copy(template: Path, where: Path) -> Path:
+    target = where / template.name
+    shutil.copytree(template, target)
+    return target
+
+
+def _config(path: Path, model: str, **changes: Any) -> EmbedConfig:
+    return EmbedConfig(dataset=str(path), model=model, column=COLUMN, batch_size=BATCH, device="cpu",
+                       progress=False, **changes)
+
+
+@pytest.fixture(scope="module")
+def reference(template: Path, tiny_model: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The single-process run: one math thread, as each Ray actor has (``ray_cpus_per_actor=1``)."""
+    path = _copy(template, tmp_path_factory.mktemp("reference"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        summary = embed_dataset(_config(path, tiny_model, workers=0))
+    finally:
+        torch.set_num_threads(threads)
+    return {"path": path, "summary": summary, **_column(path)}
+
+
+def _column(path: Path) -> dict[str, Any]:
+    dataset = store.open_dataset(path)
+    table = dataset.to_table(columns=["uuid", COLUMN])
+    failed = failures(str(path), COLUMN).select(["uuid", "reason"]).to_pylist()
+    return {"uuids": table.column("uuid").to_pylist(), "vectors": table.column(COLUMN).to_pylist(),
+            "metadata": store.embedding_metadata(dataset.schema.field(COLUMN)),
+            "failures": sorted((r["uuid"], r["reason"]) for r in failed),
+            "fingerprint": store.fingerprint(dataset), "version": dataset.version}
+
+
+def _assert_same_column(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got["uuids"] == want["uuids"]  # same rows, same order, each once
+    assert len(set(got["uuids"])) == len(got["uuids"])
+    for row_uuid, mine, theirs in zip(got["uuids"], got["vectors"], want["vectors"], strict=True):
+        if theirs is None:
+            assert mine is None, row_uuid
+            continue
+        assert mine is not None, row_uuid
+        assert np.asarray(mine, np.float32).tobytes() == np.asarray(theirs, np.float32).tobytes(), row_uuid
+    assert got["failures"] == want["failures"]
+    a, b = dict(got["metadata"]), dict(want["metadata"])
+    for meta in (a, b):
+        meta.pop("created_at")
+    norms_a, norms_b = a.pop("norm_stats"), b.pop("norm_stats")
+    assert a == b
+    assert norms_a == pytest.approx(norms_b, rel=1e-9)
+
+
+def test_ray_run_equals_the_single_process_run_bit_for_bit(cluster: Any, template: Path, tiny_model: str,
+                                                           reference: dict[str, Any], tmp_path: Path) -> None:
+    path = _copy(template, tmp_path)
+    before = store.open_dataset(path)
+    summary = embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    got = _column(path)
+    _assert_same_column(got, reference)
+    assert got["fingerprint"] == store.fingerprint(before)  # rows untouched
+    want = reference["summary"]
+    assert (summary.rows, summary.valid, summary.failed, summary.encoded_now, summary.resumed) == (
+        want.rows, want.valid, want.failed, want.encoded_now, 0)
+    assert summary.failed == 4 and summary.valid == summary.rows - 4
+    assert summary.runner == {"kind": "ray", "address": "default", "fragments": len(before.get_fragments()),
+                              "fragments_resumed": 0, "actors": 2, "cpus_per_actor": 1, "gpus_per_actor": 0}
+    # One Merge commits the column; the run statistics follow as a metadata-only version.
+    assert got["version"] == before.version + 2 == summary.version
+    assert store.open_dataset(path, version=before.version + 1).schema.names == [*before.schema.names, COLUMN]
+    for fragment in store.open_dataset(path).get_fragments():
+        assert len(fragment.metadata.files) == 2  # its own file and one column file
+    sidecar = json.loads((path / store.EMBEDDING_SIDECAR).read_text())
+    assert sidecar[COLUMN]["valid_rows"] == summary.valid
+    assert not (path / "_cladebench" / "staging" / f"{COLUMN}.fragments").exists()
+
+
+def test_a_killed_worker_is_retried_and_no_row_is_written_twice(cluster: Any, template: Path, tiny_model: str,
+                                                                reference: dict[str, Any], fault_marker: Path,
+                                                                tmp_path: Path) -> None:
+    path = _copy(template, tmp_path)
+    fault_marker.write_text("armed")
+    summary = embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    assert not fault_marker.exists()  # an actor took the marker and died mid-fragment
+    got = _column(path)
+    _assert_same_column(got, reference)
+    assert summary.encoded_now == reference["summary"].rows
+    dataset = store.open_dataset(path)
+    assert dataset.count_rows() == len(reference["uuids"])
+    for fragment in dataset.get_fragments():
+        assert len(fragment.metadata.files) == 2  # the dead attempt's file is not referenced
+
+
+def test_an_interrupted_run_resumes_from_its_staged_fragments(cluster: Any, template: Path, tiny_model: str,
+                                                              reference: dict[str, Any], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _copy(template, tmp_path)
+    write = embed_ray._FragmentStaging.write
+    written: list[int] = []
+
+    def interrupt_after_two(self: Any, result: dict[str, Any]) -> None:
+        write(self, result)
+        written.append(result["fragment_id"])
+        if len(written) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(embed_ray._FragmentStaging, "write", interrupt_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    monkeypatch.undo()
+    dataset = store.open_dataset(path)
+    assert COLUMN not in dataset.schema.names  # nothing committed
+    staged = sorted((path / "_cladebench" / "staging" / f"{COLUMN}.fragments").glob("fragment-*.json"))
+    assert len(staged) == 2
+
+    # The other path refuses to start over them, and says how to go on.
+    with pytest.raises(CladebenchError, match="rerun with --ray"):
+        embed_dataset(_config(path, tiny_model))
+
+    rows = {f.fragment_id: f.count_rows() for f in dataset.get_fragments()}
+    summary = embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    assert summary.resumed == sum(rows[f] for f in written)
+    assert summary.encoded_now == summary.rows - summary.resumed
+    assert summary.runner["fragments_resumed"] == 2
+    _assert_same_column(_column(path), reference)
+
+
+def test_a_staged_fragment_that_changed_is_encoded_again(cluster: Any, template: Path, tiny_model: str,
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _copy(template, tmp_path)
+    monkeypatch.setattr(embed_ray, "_commit", _raise_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    monkeypatch.undo()
+    dataset = store.open_dataset(path)
+    first = dataset.get_fragments()[0]
+    victim = first.to_table(columns=["uuid"]).column("uuid")[0].as_py()
+    dataset.delete(f"uuid = '{victim}'")  # fragment 0 gets a new deletion vector
+    summary = embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    assert summary.runner["fragments_resumed"] == summary.runner["fragments"] - 1
+    assert summary.encoded_now == store.open_dataset(path).get_fragments()[0].count_rows()
+    got = _column(path)
+    assert victim not in got["uuids"] and got["metadata"]["valid_rows"] == summary.valid
+
+
+def _raise_interrupt(*args: Any, **kwargs: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def test_the_cli_runs_on_ray_and_overwrites_only_when_asked(cluster: Any, template: Path, tiny_model: str,
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    path = _copy(template, tmp_path)
+    argv = ["embed", str(path), "--model", tiny_model, "--column", COLUMN, "--device", "cpu", "--batch-size",
+            str(BATCH), "--no-progress", "--ray"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert COLUMN in out
+    assert main(argv) != 0
+    assert "--overwrite" in capsys.readouterr().err
+    assert main([*argv[:-1], "--overwrite", "--ray", "default"]) == 0
+    dataset = store.open_dataset(path)
+    assert dataset.schema.names.count(COLUMN) == 1
+    assert store.embedding_metadata(dataset.schema.field(COLUMN))["valid_rows"] == dataset.count_rows() - 4
+
+
+@pytest.mark.parametrize(("cpus", "gpus", "changes", "fragments", "expected"), [
+    (32, 4, {}, 100, (4, 8, 1)),                        # one actor per GPU, its share of CPUs
+    (128, 2, {}, 100, (2, 8, 1)),                       # at most 8 decoding CPUs per GPU by default
+    (16, 0, {}, 100, (16, 1, 0)),                       # CPU cluster: one actor per CPU
+    (16, 0, {"ray_cpus_per_actor": 4}, 100, (4, 4, 0)),
+    (16, 0, {}, 3, (3, 1, 0)),                          # never more actors than fragments
+    (32, 4, {"device": "cpu"}, 100, (32, 1, 0)),        # GPUs left alone when asked for CPU
+    (32, 4, {"ray_actors": 2}, 100, (2, 8, 1)),
+])
+def test_the_actor_pool_is_sized_from_the_cluster(cpus: float, gpus: float, changes: dict[str, Any],
+                                                  fragments: int, expected: tuple[int, int, int]) -> None:
+    config = EmbedConfig(dataset="d", model="m", **changes)
+    plan = plan_actors(cpus, gpus, config, fragments)
+    assert (plan.actors, plan.cpus, plan.gpus) == expected
+
+
+def test_cuda_on_a_cluster_without_gpus_is_refused() -> None:
+    with pytest.raises(CladebenchError, match="no GPU"):
+        plan_actors(8, 0, EmbedConfig(dataset="d", model="m", device="cuda"), 4)
+
+
+def test_norm_sums_merged_across_fragments_equal_the_whole() -> None:
+    rng = np.random.default_rng(0)
+    parts = [rng.normal(size=(n, 16)).astype(np.float32) for n in (5, 1, 0, 40)]
+    merged = NormSums()
+    for part in parts:
+        sums = NormSums()
+        sums.add(part)
+        merged.merge(sums)
+    norms = np.linalg.norm(np.concatenate(parts).astype(np.float64), axis=1)
+    stats = merged.to_stats()
+    assert stats == pytest.approx({"mean": norms.mean(), "std": norms.std(), "min": norms.min(),
+                                   "max": norms.max()}, rel=1e-9)
+    assert NormSums().to_stats() == {}
