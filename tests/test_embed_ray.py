@@ -271,3 +271,15 @@ def test_norm_sums_merged_across_fragments_equal_the_whole() -> None:
     assert stats == pytest.approx({"mean": norms.mean(), "std": norms.std(), "min": norms.min(),
                                    "max": norms.max()}, rel=1e-9)
     assert NormSums().to_stats() == {}
+
+
+def test_a_worker_that_loads_other_model_files_stops_the_run_with_a_clear_error(
+        cluster: Any, template: Path, tiny_model: str, tmp_path: Path) -> None:
+    from cladebench.models import load_encoder
+
+    path = _copy(template, tmp_path)
+    other = "local-dir:" + str(write_tiny_model(tmp_path / "other-tiny", seed=1))
+    with pytest.raises(CladebenchError, match="every node must see the same files"):
+        embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1),
+                      encoder=load_encoder(other, device="cpu"))
+    assert COLUMN not in store.open_dataset(path).schema.names

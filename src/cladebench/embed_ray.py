@@ -145,6 +145,17 @@ class _FragmentEncoder:
 
     def __init__(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
                  column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
+        # An error here is kept and reported by every call: Ray passes an exception from a worker to the driver
+        # only as text, so errors meant for the user travel as results and the driver raises them.
+        self.error: CladebenchError | None = None
+        try:
+            self._load(uri=uri, version=version, storage_options=storage_options, config=config, column=column,
+                       dim=dim, field_metadata=field_metadata, revision=revision, threads=threads)
+        except CladebenchError as exc:
+            self.error = exc
+
+    def _load(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
+              column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
         import torch
 
         from cladebench.models import load_encoder
@@ -165,8 +176,17 @@ class _FragmentEncoder:
         self.dim = dim
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
-        results = [self.encode_fragment(int(fid)) for fid in batch["fragment_id"]]
+        results = [self._result(int(fid)) for fid in batch["fragment_id"]]
         return {key: [r[key] for r in results] for key in results[0]}
+
+    def _result(self, fragment_id: int) -> dict[str, Any]:
+        try:
+            if self.error is not None:
+                raise self.error
+            return {**self.encode_fragment(fragment_id), "error": ""}
+        except CladebenchError as exc:
+            return {"fragment_id": fragment_id, "fragment": "", "schema": "", "rows": 0, "failed_uuids": [],
+                    "failed_reasons": [], "norms": "", "device": "", "seconds": 0.0, "error": str(exc)}
 
     def _encoded_blocks(self, fragment: Any, failures: list[tuple[str, str]], sums: NormSums
                         ) -> Iterator[tuple[list[str], list[np.ndarray | None]]]:
@@ -398,6 +418,8 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
     fragments = dataset.get_fragments()
     pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
     total_rows = sum(f.count_rows() for f in fragments)
+    if total_rows == 0:
+        raise CladebenchError(f"{uri} has no rows to embed")
     resumed = sum(r["rows"] for r in staged.values())
     provisional = {k: v for k, v in column_metadata(
         uri, described, config, norm_stats={}, valid=0, failed=0, failures_path=None,
@@ -450,7 +472,10 @@ def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: Any) 
             # rerun its fragment, without a limit; an exception raised by the code is not retried.
         )
         for row in encoded.iter_rows():
-            yield {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()}
+            result = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()}
+            if result.pop("error"):
+                raise CladebenchError(row["error"])
+            yield result
     finally:
         context.enable_progress_bars = bars
 
