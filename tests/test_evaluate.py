@@ -42,6 +42,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         table = table.drop_columns(["seen_in_training"])
     table = table.append_column("seen_in_training", pa.array(seen, pa.list_(pa.string())))
     table = table.append_column("site", pa.array([f"site-{i % 2}" for i in range(N)]))
+    table = table.append_column("plot", pa.array([i % 3 for i in range(N)], pa.int32()))
     # Every 8th row is identified to genus only (as camera-trap Peromyscus is).
     genus_only = np.arange(N) % 8 == 0
     species = table.column("species").to_pylist()
@@ -116,6 +117,17 @@ def test_breakdown_scores_the_same_predictions_per_value(embedded, tmp_path):
     assert record.metrics["site=site-0/top1_species"]["n"] + record.metrics["site=site-1/top1_species"]["n"] == \
         record.metrics["top1_species"]["n"]
     assert "Wilson" in record.provenance["metrics"]["top1_species"]  # definitions are keyed by the metric itself
+
+
+def test_groups_of_an_integer_column_and_rows_without_a_breakdown_value(embedded, tmp_path):
+    path, model = embedded
+    record = _eval(path, model, tmp_path / "plots", group_by="plot", breakdown=("lookalikes",))
+    assert record.provenance["groups"]["values"] == ["0", "1", "2"]
+    for plot in range(3):
+        alone = _eval(path, model, tmp_path / f"plot-{plot}", group_by="none", where=f"plot = {plot}")
+        assert record.metrics[f"{plot}/top1_species"] == alone.metrics["top1_species"]
+    # Genus-only rows have no look-alikes: in no breakdown, and counted as such.
+    assert record.provenance["breakdown_rows_without_value"] == {"lookalikes": N // 8}
 
 
 def test_genus_only_rows_are_not_scored_but_inspected(embedded, tmp_path):

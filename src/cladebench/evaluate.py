@@ -143,15 +143,31 @@ def partition_column(dataset: Any, group_by: str) -> str | None:
     return group_by
 
 
-def _group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int]:
-    """Distinct non-null values of ``column`` among the selected rows (sorted), and the rows without one."""
+def _group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
+    """Distinct non-null values of ``column`` among the selected rows (sorted, as text), the rows without one,
+    and the SQL filter selecting each value (a literal of the column's own type: a quoted 2 is not 2)."""
     values = store.read(dataset, columns=[column], where=where).column(0)
     missing = values.null_count
-    return sorted({str(v) for v in values.drop_null().to_pylist()}), missing
+    kind = values.type
+    filters: dict[str, str] = {}
+    for value in values.drop_null().to_pylist():
+        if pa.types.is_boolean(kind):
+            literal = "true" if value else "false"
+        elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            literal = repr(value)
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
+            literal = _quote(str(value))
+        else:
+            raise CladebenchError(f"--group-by {column!r}: a column of type {kind} cannot name groups; use a "
+                                  "string, integer, float or boolean column")
+        filters[str(value)] = f"{column} = {literal}"
+    return sorted(filters), missing, filters
 
 
-def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Sequence[str]) -> dict[str, Any]:
-    """Metrics of the same predictions restricted to each value of each breakdown column."""
+def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Sequence[str],
+                       missing: dict[str, int]) -> dict[str, Any]:
+    """Metrics of the same predictions restricted to each value of each breakdown column; predictions whose row
+    has no value in a column are in none of its breakdowns, and are counted into ``missing[column]``."""
     if not columns:
         return {}
     uuids = predictions.table.column("uuid")
@@ -166,6 +182,7 @@ def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Seque
             # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group.
             values = pc.binary_join(values, " | ")
         values = values.cast(pa.string())
+        missing[column] = missing.get(column, 0) + values.null_count
         for value in sorted(set(values.drop_null().to_pylist())):
             mask = pc.equal(values, value).fill_null(False)
             subset = dataclasses.replace(predictions, table=predictions.table.filter(mask))
@@ -252,16 +269,17 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
     group_column = partition_column(dataset, config.group_by)
     if group_column is None:
-        groups, rows_without_group = [None], 0
+        groups, rows_without_group, group_filters = [None], 0, {}
     else:
-        groups, rows_without_group = _group_values(dataset, group_column, where)
+        groups, rows_without_group, group_filters = _group_values(dataset, group_column, where)
         if not groups:
             raise CladebenchError(f"no selected row has a {group_column} value (filter {where!r})")
 
     metrics: dict[str, Any] = {}
+    breakdown_missing: dict[str, int] = {}
     tables, label_sets, inspection, infos = [], {}, {}, {}
     for group in groups:
-        group_where = where if group is None else _and(where, f"{group_column} = {_quote(group)}")
+        group_where = where if group is None else _and(where, group_filters[group])
         try:
             predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
         except CladebenchError as error:
@@ -270,7 +288,8 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
             raise type(error)(f"{group_column} {group!r}: {error}") from None
         prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
         for name, estimate in {**task.metrics(predictions),
-                               **_breakdown_metrics(task, predictions, dataset, config.breakdown)}.items():
+                               **_breakdown_metrics(task, predictions, dataset, config.breakdown,
+                                                  breakdown_missing)}.items():
             metrics[prefix + name] = estimate
         table = predictions.table
         if group is not None:
@@ -291,6 +310,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         "groups": {"column": group_column, "values": [g for g in groups if g is not None],
                    "rows_without_group": rows_without_group, "pooled": group_column is None},
         "breakdown": list(config.breakdown),
+        "breakdown_rows_without_value": breakdown_missing,
         "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
                                        "seed": None, "sampling_unit": "image"},
         "label_set": label_sets[None] if group_column is None else None,
