@@ -71,6 +71,15 @@ def test_search_builds_the_index_and_returns_the_exact_nearest(gallery, capsys):
     assert [line.split()[2] for line in lines] == uuids[:5]
     assert [float(line.split()[1]) for line in lines] == pytest.approx(similarity[:5].tolist(), abs=1e-4)
     assert main(["search", str(path), "--model", model, "--device", "cpu"]) == 2  # neither text nor queries
+    capsys.readouterr()
+    # The text may also come after the options, and a filter that leaves nothing says so.
+    assert main(["search", str(path), "--model", model, "-k", "5", "--device", "cpu", name]) == 0
+    assert [line.split()[2] for line in capsys.readouterr().out.strip().splitlines()] == uuids[:5]
+    assert main(["search", str(path), "--model", model, "--device", "cpu", "--where", "uuid = 'none'", name]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no hits" in captured.err
+    with pytest.raises(SystemExit):
+        main(["search", str(path), name, "--model", model, "--device", "cpu", "one-word-too-many"])
 
 
 def test_fullrank_matches_inquire_formulas_on_the_exact_ranking(gallery, tmp_path, capsys):

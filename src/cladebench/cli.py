@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cladebench import __version__
-from cladebench.config import OPTION, POSITIONAL, add_config_arguments, bare_value, config_from_args
+from cladebench.config import (
+    OPTION,
+    POSITIONAL,
+    add_config_arguments,
+    bare_value,
+    config_from_args,
+    take_late_positionals,
+)
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.raycluster import DEFAULT_ADDRESS
 
@@ -368,6 +375,10 @@ def _print_search(dataset: Any, encoder: Any, command: SearchCommand) -> int:
                          templates=command.templates, columns=shown)
     if result.index_built:
         print(f"(built an IVF_FLAT index on {result.column}; later searches reuse it)", file=sys.stderr)
+    if result.hits.num_rows == 0:
+        scope = f"matching {command.where!r}" if command.where else "in the dataset"
+        print(f"no hits: no row {scope} has an embedding in {result.column}", file=sys.stderr)
+        return 0
     for row in result.hits.to_pylist():
         details = "  ".join(str(row[c]) for c in shown[1:] if row.get(c) is not None)
         print(f"{row['rank']:>3}  {row['cosine_similarity']:.4f}  {row['uuid']}  {details}")
@@ -544,9 +555,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``cladebench`` exits with it)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
     chosen = FAMILIES[args.verb].members()[args.kind] if args.verb in FAMILIES else VERBS[args.verb]
+    extra = take_late_positionals(chosen.config, args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         config = config_from_args(chosen.config, args)
         return int(chosen.run(config) or 0)

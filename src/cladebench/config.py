@@ -171,6 +171,23 @@ def _converter(annotation: Any) -> Any:
     return str
 
 
+def take_late_positionals(cls: type, args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """Give optional positionals (``POSITIONAL`` fields) the values that came after options; returns the rest.
+
+    argparse fills every positional from the first run of bare words, so in ``search DATASET --model M TEXT``
+    the optional TEXT is already settled (empty) when TEXT arrives and is left over. Such leftovers are taken
+    here, in field order, by the optional positionals still unset.
+    """
+    words = [w for w in extra if not w.startswith("-")]
+    rest = [w for w in extra if w.startswith("-")]
+    for field in dataclasses.fields(cls):
+        if not words:
+            break
+        if field.metadata.get(_POSITIONAL_KEY) and getattr(args, field.name, None) in (None, field.default):
+            setattr(args, field.name, words.pop(0))
+    return rest + words
+
+
 def config_from_args(cls: type[C], args: argparse.Namespace) -> C:
     """Build the config from parsed arguments; tuple fields get tuples, so the config stays hashable."""
     hints = typing.get_type_hints(cls)
