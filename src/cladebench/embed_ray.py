@@ -16,7 +16,8 @@ Why it is built this way:
   The field's run statistics (valid and failed rows, norm statistics) are only known at the end, and a
   Merge cannot change them, so they follow in a second, metadata-only version.
 - **Resumable.** The driver stages each fragment's result as it arrives (JSON, written atomically)
-  under ``<dataset>/_cladebench/staging/<column>.fragments/``; a rerun skips the fragments staged by the
+  under ``<dataset>/_cladebench/staging/<column>.fragments/`` (for an ``s3://`` dataset, in the driver's
+  cache folder, so resume from the same machine or a shared ``CLADEBENCH_CACHE_DIR``); a rerun skips the fragments staged by the
   same model, revision, preprocessing and precision, provided the fragment and the dataset's schema are
   unchanged since. At most the fragments in flight are lost to a kill.
 - **The same column as without Ray**: the same field metadata, failures table, sidecar and summary.

@@ -311,19 +311,31 @@ def _is_remote(uri: str) -> bool:
     return "://" in uri and urlparse(uri).scheme not in ("", "file")
 
 
-def _check_remote_reachable(uri: str, timeout_s: float = 3.0) -> None:
-    """Fail within seconds, with a message, when a remote URI cannot be reached (offline machines)."""
+_ENDPOINT_OPTIONS = ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url")
+"""Storage-option keys that name an S3-compatible endpoint (Lance's object store takes any of them)."""
+
+
+def _check_remote_reachable(uri: str, timeout_s: float = 3.0,
+                            storage_options: Mapping[str, str] | None = None) -> None:
+    """Fail within seconds, with a message, when a remote URI cannot be reached (offline machines).
+
+    The endpoint probed is the one Lance will use: from the storage options, else from the environment.
+    """
     scheme = urlparse(uri).scheme
     if scheme == "hf" and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         raise RemoteUnavailableError(
             f"cannot open {uri}: HF_HUB_OFFLINE is set, so hf:// datasets are not fetched. "
             "Unset it when online, or pass a local copy (see `cladebench subset`)."
         )
-    endpoint = os.environ.get("AWS_ENDPOINT_URL") if scheme in ("s3", "s3a") else None
+    # AWS_ENDPOINT_URL is the AWS SDKs' name, AWS_ENDPOINT object_store's; Lance honours both.
+    s3 = scheme in ("s3", "s3a")
+    given = {k.lower(): v for k, v in (storage_options or {}).items()}
+    endpoint = next((given[k] for k in _ENDPOINT_OPTIONS if given.get(k)), None) if s3 else None
+    endpoint = endpoint or ((os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")) if s3 else None)
     if endpoint:
         parsed = urlparse(endpoint)
         host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
-    elif scheme in ("s3", "s3a"):
+    elif s3:
         host, port = "s3.amazonaws.com", 443
     elif scheme in _REMOTE_HOSTS:
         host, port = _REMOTE_HOSTS[scheme]
@@ -358,7 +370,7 @@ def open_dataset(uri: str | Path, *, version: int | str | None = None,
 
     uri = str(uri)
     if _is_remote(uri):
-        _check_remote_reachable(uri)
+        _check_remote_reachable(uri, storage_options=storage_options)
     else:
         path = Path(uri.removeprefix("file://"))
         if not path.exists():
@@ -423,7 +435,7 @@ def write_dataset(
     if local:
         _check_local_target(Path(uri.removeprefix("file://")), mode)
     elif mode != "append":  # append checks through open_dataset
-        _check_remote_reachable(uri)
+        _check_remote_reachable(uri, storage_options=storage_options)
     if mode == "append":
         existing_ds = open_dataset(uri, storage_options=storage_options)
     existing_schema = existing_ds.schema if existing_ds is not None else None
