@@ -16,6 +16,7 @@ It does not answer how Ray scales over many machines, which a 2-core machine can
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import shutil
@@ -25,10 +26,9 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from embed_throughput import build_dataset
-
 from cladebench import store
 from cladebench.embed import EmbedConfig, embed_dataset
+from embed_throughput import build_dataset
 
 
 def copy_rows(source: Path, target: Path, rows: int, fragment_rows: int) -> None:
@@ -101,8 +101,17 @@ def main() -> None:
         print("| rows | fragments | Ray actors | single rows/s | Ray rows/s | Ray / single | single s | Ray s |")
         print("|---|---|---|---|---|---|---|---|")
         for size, fragments, actors, single_rate, ray_rate, single, on_ray in rows:
-            print(f"| {size} | {fragments} | {actors} | {single_rate:.1f} | {ray_rate:.1f} | {ray_rate / single_rate:.2f} "
-                  f"| {single:.1f} | {on_ray:.1f} |")
+            print(f"| {size} | {fragments} | {actors} | {single_rate:.1f} | {ray_rate:.1f} "
+                  f"| {ray_rate / single_rate:.2f} | {single:.1f} | {on_ray:.1f} |")
+        # Between two sizes the fixed costs cancel: what each path adds per extra row is its steady rate.
+        print()
+        print("| from rows | to rows | single marginal rows/s | Ray marginal rows/s | Ray / single "
+              "| Ray fixed cost s |")
+        print("|---|---|---|---|---|---|")
+        for (a, _, _, _, _, single_a, ray_a), (b, _, _, _, _, single_b, ray_b) in itertools.pairwise(rows):
+            single_rate, ray_rate = (b - a) / (single_b - single_a), (b - a) / (ray_b - ray_a)
+            fixed = (ray_b - b / ray_rate) - (single_b - b / single_rate)
+            print(f"| {a} | {b} | {single_rate:.1f} | {ray_rate:.1f} | {ray_rate / single_rate:.2f} | {fixed:.1f} |")
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
