@@ -283,3 +283,17 @@ def test_a_worker_that_loads_other_model_files_stops_the_run_with_a_clear_error(
         embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1),
                       encoder=load_encoder(other, device="cpu"))
     assert COLUMN not in store.open_dataset(path).schema.names
+
+
+def test_a_uuid_twice_in_a_fragment_is_refused_as_without_ray(cluster: Any, tiny_model: str, tmp_path: Path) -> None:
+    import lance
+
+    images = [picture(i) for i in range(4)]
+    table = pa.table({"uuid": ["a", "b", "a", "c"], "image": pa.array(images, pa.large_binary())})
+    path = tmp_path / "twice.lance"
+    lance.write_dataset(table, path)  # around store.write_dataset, which refuses it at the door
+    with pytest.raises(CladebenchError, match="duplicate uuid 'a'"):
+        embed_dataset(_config(path, tiny_model))
+    with pytest.raises(CladebenchError, match="duplicate uuid 'a'"):
+        embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    assert COLUMN not in store.open_dataset(path).schema.names

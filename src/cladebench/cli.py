@@ -169,6 +169,9 @@ def _embed(config: EmbedConfig) -> int:
         f"{summary.failed:,} failed"
         + (f" (see {summary.failures_path})" if summary.failures_path else "")
         + f"; dataset version {summary.version}"
+        + (f"; on Ray: {summary.runner['actors']} actor(s) x {summary.runner['cpus_per_actor']} CPU"
+           f"{' + 1 GPU' if summary.runner['gpus_per_actor'] else ''}, {summary.runner['fragments']} fragments "
+           f"({summary.runner['fragments_resumed']} resumed)" if summary.runner.get("kind") == "ray" else "")
     )
     return 0
 

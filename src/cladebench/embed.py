@@ -160,7 +160,8 @@ def check_no_other_staging(uri: str, column: str, *, ray: bool, restart: bool) -
     other = staging_dir(uri, column, fragments=not ray)
     if not other.exists():
         return
-    if restart:
+    staged = any(other.glob("fragment-*.json" if not ray else "part-*.parquet"))
+    if restart or not staged:  # a run that stopped before finishing anything left nothing worth keeping
         shutil.rmtree(other)
         return
     kind, again = ("--ray run", "with --ray") if not ray else ("run without --ray", "without --ray")

@@ -17,9 +17,9 @@ Why it is built this way:
   Merge cannot change them, so they follow in a second, metadata-only version.
 - **Resumable.** The driver stages each fragment's result as it arrives (JSON, written atomically)
   under ``<dataset>/_cladebench/staging/<column>.fragments/`` (for an ``s3://`` dataset, in the driver's
-  cache folder, so resume from the same machine or a shared ``CLADEBENCH_CACHE_DIR``); a rerun skips the fragments staged by the
-  same model, revision, preprocessing and precision, provided the fragment and the dataset's schema are
-  unchanged since. At most the fragments in flight are lost to a kill.
+  cache folder, so resume from the same machine or a shared ``CLADEBENCH_CACHE_DIR``); a rerun skips the
+  fragments staged by the same model, revision, preprocessing and precision, provided the fragment and the
+  dataset's schema are unchanged since. At most the fragments in flight are lost to a kill.
 - **The same column as without Ray**: the same field metadata, failures table, sidecar and summary.
 """
 
@@ -54,7 +54,7 @@ from cladebench.embed import (
     write_failures,
     write_sidecar,
 )
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, SchemaError
 from cladebench.raycluster import cluster_cpus, cluster_gpus, ray_session
 
 if TYPE_CHECKING:
@@ -232,8 +232,13 @@ class _FragmentEncoder:
                                                 shape=(rows, self.dim))
             valid = np.zeros(rows, bool)
             order: list[str] = []
+            seen: set[str] = set()
             for uuids, encoded in self._encoded_blocks(fragment, failures, sums):
                 for row_uuid, vector in zip(uuids, encoded, strict=True):
+                    if row_uuid in seen:
+                        raise SchemaError(f"{self.dataset.uri}: duplicate uuid {row_uuid!r} in fragment {fragment_id};"
+                                          " embeddings are joined by uuid")
+                    seen.add(row_uuid)
                     if vector is not None:
                         vectors[len(order)] = vector
                         valid[len(order)] = True
