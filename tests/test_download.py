@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -149,8 +150,9 @@ FAST = DownloadConfig(concurrency=4, connect_timeout_s=1.0, read_timeout_s=0.4, 
                       max_attempts=3, backoff_base_s=0.01, backoff_max_s=0.05)
 
 
-@pytest.fixture
-def server() -> Iterator[_Server]:
+@contextmanager
+def serving() -> Iterator[_Server]:
+    """The counting test server on a free port of 127.0.0.1, in a thread, for the duration of the block."""
     httpd = _Server()
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -159,6 +161,12 @@ def server() -> Iterator[_Server]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    with serving() as httpd:
+        yield httpd
 
 
 def sha(body: bytes) -> str:

@@ -12,7 +12,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -37,8 +36,9 @@ from cladebench.download import (
 )
 from cladebench.download_ray import FAULT_MARKER_ENV, _shard_failures
 from cladebench.errors import CladebenchError
+from ray_local import local_ray
 from test_crypticbio import GOOD_ROW, write_csv
-from test_download import JPEG, _Server, fail_first, image_bytes, ok, send
+from test_download import JPEG, _Server, fail_first, image_bytes, ok, send, serving
 
 # Timeouts far above what 127.0.0.1 needs: a busy 2-core machine must not turn a good item into a timeout in
 # one run and not the other. Failures here come from what the server sends, never from timing.
@@ -56,26 +56,14 @@ def fault_marker(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def ray_cluster(fault_marker: Path) -> Iterator[Any]:
     """A local Ray instance for the module; ``download`` reuses it (an open session is never shut down)."""
-    ray = pytest.importorskip("ray")
-    # The job's environment reaches every worker, including the ones Ray starts to rerun a shard.
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {FAULT_MARKER_ENV: str(fault_marker)}})
-    try:
+    with local_ray({FAULT_MARKER_ENV: str(fault_marker)}) as ray:
         yield ray
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture
 def server() -> Iterator[_Server]:
-    httpd = _Server()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving() as httpd:
         yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def good_items(server: _Server, count: int) -> list[tuple[str, str]]:

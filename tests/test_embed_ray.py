@@ -30,6 +30,7 @@ from cladebench.embed import EmbedConfig, embed_dataset, failures  # noqa: E402
 from cladebench.embed_ray import FAULT_MARKER_ENV, NormSums, plan_actors  # noqa: E402
 from cladebench.errors import CladebenchError  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
+from ray_local import local_ray  # noqa: E402
 from test_embed import mixed_images, picture  # noqa: E402
 
 COLUMN = "emb_tiny"
@@ -45,13 +46,8 @@ def fault_marker(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(fault_marker: Path) -> Iterator[Any]:
-    # The job's environment reaches every worker, including the ones Ray starts to replace a dead actor.
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {FAULT_MARKER_ENV: str(fault_marker)}})
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    with local_ray({FAULT_MARKER_ENV: str(fault_marker)}) as session:
+        yield session
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,6 @@ from the manifest, and bodies already in ``objects/`` without a manifest line ar
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -50,6 +49,7 @@ from cladebench.download import (
     progress_bar,
     split_cached,
 )
+from cladebench.raycluster import exit_if_marked, ray_session
 
 SHARD_MAX_RETRIES = 3
 """Times Ray reruns a shard whose worker process died (a node lost, an OOM kill); a shard that raised is
@@ -63,23 +63,11 @@ before returning them, as a node lost mid-shard would: its bodies are stored, it
 Result = Downloaded | DownloadFailure
 
 
-def _exit_if_marked() -> None:
-    """The fault-injection point of :data:`FAULT_MARKER_ENV`; only the task that removes the marker dies."""
-    marker = os.environ.get(FAULT_MARKER_ENV)
-    if not marker:
-        return
-    try:
-        os.unlink(marker)
-    except FileNotFoundError:
-        return
-    os._exit(1)
-
-
 def fetch_shard(items: list[DownloadItem], root: str, config: DownloadConfig) -> list[Result]:
     """One Ray task: fetch ``items`` into the shared store at ``root``, bodies only; the records go back."""
     store = DownloadStore(root, writes_manifest=False)
     results = asyncio.run(fetch_pending(items, store, config))
-    _exit_if_marked()
+    exit_if_marked(FAULT_MARKER_ENV)
     return results
 
 
@@ -128,8 +116,6 @@ def download_on_ray(items: Iterable[ItemLike], store: str | Path | DownloadStore
     Takes what :func:`cladebench.download.download` takes and returns the same report: bins in the order
     asked for, failures in ``failures.parquet``. ``store`` must be on a filesystem every node sees.
     """
-    from cladebench.raycluster import ray_session
-
     started = time.monotonic()
     wanted = as_items(items)
     store = store if isinstance(store, DownloadStore) else DownloadStore(store)

@@ -55,7 +55,7 @@ from cladebench.embed import (
     write_sidecar,
 )
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.raycluster import cluster_cpus, cluster_gpus, ray_session
+from cladebench.raycluster import cluster_cpus, cluster_gpus, exit_if_marked, ray_session
 
 if TYPE_CHECKING:
     import lance
@@ -127,18 +127,6 @@ def _fragment_blocks(fragment: Any, batch_size: int) -> Iterator[tuple[list[str]
             del uuids[:batch_size], images[:batch_size]
     if uuids:
         yield uuids, images
-
-
-def _exit_if_marked() -> None:
-    """The fault-injection point of :data:`FAULT_MARKER_ENV`; only the actor that removes the marker dies."""
-    marker = os.environ.get(FAULT_MARKER_ENV)
-    if not marker:
-        return
-    try:
-        os.unlink(marker)
-    except FileNotFoundError:
-        return
-    os._exit(1)
 
 
 class _FragmentEncoder:
@@ -214,7 +202,7 @@ class _FragmentEncoder:
                 sums.add(vectors)
                 failures.extend(item["failed"])
                 by_uuid = dict(zip(item["uuids"], vectors, strict=True))
-                _exit_if_marked()
+                exit_if_marked(FAULT_MARKER_ENV)
                 yield uuids, [by_uuid.get(u) for u in uuids]
 
     def encode_fragment(self, fragment_id: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ driver); see ``docs/ray.md``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -65,3 +66,18 @@ def cluster_gpus(ray: ModuleType) -> float:
 def cluster_cpus(ray: ModuleType) -> float:
     """CPUs the connected cluster has in all."""
     return float(ray.cluster_resources().get("CPU", 0.0))
+
+
+def exit_if_marked(variable: str) -> None:
+    """A fault-injection point for tests of retries, inert in normal use: when the environment variable
+    ``variable`` names a file that exists, the one worker that manages to remove it ends its own process
+    (``os._exit``), as a worker killed by its node would. Tests give the variable to every worker through
+    ``ray.init(runtime_env={"env_vars": ...})`` and arm it by creating the file."""
+    marker = os.environ.get(variable)
+    if not marker:
+        return
+    try:
+        os.unlink(marker)
+    except FileNotFoundError:
+        return
+    os._exit(1)
