@@ -16,6 +16,9 @@ Why it is built this way:
 - **Raw in storage, normalised in use.** The column holds the model's raw float32 outputs; the field
   metadata (and ``embedding_models.json`` beside the dataset) names the model, revision, dimension,
   preprocessing, precision, software versions and norm statistics.
+- **On a cluster, the same column.** ``--ray`` hands fragments to a Ray actor pool instead
+  (:mod:`cladebench.embed_ray`); both paths encode the same blocks, cut at fragment boundaries, so on the
+  same device, precision and threads they write the same bits.
 """
 
 from __future__ import annotations
