@@ -217,10 +217,11 @@ def _raise_interrupt(*args: Any, **kwargs: Any) -> None:
 
 
 def test_the_cli_runs_on_ray_and_overwrites_only_when_asked(cluster: Any, template: Path, tiny_model: str,
-                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                                            ) -> None:
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     path = _copy(template, tmp_path)
-    argv = ["embed", str(path), "--model", tiny_model, "--column", COLUMN, "--device", "cpu", "--batch-size",
+    monkeypatch.chdir(tmp_path)  # a relative path: the workers' working folder is not this one
+    argv = ["embed", path.name, "--model", tiny_model, "--column", COLUMN, "--device", "cpu", "--batch-size",
             str(BATCH), "--no-progress", "--ray"]
     assert main(argv) == 0
     out = capsys.readouterr().out

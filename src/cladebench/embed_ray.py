@@ -26,6 +26,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import pickle
@@ -429,7 +430,8 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
                        disable=not config.progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
             with bar:
                 source = {f.fragment_id: _source_of(f) for f in fragments}
-                for result in _run_pool(ray, plan, pending, uri=uri, version=dataset.version, config=config,
+                for result in _run_pool(ray, plan, pending, uri=_absolute(uri), version=dataset.version,
+                                        config=dataclasses.replace(config, model=_absolute_model(config.model)),
                                         column=column, dim=encoder.dim, field_metadata=provisional,
                                         revision=described.get("revision"), storage_options=storage_options):
                     if result["fragment_id"] in staged:
@@ -450,6 +452,19 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
         version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
         runner=runner,
     )
+
+
+def _absolute(uri: str) -> str:
+    """A local dataset path as the workers must see it: absolute (their working folder need not be ours)."""
+    if "://" in uri and not uri.startswith("file://"):
+        return uri
+    return str(Path(uri.removeprefix("file://")).resolve())
+
+
+def _absolute_model(model: str) -> str:
+    """``local-dir:`` with an absolute path, for the same reason; other model ids are left as they are."""
+    prefix = "local-dir:"
+    return prefix + str(Path(model[len(prefix):]).resolve()) if model.startswith(prefix) else model
 
 
 def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: Any) -> Iterator[dict[str, Any]]:
