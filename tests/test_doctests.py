@@ -12,7 +12,8 @@ MODULES = [
     "taxonomy", "templates", "vlm", "models", "models.preprocessing", "models.registry", "sources",
     "sources.crypticbio", "sources.inquire", "sources.coobserved", "lineage_parse", "inat_export", "builders",
     "builders.coobserved", "geo_prior", "cryptic_groups", "builders.crypticbio",
-    "builders.finegrained", "report", "report.escaping", "report.formatting", "report.calibration",
+    "builders.finegrained", "report", "report.escaping", "report.formatting", "report.calibration", "registry",
+    "raycluster",
 ]
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cladebench.errors import unknown_name
+from cladebench.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -50,22 +50,18 @@ class Builder:
         return self.function()(config)
 
 
-BUILDERS: dict[str, Builder] = {}
+BUILDERS: Registry[Builder] = Registry("builder")
 """Registry of builders by name."""
 
 
 def register(builder: Builder) -> Builder:
     """Add a builder to :data:`BUILDERS`."""
-    BUILDERS[builder.name] = builder
-    return builder
+    return BUILDERS.add(builder.name, builder)
 
 
 def get_builder(name: str) -> Builder:
     """Look a builder up by name; an unknown name lists the known ones and the closest."""
-    try:
-        return BUILDERS[name]
-    except KeyError:
-        raise unknown_name("builder", name, BUILDERS) from None
+    return BUILDERS.get_named(name)
 
 
 register(Builder(

@@ -27,7 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError, unknown_name
+from cladebench.errors import CladebenchError
+from cladebench.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -95,22 +96,18 @@ def failures_path_for(out: str | Path) -> Path:
     return out.with_name(out.name + ".failures.parquet")
 
 
-SOURCES: dict[str, Source] = {}
+SOURCES: Registry[Source] = Registry("source")
 """Registry of sources by name."""
 
 
 def register(source: Source) -> Source:
     """Add a source to :data:`SOURCES`."""
-    SOURCES[source.name] = source
-    return source
+    return SOURCES.add(source.name, source)
 
 
 def get_source(name: str) -> Source:
     """Look a source up by name; an unknown name lists the known ones and the closest."""
-    try:
-        return SOURCES[name]
-    except KeyError:
-        raise unknown_name("source", name, SOURCES) from None
+    return SOURCES.get_named(name)
 
 
 register(Source(
