@@ -13,7 +13,6 @@ MODULES = [
     "sources.crypticbio", "sources.inquire", "sources.coobserved", "lineage_parse", "inat_export", "builders",
     "builders.coobserved", "geo_prior", "cryptic_groups", "builders.crypticbio",
     "builders.finegrained", "report", "report.escaping", "report.formatting", "report.calibration", "registry",
-    "raycluster",
 ]
 
 
