@@ -403,28 +403,27 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
                                device="cpu")
     described = encoder.describe()
     key = run_key(described, config)
-    if column in dataset.schema.names:  # --overwrite (prepare refused otherwise): a Merge cannot replace a field
-        dataset.drop_columns([column])
-        dataset = store.open_dataset(uri, storage_options=storage_options)
-    staging = _FragmentStaging(staging_dir(uri, column, fragments=True), key)
-    staged, note = staging.open(config.restart, dataset, column)
-    if note:
-        print(f"cladebench embed: {note}", file=sys.stderr)
-    fragments = dataset.get_fragments()
-    pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
-    total_rows = sum(f.count_rows() for f in fragments)
-    if total_rows == 0:
+    if dataset.count_rows() == 0:
         raise CladebenchError(f"{uri} has no rows to embed")
-    resumed = sum(r["rows"] for r in staged.values())
-    provisional = {k: v for k, v in column_metadata(
-        uri, described, config, norm_stats={}, valid=0, failed=0, failures_path=None,
-        source_version=dataset.version).items() if k in _STABLE_KEYS}
-
-    runner: dict[str, Any] = {"kind": "ray", "address": config.ray, "fragments": len(fragments),
-                              "fragments_resumed": len(staged)}
-    with ray_session(config.ray) as ray:
+    runner: dict[str, Any] = {"kind": "ray", "address": config.ray}
+    with ray_session(config.ray) as ray:  # connected before anything changes: a cluster out of reach drops nothing
+        if column in dataset.schema.names:  # --overwrite (prepare refused otherwise): a Merge cannot replace a field
+            dataset.drop_columns([column])
+            dataset = store.open_dataset(uri, storage_options=storage_options)
+        staging = _FragmentStaging(staging_dir(uri, column, fragments=True), key)
+        staged, note = staging.open(config.restart, dataset, column)
+        if note:
+            print(f"cladebench embed: {note}", file=sys.stderr)
+        fragments = dataset.get_fragments()
+        pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
+        total_rows = sum(f.count_rows() for f in fragments)
+        resumed = sum(r["rows"] for r in staged.values())
+        provisional = {k: v for k, v in column_metadata(
+            uri, described, config, norm_stats={}, valid=0, failed=0, failures_path=None,
+            source_version=dataset.version).items() if k in _STABLE_KEYS}
         plan = plan_actors(cluster_cpus(ray), cluster_gpus(ray), config, len(pending))
-        runner.update(actors=plan.actors, cpus_per_actor=plan.cpus, gpus_per_actor=plan.gpus)
+        runner.update(fragments=len(fragments), fragments_resumed=len(staged), actors=plan.actors,
+                      cpus_per_actor=plan.cpus, gpus_per_actor=plan.gpus)
         if pending:
             bar = tqdm(total=total_rows, initial=resumed, desc=f"embed {column} on Ray", unit="img",
                        disable=not config.progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
