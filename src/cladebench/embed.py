@@ -145,7 +145,7 @@ def column_for_model(model: str) -> str:
 
 
 def _state_dir(uri: str) -> Path:
-    if "://" in uri and not uri.startswith("file://"):
+    if store.is_remote(uri):
         from cladebench.cache import cache_dir
 
         return cache_dir() / "staging" / hashlib.sha256(uri.encode()).hexdigest()[:16]
@@ -170,6 +170,13 @@ def check_no_other_staging(uri: str, column: str, *, ray: bool, restart: bool) -
     kind, again = ("--ray run", "with --ray") if not ray else ("run without --ray", "without --ray")
     raise CladebenchError(f"an interrupted {kind} of {column!r} left staged rows in {other}; rerun {again} to "
                           "resume from them, or pass --restart to discard them")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write a small file as a temporary file renamed into place, so a kill leaves the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 class _Staging:
@@ -197,7 +204,7 @@ class _Staging:
                 )
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
+            atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
         return set(self.read().column("uuid").to_pylist()) if self.parts() else set()
 
     def parts(self) -> list[Path]:
@@ -242,11 +249,6 @@ class _Staging:
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    @staticmethod
-    def _atomic_write(path: Path, data: bytes) -> None:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
 
 
 # --- decoding workers -----------------------------------------------------------------------------
@@ -614,14 +616,12 @@ def write_failures(uri: str, column: str, failed: pa.Table, model: str) -> Path 
 
 def write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> None:
     """``embedding_models.json`` beside the data: one entry per embedding column, as the FGC card has."""
-    if "://" in uri and not uri.startswith("file://"):
+    if store.is_remote(uri):
         return
     path = Path(uri.removeprefix("file://")) / store.EMBEDDING_SIDECAR
     entries = json.loads(path.read_text()) if path.exists() else {}
     entries[column] = {"column": column, "dim": dim, **metadata}
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, (json.dumps(entries, indent=2, sort_keys=True) + "\n").encode())
 
 
 def failures(uri: str, column: str) -> pa.Table:

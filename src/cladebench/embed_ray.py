@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import os
 import pickle
 import shutil
 import sys
@@ -47,6 +46,7 @@ from cladebench.embed import (
     EmbedConfig,
     EmbedSummary,
     _decode_block,
+    atomic_write,
     check_no_other_staging,
     column_metadata,
     prepare,
@@ -332,29 +332,23 @@ class _FragmentStaging:
     def _start(self, dataset: lance.LanceDataset, column: str) -> dict[int, dict[str, Any]]:
         self.directory.mkdir(parents=True, exist_ok=True)
         state = {"run_key": self.key, "schema": _schema_without(dataset, column)}
-        _atomic_write(self.directory / "state.json", json.dumps(state).encode())
+        atomic_write(self.directory / "state.json", json.dumps(state).encode())
         return {}
 
     @staticmethod
     def _files_exist(dataset: lance.LanceDataset, result: dict[str, Any]) -> bool:
         """The uncommitted column file is still there (a cleanup of unverified files would have removed it)."""
-        if "://" in dataset.uri and not dataset.uri.startswith("file://"):
+        if store.is_remote(dataset.uri):
             return True  # an object store keeps what was written; nothing cheap to check it with here
         new = {f["path"] for f in json.loads(result["fragment"])["files"]} - set(result["source"]["files"])
         data = Path(dataset.uri.removeprefix("file://")) / "data"
         return all((data / name).is_file() for name in new)
 
     def write(self, result: dict[str, Any]) -> None:
-        _atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
+        atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -403,7 +397,8 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
                                device="cpu")
     described = encoder.describe()
     key = run_key(described, config)
-    if dataset.count_rows() == 0:
+    total_rows = dataset.count_rows()
+    if total_rows == 0:
         raise CladebenchError(f"{uri} has no rows to embed")
     runner: dict[str, Any] = {"kind": "ray", "address": config.ray}
     with ray_session(config.ray) as ray:  # connected before anything changes: a cluster out of reach drops nothing
@@ -416,7 +411,6 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
             print(f"cladebench embed: {note}", file=sys.stderr)
         fragments = dataset.get_fragments()
         pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
-        total_rows = sum(f.count_rows() for f in fragments)
         resumed = sum(r["rows"] for r in staged.values())
         provisional = {k: v for k, v in column_metadata(
             uri, described, config, norm_stats={}, valid=0, failed=0, failures_path=None,
@@ -455,7 +449,7 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
 
 def _absolute(uri: str) -> str:
     """A local dataset path as the workers must see it: absolute (their working folder need not be ours)."""
-    if "://" in uri and not uri.startswith("file://"):
+    if store.is_remote(uri):
         return uri
     return str(Path(uri.removeprefix("file://")).resolve())
 

@@ -307,7 +307,8 @@ def _duplicates(uuids: pa.ChunkedArray | pa.Array) -> list[str]:
 _REMOTE_HOSTS = {"hf": ("huggingface.co", 443)}
 
 
-def _is_remote(uri: str) -> bool:
+def is_remote(uri: str) -> bool:
+    """Whether ``uri`` names an object store or hub (``s3://``, ``hf://``, ...) rather than a local path."""
     return "://" in uri and urlparse(uri).scheme not in ("", "file")
 
 
@@ -352,7 +353,7 @@ def _check_remote_reachable(uri: str, timeout_s: float = 3.0,
 
 
 def _storage_options(uri: str, storage_options: Mapping[str, str] | None) -> dict[str, str] | None:
-    if not _is_remote(uri):
+    if not is_remote(uri):
         return dict(storage_options) if storage_options else None
     options = {"connect_timeout": "10s", "timeout": "120s"}
     options.update(storage_options or {})
@@ -369,7 +370,7 @@ def open_dataset(uri: str | Path, *, version: int | str | None = None,
     import lance
 
     uri = str(uri)
-    if _is_remote(uri):
+    if is_remote(uri):
         _check_remote_reachable(uri, storage_options=storage_options)
     else:
         path = Path(uri.removeprefix("file://"))
@@ -383,7 +384,7 @@ def open_dataset(uri: str | Path, *, version: int | str | None = None,
         message = str(exc).split(", /")[0]  # Lance appends Rust source locations
         if version is not None and ("not found" in message.lower() or "version" in message.lower()):
             raise DatasetNotFoundError(f"{uri} has no version or tag {version!r}: {message}") from None
-        if _is_remote(uri):
+        if is_remote(uri):
             raise RemoteUnavailableError(f"cannot open {uri}: {message}") from None
         raise DatasetNotFoundError(f"cannot open {uri} as a Lance dataset: {message}") from None
 
@@ -430,7 +431,7 @@ def write_dataset(
     import lance
 
     uri = str(uri)
-    local = not _is_remote(uri)
+    local = not is_remote(uri)
     existing_ds = None
     if local:
         _check_local_target(Path(uri.removeprefix("file://")), mode)
@@ -661,7 +662,7 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         if Path(out).exists() and not _is_lance_dataset(Path(out)):
             shutil.rmtree(out, ignore_errors=True)
         raise
-    if not _is_remote(str(uri)):
+    if not is_remote(str(uri)):
         sidecar = Path(str(uri)) / EMBEDDING_SIDECAR
         if sidecar.exists():
             shutil.copyfile(sidecar, Path(out) / EMBEDDING_SIDECAR)
