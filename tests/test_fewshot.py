@@ -30,6 +30,7 @@ from cladebench.tasks.fewshot import (
     predict_splits,
     read_labelled_rows,
     simpleshot,
+    simpleshot_biobench,
 )
 
 DIM = 24
@@ -81,31 +82,58 @@ def test_planted_classes_are_found_and_shuffled_labels_fall_to_chance() -> None:
 # --- methods against independent implementations ---------------------------------------------------------
 
 
-def loop_simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray) -> list[int]:
-    """SimpleShot written out with loops: centre on the support mean, normalise, nearest class mean."""
+def loop_simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, *,
+                    normalise_first: bool) -> list[int]:
+    """SimpleShot written out with loops: (each vector L2-normalised first: BioCLIP's protocol) centre on the
+    support mean, normalise, nearest class mean."""
+
+    def unit(v: list[float]) -> list[float]:
+        length = math.sqrt(sum(x * x for x in v))
+        return [x / length for x in v]
+
+    if normalise_first:
+        support = np.asarray([unit([float(x) for x in v]) for v in support])
+        query = np.asarray([unit([float(x) for x in v]) for v in query])
     n, dim = support.shape
     mean = [sum(float(support[i, j]) for i in range(n)) / n for j in range(dim)]
 
     def centred_unit(v: np.ndarray) -> list[float]:
-        centred = [float(v[j]) - mean[j] for j in range(dim)]
-        length = math.sqrt(sum(x * x for x in centred))
-        return [x / length for x in centred]
+        return unit([float(v[j]) - mean[j] for j in range(dim)])
 
     sums: dict[int, list[float]] = {}
     counts: dict[int, int] = {}
     for i in range(n):
         label = int(targets[i])
-        unit = centred_unit(support[i])
-        sums[label] = [a + b for a, b in zip(sums.get(label, [0.0] * dim), unit, strict=True)]
+        unit_vector = centred_unit(support[i])
+        sums[label] = [a + b for a, b in zip(sums.get(label, [0.0] * dim), unit_vector, strict=True)]
         counts[label] = counts.get(label, 0) + 1
     centroids = {label: [x / counts[label] for x in total] for label, total in sums.items()}
     predicted = []
     for q in query:
-        unit = centred_unit(q)
-        distances = {label: math.sqrt(sum((a - b) ** 2 for a, b in zip(unit, c, strict=True)))
+        unit_vector = centred_unit(q)
+        distances = {label: math.sqrt(sum((a - b) ** 2 for a, b in zip(unit_vector, c, strict=True)))
                      for label, c in centroids.items()}
         predicted.append(min(sorted(distances), key=lambda label: distances[label]))
     return predicted
+
+
+def numpy_simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, protocol: str) -> np.ndarray:
+    """The two protocols in plain numpy, another way round: a full query x class distance matrix, centroids by
+    masks; 'bioclip' divides by the norms first (BioCLIP stores F.normalize'd features), 'biobench' does not."""
+    support = np.array(support, dtype=np.float64)
+    query = np.array(query, dtype=np.float64)
+    if protocol == "bioclip":
+        support = support / np.sqrt((support ** 2).sum(axis=1))[:, None]
+        query = query / np.sqrt((query ** 2).sum(axis=1))[:, None]
+    centre = support.sum(axis=0) / len(support)
+    s = support - centre
+    q = query - centre
+    s = s / np.sqrt((s ** 2).sum(axis=1))[:, None]
+    q = q / np.sqrt((q ** 2).sum(axis=1))[:, None]
+    classes = np.unique(targets)
+    centroids = np.stack([s[targets == c].mean(axis=0) for c in classes])
+    distances = np.sqrt(((q[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2))
+    return classes[distances.argmin(axis=1)]
 
 
 def hard_problem(seed: int, shots: int, n_classes: int = 6, n_query: int = 120) -> tuple[np.ndarray, ...]:
@@ -122,11 +150,12 @@ def hard_problem(seed: int, shots: int, n_classes: int = 6, n_query: int = 120) 
     return support, targets, query, query_targets
 
 
-def test_simpleshot_matches_an_independent_loop_implementation() -> None:
+@pytest.mark.parametrize(("method", "normalise_first"), [(simpleshot, True), (simpleshot_biobench, False)])
+def test_simpleshot_matches_an_independent_loop_implementation(method, normalise_first: bool) -> None:
     for seed, shots in ((0, 1), (1, 5)):
         support, targets, query, query_targets = hard_problem(seed, shots)
-        ours = simpleshot(support, targets, query, FewShotConfig()).predicted
-        assert ours.tolist() == loop_simpleshot(support, targets, query)
+        ours = method(support, targets, query, FewShotConfig()).predicted
+        assert ours.tolist() == loop_simpleshot(support, targets, query, normalise_first=normalise_first)
         assert 0.2 < np.mean(ours == query_targets) < 1.0  # informative: neither trivial nor hopeless
     # The data is sensitive to each step, so a variant without centring, or one that re-normalises the
     # centroids (nearest centroid by cosine), would have failed above.
@@ -136,10 +165,67 @@ def test_simpleshot_matches_an_independent_loop_implementation() -> None:
     centroids = np.stack([unit(support[targets == c]).mean(0) for c in range(6)])
     no_centre = np.linalg.norm(centroids[None] - unit(query)[:, None], axis=2).argmin(axis=1)
     assert no_centre.tolist() != ours.tolist()
-    mean = support.mean(axis=0)
-    centred_centroids = np.stack([unit(support[targets == c] - mean).mean(0) for c in range(6)])
-    cosine = (unit(query - mean) @ unit(centred_centroids).T).argmax(axis=1)
+    start = unit(support) if normalise_first else support
+    mean = start.mean(axis=0)
+    centred_centroids = np.stack([unit(start[targets == c] - mean).mean(0) for c in range(6)])
+    cosine = (unit((unit(query) if normalise_first else query) - mean) @ unit(centred_centroids).T).argmax(axis=1)
     assert cosine.tolist() != ours.tolist()
+
+
+def spread_norm_problem(seed: int, log_norm_sd: float) -> tuple[dict[str, Any], np.ndarray]:
+    """Ten classes around a shared offset (as real embeddings share a mean direction), each vector scaled by
+    exp(N(0, log_norm_sd)): raw embeddings stored unnormalised. Returns the data and the unscaled vectors."""
+    rng = np.random.default_rng(seed)
+    n_classes, dim, per_class = 10, 32, 24
+    means = rng.normal(size=(n_classes, dim))
+    means /= np.linalg.norm(means, axis=1, keepdims=True)
+    offset = rng.normal(size=dim)
+    offset *= 2.0 / np.linalg.norm(offset)
+    labels, groups, uuids, clean = [], [], [], []
+    for c in range(n_classes):
+        for i in range(per_class):
+            labels.append(f"class-{c:02d}")
+            groups.append(f"obs-{c}-{i}")
+            uuids.append(f"u-{c}-{i}")
+            clean.append(offset + means[c] + 0.27 * rng.normal(size=dim))
+    clean_vectors = np.asarray(clean)
+    scaled = clean_vectors * np.exp(log_norm_sd * rng.normal(size=(len(clean), 1)))
+    return {"labels": labels, "groups": groups, "uuids": uuids, "vectors": scaled}, clean_vectors
+
+
+def test_the_two_simpleshot_protocols_on_vectors_with_spread_norms() -> None:
+    """At a log-norm sd of 0.4 BioCLIP's protocol (normalise first) and BioBench's (raw vectors) disagree on many
+    queries; each equals its independent implementation, split by split, and only BioCLIP's ignores the norms."""
+    data, clean = spread_norm_problem(seed=3, log_norm_sd=0.4)
+    norms = np.linalg.norm(data["vectors"], axis=1)
+    assert 0.3 < np.std(np.log(norms)) < 0.5
+    config = FewShotConfig(shots=(1, 5), repetitions=3, methods=("simpleshot", "simpleshot-biobench"))
+    plan = splits_of(data, shots=config.shots, repetitions=config.repetitions)
+    table, _ = predict_splits(data["vectors"], plan, data["uuids"], config)
+    rows = table.to_pylist()
+    disagree = total = 0
+    for split in plan.splits:
+        support, targets, query = (data["vectors"][split.support], plan.targets[split.support],
+                                   data["vectors"][split.query])
+        expected = {}
+        for method, protocol in (("simpleshot", "bioclip"), ("simpleshot-biobench", "biobench")):
+            expected[method] = numpy_simpleshot(support, targets, query, protocol)
+            got = {r["uuid"]: r["pred_label"] for r in rows if r["method"] == method and r["shots"] == split.shots
+                   and r["repetition"] == split.repetition}
+            assert [got[data["uuids"][i]] for i in split.query] == [plan.classes[c] for c in expected[method]]
+        assert np.array_equal(expected["simpleshot"],
+                              numpy_simpleshot(clean[split.support], targets, clean[split.query], "bioclip"))
+        if split.shots == 5:
+            disagree += int(np.sum(expected["simpleshot"] != expected["simpleshot-biobench"]))
+            total += len(split.query)
+    assert disagree / total > 0.15  # the protocols demonstrably differ on these vectors
+    summary = few_shot_summary(table, config.methods)
+    bioclip, biobench = summary["simpleshot_5shot"]["value"], summary["simpleshot-biobench_5shot"]["value"]
+    assert bioclip > biobench + 0.1
+    # Sanity of the planted data: on the unscaled vectors BioBench's protocol does about as well as BioCLIP's.
+    clean_table, _ = predict_splits(clean, plan, data["uuids"], config)
+    clean_summary = few_shot_summary(clean_table, config.methods)
+    assert abs(clean_summary["simpleshot-biobench_5shot"]["value"] - bioclip) < 0.05
 
 
 def brute_knn(support: np.ndarray, targets: np.ndarray, query: np.ndarray, k: int, weights: str) -> list[int]:
@@ -190,7 +276,7 @@ def test_linear_probe_chooses_c_by_cross_validation_on_the_support_only() -> Non
 
 
 def test_methods_are_a_registry_and_unknown_ones_are_refused() -> None:
-    assert set(METHODS) >= {"simpleshot", "linear", "knn"}
+    assert set(METHODS) >= {"simpleshot", "simpleshot-biobench", "linear", "knn"}
     with pytest.raises(UnknownNameError, match="simpleshot"):
         FewShotConfig(methods=("simpelshot",))
     with pytest.raises(CladebenchError):

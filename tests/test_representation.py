@@ -117,3 +117,32 @@ def test_compare_columns_scores_every_column_on_identical_splits(tmp_path: Path)
     other_seed = compare_columns(dataset, shots=(1, 3), repetitions=4, seed=4)
     assert other_seed.split["fingerprint"] != result.split["fingerprint"]
     json.dumps(result.to_dict())
+
+
+def test_compare_columns_uses_bioclip_simpleshot_by_default(tmp_path: Path) -> None:
+    """Raw vectors whose norms spread (log-norm sd 0.4) and the same vectors unscaled: BioCLIP's protocol (the
+    default) normalises each vector first, so both columns score identically; BioBench's variant does not."""
+    from test_fewshot import spread_norm_problem
+
+    data, clean = spread_norm_problem(seed=3, log_norm_sd=0.4)
+    n = len(data["uuids"])
+    table = pa.table({"uuid": data["uuids"], "image": pa.array([b"x"] * n, pa.large_binary()),
+                      **{rank: [("Animalia", "Chordata", "Aves", "Passeriformes", "Fam", f"Genus{label[-2:]}",
+                                 "alba")[i] for label in data["labels"]] for i, rank in enumerate(RANKS)},
+                      "source_id": data["groups"]})
+    dim = clean.shape[1]
+    for key, values in (("raw", data["vectors"]), ("clean", clean)):
+        field = store.embedding_field(key, dim, {"model": f"model-{key}"})
+        table = table.append_column(field, pa.FixedSizeListArray.from_arrays(
+            pa.array(values.astype(np.float32).ravel()), dim))
+    store.write_dataset(table, tmp_path / "norms.lance")
+    dataset = store.open_dataset(tmp_path / "norms.lance")
+    default = compare_columns(dataset, shots=(5,), repetitions=3, seed=1)
+    assert "BioCLIP" in default.methods["simpleshot"] and list(default.methods) == ["simpleshot"]
+    assert (default.accuracy["emb_raw"]["simpleshot_5shot"]["per_repetition"]
+            == pytest.approx(default.accuracy["emb_clean"]["simpleshot_5shot"]["per_repetition"], abs=1e-12))
+    variant = compare_columns(dataset, shots=(5,), repetitions=3, seed=1, methods=("simpleshot-biobench",))
+    assert "BioBench" in variant.methods["simpleshot-biobench"]
+    raw = variant.accuracy["emb_raw"]["simpleshot-biobench_5shot"]["value"]
+    assert raw < variant.accuracy["emb_clean"]["simpleshot-biobench_5shot"]["value"] - 0.05
+    assert json.loads(json.dumps(default.to_dict()))["methods"] == default.methods

@@ -16,7 +16,7 @@ of a large dataset where the n x n Gram matrices of the kernel form would not fi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,6 +70,9 @@ class ColumnComparison:
     """Provenance of the shared splits (seed, shots, repetitions, sampling unit, skipped classes, fingerprint)."""
     rank: str
     """Rank of the few-shot classes."""
+    methods: dict[str, str] = field(default_factory=dict)
+    """Few-shot method -> what it computes (``simpleshot`` is BioCLIP's protocol, ``simpleshot-biobench``
+    BioBench's), as recorded in run records."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -86,6 +89,7 @@ def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None =
     Only rows with a vector in every column are used, so each column sees exactly the same images.
     """
     from cladebench.tasks.fewshot import (
+        METHODS,
         FewShotConfig,
         few_shot_summary,
         plan_splits,
@@ -118,5 +122,6 @@ def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None =
         columns=tuple(columns),
         models={c: column_metadata(dataset, c).get("model") for c in columns},
         rows=len(rows.uuids), accuracy=accuracy, cka=cka, rank=config.rank,
+        methods={m: METHODS[m].definition for m in config.methods},
         split={**plan.provenance(), "sampling_unit": rows.group_key, "rows_without_group": rows.rows_without_group},
     )

@@ -24,9 +24,15 @@ every image of the taxon in an untouched group. Consequences worth knowing:
 Methods (:data:`METHODS`, a registry):
 
 - ``simpleshot``: SimpleShot (Wang et al. 2019, "SimpleShot: Revisiting Nearest-Neighbor
-  Classification for Few-Shot Learning"), as BioCLIP and BioBench run it: subtract the mean of the
-  support features from support and query, L2-normalise, take each taxon's mean normalised support
+  Classification for Few-Shot Learning") as BioCLIP evaluates it (``src/evaluation/few_shot.py``, whose
+  features are L2-normalised when extracted): L2-normalise every stored vector, subtract the mean of the
+  normalised support vectors from support and query, L2-normalise again, take each taxon's mean support
   vector as its centroid, predict the nearest centroid by Euclidean distance.
+- ``simpleshot-biobench``: the same without the first normalisation, as BioBench's
+  ``SimpleShotClassifier`` runs on the features it is given: the raw stored vectors are centred on
+  their support mean. The two agree on unit vectors and drift apart as the stored norms spread (raw
+  embeddings, e.g. Fine-Grained Challenges'): a long support vector pulls the mean, and after
+  centring a vector's direction depends on its length.
 - ``linear``: multinomial logistic regression (scikit-learn, L-BFGS) on L2-normalised features, its
   inverse regularisation ``C`` chosen from a grid by stratified cross-validation on the support set
   only; with one shot no image per taxon can be held out, so a fixed ``C`` is used and recorded.
@@ -42,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -51,8 +58,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import CladebenchError, SchemaError, unknown_name
+from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.metrics import define_metric, mean_std_ci
+from cladebench.option_checks import at_least
 from cladebench.tasks.zeroshot import (
     Predictions,
     column_metadata,
@@ -85,7 +93,8 @@ class FewShotConfig:
     seed: int = 0
     """Seed of the splits (and nothing else): the same seed gives the same splits for every column."""
     methods: tuple[str, ...] = ("simpleshot", "linear", "knn")
-    """Classifiers to run on each split: simpleshot, linear, knn."""
+    """Classifiers to run on each split: simpleshot (BioCLIP's protocol: each vector L2-normalised first),
+    simpleshot-biobench (BioBench's: raw vectors centred), linear, knn."""
     column: str | None = None
     """Embedding column with the images' vectors; by default the one whose metadata names the model."""
     where: str | None = None
@@ -109,24 +118,27 @@ class FewShotConfig:
 
     def __post_init__(self) -> None:
         shots = tuple(int(k) for k in self.shots)
-        if not shots or min(shots) < 1 or len(set(shots)) != len(shots):
-            raise CladebenchError(f"shots must be distinct positive integers, got {self.shots!r}")
+        if not shots or min(shots) < 1:
+            raise UsageError(f"--shots must be at least 1, got {' '.join(map(str, self.shots)) or 'nothing'}")
+        if len(set(shots)) != len(shots):
+            raise UsageError(f"--shots lists a value twice: {' '.join(map(str, self.shots))}")
         object.__setattr__(self, "shots", tuple(sorted(shots)))
         object.__setattr__(self, "methods", tuple(self.methods))
         object.__setattr__(self, "linear_cs", tuple(sorted(float(c) for c in self.linear_cs)))
-        if self.repetitions < 1:
-            raise CladebenchError(f"repetitions must be at least 1, got {self.repetitions}")
-        if self.seed < 0:
-            raise CladebenchError(f"seed must be >= 0, got {self.seed}")
+        at_least("--repetitions", self.repetitions, 1)
+        at_least("--seed", self.seed, 0)
         if not self.methods:
-            raise CladebenchError("methods is empty; choose from " + ", ".join(METHODS))
+            raise UsageError("--methods is empty; choose from " + ", ".join(METHODS))
         for method in self.methods:
             if method not in METHODS:
                 raise unknown_name("few-shot method", method, METHODS)
-        if self.knn_k < 1 or self.linear_folds < 2 or self.min_test_per_class < 1:
-            raise CladebenchError("knn_k and min_test_per_class must be >= 1 and linear_folds >= 2")
-        if not self.linear_cs or min(self.linear_cs) <= 0 or self.linear_fallback_c <= 0:
-            raise CladebenchError("linear_cs and linear_fallback_c must be positive")
+        at_least("--knn-k", self.knn_k, 1)
+        at_least("--linear-folds", self.linear_folds, 2)
+        at_least("--min-test-per-class", self.min_test_per_class, 1)
+        if not self.linear_cs or not all(math.isfinite(c) and c > 0 for c in self.linear_cs):
+            raise UsageError(f"--linear-cs must be positive finite numbers, got {list(self.linear_cs)}")
+        if not (math.isfinite(self.linear_fallback_c) and self.linear_fallback_c > 0):
+            raise UsageError(f"--linear-fallback-c must be a positive finite number, got {self.linear_fallback_c}")
 
 
 # --- splits ----------------------------------------------------------------------------------------
@@ -331,19 +343,46 @@ def _nearest_centroid(query: np.ndarray, centroids: np.ndarray, chunk: int = 819
     return out
 
 
-@few_shot_method("simpleshot", "SimpleShot: subtract the support mean, L2-normalise, predict the nearest class "
-                               "centroid (mean normalised support vector) by Euclidean distance")
-def simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, config: FewShotConfig) -> MethodOutput:
-    """SimpleShot's CL2N nearest centroid; the centre is the support mean, so no query statistic is used."""
-    support = np.asarray(support, dtype=np.float64)
+def _cl2n_nearest_centroid(support: np.ndarray, targets: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """SimpleShot's CL2N nearest centroid on the vectors as given: centre on the support mean (no query statistic
+    is used), L2-normalise, nearest class mean of the support by Euclidean distance (ties: the first class)."""
     mean = support.mean(axis=0, keepdims=True)
     centred_support = _unit_rows(support - mean)
-    centred_query = _unit_rows(np.asarray(query, dtype=np.float64) - mean)
+    centred_query = _unit_rows(query - mean)
     n_classes = int(targets.max()) + 1
     centroids = np.zeros((n_classes, support.shape[1]))
     np.add.at(centroids, targets, centred_support)
     centroids /= np.bincount(targets, minlength=n_classes)[:, None]
-    return MethodOutput(predicted=_nearest_centroid(centred_query, centroids))
+    return _nearest_centroid(centred_query, centroids)
+
+
+SIMPLESHOT_PROTOCOLS: dict[str, str] = {
+    "simpleshot": "bioclip",
+    "simpleshot-biobench": "biobench",
+}
+"""SimpleShot method name -> the peer protocol it follows (recorded in the run's method settings)."""
+
+
+@few_shot_method("simpleshot", "SimpleShot as BioCLIP evaluates it (protocol 'bioclip'): L2-normalise every vector, "
+                               "subtract the mean of the normalised support vectors, L2-normalise again, predict "
+                               "the nearest class centroid (mean support vector) by Euclidean distance; ties go to "
+                               "the first class in label order (BioCLIP's argpartition leaves them unspecified)")
+def simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, config: FewShotConfig) -> MethodOutput:
+    """BioCLIP's protocol: its features are L2-normalised at extraction, then CL2N and nearest centroid."""
+    support = _unit_rows(np.asarray(support, dtype=np.float64))
+    query = _unit_rows(np.asarray(query, dtype=np.float64))
+    return MethodOutput(predicted=_cl2n_nearest_centroid(support, targets, query))
+
+
+@few_shot_method("simpleshot-biobench", "SimpleShot as BioBench runs it on raw features (protocol 'biobench'): "
+                                        "subtract the support mean from the stored vectors as they are, "
+                                        "L2-normalise, predict the nearest class centroid (mean normalised support "
+                                        "vector) by Euclidean distance; ties go to the first class in label order")
+def simpleshot_biobench(support: np.ndarray, targets: np.ndarray, query: np.ndarray,
+                        config: FewShotConfig) -> MethodOutput:
+    """BioBench's ``SimpleShotClassifier``: CL2N and nearest centroid on the raw stored vectors."""
+    return MethodOutput(predicted=_cl2n_nearest_centroid(np.asarray(support, dtype=np.float64), targets,
+                                                         np.asarray(query, dtype=np.float64)))
 
 
 @contextlib.contextmanager
@@ -586,8 +625,14 @@ def _method_settings(config: FewShotConfig, chosen: dict[str, list[dict[str, Any
             settings[method] = {"cs": list(config.linear_cs), "max_folds": config.linear_folds,
                                 "fallback_c": config.linear_fallback_c, "features": "L2-normalised",
                                 "chosen": chosen.get(method, [])}
+        elif method in SIMPLESHOT_PROTOCOLS:
+            protocol = SIMPLESHOT_PROTOCOLS[method]
+            settings[method] = {"protocol": protocol,
+                                "input": "L2-normalised vectors" if protocol == "bioclip" else "raw stored vectors",
+                                "centre": "support mean", "distance": "euclidean",
+                                "definition": METHODS[method].definition}
         else:
-            settings[method] = {"centre": "support mean", "distance": "euclidean"}
+            settings[method] = {"definition": METHODS[method].definition}
     return settings
 
 
