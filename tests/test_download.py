@@ -32,6 +32,7 @@ from cladebench.download import (
     parse_retry_after,
 )
 from cladebench.errors import CladebenchError, UnknownNameError
+from huge_png import huge_png
 
 Route = Callable[[BaseHTTPRequestHandler, int], None]
 """A route answers one request; the int is which request to this path it is (1 for the first)."""
@@ -286,6 +287,99 @@ def test_unreachable_host_and_bad_url(tmp_path: Path) -> None:
     assert (by_key["refused"].reason, by_key["refused"].attempts) == ("connection", 2)
     assert by_key["refused"].exception == "ConnectError"
     assert (by_key["ftp"].reason, by_key["ftp"].attempts) == ("bad_url", 1)
+
+
+def test_an_image_over_the_pixel_limit_is_one_recorded_failure(server: _Server, tmp_path: Path) -> None:
+    bomb = huge_png(20_000, 20_000)  # 400 MP in a few dozen KB
+    server.state.routes.update({"/bomb.png": ok(bomb, "image/png"), "/a.jpg": ok(JPEG)})
+    items = [("bomb", server.url("/bomb.png")), ("a", server.url("/a.jpg"))]
+    for check in ("decode", "verify"):
+        report = download(items, tmp_path / check, replace(FAST, image_check=check))
+        assert report.ok == 1 and report.read_bytes("a") == JPEG
+        (failure,) = report.failures
+        assert (failure.key, failure.reason, failure.status, failure.attempts) == ("bomb", "too_many_pixels", 200, 1)
+        assert "400,000,000 pixels, over the limit of 178,956,970" in failure.detail
+        assert pq.read_table(report.store.failures_path).column("reason").to_pylist() == ["too_many_pixels"]
+    assert server.state.requests["/bomb.png"] == 2  # once per check: the same image is not asked for again
+
+
+def trickle(interval_s: float, size: int = 1000) -> Route:
+    """Promise ``size`` bytes, then send one every ``interval_s``: each read finishes well inside the read
+    timeout, so only a wall-clock limit stops it."""
+    def route(handler: BaseHTTPRequestHandler, number: int) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "image/jpeg")
+        handler.send_header("Content-Length", str(size))
+        handler.end_headers()
+        for byte in JPEG[:size]:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(interval_s)
+
+    return route
+
+
+def test_a_trickling_host_is_stopped_by_the_item_deadline(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/trickle"] = trickle(0.05)
+    config = replace(FAST, read_timeout_s=2.0, attempt_timeout_s=None, item_deadline_s=1.0)
+    started = time.monotonic()
+    report = download([("t", server.url("/trickle"))], tmp_path, config)
+    (failure,) = report.failures
+    assert (failure.reason, failure.attempts) == ("deadline", 1)
+    assert "item deadline of 1.0 s" in failure.detail
+    assert time.monotonic() - started < 10  # 1000 bytes at 20 a second would take 50 s
+
+
+def test_each_attempt_is_cut_by_the_wall_clock(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/trickle"] = trickle(0.05)
+    config = replace(FAST, read_timeout_s=2.0, attempt_timeout_s=0.5, item_deadline_s=None, max_attempts=2)
+    report = download([("t", server.url("/trickle"))], tmp_path, config)
+    (failure,) = report.failures
+    assert (failure.reason, failure.attempts) == ("timeout", 2)
+    assert server.state.requests["/trickle"] == 2
+
+
+def test_a_host_that_never_answers_costs_the_deadline_not_every_attempt(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/silent"] = hold(30.0, ok(JPEG))
+    config = replace(FAST, read_timeout_s=0.4, attempt_timeout_s=None, item_deadline_s=1.0, max_attempts=50,
+                     backoff_base_s=0.2, backoff_max_s=0.2, jitter=0.0)
+    started = time.monotonic()
+    report = download([("s", server.url("/silent"))], tmp_path, config)
+    (failure,) = report.failures
+    assert failure.reason == "deadline" and "item deadline of 1.0 s" in failure.detail
+    assert 1 < failure.attempts < 50
+    assert time.monotonic() - started < 10
+
+
+def test_a_huge_retry_after_is_capped(server: _Server, tmp_path: Path) -> None:
+    server.state.routes["/busy"] = fail_first(99, 429, ok(JPEG), headers={"Retry-After": "100000"})
+    capped = replace(FAST, max_retry_after_s=0.2, item_deadline_s=None, max_attempts=3)
+    started = time.monotonic()
+    report = download([("r", server.url("/busy"))], tmp_path / "capped", capped)
+    (failure,) = report.failures
+    assert (failure.reason, failure.status, failure.attempts) == ("http_429", 429, 3)
+    first, second, third = server.state.request_times["/busy"]
+    assert second - first >= 0.15 and third - second >= 0.15  # the capped Retry-After was honoured
+    assert time.monotonic() - started < 10
+
+    # A wait that would pass the item deadline is not started: the item fails at once, saying why.
+    deadline = replace(FAST, max_retry_after_s=30.0, item_deadline_s=1.0)
+    started = time.monotonic()
+    report = download([("r", server.url("/busy"))], tmp_path / "deadline", deadline)
+    (failure,) = report.failures
+    assert (failure.reason, failure.status, failure.attempts) == ("deadline", 429, 1)
+    assert "waiting 30.0 s for another would pass the item deadline of 1.0 s" in failure.detail
+    assert "http_429" in failure.detail
+    assert time.monotonic() - started < 10
+
+
+def test_limits_are_validated() -> None:
+    for name in ("attempt_timeout_s", "item_deadline_s", "read_timeout_s"):
+        with pytest.raises(CladebenchError, match=name):
+            DownloadConfig(**{name: 0})
+    defaults = DownloadConfig()
+    assert defaults.item_deadline_s is not None and defaults.item_deadline_s <= 60
+    assert defaults.max_retry_after_s <= 60 and defaults.attempt_timeout_s is not None
 
 
 # --- bookkeeping ---------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cladebench.images import ImageDecodeError, decode_image, sniff_format
+from cladebench.download import IMAGE_CHECKS
+from cladebench.images import MAX_PIXELS, ImageDecodeError, ImageTooLargeError, decode_image, open_image, sniff_format
+from huge_png import huge_png
 
 REALDATA = Path(os.environ.get("CLADEBENCH_REALDATA", Path(__file__).resolve().parents[2] / "shared" / "realdata"))
 CAMERA_TRAP = REALDATA / "cameratrapai" / "test_data"
@@ -77,6 +79,32 @@ def test_truncated_jpeg_is_an_error_not_a_grey_image() -> None:
     with pytest.raises(ImageDecodeError) as exc:
         decode_image(data[: len(data) // 2])
     assert "truncated" in exc.value.reason
+
+
+def test_an_image_over_the_pixel_limit_is_a_reason_not_a_crash() -> None:
+    bomb = huge_png(20_000, 20_000)  # 400 MP: Pillow raises DecompressionBombError, not its warning
+    assert len(bomb) < 1_000_000
+    for check in (decode_image, open_image, IMAGE_CHECKS["decode"], IMAGE_CHECKS["verify"]):
+        with pytest.raises(ImageTooLargeError, match=r"image too large: 400,000,000 pixels, over the limit of "
+                                                      r"178,956,970 pixels"):
+            check(bomb)
+
+
+def test_the_pixel_limit_is_one_number_for_every_check() -> None:
+    side = int(MAX_PIXELS**0.5)
+    assert side * side <= MAX_PIXELS < (side + 1) * (side + 1)
+    # Pillow warns above 89.5 MP; that band is below the documented limit and must not be refused.
+    band = huge_png(10_000, 10_000)
+    at_limit = huge_png(side, side)
+    for data in (band, at_limit):
+        with open_image(data) as image:
+            assert image.size[0] * image.size[1] <= MAX_PIXELS
+        IMAGE_CHECKS["verify"](data)  # the downloader's cheap check agrees
+    over = huge_png(side + 1, side + 1)
+    for check in (decode_image, open_image, IMAGE_CHECKS["verify"]):
+        with pytest.raises(ImageTooLargeError, match="over the limit"):
+            check(over)
+    assert issubclass(ImageTooLargeError, ImageDecodeError)
 
 
 def test_sniff_format() -> None:

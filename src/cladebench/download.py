@@ -12,8 +12,14 @@ connections are cut mid-body, and some photos are simply gone. This module fetch
 What is retried, with exponential backoff and jitter: timeouts, connection errors, bodies shorter
 than their ``Content-Length``, images that do not decode (a truncated JPEG served with a matching
 ``Content-Length``), and the statuses 408, 429 and 5xx, honouring ``Retry-After``. What is not: 403,
-404 and the other 4xx (asking again gets the same answer), bodies over the size cap, and a body whose
-SHA-256 differs from the expected one (the content changed; retrying fetches the same bytes).
+404 and the other 4xx (asking again gets the same answer), bodies over the size cap, images over the
+pixel limit (:data:`cladebench.images.MAX_PIXELS`), and a body whose SHA-256 differs from the expected one
+(the content changed; retrying fetches the same bytes).
+
+Every item has a time budget by the wall clock: each attempt is cut at ``attempt_timeout_s`` (a host
+that trickles a byte every few seconds never trips the read timeout), ``Retry-After`` is honoured up to
+``max_retry_after_s``, and an item that has spent ``item_deadline_s`` on attempts and waits fails as
+``deadline`` instead of retrying on.
 
 On disk (a :class:`DownloadStore` directory)::
 
@@ -42,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import hashlib
-import io
 import json
 import os
 import random
@@ -88,21 +93,23 @@ def _check_nothing(body: bytes) -> None:
 
 @image_check("verify")
 def _check_verify(body: bytes) -> None:
-    """Pillow's ``verify()``: cheap, catches broken PNG/GIF structure, but not a JPEG cut short."""
-    from PIL import Image
-
-    from cladebench.images import ImageDecodeError
+    """Pillow's ``verify()``: cheap, catches broken PNG/GIF structure, but not a JPEG cut short. Images over
+    :data:`cladebench.images.MAX_PIXELS` are refused, as every decoder refuses them."""
+    from cladebench.images import ImageDecodeError, open_image
 
     try:
-        with Image.open(io.BytesIO(body)) as image:
+        with open_image(body) as image:
             image.verify()
+    except ImageDecodeError:
+        raise
     except Exception as exc:  # Pillow raises many types for corrupt input
         raise ImageDecodeError(f"image does not verify: {exc or type(exc).__name__}") from None
 
 
 @image_check("decode")
 def _check_decode(body: bytes) -> None:
-    """A full decode, as every consumer does it: the only check that catches a truncated JPEG."""
+    """A full decode, as every consumer does it: the only check that catches a truncated JPEG (and, as every
+    decoder does, refuses images over :data:`cladebench.images.MAX_PIXELS`)."""
     from cladebench.images import decode_image
 
     decode_image(body)
@@ -118,8 +125,15 @@ class DownloadConfig:
     """Seconds to establish a connection before the attempt counts as timed out."""
     read_timeout_s: float = 30.0
     """Seconds to wait for the next bytes of a response (headers or body)."""
-    attempt_timeout_s: float | None = 300.0
-    """Seconds for one whole attempt; stops a server that trickles bytes just under the read timeout."""
+    attempt_timeout_s: float | None = 30.0
+    """Seconds for one whole attempt, by the wall clock; stops a server that trickles bytes just under the read
+    timeout (the read timeout restarts with every byte). A few-MB photo takes a second or two; ``None``: no
+    limit."""
+    item_deadline_s: float | None = 60.0
+    """Seconds one item may take in all: its attempts and the waits between them (not the time it queues for a
+    free connection behind other items). When it is spent, or the next wait would spend it, the item fails as
+    ``deadline``, so a host that never answers or trickles costs about a minute per item, not ``max_attempts``
+    x ``attempt_timeout_s``. ``None``: no limit."""
     max_attempts: int = 5
     """Attempts per item, the first included; transient failures are retried until this many."""
     backoff_base_s: float = 1.0
@@ -128,10 +142,12 @@ class DownloadConfig:
     """Ceiling on the exponential delay."""
     jitter: float = 0.5
     """Fraction of each delay drawn at random (0 to 1), so many clients do not retry in lockstep."""
-    max_retry_after_s: float = 120.0
-    """Longest ``Retry-After`` honoured; a longer one is shortened to this."""
+    max_retry_after_s: float = 30.0
+    """Longest ``Retry-After`` honoured; a longer one is shortened to this (a server asking for a day must not
+    stall a run for a day; the item deadline still applies)."""
     max_bytes: int = 64 * 2**20
-    """Largest body accepted; bigger ones fail as ``too_large`` (iNat originals are a few MB)."""
+    """Largest body accepted; bigger ones fail as ``too_large`` (iNat originals are a few MB). Images over
+    :data:`cladebench.images.MAX_PIXELS` pixels fail as ``too_many_pixels`` whatever their size in bytes."""
     image_check: str = "decode"
     """Body check before an item counts as done: a name in :data:`IMAGE_CHECKS` (``decode``, ``verify``,
     ``none``)."""
@@ -156,6 +172,12 @@ class DownloadConfig:
             raise CladebenchError(f"jitter is a fraction in [0, 1], got {self.jitter}")
         if self.max_bytes < 1:
             raise CladebenchError(f"max_bytes must be positive, got {self.max_bytes}")
+        for name in ("connect_timeout_s", "read_timeout_s", "attempt_timeout_s", "item_deadline_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise CladebenchError(f"{name} must be positive (seconds), got {value}")
+        if not self.max_retry_after_s >= 0:
+            raise CladebenchError(f"max_retry_after_s must be at least 0, got {self.max_retry_after_s}")
         if self.image_check not in IMAGE_CHECKS:
             raise unknown_name("image check", self.image_check, IMAGE_CHECKS)
         if self.ray_shard_size < 1:
@@ -202,8 +224,9 @@ class DownloadFailure:
     url: str
     reason: str
     """Short category to count by: ``http_404``, ``timeout``, ``connection``, ``truncated``, ``too_large``,
-    ``sha256_mismatch``, ``invalid_image``, ``bad_url``, ``protocol``; on Ray also ``ray_task`` (the shard's task
-    raised, or its worker died on every retry)."""
+    ``too_many_pixels`` (over :data:`cladebench.images.MAX_PIXELS`), ``sha256_mismatch``, ``invalid_image``,
+    ``bad_url``, ``protocol``, ``deadline`` (``item_deadline_s`` spent; the detail names the last attempt's
+    failure); on Ray also ``ray_task`` (the shard's task raised, or its worker died on every retry)."""
     detail: str
     """What happened, for a person."""
     status: int | None
@@ -464,30 +487,53 @@ class _Fetcher:
         self.check = IMAGE_CHECKS[config.image_check]
 
     async def fetch(self, item: DownloadItem) -> Downloaded | DownloadFailure:
-        attempt = 0
+        config = self.config
+        attempt, spent = 0, 0.0  # spent: seconds in attempts and waits, not queued for the semaphore
         while True:
             attempt += 1
             try:
                 async with self.semaphore:
-                    body, content_type = await self._attempt(item)
+                    started = time.monotonic()
+                    try:
+                        body, content_type = await self._attempt(item, spent)
+                    finally:
+                        spent += time.monotonic() - started
                     # In a thread: hashing and decoding a multi-megabyte photo would stall every transfer on
                     # the loop. Under the semaphore: bodies waiting to be checked then stay bounded in
                     # number when the network outpaces decoding.
                     return await asyncio.to_thread(self._finish, item, body, content_type, attempt)
             except _AttemptError as error:
-                if not error.retryable or attempt >= self.config.max_attempts:
-                    self.on_done()
-                    return DownloadFailure(item.key, item.url, error.reason, error.detail, error.status,
-                                           error.exception, attempt)
-                # Sleep outside the semaphore: a waiting item must not hold a slot another could use.
-                await asyncio.sleep(backoff_delay(attempt, self.config, error.retry_after))
+                failure = error
+                if error.retryable and attempt < config.max_attempts:
+                    delay = backoff_delay(attempt, config, error.retry_after)
+                    if config.item_deadline_s is None or spent + delay < config.item_deadline_s:
+                        # Sleep outside the semaphore: a waiting item must not hold a slot another could use.
+                        await asyncio.sleep(delay)
+                        spent += delay
+                        continue
+                    failure = _AttemptError(
+                        "deadline", f"gave up after {attempt} attempts in {spent:.1f} s: waiting {delay:.1f} s for "
+                        f"another would pass the item deadline of {config.item_deadline_s} s; last attempt: "
+                        f"{error.reason}: {error.detail}", retryable=False, status=error.status,
+                        exception=error.exception)
+                self.on_done()
+                return DownloadFailure(item.key, item.url, failure.reason, failure.detail, failure.status,
+                                       failure.exception, attempt)
 
-    async def _attempt(self, item: DownloadItem) -> tuple[bytes, str | None]:
-        deadline = self.config.attempt_timeout_s
+    async def _attempt(self, item: DownloadItem, spent: float) -> tuple[bytes, str | None]:
+        """One GET, cut by the wall clock at ``attempt_timeout_s`` or at what is left of the item deadline."""
+        config = self.config
+        left = None if config.item_deadline_s is None else max(0.0, config.item_deadline_s - spent)
+        limits = [t for t in (config.attempt_timeout_s, left) if t is not None]
+        timeout = min(limits) if limits else None
         try:
-            return await asyncio.wait_for(self._get(item), deadline)
+            return await asyncio.wait_for(self._get(item), timeout)
         except asyncio.TimeoutError:
-            raise _AttemptError("timeout", f"attempt took longer than {deadline} s", retryable=True,
+            if left is not None and timeout == left and left != config.attempt_timeout_s:
+                raise _AttemptError("deadline", f"the item deadline of {config.item_deadline_s} s passed during an "
+                                    f"attempt (after {spent:.1f} s on earlier attempts and waits)",
+                                    retryable=False, exception="TimeoutError") from None
+            raise _AttemptError("timeout", f"attempt took longer than {timeout} s", retryable=True,
                                 exception="TimeoutError") from None
 
     async def _get(self, item: DownloadItem) -> tuple[bytes, str | None]:
@@ -533,7 +579,7 @@ class _Fetcher:
         return b"".join(chunks)
 
     def _finish(self, item: DownloadItem, body: bytes, content_type: str | None, attempt: int) -> Downloaded:
-        from cladebench.images import ImageDecodeError, sniff_format
+        from cladebench.images import ImageDecodeError, ImageTooLargeError, sniff_format
 
         digest = hashlib.sha256(body).hexdigest()
         if item.sha256 is not None and digest != item.sha256.lower():
@@ -541,6 +587,10 @@ class _Fetcher:
                                 retryable=False, status=200)
         try:
             self.check(body)
+        except ImageTooLargeError as exc:
+            # The same image comes back on every attempt: not retried.
+            raise _AttemptError("too_many_pixels", exc.reason, retryable=False, status=200,
+                                exception=type(exc).__name__) from None
         except ImageDecodeError as exc:
             # Often a body cut short by a cache or proxy that then reported the short length; worth another try.
             raise _AttemptError("invalid_image", exc.reason, retryable=True, status=200,

@@ -10,15 +10,25 @@ with a reason that is recorded, never a silent drop.
 from __future__ import annotations
 
 import io
+import re
 import warnings
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from cladebench.errors import CladebenchError
 
-# Decompression bombs are a real risk with scraped data; 2048 px originals are ~4 MP, so 178 MP
-# (Pillow's own warning threshold x2) is generous for honest photos and still stops a bomb.
 MAX_PIXELS = 178_956_970
+"""The most pixels (width x height) an image may have; anything larger is refused as too large.
+
+Decompression bombs are a real risk with scraped data: a 400-megapixel PNG of zeros is a few hundred
+kilobytes on the wire and gigabytes once decoded. Honest photos are far below this (2048 px originals
+are about 4 MP; the largest camera sensors about 150 MP), so about 179 MP (Pillow's own error threshold,
+twice its warning threshold) is generous for them and still stops a bomb. This one number decides:
+Pillow's warning band (above ``PIL.Image.MAX_IMAGE_PIXELS``) is not a refusal here, and Pillow's
+``DecompressionBombError`` becomes an :class:`ImageDecodeError` like every other refusal. Every
+decoder of the project goes through :func:`open_image` (:func:`decode_image`, the downloader's
+checks, the VLM client), so the same image is accepted or refused everywhere.
+"""
 
 
 class ImageDecodeError(CladebenchError):
@@ -27,6 +37,46 @@ class ImageDecodeError(CladebenchError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class ImageTooLargeError(ImageDecodeError):
+    """An image with more than :data:`MAX_PIXELS` pixels: refused before its pixels are decoded.
+
+    A subclass, so that a downloader can tell it from a cut-short body: fetching it again gets the same
+    image, so it is not worth a retry.
+    """
+
+
+def _too_large(size: str) -> ImageTooLargeError:
+    return ImageTooLargeError(f"image too large: {size} pixels, over the limit of {MAX_PIXELS:,} pixels "
+                              "(cladebench.images.MAX_PIXELS)")
+
+
+def _bomb_error(exc: Exception) -> ImageTooLargeError:
+    """Pillow's ``DecompressionBombError`` in the words of :func:`_too_large` (it names the pixel count only)."""
+    found = re.search(r"\((\d+) pixels\)", str(exc))
+    return _too_large(f"{int(found[1]):,}" if found else "more than Pillow's limit of")
+
+
+def open_image(data: bytes) -> Image.Image:
+    """``PIL.Image.open`` on the bytes (header read, pixels not yet decoded), with the pixel limit applied.
+
+    Raises :class:`ImageTooLargeError` above :data:`MAX_PIXELS` and lets Pillow's other errors through
+    (the callers sort them). Pillow's own bomb check is subsumed: its warning is not a refusal (the
+    limit here is the documented one), and its error becomes :class:`ImageTooLargeError`.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:
+        # Pillow refuses above twice its warning threshold, which is this module's limit (or lower, when
+        # another library lowered Pillow's global): the same refusal, in the same words.
+        raise _bomb_error(exc) from None
+    if image.width * image.height > MAX_PIXELS:
+        image.close()
+        raise _too_large(f"{image.width}x{image.height} = {image.width * image.height:,}")
+    return image
 
 
 def _flatten_alpha(image: Image.Image, background: tuple[int, int, int] = (255, 255, 255)) -> Image.Image:
@@ -62,18 +112,16 @@ def decode_image(data: bytes | None) -> Image.Image:
     if len(data) == 0:
         raise ImageDecodeError("zero-byte image")
     try:
+        image = open_image(data)
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-            if image.width * image.height > MAX_PIXELS:
-                raise ImageDecodeError(f"image too large: {image.width}x{image.height} pixels")
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image.load()  # force the full decode here, so truncation is caught here
     except ImageDecodeError:
         raise
     except UnidentifiedImageError:
         raise ImageDecodeError(f"not a recognised image format ({len(data)} bytes, starts {data[:8]!r})") from None
-    except Image.DecompressionBombWarning as exc:
-        raise ImageDecodeError(f"decompression bomb: {exc}") from None
+    except Image.DecompressionBombError as exc:  # a frame or tile larger than the header said
+        raise _bomb_error(exc) from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         message = str(exc) or type(exc).__name__
         raise ImageDecodeError(f"corrupt or truncated image: {message}") from None
