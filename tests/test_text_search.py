@@ -121,9 +121,11 @@ def test_fullrank_matches_inquire_formulas_on_the_exact_ranking(gallery, tmp_pat
     assert "run record" in capsys.readouterr().out
 
 
-def test_fullrank_counts_missing_hits_as_misses(gallery):
-    """A filter leaving fewer than k rows must not turn AP into AP over the rows it left."""
-    from cladebench.sources.inquire import read_inquire_annotations  # noqa: F401  (the same key rules)
+def test_fullrank_scores_a_short_list_as_inquire_does(gallery):
+    """A filter leaving fewer than k rows: INQUIRE's compute_retrieval_metrics cuts at the list's length, so AP is
+    normalised by min(annotated positives, rows) and precision divided by the rows; a filter leaving none is an
+    error, not a row of zeros."""
+    from cladebench.errors import CladebenchError
     from cladebench.text_search import fullrank
 
     path, model = gallery
@@ -133,14 +135,39 @@ def test_fullrank_counts_missing_hits_as_misses(gallery):
     epithet = table.column("species")[0].as_py()
     keys = [k for k, n in zip(table.column("inat24_file_name").to_pylist(), table.column("scientific_name").to_pylist(),
                               strict=True) if n == name]
+    assert 1 < len(keys) < 50
     queries = pa.table({"query_id": [1], "query_text": [name]})
-    annotations = pa.table({"query_id": [1] * len(keys), "inat24_file_name": keys})
+    # Two annotated positives the dataset does not hold: count_pos = rows + 2, as INQUIRE's len(pos_images).
+    annotations = pa.table({"query_id": [1] * (len(keys) + 2), "inat24_file_name": [*keys, "x/a.jpg", "x/b.jpg"]})
     encoder = load_encoder(model, device="cpu")
     _, only = fullrank(dataset, encoder, queries, annotations, match_column="inat24_file_name", k=50,
                        where=f"species = '{epithet}'")
     scores = only["per_query"]
-    assert scores.hits[0] == len(keys) and scores.cutoff[0] == 50
-    assert scores.precision[0] == pytest.approx(100 * len(keys) / 50)
-    _, none = fullrank(dataset, encoder, queries, annotations, match_column="inat24_file_name", k=50,
-                       where="species = 'no-such-species'")
-    assert none["per_query"].ap[0] == 0.0
+    assert scores.hits[0] == len(keys) and scores.cutoff[0] == len(keys) and scores.count_pos[0] == len(keys) + 2
+    assert scores.precision[0] == pytest.approx(100.0)
+    assert scores.ap[0] == pytest.approx(100.0)  # every row it could return is a positive: min(count_pos, c) = c
+    assert scores.recall[0] == pytest.approx(100 * len(keys) / (len(keys) + 2))
+    with pytest.raises(CladebenchError, match="nothing to rank"):
+        fullrank(dataset, encoder, queries, annotations, match_column="inat24_file_name", k=50,
+                 where="species = 'no-such-species'")
+
+
+def test_fullrank_defaults_to_k_50_and_ranks_exactly(gallery, tmp_path):
+    path, model = gallery
+    table = store.read(store.open_dataset(path), columns=["scientific_name", "inat24_file_name"])
+    name = table.column("scientific_name")[0].as_py()
+    queries = tmp_path / "inquire_queries_val.csv"
+    queries.write_text("query_id,query_text,supercategory,category,iconic_group\n"
+                       f"7,{name},Species,Species,Animalia\n", encoding="utf-8")
+    annotations = tmp_path / "annotations.csv"
+    annotations.write_text("query_id,image_id,image_path\n7,1," + table.column("inat24_file_name")[0].as_py()
+                           .removesuffix(".jpg") + "\n", encoding="utf-8")
+    assert main(["search", str(path), "--model", model, "--queries", str(queries), "--annotations",
+                 str(annotations), "--out", str(tmp_path / "full"), "--device", "cpu"]) == 0
+    record = RunRecord.read(tmp_path / "full" / "run.json")
+    assert record.provenance["task"]["k"] == 50 and record.config["k"] == 50
+    assert "ap@50" in record.metrics and "ap@20" not in record.metrics
+    assert record.provenance["task"]["ranking"].startswith("exact")
+    assert record.predictions(tmp_path / "full" / "run.json").num_rows == 50
+    assert main(["search", str(path), "--model", model, "--queries", str(queries), "--annotations",
+                 str(annotations), "--out", str(tmp_path / "zero"), "-k", "0", "--device", "cpu"]) == 2

@@ -323,8 +323,8 @@ class SearchCommand:
     """What to look for (e.g. "a mongoose standing upright alert")."""
     model: str = field(metadata=OPTION)
     """The model whose text tower encodes the query (same forms as for `embed`)."""
-    k: int = 20
-    """Hits to show (fullrank: the cutoff, 50 as INQUIRE)."""
+    k: int | None = None
+    """Hits to show (default 20); with --queries, the cutoff of the fullrank evaluation (default 50, as INQUIRE)."""
     where: str | None = None
     """SQL filter applied before the top-k."""
     column: str | None = None
@@ -370,11 +370,12 @@ def _search(command: SearchCommand) -> int:
 
 
 def _print_search(dataset: Any, encoder: Any, command: SearchCommand) -> int:
-    from cladebench.text_search import search_text
+    from cladebench.text_search import SEARCH_K, search_text
 
     names = dataset.schema.names
     shown = [c for c in ("uuid", "scientific_name", "common_name", "source_url") if c in names]
-    result = search_text(dataset, encoder, [command.text], k=command.k, where=command.where, column=command.column,
+    result = search_text(dataset, encoder, [command.text], k=SEARCH_K if command.k is None else command.k,
+                         where=command.where, column=command.column,
                          templates=command.templates, columns=shown)
     if result.index_built:
         print(f"(built an IVF_FLAT index on {result.column}; later searches reuse it)", file=sys.stderr)

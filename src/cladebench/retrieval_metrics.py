@@ -29,7 +29,9 @@ candidates, the same averaging as nDCG, so it does not depend on the order candi
 ties all three equal INQUIRE's. Consequence: a query with a single positive has AP = 100 MRR without ties, and
 AP < 100 MRR when the positive shares its score with other candidates. Which tied candidates are kept when a tie
 straddles the cutoff (only possible when k < n) cannot be decided from scores; they are kept in candidate order
-(a stable sort), and ``ties_at_cut`` flags the queries where that choice was made.
+(a stable sort), and ``ties_at_cut`` flags the queries where that choice was made; ``mixed_ties`` flags the queries
+where a tie among the kept candidates holds relevant and irrelevant ones, the only queries where the tie rule
+changes MRR. :meth:`RetrievalTable.tie_counts` counts both for run records.
 
 The appended unretrieved positives are ranked last. INQUIRE appends them with score -100, which is last for every
 score it produces (cosines, probabilities); for a kept score at or below -100 its code would rank them inside
@@ -67,19 +69,33 @@ from cladebench.metrics import Estimate, bootstrap_ci, define_metric, register_d
 
 METRIC_FIELDS = ("ap", "ndcg", "mrr", "precision", "recall")
 """The per-query metrics, in report order; their registered names carry the cutoff (:func:`metric_names`)."""
+COUNT_FIELDS = ("count_pos", "hits", "cutoff", "ties_at_cut", "mixed_ties", "defined")
+"""The per-query counts and flags that come with the metrics."""
 
 _DEFINITIONS = {
-    "ap": ("INQUIRE AP@{k}, x100: candidates ranked by score, top c = min({k}, n) kept (ties at the cut in candidate "
-           "order); sklearn average_precision_score on them (each distinct score one threshold) times "
-           "hits / min(count_pos, c); 0 without a hit; undefined when count_pos = 0 (query left out of means)"),
-    "ndcg": ("INQUIRE nDCG@{k}, x100: sklearn ndcg_score(k=c, ties averaged) over the top c = min({k}, n) candidates "
-             "with the count_pos - hits unretrieved positives ranked last; undefined when count_pos = 0"),
+    "ap": ("INQUIRE AP@{k}, x100: candidates ranked by score, top c = min({k}, n) kept, n being the query's "
+           "candidates (fullrank: the rows retrieved, fewer than {k} only when fewer pass the filter; INQUIRE's "
+           "compute_retrieval_metrics likewise cuts at the length of the list) and ties at the cut kept in candidate "
+           "order (ties_at_cut counts the queries); sklearn average_precision_score on them (each distinct score "
+           "one threshold, as in INQUIRE's ap_at_k) times hits / min(count_pos, c); 0 without a hit; undefined when "
+           "count_pos = 0 (query left out of means)"),
+    "ndcg": ("INQUIRE nDCG@{k}, x100: sklearn ndcg_score(k=c, ties averaged, as in INQUIRE's ndcg_at_k) over the top "
+             "c = min({k}, n) candidates with the count_pos - hits unretrieved positives ranked last; undefined "
+             "when count_pos = 0"),
     "mrr": ("INQUIRE MRR within the top c = min({k}, n) candidates, unscaled: 1 / rank of the first relevant one, "
-            "0 without one; tied scores: expected value over uniformly random orders of the tie; "
-            "undefined when count_pos = 0"),
+            "0 without one; {tie_rule}; undefined when count_pos = 0"),
     "precision": "precision@{k}, x100: relevant candidates among the top c = min({k}, n), divided by c",
     "recall": "recall@{k}, x100: relevant candidates among the top c = min({k}, n), divided by count_pos",
 }
+
+MRR_TIE_RULE = ("tied scores: the expected reciprocal rank over uniformly random orders of each tie (differs on "
+                "purpose from INQUIRE's mrr(), which takes np.argsort's order, unspecified among ties; without ties "
+                "the two are equal; mixed_ties counts the queries where a tie holds relevant and irrelevant "
+                "candidates)")
+"""How MRR treats tied scores; part of the MRR definition recorded in every run record that reports it."""
+TIES_AT_CUT_RULE = ("when a tie straddles the cutoff (only when k < n), the tied candidates are kept in candidate "
+                    "order (a stable sort); ties_at_cut counts the queries where that choice was made")
+"""Which tied candidates are kept when a tie straddles the cutoff."""
 
 EXCLUSION_RULE = ("queries with count_pos = 0 have undefined metrics and are left out of every mean; "
                   "n_excluded counts them")
@@ -92,7 +108,8 @@ def metric_names(k: int) -> dict[str, str]:
     Registering here, on first use of a cutoff, puts the exact definitions into every run record that reports them.
     """
     _check_k(k)
-    return {name: define_metric(f"{name}@{k}", _DEFINITIONS[name].format(k=k)) for name in METRIC_FIELDS}
+    return {name: define_metric(f"{name}@{k}", _DEFINITIONS[name].format(k=k, tie_rule=MRR_TIE_RULE))
+            for name in METRIC_FIELDS}
 
 
 # AP, nDCG, precision and recall are reported x100 as the INQUIRE paper does; MRR stays in [0, 1].
@@ -177,6 +194,9 @@ class QueryScores:
     """Candidates kept: min(k, number of candidates)."""
     ties_at_cut: bool
     """A tie straddled the cutoff, so candidate order decided which tied candidates were kept."""
+    mixed_ties: bool
+    """Some tie among the kept candidates holds relevant and irrelevant ones, so the tie rule decided MRR (and
+    AP and nDCG took sklearn's tie handling): where INQUIRE's argsort-ordered MRR may differ."""
     defined: bool
     """False when count_pos is 0: the metrics are undefined and the query is left out of means."""
 
@@ -214,6 +234,8 @@ class RetrievalTable:
     """Candidates kept per query: min(k, n)."""
     ties_at_cut: np.ndarray
     """Whether candidate order decided which tied candidates were kept."""
+    mixed_ties: np.ndarray
+    """Whether a tie among the kept candidates holds relevant and irrelevant ones (the tie rule decided MRR)."""
     defined: np.ndarray
     """False for queries without positives."""
 
@@ -229,7 +251,13 @@ class RetrievalTable:
         return QueryScores(k=self.k, **{fld: float(getattr(self, fld)[index]) for fld in METRIC_FIELDS},
                            count_pos=int(self.count_pos[index]), hits=int(self.hits[index]),
                            cutoff=int(self.cutoff[index]), ties_at_cut=bool(self.ties_at_cut[index]),
-                           defined=bool(self.defined[index]))
+                           mixed_ties=bool(self.mixed_ties[index]), defined=bool(self.defined[index]))
+
+    def tie_counts(self) -> dict[str, Any]:
+        """How often ties mattered, for a run record: queries with a tie at the cut, queries whose kept candidates
+        hold a tie of relevant and irrelevant ones, and the rules applied to each."""
+        return {"ties_at_cut": int(self.ties_at_cut.sum()), "mixed_ties": int(self.mixed_ties.sum()),
+                "ties_at_cut_rule": TIES_AT_CUT_RULE, "mrr_tie_rule": MRR_TIE_RULE}
 
     def summary(self, config: RetrievalConfig | None = None) -> RetrievalSummary:
         """Macro means over the defined queries (:func:`summarize`)."""
@@ -240,7 +268,7 @@ class RetrievalTable:
         out: dict[str, Any] = {"k": self.k}
         for name, values in self.columns().items():
             out[name] = [_json_float(v) for v in values]
-        for fld in ("count_pos", "hits", "cutoff", "ties_at_cut", "defined"):
+        for fld in COUNT_FIELDS:
             out[fld] = getattr(self, fld).tolist()
         return out
 
@@ -366,6 +394,9 @@ def score_queries(relevance: np.ndarray, scores: np.ndarray, k: int,
         ties_at_cut = ranked_scores[:, -1] == np.take_along_axis(scores, order[:, cut:cut + 1], axis=1)[:, 0]
     else:
         ties_at_cut = np.zeros(rows, dtype=bool)
+    group_relevant = (np.take_along_axis(cum_gains, end, axis=1)
+                      - np.take_along_axis(cum_gains - gains, start, axis=1))
+    mixed_ties = ((group_relevant > 0) & (group_relevant < end - start + 1)).any(axis=1)
     values = {
         "ap": 100.0 * _average_precision(gains, cum_gains, end, safe_retrievable),
         "ndcg": 100.0 * _ndcg(gains, cum_gains, start, end, retrievable),
@@ -375,7 +406,8 @@ def score_queries(relevance: np.ndarray, scores: np.ndarray, k: int,
     }
     values = {name: np.where(defined, v, np.nan) for name, v in values.items()}
     return RetrievalTable(k=int(k), **values, count_pos=counts.astype(np.int64), hits=hits,
-                          cutoff=np.full(rows, cut, dtype=np.int64), ties_at_cut=ties_at_cut, defined=defined)
+                          cutoff=np.full(rows, cut, dtype=np.int64), ties_at_cut=ties_at_cut,
+                          mixed_ties=mixed_ties, defined=defined)
 
 
 def score_query(relevance: np.ndarray, scores: np.ndarray, k: int, count_pos: int | None = None) -> QueryScores:
@@ -407,7 +439,7 @@ def score_ragged(relevances: Sequence[np.ndarray], scores: Sequence[np.ndarray],
         block = score_queries(np.stack([np.asarray(relevances[i]) for i in members]),
                               np.stack([np.asarray(scores[i]) for i in members]), k,
                               None if counts is None else counts[members])
-        for fld in (*METRIC_FIELDS, "count_pos", "hits", "cutoff", "ties_at_cut", "defined"):
+        for fld in (*METRIC_FIELDS, *COUNT_FIELDS):
             column = getattr(block, fld)
             if fld not in parts:
                 parts[fld] = np.empty(lengths.size, dtype=column.dtype)

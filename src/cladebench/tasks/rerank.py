@@ -16,6 +16,12 @@ Scorers form a registry keyed by the kind of model:
   (:mod:`cladebench.vlm`, with its on-disk cache, so a rerun is free). A candidate whose answer has
   neither Yes nor No among the top tokens has no score: it is ranked below every scored candidate of its
   query (a conservative choice: it cannot help its query) and counted.
+
+Tied scores (a VLM's P(Yes) ties often) follow :mod:`cladebench.retrieval_metrics`: AP and nDCG take sklearn's
+tie handling, as INQUIRE's code does; MRR is the expected reciprocal rank over the orders of a tie, where
+INQUIRE's code takes numpy's argsort order. The run record's task section counts the queries where a tie
+straddled the cutoff (``ties_at_cut``) and where a tie mixed relevant and irrelevant candidates
+(``mixed_ties``), with both rules in words.
 """
 
 from __future__ import annotations
@@ -161,7 +167,10 @@ def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> P
         "label_set": {"kind": "queries", "size": len(pairs), "sha256": digest},
         "candidates": table.num_rows,
     })
-    return Predictions(table=table, labels=[q for _, q in pairs], info=info)
+    predictions = Predictions(table=table, labels=[q for _, q in pairs], info=info)
+    # How often ties decided something (the cut, or MRR's expectation over tie orders), with the rules applied.
+    info.update(per_query_table(predictions)["scores"].tie_counts())
+    return predictions
 
 
 def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
