@@ -7,6 +7,9 @@ without a traceback and exit with a code that says which kind of failure it was.
 from __future__ import annotations
 
 import difflib
+import errno
+import os
+import re
 from collections.abc import Iterable
 
 
@@ -55,3 +58,35 @@ def unknown_name(kind: str, name: str, known: Iterable[str]) -> UnknownNameError
     close = difflib.get_close_matches(name, known, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return UnknownNameError(f"unknown {kind} {name!r}; known: {', '.join(known)}.{hint}")
+
+
+ENVIRONMENT_ERRNOS: frozenset[int] = frozenset({
+    errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EISDIR, errno.ENOTDIR, errno.EEXIST,
+    errno.ENOTEMPTY, errno.ENOENT, errno.ENAMETOOLONG, errno.EMFILE, errno.ENFILE, errno.EFBIG,
+})
+"""Error numbers that describe the machine or the paths given (permissions, a full or read-only disk, a file
+where a folder was expected), not a bug: they end a command with exit 1 and one line."""
+
+_LANCE_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def environment_error(exc: BaseException, path: object = None) -> CladebenchError | None:
+    """The one-line error for a filesystem failure caused by the environment, or None when ``exc`` is not one.
+
+    Python's ``OSError`` carries an errno and the file name; Lance (Rust) reports the same failures as an
+    ``OSError`` or ``ValueError`` whose text ends in ``(os error N)``, without the errno attribute, so the
+    number is read from the text. ``path`` names the output when the error itself does not.
+    """
+    number = exc.errno if isinstance(exc, OSError) and exc.errno is not None else None
+    if number is None:
+        match = _LANCE_OS_ERROR.search(str(exc))
+        number = int(match.group(1)) if match else None
+    if number not in ENVIRONMENT_ERRNOS:
+        return None
+    name = getattr(exc, "filename", None) or path
+    reason = os.strerror(number).lower()
+    hint = {errno.EACCES: "check the folder's permissions", errno.EPERM: "check the folder's permissions",
+            errno.EROFS: "write to a writable folder", errno.ENOSPC: "free some space or write elsewhere",
+            errno.EDQUOT: "free some space or write elsewhere"}.get(number)
+    where = f"{name}: " if name is not None else ""
+    return CladebenchError(f"{where}{reason}" + (f" ({hint})" if hint else ""))

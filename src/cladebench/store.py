@@ -16,11 +16,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
+import uuid as uuidlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +34,14 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import CladebenchError, DatasetNotFoundError, RemoteUnavailableError, SchemaError
+from cladebench.errors import (
+    CladebenchError,
+    DatasetNotFoundError,
+    RemoteUnavailableError,
+    SchemaError,
+    UsageError,
+    environment_error,
+)
 from cladebench.taxonomy import RANK_COLUMNS
 
 if TYPE_CHECKING:
@@ -201,14 +212,17 @@ def _first_bad_row(mask: pa.ChunkedArray | pa.Array) -> int | None:
     return None if len(indices) == 0 else indices[0].as_py()
 
 
-def _check_values(table: pa.Table, row_offset: int, source: str) -> None:
-    uuid = table.column("uuid")
+def _check_uuid_values(uuid: pa.ChunkedArray | pa.Array, row_offset: int, source: str) -> None:
     bad = _first_bad_row(pc.is_null(uuid))
     if bad is not None:
         raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': null uuid")
     bad = _first_bad_row(pc.match_substring(uuid, "\n"))
     if bad is not None:
         raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': uuid contains a newline")
+
+
+def _check_values(table: pa.Table, row_offset: int, source: str) -> None:
+    _check_uuid_values(table.column("uuid"), row_offset, source)
     for name, low, high in (("latitude", -90.0, 90.0), ("longitude", -180.0, 180.0)):
         if name in table.column_names:
             column = table.column(name)
@@ -486,8 +500,8 @@ def write_dataset(
     except BaseException as exc:
         if created_dir and Path(uri).exists() and not _is_lance_dataset(Path(uri)):
             shutil.rmtree(uri, ignore_errors=True)
-        cause = _unwrap_schema_error(exc)
-        if cause is not None:
+        cause = _unwrap_schema_error(exc) or (environment_error(exc, uri) if local else None)
+        if cause is not None and not isinstance(exc, KeyboardInterrupt):
             raise cause from None
         raise
 
@@ -544,14 +558,33 @@ def fingerprint_uuids(uuids: Iterable[str]) -> str:
 
 
 def fingerprint(dataset: lance.LanceDataset, *, where: str | None = None) -> str:
-    """SHA-256 of the dataset's uuids in row order (see :func:`fingerprint_uuids`), streamed."""
+    """SHA-256 of the dataset's uuids in row order (see :func:`fingerprint_uuids`), streamed.
+
+    A dataset whose uuids are not text, or hold a null or a newline (one written by other tools: the
+    store's writer refuses them), has no unambiguous fingerprint: a :class:`SchemaError` names the row.
+    """
+    where = check_filter(where)
+    _check_uuid_type(dataset.schema, getattr(dataset, "uri", "the dataset"))
     digest = hashlib.sha256()
     scanner = dataset.scanner(columns=["uuid"], filter=where, batch_size=65536, scan_in_order=True)
+    offset = 0
     for batch in scanner.to_batches():
-        uuids = batch.column(0).to_pylist()
+        column = batch.column(0)
+        _check_uuid_values(column, offset, f"{getattr(dataset, 'uri', 'the dataset')}: ")
+        uuids = column.to_pylist()
         if uuids:
             digest.update(("\n".join(uuids) + "\n").encode("utf-8"))
+        offset += len(uuids)
     return digest.hexdigest()
+
+
+def _check_uuid_type(schema: pa.Schema, name: str) -> None:
+    if "uuid" not in schema.names:
+        raise SchemaError(f"{name} has no 'uuid' column ({CANONICAL_BY_NAME['uuid'].doc})")
+    found = schema.field("uuid").type
+    if not (pa.types.is_string(found) or pa.types.is_large_string(found) or pa.types.is_string_view(found)):
+        raise SchemaError(f"{name}: column 'uuid': expected type string, found {_describe_type(found)} "
+                          "(uuids are text; write the dataset again with cladebench)")
 
 
 def versions(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
@@ -618,12 +651,53 @@ def indices(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
     return out
 
 
+# --- filters -------------------------------------------------------------------------------------
+
+_QUOTES = "'\"`"
+
+
+def check_filter(where: object, *, option: str = "--where") -> str | None:
+    """The SQL filter to hand to Lance, or None for none (``None`` or blank); anything else is a :class:`UsageError`.
+
+    A filter is one SQL expression. Lance's parser stops at a ``;`` and silently ignores the rest, so
+    ``"1=1; DROP TABLE x"`` would select every row: a ``;`` outside a quoted literal or identifier is
+    refused rather than dropped. Every reader of a user's filter (:func:`read`, :func:`subset`,
+    :func:`fingerprint`, search) goes through this one check.
+
+    Example:
+        >>> check_filter("name = 'a;b'")
+        "name = 'a;b'"
+        >>> check_filter("1=1; DROP TABLE x")
+        Traceback (most recent call last):
+        ...
+        cladebench.errors.UsageError: --where '1=1; DROP TABLE x': a filter is one SQL expression; ';' ends it ...
+    """
+    if where is None:
+        return None
+    if not isinstance(where, str):
+        raise UsageError(f"{option} must be a SQL filter string, got {type(where).__name__}")
+    if not where.strip():
+        return None
+    quote: str | None = None
+    for char in where:
+        if quote is not None:
+            if char == quote:  # a doubled quote ('it''s') closes and reopens: the state comes out right
+                quote = None
+        elif char in _QUOTES:
+            quote = char
+        elif char == ";":
+            raise UsageError(f"{option} {where!r}: a filter is one SQL expression; ';' ends it "
+                             "(quote a ';' that belongs to a value: 'a;b')")
+    return where
+
+
 # --- reading -------------------------------------------------------------------------------------
 
 
 def read(dataset: lance.LanceDataset, *, columns: Sequence[str] | None = None, where: str | None = None,
          limit: int | None = None) -> pa.Table:
     """Read rows with the projection and the filter pushed down to Lance (only those bytes are read)."""
+    where = check_filter(where)
     if columns is not None:
         for column in columns:
             _field(dataset, column)
@@ -633,16 +707,140 @@ def read(dataset: lance.LanceDataset, *, columns: Sequence[str] | None = None, w
         raise CladebenchError(f"cannot read with filter {where!r}: {str(exc).split(', /')[0]}") from None
 
 
+def _copy_schema(schema: pa.Schema, source: str) -> pa.Schema:
+    """The schema a copy is written with: canonical columns checked (lossless casts applied) as the writer does,
+    other columns as they are (published embedding columns keep their own list types), the source's order kept."""
+    _check_uuid_type(schema, source.removesuffix(": ") or "the dataset")
+    fields = []
+    for field in schema:
+        spec = CANONICAL_BY_NAME.get(field.name)
+        if spec is None:
+            fields.append(field)
+            continue
+        found = field.type
+        if found != spec.type and not (pa.types.is_null(found) or found in _LOSSLESS.get(spec.type, ())):
+            raise SchemaError(f"{source}column {field.name!r}: expected type {_describe_type(spec.type)}, "
+                              f"found {_describe_type(found)}")
+        fields.append(pa.field(field.name, spec.type, nullable=field.nullable, metadata=field.metadata))
+    metadata = dict(schema.metadata or {})
+    metadata[SCHEMA_METADATA_KEY] = SCHEMA_VERSION.encode()
+    return pa.schema(fields, metadata=metadata)
+
+
+def _checked_copy(reader: pa.RecordBatchReader, schema: pa.Schema, seen: set[str],
+                  source: str) -> Iterator[pa.RecordBatch]:
+    """Batches cast to ``schema`` and checked as the writer checks new rows: uuids non-null, without newlines and
+    unique (within the copy and against ``seen``), coordinates in range."""
+    offset = 0
+    for batch in reader:
+        table = pa.Table.from_batches([batch])
+        table = pa.Table.from_arrays([c if c.type == f.type else c.cast(f.type)
+                                      for c, f in zip(table.columns, schema, strict=True)], schema=schema)
+        _check_values(table, offset, source)
+        uuids = table.column("uuid").to_pylist()
+        repeated = [u for u in uuids if u in seen]
+        if not repeated and len(set(uuids)) != len(uuids):
+            repeated = _duplicates(table.column("uuid"))
+        if repeated:
+            raise SchemaError(f"{source}duplicate uuid(s) {repeated[:5]}: a copy keeps uuids unique, as every write")
+        seen.update(uuids)
+        offset += table.num_rows
+        yield from table.to_batches()
+
+
+def check_writable(path: str | Path) -> None:
+    """Refuse, before any work, an output ``path`` that cannot be written: a parent that is a file, a folder
+    without write permission, a read-only file system.
+
+    Probes the folder the output will be created in (``path`` itself when it is an existing folder, else its
+    nearest existing ancestor) by making and removing a hidden folder there; nothing else is touched.
+    """
+    target = Path(path)
+    probe_in = target if target.is_dir() else target.parent
+    while not probe_in.exists() and probe_in != probe_in.parent:
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        raise CladebenchError(f"cannot write {target}: {probe_in} is a file, not a folder")
+    probe = probe_in / f".cladebench-probe-{os.getpid()}-{uuidlib.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+    except OSError as exc:
+        error = environment_error(OSError(exc.errno, exc.strerror), probe_in)  # the folder, not the probe's name
+        raise (error or CladebenchError(f"cannot write in {probe_in}: {exc}")) from None
+    probe.rmdir()
+
+
+_STAGING_INFIX = ".subset-"
+
+
+def _staging_path(out: Path) -> Path:
+    return out.parent / f".{out.name}{_STAGING_INFIX}{os.getpid()}"
+
+
+def _remove_stale_staging(out: Path) -> None:
+    """Staging folders this function left beside ``out`` when a run was killed (named with the dead run's pid)."""
+    pattern = re.compile(re.escape(f".{out.name}{_STAGING_INFIX}") + r"(\d+)")
+    if not out.parent.is_dir():
+        return
+    for candidate in out.parent.iterdir():
+        match = pattern.fullmatch(candidate.name)
+        if match is None or not candidate.is_dir() or _pid_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(candidate, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _created_parents(path: Path) -> list[Path]:
+    """Create ``path``'s missing parent folders; returns those created, deepest first (to remove on failure)."""
+    missing = []
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    for folder in reversed(missing):
+        folder.mkdir()
+    return missing
+
+
 def subset(uri: str | Path, out: str | Path, *, where: str | None = None, columns: Sequence[str] | None = None,
            mode: WriteMode = "create", storage_options: Mapping[str, str] | None = None) -> lance.LanceDataset:
     """Materialise part of a dataset locally, streaming, with filter and projection pushed down.
 
-    ``uuid`` is always kept so the subset has a fingerprint. Embedding field metadata and the
-    ``embedding_models.json`` sidecar (when the source is local) come along.
+    ``uuid`` is always kept so the subset has a fingerprint (a source without one is refused before
+    anything is written). Rows are checked as every write checks them (canonical column types, uuids
+    non-null, without newlines and unique, coordinates in range), batch by batch. A new subset
+    (``mode="create"``) is written into a hidden staging folder beside ``out`` and renamed into place,
+    so a failure or an interruption never leaves a half-written ``out``. Embedding field metadata and
+    the ``embedding_models.json`` sidecar (when the source is local) come along.
     """
     import lance
 
+    where = check_filter(where)
+    if mode not in ("create", "append", "overwrite"):
+        raise UsageError(f"mode must be create, append or overwrite, got {mode!r}")
+    if is_remote(str(out)):
+        raise UsageError(f"a subset is written locally; {out} is a remote URI")
+    out_path = Path(str(out).removeprefix("file://"))
+    if out_path.exists() and not out_path.is_dir():
+        raise CladebenchError(f"{out_path} is a file; a subset is a folder: choose another --out")
+    if mode == "create" and out_path.exists() and any(out_path.iterdir()):
+        raise CladebenchError(f"{out_path} already exists; choose another --out or remove it")
+    if mode == "overwrite" and out_path.exists() and any(out_path.iterdir()) and not _is_lance_dataset(out_path):
+        raise CladebenchError(f"{out_path} is not a Lance dataset; not overwriting it")
     dataset = open_dataset(uri, storage_options=storage_options)
+    source = f"{uri}: "
+    _check_uuid_type(dataset.schema, str(uri))
     if columns:
         columns = ["uuid", *[c for c in columns if c != "uuid"]]
         for column in columns:
@@ -653,17 +851,49 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         reader = scanner.to_reader()
     except (ValueError, OSError) as exc:
         raise CladebenchError(f"cannot filter {uri} with {where!r}: {str(exc).split(', /')[0]}") from None
-    out = str(out)
-    if mode == "create" and Path(out).exists() and any(Path(out).iterdir()):
-        raise CladebenchError(f"{out} already exists; choose another --out or remove it")
+    schema = _copy_schema(reader.schema, source)
+    seen = _existing_uuids(open_dataset(out_path)) if mode == "append" else set()
+    check_writable(out_path)
+    sidecar = None if is_remote(str(uri)) else Path(str(uri).removeprefix("file://")) / EMBEDDING_SIDECAR
+    copy = pa.RecordBatchReader.from_batches(schema, _checked_copy(reader, schema, seen, source))
+    if mode != "create":
+        # Lance commits a new version only once every file is written: a failure leaves the old version.
+        try:
+            result = lance.write_dataset(copy, str(out_path), schema=schema, mode=mode)
+        except BaseException as exc:
+            raise _write_error(exc, out_path) from None
+        if sidecar is not None and sidecar.exists():
+            _copy_atomically(sidecar, out_path / EMBEDDING_SIDECAR)
+        return result
+    _remove_stale_staging(out_path)
+    created = _created_parents(out_path)
+    staging = _staging_path(out_path)
     try:
-        result = lance.write_dataset(reader, out, schema=reader.schema, mode=mode)
-    except BaseException:
-        if Path(out).exists() and not _is_lance_dataset(Path(out)):
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    if not is_remote(str(uri)):
-        sidecar = Path(str(uri)) / EMBEDDING_SIDECAR
-        if sidecar.exists():
-            shutil.copyfile(sidecar, Path(out) / EMBEDDING_SIDECAR)
-    return result
+        staging.mkdir()
+        lance.write_dataset(copy, str(staging), schema=schema, mode="create")
+        if sidecar is not None and sidecar.exists():
+            shutil.copyfile(sidecar, staging / EMBEDDING_SIDECAR)
+        os.rename(staging, out_path)  # over nothing, or over an empty folder
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and out_path.exists():
+            raise CladebenchError(f"{out_path} was created by someone else meanwhile; nothing written") from None
+        raise _write_error(exc, out_path) from None
+    return open_dataset(out_path)
+
+
+def _copy_atomically(source: Path, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
+def _write_error(exc: BaseException, out: Path) -> BaseException:
+    """What a failed write raises: our own error unwrapped from Lance's, an environment failure as one line, else
+    the exception itself (a bug)."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return exc
+    return _unwrap_schema_error(exc) or environment_error(exc, out) or exc
