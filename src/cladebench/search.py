@@ -54,7 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.store import EMBEDDING_PREFIX, embedding_columns
+from cladebench.store import EMBEDDING_PREFIX, check_filter, embedding_columns
 
 if TYPE_CHECKING:
     import lance
@@ -145,9 +145,7 @@ def _check_columns(dataset: lance.LanceDataset, columns: Sequence[str]) -> list[
 
 
 def _check_where(where: str | None) -> str | None:
-    if where is not None and not isinstance(where, str):
-        raise CladebenchError(f"where must be a SQL filter string or None, got {type(where).__name__}")
-    return where if where and where.strip() else None
+    return check_filter(where)  # one check for every filter: a ';' is refused, never dropped
 
 
 def _lance_message(exc: BaseException) -> str:
