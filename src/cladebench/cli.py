@@ -188,11 +188,16 @@ def _eval(config: EvalCommand) -> int:
     record, path = run_eval(config)
     sizes = label_set_sizes(record)
     groups = record.provenance["groups"]
-    labels = (f"{sizes['all']} labels" if "all" in sizes else
-              f"{len(sizes)} {groups['column']} groups evaluated separately: "
-              + ", ".join(f"{g} {n} labels" for g, n in sizes.items()))
-    print(f"{record.task} on {config.dataset} with {record.provenance['model']['id']} "
-          f"({labels}; {record.provenance['dataset']['evaluated_rows']} images)")
+    if groups["column"] is not None:
+        labels = (f"{len(groups['values'])} {groups['column']} groups evaluated separately"
+                  + (": " + ", ".join(f"{g} {n} labels" for g, n in sizes.items()) if sizes else "") + "; ")
+    else:
+        labels = f"{sizes['all']} labels; " if "all" in sizes else ""
+    model = record.provenance["model"]
+    column = model.get("image_embeddings", {}).get("column")
+    named = model.get("id") or f"column {column} (no model named)"
+    print(f"{record.task} on {config.dataset} with {named} "
+          f"({labels}{record.provenance['dataset']['evaluated_rows']} images)")
     print(format_metrics(record))
     print(f"run record: {path}")
     return 0

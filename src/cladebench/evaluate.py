@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.config import OPTION, config_to_dict
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import display_scale
 from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
 from cladebench.tasks.fewshot import FewShotConfig
@@ -50,10 +50,11 @@ class EvalConfig:
 
     dataset: str
     """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model)."""
-    model: str = field(metadata=OPTION)
-    """The model whose embeddings are evaluated (same forms as for `embed`)."""
     out: Path = field(metadata=OPTION)
     """Directory for run.json and predictions.parquet."""
+    model: str | None = None
+    """The model whose embeddings are evaluated (same forms as for `embed`); fewshot and retrieval on a --column
+    need none (the column's metadata names the model in the record)."""
     task: str | None = None
     """Registered task (zeroshot, fewshot, retrieval, rerank, lineage, geo); default: the named benchmark's task,
     else zeroshot."""
@@ -192,26 +193,35 @@ def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Seque
 
 
 def _model_provenance(config: EvalConfig, encoder: Any, info: dict[str, Any]) -> dict[str, Any]:
+    embedding = info.get("embedding_metadata", {})
     if getattr(encoder, "kind", None) == "vlm":
-        model_id, revision, text_precision = encoder.model_id, None, None
+        model_id, revision, text_precision, named_by = encoder.model_id, None, None, "--model"
     elif encoder is not None:
         described = encoder.describe()
         model_id, revision, text_precision = described["model_id"], described.get("revision"), described.get(
             "precision")
-    else:
+        named_by = "--model"
+    elif config.model is not None:
         from cladebench.models.registry import resolve_model
 
         spec = resolve_model(config.model, revision=config.revision)
-        model_id, revision, text_precision = spec.id, spec.revision, None
-    embedding = info.get("embedding_metadata", {})
-    return {
-        "id": model_id, "revision": revision,
+        model_id, revision, text_precision, named_by = spec.id, spec.revision, None, "--model"
+    else:
+        # A stored column evaluated without a model: what its metadata says is all that is known of the model.
+        model_id, revision, text_precision = embedding.get("model"), embedding.get("revision"), None
+        named_by = "the embedding column's metadata" if model_id else None
+    provenance = {
+        "id": model_id, "revision": revision, "named_by": named_by,
         "image_embeddings": {"column": info.get("column"), "model": embedding.get("model"),
                              "revision": embedding.get("revision"), "preprocessing": embedding.get("preprocessing"),
                              "precision": embedding.get("precision"), "source": embedding.get("source")},
         "text_precision": text_precision, "logit_scale": info.get("logit_scale"),
         "logit_scale_source": info.get("logit_scale_source"),
     }
+    if encoder is None and config.model is None:
+        provenance["note"] = (f"the stored column {info.get('column')!r} was evaluated without a model"
+                              + ("" if model_id else "; its metadata names none"))
+    return provenance
 
 
 def _load_encoder(config: EvalConfig) -> Any:
@@ -247,25 +257,57 @@ def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
                       encoder=encoder)
 
 
+def _require_model(config: EvalConfig, task: Any, settings: Any, encoder: Any) -> None:
+    """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
+    stored vectors only to find the column holding the model's embeddings."""
+    if config.model is not None or encoder is not None:
+        return
+    if task.uses_encoder:
+        raise UsageError(f"the {task.name} task needs --model (its text tower or endpoint scores the images)")
+    if getattr(settings, "column", None) is None:
+        raise UsageError(f"the {task.name} task needs --column emb_* (the stored vectors to evaluate) or --model "
+                         "(to find the column holding its embeddings)")
+
+
+def _stored_column(dataset: Any, config: EvalConfig, settings: Any) -> Any:
+    """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
+    model's embeddings. A column given with a model must not hold another model's vectors (the record would name
+    the wrong model)."""
+    from cladebench.models.registry import resolve_model
+    from cladebench.tasks.zeroshot import column_metadata, find_embedding_column
+
+    column = getattr(settings, "column", "unset")
+    if column == "unset" or config.model is None:
+        return settings
+    model_id = resolve_model(config.model, revision=config.revision).id
+    if column is None:
+        return dataclasses.replace(settings, column=find_embedding_column(dataset, model_id))
+    if column in dataset.schema.names:
+        named = column_metadata(dataset, column).get("model")
+        if named and named != model_id:
+            raise UsageError(f"--column {column!r} holds embeddings of {named}, not of --model {model_id}; drop "
+                             "--model to evaluate the column as it is")
+    return settings
+
+
 def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Path]:
     """Predict, score, and write the run record; returns it and the path of run.json."""
     from cladebench.benchmarks import resolve
     from cladebench.tasks import get_task
 
+    if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
+        _require_model(config, get_task(config.task), task_config(get_task(config.task).config, config), encoder)
     uri, config, benchmark = resolve(config)
     task = get_task(config.task or "zeroshot")
     settings = task_config(task.config, config)
+    _require_model(config, task, settings, encoder)
     if encoder is None and task.uses_encoder:
         encoder = load_model(config)
     if benchmark is not None and getattr(encoder, "kind", "clip") == "clip" and encoder:
         _embed_if_missing(uri, config, encoder)
     dataset = store.open_dataset(uri)
-    if not task.uses_encoder and getattr(settings, "column", "unset") is None:
-        from cladebench.models.registry import resolve_model
-        from cladebench.tasks.zeroshot import find_embedding_column
-
-        settings = dataclasses.replace(settings, column=find_embedding_column(
-            dataset, resolve_model(config.model, revision=config.revision).id))
+    if not task.uses_encoder:
+        settings = _stored_column(dataset, config, settings)
     where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
     group_column = partition_column(dataset, config.group_by)
     if group_column is None:
@@ -343,10 +385,13 @@ def _task_info(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def label_set_sizes(record: RunRecord) -> dict[str, int]:
-    """Label-set size per group ("all" when pooled): chance is one over it."""
-    if record.provenance.get("label_set"):
-        return {"all": record.provenance["label_set"]["size"]}
-    return {g: s["size"] for g, s in (record.provenance.get("label_sets") or {}).items() if "size" in s}
+    """Label-set size per group ("all" when pooled): chance is one over it. Groups without a label set (a VLM
+    naming taxa freely has none) are left out, so a run without any gives an empty dict."""
+    pooled = record.provenance.get("label_set")
+    if pooled:
+        return {"all": pooled["size"]} if pooled.get("size") is not None else {}
+    return {g: s["size"] for g, s in (record.provenance.get("label_sets") or {}).items()
+            if s and s.get("size") is not None}
 
 
 def format_metrics(record: RunRecord) -> str:
@@ -360,5 +405,7 @@ def format_metrics(record: RunRecord) -> str:
         low, high = estimate.get("low"), estimate.get("high")
         interval = (f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None
                     else "[no interval]")
-        lines.append(f"  {name:<{width}} {scale * estimate['value']:6.2f}{unit}  {interval}  n={estimate['n']}{extra}")
+        value = estimate.get("value")
+        shown = f"{scale * value:6.2f}{unit}" if value is not None and np.isfinite(value) else "undefined"
+        lines.append(f"  {name:<{width}} {shown}  {interval}  n={estimate.get('n')}{extra}")
     return "\n".join(lines)

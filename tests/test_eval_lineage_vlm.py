@@ -1,0 +1,50 @@
+"""`cladebench eval --task lineage` with a VLM behind a real local endpoint: the run prints its summary and exits 0
+(a VLM names taxa freely, so the run has no label set to count)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("open_clip")
+
+import test_lineage_task
+from cladebench.cli import main
+from cladebench.evaluate import label_set_sizes
+from cladebench.results import RunRecord
+
+photos = test_lineage_task.photos
+"""The VLM test's photos (a real Lance dataset of two-organism photos) and its local endpoint, as fixtures here."""
+endpoint = test_lineage_task.endpoint
+
+
+def test_lineage_with_a_vlm_prints_its_summary_and_exits_0(photos, endpoint, tmp_path: Path, monkeypatch,
+                                                           capsys) -> None:
+    path, _, _ = photos
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    model = f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1"
+    code = main(["eval", str(path), "--task", "lineage", "--model", model, "--out", str(tmp_path / "run"),
+                 "--group-by", "none", "--vlm-concurrency", "2"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    lines = printed.out.splitlines()
+    assert lines[0] == f"lineage on {path} with {model} ({test_lineage_task.VLM_PHOTOS} images)"
+    assert any(line.split()[0] == "hint_exact" for line in lines[1:])
+    assert lines[-1] == f"run record: {tmp_path / 'run' / 'run.json'}"
+    record = RunRecord.read(tmp_path / "run" / "run.json")
+    assert label_set_sizes(record) == {}
+    assert record.provenance["model"]["id"] == model and record.provenance["model"]["named_by"] == "--model"
+    json.loads((tmp_path / "run" / "run.json").read_text())
+
+
+def test_label_set_sizes_skip_groups_without_a_label_set() -> None:
+    def record(label_set, label_sets) -> RunRecord:
+        return RunRecord(task="lineage", metrics={}, provenance={"label_set": label_set, "label_sets": label_sets},
+                         config={})
+
+    assert label_set_sizes(record({"labels": []}, None)) == {}
+    assert label_set_sizes(record({"size": 4, "labels": ["a"]}, None)) == {"all": 4}
+    assert label_set_sizes(record(None, {"g1": {"labels": []}, "g2": {"size": 3, "labels": []}})) == {"g2": 3}
