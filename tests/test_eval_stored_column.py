@@ -101,3 +101,13 @@ def test_what_needs_a_model_says_so(stored: Path, tmp_path: Path, capsys, args: 
     assert code == 2
     assert says in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_compare_names_runs_of_columns_without_a_model(stored: Path, tmp_path: Path, capsys) -> None:
+    for column in ("emb_planted", "emb_bare"):
+        assert run(["eval", str(stored), "--task", "retrieval", "--column", column, "--out",
+                    str(tmp_path / column), "-k", "3"], capsys)[0] == 0
+    code, out, err = run(["compare", str(tmp_path / "emb_planted"), str(tmp_path / "emb_bare"), "--json",
+                          "--resamples", "50"], capsys)
+    assert code == 0, err
+    assert [r["model_id"] for r in json.loads(out)["runs"]] == ["planted-model", "column emb_bare (no model named)"]
