@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.vlm import (
     EndpointError,
     EndpointSpec,
+    InvalidResponseError,
     LogprobsUnsupportedError,
     VLMClient,
     VLMConfig,
@@ -529,6 +530,167 @@ def test_an_image_that_does_not_decode_is_an_outcome_without_a_request(server: _
     assert (bad.outcome, bad.score, bad.request_key) == ("bad_image", None, None)
     assert "truncated" in bad.reason or "corrupt" in bad.reason
     assert good.outcome == "scored" and server.state.requests == 1
+
+
+# --- answers that must not be kept, and waits that must end ----------------------------------------
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 1e308, 0.7])
+def test_an_impossible_logprob_is_an_outcome_never_cached(server: _Server, config: VLMConfig, bad: Any) -> None:
+    server.state.top_for = lambda yes, no: [("Yes", bad), ("No", no)]
+    items = [("a", JPEGS[0], "a fox")]
+    (result,) = score_yes_no(items, server.model_id(), config)
+    assert (result.outcome, result.score, result.cached) == ("invalid_response", None, False)
+    assert "'Yes'" in result.reason and "not cached" in result.reason and result.request_key
+    assert not list(Path(config.cache_dir).rglob("*.json"))
+
+    (again,) = score_yes_no(items, server.model_id(), config)  # asked again, not served a poisoned cache
+    assert again.outcome == "invalid_response" and server.state.requests == 2
+
+    server.state.top_for = default_top  # the server is fixed: the next run scores and caches
+    (fixed,) = score_yes_no(items, server.model_id(), config)
+    assert fixed.outcome == "scored" and 0 < fixed.score < 1 and server.state.requests == 3
+    (cached,) = score_yes_no(items, server.model_id(), config)
+    assert cached.cached and server.state.requests == 3
+
+
+def test_one_bad_answer_does_not_stop_the_batch(server: _Server, config: VLMConfig) -> None:
+    def reply(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+        seen = decode_request(body, None)  # this request's, whatever else is in flight
+        top = (lambda y, n: [("Yes", math.nan), ("No", n)]) if "owl" in seen.prompt else default_top
+        send(handler, 200, completion(seen, top))
+        return True
+
+    server.state.reply = reply
+    results = score_yes_no([("fox", JPEGS[0], "a fox"), ("owl", JPEGS[1], "an owl"), ("elk", JPEGS[2], "an elk")],
+                           server.model_id(), config)
+    assert [r.outcome for r in results] == ["scored", "invalid_response", "scored"]
+    assert "NaN" in results[1].reason
+
+
+def test_a_poisoned_cache_entry_is_asked_again(server: _Server, config: VLMConfig) -> None:
+    (first,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    (path,) = Path(config.cache_dir).rglob("*.json")
+    entry = json.loads(path.read_text())
+    entry["response"]["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = math.inf
+    path.write_text(json.dumps(entry))  # as an earlier version cached it: Infinity in the file
+    (second,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert (second.outcome, second.cached, second.score) == ("scored", False, first.score)
+    assert server.state.requests == 2 and "Infinity" not in path.read_text()
+
+
+def test_an_oversized_answer_is_refused_and_not_cached(server: _Server, config: VLMConfig) -> None:
+    padding = "x" * 200_000
+
+    def huge(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+        answer = completion(decode_request(body, None), server.state.top_for)
+        answer["padding"] = padding
+        if number % 2:
+            send(handler, 200, answer)
+            return True
+        data = json.dumps(answer).encode()  # no Content-Length: the cap applies while reading
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(data)
+        handler.close_connection = True
+        return True
+
+    server.state.reply = huge
+    small = replace(config, max_response_bytes=50_000)
+    results = score_yes_no([("a", JPEGS[0], "a fox"), ("b", JPEGS[1], "a fox")], server.model_id(), small)
+    for result in results:
+        assert (result.outcome, result.score) == ("invalid_response", None)
+        assert "max_response_bytes=50000" in result.reason
+    with pytest.raises(InvalidResponseError, match="max_response_bytes"):
+        chat("Say hi.", None, server.model_id(), small)
+    assert not list(Path(config.cache_dir).rglob("*.json")) and server.state.requests == 3
+    assert score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)[0].outcome == "scored"
+
+
+def test_a_server_that_never_answers_fails_at_the_request_deadline(server: _Server, config: VLMConfig) -> None:
+    server.state.hold_s = 30.0
+    quick = replace(config, read_timeout_s=0.3, request_deadline_s=1.0, max_attempts=50)
+    started = time.monotonic()
+    with pytest.raises(EndpointError, match=r"request deadline of 1.0 s"):
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), quick)
+    assert time.monotonic() - started < 10
+    assert 1 <= server.state.requests < 50
+
+
+def test_a_trickling_answer_is_cut_by_the_wall_clock(server: _Server, config: VLMConfig) -> None:
+    def trickle(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+        data = json.dumps(completion(decode_request(body, None), server.state.top_for)).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        for byte in data:  # each read returns within the read timeout; the whole answer would take minutes
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(0.1)
+        return True
+
+    server.state.reply = trickle
+    quick = replace(config, read_timeout_s=2.0, request_deadline_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(EndpointError, match=r"no complete answer within the request deadline of 1.0 s"):
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), quick)
+    assert time.monotonic() - started < 10 and server.state.requests == 1
+
+
+def test_a_huge_retry_after_is_capped_and_bounded_by_the_deadline(server: _Server, config: VLMConfig) -> None:
+    server.state.reply = fail_first(99, 429, "slow down", {"Retry-After": "100000"})
+    started = time.monotonic()
+    with pytest.raises(EndpointError, match=r"gave up after 3 attempts; last: HTTP 429"):
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(),
+                     replace(config, max_retry_after_s=0.2, request_deadline_s=None))
+    assert time.monotonic() - started < 10 and server.state.requests == 3
+
+    with pytest.raises(EndpointError, match=r"waiting 30.0 s for another would pass the request deadline of 2.0 s"):
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(),
+                     replace(config, max_retry_after_s=30.0, request_deadline_s=2.0))
+    assert server.state.requests == 4  # one attempt, then no hopeless wait
+
+
+def test_limits_have_short_defaults_and_are_validated() -> None:
+    defaults = VLMConfig()
+    assert defaults.request_deadline_s is not None and defaults.request_deadline_s <= 60
+    assert defaults.max_retry_after_s <= 60 and defaults.max_response_bytes <= 16 * 2**20
+    for name in ("request_deadline_s", "read_timeout_s", "max_response_bytes"):
+        with pytest.raises(CladebenchError, match=name):
+            VLMConfig(**{name: 0})
+
+
+# --- credentials and schemes ---------------------------------------------------------------------
+
+
+def test_credentials_in_the_endpoint_url_are_used_but_never_shown(server: _Server, config: VLMConfig) -> None:
+    port = server.server_address[1]
+    spec = parse_endpoint(f"openai-compatible:m@http://alice:s3cret@127.0.0.1:{port}/v1")
+    assert spec.id == f"openai-compatible:m@http://127.0.0.1:{port}/v1" and "s3cret" not in repr(spec)
+    (result,) = score_yes_no([("a", JPEGS[0], "a fox")], spec, config)
+    assert result.outcome == "scored"
+    assert server.state.seen[-1].authorization == "Basic " + base64.b64encode(b"alice:s3cret").decode()
+    assert "s3cret" not in "".join(p.read_text() for p in Path(config.cache_dir).rglob("*.json"))
+    clean = parse_endpoint(f"openai-compatible:m@http://127.0.0.1:{port}/v1")
+    (same,) = score_yes_no([("a", JPEGS[0], "a fox")], clean, config)
+    assert same.cached  # the password is not part of the cache key, as the API key is not
+
+    server.state.reply = fail_first(10, 400, "bad request")
+    with pytest.raises(EndpointError) as caught:
+        score_yes_no([("b", JPEGS[1], "a fox")], spec, config)
+    assert "s3cret" not in str(caught.value) and "alice" not in str(caught.value)
+
+
+@pytest.mark.parametrize("scheme", ["ftp", "file", "ws"])
+def test_an_unsupported_scheme_is_a_usage_error_naming_it(scheme: str) -> None:
+    with pytest.raises(UsageError, match=f"the scheme {scheme}:// is not supported"):
+        parse_endpoint(f"openai-compatible:m@{scheme}://u:pw@host/v1")
+    with pytest.raises(UsageError) as caught:
+        parse_endpoint(f"openai-compatible:m@{scheme}://u:pw@host/v1")
+    assert "pw" not in str(caught.value) and caught.value.exit_code == 2
 
 
 def test_docstring_examples_run() -> None:

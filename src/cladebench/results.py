@@ -6,6 +6,12 @@ split and sampling unit, which label set, which model and revision and preproces
 and name style, which metric definitions, which software, and which command produced it. The
 Fine-Grained Challenges card asks every evaluation to state split, sampling unit, label set, model
 revision, prompts and metric; here they are filled in automatically.
+
+Nothing secret is recorded: every string of a record (model ids, endpoint URLs, dataset URIs, the
+command line) passes through :func:`cladebench.redact.redact` when the record is written and when it is
+read, so credentials in a URL (``http://user:pass@host/v1``, ``?api_key=...``, a presigned URL's
+signature) never reach ``run.json`` or a report made from it. API keys from the environment are never
+put into a record at all.
 """
 
 from __future__ import annotations
@@ -25,7 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cladebench import __version__, store
+from cladebench.errors import CladebenchError, environment_error
+from cladebench.jsonsafe import record_json
 from cladebench.metrics import METRIC_DEFINITIONS
+from cladebench.redact import redact
 
 if TYPE_CHECKING:
     import lance
@@ -87,20 +96,31 @@ class RunRecord:
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
 
+    def redact_secrets(self) -> None:
+        """Strip credentials from every URL in the record, in place (see :mod:`cladebench.redact`)."""
+        self.metrics, self.provenance = redact(self.metrics), redact(self.provenance)
+        self.config, self.inspection = redact(self.config), redact(self.inspection)
+
     def write(self, out_dir: str | Path, predictions: pa.Table) -> Path:
-        """Write ``run.json`` and ``predictions.parquet`` into ``out_dir`` (created); returns run.json's path."""
+        """Write ``run.json`` and ``predictions.parquet`` into ``out_dir`` (created); returns run.json's path.
+
+        The record is redacted first (in place, so what the caller prints afterwards is redacted too)."""
+        self.redact_secrets()
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        predictions_path = out / PREDICTIONS_FILE
-        tmp = out / f".{PREDICTIONS_FILE}.tmp"
-        pq.write_table(predictions, tmp)
-        os.replace(tmp, predictions_path)
-        digest = hashlib.sha256(predictions_path.read_bytes()).hexdigest()
-        self.provenance["predictions"] = {"file": PREDICTIONS_FILE, "rows": predictions.num_rows, "sha256": digest}
-        run_path = out / RUN_FILE
-        tmp = out / f".{RUN_FILE}.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2, default=str, ensure_ascii=False) + "\n")
-        os.replace(tmp, run_path)
+        try:  # a read-only or full disk, a file where the folder goes: one line and exit 1, no temp file left
+            out.mkdir(parents=True, exist_ok=True)
+            predictions_path = out / PREDICTIONS_FILE
+            tmp = out / f".{PREDICTIONS_FILE}.tmp"
+            _write_replacing(tmp, predictions_path, lambda: pq.write_table(predictions, tmp))
+            digest = hashlib.sha256(predictions_path.read_bytes()).hexdigest()
+            self.provenance["predictions"] = {"file": PREDICTIONS_FILE, "rows": predictions.num_rows,
+                                              "sha256": digest}
+            run_path = out / RUN_FILE
+            tmp = out / f".{RUN_FILE}.tmp"
+            text = record_json(asdict(self))  # never a bare NaN: non-finite numbers become null, listed
+            _write_replacing(tmp, run_path, lambda: tmp.write_text(text, encoding="utf-8"))
+        except OSError as exc:
+            raise (environment_error(exc, out) or exc) from None
         return run_path
 
     @classmethod
@@ -109,13 +129,38 @@ class RunRecord:
         path = Path(path)
         if path.is_dir():
             path = path / RUN_FILE
-        return cls(**json.loads(path.read_text()))
+        record = cls(**json.loads(path.read_text()))
+        record.redact_secrets()  # a record written before redaction existed shows no secret either
+        return record
 
     def predictions(self, path: str | Path) -> pa.Table:
-        """The per-example predictions beside a ``run.json``."""
+        """The per-example predictions beside a ``run.json``, checked against the SHA-256 the record gives them
+        (a truncated or edited file is a :class:`CladebenchError`, never a silently different report)."""
         path = Path(path)
         directory = path if path.is_dir() else path.parent
-        return pq.read_table(directory / self.provenance["predictions"]["file"])
+        info = self.provenance["predictions"]
+        file = directory / info["file"]
+        expected = info.get("sha256")
+        if expected:
+            digest = hashlib.sha256()
+            with open(file, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            if digest.hexdigest() != expected:
+                raise CladebenchError(f"{file}: SHA-256 {digest.hexdigest()[:16]}… is not the {expected[:16]}… that "
+                                      f"{directory / RUN_FILE} records: the predictions were changed or cut short "
+                                      "after the run; rerun the evaluation")
+        return pq.read_table(file)
+
+
+def _write_replacing(tmp: Path, target: Path, write: Any) -> None:
+    """``write()`` fills ``tmp``, which then replaces ``target``; a failed write removes ``tmp``."""
+    try:
+        write()
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def metric_definitions(names: list[str]) -> dict[str, str]:

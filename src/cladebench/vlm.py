@@ -27,6 +27,11 @@ Scoring rules, exactly:
 - No logprobs at all in the response (the field missing or null, or no ``top_logprobs``): a
   :class:`LogprobsUnsupportedError` naming the endpoint and model. The server must return logprobs
   (vLLM does; some proxies and gateways strip them). Such a response is never cached.
+- A logprob that is not a number, NaN, +Infinity or above 0 (a probability above 1), in any entry of
+  ``top_logprobs`` or the generated token: the outcome is ``invalid_response`` with ``score=None`` and a
+  reason naming the value. ``-Infinity`` is a probability of 0 and is accepted. Such an answer is never
+  cached (a rerun asks again), and one in the cache from an earlier version is asked again too, so a bad
+  answer cannot poison later runs.
 - An image that does not decode: the outcome is ``bad_image`` with the decoder's reason, and no request
   is sent (the server would answer 400 and stop the whole batch).
 
@@ -39,8 +44,17 @@ differ on EXIF and alpha, and a sideways camera-trap photo would be a different 
 
 Transport: one pooled async httpx client; a semaphore bounds requests in flight; connect and read
 timeouts; timeouts, connection errors, 408, 429 and 5xx are retried with exponential backoff and jitter,
-honouring ``Retry-After`` (the policy of :mod:`cladebench.download`, reused); any other 4xx is not retried
-and raises :class:`EndpointError` with the start of the response body.
+honouring ``Retry-After`` up to ``max_retry_after_s`` (the policy of :mod:`cladebench.download`, reused);
+any other 4xx is not retried and raises :class:`EndpointError` with the start of the response body.
+Each request has a deadline by the wall clock (``request_deadline_s``, its attempts and the waits between
+them), because the read timeout restarts with every byte and a server that never answers would
+otherwise cost ``max_attempts`` read timeouts; when it passes, or the next wait would pass it,
+:class:`EndpointError` says so. A response body over ``max_response_bytes`` is not read further: it is
+an ``invalid_response`` (Yes/No) or an :class:`InvalidResponseError` (chat), and never cached.
+
+Credentials in the endpoint URL (``http://user:pass@host/v1``) are used for the request (HTTP basic
+auth) and appear nowhere else: :attr:`EndpointSpec.id`, error messages and the cache key use the URL
+with them stripped (:func:`cladebench.redact.redact_url`).
 
 Cache: every usable response is kept as one small JSON file under ``cache_dir``, named by the SHA-256 of
 the model name, the base URL, the request payload with the image replaced by a placeholder, the SHA-256
@@ -69,13 +83,14 @@ import os
 import re
 import string
 import tempfile
+import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cladebench.download import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 
 if TYPE_CHECKING:
     import httpx
@@ -96,6 +111,8 @@ OUTCOMES: dict[str, str] = {
     "scored": "Yes or No among the first token's top logprobs; score = P(Yes) / (P(Yes) + P(No))",
     "no_yes_no": "neither Yes nor No among the first token's top logprobs; score is None",
     "bad_image": "the image did not decode; no request was sent; score is None",
+    "invalid_response": "the answer failed validation (a logprob NaN, +Infinity or above 0, or a body over "
+                        "max_response_bytes); it was not cached; score is None",
 }
 """Every outcome a :class:`YesNoResult` can have, with what it means."""
 
@@ -105,6 +122,9 @@ ACCEPTED_IMAGE_TYPES: dict[str, str] = {"jpeg": "image/jpeg", "png": "image/png"
 
 IMAGE_PLACEHOLDER = "<image>"
 """Stands in for the image's data URL in the payload that is hashed and cached."""
+
+LOGPROB_TOLERANCE = 1e-4
+"""Largest logprob accepted: 0 is probability 1, and servers may round a certain token a hair above it."""
 
 _EXIF_ORIENTATION = 0x0112
 _T = TypeVar("_T")
@@ -119,9 +139,20 @@ class LogprobsUnsupportedError(EndpointError):
     """An endpoint that answered without the logprobs Yes/No scoring needs."""
 
 
+class InvalidResponseError(EndpointError):
+    """One answer that cannot be used (impossible logprobs, a body over the size cap): never cached. Yes/No
+    scoring records it as the outcome ``invalid_response``; the batch goes on."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.request_key: str | None = None
+
+
 # --- names and configuration ---------------------------------------------------------------------
 
 _ENDPOINT_FORM = re.compile(r"^(?P<name>.+?)@(?P<url>https?://\S+)$")
+_OTHER_SCHEME = re.compile(r"^(?P<name>.+?)@(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 
 
 @dataclass(frozen=True)
@@ -134,25 +165,46 @@ class EndpointSpec:
     """The API root without a trailing slash, ending where ``/chat/completions`` is appended (``.../v1``)."""
 
     @property
+    def display_url(self) -> str:
+        """``base_url`` without credentials (userinfo, secret query parameters): what messages and records show."""
+        from cladebench.redact import redact_url
+
+        return redact_url(self.base_url)
+
+    @property
     def id(self) -> str:
-        """The model id as written, for provenance: ``openai-compatible:NAME@URL``."""
-        return f"{ENDPOINT_PREFIX}{self.name}@{self.base_url}"
+        """The model id for provenance: ``openai-compatible:NAME@URL``, the URL without credentials."""
+        return f"{ENDPOINT_PREFIX}{self.name}@{self.display_url}"
 
     @property
     def chat_url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
+    def __repr__(self) -> str:  # the URL without credentials, as everywhere else it is shown
+        return f"EndpointSpec(name={self.name!r}, base_url={self.display_url!r})"
+
 
 def parse_endpoint(model_id: str) -> EndpointSpec:
-    """``openai-compatible:NAME@URL`` -> :class:`EndpointSpec`; the URL is the first ``@http(s)://`` part."""
+    """``openai-compatible:NAME@URL`` -> :class:`EndpointSpec`; the URL is the first ``@http(s)://`` part.
+
+    A URL of another scheme (``ftp://``, ``file://``) is a :class:`~cladebench.errors.UsageError` that names
+    the scheme; so is a model id without a name or a URL.
+    """
+    from cladebench.redact import redact_text
+
     text = model_id.strip()
+    shown = redact_text(model_id)
+    example = f"as in {ENDPOINT_PREFIX}Qwen2-VL-7B@http://127.0.0.1:8000/v1"
     if not text.startswith(ENDPOINT_PREFIX):
-        raise CladebenchError(f"model id {model_id!r} is not an endpoint; expected {ENDPOINT_PREFIX}NAME@URL, "
-                              f"as in {ENDPOINT_PREFIX}Qwen2-VL-7B@http://127.0.0.1:8000/v1")
-    match = _ENDPOINT_FORM.match(text[len(ENDPOINT_PREFIX):])
+        raise CladebenchError(f"model id {shown!r} is not an endpoint; expected {ENDPOINT_PREFIX}NAME@URL, {example}")
+    rest = text[len(ENDPOINT_PREFIX):]
+    match = _ENDPOINT_FORM.match(rest)
     if match is None or not match["name"].strip():
-        raise CladebenchError(f"model id {model_id!r}: expected {ENDPOINT_PREFIX}NAME@URL with an http(s) URL, "
-                              f"as in {ENDPOINT_PREFIX}Qwen2-VL-7B@http://127.0.0.1:8000/v1")
+        other = _OTHER_SCHEME.match(rest)
+        if other is not None and other["name"].strip() and match is None:
+            raise UsageError(f"model id {shown!r}: the scheme {other['scheme']}:// is not supported for an endpoint; "
+                             f"expected {ENDPOINT_PREFIX}NAME@URL with an http:// or https:// URL, {example}")
+        raise UsageError(f"model id {shown!r}: expected {ENDPOINT_PREFIX}NAME@URL with an http(s) URL, {example}")
     return EndpointSpec(name=match["name"].strip(), base_url=match["url"].rstrip("/"))
 
 
@@ -168,8 +220,17 @@ class VLMConfig:
     """Requests in flight at once (a semaphore, and the client's connection-pool size)."""
     connect_timeout_s: float = 10.0
     """Seconds to establish a connection before the attempt counts as timed out."""
-    read_timeout_s: float = 120.0
-    """Seconds to wait for the answer; a loaded vLLM server queues requests before it generates."""
+    read_timeout_s: float = 30.0
+    """Seconds to wait for the next bytes of the answer; a loaded vLLM server queues requests before it
+    generates (a 7B VLM answers one Yes/No question in well under a second once it starts)."""
+    request_deadline_s: float | None = 60.0
+    """Seconds one request may take in all, by the wall clock: its attempts and the waits between them (not
+    the time it queues behind ``concurrency`` other requests). The read timeout restarts with every byte, so
+    without this a server that trickles, or never answers, costs ``max_attempts`` x ``read_timeout_s``.
+    ``None``: no limit."""
+    max_response_bytes: int = 2**20
+    """Largest response body read (1 MiB); a bigger one is refused as ``invalid_response`` and never cached.
+    A Yes/No answer with 20 top logprobs is a few KB, a 1024-token chat answer some tens of KB."""
     max_attempts: int = 5
     """Attempts per request, the first included; transient failures are retried until this many."""
     backoff_base_s: float = 1.0
@@ -178,8 +239,9 @@ class VLMConfig:
     """Ceiling on the exponential delay."""
     jitter: float = 0.5
     """Fraction of each delay drawn at random (0 to 1), so many clients do not retry in lockstep."""
-    max_retry_after_s: float = 120.0
-    """Longest ``Retry-After`` honoured; a longer one is shortened to this."""
+    max_retry_after_s: float = 30.0
+    """Longest ``Retry-After`` honoured; a longer one is shortened to this (the request deadline still
+    applies)."""
     temperature: float = 0.0
     """Sampling temperature; 0 makes answers (and so the cache) deterministic."""
     max_tokens: int = 1
@@ -217,6 +279,12 @@ class VLMConfig:
             (self.max_image_side is None or self.max_image_side >= 1,
              f"max_image_side must be positive or None, got {self.max_image_side}"),
             (1 <= self.jpeg_quality <= 95, f"jpeg_quality must be in [1, 95], got {self.jpeg_quality}"),
+            (self.max_response_bytes >= 1, f"max_response_bytes must be positive, got {self.max_response_bytes}"),
+            (self.max_retry_after_s >= 0, f"max_retry_after_s must be at least 0, got {self.max_retry_after_s}"),
+            *((value is None or value > 0, f"{name} must be positive (seconds), got {value}")
+              for name, value in (("connect_timeout_s", self.connect_timeout_s),
+                                  ("read_timeout_s", self.read_timeout_s),
+                                  ("request_deadline_s", self.request_deadline_s))),
         )
         for ok, message in checks:
             if not ok:
@@ -329,16 +397,47 @@ def _first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str
         found = (f"choices[0].logprobs was {_describe_logprobs(logprobs)}" if not isinstance(first, Mapping)
                  else "its top_logprobs were missing or empty")
         raise LogprobsUnsupportedError(
-            f"endpoint {spec.base_url} (model {spec.name!r}) returned no logprobs for the first generated token "
+            f"endpoint {spec.display_url} (model {spec.name!r}) returned no logprobs for the first generated token "
             f"({found}). Yes/No scoring needs a server that returns logprobs with "
             "top_logprobs for chat completions: vLLM does; some proxies and gateways strip them.")
+    return first
+
+
+def _bad_logprob(value: object) -> str | None:
+    """Why ``value`` is not a usable logprob (a number, not NaN, at most 0; -inf is probability 0), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"a logprob that is not a number ({value!r})"
+    if math.isnan(value):
+        return "a NaN logprob"
+    if value > LOGPROB_TOLERANCE:
+        return f"a logprob above 0 ({value!r}: a probability above 1)"
+    return None
+
+
+def _checked_first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
+    """:func:`_first_token`, and every logprob in it usable; :class:`InvalidResponseError` otherwise.
+
+    Run before an answer is cached and when one is read from the cache, so an impossible answer is
+    neither kept nor reused.
+    """
+    first = _first_token(response, spec)
+    entries = [("the generated token", first)] if "logprob" in first else []
+    entries += [(f"top_logprobs[{i}]", e) for i, e in enumerate(first["top_logprobs"])]
+    for where, entry in entries:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("token"), str):
+            raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with "
+                                       f"{where} without a token string: {json.dumps(entry, default=str)[:200]}")
+        problem = _bad_logprob(entry.get("logprob"))
+        if problem is not None:
+            raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with {problem} "
+                                       f"for {where} {entry['token']!r}; the answer was not cached")
     return first
 
 
 def _first_choice(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
     choices = response.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise EndpointError(f"endpoint {spec.base_url} (model {spec.name!r}) answered without choices: "
+        raise EndpointError(f"endpoint {spec.display_url} (model {spec.name!r}) answered without choices: "
                             f"{json.dumps(response)[:300]}")
     return choices[0]
 
@@ -351,7 +450,7 @@ def _token_logprobs(first: Mapping[str, Any]) -> list[tuple[str, float]]:
     chosen, chosen_logprob = first.get("token"), first.get("logprob")
     if isinstance(chosen, str) and isinstance(chosen_logprob, (int, float)) and all(t != chosen for t, _ in entries):
         entries.append((chosen, float(chosen_logprob)))
-    return [(token, logprob) for token, logprob in entries if not math.isnan(logprob)]
+    return [(token, min(logprob, 0.0)) for token, logprob in entries if not math.isnan(logprob)]
 
 
 def yes_no_from_response(response: Mapping[str, Any], spec: EndpointSpec, key: str = "", *,
@@ -378,7 +477,7 @@ def chat_from_response(response: Mapping[str, Any], spec: EndpointSpec, *, json_
     message = choice.get("message")
     text = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(text, str):
-        raise EndpointError(f"endpoint {spec.base_url} (model {spec.name!r}) answered without message text: "
+        raise EndpointError(f"endpoint {spec.display_url} (model {spec.name!r}) answered without message text: "
                             f"{json.dumps(choice)[:300]}")
     data, json_error = None, None
     if json_mode:
@@ -409,11 +508,11 @@ class PreparedImage:
 
 def _reencode_reason(data: bytes, image_format: str | None, max_side: int | None) -> str | None:
     """Why the server would not see what ``decode_image`` sees if the bytes went as they are; ``None`` if it would."""
-    from PIL import Image
+    from cladebench.images import open_image
 
     if image_format not in ACCEPTED_IMAGE_TYPES:
         return f"format {image_format or 'unknown'} is not one the API accepts"
-    with Image.open(io.BytesIO(data)) as raw:
+    with open_image(data) as raw:
         if raw.getexif().get(_EXIF_ORIENTATION, 1) not in (0, 1):
             return "EXIF orientation to apply"
         if raw.mode in ("RGBA", "LA", "PA") or "transparency" in raw.info:
@@ -488,7 +587,7 @@ def request_key(spec: EndpointSpec, payload: Mapping[str, Any], image_sha256: st
     """SHA-256 naming a request: endpoint, image-free payload, image digest and preparation; never the API key."""
     identity = {
         "model": spec.name,
-        "base_url": spec.base_url,
+        "base_url": spec.display_url,  # credentials are neither hashed nor kept, like the API key
         "payload": payload,
         "image_sha256": image_sha256,
         "image_preparation": None if image_sha256 is None else {
@@ -517,9 +616,40 @@ def _retryable_transport_errors() -> tuple[type[Exception], ...]:
     return (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 
 
-def _response_text(response: httpx.Response, limit: int) -> str:
-    text = response.text.strip()
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+def _response_text(body: bytes, limit: int, *, cut: bool = False) -> str:
+    """The start of a response body for a message: ``limit`` characters, and how long it was."""
+    text = body.decode("utf-8", errors="replace").strip()
+    if len(text) <= limit and not cut:
+        return text
+    return text[:limit] + f"... ({'more than ' if cut else ''}{len(text)} characters)"
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One HTTP answer as read: at most ``max_response_bytes`` of its body."""
+
+    status: int
+    reason_phrase: str
+    retry_after: str | None
+    body: bytes
+    cut: bool
+    """The body was longer than the cap and was not read to its end."""
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """The body up to ``limit`` bytes, and whether there was more (refused before it is all in memory)."""
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        return b"", True
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            chunks.append(chunk[: max(0, limit - (size - len(chunk)))])
+            return b"".join(chunks), True
+        chunks.append(chunk)
+    return b"".join(chunks), False
 
 
 Validator = Callable[[dict[str, Any]], object]
@@ -586,16 +716,20 @@ class VLMClient:
         text = config.prompt_template.format(query=item.query)
         try:
             response, cached, key = await self._complete(text, item.image, params,
-                                                         lambda r: _first_token(r, self.spec))
+                                                         lambda r: _checked_first_token(r, self.spec))
         except ImageDecodeError as exc:
             return YesNoResult(item.key, "bad_image", None, 0.0, 0.0, None, exc.reason, False, None)
+        except InvalidResponseError as exc:
+            return YesNoResult(item.key, "invalid_response", None, 0.0, 0.0, None, exc.reason, False,
+                               exc.request_key)
         return yes_no_from_response(response, self.spec, item.key, cached=cached, request_key=key)
 
     async def score_many(self, items: Iterable[YesNoItem | tuple[str, bytes, str]]) -> list[YesNoResult]:
         """:meth:`score_yes_no` for every item, concurrently, in the order given.
 
-        The first error (a 4xx, retries exhausted, no logprobs) cancels the rest and is raised; every
-        answer that arrived before it is already cached, so a rerun resumes where this one stopped.
+        The first error (a 4xx, retries exhausted or the deadline passed, no logprobs) cancels the rest and
+        is raised; every answer that arrived before it is already cached, so a rerun resumes where this one
+        stopped. An unusable answer (``invalid_response``) is an outcome, not an error: the rest go on.
         """
         wanted = [i if isinstance(i, YesNoItem) else YesNoItem(*i) for i in items]
         from tqdm import tqdm
@@ -614,7 +748,8 @@ class VLMClient:
                    max_tokens: int | None = None) -> ChatResult:
         """The model's text answer to ``prompt`` (with an image, if given); JSON mode asks for a JSON object.
 
-        An image that does not decode raises :class:`cladebench.images.ImageDecodeError`.
+        An image that does not decode raises :class:`cladebench.images.ImageDecodeError`; an answer over
+        ``max_response_bytes`` raises :class:`InvalidResponseError` (and is not cached).
         """
         params: dict[str, Any] = {"max_tokens": max_tokens or self.config.chat_max_tokens,
                                   "temperature": self.config.temperature}
@@ -646,52 +781,82 @@ class VLMClient:
                 prepared = await asyncio.to_thread(prepare_image, image, self.config.max_image_side,
                                                    self.config.jpeg_quality)
                 image_url = prepared.data_url()
-            response = await self._post(_payload(self.spec, text, image_url, params))
-        validate(response)  # an unusable answer is raised, never cached
+            try:
+                response = await self._post(_payload(self.spec, text, image_url, params))
+                validate(response)  # an unusable answer is raised, never cached
+            except InvalidResponseError as exc:
+                exc.request_key = key
+                raise
         if self.cache is not None:
             self.cache.put(key, keyed, response)
         return response, False, key
 
     async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """POST with retries; the parsed JSON body of the 200 answer."""
+        """POST with retries, within the request deadline; the parsed JSON body of the 200 answer."""
         import httpx
 
         config, url = self.config, self.spec.chat_url
-        where = f"endpoint {self.spec.base_url} (model {self.spec.name!r})"
-        attempt = 0
+        deadline = config.request_deadline_s
+        where = f"endpoint {self.spec.display_url} (model {self.spec.name!r})"
+        shown = f"{self.spec.display_url}/chat/completions"
+        attempt, spent = 0, 0.0  # spent: seconds in attempts and waits, not queued for the semaphore
         while True:
             attempt += 1
             retry_after: float | None = None
             try:
                 async with self._semaphore:
-                    response = await self._http().post(url, json=payload, headers=self._headers())
+                    started = time.monotonic()
+                    try:
+                        answer = await asyncio.wait_for(self._send(url, payload),
+                                                        None if deadline is None else max(0.0, deadline - spent))
+                    finally:
+                        spent += time.monotonic() - started
+            except asyncio.TimeoutError:
+                raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts in {spent:.1f} s: "
+                                    f"no complete answer within the request deadline of {deadline} s "
+                                    "(VLMConfig.request_deadline_s)") from None
             except self._retryable as exc:
                 last = f"{type(exc).__name__}: {exc}".rstrip(": ")
             except httpx.HTTPError as exc:
-                raise EndpointError(f"{where}: POST {url} failed: {type(exc).__name__}: {exc}") from None
+                raise EndpointError(f"{where}: POST {shown} failed: {type(exc).__name__}: {exc}") from None
             else:
-                status = response.status_code
-                if status == 200:
-                    return self._json_body(response, where)
-                body = _response_text(response, config.max_error_body_chars)
-                last = f"HTTP {status} {response.reason_phrase}: {body}"
-                if status not in RETRYABLE_STATUSES and status < 500:
-                    raise EndpointError(f"{where}: POST {url} answered {last}")
-                retry_after = parse_retry_after(response.headers.get("retry-after"))
+                if answer.status == 200:
+                    return self._json_body(answer, where)
+                body = _response_text(answer.body, config.max_error_body_chars, cut=answer.cut)
+                last = f"HTTP {answer.status} {answer.reason_phrase}: {body}"
+                if answer.status not in RETRYABLE_STATUSES and answer.status < 500:
+                    raise EndpointError(f"{where}: POST {shown} answered {last}")
+                retry_after = parse_retry_after(answer.retry_after)
             if attempt >= config.max_attempts:
-                raise EndpointError(f"{where}: POST {url} gave up after {attempt} attempts; last: {last}")
-            # Sleep outside the semaphore: a waiting request must not hold a slot another could use.
+                raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts; last: {last}")
             # backoff_delay reads only the backoff fields, which VLMConfig shares with DownloadConfig.
-            await asyncio.sleep(backoff_delay(attempt, config, retry_after))  # type: ignore[arg-type]
+            delay = backoff_delay(attempt, config, retry_after)  # type: ignore[arg-type]
+            if deadline is not None and spent + delay >= deadline:
+                raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts in {spent:.1f} s: "
+                                    f"waiting {delay:.1f} s for another would pass the request deadline of "
+                                    f"{deadline} s (VLMConfig.request_deadline_s); last: {last}")
+            # Sleep outside the semaphore: a waiting request must not hold a slot another could use.
+            await asyncio.sleep(delay)
+            spent += delay
 
-    def _json_body(self, response: httpx.Response, where: str) -> dict[str, Any]:
+    async def _send(self, url: str, payload: dict[str, Any]) -> _Answer:
+        """One POST, its body read up to ``max_response_bytes`` (the rest is not read)."""
+        async with self._http().stream("POST", url, json=payload, headers=self._headers()) as response:
+            body, cut = await _read_capped(response, self.config.max_response_bytes)
+            return _Answer(response.status_code, response.reason_phrase, response.headers.get("retry-after"),
+                           body, cut)
+
+    def _json_body(self, answer: _Answer, where: str) -> dict[str, Any]:
+        if answer.cut:
+            raise InvalidResponseError(f"{where} answered with a body over max_response_bytes="
+                                       f"{self.config.max_response_bytes} bytes; it was not read further nor cached")
         try:
-            body = response.json()
+            body = json.loads(answer.body)
         except ValueError:
             body = None
         if not isinstance(body, dict):
             raise EndpointError(f"{where} answered 200 with a body that is not a JSON object: "
-                                f"{_response_text(response, self.config.max_error_body_chars)}")
+                                f"{_response_text(answer.body, self.config.max_error_body_chars)}")
         return body
 
 
@@ -757,6 +922,7 @@ __all__ = [
     "ChatResult",
     "EndpointError",
     "EndpointSpec",
+    "InvalidResponseError",
     "LogprobsUnsupportedError",
     "PreparedImage",
     "ResponseCache",
