@@ -43,6 +43,10 @@ def register_benchmark(benchmark: Benchmark) -> Benchmark:
     return benchmark
 
 
+INQUIRE_RERANK_FILES = ("*validation-*.parquet", "*test-*.parquet")
+"""Hub file patterns of INQUIRE-Rerank's splits (fnmatch, so they match inside ``data/`` as well)."""
+
+
 def _fetch_inquire_rerank(out: Path) -> Path:
     import os
 
@@ -55,7 +59,10 @@ def _fetch_inquire_rerank(out: Path) -> Path:
 
     from cladebench.sources.inquire import build_inquire_rerank
 
-    folder = snapshot_download(repo_id="evendrow/INQUIRE-Rerank", repo_type="dataset", allow_patterns=["*.parquet"])
+    # The shards sit in data/ (data/test-00000-of-00004.parquet); only the two splits the dataset card declares
+    # are fetched, not the train-* shards an earlier upload left in the repository.
+    folder = snapshot_download(repo_id="evendrow/INQUIRE-Rerank", repo_type="dataset",
+                               allow_patterns=list(INQUIRE_RERANK_FILES))
     return build_inquire_rerank(Path(folder), out).dataset_path
 
 

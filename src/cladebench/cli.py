@@ -453,6 +453,8 @@ def _load(command: LoadCommand) -> int:
               f"{build.download.summary()}")
     else:
         print(f"{build.dataset_path}: {build.rows:,} rows written")
+    for note in getattr(build, "notes", ()):
+        print(note)
     if getattr(build, "failed", 0):
         print(f"{build.failed:,} rows left out, listed with their reasons in {build.failures_path}")
     return 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,23 +61,37 @@ class Source:
 # --- what every source module does the same way -------------------------------------------------
 
 
-def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str,
-                  recursive: bool = False) -> list[Path]:
-    """The files to read: the paths given, or every ``*.parquet`` in (or, ``recursive``, under) a directory given,
-    sorted; an error naming ``what`` when there are none or one is missing."""
+def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str) -> list[Path]:
+    """The files to read: the paths given, and every ``*.parquet`` under each directory given, sorted by path.
+
+    A directory is searched at every depth, because a Hugging Face Hub snapshot keeps its files in ``data/``
+    (``data/test-00000-of-00004.parquet``) or in one folder per config or split; hidden files and folders
+    (``.cache/``, the Hub client's download state, ``.git/``) are left out. An error names ``what`` when there
+    are no files or a path given is missing.
+    """
     given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
     paths: list[Path] = []
     for item in map(Path, given):
         if item.is_dir():
-            paths.extend(sorted(item.rglob("*.parquet") if recursive else item.glob("*.parquet")))
+            paths.extend(_parquet_under(item))
         else:
             paths.append(item)
     if not paths:
-        raise CladebenchError(f"no {what} Parquet files in {[str(p) for p in given]}")
+        raise CladebenchError(f"no {what} Parquet files in {[str(p) for p in given]} (searched at every depth, "
+                              "hidden folders left out)")
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise CladebenchError(f"{what} Parquet file(s) not found: {missing}")
     return paths
+
+
+def _parquet_under(folder: Path) -> list[Path]:
+    """Every ``*.parquet`` file under ``folder``, hidden files and folders left out, sorted by path."""
+    found = []
+    for root, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        found.extend(Path(root) / name for name in files if name.endswith(".parquet") and not name.startswith("."))
+    return sorted(found)
 
 
 def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, Any]) -> pa.Table:

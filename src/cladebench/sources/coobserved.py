@@ -235,9 +235,9 @@ def read_schema(*, images: bool) -> pa.Schema:
 
 
 def parquet_paths_of(parquet_paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """The files to read: the paths given, or every ``*.parquet`` under a directory given (sorted; the Hub's
-    ``data/`` layout nests them)."""
-    return parquet_files(parquet_paths, what="iNat Co-Observed", recursive=True)
+    """The files to read: the paths given, or every ``*.parquet`` under a directory given, at any depth (the Hub's
+    ``data/`` layout nests them; :func:`cladebench.sources.parquet_files`)."""
+    return parquet_files(parquet_paths, what="iNat Co-Observed")
 
 
 # --- one file, checked before anything is read -----------------------------------------------------

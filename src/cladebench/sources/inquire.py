@@ -124,6 +124,11 @@ RERANK_OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {
 
 SPLIT_NAMES: dict[str, str] = {"validation": "val", "val": "val", "test": "test"}
 """Split word in a file name -> INQUIRE's split name."""
+OTHER_SPLIT_WORDS: tuple[str, ...] = ("train",)
+"""Split words of Hub file names that are not INQUIRE-Rerank splits. The dataset's card declares ``validation``
+and ``test`` only, but its repository's ``data/`` folder has also held ``train-0000N-of-00004.parquet`` shards
+from an earlier upload, which a snapshot of the whole repository brings along; a directory's such files are
+skipped (and listed in the read stats), never read as a split."""
 
 QUERIES_SCHEMA = pa.schema([
     pa.field("query_id", pa.int64(), nullable=False),
@@ -505,6 +510,8 @@ class RerankStats:
     """What a pass over INQUIRE-Rerank shards saw; filled while the batches stream."""
 
     files: list[str] = field(default_factory=list)
+    skipped_files: list[str] = field(default_factory=list)
+    """Files found in a directory given but not read: their names name a split INQUIRE-Rerank does not have."""
     rows_by_split: Counter[str] = field(default_factory=Counter)
     candidates: Counter[tuple[str, int]] = field(default_factory=Counter)
     """Candidates per (split, query_id)."""
@@ -519,6 +526,7 @@ class RerankStats:
         per_query = list(self.candidates.values())
         return {
             "files": list(self.files),
+            "skipped_files": list(self.skipped_files),
             "rows": sum(self.rows_by_split.values()),
             "rows_by_split": dict(sorted(self.rows_by_split.items())),
             "queries": len(self.candidates),
@@ -531,8 +539,38 @@ class RerankStats:
 
 
 def parquet_paths_of(parquet_paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """The shards to read: the paths given, or every ``*.parquet`` in a directory given (sorted)."""
+    """Every Parquet file given, or under a directory given at any depth (a Hub snapshot keeps its shards in
+    ``data/``), sorted; :func:`shard_paths` leaves out those that are not INQUIRE-Rerank splits."""
     return parquet_files(parquet_paths, what="INQUIRE-Rerank")
+
+
+def _names_other_split(path: Path) -> bool:
+    words = set(re.split(r"[^a-z]+", path.name.lower()))
+    return split_from_name(path) is None and bool(words & set(OTHER_SPLIT_WORDS))
+
+
+def shard_paths(parquet_paths: str | Path | Iterable[str | Path], *, split: str | None = None
+                ) -> tuple[list[Path], list[Path]]:
+    """The shards to read and the files skipped, for the paths given (files, or directories searched at every depth).
+
+    A file found in a directory whose name names a split INQUIRE-Rerank does not have (``train-*``, see
+    :data:`OTHER_SPLIT_WORDS`) is skipped, unless ``split`` says which split to read every file as. A file
+    given by name is always read (and must then name its split, or ``split`` must be given).
+    """
+    given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
+    read: list[Path] = []
+    skipped: list[Path] = []
+    for item in map(Path, given):
+        found = parquet_paths_of(item)
+        if item.is_dir() and split is None:
+            skipped.extend(p for p in found if _names_other_split(p))
+            found = [p for p in found if not _names_other_split(p)]
+        read.extend(found)
+    if not read:
+        raise CladebenchError(f"no INQUIRE-Rerank Parquet files in {[str(p) for p in given]}: only "
+                              f"{[p.name for p in skipped]}, which name a split INQUIRE-Rerank does not have "
+                              "(its splits are validation and test)")
+    return read, skipped
 
 
 @dataclass(frozen=True)
@@ -757,7 +795,8 @@ def iter_inquire_rerank_batches(
     ``split`` overrides the split taken from each file name; ``queries`` (a table from
     :func:`read_inquire_queries` or query CSV paths) supplies ``query_id`` for shards without it.
     ``stats``, when given, is filled as the batches go. Every shard's columns are checked before the
-    first batch is yielded.
+    first batch is yielded. A directory is searched at every depth (the Hub's ``data/`` layout); which of its
+    files are read is :func:`shard_paths`'s rule.
     """
     import pyarrow.parquet as pq
 
@@ -766,8 +805,10 @@ def iter_inquire_rerank_batches(
     if split is not None and split not in SPLIT_NAMES.values():
         raise CladebenchError(f"unknown split {split!r}; INQUIRE's splits are 'val' and 'test'")
     query_ids = None if queries is None else _query_ids_by_text(queries)
-    shards = [_open_shard(p, split, query_ids is not None) for p in parquet_paths_of(parquet_paths)]
+    paths, skipped = shard_paths(parquet_paths, split=split)
+    shards = [_open_shard(p, split, query_ids is not None) for p in paths]
     stats = stats if stats is not None else RerankStats()
+    stats.skipped_files.extend(str(p) for p in skipped)
     rerank_pass = _RerankPass(stats, query_ids)
     for shard in shards:
         stats.files.append(shard.path.name)
@@ -822,6 +863,15 @@ class InquireRerankBuild:
     stats: dict[str, Any]
     """Splits, queries, positives, candidates per query, and counts of missing or unrecognised values."""
 
+    @property
+    def notes(self) -> list[str]:
+        """What a person should know about the build beyond its row count: the files it did not read."""
+        skipped = self.stats.get("skipped_files") or []
+        if not skipped:
+            return []
+        return [f"skipped {len(skipped)} file(s) whose names name a split INQUIRE-Rerank does not have (its splits "
+                f"are validation and test): {', '.join(Path(f).name for f in skipped)}"]
+
 
 def build_inquire_rerank(
     parquet_paths: str | Path | Iterable[str | Path],
@@ -870,6 +920,7 @@ __all__ = [
     "read_inquire_rerank",
     "read_stats",
     "rerank_schema",
+    "shard_paths",
     "species_folder_lineage",
     "split_from_name",
 ]
