@@ -14,7 +14,7 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from cladebench import retrieval_metrics, store
-from cladebench.errors import CladebenchError, SchemaError, UnknownNameError
+from cladebench.errors import CladebenchError, SchemaError, UnknownNameError, UsageError
 from cladebench.tasks import get_task
 from cladebench.tasks.retrieval import (
     CLASS_MEAN,
@@ -325,7 +325,7 @@ def test_task_errors(planted_dataset: tuple[Any, dict[str, Any]]) -> None:
         task.predict(dataset, None, RetrievalTaskConfig(column="emb_planted", group_key="no_such"))
     with pytest.raises(CladebenchError, match="undefined"):  # one species, one observation: nothing to find
         task.predict(dataset, None, RetrievalTaskConfig(column="emb_planted", where="source_id = 'obs-0-0'"))
-    with pytest.raises(CladebenchError, match="k must be"):
+    with pytest.raises(UsageError, match="-k must be at least 1, got 0"):
         RetrievalTaskConfig(k=0)
     with pytest.raises(UnknownNameError):
         RetrievalTaskConfig(rank="subspecies")

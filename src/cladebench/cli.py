@@ -31,7 +31,7 @@ from cladebench.config import (
     config_from_args,
     take_late_positionals,
 )
-from cladebench.errors import CladebenchError, UsageError
+from cladebench.errors import CladebenchError, UsageError, environment_error
 from cladebench.raycluster import DEFAULT_ADDRESS
 
 EXIT_BUG = 70
@@ -231,9 +231,11 @@ def _compare(config: CompareConfig) -> int:
     from cladebench.compare import compare_runs, format_comparison
 
     if config.resamples < 1:
-        raise CladebenchError(f"--resamples must be at least 1, got {config.resamples}")
+        raise UsageError(f"--resamples must be at least 1, got {config.resamples}")
+    if config.seed < 0:
+        raise UsageError(f"--seed must be at least 0, got {config.seed}")
     if not 0.0 < config.alpha < 1.0:
-        raise CladebenchError(f"--alpha must be between 0 and 1, got {config.alpha}")
+        raise UsageError(f"--alpha must be between 0 and 1, got {config.alpha}")
     comparison = compare_runs(config.runs, metric=config.metric, n_resamples=config.resamples, seed=config.seed,
                               alpha=config.alpha, intersect=config.intersect)
     print(comparison.to_json() if config.json else format_comparison(comparison))
@@ -586,6 +588,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             traceback.print_exc()
+        # A safety net under the checks each verb makes: a read-only or full disk, a file where a folder
+        # should be (or the reverse) is the environment's doing, not a bug, wherever it surfaces.
+        environment = environment_error(exc)
+        if environment is not None:
+            print(f"cladebench {args.verb}: error: {environment}", file=sys.stderr)
+            return environment.exit_code
         print(
             f"cladebench {args.verb}: internal error (a bug, please report it): {type(exc).__name__}: {exc}\n"
             "rerun with --debug for the traceback",

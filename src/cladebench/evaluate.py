@@ -28,6 +28,7 @@ from cladebench import store
 from cladebench.config import OPTION, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import display_scale
+from cladebench.option_checks import at_least
 from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
 from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.geo import GeoPriorConfig
@@ -74,6 +75,14 @@ class EvalConfig:
     """Only rows not seen in training by this model (as named in seen_in_training, e.g. bioclip-2); rows without
     a list (unknown exposure) are left out."""
 
+    def __post_init__(self) -> None:
+        # A task config mixed in after this class validates itself in its own __post_init__; only the first one
+        # in the method order would run, so every task's settings are checked here, each by its own class.
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        check_task_settings(self)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
@@ -95,6 +104,27 @@ class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig, RetrievalTaskConfig
     The fields of every task are accepted; each task takes the ones it defines (rank, column and where
     mean the same to all of them) and the record keeps the whole command.
     """
+
+
+TASK_CONFIGS: tuple[type, ...] = (ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig, LineageConfig,
+                                  GeoPriorConfig)
+"""The task configs an evaluation command may carry; :func:`check_task_settings` validates each one it does."""
+
+INTEGER_MINIMUMS: dict[str, int] = {"rerank_k": 1, "vlm_concurrency": 1}
+"""Integer settings of task configs that do not check their own range: field -> smallest value."""
+
+
+def check_task_settings(config: Any) -> None:
+    """Refuse settings out of range before anything runs, as usage errors naming the option: every task config
+    ``config`` is an instance of is built from it (running that config's own checks), and the settings in
+    :data:`INTEGER_MINIMUMS` are checked here."""
+    for task_class in TASK_CONFIGS:
+        if isinstance(config, task_class) and type(config) is not task_class:
+            task_config(task_class, config)
+    names = {f.name for f in dataclasses.fields(config)}
+    for name, minimum in INTEGER_MINIMUMS.items():
+        if name in names:
+            at_least("--" + name.replace("_", "-"), getattr(config, name), minimum)
 
 
 def task_config(task_config_class: type, config: EvalConfig) -> Any:
@@ -295,6 +325,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     from cladebench.benchmarks import resolve
     from cladebench.tasks import get_task
 
+    store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
     if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
         _require_model(config, get_task(config.task), task_config(get_task(config.task).config, config), encoder)
     uri, config, benchmark = resolve(config)

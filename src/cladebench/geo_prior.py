@@ -174,6 +174,10 @@ def circular_spread(counts: np.ndarray) -> np.ndarray:
 
 # --- the prior -------------------------------------------------------------------------------------
 
+MIN_CELL_KM = 5.0
+"""Smallest cell side accepted, km: the count matrices keep one row per cell of the whole sphere (about
+510 million km² / cell_km², 20 million rows at 5 km), so smaller cells would exhaust memory rather than help."""
+
 
 @dataclass(frozen=True)
 class PriorSettings:
@@ -190,8 +194,8 @@ class PriorSettings:
     own counts outweigh its neighbourhood's (and a label's season its overall season)."""
 
     def __post_init__(self) -> None:
-        if not self.cell_km > 0 or not self.neighbourhood_km > 0:
-            raise ValueError("cell_km and neighbourhood_km must be positive")
+        if not self.cell_km >= MIN_CELL_KM or not self.neighbourhood_km >= MIN_CELL_KM:
+            raise ValueError(f"cell_km and neighbourhood_km must be at least {MIN_CELL_KM:g} km")
         if self.season_bins < 1:
             raise ValueError(f"season_bins must be at least 1, got {self.season_bins}")
         if not self.alpha > 0:

@@ -40,8 +40,9 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench import store
-from cladebench.errors import CladebenchError, SchemaError, unknown_name
+from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.geo_prior import (
+    MIN_CELL_KM,
     PriorSettings,
     choose_image_weight,
     embedding_sum,
@@ -53,6 +54,7 @@ from cladebench.geo_prior import (
     year_fractions,
 )
 from cladebench.metrics import accuracy, define_metric, paired_bootstrap, register_display
+from cladebench.option_checks import at_least, non_negative, positive
 from cladebench.tasks.zeroshot import (
     LabelSet,
     Predictions,
@@ -133,6 +135,26 @@ class GeoPriorConfig:
     """Number of image weights a in [0, 1] tried on validation (21: steps of 0.05)."""
     prior_location_column: str | None = None
     """Location-embedding column for embedding_sum; by default the one column named loc_emb_*."""
+
+    def __post_init__(self) -> None:
+        for option, km in (("--prior-cell-km", self.prior_cell_km),
+                           ("--prior-neighbourhood-km", self.prior_neighbourhood_km)):
+            positive(option, km)
+            if km < MIN_CELL_KM:
+                raise UsageError(f"{option} must be at least {MIN_CELL_KM:g} km (the grid keeps a row per cell of "
+                                 f"the whole sphere), got {km:g}")
+        at_least("--prior-season-bins", self.prior_season_bins, 1)
+        positive("--prior-alpha", self.prior_alpha)
+        split = tuple(self.prior_split)
+        if len(split) != 3:
+            raise UsageError(f"--prior-split takes three shares (fit, validation, test), got "
+                             f"{' '.join(map(str, split))}")
+        for share in split:
+            non_negative("--prior-split", share)
+        if sum(split) <= 0:
+            raise UsageError(f"--prior-split shares must not all be zero, got {' '.join(map(str, split))}")
+        at_least("--prior-seed", self.prior_seed, 0)
+        at_least("--prior-weight-steps", self.prior_weight_steps, 2)
 
 
 # --- the split -------------------------------------------------------------------------------------

@@ -63,8 +63,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import Statistic, bootstrap_ci, define_metric
+from cladebench.option_checks import at_least
 from cladebench.retrieval_metrics import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
 from cladebench.tasks.fewshot import LABEL_STYLE, label_digest, read_labelled_rows
 from cladebench.tasks.zeroshot import Predictions, column_metadata, resolve_embedding_column
@@ -98,11 +99,10 @@ class RetrievalTaskConfig:
     'uuid', or any column name."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
-            raise CladebenchError(f"k must be a positive integer, got {self.k!r}")
+        at_least("-k", self.k, 1)
         Rank.parse(self.rank)
         if not self.group_key:
-            raise CladebenchError("group_key is empty; use 'auto', 'uuid' or a column name")
+            raise UsageError("--group-key is empty; use 'auto', 'uuid' or a column name")
 
 
 # --- ranking -----------------------------------------------------------------------------------------
