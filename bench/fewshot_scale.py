@@ -49,10 +49,12 @@ def make_data(classes: int, per_class: int, dim: int, noise: float, seed: int
 def per_query_loop(vectors: np.ndarray, plan: SplitPlan, query_limit: int | None = None) -> list[np.ndarray]:
     """SimpleShot written plainly: per split, a loop over classes for the centroids, a loop over queries.
 
-    The same definition as the library's (subtract the support mean, L2-normalise, mean normalised
-    support vector per class, nearest by Euclidean distance), in float64 as the library computes it.
-    Returns the predicted class index of every query, split by split.
+    The same definition as the library's (BioCLIP's protocol: L2-normalise every vector, subtract the
+    support mean, L2-normalise, mean normalised support vector per class, nearest by Euclidean distance),
+    in float64 as the library computes it. Returns the predicted class index of every query, split by split.
     """
+    vectors = vectors.astype(np.float64)
+    vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     predictions = []
     for split in plan.splits:
         support = vectors[split.support].astype(np.float64)
