@@ -30,7 +30,7 @@ from cladebench.builders.crypticbio import (
     parse_config,
     sample_key,
 )
-from cladebench.errors import SchemaError, UsageError
+from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup, read_crypticbio
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"
@@ -172,8 +172,8 @@ def test_real_common_curated_end_to_end(tmp_path: Path, realdata: Callable[[str]
     record = json.loads((out / "build.json").read_text())
     assert record["kept"] == 3748 and record["config"]["dataset"]["seed"] == 0
     assert pq.read_table(out / "rejected.parquet").num_rows == 0
-    assert sorted(p.name for p in out.iterdir()) == ["CrypticBio-Curated.csv", "README.md", "build.json",
-                                                     "rejected.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [".cladebench-output.json", "CrypticBio-Curated.csv", "README.md",
+                                                     "build.json", "rejected.parquet"]
 
 
 def test_real_common_with_groups_and_subsets(tmp_path: Path, realdata: Callable[[str], Path]) -> None:
@@ -560,19 +560,29 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(UsageError, match="already exists"):
+    with pytest.raises(CladebenchError, match="already exists"):
         build(tmp_path, config_for(tmp_path, metadata))
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    # overwrite: true replaces only a previous output of this builder: a user's folder is refused, untouched.
+    with pytest.raises(CladebenchError, match="is not an output of `cladebench build crypticbio`") as refused:
+        build(tmp_path, config_for(tmp_path, metadata, dataset={"overwrite": True}))
+    assert refused.value.exit_code == 1
+    assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "mine"
+    (out / "keep.txt").unlink()
+    build(tmp_path, config_for(tmp_path, metadata))  # an empty folder is fine
+    first = (out / "CrypticBio-Curated.csv").read_text()
     # A build that fails midway (a species list without its column) leaves the old output as it was.
     (tmp_path / "list.csv").write_text("name\nParus major\n")
     broken = config_for(tmp_path, metadata, dataset={"overwrite": True},
                         subsets={"endangered": {"species_list": "list.csv"}})
     with pytest.raises(SchemaError, match="no column 'scientificName'"):
         build(tmp_path, broken)
-    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert (out / "CrypticBio-Curated.csv").read_text() == first
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
-    build(tmp_path, config_for(tmp_path, metadata, dataset={"overwrite": True}))
-    assert "keep.txt" not in [p.name for p in out.iterdir()]
+    build(tmp_path, config_for(tmp_path, metadata, dataset={"overwrite": True, "seed": 1},
+                               subsets={"common": {"more_than": 0}}))
+    assert "CrypticBio-Curated.csv" not in [p.name for p in out.iterdir()]  # replaced as a whole
+    assert (out / "CrypticBio-Common.csv").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
 
 

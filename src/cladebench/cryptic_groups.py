@@ -66,7 +66,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import SchemaError, UsageError
+from cladebench.errors import CladebenchError, SchemaError, UsageError
 
 IDENTIFICATION_COLUMNS: tuple[str, ...] = ("observation_id", "taxon", "current")
 """Columns of an identifications table: the observation, the taxon suggested, whether the ID still stands."""
@@ -262,16 +262,22 @@ def read_table(path: str | Path) -> pa.Table:
     """A CSV (types inferred) or Parquet file as an Arrow table, chosen by the file's suffix."""
     path = Path(path)
     suffixes = [s.lower() for s in path.suffixes]
-    if suffixes[-1:] == [".parquet"]:
-        import pyarrow.parquet as pq
+    if suffixes[-1:] != [".parquet"] and ".csv" not in suffixes and ".tsv" not in suffixes:
+        raise UsageError(f"{path}: expected a .csv, .tsv or .parquet file")
+    if not path.is_file():
+        raise UsageError(f"{path}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
+    try:
+        if suffixes[-1:] == [".parquet"]:
+            import pyarrow.parquet as pq
 
-        return pq.read_table(path)
-    if ".csv" in suffixes or ".tsv" in suffixes:
+            return pq.read_table(path)
         import pyarrow.csv as pacsv
 
         delimiter = "\t" if ".tsv" in suffixes else ","
         return pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True))
-    raise UsageError(f"{path}: expected a .csv, .tsv or .parquet file")
+    except (pa.ArrowInvalid, OSError) as error:  # not UTF-8, a truncated .gz, not Parquet, unreadable
+        message = (getattr(error, "strerror", None) or str(error)).strip().splitlines()
+        raise CladebenchError(f"cannot read {path}: {message[0] if message else type(error).__name__}") from None
 
 
 def pairs_from_edges(edges: pa.Table, *, source: str = "source", target: str = "target") -> pa.Table:

@@ -137,16 +137,35 @@ def attribution_name(login: str | None, name: str | None) -> str | None:
     return login or None
 
 
-def export_file(export_dir: str | Path, table: str) -> Path:
-    """The file of ``table`` in an export folder: ``<table>.csv``, else ``<table>.csv.gz``."""
+def _candidates(export_dir: str | Path, table: str) -> list[Path]:
     if table not in HEADERS:
         raise CladebenchError(f"unknown export table {table!r}; known: {', '.join(TABLES)}")
-    for name in (f"{table}.csv", f"{table}.csv.gz"):
-        path = Path(export_dir) / name
-        if path.is_file():
-            return path
+    return [p for p in (Path(export_dir) / f"{table}.csv", Path(export_dir) / f"{table}.csv.gz") if p.is_file()]
+
+
+def export_file(export_dir: str | Path, table: str) -> Path:
+    """The file of ``table`` in an export folder: ``<table>.csv``, else ``<table>.csv.gz``. With both, always
+    the uncompressed one (:func:`unread_export_file` names the other, so a reader can say which it read)."""
+    found = _candidates(export_dir, table)
+    if found:
+        return found[0]
     raise CladebenchError(f"{export_dir}: no {table}.csv or {table}.csv.gz (an iNat open-data export has "
                           f"{', '.join(t + '.csv' for t in TABLES)})")
+
+
+def unread_export_file(export_dir: str | Path, table: str) -> Path | None:
+    """The ``<table>.csv.gz`` that :func:`export_file` passes over because ``<table>.csv`` is there too, else None.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("photos.csv", "photos.csv.gz"):
+        ...     _ = (folder / name).write_bytes(b"")
+        >>> export_file(folder, "photos").name, unread_export_file(folder, "photos").name
+        ('photos.csv', 'photos.csv.gz')
+    """
+    found = _candidates(export_dir, table)
+    return found[1] if len(found) == 2 else None
 
 
 def _open_text(path: Path) -> TextIO:
@@ -158,12 +177,19 @@ def _open_text(path: Path) -> TextIO:
 def read_header(path: str | Path, table: str) -> tuple[str, ...]:
     """The header of an export file, checked against :data:`HEADERS`; anything else is a SchemaError."""
     path = Path(path)
-    with _open_text(path) as handle:
-        line = handle.readline().rstrip("\r\n")
+    try:
+        with _open_text(path) as handle:
+            line = handle.readline(1 << 16).rstrip("\r\n")
+    except UnicodeDecodeError as error:
+        raise SchemaError(f"{path}: not an iNat open-data {table} file: its header is not UTF-8 text "
+                          f"(byte {error.object[error.start:error.start + 1]!r} at offset {error.start})") from None
+    except (OSError, EOFError) as error:  # unreadable, a gzip that is not one or ends early
+        raise CladebenchError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
     header = tuple(line.split("\t"))
     if header not in HEADERS[table]:
         expected = " or ".join("\\t".join(h) for h in HEADERS[table])
-        raise SchemaError(f"{path}: not an iNat open-data {table} file: header is {line!r}, expected {expected}")
+        shown = line if len(line) <= 300 else line[:300] + "..."
+        raise SchemaError(f"{path}: not an iNat open-data {table} file: header is {shown!r}, expected {expected}")
     return header
 
 
@@ -959,6 +985,7 @@ __all__ = [
     "photo_url",
     "read_header",
     "taxon_url",
+    "unread_export_file",
     "write_export",
     "write_manifest",
 ]

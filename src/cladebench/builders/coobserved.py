@@ -28,9 +28,11 @@ checks below. Each row is checked in SQL (:data:`ROW_CHECKS`): a required field 
 (``missing_fields``); a value the build relies on (:data:`CHECKED_TYPES`) that does not parse as its
 ``structure.sql`` type, or a coordinate out of range (``invalid_value``); an ancestry that is not ids
 joined by ``/`` (``malformed_ancestry``); a duplicated ``(photo_id, observation)`` row
-(``duplicate_row``, kept once) or taxon id (``duplicate_taxon_id``; the id is then unusable). A photo
-one of whose rows is bad is left out as a whole (``invalid_photo_row``), since its observation count
-cannot be trusted.
+(``duplicate_row``, kept once) or taxon id (``duplicate_taxon_id``; the id is then unusable), an
+observer id on several rows (``duplicate_observer_id``, the rows beyond the first; the observer is
+the least row by login and name, whatever the file order, and ids whose rows disagree are counted in
+the notes as ``observer_ids_on_disagreeing_rows``). A photo one of whose rows is bad is left out as a
+whole (``invalid_photo_row``), since its observation count cannot be trusted.
 
 **Sampling.** Eligible photos are grouped by divergence rank (the broadest rank at which the two
 lineages' taxon ids differ). Ranks are filled broadest first (cross-kingdom pairs are the rarest), each
@@ -41,8 +43,11 @@ photos, or whose observer has ``max_per_observer``, is skipped (``species_cap``,
 eligible photos left when a rank is full are ``rank_quota``. Every ordering is explicit, so the same
 export and config give the same rows in the same order (the same fingerprint), whatever the threads.
 
-**Output** (a folder, ``--out``), written to a temporary sibling and renamed into place at the end, so
-a failure leaves nothing half-written:
+**Output** (a folder, ``--out``), written to a hidden staging folder beside it and renamed into place
+at the end, so a failure leaves nothing half-written (:mod:`cladebench.builders.output`: ``--out`` may
+not be, be inside or contain the export or a list it reads; ``--overwrite`` replaces only a previous
+output of this builder, which its marker file ``.cladebench-output.json`` identifies; DuckDB's
+database and spill files live in the staging folder, so a killed build's are removed by the next):
 
 - ``data/coobserved.parquet``: one row per photo in the published dataset's layout (``photo_id``,
   ``photo_uuid``, ``image_url``, ``image_url_medium``, ``photo_page_url``, ``width``, ``height``,
@@ -71,8 +76,9 @@ photos (:mod:`cladebench.download`: resumable, retried, every failure recorded) 
 dataset, through the same mapping as the published dataset
 (:func:`cladebench.sources.coobserved.build_inat_coobserved`). ``--download`` runs that step at once.
 
-**Memory.** DuckDB runs with a ``memory_limit`` (default :data:`DEFAULT_MEMORY_LIMIT`) and spills to a
-temporary directory; tables live in an on-disk database there. Python holds only the eligible photos
+**Memory.** DuckDB runs with a ``memory_limit`` (default :data:`DEFAULT_MEMORY_LIMIT`) and spills to
+disk; tables live in an on-disk database, both in the staging folder (on the output's disk, not in
+``/tmp``, which is often memory). Python holds only the eligible photos
 (a small fraction of an export). ``bench/coobserved_builder.py`` measures peak memory as the export
 grows.
 
@@ -89,10 +95,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -103,6 +106,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cladebench import inat_export
+from cladebench.builders.duckdb_errors import duckdb_errors
+from cladebench.builders.output import OutputTarget, check_output, staged_output, work_dir
 from cladebench.config import OPTION, bare_value, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.raycluster import DEFAULT_ADDRESS
@@ -153,7 +158,7 @@ class CoObservedBuildConfig:
     """With --download, fetch on a Ray cluster: --ray alone as ray.init finds it, or auto, local,
     ray://HOST:10001 (the download cache must be on a filesystem every node sees)."""
     overwrite: bool = False
-    """Replace OUT if it exists."""
+    """Replace OUT if it is a previous output of this builder (its marker file says so); anything else is refused."""
 
     def __post_init__(self) -> None:
         for name in ("per_rank", "max_per_species", "max_per_observer"):
@@ -219,7 +224,8 @@ def _row_checks(table: str) -> tuple[Check, ...]:
 
 ROW_CHECKS: dict[str, tuple[Check, ...]] = {table: _row_checks(table) for table in inat_export.TABLES}
 """Per file, the checks of each row, first failing one wins; plus ``malformed_line`` (a line the reader
-cannot split), ``duplicate_row`` (photos) and ``duplicate_taxon_id`` (taxa), counted apart."""
+cannot split), ``duplicate_row`` (photos), ``duplicate_taxon_id`` (taxa) and ``duplicate_observer_id``
+(observers), counted apart."""
 
 GROUP_CHECKS: tuple[Check, ...] = (
     Check("invalid_photo_row", "n_missing + n_invalid > 0", "a row of the photo is bad (missing or invalid field)"),
@@ -297,6 +303,8 @@ class _File:
     table: str
     path: Path
     header: tuple[str, ...]
+    not_read: Path | None = None
+    """The ``.csv.gz`` beside a ``.csv`` of the same table, which is not read (the ``.csv`` always is)."""
 
     def scan(self, *, record_rejects: bool) -> str:
         """A ``read_csv`` of the file, every column text. The first scan records the lines it cannot split;
@@ -325,7 +333,8 @@ def _export_files(export_dir: Path) -> dict[str, _File]:
     files = {}
     for table in inat_export.TABLES:
         path = inat_export.export_file(export_dir, table)
-        files[table] = _File(table, path, inat_export.read_header(path, table))
+        files[table] = _File(table, path, inat_export.read_header(path, table),
+                             inat_export.unread_export_file(export_dir, table))
     return files
 
 
@@ -579,18 +588,22 @@ class _Stages:
         """)
 
     def observers(self) -> None:
-        """One scan: row counts by issue, observers without a name, and the candidates' observers."""
+        """One scan: row counts by issue, observers without a name, repeated observer ids, and the candidates'
+        observers. An id on several valid rows is counted (``duplicate_observer_id``, the rows beyond the
+        first) and resolved to one whole row, the least by (login, name), whatever the file order."""
         f = self.files["observers"]
         self.sql(f"""
+            CREATE TABLE observer_rows AS
+            SELECT {f.typed('observer_id')} AS observer_id, login, name, {f.issue()} AS issue
+            FROM {f.scan(record_rejects=True)}
+        """)
+        self.sql("""
             CREATE TABLE observer_groups AS
-            WITH wanted AS (SELECT DISTINCT observer_id FROM candidates),
-            rows AS (SELECT {f.typed('observer_id')} AS observer_id, login, name, {f.issue()} AS issue
-                     FROM {f.scan(record_rejects=True)})
+            WITH wanted AS (SELECT DISTINCT observer_id FROM candidates)
             SELECT w.observer_id, r.issue, count(*) AS n,
                    count(*) FILTER (nullif(trim(r.name), '') IS NULL OR trim(r.name) = 'None') AS n_without_name,
-                   min(r.login) FILTER (w.observer_id IS NOT NULL) AS login,
-                   min(r.name) FILTER (w.observer_id IS NOT NULL) AS name
-            FROM rows r LEFT JOIN wanted w ON w.observer_id = r.observer_id
+                   min({'login': r.login, 'name': r.name}) FILTER (w.observer_id IS NOT NULL) AS entry
+            FROM observer_rows r LEFT JOIN wanted w ON w.observer_id = r.observer_id
             GROUP BY ALL
         """)
         rejected = self._count_rejects("observers")
@@ -604,7 +617,15 @@ class _Stages:
                 without_name += int(n_without_name)
         self.rows_read["observers"] = total
         self.notes["observers_without_name"] = without_name
-        rows = self.sql("SELECT observer_id, min(login), min(name) FROM observer_groups "
+        repeated, conflicting = self.one("""
+            SELECT coalesce(sum(n - 1), 0), count(*) FILTER (n_distinct > 1) FROM (
+                SELECT observer_id, count(*) AS n, count(DISTINCT {'login': login, 'name': name}) AS n_distinct
+                FROM observer_rows WHERE issue IS NULL GROUP BY observer_id HAVING count(*) > 1)
+        """)
+        if repeated:
+            self.row_issues["observers"]["duplicate_observer_id"] += int(repeated)
+        self.notes["observer_ids_on_disagreeing_rows"] = int(conflicting)
+        rows = self.sql("SELECT observer_id, min(entry).login, min(entry).name FROM observer_groups "
                         "WHERE observer_id IS NOT NULL AND issue IS NULL GROUP BY ALL ORDER BY 1").fetchall()
         names = [(i, login, name, inat_export.attribution_name(login, name)) for i, login, name in rows]
         self.con.register("observer_names_arrow", pa.table({
@@ -885,7 +906,8 @@ class CoObservedBuildSummary:
     """SHA-256 of the rows' uuids in order (:func:`cladebench.store.fingerprint_uuids`), which is what the
     Lance dataset's fingerprint is when every photo is fetched."""
     files: dict[str, dict[str, Any]]
-    """Per table: file, header variant (columns) and data lines read."""
+    """Per table: file, header variant (columns) and data lines read; ``not_read``: the ``.csv.gz`` passed over
+    because the ``.csv`` of the same table is there too (the ``.csv`` is always the one read)."""
     row_issues: dict[str, dict[str, int]]
     """Bad rows per table and reason."""
     photo_outcomes: dict[str, int]
@@ -923,6 +945,8 @@ class CoObservedBuildSummary:
             "left out: " + (", ".join(f"{r} {n:,}" for n, r in drops[:8]) or "none")
             + (f"; {bad_rows:,} bad rows" if bad_rows else "") + f"; all counts in {self.card_path}",
         ]
+        lines += [f"read {Path(v['file']).name}, not {Path(v['not_read']).name} beside it (the uncompressed file "
+                  "is always the one read)" for v in self.files.values() if v.get("not_read")]
         if self.dataset_path is None:
             lines.append(f"images: cladebench load inat-coobserved {self.out / 'data'} --out <dataset>.lance")
         else:
@@ -1019,6 +1043,9 @@ def render_card(summary: CoObservedBuildSummary) -> str:
         _table(["file", "columns", "data lines"],
                [(Path(v["file"]).name, len(v["columns"]), v["rows"]) for v in summary.files.values()]),
         "",
+        *[f"Both `{Path(v['file']).name}` and `{Path(v['not_read']).name}` were in the export folder: "
+          f"`{Path(v['file']).name}` was read, `{Path(v['not_read']).name}` was not (the uncompressed file is "
+          "always the one read).\n" for v in summary.files.values() if v.get("not_read")],
     ]
     return "\n".join(sections)
 
@@ -1057,24 +1084,14 @@ def _connect(work_dir: Path, memory_limit: str, threads: int | None) -> duckdb.D
     return con
 
 
-def _prepare_out(out: Path, overwrite: bool) -> Path:
-    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
-        raise CladebenchError(f"{out} already exists; choose another --out or pass --overwrite")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    (staging / "data").mkdir()
-    return staging
+WRITER = "build coobserved"
+"""The output's marker names this writer; ``--overwrite`` replaces only such a folder
+(:mod:`cladebench.builders.output`)."""
 
 
-def _commit(staging: Path, out: Path) -> None:
-    """Move the finished build into place; an existing ``out`` (``--overwrite``) is replaced only now."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-    staging.rename(out)
-    if old is not None:
-        shutil.rmtree(old) if old.is_dir() else old.unlink()
+def _inputs(config: CoObservedBuildConfig) -> tuple[Path, ...]:
+    """What the build reads: the output may be none of these, inside none, and contain none."""
+    return tuple(Path(p) for p in (config.export_dir, config.exclude_photo_ids, config.tol_species) if p is not None)
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
@@ -1100,13 +1117,17 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
     from cladebench.sources.coobserved import row_uuid
 
     started = time.monotonic()
-    files = _export_files(Path(config.export_dir))
     out = Path(config.out)
-    staging = _prepare_out(out, config.overwrite)
-    try:
-        with tempfile.TemporaryDirectory(prefix="cladebench-coobserved-") as work:
-            con = _connect(Path(work), memory_limit, threads)
-            try:
+    target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite,
+                          inputs=_inputs(config))
+    check_output(target)  # before anything is read
+    files = _export_files(Path(config.export_dir))
+    with staged_output(target) as staging:
+        (staging / "data").mkdir()
+        con = _connect(work_dir(staging), memory_limit, threads)
+        try:
+            with duckdb_errors(f"the export in {config.export_dir}",
+                               memory_hint=f"DuckDB's memory_limit is {memory_limit}"):
                 stages = _Stages(con, files, config)
                 if config.exclude_photo_ids is not None:
                     _read_id_list(con, Path(config.exclude_photo_ids), "photo_id", "BIGINT", "excluded")
@@ -1129,8 +1150,8 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
                 dropped = stages.dropped(refused)
                 n_photo_ids = stages.one("SELECT coalesce(sum(n_ids), 0) FROM photo_groups "
                                          "WHERE photo_id IS NOT NULL OR outcome IS NOT NULL")[0]
-            finally:
-                con.close()
+        finally:
+            con.close()
         table = pa.Table.from_pylist(rows, schema=PUBLISHED_SCHEMA)
         _write_parquet(table, staging / DATA_FILE)
         _write_parquet(dropped, staging / "dropped.parquet")
@@ -1149,7 +1170,8 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
             out=out, data_path=out / DATA_FILE, card_path=out / "README.md",
             dataset_path=None if dataset_path is None else out / dataset_path.name, rows=len(rows),
             fingerprint=fingerprint_uuids(row_uuid(p) for p in kept),
-            files={t: {"file": str(f.path), "columns": list(f.header), "rows": stages.rows_read.get(t, 0)}
+            files={t: {"file": str(f.path), "columns": list(f.header), "rows": stages.rows_read.get(t, 0),
+                       **({"not_read": str(f.not_read)} if f.not_read is not None else {})}
                    for t, f in files.items()},
             row_issues={t: {r: n for r, n in sorted(c.items()) if n} for t, c in stages.row_issues.items()
                         if any(c.values())},
@@ -1162,10 +1184,6 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
         )
         (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
         (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
-        _commit(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return summary
 
 

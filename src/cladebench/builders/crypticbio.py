@@ -80,7 +80,10 @@ or go:
 - ``curated``: every species kept, optionally capped per species.
 
 **Output** (``dataset.out``), staged in a hidden sibling folder and renamed into place only when
-complete, so a failure leaves nothing half-written: ``CrypticBio-<Subset>.csv`` per subset in the
+complete, so a failure leaves nothing half-written (:mod:`cladebench.builders.output`: ``dataset.out``
+may not be, be inside or contain a file the config reads, the YAML file included; ``overwrite: true``
+replaces only a previous output of this builder, which its marker ``.cladebench-output.json``
+identifies): ``CrypticBio-<Subset>.csv`` per subset in the
 published column order; ``cryptic_groups.tsv`` (the lookup :func:`read_cryptic_lookup` reads) and
 ``cryptic_pairs.parquet`` (pairs with their evidence) when groups are known; ``rejected.parquet``;
 ``README.md`` (the card: per-subset and per-taxonomic-group counts, drops by reason, cryptic-group
@@ -102,14 +105,13 @@ Example:
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import dataclasses
 import datetime
 import hashlib
 import json
 import math
-import shutil
-import tempfile
 import time
 import types
 import typing
@@ -124,6 +126,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import cryptic_groups
+from cladebench.builders.duckdb_errors import duckdb_interrupts
+from cladebench.builders.output import OutputTarget, check_output, staged_output
 from cladebench.config import OPTION, config_to_dict
 from cladebench.download import DownloadConfig
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
@@ -145,7 +149,7 @@ class DatasetSection:
     benchmark columns (scientificName, year, month, day, decimalLatitude, decimalLongitude, url, kingdom ..
     genus, vernacularName)."""
     out: Path
-    """Output folder; it must not exist (or be empty) unless overwrite is true."""
+    """Output folder; it must not exist (or be empty) unless overwrite is true; apart from every input."""
     seed: int = 0
     """Seed of every per-species sample; the same metadata, config and seed give the same files."""
     cryptic_group_column: str | None = None
@@ -155,7 +159,8 @@ class DatasetSection:
     """Column holding each photo's licence; default: license when the file has it. With one, a row whose licence
     is missing or not recognised is dropped, and the license filter applies to the parsed code (cc-by, ...)."""
     overwrite: bool = False
-    """Replace out if it exists (only once the new build is complete)."""
+    """Replace out if it is a previous output of this builder (its marker file says so), only once the new build is
+    complete; anything else at out is refused."""
     batch_rows: int = 65_536
     """Rows of a Parquet file read at once (CSV files are read in blocks of about 8 MB)."""
 
@@ -499,17 +504,29 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
+def _where(error: UnicodeDecodeError) -> str:
+    return f"byte {error.object[error.start:error.start + 1]!r} at offset {error.start}"
+
+
 def load_config(path: str | Path) -> CrypticBioCurateConfig:
     """Read a ``config.yaml``; paths in it are relative to its folder."""
     import yaml
 
     path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path}: a folder, not a config file")
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_unique_key_loader())
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such config file") from None
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{path}: not UTF-8 text ({_where(error)}); a config file is UTF-8 YAML") from None
+    except OSError as error:
+        raise CladebenchError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        raw = yaml.load(text, Loader=_unique_key_loader())
     except yaml.YAMLError as error:
-        raise UsageError(f"{path}: not valid YAML: {error}") from None
+        raise UsageError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
     return parse_config(raw, base_dir=path.resolve().parent, source=path)
 
 
@@ -756,24 +773,38 @@ def _csv_batches(path: Path, batch_rows: int, invalid: list[str]) -> Iterator[pa
         invalid.append(row.text)
         return "skip"
 
-    reader = pacsv.open_csv(
-        pa.input_stream(str(path)),
-        read_options=pacsv.ReadOptions(block_size=8 << 20),
-        parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=skip),
-        convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(header, pa.string()),
-                                             strings_can_be_null=False, quoted_strings_can_be_null=False),
-    )
-    for batch in reader:
-        yield pa.Table.from_batches([batch])
+    with _arrow_errors(path):
+        reader = pacsv.open_csv(
+            pa.input_stream(str(path)),
+            read_options=pacsv.ReadOptions(block_size=8 << 20),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=skip),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(header, pa.string()),
+                                                 strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+        for batch in reader:
+            yield pa.Table.from_batches([batch])
 
 
 def _parquet_batches(path: Path, batch_rows: int, invalid: list[str]) -> Iterator[pa.Table]:
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
-    _check_columns(path, parquet.schema_arrow.names)
-    for batch in parquet.iter_batches(batch_size=batch_rows):
-        yield pa.Table.from_batches([batch])
+    with _arrow_errors(path):
+        parquet = pq.ParquetFile(path)
+        _check_columns(path, parquet.schema_arrow.names)
+        for batch in parquet.iter_batches(batch_size=batch_rows):
+            yield pa.Table.from_batches([batch])
+
+
+@contextlib.contextmanager
+def _arrow_errors(path: Path) -> Iterator[None]:
+    """A file Arrow cannot read (bytes that are not UTF-8, a truncated ``.gz``, a broken Parquet file) is an input
+    error naming the file, not a crash."""
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as error:
+        lines = (getattr(error, "strerror", None) or str(error)).strip().splitlines()
+        hint = " (metadata must be UTF-8)" if "UTF8" in str(error) else ""
+        raise CladebenchError(f"cannot read {path}: {lines[0] if lines else type(error).__name__}{hint}") from None
 
 
 READERS: dict[str, Callable[[Path, int, list[str]], Iterator[pa.Table]]] = {
@@ -945,12 +976,13 @@ def _auto_column(path: Path, given: str | None, default: str) -> str | None:
 
 
 def _column_names(path: Path) -> list[str]:
-    if _reader(path) is _parquet_batches:
-        import pyarrow.parquet as pq
+    with _arrow_errors(path):
+        if _reader(path) is _parquet_batches:
+            import pyarrow.parquet as pq
 
-        return pq.ParquetFile(path).schema_arrow.names
-    with pa.input_stream(str(path)) as stream:
-        first = stream.read(1 << 16).decode("utf-8-sig", errors="replace")
+            return pq.ParquetFile(path).schema_arrow.names
+        with pa.input_stream(str(path)) as stream:
+            first = stream.read(1 << 16).decode("utf-8-sig", errors="replace")
     return next(csv.reader([first.splitlines()[0]])) if first.strip() else []
 
 
@@ -968,7 +1000,7 @@ def _read_and_filter(config: CrypticBioCurateConfig, groups: Mapping[str, tuple[
     try:
         for file_index, path in enumerate(config.dataset.metadata):
             if not path.is_file():
-                raise UsageError(f"dataset.metadata: {path} does not exist")
+                raise UsageError(f"dataset.metadata: {path} {'is a folder' if path.is_dir() else 'does not exist'}")
             preparer = _Preparer(_auto_column(path, config.dataset.cryptic_group_column, "crypticGroup"),
                                  _auto_column(path, config.dataset.license_column, "license"), groups)
             invalid: list[str] = []
@@ -976,7 +1008,8 @@ def _read_and_filter(config: CrypticBioCurateConfig, groups: Mapping[str, tuple[
             for batch in _reader(path)(path, config.dataset.batch_rows, invalid):
                 prepared = preparer.prepare(batch, file_index, first_row)
                 first_row += batch.num_rows
-                _evaluate(con, prepared, query, params, filters, tally, wanted)
+                with duckdb_interrupts():
+                    _evaluate(con, prepared, query, params, filters, tally, wanted)
             malformed.extend((file_index, text) for text in invalid)
     finally:
         con.close()
@@ -1146,12 +1179,20 @@ def read_species_list(path: str | Path, name_column: str) -> list[str]:
     """The names in one column of a CSV (an IUCN Red List or GISD export), blanks and repeats dropped."""
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"species list {path} does not exist")
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if name_column not in (reader.fieldnames or []):
-            raise SchemaError(f"{path}: no column {name_column!r} (set name_column); columns: {reader.fieldnames}")
-        names = [(row[name_column] or "").strip() for row in reader]
+        raise UsageError(f"species list {path} {'is a folder' if path.is_dir() else 'does not exist'}")
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.DictReader(handle)
+            if name_column not in (reader.fieldnames or []):
+                raise SchemaError(f"{path}: no column {name_column!r} (set name_column); columns: "
+                                  f"{reader.fieldnames}")
+            names = [(row[name_column] or "").strip() for row in reader]
+    except UnicodeDecodeError as error:
+        raise CladebenchError(f"species list {path}: not UTF-8 text ({_where(error)})") from None
+    except csv.Error as error:  # a field longer than csv.field_size_limit(), a NUL byte, ...
+        raise CladebenchError(f"species list {path}: cannot be read as CSV: {error}") from None
+    except OSError as error:
+        raise CladebenchError(f"species list {path}: {error.strerror or error}") from None
     return list(dict.fromkeys(n for n in names if n))
 
 
@@ -1372,22 +1413,21 @@ def _rejected_table(tally: _Tally, malformed: list[tuple[int, str]], files: Sequ
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def _prepare_out(out: Path, overwrite: bool) -> Path:
-    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out} already exists; choose another dataset.out or set overwrite: true")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+WRITER = "build crypticbio"
+"""The output's marker names this writer; ``overwrite: true`` replaces only such a folder
+(:mod:`cladebench.builders.output`)."""
 
 
-def _commit(staging: Path, out: Path) -> None:
-    """Move the finished build into place; an existing ``out`` (overwrite) is replaced only now."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{time.time_ns()}")
-        out.rename(old)
-    staging.rename(out)
-    if old is not None:
-        shutil.rmtree(old) if old.is_dir() else old.unlink()
+def _inputs(config: CrypticBioCurateConfig) -> tuple[Path, ...]:
+    """What the build reads (the YAML file included): the output may be none of these, inside none, contain none."""
+    paths: list[Path | None] = [config.source, *config.dataset.metadata]
+    if config.generate_pairs is not None:
+        pairs = config.generate_pairs
+        paths += [pairs.identifications, pairs.observations, pairs.lookup, pairs.edges]
+    paths += [getattr(subset, "species_list", None) for subset in config.subsets.configured().values()]
+    if config.download is not None and config.download.enabled:
+        paths.append(config.download.cache_dir)
+    return tuple(Path(p) for p in paths if p is not None)
 
 
 def _download(section: DownloadSection, staging: Path, written: Mapping[str, tuple[Path, int]],
@@ -1449,8 +1489,10 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
     started = time.monotonic()
     config = _resolve(config)
     out = config.dataset.out
-    staging = _prepare_out(out, config.dataset.overwrite)
-    try:
+    target = OutputTarget(out, writer=WRITER, overwrite=config.dataset.overwrite, inputs=_inputs(config),
+                          out_option="dataset.out", overwrite_option="overwrite: true")
+    check_output(target)  # before anything is read
+    with staged_output(target) as staging:
         source_groups = _load_groups(config.generate_pairs) if config.generate_pairs is not None else None
         tally, kept, malformed = _read_and_filter(
             config, None if source_groups is None else source_groups.groups)
@@ -1503,10 +1545,6 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
         (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
         (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=2, default=str) + "\n",
                                             encoding="utf-8")
-        _commit(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return summary
 
 

@@ -54,7 +54,10 @@ index on each ``emb_*`` column when the dataset has at least ``min_index_rows`` 
 and never misses, and k-means over a handful of vectors gives partitions that mean nothing.
 
 **Output** (``--out``), written to a temporary sibling and renamed into place only when everything is
-done, so a failure at any step leaves nothing half-written (and an existing ``--out`` untouched):
+done, so a failure at any step leaves nothing half-written (and an existing ``--out`` untouched;
+:mod:`cladebench.builders.output`: ``--out`` may not be, be inside or contain an input, and
+``--overwrite`` replaces only a previous output of this builder, which its marker
+``.cladebench-output.json`` identifies):
 
 - ``data/challenges.lance``: the table (the store's canonical columns; ``species`` is the lower-case
   epithet and ``scientific_name`` the catalog's, authority included; plus ``challenge_group``,
@@ -83,9 +86,7 @@ import io
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -96,6 +97,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from cladebench import store
+from cladebench.builders.duckdb_errors import duckdb_errors
+from cladebench.builders.output import OutputTarget, check_output, staged_output
 from cladebench.config import OPTION, bare_value, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.raycluster import DEFAULT_ADDRESS
@@ -300,7 +303,8 @@ class FineGrainedBuildConfig:
     progress: bool = True
     """Show progress bars on stderr."""
     overwrite: bool = False
-    """Replace OUT if it exists (only once the new build is complete)."""
+    """Replace OUT if it is a previous output of this builder (its marker file says so), only once the new build is
+    complete; anything else at OUT is refused."""
 
     def __post_init__(self) -> None:
         for name, low in (("per_species", 1), ("genus_only_cap", 0), ("max_side", 1), ("min_index_rows", 1),
@@ -520,21 +524,29 @@ def _read_catalog(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGrou
 def _read_uuid_list(path: Path) -> set[str]:
     """A ``--seen`` file: Parquet or CSV with a ``uuid`` column, or text with one uuid per line."""
     if not path.is_file():
-        raise UsageError(f"--seen: {path}: no such file")
+        raise UsageError(f"--seen: {path}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
     name = path.name.lower()
     if name.endswith((".parquet", ".csv", ".csv.gz")):
         import duckdb
 
         con = duckdb.connect()
         try:
-            scan = _scan_sql(path)
-            if "uuid" not in _columns(con, scan):
-                raise UsageError(f"--seen: {path} has no uuid column")
-            values = con.sql(f"SELECT DISTINCT trim(CAST(uuid AS VARCHAR)) FROM {scan} WHERE uuid IS NOT NULL")
-            return {v for (v,) in values.fetchall() if v}
+            with duckdb_errors(f"--seen {path}"):
+                scan = _scan_sql(path)
+                if "uuid" not in _columns(con, scan):
+                    raise UsageError(f"--seen: {path} has no uuid column")
+                values = con.sql(f"SELECT DISTINCT trim(CAST(uuid AS VARCHAR)) FROM {scan} WHERE uuid IS NOT NULL")
+                return {v for (v,) in values.fetchall() if v}
         finally:
             con.close()
-    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise CladebenchError(f"--seen: {path}: not UTF-8 text (byte {error.object[error.start:error.start + 1]!r} "
+                              f"at offset {error.start})") from None
+    except OSError as error:
+        raise CladebenchError(f"--seen: cannot read {path}: {error.strerror or error}") from None
+    lines = (line.strip() for line in text.splitlines())
     return {line for line in lines if line and line.lower() != "uuid"}
 
 
@@ -923,22 +935,19 @@ def _summarise(table: pa.Table, groups: Sequence[ChallengeGroup], eligible: Coun
 # --- the build -----------------------------------------------------------------------------------
 
 
-def _prepare_out(out: Path, overwrite: bool) -> Path:
-    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
-        raise CladebenchError(f"{out} already exists; choose another --out or pass --overwrite")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+WRITER = "build finegrained"
+"""The output's marker names this writer; ``--overwrite`` replaces only such a folder
+(:mod:`cladebench.builders.output`)."""
 
 
-def _commit(staging: Path, out: Path) -> None:
-    """Move the finished build into place; an existing ``out`` (``--overwrite``) is replaced only now."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-    staging.rename(out)
-    if old is not None:
-        shutil.rmtree(old) if old.is_dir() else old.unlink()
+def _inputs(config: FineGrainedBuildConfig) -> tuple[Path, ...]:
+    """What the build reads: the output may be none of these, inside none, and contain none (a local model
+    folder given to ``--embed`` included)."""
+    paths: list[Path | None] = [config.catalog, config.provenance, config.image_dir, config.download_dir]
+    paths += [path for _, path in parse_seen(config.seen)]
+    paths += [Path(model.removeprefix("local-dir:")) for _, model in parse_embed(config.embed)
+              if model.startswith("local-dir:")]
+    return tuple(Path(p) for p in paths if p is not None)
 
 
 def _embed(dataset_path: Path, config: FineGrainedBuildConfig) -> None:
@@ -982,17 +991,19 @@ def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary
     """Build Fine-Grained Challenges from ``config.catalog`` into ``config.out``; see the module docstring."""
     started = time.monotonic()
     groups = parse_groups(config.group)
+    out = Path(config.out)
+    target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config))
+    check_output(target)  # before anything is read
     seen_specs = parse_seen(config.seen)
     seen = [(model, _read_uuid_list(path)) for model, path in seen_specs] if seen_specs else None
-    catalog = _read_catalog(config, groups)
+    with duckdb_errors(f"the catalog {config.catalog} with {config.provenance}"):
+        catalog = _read_catalog(config, groups)
 
     eligible, dropped = check_rows(catalog.group_rows)
     kept, capped = sample(eligible, config, groups)
     dropped.extend(capped)
 
-    out = Path(config.out)
-    staging = _prepare_out(out, config.overwrite)
-    try:
+    with staged_output(target) as staging:
         with_files, image_counts = _image_sources(kept, config, dropped)
         dataset_path = staging / DATASET_DIR
         dataset_path.parent.mkdir(parents=True)
@@ -1041,10 +1052,6 @@ def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary
         pq.write_table(_dropped_table(dropped), staging / "dropped.parquet")
         (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
         (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
-        _commit(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return summary
 
 

@@ -1,0 +1,356 @@
+"""One way to write an output folder: checked before anything is read, marked, staged beside it, renamed into place.
+
+Every builder (``build coobserved``, ``build crypticbio``, ``build finegrained``), ``demo`` and
+``demo-model train`` write a folder the user names. The rules, the same for all of them:
+
+- **An output is never an input.** ``--out`` equal to an input, inside one, or holding one is a usage
+  error (exit 2), raised before anything is read (:func:`check_not_an_input`): otherwise
+  ``--overwrite`` would delete the export it was reading, and a build could read its own output.
+- **Every output is marked.** The folder holds :data:`MARKER_NAME`, a small JSON file naming the
+  command that wrote it (its ``writer``, e.g. ``"build coobserved"``).
+- **``--overwrite`` replaces only a previous output of the same writer**: a folder whose marker names
+  it (or, for outputs written before markers, what :class:`OutputTarget`'s ``legacy`` test
+  recognises). A file, a symbolic link, a folder of someone else's files or another command's output
+  is refused (exit 1) and left exactly as it was. An empty folder is always fine. Without
+  ``--overwrite`` an existing non-empty folder is refused.
+- **Nothing half-written.** A builder works in a hidden staging folder beside the output
+  (``.<name>.building-<pid>-<random>``) whose marker also records the process and host; the previous
+  output is moved into the staging folder, the staging folder renamed onto the output's name, and only
+  then the previous output removed (:func:`staged_output`). A failure or Ctrl-C removes the staging
+  folder and leaves the previous output as it was.
+- **kill -9 leaves nothing that a rerun does not clean.** A rerun looks beside the output for staging
+  folders of the same writer whose process (same host) is gone, and removes them; if the run was killed
+  between its two renames (the previous output already inside the staging folder, the new one not yet in
+  place), the previous output is moved back first (:func:`clean_leftovers`). A staging folder it cannot
+  prove is a dead run's own (no marker, another writer, another host, a live process) is left alone.
+
+Folders that are written in place (``demo``: its run records name its datasets by path, so it cannot
+be renamed afterwards) use :func:`prepare_in_place`: the same checks, then the marker first.
+
+Example:
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> target = OutputTarget(root / "out", writer="build example")
+    >>> with staged_output(target) as staging:
+    ...     _ = (staging / "rows.txt").write_text("1\\n")
+    >>> sorted(p.name for p in (root / "out").iterdir())
+    ['.cladebench-output.json', 'rows.txt']
+    >>> read_marker(root / "out")["writer"]
+    'build example'
+    >>> (root / "mine").mkdir(); _ = (root / "mine" / "thesis.tex").write_text("years of work")
+    >>> try:
+    ...     check_replaceable(OutputTarget(root / "mine", writer="build example", overwrite=True))
+    ... except CladebenchError as error:
+    ...     print(error.exit_code, str(error).split(";")[0])
+    1 ... is not an output of `cladebench build example` (it has no .cladebench-output.json naming it)
+    >>> shutil.rmtree(root)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cladebench.errors import CladebenchError, UsageError
+
+MARKER_NAME = ".cladebench-output.json"
+"""File in every output folder naming the command that wrote it; ``--overwrite`` trusts nothing else."""
+STAGING_TAG = ".building-"
+"""Staging folders are ``.<out name>.building-<pid>-<random>``, beside the output."""
+PREVIOUS_NAME = ".previous-output"
+"""Inside a staging folder during the commit: the output being replaced, until the new one is in place."""
+WORK_NAME = ".work"
+"""Inside a staging folder: scratch space (DuckDB's database and spill files, caches) removed before the
+commit; being inside the staging folder, a killed run's scratch goes with it when a rerun cleans up."""
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """An output folder a command is about to write, and what it may replace."""
+
+    out: Path
+    """The folder the user named."""
+    writer: str
+    """The command that writes it, as its marker records it (``"build coobserved"``, ``"demo"``)."""
+    overwrite: bool = False
+    """Whether a previous output of the same writer may be replaced."""
+    inputs: tuple[Path, ...] = ()
+    """Files and folders the command reads: the output must be none of them, inside none, contain none."""
+    out_option: str = "--out"
+    """How the user named the output (``--out``, ``dataset.out``), for messages."""
+    overwrite_option: str = "--overwrite"
+    """How the user asks for replacement (``--overwrite``, ``overwrite: true``), for messages."""
+    legacy: Callable[[Path], bool] | None = field(default=None, compare=False)
+    """Recognises an output of this writer from before markers existed (None: only the marker counts)."""
+
+
+# --- the marker ----------------------------------------------------------------------------------
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """The marker of ``folder`` as a dict, or None when it has none (or an unreadable one)."""
+    try:
+        marker = json.loads((Path(folder) / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def write_marker(folder: Path, writer: str) -> Path:
+    """Mark ``folder`` as written by ``writer`` from this process on this host."""
+    from cladebench import __version__
+
+    marker = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(), "host": socket.gethostname(),
+              "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    path = Path(folder) / MARKER_NAME
+    path.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def is_output_of(folder: Path, writer: str, legacy: Callable[[Path], bool] | None = None) -> bool:
+    """Whether ``folder`` is a previous output of ``writer`` (its marker names it, or ``legacy`` says so)."""
+    marker = read_marker(folder)
+    if marker is not None:
+        return marker.get("writer") == writer
+    return legacy is not None and legacy(Path(folder))
+
+
+# --- the checks ----------------------------------------------------------------------------------
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(Path(path).expanduser()))
+
+
+def _relation(out: Path, source: Path) -> str | None:
+    """How ``out`` overlaps ``source`` (both resolved), or None when they do not."""
+    if out == source:
+        return "is"
+    if out.is_relative_to(source):
+        return "is inside"
+    if source.is_relative_to(out):
+        return "contains"
+    return None
+
+
+def check_not_an_input(out: Path, inputs: Iterable[Path | None], out_option: str = "--out") -> None:
+    """A :class:`UsageError` when ``out`` is an input, is inside one or contains one (symbolic links followed,
+    so a link cannot hide the overlap). ``None`` inputs (options not given) are skipped."""
+    out_paths = {_absolute(out), _absolute(out).resolve()}
+    for source in inputs:
+        if source is None:
+            continue
+        for source_path in {_absolute(source), _absolute(source).resolve()}:
+            for out_path in out_paths:
+                relation = _relation(out_path, source_path)
+                if relation is not None:
+                    raise UsageError(f"{out_option} {out} {relation} the input {source}: the output must be a "
+                                     "folder of its own, apart from what is read")
+
+
+def _describe_os_error(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError as error:
+        raise CladebenchError(f"cannot read {folder}: {_describe_os_error(error)}") from None
+
+
+def check_replaceable(target: OutputTarget) -> None:
+    """Refuse (exit 1) an output that exists and may not be replaced: a file or link, a non-empty folder
+    without ``overwrite``, or, with it, anything but a previous output of the same writer."""
+    out = Path(target.out)
+    if out.is_symlink():
+        raise CladebenchError(f"{out} is a symbolic link; {target.out_option} must name a folder of its own")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise CladebenchError(f"{out} exists and is not a folder; choose another {target.out_option}")
+    if not _entries(out):
+        return
+    if not target.overwrite:
+        raise CladebenchError(f"{out} already exists and is not empty; choose another {target.out_option} or pass "
+                              f"{target.overwrite_option} (which replaces only a previous output of "
+                              f"`cladebench {target.writer}`)")
+    if not is_output_of(out, target.writer, target.legacy):
+        marker = read_marker(out)
+        whose = (f"its {MARKER_NAME} names `cladebench {marker.get('writer')}`" if marker is not None
+                 else f"it has no {MARKER_NAME} naming it")
+        raise CladebenchError(f"{out} is not an output of `cladebench {target.writer}` ({whose}); "
+                              f"{target.overwrite_option} replaces only those, and nothing in it was touched: "
+                              f"choose another {target.out_option}")
+
+
+def check_output(target: OutputTarget) -> None:
+    """Every check that needs nothing read: not an input (exit 2), replaceable (exit 1)."""
+    check_not_an_input(target.out, target.inputs, target.out_option)
+    check_replaceable(target)
+
+
+# --- leftovers of killed runs --------------------------------------------------------------------
+
+
+def _process_alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill there terminates; never guess on Windows
+        return True
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _owned_by_dead_run(folder: Path, writer: str) -> bool:
+    marker = read_marker(folder)
+    if marker is None or marker.get("writer") != writer or marker.get("host") != socket.gethostname():
+        return False
+    pid = marker.get("pid")
+    return isinstance(pid, int) and pid != os.getpid() and not _process_alive(pid)
+
+
+def staging_folders(out: Path) -> list[Path]:
+    """The staging folders beside ``out`` (of any run, live or dead)."""
+    out = _absolute(out)
+    prefix = f".{out.name}{STAGING_TAG}"
+    try:
+        return sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()
+                      and not p.is_symlink())
+    except OSError:
+        return []
+
+
+def clean_leftovers(out: Path, writer: str) -> list[Path]:
+    """Remove what killed runs of ``writer`` left beside ``out`` (see the module docstring); returns what was
+    removed. A previous output caught mid-commit is moved back to ``out`` first."""
+    out = _absolute(out)
+    removed = []
+    for staging in staging_folders(out):
+        if not _owned_by_dead_run(staging, writer):
+            continue
+        previous = staging / PREVIOUS_NAME
+        if previous.is_dir() and not out.exists():
+            os.rename(previous, out)  # killed between the two renames: the previous output goes back
+        shutil.rmtree(staging, ignore_errors=True)
+        removed.append(staging)
+    # Killed while removing the replaced output, after the commit: it is inside the new output.
+    previous = out / PREVIOUS_NAME
+    if previous.is_dir() and _owned_by_dead_run(out, writer):
+        shutil.rmtree(previous, ignore_errors=True)
+        removed.append(previous)
+    return removed
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def _make_staging(target: OutputTarget) -> Path:
+    out = _absolute(target.out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING_TAG}{os.getpid()}-", dir=out.parent))
+    except OSError as error:
+        raise CladebenchError(f"cannot write {target.out}: {_describe_os_error(error)} ({out.parent})") from None
+    try:
+        staging.chmod(0o755)  # mkdtemp makes it private; an output is for sharing
+        write_marker(staging, target.writer)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def work_dir(staging: Path) -> Path:
+    """Scratch space inside ``staging``, removed before the commit (and with the staging folder after a kill)."""
+    path = Path(staging) / WORK_NAME
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def commit(staging: Path, target: OutputTarget) -> None:
+    """Put a finished staging folder in place of ``target.out``; a previous output is removed only after."""
+    out = _absolute(target.out)
+    shutil.rmtree(Path(staging) / WORK_NAME, ignore_errors=True)
+    check_replaceable(target)  # again: the folder may have changed while the build ran
+    previous = None
+    if out.is_dir() and _entries(out):
+        previous = Path(staging) / PREVIOUS_NAME
+        os.rename(out, previous)
+    elif out.is_dir():
+        out.rmdir()
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        if previous is not None and not out.exists():
+            os.rename(previous, out)
+        raise
+    if previous is not None:
+        shutil.rmtree(out / PREVIOUS_NAME, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_output(target: OutputTarget) -> Iterator[Path]:
+    """Check the output, clean a killed run's leftovers, and yield a marked staging folder to write into; on
+    leaving the block normally it becomes ``target.out``, on any exception (Ctrl-C included) it is removed
+    and ``target.out`` is as it was."""
+    check_output(target)
+    clean_leftovers(target.out, target.writer)
+    staging = _make_staging(target)
+    try:
+        yield staging
+        commit(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def prepare_in_place(target: OutputTarget) -> Path:
+    """For outputs written in place: check, remove a previous output of the same writer (``overwrite``), create
+    the folder and mark it first, so a run killed midway leaves a folder a rerun with ``overwrite`` may
+    replace. Returns the folder."""
+    check_output(target)
+    out = Path(target.out)
+    try:
+        if out.is_dir() and _entries(out):
+            shutil.rmtree(out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_marker(out, target.writer)
+    except OSError as error:
+        raise CladebenchError(f"cannot write {target.out}: {_describe_os_error(error)}") from None
+    return out
+
+
+__all__ = [
+    "MARKER_NAME",
+    "PREVIOUS_NAME",
+    "STAGING_TAG",
+    "WORK_NAME",
+    "OutputTarget",
+    "check_not_an_input",
+    "check_output",
+    "check_replaceable",
+    "clean_leftovers",
+    "commit",
+    "is_output_of",
+    "prepare_in_place",
+    "read_marker",
+    "staged_output",
+    "staging_folders",
+    "work_dir",
+    "write_marker",
+]
