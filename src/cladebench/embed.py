@@ -8,11 +8,27 @@ Why it is built this way:
   parts (each written to a temporary file and renamed into place, so a kill -9 leaves either a whole
   part or none) under ``<dataset>/_cladebench/staging/<column>/``. Nothing touches the dataset until
   every row is done; then one Lance ``merge`` commits the column as a new version. A rerun reads the
-  staged uuids and encodes only the rest.
+  staged uuids and encodes only the rest, and only when the staging folder's ``state.json`` proves
+  they were encoded with the same model, revision, preprocessing and precision: parts without that
+  proof are discarded (and the run says how many), never resumed.
+- **One run per dataset and column.** A run holds an exclusive lock on
+  ``<dataset>/_cladebench/locks/<column>.lock`` (``fcntl.flock``) from before it stages anything until
+  its column is committed. A second run of the same column refuses at once (exit 1, naming the holder's
+  pid) rather than waiting: encoding may take hours, and a queued run would only recompute the column
+  the first one commits. The operating system drops the lock when its process ends, however it ends
+  (kill -9 included), so a stale lock file never blocks. For an ``s3://`` dataset the lock lives with
+  the staging folder in this machine's cache folder: it keeps runs on this machine (or on machines
+  sharing ``CLADEBENCH_CACHE_DIR`` on a file system with working ``flock``) apart, not runs on other
+  machines.
+- **Checked before anything is written.** The column name (``emb_[a-z0-9_]+``, so that it needs no
+  quoting in any filter), the types of ``uuid`` (string) and ``image`` (binary), the uuids themselves
+  (non-null, unique, no newline: as the store's writer checks them) and, for a local dataset, that its
+  folder is writable.
 - **Failures are recorded, never dropped.** A corrupt, truncated or empty image gets a null
   embedding (the marker: it is not among the column's valid rows), a row in the failures table
   ``<dataset>/_cladebench/failures/<column>.parquet`` with its reason, and a count in the summary
-  and in the field metadata.
+  and in the field metadata. When every image fails no column is committed: the failures table is
+  written and the run ends with an error (a column of nothing but nulls would only hide the cause).
 - **Raw in storage, normalised in use.** The column holds the model's raw float32 outputs; the field
   metadata (and ``embedding_models.json`` beside the dataset) names the model, revision, dimension,
   preprocessing, precision, software versions and norm statistics.
@@ -24,6 +40,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
@@ -32,7 +49,9 @@ import shutil
 import sys
 import time
 import uuid as uuidlib
+from collections import Counter
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,7 +63,7 @@ import pyarrow.parquet as pq
 
 from cladebench import store
 from cladebench.config import OPTION, bare_value
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.results import software_versions
 
 if TYPE_CHECKING:
@@ -53,6 +72,10 @@ if TYPE_CHECKING:
     from cladebench.models import Encoder
 
 STATE_DIR = "_cladebench"
+
+COLUMN_PATTERN = re.compile(r"emb_[a-z0-9_]+")
+"""What ``embed`` names a column: ``emb_`` and lower-case letters, digits and underscores. Such a name is a
+plain SQL identifier, so every filter, index and reader takes it as it is."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +88,8 @@ class EmbedConfig:
     """Model: an alias (bioclip, bioclip-2, bioclip-2.5, clip-vit-b-16, ...), hf-hub:ORG/NAME, local-dir:PATH
     or NAME/PRETRAINED."""
     column: str | None = None
-    """Name of the new column; emb_<key> derived from the model when omitted (bioclip-2.5 -> emb_bioclip2p5)."""
+    """Name of the new column: emb_ followed by lower-case letters, digits and underscores (emb_[a-z0-9_]+, so
+    that filters and SQL need no quoting); derived from the model when omitted (bioclip-2.5 -> emb_bioclip2p5)."""
     revision: str | None = None
     """Model revision to load instead of the pinned one."""
     preprocessing: Literal["openclip", "tol"] = "openclip"
@@ -84,7 +108,8 @@ class EmbedConfig:
     overwrite: bool = False
     """Recompute the column when the dataset already has it."""
     restart: bool = False
-    """Discard rows staged by an earlier interrupted run instead of resuming from them."""
+    """Discard rows staged by an earlier interrupted run instead of resuming from them. (Rows staged with other
+    settings, or whose settings cannot be proven, are discarded anyway.)"""
     progress: bool = True
     """Show a progress bar with rows/s and ETA."""
     ray: str | None = field(default=None, metadata=bare_value("default"))
@@ -158,14 +183,40 @@ def staging_dir(uri: str, column: str, *, fragments: bool = False) -> Path:
     return _state_dir(uri) / "staging" / (f"{column}.fragments" if fragments else column)
 
 
+def read_state(directory: Path) -> dict[str, Any] | None:
+    """A staging folder's ``state.json`` (its run key), or None when it is missing or unreadable: then nothing
+    in the folder can be proven to belong to any run."""
+    try:
+        state = json.loads((directory / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def remove_staging(directory: Path) -> None:
+    """Remove a staging folder, its ``state.json`` first: a removal cut short by a kill leaves files without
+    their proof, which the next run discards instead of resuming."""
+    (directory / "state.json").unlink(missing_ok=True)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def unproven_note(count: int, what: str, state: dict[str, Any] | None, run_key: dict[str, Any]) -> str:
+    """What a run says when it discards staged work it cannot resume from."""
+    if state is None:
+        why = "has no state.json to prove which model and settings made it"
+    else:
+        why = f"was made with other settings ({state.get('run_key')}, this run: {run_key})"
+    return f"discarded {count} staged {what}: it {why}; encoding those rows again"
+
+
 def check_no_other_staging(uri: str, column: str, *, ray: bool, restart: bool) -> None:
     """Refuse to start over rows an interrupted run of the other kind staged (or discard them with --restart)."""
     other = staging_dir(uri, column, fragments=not ray)
     if not other.exists():
         return
-    staged = any(other.glob("fragment-*.json" if not ray else "part-*.parquet"))
-    if restart or not staged:  # a run that stopped before finishing anything left nothing worth keeping
-        shutil.rmtree(other)
+    staged = read_state(other) is not None and any(other.glob("fragment-*.json" if not ray else "part-*.parquet"))
+    if restart or not staged:  # nothing that run could resume from (nothing finished, or nothing provable)
+        remove_staging(other)
         return
     kind, again = ("--ray run", "with --ray") if not ray else ("run without --ray", "without --ray")
     raise CladebenchError(f"an interrupted {kind} of {column!r} left staged rows in {other}; rerun {again} to "
@@ -177,6 +228,72 @@ def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+# --- one run per dataset and column ---------------------------------------------------------------
+
+
+def lock_path(uri: str, column: str) -> Path:
+    """The lock file of ``column``'s runs (see the module docstring)."""
+    return _state_dir(uri) / "locks" / f"{column}.lock"
+
+
+@contextmanager
+def embedding_lock(uri: str, column: str) -> Iterator[Path]:
+    """Hold the lock of ``column`` on ``uri`` for the duration, or refuse at once when another process holds it.
+
+    ``fcntl.flock`` on a lock file: the lock belongs to the open file, so the operating system releases it
+    when the holder exits in any way (kill -9 too); the file itself stays, empty of meaning once unlocked.
+    """
+    import fcntl
+
+    path = lock_path(uri, column)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")  # noqa: SIM115  (held open for the duration; appending truncates nothing)
+    except OSError as exc:
+        raise CladebenchError(f"cannot write {exc.filename or path}: {exc.strerror or exc}; embed keeps its "
+                              f"lock and staged rows in {path.parent.parent}") from None
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = " ".join(handle.read().split()) or "pid not yet written"
+            raise CladebenchError(f"another embed of {column!r} on {uri} is running ({holder}); wait for it to "
+                                  f"finish, or stop it (its lock: {path})") from None
+        except OSError as exc:  # a file system without locks (some network mounts)
+            raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+        handle.seek(0)
+        handle.truncate()
+        started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        handle.write(f"pid {os.getpid()} on {os.uname().nodename} since {started}\n")
+        handle.flush()
+        yield path
+    finally:
+        handle.close()  # releases the lock
+
+
+def check_writable(uri: str) -> None:
+    """A local dataset's folders must be writable: the column is added to it and the run stages beside it.
+    Checked before anything is encoded, so a read-only dataset fails in a second, not after the encoding."""
+    if store.is_remote(uri):
+        return
+    root = Path(uri.removeprefix("file://"))
+    for folder in (root, root / "data", root / "_versions", root / STATE_DIR):
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            raise CladebenchError(f"{folder} is not writable: embed adds a column to the dataset and stages its "
+                                  f"work in {root / STATE_DIR}")
+
+
+_UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
+def _unwritable(exc: OSError) -> CladebenchError | None:
+    """A file-system refusal (permissions, read-only, full) as the user's one-line error; None for others."""
+    if exc.errno not in _UNWRITABLE:
+        return None
+    return CladebenchError(f"cannot write {exc.filename or 'the dataset'}: {exc.strerror}")
 
 
 class _Staging:
@@ -191,21 +308,28 @@ class _Staging:
     def state_path(self) -> Path:
         return self.directory / "state.json"
 
-    def open(self, restart: bool) -> set[str]:
-        """Start or resume; returns the uuids already staged."""
-        if restart and self.directory.exists():
-            shutil.rmtree(self.directory)
-        if self.state_path.exists():
-            state = json.loads(self.state_path.read_text())
-            if state.get("run_key") != self.run_key:
-                raise CladebenchError(
-                    f"{self.directory} holds rows staged by a different run ({state.get('run_key')}); "
-                    "pass --restart to discard them"
-                )
-        else:
+    def open(self, restart: bool) -> tuple[set[str], str]:
+        """Start or resume: the uuids already staged, and a note when staged parts were discarded.
+
+        Parts are resumed only when ``state.json`` holds this run's key. Parts without it (a folder whose
+        state was lost, or a removal cut short) or with another key are discarded: their rows were perhaps
+        encoded with another model or preprocessing, and a column must be one model's, all through.
+        """
+        note = ""
+        if self.directory.exists():
+            state = read_state(self.directory)
+            if not restart and (state is None or state.get("run_key") != self.run_key):
+                parts = self.parts()
+                if parts:
+                    rows = sum(pq.read_metadata(p).num_rows for p in parts)
+                    note = unproven_note(rows, "row(s)", state, self.run_key)
+                restart = True
+            if restart:
+                remove_staging(self.directory)
+        if not self.state_path.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
             atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
-        return set(self.read().column("uuid").to_pylist()) if self.parts() else set()
+        return (set(self.read().column("uuid").to_pylist()) if self.parts() else set()), note
 
     def parts(self) -> list[Path]:
         return sorted(self.directory.glob("part-*.parquet"))
@@ -238,7 +362,8 @@ class _Staging:
         dims = {t.schema.field("embedding").type.list_size for t in tables if t.column("embedding").null_count < len(t)}
         if len(dims) > 1:
             raise CladebenchError(f"staged parts in {self.directory} disagree on the dimension: {sorted(dims)}")
-        dim = dims.pop() if dims else 1
+        # With no vector at all (every image failed) the width is the model's: it is known, not 1.
+        dim = dims.pop() if dims else (self.dim or 1)
         fixed = []
         for t in tables:
             if t.schema.field("embedding").type.list_size != dim:  # an all-failure part written before dim was known
@@ -247,8 +372,7 @@ class _Staging:
         return pa.concat_tables(fixed) if fixed else pa.table({"uuid": pa.array([], pa.string())})
 
     def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
-
+        remove_staging(self.directory)
 
 
 # --- decoding workers -----------------------------------------------------------------------------
@@ -385,7 +509,52 @@ def _norm_statistics(vectors: np.ndarray) -> dict[str, float]:
             "max": float(norms.max())}
 
 
-def _pending_blocks(dataset: lance.LanceDataset, done: set[str], batch_size: int) -> tuple[list[np.ndarray], int]:
+def check_uuid_values(uuids: pa.Array | pa.ChunkedArray, row_offset: int, uri: str) -> None:
+    """Null uuids and uuids with a newline refused as the store's writer refuses them (``store.conform``),
+    naming the first such row (counted from 0 in dataset order). Embeddings are joined by uuid, and the
+    dataset's fingerprint is the uuids one per line."""
+    nulls = pc.indices_nonzero(pc.is_null(uuids))
+    if len(nulls):
+        raise SchemaError(f"{uri}: row {row_offset + nulls[0].as_py()}, column 'uuid': null uuid; embed needs a "
+                          "unique uuid on every row")
+    newlines = pc.indices_nonzero(pc.fill_null(pc.match_substring(uuids, "\n"), False))
+    if len(newlines):
+        row = newlines[0].as_py()
+        raise SchemaError(f"{uri}: row {row_offset + row}, column 'uuid': uuid {uuids[row].as_py()!r} contains a "
+                          "newline")
+
+
+def check_uuids_streamed(dataset: lance.LanceDataset, uri: str) -> None:
+    """:func:`check_uuid_values` over the whole dataset, one batch at a time (memory stays flat)."""
+    offset = 0
+    for fragment in dataset.get_fragments():
+        for batch in fragment.to_batches(columns=["uuid"], batch_size=65536):
+            check_uuid_values(batch.column(0), offset, uri)
+            offset += batch.num_rows
+
+
+def _fragment_uuids(dataset: lance.LanceDataset, uri: str) -> list[list[str]]:
+    """Every fragment's uuids, in dataset order, checked before anything is encoded: non-null, no newline,
+    each once."""
+    out: list[list[str]] = []
+    seen: set[str] = set()
+    offset = 0
+    for fragment in dataset.get_fragments():
+        uuids: list[str] = []
+        for batch in fragment.to_batches(columns=["uuid"], batch_size=65536):
+            check_uuid_values(batch.column(0), offset, uri)
+            for row_uuid in batch.column(0).to_pylist():
+                if row_uuid in seen:
+                    raise SchemaError(f"{uri}: duplicate uuid {row_uuid!r}; embeddings are joined by uuid")
+                seen.add(row_uuid)
+                uuids.append(row_uuid)
+            offset += batch.num_rows
+        out.append(uuids)
+    return out
+
+
+def _pending_blocks(fragment_uuids: list[list[str]], done: set[str], batch_size: int
+                    ) -> tuple[list[np.ndarray], int]:
     """Row offsets still to encode, in dataset order, cut into blocks; also the total row count.
 
     Blocks never span two fragments and start at each fragment's first pending row: ``--ray`` encodes
@@ -393,36 +562,71 @@ def _pending_blocks(dataset: lance.LanceDataset, done: set[str], batch_size: int
     same blocks on both paths give the same bits.
     """
     blocks: list[np.ndarray] = []
-    seen: set[str] = set()
     offset = 0
-    for fragment in dataset.get_fragments():
-        pending: list[int] = []
-        for batch in fragment.to_batches(columns=["uuid"], batch_size=65536):
-            for row_uuid in batch.column(0).to_pylist():
-                if row_uuid in seen:
-                    raise SchemaError(f"{dataset.uri}: duplicate uuid {row_uuid!r}; embeddings are joined by uuid")
-                seen.add(row_uuid)
-                if row_uuid not in done:
-                    pending.append(offset)
-                offset += 1
-        indices = np.asarray(pending, dtype=np.int64)
+    for uuids in fragment_uuids:
+        indices = np.asarray([offset + i for i, row_uuid in enumerate(uuids) if row_uuid not in done], np.int64)
+        offset += len(uuids)
         blocks.extend(indices[i:i + batch_size] for i in range(0, len(indices), batch_size))
     return blocks, offset
 
 
+def column_name(config: EmbedConfig) -> str:
+    """The column a run writes: ``--column`` or the model's default, checked against :data:`COLUMN_PATTERN`."""
+    column = config.column or column_for_model(config.model)
+    if not COLUMN_PATTERN.fullmatch(column):
+        raise UsageError(f"--column {column!r}: an embedding column is named emb_ followed by lower-case letters, "
+                         "digits and underscores (emb_[a-z0-9_]+)")
+    return column
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view",
+                                                                         lambda _: False)(t)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or getattr(pa.types, "is_binary_view",
+                                                                         lambda _: False)(t)
+
+
+def check_dataset(dataset: lance.LanceDataset, uri: str, column: str, *, overwrite: bool) -> None:
+    """What a dataset needs before a run touches anything: a string ``uuid``, binary ``image``, some rows, and
+    no ``column`` yet unless ``overwrite``."""
+    schema = dataset.schema
+    for required, kind, ok in (("uuid", "string", _is_string), ("image", "binary (the encoded image bytes)",
+                                                                 _is_binary)):
+        if required not in schema.names:
+            raise SchemaError(f"{uri} has no {required!r} column; embed needs uuid and image")
+        found = schema.field(required).type
+        if not ok(found):
+            raise SchemaError(f"{uri}: column {required!r} has type {found}; embed needs {kind}")
+    if column in schema.names and not overwrite:
+        raise CladebenchError(f"{uri} already has column {column!r}; pass --overwrite to recompute it")
+    if dataset.count_rows() == 0:
+        raise CladebenchError(f"{uri} has no rows to embed")
+
+
 def prepare(config: EmbedConfig, storage_options: dict[str, str] | None) -> tuple[str, lance.LanceDataset, str]:
-    """The dataset's URI, the dataset and the column name, after the checks every run makes first."""
+    """The dataset's URI, the dataset and the column name, after the checks every run makes first (nothing is
+    written before them)."""
+    column = column_name(config)
     uri = str(config.dataset)
     dataset = store.open_dataset(uri, storage_options=storage_options)
-    column = config.column or column_for_model(config.model)
-    if not column.startswith(store.EMBEDDING_PREFIX):
-        raise SchemaError(f"column {column!r}: embedding columns are named {store.EMBEDDING_PREFIX}<key>")
-    for required in ("uuid", "image"):
-        if required not in dataset.schema.names:
-            raise SchemaError(f"{uri} has no {required!r} column; embed needs uuid and image")
-    if column in dataset.schema.names and not config.overwrite:
-        raise CladebenchError(f"{uri} already has column {column!r}; pass --overwrite to recompute it")
+    check_dataset(dataset, uri, column, overwrite=config.overwrite)
     return uri, dataset, column
+
+
+@contextmanager
+def exclusive_run(config: EmbedConfig, storage_options: dict[str, str] | None
+                  ) -> Iterator[tuple[str, lance.LanceDataset, str]]:
+    """:func:`prepare`, then the column's lock (held until the block ends), then the dataset as it is under the
+    lock, checked again: a run that finished meanwhile may have added the column."""
+    uri, _, column = prepare(config, storage_options)
+    check_writable(uri)
+    with embedding_lock(uri, column):
+        dataset = store.open_dataset(uri, storage_options=storage_options)
+        check_dataset(dataset, uri, column, overwrite=config.overwrite)
+        yield uri, dataset, column
 
 
 def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:
@@ -434,26 +638,47 @@ def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:
 def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
                   storage_options: dict[str, str] | None = None) -> EmbedSummary:
     """Run ``embed`` (see the module docstring); ``encoder`` may be passed to reuse a loaded model."""
+    try:
+        if config.ray is not None:
+            from cladebench.embed_ray import embed_on_ray
+
+            return embed_on_ray(config, encoder=encoder, storage_options=storage_options)
+        return _embed_here(config, encoder, storage_options)
+    except OSError as exc:
+        error = _unwritable(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _embed_here(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None
+                ) -> EmbedSummary:
+    started = time.perf_counter()
+    with exclusive_run(config, storage_options) as (uri, dataset, column):
+        fragment_uuids = _fragment_uuids(dataset, uri)
+        check_no_other_staging(uri, column, ray=False, restart=config.restart)
+        return _encode_and_commit(config, encoder, storage_options, uri, dataset, column, fragment_uuids, started)
+
+
+def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None,
+                       uri: str, dataset: lance.LanceDataset, column: str, fragment_uuids: list[list[str]],
+                       started: float) -> EmbedSummary:
     import torch
     from tqdm import tqdm
 
     from cladebench.models import load_encoder
 
-    if config.ray is not None:
-        from cladebench.embed_ray import embed_on_ray
-
-        return embed_on_ray(config, encoder=encoder, storage_options=storage_options)
-    started = time.perf_counter()
-    uri, dataset, column = prepare(config, storage_options)
-    check_no_other_staging(uri, column, ray=False, restart=config.restart)
     if encoder is None:
         encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
                                device=config.device, precision=config.precision)
     described = encoder.describe()
     staging = _Staging(staging_dir(uri, column), run_key(described, config), dim_hint=encoder.dim)
-    done = staging.open(config.restart)
-    blocks, total_rows = _pending_blocks(dataset, done, config.batch_size)
-    resumed = len(done)
+    done, note = staging.open(config.restart)
+    if note:
+        print(f"cladebench embed: {note}", file=sys.stderr)
+    blocks, total_rows = _pending_blocks(fragment_uuids, done, config.batch_size)
+    pending_rows = sum(len(b) for b in blocks)
+    resumed = total_rows - pending_rows  # staged rows of uuids the dataset no longer has are not counted
 
     buffer_uuids: list[str] = []
     buffer_vectors: list[np.ndarray | None] = []
@@ -486,7 +711,6 @@ def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
         if len(buffer_uuids) >= config.checkpoint_rows or time.monotonic() - last_flush > 60:
             flush()
 
-    pending_rows = sum(len(b) for b in blocks)
     bar = tqdm(total=pending_rows, desc=f"embed {column}", unit="img", disable=not config.progress,
                file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
     threads_before = torch.get_num_threads()
@@ -515,7 +739,13 @@ def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
     flush()
     bar.close()
 
-    staged = staging.read()
+    staged = _exactly_once(staging.read(), fragment_uuids)
+    model = described.get("model_id", config.model)
+    if staged.num_rows == total_rows and staged.column("embedding").null_count == total_rows:
+        error = all_failed(uri, column, staged.select(["uuid", "error"]).rename_columns(["uuid", "reason"]), model,
+                           column_exists=column in dataset.schema.names)
+        staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
+        raise error
     summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
     staging.remove()
     seconds = time.perf_counter() - started
@@ -527,20 +757,37 @@ def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
     )
 
 
+def _exactly_once(staged: pa.Table, fragment_uuids: list[list[str]]) -> pa.Table:
+    """Staged rows of the dataset's uuids, each once: a row staged twice (a part flushed just before a kill,
+    then redone) keeps its first copy; a row the dataset no longer has is left out."""
+    if "embedding" not in staged.column_names:  # nothing staged at all
+        return staged
+    present = {row_uuid for uuids in fragment_uuids for row_uuid in uuids}
+    keep = np.zeros(staged.num_rows, dtype=bool)
+    first: dict[str, int] = {}
+    for i, row_uuid in enumerate(staged.column("uuid").to_pylist()):
+        if row_uuid in present:
+            first.setdefault(row_uuid, i)
+    keep[list(first.values())] = True
+    return staged.filter(pa.array(keep))
+
+
+def all_failed(uri: str, column: str, failed: pa.Table, model: str, *, column_exists: bool) -> CladebenchError:
+    """Every image failed: write the failures table (uuid, reason) and return the one-line error that ends the
+    run; no column is committed. When the column exists (``--overwrite``), its own failures table still
+    describes it, so this run's goes beside it as ``<column>.not-committed.parquet``."""
+    path = write_failures(uri, column, failed, model, name=f"{column}.not-committed" if column_exists else column)
+    reason, count = Counter(failed.column("reason").to_pylist()).most_common(1)[0]
+    reason = " ".join(str(reason).split())
+    outcome = f"{column!r} was left as it was" if column_exists else f"{column!r} was not added"
+    return CladebenchError(f"{uri}: none of the {failed.num_rows:,} images could be decoded, so {outcome} (most "
+                           f"common reason, {count:,} row(s): {reason}); every row's reason is in {path}")
+
+
 def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table, encoder: Encoder,
             described: dict[str, Any], config: EmbedConfig, storage_options: dict[str, str] | None,
             total_rows: int) -> dict[str, Any]:
     """Merge the staged rows into the dataset as one new version, then write failures and the sidecar."""
-    import pyarrow.compute as pc
-
-    # Exactly once: a row staged twice (a part flushed just before a kill, then redone) keeps one copy.
-    uuids = staged.column("uuid").to_pylist()
-    keep = np.zeros(len(uuids), dtype=bool)
-    first: dict[str, int] = {}
-    for i, row_uuid in enumerate(uuids):
-        first.setdefault(row_uuid, i)
-    keep[list(first.values())] = True
-    staged = staged.filter(pa.array(keep))
     if staged.num_rows != total_rows:
         raise CladebenchError(
             f"{uri}: {staged.num_rows} rows staged for {total_rows} rows in the dataset; rerun to finish"
@@ -597,10 +844,11 @@ def column_metadata(uri: str, described: dict[str, Any], config: EmbedConfig, *,
     return {k: v for k, v in metadata.items() if v is not None}
 
 
-def write_failures(uri: str, column: str, failed: pa.Table, model: str) -> Path | None:
+def write_failures(uri: str, column: str, failed: pa.Table, model: str, *, name: str | None = None) -> Path | None:
     """Write the failures table (uuid, reason, column, model) atomically; None when no row failed (and a table
-    left by an earlier run of the column is removed: it no longer describes the column)."""
-    path = _state_dir(uri) / "failures" / f"{column}.parquet"
+    left by an earlier run of the column is removed: it no longer describes the column). ``name``: the file's
+    name without ``.parquet`` when it is not the column's."""
+    path = _state_dir(uri) / "failures" / f"{name or column}.parquet"
     if failed.num_rows == 0:
         path.unlink(missing_ok=True)
         return None
@@ -632,24 +880,61 @@ def failures(uri: str, column: str) -> pa.Table:
     return pq.read_table(path)
 
 
+def sql_identifier(column: str) -> str:
+    """``column`` as Lance's SQL filters take it: as it is when it is a plain identifier, else in backticks. A
+    name with a backtick cannot be written in a filter at all (columns ``embed`` makes never need quoting)."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", column):
+        return column
+    if "`" in column:
+        raise SchemaError(f"column {column!r}: a name with a backtick cannot be used in a filter; rename the column")
+    return f"`{column}`"
+
+
+def _is_float_vector(t: pa.DataType) -> bool:
+    lists = pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t)
+    return lists and pa.types.is_floating(t.value_type)
+
+
 def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | None = None,
-                     columns: Sequence[str] = ("uuid",)) -> tuple[pa.Table, np.ndarray]:
-    """Rows with an embedding in ``column`` and the raw vectors as an (n, dim) float32 array."""
+                     columns: Sequence[str] = ("uuid",), dim: int | None = None) -> tuple[pa.Table, np.ndarray]:
+    """Rows with an embedding in ``column`` and the raw vectors as an (n, dim) float32 array.
+
+    A column that is not a list of floats, whose vectors are not all one width, whose width differs from the
+    ``dim`` its field metadata declares, or from ``dim`` when given (e.g. a text tower's width), is a
+    :class:`SchemaError` naming it: scores over such vectors would be wrong or fail halfway.
+    """
+    if column not in dataset.schema.names:
+        raise SchemaError(f"{dataset.uri} has no column {column!r}")
+    found = dataset.schema.field(column)
+    if not _is_float_vector(found.type):
+        raise SchemaError(f"{dataset.uri}: column {column!r} has type {found.type}; an embedding column holds a "
+                          "list of floats per row")
+    declared = (found.metadata or {}).get(b"dim")
+    expected = {"its field metadata": int(declared)} if declared is not None and declared.strip().isdigit() else {}
+    if dim is not None:
+        expected["the model"] = dim
+    name = sql_identifier(column)
     table = store.read(dataset, columns=[*columns, column],
-                       where=f"({where}) AND {column} IS NOT NULL" if where else f"{column} IS NOT NULL")
+                       where=f"({where}) AND {name} IS NOT NULL" if where else f"{name} IS NOT NULL")
     values = table.column(column).combine_chunks()
     if pa.types.is_fixed_size_list(values.type):
-        dim = values.type.list_size
+        width = values.type.list_size
     else:  # published columns may be plain lists (of float16 or float32): every row must have one length
         lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
-        dim = int(lengths[0]) if len(lengths) else 0
-        bad = np.flatnonzero(lengths != dim)
+        width = int(lengths[0]) if len(lengths) else next(iter(expected.values()), 0)
+        bad = np.flatnonzero(lengths != width)
         if bad.size:
             row = int(bad[0])
             where_row = f"uuid={table.column('uuid')[row]}" if "uuid" in table.column_names else f"#{row}"
             raise SchemaError(f"{dataset.uri}: column {column!r} row {where_row} has {lengths[row]} values where "
-                              f"the first row has {dim}: not one embedding space")
-    vectors = values.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+                              f"the first row has {width}: not one embedding space")
+    for source, want in expected.items():
+        if table.num_rows and width != want:
+            raise SchemaError(f"{dataset.uri}: column {column!r} holds vectors of width {width}, but {source} "
+                              f"says {want}; re-embed the column (cladebench embed --overwrite)")
+    if width == 0:
+        return table.drop_columns([column]), np.zeros((0, 0), np.float32)
+    vectors = values.flatten().to_numpy(zero_copy_only=False).reshape(-1, width).astype(np.float32, copy=False)
     bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
     if bad.size:  # NaN or inf (e.g. float16 overflow in a published column) would score as anything
         row = int(bad[0])
@@ -657,4 +942,3 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
         raise SchemaError(f"{dataset.uri}: column {column!r} has non-finite values in {bad.size} row(s), first "
                           f"{where_row}; re-embed those rows or filter them out with --where")
     return table.drop_columns([column]), vectors
-

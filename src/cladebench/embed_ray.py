@@ -19,7 +19,11 @@ Why it is built this way:
   under ``<dataset>/_cladebench/staging/<column>.fragments/`` (for an ``s3://`` dataset, in the driver's
   cache folder, so resume from the same machine or a shared ``CLADEBENCH_CACHE_DIR``); a rerun skips the
   fragments staged by the same model, revision, preprocessing and precision, provided the fragment and the
-  dataset's schema are unchanged since. At most the fragments in flight are lost to a kill.
+  dataset's schema are unchanged since. Fragments whose run key cannot be proven (no ``state.json``, or
+  another run's) are discarded, and the run says so. At most the fragments in flight are lost to a kill.
+- **One run at a time, checked first.** The same lock per dataset and column as without Ray, held by the
+  driver from before staging until the commit, and the same checks before anything is written (column
+  name, types, uuids non-null and without newlines; a uuid twice is found per fragment by the actors).
 - **The same column as without Ray**: the same field metadata, failures table, sidecar and summary.
 """
 
@@ -29,7 +33,6 @@ import base64
 import dataclasses
 import json
 import pickle
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -41,17 +44,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cladebench import store
+from cladebench import errors, store
 from cladebench.embed import (
     EmbedConfig,
     EmbedSummary,
     _decode_block,
+    all_failed,
     atomic_write,
     check_no_other_staging,
+    check_uuid_values,
+    check_uuids_streamed,
     column_metadata,
-    prepare,
+    exclusive_run,
+    read_state,
+    remove_staging,
     run_key,
     staging_dir,
+    unproven_note,
     write_failures,
     write_sidecar,
 )
@@ -173,10 +182,11 @@ class _FragmentEncoder:
         try:
             if self.error is not None:
                 raise self.error
-            return {**self.encode_fragment(fragment_id), "error": ""}
-        except CladebenchError as exc:
+            return {**self.encode_fragment(fragment_id), "error": "", "error_type": ""}
+        except CladebenchError as exc:  # its class travels by name, so the driver exits with the same code
             return {"fragment_id": fragment_id, "fragment": "", "schema": "", "rows": 0, "failed_uuids": [],
-                    "failed_reasons": [], "norms": "", "device": "", "seconds": 0.0, "error": str(exc)}
+                    "failed_reasons": [], "norms": "", "device": "", "seconds": 0.0, "error": str(exc),
+                    "error_type": type(exc).__name__}
 
     def _encoded_blocks(self, fragment: Any, failures: list[tuple[str, str]], sums: NormSums
                         ) -> Iterator[tuple[list[str], list[np.ndarray | None]]]:
@@ -223,6 +233,8 @@ class _FragmentEncoder:
             order: list[str] = []
             seen: set[str] = set()
             for uuids, encoded in self._encoded_blocks(fragment, failures, sums):
+                check_uuid_values(pa.array(uuids, pa.string()), len(order), f"{self.dataset.uri} fragment "
+                                  f"{fragment_id}")  # the driver checked them; a fragment changed since is caught
                 for row_uuid, vector in zip(uuids, encoded, strict=True):
                     if row_uuid in seen:
                         raise SchemaError(f"{self.dataset.uri}: duplicate uuid {row_uuid!r} in fragment {fragment_id};"
@@ -301,20 +313,22 @@ class _FragmentStaging:
         self.key = key
 
     def open(self, restart: bool, dataset: lance.LanceDataset, column: str) -> tuple[dict[int, dict[str, Any]], str]:
-        """Start or resume: the staged results still valid for the dataset as it is, and why others were not."""
+        """Start or resume: the staged results still valid for the dataset as it is, and why others were not.
+
+        Fragments are resumed only when ``state.json`` holds this run's key; without it, or with another
+        run's, they are discarded (said in the note), never resumed.
+        """
         if restart and self.directory.exists():
-            shutil.rmtree(self.directory)
-        state_path = self.directory / "state.json"
-        if state_path.exists():
-            state = json.loads(state_path.read_text())
-            if state.get("run_key") != self.key:
-                raise CladebenchError(f"{self.directory} holds fragments staged by a different run "
-                                      f"({state.get('run_key')}); pass --restart to discard them")
-            if state.get("schema") != _schema_without(dataset, column):
-                shutil.rmtree(self.directory)
-                return self._start(dataset, column), "the dataset's columns changed since they were staged"
-        else:
-            return self._start(dataset, column), ""
+            remove_staging(self.directory)
+        state = read_state(self.directory) if self.directory.exists() else None
+        if state is None or state.get("run_key") != self.key:
+            unproven = list(self.directory.glob("fragment-*.json")) if self.directory.exists() else []
+            remove_staging(self.directory)
+            note = unproven_note(len(unproven), "fragment(s)", state, self.key) if unproven else ""
+            return self._start(dataset, column), note
+        if state.get("schema") != _schema_without(dataset, column):
+            remove_staging(self.directory)
+            return self._start(dataset, column), "the dataset's columns changed since they were staged"
         current = {f.fragment_id: f for f in dataset.get_fragments()}
         staged: dict[int, dict[str, Any]] = {}
         stale = 0
@@ -348,7 +362,7 @@ class _FragmentStaging:
         atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
 
     def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        remove_staging(self.directory)
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -385,21 +399,25 @@ def plan_actors(cluster_cpu: float, cluster_gpu: float, config: EmbedConfig, fra
 def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
                  storage_options: dict[str, str] | None = None) -> EmbedSummary:
     """Run ``embed --ray`` (see the module docstring); ``encoder`` (on the driver) only describes the model."""
+    started = time.perf_counter()
+    with exclusive_run(config, storage_options) as (uri, dataset, column):
+        check_uuids_streamed(dataset, uri)
+        check_no_other_staging(uri, column, ray=True, restart=config.restart)
+        return _run(config, encoder, storage_options, uri, dataset, column, started)
+
+
+def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None, uri: str,
+         dataset: lance.LanceDataset, column: str, started: float) -> EmbedSummary:
     from tqdm import tqdm
 
     from cladebench.models import load_encoder
 
-    started = time.perf_counter()
-    uri, dataset, column = prepare(config, storage_options)
-    check_no_other_staging(uri, column, ray=True, restart=config.restart)
     if encoder is None:  # the driver only describes the model; the actors load their own on their devices
         encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
                                device="cpu")
     described = encoder.describe()
     key = run_key(described, config)
     total_rows = dataset.count_rows()
-    if total_rows == 0:
-        raise CladebenchError(f"{uri} has no rows to embed")
     runner: dict[str, Any] = {"kind": "ray", "address": config.ray}
     with ray_session(config.ray) as ray:  # connected before anything changes: a cluster out of reach drops nothing
         if column in dataset.schema.names:  # --overwrite (prepare refused otherwise): a Merge cannot replace a field
@@ -434,6 +452,14 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
                     staged[result["fragment_id"]] = result
                     bar.update(result["rows"])
 
+    results = list(staged.values())
+    if len(results) == len(dataset.get_fragments()) and all(r["rows"] == len(r["failed_uuids"]) for r in results):
+        # Every image failed: no column of nulls is committed; the failures table says why. (--overwrite
+        # dropped the old column already, so the table is the column's own.)
+        error = all_failed(uri, column, _failures_of(results), described.get("model_id", config.model),
+                           column_exists=False)
+        staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
+        raise error
     summary = _commit(uri, dataset, column, staged, described, config, encoder.dim, storage_options)
     staging.remove()
     seconds = time.perf_counter() - started
@@ -475,11 +501,19 @@ def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: Any) 
         )
         for row in encoded.iter_rows():
             result = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()}
+            kind = result.pop("error_type")
             if result.pop("error"):
-                raise CladebenchError(row["error"])
+                error = getattr(errors, kind, None)
+                raise (error if isinstance(error, type) and issubclass(error, CladebenchError)
+                       else CladebenchError)(row["error"])
             yield result
     finally:
         context.enable_progress_bars = bars
+
+
+def _failures_of(results: list[dict[str, Any]]) -> pa.Table:
+    return pa.table({"uuid": pa.array([u for r in results for u in r["failed_uuids"]], pa.string()),
+                     "reason": pa.array([m for r in results for m in r["failed_reasons"]], pa.string())})
 
 
 def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: dict[int, dict[str, Any]],
@@ -506,8 +540,7 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: dict[int
     sums = NormSums()
     for r in results:
         sums.merge(NormSums(**json.loads(r["norms"])))
-    failed = pa.table({"uuid": pa.array([u for r in results for u in r["failed_uuids"]], pa.string()),
-                       "reason": pa.array([m for r in results for m in r["failed_reasons"]], pa.string())})
+    failed = _failures_of(results)
     model = described.get("model_id", config.model)
     failures_path = write_failures(uri, column, failed, model)
     devices = sorted({r["device"] for r in results if r.get("device")})

@@ -31,9 +31,18 @@ def _value_counts(dataset: lance.LanceDataset, column: str) -> dict[str, int]:
 
 
 def _embedding_summary(dataset: lance.LanceDataset, field: pa.Field) -> dict[str, Any]:
-    valid = dataset.count_rows(filter=f"{field.name} IS NOT NULL")
+    """Width, valid rows and metadata of an ``emb_*`` column. A column made elsewhere may have any name and
+    type: its name is quoted for the filter, and a type that is no vector is shown, not fatal (``info`` is
+    how a person finds out what a dataset holds)."""
+    if "`" in field.name:  # cannot be written in a Lance filter: count the nulls from the column itself
+        values = dataset.to_table(columns=[field.name]).column(0)
+        valid = len(values) - values.null_count
+    else:
+        name = field.name if field.name.isidentifier() and field.name.isascii() else f"`{field.name}`"
+        valid = dataset.count_rows(filter=f"{name} IS NOT NULL")
     return {
-        "dim": field.type.list_size,
+        "dim": field.type.list_size if pa.types.is_fixed_size_list(field.type) else None,
+        "type": str(field.type),
         "valid_rows": valid,
         "metadata": store.embedding_metadata(field),
     }
@@ -105,7 +114,8 @@ def format_description(d: dict[str, Any], *, max_values: int = 12) -> str:
         lines.append("  (none)")
     for name, e in d["embeddings"].items():
         meta = e["metadata"]
-        lines.append(f"  {name}: dim {e['dim']}, {e['valid_rows']:,} valid rows, model {meta.get('model')}"
+        shape = f"dim {e['dim']}" if e.get("dim") is not None else f"type {e.get('type')} (not a fixed-width vector)"
+        lines.append(f"  {name}: {shape}, {e['valid_rows']:,} valid rows, model {meta.get('model')}"
                      + (f" @ {meta['revision']}" if meta.get("revision") else ""))
         for key, value in meta.items():
             if key not in ("model", "dim", "revision"):
