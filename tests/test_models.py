@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cladebench.errors import CladebenchError, UnknownNameError
+from cladebench.errors import CladebenchError, UnknownNameError, UsageError
 from cladebench.models import (
     MODELS,
     ModelLoadError,
@@ -111,6 +111,39 @@ def test_malformed_names():
         resolve_model("hf-hub:a/b@one", revision="two")
     with pytest.raises(ModelLoadError):
         resolve_model("local-dir:")
+
+
+@pytest.mark.parametrize("name", ["ftp://host/weights.pt", "ViT-B-16/ftp://host/weights.pt", "s3://bucket/w.pt",
+                                  "ViT-B-16/https://u:pw@host/weights.pt", "openai-compatible:m@ftp://u:pw@host/v1",
+                                  "openai-compatible:m@http://u:pw@host/v1"])
+def test_urls_and_endpoints_are_usage_errors_not_missing_weights_files(name):
+    with pytest.raises(UsageError) as info:
+        resolve_model(name)
+    message = str(info.value)
+    assert "does not exist" not in message and "pw" not in message and info.value.exit_code == 2
+    scheme = name.split("://")[0].rsplit("@", 1)[-1].rsplit("/", 1)[-1]
+    if name.startswith("openai-compatible:") and scheme == "http":
+        assert "VLM behind an endpoint" in message
+    elif scheme in ("http", "https"):
+        assert "a URL is not a model name" in message
+    else:
+        assert f"the scheme {scheme}:// is not supported" in message
+
+
+def test_cli_says_an_unsupported_scheme_is_not_supported(tmp_path, capsys):
+    from cladebench import store
+    from cladebench.cli import main
+    from cladebench.synthetic import WorldConfig, make_world
+
+    path = tmp_path / "d.lance"
+    store.write_dataset(make_world(WorldConfig(seed=1)).to_table(8, seed=1), path)
+    for args in (["embed", str(path), "--model", "ftp://host/w.pt"],
+                 ["eval", str(path), "--model", "openai-compatible:m@ftp://host/v1", "--task", "rerank",
+                  "--out", str(tmp_path / "out")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert "the scheme ftp:// is not supported" in err and "does not exist" not in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_unknown_name_lists_aliases_closest_and_forms():

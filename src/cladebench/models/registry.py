@@ -11,6 +11,11 @@ before anything is loaded, and the spec is what provenance records:
 - ``NAME/PRETRAINED``, an open_clip architecture and a pretrained tag (``ViT-B-16/openai``) or a local
   weights file (``ViT-B-16//data/ckpt.pt``).
 
+A URL is none of these: ``ftp://host/w.pt``, ``ViT-B-16/https://host/w.pt`` or a VLM endpoint
+(``openai-compatible:NAME@URL``, which is asked over HTTP, not loaded) is a
+:class:`~cladebench.errors.UsageError` that says which scheme or form was given, never a search for a
+weights file named like the URL. The name in the message has its credentials stripped.
+
 Hub repositories that an alias pins keep their pin when named directly (``hf-hub:imageomics/bioclip``
 is the same spec as ``bioclip``), so a cache key or a results file never depends on which spelling
 was typed. A revision passed by the caller overrides the pin.
@@ -28,15 +33,19 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cladebench.errors import CladebenchError, RemoteUnavailableError, UnknownNameError, unknown_name
+from cladebench.errors import CladebenchError, RemoteUnavailableError, UnknownNameError, UsageError, unknown_name
 
 HF_HUB_PREFIX = "hf-hub:"
 LOCAL_DIR_PREFIX = "local-dir:"
+ENDPOINT_PREFIX = "openai-compatible:"  # the same as cladebench.vlm.ENDPOINT_PREFIX (imported lazily there)
+
+_URL_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 
 # Weight files open_clip reads; a ``pretrained`` ending in one of these is a path, not a tag.
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".npz", ".ckpt")
@@ -236,15 +245,36 @@ _FORMS_HINT = (" Or name a model as hf-hub:ORG/NAME[@REVISION], local-dir:PATH, 
                " NAME/PRETRAINED (pretrained tag or weights file).")
 
 
+def _refuse_urls(name: str) -> None:
+    """A URL or an endpoint is not a model that open_clip loads: say so, rather than look for a file named so."""
+    from cladebench.redact import redact_text
+
+    shown = redact_text(name)
+    if name.startswith(ENDPOINT_PREFIX):
+        from cladebench.vlm import parse_endpoint
+
+        parse_endpoint(name)  # an unsupported scheme or a malformed id is a UsageError that says which
+        raise UsageError(f"model {shown!r} is a VLM behind an endpoint, asked over HTTP: it serves the rerank and "
+                         "lineage tasks, not tasks that need an image-text encoder or its embeddings")
+    found = _URL_SCHEME.search(name)
+    if found is not None:
+        scheme = found["scheme"].lower()
+        what = ("a URL is not a model name" if scheme in ("http", "https")
+                else f"the scheme {found['scheme']}:// is not supported for a model")
+        raise UsageError(f"model {shown!r}: {what}; weights are read from the Hugging Face Hub or a local file, "
+                         f"not fetched from a URL (download the file and pass its path).{_FORMS_HINT}")
+
+
 def resolve_model(name: str, revision: str | None = None) -> ModelSpec:
     """The spec a model name means (see the module docstring); reads no weights and needs no torch.
 
     Raises :class:`~cladebench.errors.UnknownNameError` for a bare name that is not an alias, listing
-    the aliases and the closest one.
+    the aliases and the closest one, and :class:`~cladebench.errors.UsageError` for a URL or an endpoint.
     """
     name = name.strip()
     if name.lower() in MODELS:  # aliases are case-insensitive: BioCLIP is bioclip
         return MODELS[name.lower()](revision)
+    _refuse_urls(name)
     for prefix, parser in SOURCES.items():
         if name.startswith(prefix):
             return parser(name[len(prefix):], revision)

@@ -15,7 +15,11 @@ Scorers form a registry keyed by the kind of model:
   show {query}? Answer Yes or No."; the score is P(Yes) / (P(Yes) + P(No)) of the first token
   (:mod:`cladebench.vlm`, with its on-disk cache, so a rerun is free). A candidate whose answer has
   neither Yes nor No among the top tokens has no score: it is ranked below every scored candidate of its
-  query (a conservative choice: it cannot help its query) and counted.
+  query (a conservative choice: it cannot help its query) and counted. So is a candidate whose answer
+  failed validation (``invalid_response``) or whose image did not decode (``bad_image``); the run says
+  on stderr how many were unscored, and when more than :data:`MAX_UNSCORED_SHARE` of the candidates are,
+  no metric is reported (its value is null, with the reason): a ranking that is mostly ties at the
+  bottom measures the endpoint's failures, not the model.
 
 Tied scores (a VLM's P(Yes) ties often) follow :mod:`cladebench.retrieval_metrics`: AP and nDCG take sklearn's
 tie handling, as INQUIRE's code does; MRR is the expected reciprocal rank over the orders of a tie, where
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,6 +50,9 @@ if TYPE_CHECKING:
 
 UNSCORED = -1.0
 """Score given to a candidate the scorer could not score: below every real score (all lie in [-1, 1])."""
+
+MAX_UNSCORED_SHARE = 0.5
+"""Largest share of candidates without a score for which metrics are still reported ("most" unscored: none)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,11 @@ class EndpointModel:
     """``openai-compatible:NAME@URL``."""
     kind: str = "vlm"
     revision: str | None = None
+
+    def __post_init__(self) -> None:
+        from cladebench.vlm import parse_endpoint
+
+        parse_endpoint(self.model_id)  # a malformed id or an unsupported scheme: a usage error before any work
 
     def describe(self) -> dict[str, Any]:
         return {"model_id": self.model_id, "revision": None, "kind": self.kind}
@@ -135,10 +148,30 @@ def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig)
     for result in results:
         outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
     rows = rows.drop_columns(["image"]).append_column("outcome", pa.array([r.outcome for r in results]))
+    rows = rows.append_column("outcome_reason", pa.array([r.reason for r in results], pa.string()))
+    unscored = sum(r.score is None for r in results)
+    if unscored:
+        counts = ", ".join(f"{o} {n}" for o, n in sorted(outcomes.items()) if o != "scored")
+        print(f"[rerank] {unscored} of {len(results)} candidates have no score ({counts}); they rank last in their "
+              "query" + ("; too many to report a metric" if unscored > MAX_UNSCORED_SHARE * len(results) else ""),
+              file=sys.stderr)
     info = {"scorer": "vlm: P(Yes) / (P(Yes) + P(No)) of the first token", "vlm": vlm_config.provenance(),
-            "outcomes": outcomes, "cached": sum(r.cached for r in results),
-            "unscored_rule": f"candidates without a score rank last in their query (score {UNSCORED})"}
+            "outcomes": outcomes, "cached": sum(r.cached for r in results), "unscored": unscored,
+            "unscored_rule": f"candidates without a score rank last in their query (score {UNSCORED}); metrics are "
+                             f"not reported when more than {MAX_UNSCORED_SHARE:.0%} of the candidates are unscored"}
     return rows, scores, info
+
+
+def _unscored_refusal(predictions: Predictions) -> str | None:
+    """Why no metric may be reported (most candidates have no score), or None."""
+    table = predictions.table
+    if "outcome" not in table.column_names or table.num_rows == 0:
+        return None
+    unscored = table.num_rows - pc.sum(pc.equal(table.column("outcome"), "scored").cast(pa.int64())).as_py()
+    if unscored <= MAX_UNSCORED_SHARE * table.num_rows:
+        return None
+    return (f"not reported: {unscored} of {table.num_rows} candidates have no score (more than "
+            f"{MAX_UNSCORED_SHARE:.0%}); a ranking that is mostly ties at the bottom would measure the failures")
 
 
 SCORERS: dict[str, Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = {
@@ -183,9 +216,12 @@ def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     per_query = per_query_table(predictions)
     config = RetrievalConfig(k=predictions.info["rerank_k"])
     summary = summarize(per_query["scores"], config)
+    refused = _unscored_refusal(predictions)
     out = {}
     for name, estimate in summary.estimates.items():
         out[name] = {**estimate.to_dict(), "queries_excluded": summary.n_excluded}
+        if refused is not None:
+            out[name].update(value=None, low=None, high=None, reason=refused)
     return out
 
 

@@ -1,0 +1,145 @@
+"""A VLM rerank through `cladebench eval` against a misbehaving endpoint on 127.0.0.1, without torch.
+
+Bad answers (NaN logprobs) are unscored outcomes that are never cached, the console says how many
+candidates went unscored, and when most did no metric is reported. Credentials in the endpoint URL
+and the API key reach the server but neither ``run.json`` nor the HTML report made from it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cladebench import store
+from cladebench.cli import main
+from cladebench.results import RunRecord
+from cladebench.synthetic import WorldConfig, make_world
+from test_vlm import _Handler, _Server, completion, decode_request, default_top, send
+
+QUERIES, CANDIDATES = 3, 6
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    world = make_world(WorldConfig(seed=4, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
+    table = world.to_table(QUERIES * CANDIDATES, seed=4, image_format="jpeg")
+    names = table.column("scientific_name").to_pylist()
+    species = sorted(set(names))[:QUERIES]
+    query_of = [species[i // CANDIDATES] for i in range(table.num_rows)]
+    uuids = [f"{q}-{u}" for q, u in zip(query_of, table.column("uuid").to_pylist(), strict=True)]
+    table = table.set_column(table.column_names.index("uuid"), "uuid", pa.array(uuids))
+    table = table.append_column("query_id", pa.array([species.index(q) + 1 for q in query_of], pa.int64()))
+    table = table.append_column("query", pa.array(query_of))
+    relevant = [i % CANDIDATES < 2 for i in range(table.num_rows)]  # two positives per query
+    table = table.append_column("relevant", pa.array(relevant))
+    path = tmp_path_factory.mktemp("rerank") / "rerank.lance"
+    store.write_dataset(table, path)
+    return path
+
+
+@pytest.fixture
+def endpoint() -> Iterator[_Server]:
+    httpd = _Server()
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def nan_when(condition: Any):
+    """A server reply that answers NaN logprobs to the requests ``condition(prompt, number)`` picks."""
+    def reply(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+        seen = decode_request(body, None)
+        top = (lambda yes, no: [("Yes", math.nan), ("No", no)]) if condition(seen.prompt, number) else default_top
+        send(handler, 200, completion(seen, top))
+        return True
+
+    return reply
+
+
+def rerank(dataset: Path, model: str, out: Path) -> int:
+    return main(["eval", str(dataset), "--model", model, "--task", "rerank", "--group-by", "none", "--out", str(out)])
+
+
+def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Path, endpoint: _Server,
+                                                                    tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    endpoint.state.reply = nan_when(lambda prompt, number: True)
+    total = QUERIES * CANDIDATES
+    assert rerank(dataset, endpoint.model_id(), tmp_path / "bad") == 0
+    printed = capsys.readouterr()
+    assert f"{total} of {total} candidates have no score (invalid_response {total})" in printed.err
+    assert "too many to report a metric" in printed.err
+    record = RunRecord.read(tmp_path / "bad")
+    assert record.metrics and all(m["value"] is None and "not reported" in m["reason"]
+                                  for m in record.metrics.values())
+    assert record.provenance["task"]["outcomes"] == {"invalid_response": total}
+    assert "undefined" in printed.out and "ap@" in printed.out
+    reasons = pq.read_table(tmp_path / "bad" / "predictions.parquet").column("outcome_reason").to_pylist()
+    assert all("NaN" in r for r in reasons)
+    assert not list((tmp_path / "cache").rglob("*.json"))  # nothing poisoned the cache
+
+    endpoint.state.reply = None  # fixed: the rerun asks every question again and reports metrics
+    assert rerank(dataset, endpoint.model_id(), tmp_path / "good") == 0
+    assert endpoint.state.requests == 2 * total
+    good = RunRecord.read(tmp_path / "good")
+    assert all(m["value"] is not None and m["value"] >= 0 for m in good.metrics.values())
+    assert "no score" not in capsys.readouterr().err
+
+
+def test_a_few_unusable_answers_are_counted_on_the_console_and_metrics_stay(dataset: Path, endpoint: _Server,
+                                                                            tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    first_query = min(store.open_dataset(dataset).to_table(columns=["query"]).column("query").to_pylist())
+    endpoint.state.reply = nan_when(lambda prompt, number: first_query in prompt)
+    assert rerank(dataset, endpoint.model_id(), tmp_path / "some") == 0
+    err = capsys.readouterr().err
+    total = QUERIES * CANDIDATES
+    assert f"{CANDIDATES} of {total} candidates have no score (invalid_response {CANDIDATES})" in err
+    assert "too many" not in err
+    record = RunRecord.read(tmp_path / "some")
+    assert all(m["value"] is not None and "reason" not in m for m in record.metrics.values())
+    assert record.provenance["task"]["unscored"] == CANDIDATES
+
+
+def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Path, endpoint: _Server,
+                                                                    tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-written-4417")
+    port = endpoint.server_address[1]
+    model = f"openai-compatible:m@http://alice:hunter2-secret@127.0.0.1:{port}/v1"
+    monkeypatch.setattr(sys, "argv", ["cladebench", "eval", str(dataset), "--model", model])  # as typed
+    assert rerank(dataset, model, tmp_path / "run") == 0
+    assert endpoint.state.requests == QUERIES * CANDIDATES
+    basic = "Basic " + base64.b64encode(b"alice:hunter2-secret").decode()
+    assert {s.authorization for s in endpoint.state.seen} <= {basic, "Bearer sk-never-written-4417"}
+
+    assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "report.html")]) == 0
+    written = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
+    written["report.html"] = (tmp_path / "report.html").read_bytes()
+    written.update({p.name: p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file()})
+    for name, data in written.items():
+        for secret in (b"hunter2-secret", b"alice", b"sk-never-written-4417"):
+            assert secret not in data, f"{secret!r} in {name}"
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["provenance"]["model"]["id"] == f"openai-compatible:m@http://127.0.0.1:{port}/v1"
+    assert f"openai-compatible:m@http://127.0.0.1:{port}/v1" in record["provenance"]["command"]
