@@ -73,7 +73,8 @@ Predictions: one row per (photo, target): ``uuid``, ``target`` (0 or 1), ``organ
 ``C_pred_<rank>`` (what the model named; null where it was not asked or named nothing), ``C_correct_<rank>``
 (null where the rank is not scored), ``C_exact``, ``C_depth``, ``C_lca_distance``, ``C_named_other``,
 ``C_status`` (``ranked``, ``no_candidates``, a parse status such as ``json`` or ``unparseable``,
-``bad_image``, ``nothing_to_complete``), and ``C_candidates``/``C_true_in_candidates`` (contrastive) or
+``bad_image``, ``invalid_response`` (an answer over the VLM client's size cap, never cached),
+``nothing_to_complete``), and ``C_candidates``/``C_true_in_candidates`` (contrastive) or
 ``C_answer`` (the VLM's raw text).
 """
 
@@ -303,7 +304,8 @@ class Completion:
     names: tuple[str | None, ...]
     """Seven names (the species as a binomial); ``None`` where not asked or not named."""
     status: str
-    """How it came about: ``ranked``, ``no_candidates``, a parse status, ``bad_image``, ``nothing_to_complete``."""
+    """How it came about: ``ranked``, ``no_candidates``, a parse status, ``bad_image``, ``invalid_response``,
+    ``nothing_to_complete``."""
     answer: str | None = None
     """The VLM's raw answer."""
     candidates: int | None = None
@@ -661,7 +663,8 @@ class Reply:
     text: str | None
     cached: bool
     failure: str | None
-    """Why no answer exists (an image that does not decode); ``None`` when answered."""
+    """Why no answer exists, as ``status: reason`` (``bad_image``: the image does not decode;
+    ``invalid_response``: an answer the client refused, such as one over its size cap); ``None`` when answered."""
 
 
 async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config: LineageConfig) -> list[Reply]:
@@ -669,7 +672,7 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
     from tqdm import tqdm
 
     from cladebench.images import ImageDecodeError
-    from cladebench.vlm import VLMClient, VLMConfig, parse_endpoint
+    from cladebench.vlm import InvalidResponseError, VLMClient, VLMConfig, parse_endpoint
 
     vlm_config = VLMConfig(concurrency=config.vlm_concurrency)
     async with VLMClient(parse_endpoint(model_id), vlm_config) as vlm:
@@ -680,6 +683,8 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
                     result = await vlm.chat(prompt, image, json_mode=config.vlm_json)
                 except ImageDecodeError as exc:
                     return Reply(None, False, f"bad_image: {exc.reason}")
+                except InvalidResponseError as exc:  # one refused answer, not a reason to stop every question
+                    return Reply(None, False, f"invalid_response: {exc.reason}")
                 finally:
                     bar.update(1)
                 return Reply(result.text, result.cached, None)
@@ -697,7 +702,8 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
 
 def _parsed(reply: Reply, asked: Sequence[Rank]) -> Completion:
     if reply.text is None:
-        return Completion((None,) * len(RANKS), "bad_image", answer=reply.failure)
+        return Completion((None,) * len(RANKS), (reply.failure or "bad_image").partition(":")[0],
+                          answer=reply.failure)
     parsed = parse_lineage_answer(reply.text, asked)
     names = tuple(parsed.names[r.column] if r in asked else None for r in RANKS)
     return Completion(names, parsed.status, answer=reply.text)
