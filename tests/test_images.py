@@ -90,6 +90,23 @@ def test_an_image_over_the_pixel_limit_is_a_reason_not_a_crash() -> None:
             check(bomb)
 
 
+def test_embed_records_a_bomb_with_the_same_reason() -> None:
+    from cladebench.embed import _decode_block
+
+    small = encode(Image.new("RGB", (4, 4), (1, 2, 3)), "PNG")
+    class Pixels:  # stands in for the model's transform, whose output has .numpy() as a tensor does
+        def __init__(self, image: Image.Image) -> None:
+            self.size = image.size
+
+        def numpy(self) -> np.ndarray:
+            return np.zeros(self.size)
+
+    block = _decode_block(["bomb", "ok"], [huge_png(20_000, 20_000), small], transform=Pixels)
+    assert block["uuids"] == ["ok"]
+    ((uuid, reason),) = block["failed"]
+    assert uuid == "bomb" and reason.startswith("image too large: 400,000,000 pixels, over the limit of 178,956,970")
+
+
 def test_the_pixel_limit_is_one_number_for_every_check() -> None:
     side = int(MAX_PIXELS**0.5)
     assert side * side <= MAX_PIXELS < (side + 1) * (side + 1)
