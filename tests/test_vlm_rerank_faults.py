@@ -106,6 +106,19 @@ def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Pat
     assert "no score" not in capsys.readouterr().err
 
 
+def test_no_yes_or_no_anywhere_reports_no_metric(dataset: Path, endpoint: _Server, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    endpoint.state.top_for = lambda yes, no: [("The", -0.1), ("A", -2.5)]
+    total = QUERIES * CANDIDATES
+    assert rerank(dataset, endpoint.model_id(), tmp_path / "none") == 0
+    printed = capsys.readouterr()
+    assert f"{total} of {total} candidates have no score (no_yes_no {total})" in printed.err
+    record = RunRecord.read(tmp_path / "none")
+    assert all(m["value"] is None and m["low"] is None and "not reported" in m["reason"]
+               for m in record.metrics.values())
+    assert "undefined" in printed.out
+
+
 def test_a_few_unusable_answers_are_counted_on_the_console_and_metrics_stay(dataset: Path, endpoint: _Server,
                                                                             tmp_path: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
