@@ -748,14 +748,16 @@ def _checked_copy(reader: pa.RecordBatchReader, schema: pa.Schema, seen: set[str
         yield from table.to_batches()
 
 
-def check_writable(path: str | Path) -> None:
+def check_writable(path: str | Path, *, folder: bool = False) -> None:
     """Refuse, before any work, an output ``path`` that cannot be written: a parent that is a file, a folder
-    without write permission, a read-only file system.
+    without write permission, a read-only file system; with ``folder``, also a ``path`` that is a file.
 
     Probes the folder the output will be created in (``path`` itself when it is an existing folder, else its
     nearest existing ancestor) by making and removing a hidden folder there; nothing else is touched.
     """
     target = Path(path)
+    if folder and target.exists() and not target.is_dir():
+        raise CladebenchError(f"{target} is a file; the output is a folder: choose another path")
     probe_in = target if target.is_dir() else target.parent
     while not probe_in.exists() and probe_in != probe_in.parent:
         probe_in = probe_in.parent

@@ -99,19 +99,30 @@ _COMMON_NAME_ALIASES = ("common_name", "vernacularName", "vernacular_name", "com
 _TAXON_ID_ALIASES = ("taxon_id", "taxonID", "taxon_key")
 
 
-def _clean(value: Any) -> str | None:
-    """Strip a name; empty strings, NaN and ``None`` become ``None``."""
+def _clean(value: Any, field: str | None = None) -> str | None:
+    """Strip a name; empty strings, NaN and ``None`` become ``None``; a number is a :class:`SchemaError`.
+
+    A number is refused rather than turned into text: a numeric species column (an id, a code) would
+    otherwise become labels like ``"Limnobdella 24"`` that look like names and score as nonsense.
+    """
     if value is None:
         return None
-    if isinstance(value, float):  # pandas-style NaN for a missing cell
-        return None if value != value else str(value)
+    if isinstance(value, float) and value != value:  # pandas-style NaN for a missing cell
+        return None
+    kind = getattr(getattr(value, "dtype", None), "kind", None)  # numpy scalars, without importing numpy
+    if isinstance(value, (bool, int, float)) or kind in ("b", "i", "u", "f"):
+        if kind == "f" and value != value:
+            return None
+        where = f"column {field!r}: " if field else ""
+        raise SchemaError(f"{where}{value!r} is a number, not a taxon name; name columns hold text (a numeric "
+                          "column would make labels like 'Limnobdella 24')")
     text = str(value).strip()
     return text or None
 
 
-def _first_vernacular(value: Any) -> str | None:
+def _first_vernacular(value: Any, field: str | None = None) -> str | None:
     """CrypticBio stores vernacular names as a Python list literal; take the first, the preferred one."""
-    text = _clean(value)
+    text = _clean(value, field)
     if text is None or not text.startswith("["):
         return text
     try:
@@ -141,7 +152,7 @@ class Lineage:
     def __post_init__(self) -> None:
         if len(self.names) != len(RANKS):
             raise ValueError(f"a lineage has {len(RANKS)} ranks, got {len(self.names)}: {self.names!r}")
-        names = [_clean(n) for n in self.names]
+        names = [_clean(n, column) for n, column in zip(self.names, RANK_COLUMNS, strict=True)]
         genus, species = names[Rank.GENUS], names[Rank.SPECIES]
         if species is not None:
             words = species.split()
@@ -155,7 +166,7 @@ class Lineage:
                 species = " ".join(words[1:])
             names[Rank.SPECIES] = species.lower()
         object.__setattr__(self, "names", tuple(names))
-        object.__setattr__(self, "common_name", _clean(self.common_name))
+        object.__setattr__(self, "common_name", _clean(self.common_name, "common_name"))
 
     @classmethod
     def from_names(cls, *names: str | None, common_name: str | None = None,
@@ -176,13 +187,13 @@ class Lineage:
         """
         names: list[str | None] = []
         for column in RANK_COLUMNS:
-            names.append(next((_clean(row[a]) for a in _COLUMN_ALIASES[column] if a in row), None))
-        scientific = next((_clean(row[a]) for a in _SCIENTIFIC_NAME_ALIASES if a in row), None)
+            names.append(next((_clean(row[a], a) for a in _COLUMN_ALIASES[column] if a in row), None))
+        scientific = next((_clean(row[a], a) for a in _SCIENTIFIC_NAME_ALIASES if a in row), None)
         if names[Rank.SPECIES] is None and scientific is not None:
             binomial = _binomial(scientific)
             if binomial is not None and names[Rank.GENUS] in (None, binomial.split()[0]):
                 names[Rank.SPECIES] = binomial
-        common = next((_first_vernacular(row[a]) for a in _COMMON_NAME_ALIASES if a in row), None)
+        common = next((_first_vernacular(row[a], a) for a in _COMMON_NAME_ALIASES if a in row), None)
         taxon_id = next((row[a] for a in _TAXON_ID_ALIASES if a in row and row[a] is not None), None)
         return cls(tuple(names), common_name=common, taxon_id=None if taxon_id is None else int(taxon_id))
 

@@ -70,16 +70,32 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
     """Write the report of ``run_paths`` to ``out`` (created atomically: a failed render leaves no half file)."""
     if max_gallery < 0:
         raise CladebenchError(f"max_gallery must be 0 or more, got {max_gallery}")
+    out = Path(out)
+    _check_output(out)  # before rendering, which reads every run and draws every chart
     _require_report_packages()
     from cladebench.report.render import render_report
 
     text = render_report(run_paths, format=format, title=title, max_gallery=max_gallery)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        from cladebench.errors import environment_error
+
+        raise (environment_error(exc, out) or exc) from None
     return out
+
+
+def _check_output(out: Path) -> None:
+    """The report is one file: refuse a folder, or a place that cannot be written, before any work."""
+    if out.is_dir():
+        raise CladebenchError(f"{out} is a folder; the report is one file: give its name (e.g. {out / 'report.html'})")
+    from cladebench.store import check_writable
+
+    check_writable(out)
 
 
 def run_report(config: ReportConfig) -> Path:

@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import ast
 import calendar
+import codecs
+import contextlib
 import csv
 import datetime
 import math
@@ -146,7 +148,8 @@ def read_cryptic_lookup(path: str | Path) -> dict[str, tuple[str, ...]]:
     twice with different sets, or a line that is not two tab-separated fields, is an error.
     """
     groups: dict[str, tuple[str, ...]] = {}
-    with open(path, encoding="utf-8-sig", newline="") as handle:
+    _check_input_file(path, "--lookup", "the cryptic-group lookup (anchor<TAB>species,...)")
+    with _utf8(path), open(path, encoding="utf-8-sig", newline="") as handle:
         for line_number, line in enumerate(handle, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -162,6 +165,42 @@ def read_cryptic_lookup(path: str | Path) -> dict[str, tuple[str, ...]]:
                 raise SchemaError(f"{path}: line {line_number}: anchor {anchor!r} is listed again with another group")
             groups[anchor] = group
     return groups
+
+
+def _check_input_file(path: str | Path, option: str, what: str) -> None:
+    """A missing input, or a folder where a file goes, is one line naming it (not a traceback)."""
+    path = Path(path)
+    if path.is_dir():
+        raise CladebenchError(f"{option} {path} is a folder; give {what}")
+    if not path.exists():
+        raise CladebenchError(f"{option} {path}: no such file")
+
+
+def _first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
+    """(line, byte offset, byte value) of the first byte of ``path`` that is not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, line = 0, 1
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as exc:
+                start = max(exc.start, 0)
+                return line + block.count(b"\n", 0, start), offset + start, block[start] if start < len(block) else 0
+            line += block.count(b"\n")
+            offset += len(block)
+    return line, offset, 0
+
+
+@contextlib.contextmanager
+def _utf8(path: str | Path) -> Iterator[None]:
+    """Turn a decoding failure while reading ``path`` into one line naming the line and the byte."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        line, offset, byte = _first_bad_utf8(path)
+        raise SchemaError(f"{path}: line {line}: not UTF-8 text (byte {byte:#04x} at offset {offset}); "
+                          "save the file as UTF-8") from None
 
 
 # --- one row -------------------------------------------------------------------------------------
@@ -321,12 +360,13 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
     Any bad value is a :class:`SchemaError` naming the file, the 1-based data row and the field.
     """
     path = Path(path)
+    _check_input_file(path, "CSV", "a CrypticBio benchmark CSV (e.g. CrypticBio-Common.csv)")
     source_dataset = f"{SOURCE_PREFIX}-{subset or subset_name(path)}"
     groups = _lookup(lookup)
     rows = _Rows()
     url_seen: Counter[str] = Counter()
     taxa = _Taxa()
-    with open(path, encoding="utf-8-sig", newline="") as handle:
+    with _utf8(path), open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -464,6 +504,7 @@ def build_crypticbio_dataset(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         # Checked before the downloads, which can take hours, rather than by the write after them.
         raise CladebenchError(f"{out} already exists; choose another output path or remove it")
+    store.check_writable(out)  # a read-only folder is found now, not after the downloads
     if limit is not None and limit < 0:
         raise CladebenchError(f"limit must be non-negative, got {limit}")
     table = read_crypticbio(csv_path, lookup=lookup, subset=subset)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench import store
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits
 from cladebench.published import published_metadata
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
@@ -120,6 +121,8 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
     """
     rank = Rank.parse(rank)
     path = Path(path)
+    if path.is_dir():
+        raise CladebenchError(f"--labels {path} is a folder; give the label set file")
     if not path.is_file():
         raise CladebenchError(f"label set file not found: {path}")
     # A name may stand for several taxa (homonyms in different kingdoms): such a name is not resolved by guessing.
@@ -140,7 +143,10 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
             raise CladebenchError(f"{path}: not a readable CSV: {exc}") from None
         lineages = []
         for number, row in enumerate(table.to_pylist(), start=2):  # line 1 is the header
-            lineage = Lineage.from_row({k: (None if v is None else str(v)) for k, v in row.items()})
+            try:  # values as read: a column of numbers is refused by name, not turned into 'Genus 24'
+                lineage = Lineage.from_row(row)
+            except SchemaError as error:
+                raise SchemaError(f"{path}: row {number}: {error}") from None
             if lineage.names[rank] is None:
                 raise CladebenchError(f"{path}: row {number}: no {rank.column} name (field {rank.column!r} "
                                       "or scientific_name): every label needs a name at the label rank")
@@ -149,7 +155,7 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
             lineages.append(lineage)
         return label_set(lineages, rank)
     lineages, unknown = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
         name = line.split("#", 1)[0].strip()
         if not name:
             continue
@@ -166,6 +172,34 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
                               f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); give labels "
                               "outside the benchmark as a CSV with rank columns")
     return label_set(lineages, rank)
+
+
+def _read_text(path: Path) -> str:
+    """A text file's content; bytes that are not UTF-8 are an error naming the line they are on."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CladebenchError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+                              f"{exc.start}); save the file as UTF-8") from None
+
+
+def check_vectors(vectors: np.ndarray, uuids: Sequence[str], column: str) -> None:
+    """Refuse image vectors that have no direction: all zero, or so large that their float32 norm overflows.
+
+    Either would be scored as a uniform distribution over the labels (every label tied), whose top
+    species and rolled-up kingdom contradict each other; such rows are corrupt, not hard examples.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.linalg.norm(np.asarray(vectors, dtype=np.float32), axis=1)
+    bad = np.flatnonzero(~np.isfinite(norms) | (norms <= 0))
+    if bad.size:
+        row = int(bad[0])
+        kind = "all zero" if np.isfinite(norms[row]) else "so large that their length overflows float32"
+        raise SchemaError(f"column {column!r}: {bad.size} image vector(s) are {kind} (first uuid={uuids[row]}) "
+                          "and cannot be scored (they would tie every label); re-embed those rows or leave them "
+                          "out with --where")
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -307,14 +341,42 @@ def _parse_within(within: str | None) -> tuple[Rank, str] | None:
     return Rank.parse(rank.strip()), name.strip()
 
 
+def fixed_logit_scale(value: str) -> float | None:
+    """The number a ``--logit-scale`` value names (None for 'learned'); anything but a positive finite number is
+    a :class:`UsageError`: NaN makes every probability NaN, zero or a negative scale makes them uniform or
+    inverted, and infinity turns the softmax into NaN."""
+    if value == "learned":
+        return None
+    try:
+        scale = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"--logit-scale must be 'learned' or a positive number, got {value!r}") from None
+    if not math.isfinite(scale) or scale <= 0:
+        raise UsageError(f"--logit-scale must be 'learned' or a positive finite number, got {value!r}")
+    return scale
+
+
 def logit_scale_of(config: Any, encoder: Encoder) -> float:
     """The logit scale a config asks for (its ``logit_scale`` field): the encoder's learned one, or a number."""
-    if config.logit_scale == "learned":
-        return float(encoder.logit_scale)
-    try:
-        return float(config.logit_scale)
-    except ValueError:
-        raise CladebenchError(f"logit_scale must be 'learned' or a number, got {config.logit_scale!r}") from None
+    fixed = fixed_logit_scale(config.logit_scale)
+    if fixed is not None:
+        return fixed
+    learned = float(encoder.logit_scale)
+    if not math.isfinite(learned) or learned <= 0:
+        raise CladebenchError(f"the model's learned logit scale is {learned}, not a positive finite number; pass "
+                              "--logit-scale NUMBER (CLIP_benchmark uses 100)")
+    return learned
+
+
+def _check_candidates_column(dataset: lance.LanceDataset, name: str) -> None:
+    """``--candidates`` names a column of lists of scientific names (one list per row)."""
+    if name not in dataset.schema.names:
+        raise SchemaError(f"--candidates {name!r}: no such column in {dataset.uri}")
+    kind = dataset.schema.field(name).type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not (
+            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)):
+        raise UsageError(f"--candidates {name!r} holds {kind}, not a list of scientific names per row (as "
+                         "cryptic_group: the species and its look-alikes)")
 
 
 @dataclass(frozen=True)
@@ -335,14 +397,16 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     from cladebench.models import class_text_embeddings
 
     rank = Rank.parse(config.rank)
+    fixed_logit_scale(config.logit_scale)  # a bad number is a usage error before any work
     column, meta = text_image_column(dataset, encoder, config.column, task="zero-shot")
-    extra = (config.candidates,) if config.candidates else ()
-    if config.candidates and config.candidates not in dataset.schema.names:
-        raise SchemaError(f"--candidates {config.candidates!r}: no such column in {dataset.uri}")
+    if config.candidates:
+        _check_candidates_column(dataset, config.candidates)
     # Whatever naming columns the dataset has (published tables differ): ranks, common and scientific name.
     naming = [c for c in (*RANK_COLUMNS, "scientific_name", "common_name") if c in dataset.schema.names]
-    rows, image_vectors = valid_embeddings(dataset, column, where=config.where, columns=("uuid", *naming, *extra))
+    wanted = list(dict.fromkeys(("uuid", *naming, *((config.candidates,) if config.candidates else ()))))
+    rows, image_vectors = valid_embeddings(dataset, column, where=config.where, columns=wanted)
     lineages = [Lineage.from_row(r) for r in rows.select(naming).to_pylist()]
+    check_vectors(image_vectors, rows.column("uuid").to_pylist(), column)
     within = _parse_within(config.within)
     if within is not None:
         keep = np.array([lin.names[within[0]] == within[1] for lin in lineages], dtype=bool)

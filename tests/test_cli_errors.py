@@ -1,0 +1,214 @@
+"""Ordinary conditions end with one line and their documented exit code, never 70 (a bug): read-only output
+folders, outputs that are files or folders, missing or non-UTF-8 inputs, filters with a second statement,
+predictions that are not the ones a run recorded. Real subprocesses, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cladebench import store
+from cladebench.results import RunRecord
+from cladebench.sources.crypticbio import CSV_COLUMNS
+
+
+def run(*args: str, unprivileged: bool = False) -> subprocess.CompletedProcess[str]:
+    prefix = _unprivileged_prefix() if unprivileged else []
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([*prefix, sys.executable, "-m", "cladebench", *args], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+
+
+def _unprivileged_prefix() -> list[str]:
+    """Root writes into a read-only (0555) folder anyway; without CAP_DAC_OVERRIDE it obeys the mode bits."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no way to make a folder read-only for the command")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
+    assert result.returncode == code, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "internal error" not in lines[0] and "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Path:
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    yield folder
+    folder.chmod(0o755)
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    path = tmp_path / "toy.lance"
+    store.write_dataset(pa.table({"uuid": ["a", "b", "c"], "image": pa.array([b"1", b"2", b"3"], pa.large_binary()),
+                                  "scientific_name": ["A a", "B b", "C c"]}), path)
+    return path
+
+
+def _run_record(root: Path) -> Path:
+    """A rerank run written by hand (planted scores), enough for a report."""
+    from cladebench.tasks.rerank import rerank_metrics
+    from cladebench.tasks.zeroshot import Predictions
+
+    rng = np.random.default_rng(0)
+    rows = [{"uuid": f"{q}-{j}", "query_id": q, "query": f"query {q}", "relevant": j % 3 == 0,
+             "score": float(rng.uniform())} for q in (1, 2) for j in range(8)]
+    table = pa.Table.from_pylist(rows)
+    metrics = rerank_metrics(Predictions(table=table, labels=[], info={"rerank_k": 100}))
+    record = RunRecord(task="rerank", metrics=metrics, config={"rerank_k": 100},
+                       provenance={"dataset": {"uri": str(root / "gone.lance"), "version": 1},
+                                   "model": {"id": "org/model"}, "task": {"rerank_k": 100}, "metrics": {}})
+    return record.write(root / "run", table)
+
+
+# --- subset ------------------------------------------------------------------------------------------
+
+
+def test_subset_into_a_read_only_folder(dataset: Path, read_only: Path) -> None:
+    result = run("subset", str(dataset), "--out", str(read_only / "copy.lance"), unprivileged=True)
+    one_line_error(result, 1, str(read_only), "permission denied")
+    assert list(read_only.iterdir()) == []
+
+
+def test_subset_onto_a_file_or_under_one(dataset: Path, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    one_line_error(run("subset", str(dataset), "--out", str(notes)), 1, "is a file")
+    one_line_error(run("subset", str(dataset), "--out", str(notes / "x.lance")), 1, "is a file")
+    assert notes.read_text() == "mine"
+
+
+def test_subset_with_a_second_statement_is_a_usage_error(dataset: Path, tmp_path: Path) -> None:
+    result = run("subset", str(dataset), "--where", "1=1; DROP TABLE x", "--out", str(tmp_path / "out.lance"))
+    one_line_error(result, 2, "--where", "one SQL expression")
+    assert not (tmp_path / "out.lance").exists()
+
+
+def test_subset_of_a_dataset_without_uuid_writes_nothing(tmp_path: Path) -> None:
+    import lance
+
+    source = tmp_path / "raw.lance"
+    lance.write_dataset(pa.table({"id": ["a"], "image": pa.array([b"x"], pa.large_binary())}), str(source))
+    result = run("subset", str(source), "--out", str(tmp_path / "out.lance"))
+    one_line_error(result, 4, "no 'uuid' column")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.lance"]
+
+
+# --- report --------------------------------------------------------------------------------------------
+
+
+def test_report_to_a_folder_leaves_nothing(tmp_path: Path) -> None:
+    run_path = _run_record(tmp_path)
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    one_line_error(run("report", str(run_path), "-o", str(folder)), 1, "is a folder")
+    assert list(folder.iterdir()) == [] and not list(tmp_path.glob(".*tmp"))
+
+
+def test_report_into_a_read_only_folder(tmp_path: Path, read_only: Path) -> None:
+    run_path = _run_record(tmp_path)
+    result = run("report", str(run_path), "-o", str(read_only / "report.html"), unprivileged=True)
+    one_line_error(result, 1, str(read_only), "permission denied")
+    assert list(read_only.iterdir()) == []
+
+
+def test_report_and_compare_refuse_predictions_that_are_not_the_recorded_ones(tmp_path: Path) -> None:
+    run_path = _run_record(tmp_path)
+    assert run("report", str(run_path), "-o", str(tmp_path / "ok.html")).returncode == 0
+    predictions = run_path.parent / "predictions.parquet"
+    data = predictions.read_bytes()
+    predictions.write_bytes(data[: len(data) // 2])  # cut short
+    for result in (run("report", str(run_path), "-o", str(tmp_path / "bad.html")),
+                   run("compare", str(run_path), str(run_path))):
+        one_line_error(result, 1, str(predictions), "SHA-256", "changed or cut short")
+    assert not (tmp_path / "bad.html").exists()
+
+
+# --- load crypticbio -----------------------------------------------------------------------------------
+
+
+def _csv(path: Path, body: bytes) -> Path:
+    path.write_bytes(",".join(CSV_COLUMNS).encode() + b"\n" + body)
+    return path
+
+
+ROW = (b"Felis catus,2020.0,5.0,1.0,10.0,20.0,https://example.invalid/photos/1/original.jpg,Animalia,Chordata,"
+       b"Mammalia,Carnivora,Felidae,Felis,['cat']\n")
+
+
+@pytest.mark.parametrize("case", ["missing", "folder", "not_utf8"])
+def test_load_crypticbio_input_problems(tmp_path: Path, case: str) -> None:
+    csv_path = tmp_path / "CrypticBio-Common.csv"
+    if case == "folder":
+        csv_path.mkdir()
+    elif case == "not_utf8":
+        _csv(csv_path, ROW + ROW.replace(b"Felis catus", b"F\xe9lis catus"))
+    result = run("load", "crypticbio", str(csv_path), "--out", str(tmp_path / "out.lance"))
+    expected = {"missing": "no such file", "folder": "is a folder", "not_utf8": "line 3: not UTF-8 text"}[case]
+    one_line_error(result, 4 if case == "not_utf8" else 1, str(csv_path), expected)
+    assert not (tmp_path / "out.lance").exists()
+
+
+@pytest.mark.parametrize("case", ["missing", "folder", "not_utf8"])
+def test_load_crypticbio_lookup_problems(tmp_path: Path, case: str) -> None:
+    csv_path = _csv(tmp_path / "CrypticBio-Common.csv", ROW)
+    lookup = tmp_path / "lookup.tsv"
+    if case == "folder":
+        lookup.mkdir()
+    elif case == "not_utf8":
+        lookup.write_bytes(b"Felis catus\tFelis silvestris\n\xff\xfe\tx\n")
+    result = run("load", "crypticbio", str(csv_path), "--lookup", str(lookup), "--out", str(tmp_path / "out.lance"))
+    expected = {"missing": "no such file", "folder": "is a folder", "not_utf8": "line 2: not UTF-8 text"}[case]
+    one_line_error(result, 4 if case == "not_utf8" else 1, str(lookup), expected)
+
+
+def test_load_crypticbio_into_a_read_only_folder_fails_before_downloading(tmp_path: Path, read_only: Path) -> None:
+    csv_path = _csv(tmp_path / "CrypticBio-Common.csv", ROW)
+    result = run("load", "crypticbio", str(csv_path), "--out", str(read_only / "out.lance"),
+                 "--download-dir", str(tmp_path / "downloads"), unprivileged=True)
+    one_line_error(result, 1, str(read_only), "permission denied")
+    assert not (tmp_path / "downloads").exists()  # nothing was fetched
+
+
+# --- eval ----------------------------------------------------------------------------------------------
+
+
+def test_eval_into_a_read_only_folder_or_onto_a_file(dataset: Path, tmp_path: Path, read_only: Path) -> None:
+    result = run("eval", str(dataset), "--model", "local-dir:/nowhere", "--out", str(read_only / "run"),
+                 unprivileged=True)
+    one_line_error(result, 1, str(read_only), "permission denied")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    one_line_error(run("eval", str(dataset), "--model", "local-dir:/nowhere", "--out", str(notes)), 1, "is a file")
+    assert notes.read_text() == "mine"
+
+
+def test_run_record_writes_never_leave_temp_files_and_name_the_folder(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    record = RunRecord(task="t", metrics={}, provenance={}, config={})
+    from cladebench.errors import CladebenchError
+
+    with pytest.raises(CladebenchError, match=r"notes\.txt"):
+        record.write(notes, pa.table({"uuid": ["a"]}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert json.loads(json.dumps(record.metrics)) == {}
