@@ -4,11 +4,13 @@ predictions that are not the ones a run recorded. Real subprocesses, real files.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +204,14 @@ def test_eval_into_a_read_only_folder_or_onto_a_file(dataset: Path, tmp_path: Pa
     assert notes.read_text() == "mine"
 
 
+@pytest.mark.parametrize("scale", ["nan", "-1", "inf", "0"])
+def test_eval_with_a_logit_scale_that_is_not_a_positive_number(dataset: Path, tmp_path: Path, scale: str) -> None:
+    result = run("eval", str(dataset), "--model", "local-dir:/nowhere", "--out", str(tmp_path / "run"),
+                 "--logit-scale", scale)
+    one_line_error(result, 2, "--logit-scale", repr(scale))
+    assert not (tmp_path / "run").exists()
+
+
 def test_run_record_writes_never_leave_temp_files_and_name_the_folder(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
@@ -212,3 +222,39 @@ def test_run_record_writes_never_leave_temp_files_and_name_the_folder(tmp_path: 
         record.write(notes, pa.table({"uuid": ["a"]}))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
     assert json.loads(json.dumps(record.metrics)) == {}
+
+
+# --- the safety net in cli.main -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _FailConfig:
+    """A verb that fails as it is told to."""
+
+    path: str
+    """Where it pretends to write."""
+    kind: str = "permission"
+    """Which failure."""
+
+
+def _fail(config: _FailConfig) -> int:
+    if config.kind == "permission":
+        raise PermissionError(errno.EACCES, "Permission denied", config.path)
+    if config.kind == "lance-full-disk":  # how Lance (Rust) reports it: no errno attribute, the number in the text
+        raise OSError("LanceError(IO): Generic LocalFileSystem error: No space left on device (os error 28), "
+                      "/home/runner/work/lance/rust/lance-io/src/object_store.rs:1013:21")
+    raise ValueError("a bug")
+
+
+@pytest.mark.parametrize(("kind", "code", "needle"), [("permission", 1, "/some/where: permission denied"),
+                                                      ("lance-full-disk", 1, "no space left on device"),
+                                                      ("bug", 70, "internal error")])
+def test_environment_failures_anywhere_end_in_one_line(monkeypatch, capsys, kind: str, code: int,
+                                                       needle: str) -> None:
+    from cladebench import cli
+
+    monkeypatch.setitem(cli.VERBS, "fail", cli.Verb(name="fail", help="fails", config=_FailConfig, run=_fail))
+    assert cli.main(["fail", "/some/where", "--kind", kind]) == code
+    err = capsys.readouterr().err
+    assert needle in err.splitlines()[0]
+    assert len(err.strip().splitlines()) == (2 if code == 70 else 1)  # a bug adds the --debug hint

@@ -46,6 +46,11 @@ def test_a_numeric_taxon_name_is_refused(value: object) -> None:
         Lineage.from_row({"genus": "Limnobdella", "species": value})
 
 
+def test_a_name_in_bytes_is_refused_not_rendered_as_a_python_literal() -> None:
+    with pytest.raises(SchemaError, match=r"column 'species': .*is bytes, not text"):
+        Lineage.from_row({"genus": "Limnobdella", "species": b"m\xe9xicana"})
+
+
 def test_a_missing_name_is_still_missing() -> None:
     assert Lineage.from_row({"genus": "Limnobdella", "species": float("nan")}).names[-1] is None
 
@@ -58,6 +63,9 @@ def test_label_files_that_are_not_utf8_numeric_or_a_folder(tmp_path: Path) -> No
     with pytest.raises(CladebenchError, match=r"line 2: not UTF-8 text \(byte 0xe9"):
         label_set_from_file(text, "species", benchmark)
     table = tmp_path / "labels.csv"
+    table.write_bytes(b"genus,species\nLimnobdella,m\xe9xicana\n")  # pyarrow reads such a cell as bytes
+    with pytest.raises(CladebenchError, match=r"line 2: not UTF-8 text \(byte 0xe9"):
+        label_set_from_file(table, "species", benchmark)
     table.write_text("genus,species\nLimnobdella,24\nLimnobdella,25\n")
     with pytest.raises(SchemaError, match="row 2: column 'species': 24 is a number"):
         label_set_from_file(table, "species", benchmark)

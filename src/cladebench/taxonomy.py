@@ -116,6 +116,9 @@ def _clean(value: Any, field: str | None = None) -> str | None:
         where = f"column {field!r}: " if field else ""
         raise SchemaError(f"{where}{value!r} is a number, not a taxon name; name columns hold text (a numeric "
                           "column would make labels like 'Limnobdella 24')")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        where = f"column {field!r}: " if field else ""
+        raise SchemaError(f"{where}{bytes(value)[:40]!r} is bytes, not text (was the file UTF-8?)")
     text = str(value).strip()
     return text or None
 

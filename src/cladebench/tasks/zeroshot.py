@@ -65,6 +65,9 @@ class ZeroShotConfig:
     """Label set file instead of the benchmark's taxa: a CSV with rank columns (kingdom..species or
     scientific_name), or a text file with one name at --rank per line, resolved against the benchmark."""
 
+    def __post_init__(self) -> None:
+        fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
+
 
 @dataclass(frozen=True)
 class LabelSet:
@@ -125,6 +128,7 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
         raise CladebenchError(f"--labels {path} is a folder; give the label set file")
     if not path.is_file():
         raise CladebenchError(f"label set file not found: {path}")
+    text = _read_text(path)  # not UTF-8 is an error naming the line, in either form (pyarrow would read bytes)
     # A name may stand for several taxa (homonyms in different kingdoms): such a name is not resolved by guessing.
     taxa_named: dict[str | None, dict[tuple[str | None, ...], Lineage]] = {}
     for lin in benchmark:
@@ -155,7 +159,7 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
             lineages.append(lineage)
         return label_set(lineages, rank)
     lineages, unknown = [], []
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         name = line.split("#", 1)[0].strip()
         if not name:
             continue
