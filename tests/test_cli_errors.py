@@ -66,8 +66,9 @@ def dataset(tmp_path: Path) -> Path:
     return path
 
 
-def _run_record(root: Path) -> Path:
-    """A rerank run written by hand (planted scores), enough for a report."""
+def _run_record(root: Path, *, undefined: str | None = None) -> Path:
+    """A rerank run written by hand (planted scores), enough for a report; ``undefined`` names a metric whose
+    value is planted as NaN."""
     from cladebench.tasks.rerank import rerank_metrics
     from cladebench.tasks.zeroshot import Predictions
 
@@ -76,6 +77,8 @@ def _run_record(root: Path) -> Path:
              "score": float(rng.uniform())} for q in (1, 2) for j in range(8)]
     table = pa.Table.from_pylist(rows)
     metrics = rerank_metrics(Predictions(table=table, labels=[], info={"rerank_k": 100}))
+    if undefined is not None:
+        metrics[undefined] = {**metrics[undefined], "value": float("nan")}
     record = RunRecord(task="rerank", metrics=metrics, config={"rerank_k": 100},
                        provenance={"dataset": {"uri": str(root / "gone.lance"), "version": 1},
                                    "model": {"id": "org/model"}, "task": {"rerank_k": 100}, "metrics": {}})
@@ -143,6 +146,16 @@ def test_report_and_compare_refuse_predictions_that_are_not_the_recorded_ones(tm
                    run("compare", str(run_path), str(run_path))):
         one_line_error(result, 1, str(predictions), "SHA-256", "changed or cut short")
     assert not (tmp_path / "bad.html").exists()
+
+
+def test_a_metric_written_as_null_is_reported_and_compared_as_undefined(tmp_path: Path) -> None:
+    run_path = _run_record(tmp_path, undefined="ap@100")
+    assert json.loads(run_path.read_text())["metrics"]["ap@100"]["value"] is None
+    report = run("report", str(run_path), "-o", str(tmp_path / "r.md"), "--format", "md")
+    assert report.returncode == 0, report.stderr
+    compared = run("compare", str(run_path), str(run_path))
+    assert compared.returncode == 0, compared.stderr
+    assert any(line.startswith("ap@100") and "undefined" in line for line in compared.stdout.splitlines())
 
 
 # --- load crypticbio -----------------------------------------------------------------------------------

@@ -371,7 +371,9 @@ def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
     scale, unit = display_scale(metric)
     low, high = estimate.get("low"), estimate.get("high")
     interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None else ""
-    return f"{scale * estimate['value']:7.2f}{unit or ' '}  {interval:<16}  {estimate['n']:>6}"
+    value = estimate.get("value")  # null in run.json where the value was not a finite number
+    shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'undefined':>8}"
+    return f"{shown}  {interval:<16}  {estimate['n']:>6}"
 
 
 def _difference_cell(difference: Difference | None, is_reference: bool, stored_n: set[int], metric: str) -> str:
