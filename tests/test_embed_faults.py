@@ -354,3 +354,19 @@ def test_a_read_only_dataset_fails_with_one_line_naming_it(tmp_path: Path, tiny_
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and str(path) in lines[0] and "not writable" in lines[0], lines
     assert store.open_dataset(path).version == version
+
+
+def test_a_task_refuses_a_column_whose_width_is_not_the_models(tmp_path: Path, tiny_model: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    n = 6
+    vectors = pa.FixedSizeListArray.from_arrays(
+        pa.array(np.random.default_rng(0).normal(size=n * 3).astype(np.float32)), 3)
+    table = pa.table({"uuid": [f"u{i}" for i in range(n)], "image": pa.array([b""] * n, pa.large_binary()),
+                      "kingdom": ["K"] * n, "phylum": ["P"] * n, "class": ["C"] * n, "order": ["O"] * n,
+                      "family": ["F"] * n, "genus": ["G", "H"] * 3, "species": ["a", "b", "c"] * 2})
+    table = table.append_column(store.embedding_field("emb_tinyclip", 3, {"model": tiny_model}), vectors)
+    path = tmp_path / "narrow.lance"
+    store.write_dataset(table, path)  # the metadata's dim agrees with the values: only the model's differs
+    assert main(["eval", str(path), "--model", tiny_model, "--out", str(tmp_path / "run"), "--rank", "genus"]) == 4
+    lines = _error_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and "width 3, but the model says 32" in lines[0], lines

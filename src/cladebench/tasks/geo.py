@@ -455,7 +455,8 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
     rank = Rank.parse(config.rank)
     column, meta = text_image_column(dataset, encoder, config.column, task="geo")
     rows, vectors = valid_embeddings(dataset, column, where=config.where,
-                                     columns=_read_columns(dataset, config, config.prior_group_key))
+                                     columns=_read_columns(dataset, config, config.prior_group_key),
+                                     dim=getattr(encoder, "dim", None))
     if rows.num_rows == 0:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
     lineages = [Lineage.from_row(r) for r in rows.select(_naming(rows.column_names)).to_pylist()]

@@ -568,7 +568,8 @@ def predict_contrastive(dataset: lance.LanceDataset, encoder: Any, config: Linea
 
     column, meta = _image_column(dataset, encoder, config.column)
     selected = dataset.count_rows(filter=config.where)
-    rows, vectors = valid_embeddings(dataset, column, where=config.where, columns=_pair_columns(dataset))
+    rows, vectors = valid_embeddings(dataset, column, where=config.where, columns=_pair_columns(dataset),
+                                     dim=getattr(encoder, "dim", None))
     if rows.num_rows == 0:
         raise CladebenchError(f"no photos with embeddings in {column!r} match the filter {config.where!r}")
     found = read_targets(rows)

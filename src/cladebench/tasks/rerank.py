@@ -117,7 +117,8 @@ def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig
 
     column, meta = text_image_column(dataset, encoder, config.column, task="rerank")
     everything = _read(dataset, config, ())
-    rows, vectors = valid_embeddings(dataset, column, where=config.where, columns=_REQUIRED)
+    rows, vectors = valid_embeddings(dataset, column, where=config.where, columns=_REQUIRED,
+                                     dim=getattr(encoder, "dim", None))
     if rows.num_rows != everything.num_rows:
         raise CladebenchError(f"{everything.num_rows - rows.num_rows} candidates have no embedding in {column!r}; "
                               "a query scored without some of its candidates would be wrong; run `cladebench embed` "

@@ -408,7 +408,8 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     # Whatever naming columns the dataset has (published tables differ): ranks, common and scientific name.
     naming = [c for c in (*RANK_COLUMNS, "scientific_name", "common_name") if c in dataset.schema.names]
     wanted = list(dict.fromkeys(("uuid", *naming, *((config.candidates,) if config.candidates else ()))))
-    rows, image_vectors = valid_embeddings(dataset, column, where=config.where, columns=wanted)
+    rows, image_vectors = valid_embeddings(dataset, column, where=config.where, columns=wanted,
+                                           dim=getattr(encoder, "dim", None))
     lineages = [Lineage.from_row(r) for r in rows.select(naming).to_pylist()]
     check_vectors(image_vectors, rows.column("uuid").to_pylist(), column)
     within = _parse_within(config.within)
