@@ -28,7 +28,7 @@ from cladebench import embed_ray  # noqa: E402
 from cladebench.cli import main  # noqa: E402
 from cladebench.embed import EmbedConfig, embed_dataset, failures  # noqa: E402
 from cladebench.embed_ray import FAULT_MARKER_ENV, NormSums, plan_actors  # noqa: E402
-from cladebench.errors import CladebenchError  # noqa: E402
+from cladebench.errors import CladebenchError, SchemaError  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
 from ray_local import local_ray  # noqa: E402
 from test_embed import mixed_images, picture  # noqa: E402
@@ -289,8 +289,62 @@ def test_a_uuid_twice_in_a_fragment_is_refused_as_without_ray(cluster: Any, tiny
     table = pa.table({"uuid": ["a", "b", "a", "c"], "image": pa.array(images, pa.large_binary())})
     path = tmp_path / "twice.lance"
     lance.write_dataset(table, path)  # around store.write_dataset, which refuses it at the door
-    with pytest.raises(CladebenchError, match="duplicate uuid 'a'"):
+    with pytest.raises(SchemaError, match="duplicate uuid 'a'"):
         embed_dataset(_config(path, tiny_model))
-    with pytest.raises(CladebenchError, match="duplicate uuid 'a'"):
+    with pytest.raises(SchemaError, match="duplicate uuid 'a'"):  # a schema error on the worker is one here too
         embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
     assert COLUMN not in store.open_dataset(path).schema.names
+
+
+def test_a_null_uuid_is_refused_before_ray_is_reached(tiny_model: str, tmp_path: Path) -> None:
+    import lance
+
+    table = pa.table({"uuid": pa.array(["a", None], pa.string()),
+                      "image": pa.array([picture(0), picture(1)], pa.large_binary())})
+    path = tmp_path / "null.lance"
+    lance.write_dataset(table, path)
+    with pytest.raises(SchemaError, match="row 1, column 'uuid': null uuid"):
+        embed_dataset(_config(path, tiny_model, ray="an-address-never-contacted"))
+    assert not (path / "_cladebench" / "staging").exists()
+
+
+def test_a_ray_run_is_refused_while_another_run_holds_the_column(template: Path, tiny_model: str,
+                                                                 tmp_path: Path) -> None:
+    from cladebench.embed import embedding_lock
+
+    path = _copy(template, tmp_path)
+    with embedding_lock(str(path), COLUMN), pytest.raises(CladebenchError, match="another embed"):
+        embed_dataset(_config(path, tiny_model, ray="an-address-never-contacted"))
+    assert COLUMN not in store.open_dataset(path).schema.names
+
+
+def test_staged_fragments_without_their_state_are_encoded_again(cluster: Any, template: Path, tiny_model: str,
+                                                                reference: dict[str, Any], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = _copy(template, tmp_path)
+    monkeypatch.setattr(embed_ray, "_commit", _raise_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    monkeypatch.undo()
+    staging = path / "_cladebench" / "staging" / f"{COLUMN}.fragments"
+    staged = len(list(staging.glob("fragment-*.json")))
+    assert staged == len(store.open_dataset(path).get_fragments())
+    (staging / "state.json").unlink()  # nothing proves which run staged them
+    capsys.readouterr()
+    summary = embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    assert summary.runner["fragments_resumed"] == 0 and summary.resumed == 0
+    assert f"discarded {staged} staged fragment(s)" in capsys.readouterr().err
+    _assert_same_column(_column(path), reference)
+
+
+def test_every_image_failing_on_ray_ends_as_without_ray(cluster: Any, tiny_model: str, tmp_path: Path) -> None:
+    table = pa.table({"uuid": [f"bad-{i}" for i in range(5)], "image": pa.array([b"junk"] * 5, pa.large_binary())})
+    path = tmp_path / "broken.lance"
+    store.write_dataset(table, path, max_rows_per_file=2)
+    version = store.open_dataset(path).version
+    with pytest.raises(CladebenchError, match="none of the 5 images could be decoded"):
+        embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    assert store.open_dataset(path).version == version  # no column of nulls
+    assert sorted(failures(str(path), COLUMN).column("uuid").to_pylist()) == [f"bad-{i}" for i in range(5)]
+    assert not (path / "_cladebench" / "staging" / f"{COLUMN}.fragments").exists()

@@ -280,7 +280,7 @@ def check_writable(uri: str) -> None:
     if store.is_remote(uri):
         return
     root = Path(uri.removeprefix("file://"))
-    for folder in (root, root / "data", root / "_versions", root / STATE_DIR):
+    for folder in (root, root / "data", root / "_versions", root / "_transactions", root / STATE_DIR):
         if folder.is_dir() and not os.access(folder, os.W_OK):
             raise CladebenchError(f"{folder} is not writable: embed adds a column to the dataset and stages its "
                                   f"work in {root / STATE_DIR}")
