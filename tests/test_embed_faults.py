@@ -370,3 +370,20 @@ def test_a_task_refuses_a_column_whose_width_is_not_the_models(tmp_path: Path, t
     assert main(["eval", str(path), "--model", tiny_model, "--out", str(tmp_path / "run"), "--rank", "genus"]) == 4
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and "width 3, but the model says 32" in lines[0], lines
+
+
+def test_a_full_disk_while_staging_is_one_line_not_a_bug(tmp_path: Path, tiny_model: str,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    path = tmp_path / "full.lance"
+    write_images(path, _images(3))
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path / "_cladebench" / "staging"))
+
+    monkeypatch.setattr(embed._Staging, "write", full)  # the device fills up as the first part is staged
+    assert main(_argv(path, tiny_model)) == 1
+    lines = _error_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and "cannot write" in lines[0] and "No space left on device" in lines[0], lines

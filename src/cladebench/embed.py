@@ -293,7 +293,8 @@ def _unwritable(exc: OSError) -> CladebenchError | None:
     """A file-system refusal (permissions, read-only, full) as the user's one-line error; None for others."""
     if exc.errno not in _UNWRITABLE:
         return None
-    return CladebenchError(f"cannot write {exc.filename or 'the dataset'}: {exc.strerror}")
+    verb = "cannot write" if exc.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT) else "cannot access"
+    return CladebenchError(f"{verb} {exc.filename or 'a file of the run'}: {exc.strerror}")
 
 
 class _Staging:
