@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gzip
 import io
+import json
 import os
 import shutil
 import time
@@ -420,3 +422,229 @@ def test_build_verb_writes_the_same_output(export, uncapped, tmp_path, capsys):
     assert pq.read_table(out / DATA_FILE).equals(uncapped[1])
     assert str(out) in capsys.readouterr().out
     assert main(["build", "coobserved", "--export-dir", str(export.export_dir), "--out", str(out)]) == 1  # exists
+
+
+# --- the output folder: what --overwrite may replace, inputs, killed runs -------------------------
+
+
+def _cli(*args: str) -> int:
+    from cladebench.cli import main
+
+    return main(["build", "coobserved", *args])
+
+
+def _listing(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_overwrite_refuses_a_users_folder_and_keeps_its_files(export, tmp_path, capsys):
+    precious = tmp_path / "results"
+    (precious / "figures").mkdir(parents=True)
+    (precious / "thesis.tex").write_text("years of work")
+    (precious / "figures" / "a.png").write_bytes(b"png")
+    before = _listing(precious)
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(precious), "--overwrite") == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "is not an output of `cladebench build coobserved`" in error
+    assert _listing(precious) == before and (precious / "thesis.tex").read_text() == "years of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]  # no staging folder either
+
+
+@pytest.mark.parametrize("where", ["the export itself", "a parent of the export", "inside the export"])
+def test_an_output_overlapping_the_export_is_refused_and_the_export_kept(tmp_path, capsys, where):
+    export = write_export(tmp_path / "data" / "export", ExportConfig(n_photos=300, n_coobserved=4, n_defects=1))
+    out = {"the export itself": export.export_dir, "a parent of the export": tmp_path / "data",
+           "inside the export": export.export_dir / "built"}[where]
+    before = _listing(tmp_path)
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(out), "--overwrite") == 2
+    assert "the output must be a folder of its own" in capsys.readouterr().err
+    assert _listing(tmp_path) == before
+
+
+def test_an_exclusion_list_inside_the_output_is_refused(export, tmp_path):
+    out = _build(export.export_dir, tmp_path / "out", per_rank=1)[0].out
+    (out / "exclude.txt").write_text("1\n")
+    with pytest.raises(UsageError, match="contains the input"):
+        _build(export.export_dir, out, exclude_photo_ids=out / "exclude.txt", overwrite=True)
+    assert (out / "exclude.txt").is_file()
+
+
+def test_overwrite_replaces_its_own_previous_output(export, tmp_path):
+    out = tmp_path / "out"
+    first, _ = _build(export.export_dir, out, per_rank=2)
+    assert json.loads((out / ".cladebench-output.json").read_text())["writer"] == "build coobserved"
+    second, table = _build(export.export_dir, out, per_rank=1, overwrite=True)
+    assert table.num_rows == second.rows < first.rows
+    assert json.loads((out / "build.json").read_text())["config"]["per_rank"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_an_output_path_that_is_a_file_is_refused(export, tmp_path, capsys):
+    file = tmp_path / "out.parquet"
+    file.write_bytes(b"mine")
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(file), "--overwrite") == 1
+    assert "is not a folder" in capsys.readouterr().err and file.read_bytes() == b"mine"
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(file / "sub")) == 1
+    assert "cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="permissions do not bind root")
+def test_a_read_only_output_folder_is_exit_1(export, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        assert _cli("--export-dir", str(export.export_dir), "--out", str(locked / "out")) == 1
+        assert "cannot write" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o755)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+def test_a_build_killed_mid_way_leaves_nothing_the_rerun_does_not_clean(export, tmp_path):
+    import subprocess
+    import sys
+
+    script = f"""
+import os, signal
+from pathlib import Path
+from cladebench.builders import coobserved
+def die(self):
+    os.kill(os.getpid(), signal.SIGKILL)  # kill -9 after the export was read into DuckDB
+coobserved._Stages.lineages = die
+coobserved.build_coobserved(coobserved.CoObservedBuildConfig(Path({str(export.export_dir)!r}), Path("out")))
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == -9, result.stderr
+    [left] = [p for p in tmp_path.iterdir()]
+    assert left.name.startswith(".out.building-") and (left / ".work" / "build.duckdb").is_file()
+    summary, table = _build(export.export_dir, tmp_path / "out", per_rank=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and table.num_rows == summary.rows > 0
+    assert not (tmp_path / "out" / ".work").exists()
+
+
+# --- input the reader cannot read, and Ctrl-C: their exit codes -------------------------------------
+
+
+def _copy_export(export, tmp_path: Path) -> Path:
+    target = tmp_path / "export"
+    shutil.copytree(export.export_dir, target)
+    return target
+
+
+def test_a_truncated_gzip_file_is_exit_1_naming_it(tmp_path, capsys):
+    export = write_export(tmp_path / "export", ExportConfig(n_photos=3000, n_coobserved=4, n_defects=1,
+                                                          compress=True))
+    photos = export.export_dir / "photos.csv.gz"
+    data = photos.read_bytes()
+    photos.write_bytes(data[: len(data) // 2])
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(tmp_path / "out")) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "cannot read the export" in error and "GZIP" in error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+
+
+def test_bytes_that_are_not_utf8_in_a_header_are_a_schema_error(export, tmp_path, capsys):
+    copy = _copy_export(export, tmp_path)
+    taxa = copy / "taxa.csv"
+    taxa.write_bytes(taxa.read_bytes().replace(b"ancestry", b"ances\xfftry", 1))
+    assert _cli("--export-dir", str(copy), "--out", str(tmp_path / "out")) == 4
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "header is not UTF-8" in error
+
+
+def test_bytes_that_are_not_utf8_in_an_early_row_are_a_counted_malformed_line(export, tmp_path):
+    copy = _copy_export(export, tmp_path)
+    photos = copy / "photos.csv"
+    lines = photos.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b"\t", b"\t\xff\xfe", 1)
+    photos.write_bytes(b"\n".join(lines))
+    summary, _ = _build(copy, tmp_path / "out", per_rank=1)
+    assert summary.row_issues["photos"]["malformed_line"] == export.row_issues["photos"]["malformed_line"] + 1
+
+
+def test_duckdb_interrupt_is_a_keyboard_interrupt_and_leaves_no_staging(export, tmp_path, monkeypatch, capsys):
+    import threading
+
+    from cladebench.builders import coobserved
+
+    connections, left = [], threading.Event()
+    real_connect = coobserved._connect
+
+    def connect(*args, **kwargs):
+        connections.append(real_connect(*args, **kwargs))
+        return connections[-1]
+
+    def endless(self):
+        try:
+            self.sql("CREATE TABLE spin AS SELECT count(*) FROM range(1000000000000) t(i) WHERE i % 7 = 3")
+        finally:
+            left.set()
+
+    def interrupt_until_it_stops():
+        while not left.wait(0.01):
+            if connections:
+                connections[0].interrupt()  # what Ctrl-C does, from another thread
+
+    monkeypatch.setattr(coobserved, "_connect", connect)
+    monkeypatch.setattr(coobserved._Stages, "photos", endless)
+    thread = threading.Thread(target=interrupt_until_it_stops)
+    thread.start()
+    try:
+        assert _cli("--export-dir", str(export.export_dir), "--out", str(tmp_path / "out")) == 130
+    finally:
+        left.set()
+        thread.join()
+    assert capsys.readouterr().err.strip() == "cladebench build: interrupted"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_query_interrupted_by_sigint_is_exit_130(export, tmp_path, monkeypatch, capsys):
+    """What DuckDB's Python client raises when SIGINT arrives during a query (7 of 12 attacks ended in exit 70)."""
+    from cladebench.builders import coobserved
+
+    def interrupted(self):
+        raise RuntimeError("Query interrupted")
+
+    monkeypatch.setattr(coobserved._Stages, "taxa", interrupted)
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(tmp_path / "out")) == 130
+    assert capsys.readouterr().err.strip() == "cladebench build: interrupted"
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- counted, and said --------------------------------------------------------------------------------
+
+
+def test_duplicate_observer_ids_are_counted_and_resolved_whatever_the_order(export, tmp_path):
+    copy = _copy_export(export, tmp_path)
+    observers = copy / "observers.csv"
+    header, *lines = observers.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    observer_id = export.eligible[0].observer_id
+    [line] = [x for x in lines if x.split("\t")[0] == str(observer_id)]
+    login = line.split("\t")[1]
+    conflicting = f"{observer_id}\t{login}\tAnother Name"
+    other = lines[1]  # an exact duplicate of another observer's row
+    observers.write_text("\n".join([header, conflicting, other, *lines]) + "\n", encoding="utf-8")
+    first, table_first = _build(copy, tmp_path / "a", **UNCAPPED)
+    observers.write_text("\n".join([header, *lines, other, conflicting]) + "\n", encoding="utf-8")
+    second, table_second = _build(copy, tmp_path / "b", **UNCAPPED)
+    assert second.row_issues == first.row_issues
+    assert first.row_issues["observers"]["duplicate_observer_id"] == 2
+    assert first.notes["observer_ids_on_disagreeing_rows"] == 1
+    assert "| duplicate_observer_id |" in first.card_path.read_text(encoding="utf-8")
+    assert table_first.equals(table_second)  # the file order does not decide
+    names = {r["observer_name"] for r in table_first.to_pylist() if r["observer_id"] == observer_id}
+    assert len(names) == 1
+
+
+def test_with_both_csv_and_gz_the_card_says_which_was_read(export, tmp_path):
+    copy = _copy_export(export, tmp_path)
+    with open(copy / "photos.csv", "rb") as source, gzip.open(copy / "photos.csv.gz", "wb") as target:
+        target.write(source.read()[:200])  # a different file: reading it would show
+    summary, _ = _build(copy, tmp_path / "out", per_rank=1)
+    assert summary.files["photos"]["file"].endswith("photos.csv")
+    assert summary.files["photos"]["not_read"].endswith("photos.csv.gz")
+    assert "not_read" not in summary.files["taxa"]
+    card = summary.card_path.read_text(encoding="utf-8")
+    assert "`photos.csv` was read, `photos.csv.gz` was not" in card
+    assert "read photos.csv, not photos.csv.gz" in summary.describe()

@@ -178,3 +178,18 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(inat_export, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_read_header_decodes_only_the_header_line(tmp_path):
+    header = "\t".join(HEADERS["observers"][0]).encode()
+    path = tmp_path / "observers.csv"
+    path.write_bytes(header + b"\n1\tlogin\tN\xe4me in Latin-1\n")  # a bad row is the reader's to count
+    assert read_header(path, "observers") == HEADERS["observers"][0]
+    path.write_bytes(header.replace(b"login", b"l\xf6gin") + b"\n")
+    with pytest.raises(SchemaError, match="header is not UTF-8"):
+        read_header(path, "observers")
+    gz = tmp_path / "photos.csv.gz"
+    gz.write_bytes(b"not gzip at all")
+    with pytest.raises(CladebenchError, match="cannot read") as error:
+        read_header(gz, "photos")
+    assert error.value.exit_code == 1

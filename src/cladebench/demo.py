@@ -9,7 +9,6 @@ reports) register themselves in :data:`DEMO_STEPS` and run in registration order
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cladebench import __version__, store
-from cladebench.errors import CladebenchError
 
 if TYPE_CHECKING:
     from cladebench.cli import DemoConfig
@@ -337,19 +335,28 @@ def _report(ctx: DemoContext) -> dict[str, Any]:
             "report": [f"{html}  (open it in a browser; Markdown tables in {markdown.name})"]}
 
 
+WRITER = "demo"
+"""The demo folder's marker names this writer (:mod:`cladebench.builders.output`)."""
+
+
+def _is_unmarked_demo(folder: Path) -> bool:
+    """A demo folder written before output markers: its summary.json is a demo's."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and "cladebench_version" in summary and "steps" in summary
+
+
 def run_demo(config: DemoConfig) -> dict[str, Any]:
     """Build the sample suite under ``config.out``, run every step, write ``summary.json``, print a summary."""
+    from cladebench.builders.output import OutputTarget, prepare_in_place
     from cladebench.synthetic import WorldConfig, make_world
 
-    out_dir = Path(config.out)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        if not config.overwrite:
-            raise CladebenchError(f"{out_dir} already exists and is not empty; pass --overwrite to replace it")
-        if not (out_dir / "summary.json").is_file():  # only ever delete a previous demo, never a user's folder
-            raise CladebenchError(f"{out_dir} is not a previous demo's folder (no summary.json); --overwrite replaces "
-                                  "only those: choose another --out")
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # Written in place (its run records name its datasets by path), marked first: --overwrite replaces only a
+    # previous demo, finished or killed midway, never a user's folder.
+    out_dir = prepare_in_place(OutputTarget(Path(config.out), writer=WRITER, overwrite=config.overwrite,
+                                            legacy=_is_unmarked_demo))
     started = time.perf_counter()
     world = make_world(WorldConfig(seed=config.seed))
     ctx = DemoContext(config=config, world=world, out_dir=out_dir)

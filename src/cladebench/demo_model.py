@@ -58,10 +58,8 @@ import functools
 import hashlib
 import json
 import math
-import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -720,25 +718,34 @@ def train_demo_model(config: DemoModelConfig | None = None, out_dir: str | Path 
                      progress: bool = True, overwrite: bool = False) -> Path:
     """Train the demo model and save it as a ``local-dir:`` checkpoint in ``out_dir``; returns the folder.
 
-    The checkpoint is built in a temporary sibling folder and renamed into place, so a crash never
-    leaves a half-written model where a later run would load it. An existing non-empty ``out_dir`` is
-    an error unless ``overwrite``. Needs torch, torchvision, open_clip and safetensors.
+    The checkpoint is built in a hidden staging folder beside ``out_dir`` and renamed into place
+    (:mod:`cladebench.builders.output`), so a crash never leaves a half-written model where a later run
+    would load it, and a killed training's staging folder is removed by the next. An existing non-empty
+    ``out_dir`` is an error unless ``overwrite``, which replaces only a previous demo model (never a
+    folder of other files). Needs torch, torchvision, open_clip and safetensors.
     """
+    from cladebench.builders.output import OutputTarget, staged_output
+
     config = config or DemoModelConfig()
     out_dir = Path(out_dir).expanduser().resolve()
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise CladebenchError(f"{out_dir} already exists and is not empty; pass overwrite=True (--overwrite)")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
-        staging.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+    target = OutputTarget(out_dir, writer=WRITER, overwrite=overwrite, legacy=_is_unmarked_demo_model)
+    with staged_output(target) as staging:
         _train_into(config, staging, progress=progress)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.rename(staging, out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return out_dir
+
+
+WRITER = "demo-model train"
+"""A checkpoint folder's marker names this writer (:mod:`cladebench.builders.output`): ``overwrite`` replaces
+only a previous demo model, and a killed training's staging folder is removed by the next."""
+
+
+def _is_unmarked_demo_model(folder: Path) -> bool:
+    """A checkpoint written before output markers: its training record says it is a demo model."""
+    try:
+        record = json.loads((folder / TRAINING_RECORD_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("kind") == "cladebench demo model"
 
 
 def _say(message: str, progress: bool) -> None:
@@ -750,6 +757,7 @@ def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> Non
     import open_clip
     from safetensors.torch import save_file
 
+    from cladebench.builders.output import work_dir
     from cladebench.models.tiny import TINY_CONFIG_NAME, TINY_WEIGHTS_NAME
     from cladebench.store import fingerprint_uuids
 
@@ -787,10 +795,13 @@ def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> Non
     if config.eval_images > 0:
         _say(f"[demo-model] evaluating on {config.eval_images} held-out photos", progress)
         eval_started = time.perf_counter()
-        with tempfile.TemporaryDirectory() as text_cache:  # the staging path must not enter the user's cache
-            evaluation = evaluate_zero_shot(f"local-dir:{folder}", n_images=config.eval_images,
-                                            world_seed=config.world_seed, text_cache_dir=text_cache,
-                                            workers=config.workers, progress=progress)
+        # The staging path must not enter the user's text cache; scratch inside the staging folder goes with it
+        # (after a kill too: the next training removes a dead one's staging folder).
+        text_cache = work_dir(folder) / "text-cache"
+        evaluation = evaluate_zero_shot(f"local-dir:{folder}", n_images=config.eval_images,
+                                        world_seed=config.world_seed, text_cache_dir=text_cache,
+                                        workers=config.workers, progress=progress)
+        shutil.rmtree(text_cache, ignore_errors=True)
         evaluation.pop("model_id", None)  # the staging path; the revision identifies the weights
         eval_seconds = time.perf_counter() - eval_started
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
-import io
 import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -168,18 +167,13 @@ def unread_export_file(export_dir: str | Path, table: str) -> Path | None:
     return found[1] if len(found) == 2 else None
 
 
-def _open_text(path: Path) -> TextIO:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
 def read_header(path: str | Path, table: str) -> tuple[str, ...]:
     """The header of an export file, checked against :data:`HEADERS`; anything else is a SchemaError."""
     path = Path(path)
     try:
-        with _open_text(path) as handle:
-            line = handle.readline(1 << 16).rstrip("\r\n")
+        # Only the first line is decoded: bytes that are not UTF-8 further on are the reader's to count, row by row.
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as handle:
+            line = handle.readline(1 << 16).decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as error:
         raise SchemaError(f"{path}: not an iNat open-data {table} file: its header is not UTF-8 text "
                           f"(byte {error.object[error.start:error.start + 1]!r} at offset {error.start})") from None

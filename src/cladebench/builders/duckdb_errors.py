@@ -4,8 +4,9 @@ The builders read exports and catalogs with DuckDB. Three things it raises are n
 
 - **Ctrl-C.** Python's SIGINT handler runs only between bytecodes; while a query runs, DuckDB's Python
   client notices the signal itself and raises ``RuntimeError("Query interrupted")`` (SIGINT) or
-  ``duckdb.InterruptException`` (``con.interrupt()``). Both become :class:`KeyboardInterrupt`, so the
-  CLI exits 130 and cleanup code that handles Ctrl-C runs.
+  ``duckdb.InterruptException`` (``con.interrupt()``); a Ctrl-C inside a Python function the query calls
+  comes back as an ``InvalidInputException`` naming ``KeyboardInterrupt``. Each becomes
+  :class:`KeyboardInterrupt`, so the CLI exits 130 and cleanup code that handles Ctrl-C runs.
 - **A file it cannot read** (a truncated ``.csv.gz``, bytes that are not the declared encoding where
   the reader cannot skip the line, a file it may not open): ``IOException``, ``InvalidInputException``,
   ``ConversionException``, ``PermissionException``. Each becomes a :class:`CladebenchError` (exit 1)
@@ -49,6 +50,8 @@ def is_interrupt(error: BaseException) -> bool:
         return False
     if isinstance(error, duckdb.InterruptException):
         return True
+    if isinstance(error, duckdb.InvalidInputException):  # Ctrl-C while a Python function ran inside a query
+        return "exception occurred while executing the UDF: KeyboardInterrupt" in str(error)
     return isinstance(error, RuntimeError) and any(m in str(error) for m in INTERRUPTED_MESSAGES)
 
 
@@ -79,6 +82,8 @@ def duckdb_errors(what: str, *, memory_hint: str = "") -> Iterator[None]:
         yield
     except (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException,
             duckdb.PermissionException) as error:
+        if is_interrupt(error):
+            raise KeyboardInterrupt from None
         raise CladebenchError(f"cannot read {what}: {first_line(error)}") from None
     except duckdb.OutOfMemoryException as error:
         raise CladebenchError(f"out of memory reading {what}: {first_line(error)}"
