@@ -715,3 +715,80 @@ def test_build_verb_runs_a_yaml_config(tmp_path: Path, capsys: pytest.CaptureFix
     assert sorted(r["scientificName"] for r in kept) == ["Parus major", "Podarcis muralis"]
     bad = write_yaml(tmp_path / "bad.yaml", {**config_for(tmp_path, metadata), "filterz": {}})
     assert main(["build", "crypticbio", "--config", str(bad)]) != 0
+
+
+# --- inputs it cannot read, outputs it may not write: one line, the documented exit code ------------------
+
+
+def _run(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from cladebench.cli import main
+
+    code = main(["build", "crypticbio", "--config", str(config)])
+    error = capsys.readouterr().err
+    assert error.count("\n") <= 1, error  # one line
+    return code, error
+
+
+def _three_rows() -> list[dict[str, str]]:
+    return [row("Podarcis muralis", "u1"), row("Parus major", "u2"), row("Quercus robur", "u3")]
+
+
+def test_a_config_that_is_not_utf8_or_not_a_file_is_a_usage_error(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    metadata = write_csv(tmp_path / "meta.csv", _three_rows())
+    config = tmp_path / "config.yaml"
+    config.write_bytes(f"dataset:\n  metadata: {metadata}\n  out: caf\xe9\n".encode("latin-1"))
+    code, error = _run(config, capsys)
+    assert code == 2 and "not UTF-8 text" in error
+    (tmp_path / "folder.yaml").mkdir()
+    code, error = _run(tmp_path / "folder.yaml", capsys)
+    assert code == 2 and "a folder, not a config file" in error
+    config.write_text("dataset: [unclosed\n")
+    code, error = _run(config, capsys)
+    assert code == 2 and "not valid YAML" in error  # PyYAML's message spans lines; the error does not
+
+
+def test_metadata_that_is_not_utf8_or_truncated_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    metadata = write_csv(tmp_path / "meta.csv", _three_rows())
+    raw = metadata.read_bytes()
+    metadata.write_bytes(raw.replace(b"Parus major", b"Parus m\xe4jor"))
+    code, error = _run(write_yaml(tmp_path / "config.yaml", config_for(tmp_path, metadata)), capsys)
+    assert code == 1 and "cannot read" in error and "meta.csv" in error
+    packed = gzip.compress(raw * 500)
+    truncated = tmp_path / "meta.csv.gz"
+    truncated.write_bytes(packed[: len(packed) // 2])
+    code, error = _run(write_yaml(tmp_path / "config.yaml", config_for(tmp_path, truncated)), capsys)
+    assert code == 1 and "cannot read" in error and "meta.csv.gz" in error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "meta.csv", "meta.csv.gz"]
+
+
+def test_a_species_list_csv_python_cannot_read_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    metadata = write_csv(tmp_path / "meta.csv", _three_rows())
+    species = tmp_path / "redlist.csv"
+    for content, message in ((b"scientificName\n" + b"x" * 140_000 + b"\nParus major\n", "field larger"),
+                             (b"scientificName\nParus m\xe4jor\n", "not UTF-8 text")):
+        species.write_bytes(content)
+        config = config_for(tmp_path, metadata, subsets={"endangered": {"species_list": str(species)}})
+        code, error = _run(write_yaml(tmp_path / "config.yaml", config), capsys)
+        assert code == 1 and message in error and "redlist.csv" in error
+
+
+def test_an_output_that_holds_the_inputs_is_refused_before_reading(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    metadata = write_csv(tmp_path / "meta.csv", _three_rows())
+    config = write_yaml(tmp_path / "config.yaml", config_for(tmp_path, metadata, dataset={"out": ".",
+                                                                                          "overwrite": True}))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, error = _run(config, capsys)
+    assert code == 2 and "contains the input" in error
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and metadata.is_file()
+
+
+def test_an_output_path_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    metadata = write_csv(tmp_path / "meta.csv", _three_rows())
+    (tmp_path / "out").write_text("mine")
+    code, error = _run(write_yaml(tmp_path / "config.yaml", config_for(tmp_path, metadata,
+                                                                       dataset={"overwrite": True})), capsys)
+    assert code == 1 and "is not a folder" in error and (tmp_path / "out").read_text() == "mine"

@@ -10,6 +10,7 @@ reproduce it exactly.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import http.server
 import io
@@ -595,3 +596,50 @@ def test_build_verb_gives_the_same_dataset(world, built, tmp_path, capsys):
     assert str(out) in capsys.readouterr().out
     dataset = store.open_dataset(out / DATASET_DIR)
     assert store.fingerprint(dataset) == store.fingerprint(built[1])
+
+
+# --- the output folder and inputs it cannot read -----------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["catalog folder", "above the inputs", "model folder"])
+def test_an_output_overlapping_an_input_is_refused_before_reading(world, where):
+    out = {"catalog folder": world.catalog.parent, "above the inputs": world.root,
+           "model folder": world.model_dir}[where]
+    before = sorted(str(p) for p in out.rglob("*"))
+    with pytest.raises(UsageError, match="the output must be a folder of its own") as refused:
+        build_finegrained(_config(world, out, overwrite=True, embed=(f"tiny=local-dir:{world.model_dir}",)))
+    assert refused.value.exit_code == 2
+    assert sorted(str(p) for p in out.rglob("*")) == before
+
+
+def test_overwrite_refuses_a_folder_it_did_not_write(world, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.md").write_text("mine")
+    with pytest.raises(CladebenchError, match="is not an output of `cladebench build finegrained`"):
+        build_finegrained(_config(world, out, overwrite=True))
+    assert [p.name for p in out.iterdir()] == ["notes.md"] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_seen_list_that_is_not_utf8_is_exit_1(world, tmp_path):
+    seen = tmp_path / "seen.txt"
+    seen.write_bytes(b"uuid\npman-0\n\xff\xfe\n")
+    with pytest.raises(CladebenchError, match="not UTF-8 text") as error:
+        build_finegrained(_config(world, tmp_path / "out", seen=(f"bioclip-2={seen}",)))
+    assert error.value.exit_code == 1 and "\n" not in str(error.value)
+
+
+def test_a_truncated_catalog_is_exit_1(world, tmp_path):
+    import gzip
+
+    rows = pq.read_table(world.catalog).to_pylist()
+    text = ",".join(rows[0]) + "\n" + "".join(
+        ",".join("" if v is None else str(v) for v in r.values()) + "\n" for r in rows) * 200
+    packed = gzip.compress(text.encode())
+    catalog = tmp_path / "catalog.csv.gz"
+    catalog.write_bytes(packed[: len(packed) // 2])
+    config = dataclasses.replace(_config(world, tmp_path / "out"), catalog=catalog)
+    with pytest.raises(CladebenchError, match="cannot read the catalog") as error:
+        build_finegrained(config)
+    assert error.value.exit_code == 1 and "\n" not in str(error.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.csv.gz"]

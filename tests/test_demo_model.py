@@ -260,6 +260,51 @@ def test_an_existing_output_folder_is_not_overwritten_by_accident(small_dir):
         dm.train_demo_model(SMALL, small_dir, progress=False)
 
 
+def test_overwrite_replaces_only_a_demo_model(tmp_path):
+    precious = tmp_path / "weights"
+    precious.mkdir()
+    (precious / "open_clip_model.safetensors").write_bytes(b"my own weights")
+    with pytest.raises(CladebenchError, match="is not an output of `cladebench demo-model train`") as refused:
+        dm.train_demo_model(SMALL, precious, progress=False, overwrite=True)
+    assert refused.value.exit_code == 1
+    assert [p.name for p in precious.iterdir()] == ["open_clip_model.safetensors"]
+    assert (precious / "open_clip_model.safetensors").read_bytes() == b"my own weights"
+
+
+def test_a_demo_model_from_before_markers_may_be_overwritten(small_dir, tmp_path):
+    import shutil
+
+    legacy = tmp_path / "legacy"
+    shutil.copytree(small_dir, legacy)
+    (legacy / ".cladebench-output.json").unlink()
+    dm.train_demo_model(SMALL, legacy, progress=False, overwrite=True)
+    assert json.loads((legacy / ".cladebench-output.json").read_text())["writer"] == "demo-model train"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_killed_trainings_staging_folder_is_removed_by_the_next(tmp_path):
+    fields = {f.name: getattr(SMALL, f.name) for f in dataclasses.fields(SMALL)
+              if f.name in ("steps", "batch_size", "training_images", "vision_width", "text_width", "text_layers",
+                            "embed_dim", "warmup", "coarse_fraction", "workers", "eval_images")}
+    script = f"""
+import os, signal
+from pathlib import Path
+from cladebench import demo_model as dm
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)  # kill -9 after the photos are rendered, while training
+dm._train_weights = die
+dm.train_demo_model(dm.DemoModelConfig(**{fields!r}), Path("model"), progress=False)
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == -9, result.stderr
+    [left] = list(tmp_path.iterdir())
+    assert left.name.startswith(".model.building-")
+    config = dataclasses.replace(SMALL, eval_images=8)  # the evaluation's text cache goes in the staging folder
+    dm.train_demo_model(config, tmp_path / "model", progress=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+    assert not (tmp_path / "model" / ".work").exists() and (tmp_path / "model" / "training.json").is_file()
+
+
 # --- the cache -----------------------------------------------------------------------------------
 
 
