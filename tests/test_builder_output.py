@@ -20,6 +20,7 @@ from cladebench.builders.output import (
     PREVIOUS_NAME,
     OutputTarget,
     check_not_an_input,
+    check_replaceable,
     clean_leftovers,
     prepare_in_place,
     read_marker,
@@ -280,3 +281,44 @@ def test_in_place_marks_first_and_replaces_only_its_own(tmp_path: Path) -> None:
     legacy = OutputTarget(out, writer="demo", overwrite=True, legacy=lambda folder: (folder / "mine.txt").is_file())
     prepare_in_place(legacy)
     assert [p.name for p in out.iterdir()] == [MARKER_NAME]
+
+
+def test_a_commit_the_filesystem_refuses_is_exit_1_and_keeps_the_previous_output(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    out = _build(tmp_path / "out", "first")
+
+    def refuse(source, destination):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(output.os, "rename", refuse)
+    with pytest.raises(CladebenchError, match="cannot put the output in place") as refused:
+        _build(out, "second", overwrite=True)
+    assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
+    assert (out / "rows.txt").read_text() == "first" and staging_folders(out) == []
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="permissions do not bind root")
+def test_a_read_only_previous_output_is_refused_before_the_build(tmp_path: Path) -> None:
+    out = _build(tmp_path / "out", "first")
+    out.chmod(0o555)
+    try:
+        with pytest.raises(CladebenchError, match="read-only"):
+            check_replaceable(OutputTarget(out, writer=WRITER, overwrite=True))
+    finally:
+        out.chmod(0o755)
+
+
+def test_a_failed_commit_never_removes_the_previous_output(tmp_path: Path, monkeypatch) -> None:
+    out = _build(tmp_path / "out", "first")
+    real_rename, calls = os.rename, []
+
+    def flaky(source, destination):
+        calls.append(destination)
+        if len(calls) in (2, 3):  # the new output cannot go in place, nor (at once) the previous one back
+            raise OSError(5, "Input/output error")
+        real_rename(source, destination)
+
+    monkeypatch.setattr(output.os, "rename", flaky)
+    with pytest.raises(CladebenchError, match="cannot put the output in place"):
+        _build(out, "second", overwrite=True)
+    assert (out / "rows.txt").read_text() == "first" and staging_folders(out) == []

@@ -191,6 +191,8 @@ def check_replaceable(target: OutputTarget) -> None:
         raise CladebenchError(f"{out} is not an output of `cladebench {target.writer}` ({whose}); "
                               f"{target.overwrite_option} replaces only those, and nothing in it was touched: "
                               f"choose another {target.out_option}")
+    if not os.access(out, os.W_OK | os.X_OK):  # found now, not after the build: moving it needs write access
+        raise CladebenchError(f"cannot replace {out}: it is read-only; choose another {target.out_option}")
 
 
 def check_output(target: OutputTarget) -> None:
@@ -288,17 +290,20 @@ def commit(staging: Path, target: OutputTarget) -> None:
     shutil.rmtree(Path(staging) / WORK_NAME, ignore_errors=True)
     check_replaceable(target)  # again: the folder may have changed while the build ran
     previous = None
-    if out.is_dir() and _entries(out):
-        previous = Path(staging) / PREVIOUS_NAME
-        os.rename(out, previous)
-    elif out.is_dir():
-        out.rmdir()
     try:
-        os.rename(staging, out)
-    except BaseException:
-        if previous is not None and not out.exists():
-            os.rename(previous, out)
-        raise
+        if out.is_dir() and _entries(out):
+            previous = Path(staging) / PREVIOUS_NAME
+            os.rename(out, previous)
+        elif out.is_dir():
+            out.rmdir()
+        try:
+            os.rename(staging, out)
+        except BaseException:
+            if previous is not None and not out.exists():
+                os.rename(previous, out)
+            raise
+    except OSError as error:
+        raise CladebenchError(f"cannot put the output in place at {target.out}: {_describe_os_error(error)}") from None
     if previous is not None:
         shutil.rmtree(out / PREVIOUS_NAME, ignore_errors=True)
 
@@ -315,8 +320,20 @@ def staged_output(target: OutputTarget) -> Iterator[Path]:
         yield staging
         commit(staging, target)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _discard(staging, target.out)
         raise
+
+
+def _discard(staging: Path, out: Path) -> None:
+    """Remove a staging folder, never with a previous output inside it (put back first)."""
+    previous = Path(staging) / PREVIOUS_NAME
+    if previous.is_dir():
+        with contextlib.suppress(OSError):
+            if not _absolute(out).exists():
+                os.rename(previous, _absolute(out))
+    if previous.is_dir():  # could not be put back: leave it all for the next run's clean_leftovers
+        return
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def prepare_in_place(target: OutputTarget) -> Path:
