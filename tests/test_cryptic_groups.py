@@ -262,3 +262,22 @@ def test_real_lookup_and_edges_against_the_common_anchors(realdata: Callable[[st
     comparison = compare_pairs(lookup_pairs, read_edges(realdata(EDGES)))
     assert (comparison.shared, comparison.precision, comparison.recall) == (0, 0.0, 0.0)
     assert comparison.reference == 582
+
+
+def test_files_read_table_cannot_read_are_one_line_errors(tmp_path: Path) -> None:
+    from cladebench.errors import CladebenchError
+
+    with pytest.raises(UsageError, match="no such file"):
+        read_table(tmp_path / "missing.csv")
+    (tmp_path / "folder.parquet").mkdir()
+    with pytest.raises(UsageError, match="a folder, not a file"):
+        read_table(tmp_path / "folder.parquet")
+    latin = tmp_path / "ids.csv"
+    latin.write_bytes("observation_id,taxon\n1,Parus m\u00e4jor\n".encode("latin-1"))
+    with pytest.raises(CladebenchError, match="cannot read") as error:
+        read_table(latin)
+    assert error.value.exit_code == 1 and "\n" not in str(error.value)
+    broken = tmp_path / "ids.parquet"
+    broken.write_bytes(b"PAR1 not really")
+    with pytest.raises(CladebenchError, match="cannot read"):
+        read_table(broken)

@@ -274,10 +274,15 @@ def read_table(path: str | Path) -> pa.Table:
         import pyarrow.csv as pacsv
 
         delimiter = "\t" if ".tsv" in suffixes else ","
-        return pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True))
+        table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True))
     except (pa.ArrowInvalid, OSError) as error:  # not UTF-8, a truncated .gz, not Parquet, unreadable
         message = (getattr(error, "strerror", None) or str(error)).strip().splitlines()
         raise CladebenchError(f"cannot read {path}: {message[0] if message else type(error).__name__}") from None
+    # Arrow reads a text column with bytes that are not UTF-8 as binary, which no name would ever match.
+    binary = [f.name for f in table.schema if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+    if binary:
+        raise CladebenchError(f"cannot read {path}: column(s) {binary} hold bytes that are not UTF-8 text")
+    return table
 
 
 def pairs_from_edges(edges: pa.Table, *, source: str = "source", target: str = "target") -> pa.Table:
