@@ -519,3 +519,11 @@ def test_markdown_report(runs, tmp_path) -> None:
     for record in _records(runs):
         assert record.provenance["dataset"]["fingerprint"] in text and record.provenance["command"]
     assert "## By challenge group and breakdown" in text and "## Provenance" in text
+
+
+def test_fewshot_headline_includes_every_simpleshot_protocol() -> None:
+    """BioBench's variant is named with a hyphen; a run of only that method still has a headline."""
+    from cladebench.report.headline import HEADLINES
+
+    names = ["simpleshot-biobench_5shot", "simpleshot_1shot", "linear_5shot", "simpleshot_5shot_std", "n_classes"]
+    assert HEADLINES["fewshot"](None, names) == ["simpleshot-biobench_5shot", "simpleshot_1shot", "linear_5shot"]

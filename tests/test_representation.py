@@ -146,3 +146,16 @@ def test_compare_columns_uses_bioclip_simpleshot_by_default(tmp_path: Path) -> N
     raw = variant.accuracy["emb_raw"]["simpleshot-biobench_5shot"]["value"]
     assert raw < variant.accuracy["emb_clean"]["simpleshot-biobench_5shot"]["value"] - 0.05
     assert json.loads(json.dumps(default.to_dict()))["methods"] == default.methods
+
+
+def test_compare_columns_reads_a_column_whose_name_needs_quoting(tmp_path: Path) -> None:
+    """Datasets written by other tools may name a column ``emb_bio-clip``: the shared-rows filter quotes it."""
+    import lance
+
+    write_three_columns(tmp_path / "three.lance")
+    table = lance.dataset(str(tmp_path / "three.lance")).to_table()
+    table = table.rename_columns([("emb_bio-clip" if name == "emb_b" else name) for name in table.column_names])
+    lance.write_dataset(table, str(tmp_path / "odd.lance"))
+    result = compare_columns(store.open_dataset(tmp_path / "odd.lance"), ["emb_a", "emb_bio-clip"], shots=(1,),
+                             repetitions=2, seed=0)
+    assert set(result.columns) == {"emb_a", "emb_bio-clip"}

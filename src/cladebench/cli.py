@@ -277,7 +277,8 @@ class CompareColumnsCommand:
     seed: int = 0
     """Seed of the splits."""
     methods: tuple[str, ...] = ("simpleshot",)
-    """Few-shot classifiers (simpleshot, linear, knn)."""
+    """Few-shot classifiers: simpleshot (BioCLIP's protocol: each vector L2-normalised, centred on the support
+    mean, normalised again), simpleshot-biobench (BioBench's: raw vectors centred), linear, knn."""
     where: str | None = None
     """SQL filter (e.g. challenge_group = 'Peromyscus')."""
     json: bool = False

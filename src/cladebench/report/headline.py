@@ -58,7 +58,7 @@ def _geo(run: ReportRun, names: Sequence[str]) -> list[str]:
 
 @register_headline("fewshot")
 def _fewshot(run: ReportRun, names: Sequence[str]) -> list[str]:
-    return _matching(names, r"[a-z]+_\d+shot")
+    return _matching(names, r"[a-z]+(?:-[a-z]+)*_\d+shot")
 
 
 @register_headline("retrieval")
