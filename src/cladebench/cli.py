@@ -423,10 +423,22 @@ class LoadCommand:
     """Simultaneous downloads."""
     retries: int = 5
     """Attempts per image (timeouts, 429 and 5xx are retried with backoff; 404 is not)."""
+    image_deadline_s: float = 60.0
+    """Seconds one image may take in all, attempts and waits between them included; a host that never answers
+    or trickles bytes costs this much, then the image is a failure with reason ``deadline``."""
     ray: str | None = field(default=None, metadata=bare_value(DEFAULT_ADDRESS))
     """Fetch on a Ray cluster, in shards of images: --ray alone lets ray.init find it (RAY_ADDRESS, the latest
     cluster here, else a new local one); --ray auto|local|ray://HOST:10001 names it. The download dir must be on
     a filesystem every node sees."""
+
+    def __post_init__(self) -> None:
+        from cladebench.option_checks import at_least, positive
+
+        at_least("--concurrency", self.concurrency, 1)
+        at_least("--retries", self.retries, 1)
+        positive("--image-deadline-s", self.image_deadline_s)
+        if self.limit is not None:
+            at_least("--limit", self.limit, 1)
 
 
 @verb("load", LoadCommand, "build a dataset from a published benchmark's files (images fetched, failures recorded)")
@@ -440,7 +452,8 @@ def _load(command: LoadCommand) -> int:
     builder = source.load(source.builder)
     offered = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir,
                "download_config": DownloadConfig(concurrency=command.concurrency, max_attempts=command.retries,
-                                                 progress=True, ray=command.ray)}
+                                                 item_deadline_s=command.image_deadline_s, progress=True,
+                                                 ray=command.ray)}
     accepted = inspect.signature(builder).parameters
     given = {"lookup": command.lookup, "limit": command.limit, "download_dir": command.download_dir,
              "queries": command.queries or None}
