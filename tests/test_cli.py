@@ -131,3 +131,28 @@ def test_subset_errors_name_the_problem(dataset_path: Path, tmp_path: Path) -> N
     assert exists.returncode == 1 and "already exists" in exists.stderr
     missing_out = run("subset", str(dataset_path))
     assert missing_out.returncode == 2 and "--out" in missing_out.stderr
+
+
+def test_ctrl_c_while_the_cli_starts_is_an_interrupt(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C during the CLI's imports, or while its parser is built, exits 130 with one line."""
+    import types
+
+    from cladebench import cli
+    from cladebench.__main__ import entry
+
+    class Interrupted(types.ModuleType):
+        def __getattr__(self, name: str) -> object:
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "cladebench.cli", Interrupted("cladebench.cli"))
+    assert entry() == 130
+    assert capsys.readouterr().err == "cladebench: interrupted\n"
+    monkeypatch.setitem(sys.modules, "cladebench.cli", cli)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["info", "x"]) == 130
+    assert capsys.readouterr().err == "cladebench: interrupted\n"

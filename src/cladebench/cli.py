@@ -31,11 +31,8 @@ from cladebench.config import (
     config_from_args,
     take_late_positionals,
 )
-from cladebench.errors import CladebenchError, UsageError, environment_error
+from cladebench.errors import EXIT_BUG, EXIT_INTERRUPTED, CladebenchError, UsageError, environment_error
 from cladebench.raycluster import DEFAULT_ADDRESS
-
-EXIT_BUG = 70
-EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -581,8 +578,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``cladebench`` exits with it)."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:
+        parser = build_parser()  # imports every builder's module: a Ctrl-C here is an interrupt too
+        args, extra = parser.parse_known_args(argv)
+    except KeyboardInterrupt:
+        print("cladebench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
     chosen = FAMILIES[args.verb].members()[args.kind] if args.verb in FAMILIES else VERBS[args.verb]
     extra = take_late_positionals(chosen.config, args, extra)

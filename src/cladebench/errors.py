@@ -13,6 +13,12 @@ import re
 from collections.abc import Iterable
 
 
+EXIT_BUG = 70
+"""Exit code of an unexpected exception: a bug, reported as one."""
+EXIT_INTERRUPTED = 130
+"""Exit code of a run stopped by Ctrl-C (SIGINT), as shells report 128 + 2."""
+
+
 class CladebenchError(Exception):
     """Base class: a failure caused by the input or the environment, not by a bug."""
 
