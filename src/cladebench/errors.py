@@ -12,7 +12,6 @@ import os
 import re
 from collections.abc import Iterable
 
-
 EXIT_BUG = 70
 """Exit code of an unexpected exception: a bug, reported as one."""
 EXIT_INTERRUPTED = 130
