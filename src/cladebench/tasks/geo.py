@@ -31,6 +31,7 @@ bootstrap interval and p-value, the chosen ``a``, and the share of test rows per
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.geo_prior import (
+    EARTH_RADIUS_KM,
     MIN_CELL_KM,
     PriorSettings,
     choose_image_weight,
@@ -73,6 +75,10 @@ if TYPE_CHECKING:
     from cladebench.models import Encoder
 
 LATITUDE, LONGITUDE, DATE = "latitude", "longitude", "observed_on"
+
+MAX_CELL_KM = math.pi * EARTH_RADIUS_KM
+"""Largest cell side accepted, km: pole to pole (about 20,015 km). A larger cell is the whole sphere, one cell
+with no geography in it, and its area (side squared) overflows a float long before the side does."""
 """The canonical columns the prior reads (see :mod:`cladebench.store`)."""
 AUTO_GROUP_KEY = "source_id"
 """Column ``prior_group_key="auto"`` uses when the rows have values in it (else each image is its own group)."""
@@ -143,6 +149,9 @@ class GeoPriorConfig:
             if km < MIN_CELL_KM:
                 raise UsageError(f"{option} must be at least {MIN_CELL_KM:g} km (the grid keeps a row per cell of "
                                  f"the whole sphere), got {km:g}")
+            if km > MAX_CELL_KM:
+                raise UsageError(f"{option} must be at most {MAX_CELL_KM:,.0f} km (pole to pole: a larger cell is the "
+                                 f"whole sphere), got {km:g}")
         at_least("--prior-season-bins", self.prior_season_bins, 1)
         positive("--prior-alpha", self.prior_alpha)
         split = tuple(self.prior_split)
