@@ -271,3 +271,22 @@ def test_environment_failures_anywhere_end_in_one_line(monkeypatch, capsys, kind
     err = capsys.readouterr().err
     assert needle in err.splitlines()[0]
     assert len(err.strip().splitlines()) == (2 if code == 70 else 1)  # a bug adds the --debug hint
+
+
+# --- build and demo -------------------------------------------------------------------------------------
+
+
+def test_build_coobserved_into_a_read_only_folder(tmp_path: Path, read_only: Path) -> None:
+    from cladebench.inat_export import ExportConfig, write_export
+
+    export = write_export(tmp_path / "export", ExportConfig(n_photos=300, n_coobserved=8))
+    result = run("build", "coobserved", "--export-dir", str(export.export_dir), "--out", str(read_only / "out"),
+                 unprivileged=True)
+    one_line_error(result, 1, str(read_only), "cannot write")
+    assert list(read_only.iterdir()) == []
+
+
+def test_demo_into_a_read_only_folder_fails_before_any_work(read_only: Path) -> None:
+    result = run("demo", "--out", str(read_only / "demo"), unprivileged=True)
+    one_line_error(result, 1, str(read_only), "cannot write")
+    assert list(read_only.iterdir()) == []
