@@ -351,7 +351,12 @@ def _is_unmarked_demo(folder: Path) -> bool:
 def run_demo(config: DemoConfig) -> dict[str, Any]:
     """Build the sample suite under ``config.out``, run every step, write ``summary.json``, print a summary."""
     from cladebench.builders.output import OutputTarget, prepare_in_place
+    from cladebench.option_checks import at_least
     from cladebench.synthetic import WorldConfig, make_world
+
+    # Both suites need rows (an empty one fails at its first write): refused before the folder is made.
+    at_least("--images", config.images, 1)
+    at_least("--pairs", config.pairs, 1)
 
     # Written in place (its run records name its datasets by path), marked first: --overwrite replaces only a
     # previous demo, finished or killed midway, never a user's folder.

@@ -64,6 +64,7 @@ import pyarrow.parquet as pq
 from cladebench import store
 from cladebench.config import OPTION, bare_value
 from cladebench.errors import CladebenchError, SchemaError, UsageError
+from cladebench.option_checks import at_least
 from cladebench.results import software_versions
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ STATE_DIR = "_cladebench"
 COLUMN_PATTERN = re.compile(r"emb_[a-z0-9_]+")
 """What ``embed`` names a column: ``emb_`` and lower-case letters, digits and underscores. Such a name is a
 plain SQL identifier, so every filter, index and reader takes it as it is."""
+
+MAX_COLUMN_LENGTH = 128
+"""Longest column name ``embed`` takes: the name is also part of file names (its lock, staging folder and
+failures table), and most filesystems refuse a file name over 255 bytes."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,16 @@ class EmbedConfig:
     ray_cpus_per_actor: int | None = None
     """CPUs each Ray actor reserves (its decoding threads and, on CPU, the model's threads). Default: 1 on a CPU
     cluster; on a GPU cluster the CPUs per GPU, at most 8."""
+
+    def __post_init__(self) -> None:
+        # Out-of-range counts are the user's mistake: refused here, naming the option, before a model is built
+        # (a batch size of 0 would otherwise fail deep in the block planner as a bug).
+        at_least("--batch-size", self.batch_size, 1)
+        at_least("--checkpoint-rows", self.checkpoint_rows, 1)
+        for option, value, minimum in (("--workers", self.workers, 0), ("--ray-actors", self.ray_actors, 1),
+                                       ("--ray-cpus-per-actor", self.ray_cpus_per_actor, 1)):
+            if value is not None:
+                at_least(option, value, minimum)
 
 
 @dataclass(frozen=True)
@@ -577,6 +592,9 @@ def column_name(config: EmbedConfig) -> str:
     if not COLUMN_PATTERN.fullmatch(column):
         raise UsageError(f"--column {column!r}: an embedding column is named emb_ followed by lower-case letters, "
                          "digits and underscores (emb_[a-z0-9_]+)")
+    if len(column) > MAX_COLUMN_LENGTH:
+        raise UsageError(f"--column {column[:24]}...: an embedding column name is at most {MAX_COLUMN_LENGTH} "
+                         f"characters, got {len(column)}")
     return column
 
 

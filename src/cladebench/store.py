@@ -834,6 +834,12 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
     if is_remote(str(out)):
         raise UsageError(f"a subset is written locally; {out} is a remote URI")
     out_path = Path(str(out).removeprefix("file://"))
+    if not is_remote(str(uri)):
+        from cladebench.builders.output import check_not_an_input
+
+        # A subset written inside its source would sit among the source's own files (and one that holds the
+        # source could not be renamed into place): refused before anything is read or written.
+        check_not_an_input(out_path, [Path(str(uri).removeprefix("file://"))])
     if out_path.exists() and not out_path.is_dir():
         raise CladebenchError(f"{out_path} is a file; a subset is a folder: choose another --out")
     if mode == "create" and out_path.exists() and any(out_path.iterdir()):

@@ -85,6 +85,30 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
     return paths
 
 
+def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
+    """A :class:`~cladebench.errors.UsageError` when ``out`` is, is inside or holds a local input (the files or
+    folders read, the download store): a dataset written there would sit among the files it was made from, and
+    a later read of that folder would find it. Remote URIs and objects that are not paths are skipped."""
+    from cladebench.builders.output import check_not_an_input
+
+    local = []
+    for item in inputs:
+        if isinstance(item, (str, Path)) and "://" not in str(item):
+            local.append(Path(item))
+        elif item is not None and not isinstance(item, (str, Path)):
+            root = getattr(item, "root", None)  # a DownloadStore
+            if isinstance(root, Path):
+                local.append(root)
+    check_not_an_input(Path(out), local)
+
+
+def input_paths(paths: str | Path | Iterable[str | Path] | None) -> list[str | Path]:
+    """One path or many, as a list (for :func:`check_out_apart`)."""
+    if paths is None:
+        return []
+    return [paths] if isinstance(paths, (str, Path)) else [p for p in paths if isinstance(p, (str, Path))]
+
+
 def _parquet_under(folder: Path) -> list[Path]:
     """Every ``*.parquet`` file under ``folder``, hidden files and folders left out, sorted by path."""
     found = []

@@ -92,7 +92,7 @@ from cladebench import store
 from cladebench.download import DownloadConfig, DownloadReport, DownloadStore, download
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.images import sniff_format
-from cladebench.sources import failures_path_for, parquet_files, stats_of, with_stats
+from cladebench.sources import check_out_apart, failures_path_for, input_paths, parquet_files, stats_of, with_stats
 from cladebench.sources.inquire import parse_license, parse_observed_on
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, divergence_rank
 
@@ -843,6 +843,7 @@ def build_inat_coobserved(
     keeps the first rows (for trials); ``out`` must not exist yet.
     """
     out = Path(out)
+    check_out_apart(out, [*input_paths(parquet_paths), download_dir])
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         # Checked before any download, which can take a while, rather than by the write after it.
         raise CladebenchError(f"{out} already exists; choose another output path or remove it")

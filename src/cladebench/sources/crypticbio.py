@@ -77,7 +77,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.download import DownloadConfig, DownloadReport, DownloadStore, download
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.sources import failures_path_for, stats_of, with_stats
+from cladebench.sources import check_out_apart, failures_path_for, stats_of, with_stats
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -368,17 +368,10 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
     taxa = _Taxa()
     with _utf8(path), open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise SchemaError(f"{path}: not a CrypticBio benchmark CSV: missing column(s) {missing}; "
-                              f"header is {reader.fieldnames}")
-        for row_number, record in enumerate(reader, 1):
-            where = _Where(path, row_number)
-            if None in record or any(record[c] is None for c in CSV_COLUMNS):
-                more = "more" if None in record else "fewer"
-                raise SchemaError(f"{path}: row {row_number}: {more} fields than the header's "
-                                  f"{len(reader.fieldnames or [])}")
-            _add_row(rows, record, where, source_dataset, groups, url_seen, taxa)
+        try:
+            _read_rows(reader, path, source_dataset, groups, rows, url_seen, taxa)
+        except csv.Error as exc:  # a field over csv.field_size_limit() (131,072 characters), a NUL byte, ...
+            raise SchemaError(f"{path}: line {reader.line_num + 1}: cannot be read as CSV: {exc}") from None
     table = pa.table(rows.columns, schema=READ_SCHEMA)
     stats = {
         "file": path.name, "source_dataset": source_dataset, "rows": table.num_rows,
@@ -387,6 +380,21 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
                                         "without_cryptic_group", "repeated_url")},
     }
     return with_stats(table, READ_STATS_KEY, stats)
+
+
+def _read_rows(reader: csv.DictReader, path: Path, source_dataset: str, groups: dict[str, tuple[str, ...]] | None,
+               rows: _Rows, url_seen: Counter[str], taxa: _Taxa) -> None:
+    missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise SchemaError(f"{path}: not a CrypticBio benchmark CSV: missing column(s) {missing}; "
+                          f"header is {reader.fieldnames}")
+    for row_number, record in enumerate(reader, 1):
+        where = _Where(path, row_number)
+        if None in record or any(record[c] is None for c in CSV_COLUMNS):
+            more = "more" if None in record else "fewer"
+            raise SchemaError(f"{path}: row {row_number}: {more} fields than the header's "
+                              f"{len(reader.fieldnames or [])}")
+        _add_row(rows, record, where, source_dataset, groups, url_seen, taxa)
 
 
 def _lookup(lookup: str | Path | Mapping[str, Sequence[str]] | None) -> dict[str, tuple[str, ...]] | None:
@@ -501,6 +509,7 @@ def build_crypticbio_dataset(
     ``downloads/``). ``limit`` keeps the first rows of the file (for trials). ``out`` must not exist yet.
     """
     out = Path(out)
+    check_out_apart(out, [csv_path, lookup, download_dir])
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         # Checked before the downloads, which can take hours, rather than by the write after them.
         raise CladebenchError(f"{out} already exists; choose another output path or remove it")

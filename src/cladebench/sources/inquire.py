@@ -97,7 +97,7 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.images import sniff_format
-from cladebench.sources import parquet_files, stats_of, with_stats
+from cladebench.sources import check_out_apart, input_paths, parquet_files, stats_of, with_stats
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
 SOURCE_DATASET = "inquire-rerank"
@@ -382,20 +382,36 @@ def _text_or_none(value: Any) -> str | None:
 
 
 def _csv_rows(path: Path, required: Sequence[str], kind: str) -> Iterator[tuple[_Where, dict[str, str]]]:
+    """The CSV's rows; bytes that are not UTF-8 and what the csv module refuses (a field over
+    ``csv.field_size_limit()``, 131,072 characters by default) are a :class:`SchemaError` naming the line."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise SchemaError(f"{path}: not an INQUIRE {kind} CSV: missing column(s) {missing}; header is {header}")
-        unknown = [c for c in header if c not in required and c != ""]  # "" is pandas' index column
-        if unknown:
-            raise SchemaError(f"{path}: unexpected column(s) {unknown} in an INQUIRE {kind} CSV; header is {header}")
-        for row_number, record in enumerate(reader, 1):
-            if None in record or any(record.get(c) is None for c in required):
-                more = "more" if None in record else "fewer"
-                raise SchemaError(f"{path}: row {row_number}: {more} fields than the header's {len(header)}")
-            yield _Where(path, row_number), record
+        try:
+            yield from _csv_records(reader, path, required, kind)
+        except UnicodeDecodeError:
+            from cladebench.sources.crypticbio import _first_bad_utf8
+
+            line, offset, byte = _first_bad_utf8(path)
+            raise SchemaError(f"{path}: line {line}: not UTF-8 text (byte {byte:#04x} at offset {offset}); "
+                              "save the file as UTF-8") from None
+        except csv.Error as exc:
+            raise SchemaError(f"{path}: line {reader.line_num + 1}: cannot be read as CSV: {exc}") from None
+
+
+def _csv_records(reader: csv.DictReader, path: Path, required: Sequence[str], kind: str
+                 ) -> Iterator[tuple[_Where, dict[str, str]]]:
+    header = reader.fieldnames or []
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise SchemaError(f"{path}: not an INQUIRE {kind} CSV: missing column(s) {missing}; header is {header}")
+    unknown = [c for c in header if c not in required and c != ""]  # "" is pandas' index column
+    if unknown:
+        raise SchemaError(f"{path}: unexpected column(s) {unknown} in an INQUIRE {kind} CSV; header is {header}")
+    for row_number, record in enumerate(reader, 1):
+        if None in record or any(record.get(c) is None for c in required):
+            more = "more" if None in record else "fewer"
+            raise SchemaError(f"{path}: row {row_number}: {more} fields than the header's {len(header)}")
+        yield _Where(path, row_number), record
 
 
 def read_inquire_queries(path: str | Path, *, split: str | None = None) -> pa.Table:
@@ -889,6 +905,8 @@ def build_inquire_rerank(
     ``out``. ``out`` must not exist yet.
     """
     out = Path(out)
+    check_out_apart(out, [*input_paths(parquet_paths),
+                          *(input_paths(queries) if not isinstance(queries, pa.Table) else [])])
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CladebenchError(f"{out} already exists; choose another output path or remove it")
     stats = RerankStats()
