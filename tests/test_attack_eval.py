@@ -27,3 +27,130 @@ def test_a_grid_cell_larger_than_the_sphere_is_a_usage_error(option: str, value:
     assert code == 2, err
     assert f"{option} must be at most" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+# --- outputs that would overwrite an input -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from test_fewshot import write_planted_dataset
+
+    path = tmp_path_factory.mktemp("attack-eval") / "planted.lance"
+    write_planted_dataset(path)
+    return path
+
+
+@pytest.fixture
+def a_run(planted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    out = tmp_path / "run"
+    code, err = run(["eval", str(planted), "--task", "retrieval", "--column", "emb_planted", "--out", str(out),
+                     "-k", "3"], capsys)
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.parametrize("target", ["run.json", "predictions.parquet"])
+@pytest.mark.parametrize("given", ["folder", "file"])
+def test_report_never_overwrites_a_file_of_a_run_it_reads(a_run: Path, target: str, given: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    before = {p.name: p.read_bytes() for p in a_run.iterdir()}
+    source = a_run if given == "folder" else a_run / "run.json"
+    code, err = run(["report", str(source), "-o", str(a_run / target)], capsys)
+    assert code == 2, err
+    assert f"{target} of the run" in err and len(err.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in a_run.iterdir()} == before  # nothing changed, no temp file left
+
+
+def test_report_beside_the_run_is_fine(a_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run(["report", str(a_run), "-o", str(a_run / "report.md"), "--format", "md"], capsys)
+    assert code == 0, err
+    assert (a_run / "report.md").read_text().startswith("#")
+
+
+@pytest.mark.parametrize("inside", ["", "results", "data"])
+def test_eval_out_in_the_dataset_folder_is_refused(planted: Path, inside: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    before = sorted(p.relative_to(planted) for p in planted.rglob("*"))
+    out = planted / inside if inside else planted
+    code, err = run(["eval", str(planted), "--task", "retrieval", "--column", "emb_planted", "--out", str(out)], capsys)
+    assert code == 2, err
+    assert "inside the dataset" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.relative_to(planted) for p in planted.rglob("*")) == before
+
+
+# --- an endpoint URL with credentials in its userinfo and its query -------------------------------------------
+
+
+def test_chat_url_puts_the_path_before_the_query() -> None:
+    from cladebench.vlm import parse_endpoint
+
+    spec = parse_endpoint("openai-compatible:m@http://alice:pw@127.0.0.1:8000/v1?api_key=k3y&api-version=2")
+    assert spec.chat_url == "http://alice:pw@127.0.0.1:8000/v1/chat/completions?api_key=k3y&api-version=2"
+    assert parse_endpoint("openai-compatible:m@http://h:1/v1/?a=b").chat_url == "http://h:1/v1/chat/completions?a=b"
+    assert parse_endpoint("openai-compatible:m@https://h/v1/").chat_url == "https://h/v1/chat/completions"
+
+
+def test_credentials_in_userinfo_and_query_reach_the_server_and_nothing_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server answers only at /v1/chat/completions with the query's key: a request that reaches it used both;
+    run.json, the predictions, the cache, the report and the console hold neither the password nor the key."""
+    import sys
+    import threading
+
+    from test_vlm import _Handler, _Server, send
+    from test_vlm_rerank_faults import CANDIDATES, QUERIES
+    from test_vlm_rerank_faults import dataset as rerank_dataset
+
+    class KeyedHandler(_Handler):
+        def do_POST(self) -> None:
+            path, _, query = self.path.partition("?")
+            if query != "api_key=s3cr3t-k3y":
+                self.rfile.read(int(self.headers["Content-Length"]))
+                send(self, 401, {"error": f"bad query {query!r}"})
+                return
+            self.path = path
+            super().do_POST()
+
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    data = rerank_dataset.__wrapped__(_Factory(tmp_path)) if hasattr(rerank_dataset, "__wrapped__") else None
+    assert data is not None
+    httpd = _Server()
+    httpd.RequestHandlerClass = KeyedHandler
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        port = httpd.server_address[1]
+        model = f"openai-compatible:m@http://alice:hunter2-pw@127.0.0.1:{port}/v1?api_key=s3cr3t-k3y"
+        args = ["eval", str(data), "--model", model, "--task", "rerank", "--group-by", "none", "--out",
+                str(tmp_path / "run")]
+        monkeypatch.setattr(sys, "argv", ["cladebench", *args])
+        code, err = run(args, capsys)
+        assert code == 0, err
+        assert httpd.state.requests == QUERIES * CANDIDATES
+        code, report_err = run(["report", str(tmp_path / "run"), "-o", str(tmp_path / "report.html")], capsys)
+        assert code == 0, report_err
+        printed = err + report_err + capsys.readouterr().out
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    written = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lance"
+               and ".lance" not in str(p)}
+    assert "run.json" in written and "report.html" in written
+    for secret in ("hunter2-pw", "s3cr3t-k3y", "alice"):
+        assert secret not in printed
+        for name, data_bytes in written.items():
+            assert secret.encode() not in data_bytes, f"{secret} in {name}"
+
+
+class _Factory:
+    """A stand-in for pytest's tmp_path_factory, to build a module fixture's dataset inside one test."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def mktemp(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir()
+        return path

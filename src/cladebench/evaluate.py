@@ -29,7 +29,14 @@ from cladebench.config import OPTION, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import display_scale
 from cladebench.option_checks import at_least
-from cladebench.results import RunRecord, command_line, dataset_provenance, metric_definitions, software_versions
+from cladebench.results import (
+    RunRecord,
+    check_out_outside_dataset,
+    command_line,
+    dataset_provenance,
+    metric_definitions,
+    software_versions,
+)
 from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.geo import GeoPriorConfig
 from cladebench.tasks.lineage import LineageConfig
@@ -325,6 +332,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     from cladebench.benchmarks import resolve
     from cladebench.tasks import get_task
 
+    check_out_outside_dataset(config.out, config.dataset)
     store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
     if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
         _require_model(config, get_task(config.task), task_config(get_task(config.task).config, config), encoder)

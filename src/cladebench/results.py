@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cladebench import __version__, store
-from cladebench.errors import CladebenchError, environment_error
+from cladebench.errors import CladebenchError, UsageError, environment_error
 from cladebench.jsonsafe import record_json
 from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.redact import redact
@@ -151,6 +151,21 @@ class RunRecord:
                                       f"{directory / RUN_FILE} records: the predictions were changed or cut short "
                                       "after the run; rerun the evaluation")
         return pq.read_table(file)
+
+
+def check_out_outside_dataset(out: str | Path, dataset: str) -> None:
+    """Refuse an output folder that is, or lies inside, the local dataset being evaluated: run.json and
+    predictions.parquet would be written among Lance's own files (and a later ``--overwrite`` of the dataset
+    would take the run with it). A remote dataset cannot hold a local folder."""
+    from cladebench.store import is_remote
+
+    if is_remote(str(dataset)):
+        return
+    root = Path(str(dataset).removeprefix("file://")).resolve()
+    target = Path(out).resolve()
+    if target == root or root in target.parents:
+        raise UsageError(f"--out {out} is inside the dataset {dataset}: the run record would be written among the "
+                         "dataset's own files; choose a folder outside it")
 
 
 def _write_replacing(tmp: Path, target: Path, write: Any) -> None:

@@ -171,6 +171,7 @@ def write_fullrank_record(dataset: lance.LanceDataset, encoder: Encoder, command
 
     from cladebench.results import (
         RunRecord,
+        check_out_outside_dataset,
         command_line,
         dataset_provenance,
         metric_definitions,
@@ -179,6 +180,7 @@ def write_fullrank_record(dataset: lance.LanceDataset, encoder: Encoder, command
     from cladebench.retrieval_metrics import RetrievalConfig, summarize, summarize_by
     from cladebench.sources.inquire import read_inquire_annotations, read_inquire_queries
 
+    check_out_outside_dataset(command.out, command.dataset)
     queries = read_inquire_queries(command.queries)
     annotations = read_inquire_annotations(command.annotations)
     k = FULLRANK_K if command.k is None else _check_k(command.k)

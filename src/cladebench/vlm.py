@@ -178,7 +178,12 @@ class EndpointSpec:
 
     @property
     def chat_url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        """``/chat/completions`` appended to the URL's path, before its query (``.../v1?api-version=2`` ->
+        ``.../v1/chat/completions?api-version=2``): appended to the whole URL it would land inside the query."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self.base_url)
+        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions"))
 
     def __repr__(self) -> str:  # the URL without credentials, as everywhere else it is shown
         return f"EndpointSpec(name={self.name!r}, base_url={self.display_url!r})"

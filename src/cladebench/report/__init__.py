@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from cladebench.config import OPTION, short
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 
 __all__ = ["ReportConfig", "write_report"]
 
@@ -71,7 +71,7 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
     if max_gallery < 0:
         raise CladebenchError(f"max_gallery must be 0 or more, got {max_gallery}")
     out = Path(out)
-    _check_output(out)  # before rendering, which reads every run and draws every chart
+    _check_output(out, run_paths)  # before rendering, which reads every run and draws every chart
     _require_report_packages()
     from cladebench.report.render import render_report
 
@@ -89,10 +89,21 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
     return out
 
 
-def _check_output(out: Path) -> None:
-    """The report is one file: refuse a folder, or a place that cannot be written, before any work."""
+def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
+    """The report is one file: refuse a folder, a file of a run it reads (``-o RUN/run.json`` would replace the
+    record with its own report), or a place that cannot be written, before any work."""
+    from cladebench.results import PREDICTIONS_FILE, RUN_FILE
+
     if out.is_dir():
         raise CladebenchError(f"{out} is a folder; the report is one file: give its name (e.g. {out / 'report.html'})")
+    target = out.resolve()
+    for given in map(Path, run_paths):
+        folder = given if given.is_dir() else given.parent
+        for name, path in ((RUN_FILE, given if given.is_file() else folder / RUN_FILE),
+                           (PREDICTIONS_FILE, folder / PREDICTIONS_FILE)):
+            if path.resolve() == target:
+                raise UsageError(f"-o {out} is the {name} of the run {given}: the report would replace it; give the "
+                                 f"report another name (e.g. {folder / 'report.html'})")
     from cladebench.store import check_writable
 
     check_writable(out)
