@@ -3,6 +3,7 @@ the writer would refuse, and uuids that give no unambiguous fingerprint; a faile
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -175,3 +176,22 @@ def test_writes_refuse_integer_and_null_uuids(tmp_path: Path) -> None:
         store.write_dataset(iter([good_batch, pa.table({"uuid": [None, "c"], "image": _images(2)})]),
                             tmp_path / "b.lance")
     assert not (tmp_path / "a.lance").exists() and not (tmp_path / "b.lance").exists()
+
+
+@pytest.mark.parametrize(("table", "problem"), [
+    (pa.table({"uuid": [1, 2]}), "expected type string, found int64"),
+    (pa.table({"uuid": ["a", None]}), "null uuid"),
+    (pa.table({"id": ["a", "b"]}), "no uuid column"),
+])
+def test_info_describes_a_dataset_that_has_no_fingerprint(tmp_path: Path, table: pa.Table, problem: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``info`` is where a user looks at a dataset other tools wrote: it says why there is no fingerprint."""
+    from cladebench.cli import main
+
+    path = _raw(tmp_path, "raw", table)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "rows         2" in out and "fingerprint  none: " in out and problem in out
+    assert main(["info", str(path), "--json"]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert described["fingerprint"] is None and problem in described["fingerprint_problem"]

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
+from cladebench.errors import SchemaError
 
 if TYPE_CHECKING:
     import lance
@@ -48,8 +49,24 @@ def _embedding_summary(dataset: lance.LanceDataset, field: pa.Field) -> dict[str
     }
 
 
+def _fingerprint(dataset: lance.LanceDataset, wanted: bool) -> dict[str, str | None]:
+    if not wanted:
+        return {"fingerprint": None, "fingerprint_problem": "not computed (--no-fingerprint)"}
+    if "uuid" not in dataset.schema.names:
+        return {"fingerprint": None, "fingerprint_problem": "no uuid column"}
+    try:
+        return {"fingerprint": store.fingerprint(dataset), "fingerprint_problem": None}
+    except SchemaError as problem:
+        return {"fingerprint": None, "fingerprint_problem": str(problem)}
+
+
 def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = True) -> dict[str, Any]:
-    """A JSON-ready description of a dataset (what ``cladebench info`` shows)."""
+    """A JSON-ready description of a dataset (what ``cladebench info`` shows).
+
+    ``info`` is where a user looks when a dataset misbehaves, so a dataset without a fingerprint (no
+    ``uuid`` column, or uuids that are not text, null or hold a newline: written by other tools) is still
+    described, with ``fingerprint`` null and ``fingerprint_problem`` saying why.
+    """
     schema = dataset.schema
     names = set(schema.names)
     groups = {c: _value_counts(dataset, c) for c in store.group_columns(schema)}
@@ -61,7 +78,7 @@ def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = 
         "version": dataset.version,
         "versions": store.versions(dataset),
         "tags": store.tags(dataset),
-        "fingerprint": store.fingerprint(dataset) if with_fingerprint and "uuid" in names else None,
+        **_fingerprint(dataset, with_fingerprint),
         "schema_version": (schema.metadata or {}).get(store.SCHEMA_METADATA_KEY, b"").decode() or None,
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
         "groups": groups,
@@ -89,7 +106,7 @@ def format_description(d: dict[str, Any], *, max_values: int = 12) -> str:
         f"rows         {d['rows']:,}",
         f"version      {d['version']} (of {len(d['versions'])}; tags: "
         + (", ".join(f"{k}={v}" for k, v in d["tags"].items()) or "none") + ")",
-        f"fingerprint  {d['fingerprint']}",
+        f"fingerprint  {d['fingerprint'] or 'none: ' + str(d.get('fingerprint_problem'))}",
         "",
         "columns",
         _table([(c["name"], c["type"], "" if c["nullable"] else "not null") for c in d["schema"]]),
