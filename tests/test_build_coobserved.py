@@ -648,3 +648,13 @@ def test_with_both_csv_and_gz_the_card_says_which_was_read(export, tmp_path):
     card = summary.card_path.read_text(encoding="utf-8")
     assert "`photos.csv` was read, `photos.csv.gz` was not" in card
     assert "read photos.csv, not photos.csv.gz" in summary.describe()
+
+
+def test_a_list_option_that_is_a_folder_or_missing_names_itself(export, tmp_path, capsys):
+    folder = tmp_path / "species"
+    folder.mkdir()
+    for option, path, said in (("--tol-species", folder, "a folder, not a file"),
+                               ("--exclude-photo-ids", tmp_path / "gone.txt", "no such file")):
+        assert _cli("--export-dir", str(export.export_dir), "--out", str(tmp_path / "out"), option, str(path)) == 2
+        assert f"{option}: {path}: {said}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

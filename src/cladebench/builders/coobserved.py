@@ -344,7 +344,8 @@ def _read_id_list(con: duckdb.DuckDBPyConnection, path: Path, column: str, sql_t
     import duckdb
 
     if not path.is_file():
-        raise UsageError(f"{path}: no such file")
+        option = {"excluded": "--exclude-photo-ids", "tol": "--tol-species"}.get(name, name)
+        raise UsageError(f"{option}: {path}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
     quoted = str(path).replace("'", "''")
     if path.suffix == ".parquet":
         names = [r[0] for r in con.sql(f"DESCRIBE SELECT * FROM read_parquet('{quoted}')").fetchall()]
