@@ -154,3 +154,58 @@ class _Factory:
         path = self.root / name
         path.mkdir()
         return path
+
+
+# --- two runs writing one --out ---------------------------------------------------------------------------------
+
+
+def _record(value: int):
+    import pyarrow as pa
+
+    from cladebench.results import RunRecord
+
+    table = pa.table({"uuid": [f"u{i}" for i in range(value)], "correct": [True] * value})
+    return RunRecord(task="zeroshot", metrics={"m": {"value": float(value)}}, provenance={}, config={}), table
+
+
+def test_a_record_is_written_under_the_folder_s_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While another writer holds the folder (two evals with one --out), a write waits, then refuses with one line
+    and leaves the other's files as they are: never a run.json whose predictions are another run's."""
+    import fcntl
+    import hashlib
+    import os
+
+    from cladebench import results
+    from cladebench.errors import CladebenchError
+
+    out = tmp_path / "run"
+    record, table = _record(3)
+    record.write(out, table)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setattr(results, "WRITE_LOCK_WAIT_S", 0.0)
+    holder = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other, other_table = _record(5)
+        with pytest.raises(CladebenchError, match="another run is writing its record to") as caught:
+            other.write(out, other_table)
+        assert caught.value.exit_code == 1 and "\n" not in str(caught.value)
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    finally:
+        os.close(holder)
+    other.write(out, other_table)  # the folder is free again
+    written = results.RunRecord.read(out)
+    assert written.metrics["m"]["value"] == 5.0
+    assert written.provenance["predictions"]["sha256"] == hashlib.sha256((out / "predictions.parquet").read_bytes()
+                                                                         ).hexdigest()
+    assert sorted(p.name for p in out.iterdir()) == ["predictions.parquet", "run.json"]
+
+
+def test_leftovers_of_a_killed_write_are_cleaned(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / ".predictions.parquet.tmp").write_bytes(b"half")
+    (out / ".run.json.tmp").write_text("{")
+    record, table = _record(2)
+    record.write(out, table)
+    assert sorted(p.name for p in out.iterdir()) == ["predictions.parquet", "run.json"]

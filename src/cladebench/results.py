@@ -16,12 +16,15 @@ put into a record at all.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import platform
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -109,16 +112,24 @@ class RunRecord:
         out = Path(out_dir)
         try:  # a read-only or full disk, a file where the folder goes: one line and exit 1, no temp file left
             out.mkdir(parents=True, exist_ok=True)
-            predictions_path = out / PREDICTIONS_FILE
-            tmp = out / f".{PREDICTIONS_FILE}.tmp"
-            _write_replacing(tmp, predictions_path, lambda: pq.write_table(predictions, tmp))
-            digest = hashlib.sha256(predictions_path.read_bytes()).hexdigest()
-            self.provenance["predictions"] = {"file": PREDICTIONS_FILE, "rows": predictions.num_rows,
-                                              "sha256": digest}
-            run_path = out / RUN_FILE
-            tmp = out / f".{RUN_FILE}.tmp"
-            text = record_json(asdict(self))  # never a bare NaN: non-finite numbers become null, listed
-            _write_replacing(tmp, run_path, lambda: tmp.write_text(text, encoding="utf-8"))
+            with _folder_lock(out):
+                # Both files are written in full first, then renamed one after the other: a kill leaves the
+                # previous pair or the new one (at worst for the instant between the renames, new predictions
+                # beside the old run.json, which its SHA-256 then refuses), never a half-written file.
+                predictions_path, run_path = out / PREDICTIONS_FILE, out / RUN_FILE
+                predictions_tmp, run_tmp = out / f".{PREDICTIONS_FILE}.tmp", out / f".{RUN_FILE}.tmp"
+                try:
+                    pq.write_table(predictions, predictions_tmp)
+                    digest = hashlib.sha256(predictions_tmp.read_bytes()).hexdigest()
+                    self.provenance["predictions"] = {"file": PREDICTIONS_FILE, "rows": predictions.num_rows,
+                                                      "sha256": digest}
+                    text = record_json(asdict(self))  # never a bare NaN: non-finite numbers become null, listed
+                    run_tmp.write_text(text, encoding="utf-8")
+                    os.replace(predictions_tmp, predictions_path)
+                    os.replace(run_tmp, run_path)
+                finally:
+                    predictions_tmp.unlink(missing_ok=True)
+                    run_tmp.unlink(missing_ok=True)
         except OSError as exc:
             raise (environment_error(exc, out) or exc) from None
         return run_path
@@ -153,6 +164,35 @@ class RunRecord:
         return pq.read_table(file)
 
 
+WRITE_LOCK_WAIT_S = 600.0
+"""How long a run waits for another run writing its record to the same folder before it refuses (writing a record
+takes well under a second; the wait covers a slow disk, not a stuck process)."""
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` itself (no lock file is left behind): two runs given the same
+    ``--out`` write their records one after the other, never interleaved. Waits up to :data:`WRITE_LOCK_WAIT_S`."""
+    import fcntl
+
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        waited = 0.0
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if waited >= WRITE_LOCK_WAIT_S:
+                    raise CladebenchError(f"another run is writing its record to {folder} (waited {waited:.0f} s); "
+                                          "wait for it to finish or give this run another --out") from None
+                time.sleep(0.05)
+                waited += 0.05
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
 def check_out_outside_dataset(out: str | Path, dataset: str) -> None:
     """Refuse an output folder that is, or lies inside, the local dataset being evaluated: run.json and
     predictions.parquet would be written among Lance's own files (and a later ``--overwrite`` of the dataset
@@ -166,16 +206,6 @@ def check_out_outside_dataset(out: str | Path, dataset: str) -> None:
     if target == root or root in target.parents:
         raise UsageError(f"--out {out} is inside the dataset {dataset}: the run record would be written among the "
                          "dataset's own files; choose a folder outside it")
-
-
-def _write_replacing(tmp: Path, target: Path, write: Any) -> None:
-    """``write()`` fills ``tmp``, which then replaces ``target``; a failed write removes ``tmp``."""
-    try:
-        write()
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def metric_definitions(names: list[str]) -> dict[str, str]:
