@@ -209,3 +209,40 @@ def test_leftovers_of_a_killed_write_are_cleaned(tmp_path: Path) -> None:
     record, table = _record(2)
     record.write(out, table)
     assert sorted(p.name for p in out.iterdir()) == ["predictions.parquet", "run.json"]
+
+
+# --- a VLM that never answers ------------------------------------------------------------------------------------
+
+
+def test_a_never_answering_endpoint_fails_within_the_deadline_whatever_the_batch(tmp_path: Path) -> None:
+    """A retry queues for a free slot behind at most the items already prepared (twice the concurrency), never
+    behind the whole batch: a dead server fails a batch of N items after about one deadline plus one read timeout,
+    not N / concurrency read timeouts (an hour for INQUIRE-Rerank's thousands). Counted in requests, not seconds:
+    were every item's first attempt sent before the first retry, the server would see all 30."""
+    import threading
+
+    from cladebench.errors import CladebenchError
+    from cladebench.vlm import VLMConfig, YesNoItem, score_yes_no
+    from test_vlm import JPEGS, _Server
+
+    release = threading.Event()
+
+    def never(handler: object, number: int, body: object) -> bool:
+        release.wait(30)
+        return True
+
+    httpd = _Server()
+    httpd.state.reply = never
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    items = [YesNoItem(key=f"k{i}", image=JPEGS[i % 3], query=f"query {i}") for i in range(30)]
+    config = VLMConfig(concurrency=1, connect_timeout_s=1.0, read_timeout_s=0.1, request_deadline_s=0.35,
+                       max_attempts=5, backoff_base_s=0.01, backoff_max_s=0.01, jitter=0.0, cache_dir=tmp_path / "c")
+    try:
+        with pytest.raises(CladebenchError, match="deadline"):
+            score_yes_no(items, httpd.model_id(), config)
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
+    assert httpd.state.requests < len(items)
