@@ -127,7 +127,10 @@ def test_subset_errors_name_the_problem(dataset_path: Path, tmp_path: Path) -> N
     bad_sql = run("subset", str(dataset_path), "--where", "challenge_group = = 1", "--out", str(tmp_path / "b"))
     assert bad_sql.returncode == 1 and "challenge_group = = 1" in bad_sql.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
-    exists = run("subset", str(dataset_path), "--out", str(dataset_path))
+    onto_input = run("subset", str(dataset_path), "--out", str(dataset_path))
+    assert onto_input.returncode == 2 and "is the input" in onto_input.stderr
+    assert run("subset", str(dataset_path), "--out", str(tmp_path / "c")).returncode == 0
+    exists = run("subset", str(dataset_path), "--out", str(tmp_path / "c"))
     assert exists.returncode == 1 and "already exists" in exists.stderr
     missing_out = run("subset", str(dataset_path))
     assert missing_out.returncode == 2 and "--out" in missing_out.stderr
@@ -156,3 +159,16 @@ def test_ctrl_c_while_the_cli_starts_is_an_interrupt(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["info", "x"]) == 130
     assert capsys.readouterr().err == "cladebench: interrupted\n"
+
+
+@pytest.mark.parametrize("argv", [["eval", "x", "--out", "o", "--shots", "nan"], ["eval"], ["nosuch"],
+                                  ["info", "x", "--repetitions"], ["build"]])
+def test_a_command_line_argparse_cannot_read_is_one_line_exit_2(argv: list[str],
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from cladebench.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert len(err.strip().splitlines()) == 1 and ": error: " in err and "--help" in err, err

@@ -489,3 +489,32 @@ def test_task_needs_a_column_or_a_model_and_checks_the_group_key(planted_dataset
     assert per_image.info["split"]["skipped_count"] == 0  # four photos of one observation are four units now
     one = get_task("fewshot").metrics(per_image)["simpleshot_1shot"]
     assert one["n"] == 1 and one["low"] is None and one["std"] is None
+
+
+def test_vectors_without_a_direction_are_left_out_and_counted(tmp_path: Path) -> None:
+    """An all-zero vector has no L2-normalised form: such rows are counted and left out, and a column of nothing
+    but zeros is refused, rather than every prediction landing in the first class."""
+    import lance
+
+    table = write_planted_dataset(tmp_path / "planted.lance")
+    values = np.asarray(table.column("emb_planted").to_pylist(), dtype=np.float32)
+    zeroed = values.copy()
+    zeroed[:5] = 0.0
+    column = table.schema.get_field_index("emb_planted")
+    for name, vectors in (("some", zeroed), ("all", np.zeros_like(values))):
+        array = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM)
+        lance.write_dataset(table.set_column(column, table.schema.field(column), array), str(tmp_path / name))
+    config = FewShotConfig(column="emb_planted", shots=(1,), repetitions=2, seed=0)
+    predictions = get_task("fewshot").predict(store.open_dataset(tmp_path / "some"), None, config)
+    assert predictions.info["rows"]["without_direction"] == 5
+    assert predictions.info["rows"]["read"] == table.num_rows - 5
+    assert not set(predictions.table.column("uuid").to_pylist()) & set(table.column("uuid").to_pylist()[:5])
+    with pytest.raises(CladebenchError, match="all zeros"):
+        get_task("fewshot").predict(store.open_dataset(tmp_path / "all"), None, config)
+
+
+def test_repetitions_have_a_ceiling() -> None:
+    from cladebench.errors import UsageError
+
+    with pytest.raises(UsageError, match="--repetitions must be at most 10,000"):
+        FewShotConfig(repetitions=99999999999999999999)

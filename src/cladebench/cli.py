@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from cladebench import __version__
 from cladebench.config import (
@@ -549,9 +549,17 @@ def _demo(config: DemoConfig) -> int:
 # --- entry point ---------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a mistake on the command line is one line (the option and what is wrong with it)
+    and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The parser with one sub-command per registered verb."""
-    parser = argparse.ArgumentParser(
+    """The parser with one sub-command per registered verb (sub-parsers are :class:`_Parser` too)."""
+    parser = _Parser(
         prog="cladebench",
         description="Curate, store, evaluate and inspect benchmarks for biological vision(-language) models.",
         epilog="Exit codes: 0 ok, 1 failure, 2 usage, 3 no dataset, 4 schema error, 5 remote unreachable, "

@@ -123,5 +123,6 @@ def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None =
         models={c: column_metadata(dataset, c).get("model") for c in columns},
         rows=len(rows.uuids), accuracy=accuracy, cka=cka, rank=config.rank,
         methods={m: METHODS[m].definition for m in config.methods},
-        split={**plan.provenance(), "sampling_unit": rows.group_key, "rows_without_group": rows.rows_without_group},
+        split={**plan.provenance(), "sampling_unit": rows.group_key, "rows_without_group": rows.rows_without_group,
+               "rows_without_direction": rows.rows_without_direction},
     )

@@ -78,6 +78,9 @@ LABEL_STYLE = "taxon"
 """Name style of the label strings (the full lineage, so homonyms in different clades stay apart)."""
 AUTO_GROUP_KEY = "source_id"
 """Column ``group_key="auto"`` uses when the evaluated rows have values in it (else each image is its own group)."""
+MAX_REPETITIONS = 10_000
+"""Most seeded splits per shot count: far more than any interval needs (the t-interval is tight at a few
+dozen), and a bound, so a typo of many digits is a usage error rather than a run that never ends."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ class FewShotConfig:
         object.__setattr__(self, "methods", tuple(self.methods))
         object.__setattr__(self, "linear_cs", tuple(sorted(float(c) for c in self.linear_cs)))
         at_least("--repetitions", self.repetitions, 1)
+        if self.repetitions > MAX_REPETITIONS:
+            raise UsageError(f"--repetitions must be at most {MAX_REPETITIONS:,}, got {self.repetitions}")
         at_least("--seed", self.seed, 0)
         if not self.methods:
             raise UsageError("--methods is empty; choose from " + ", ".join(METHODS))
@@ -478,6 +483,9 @@ class LabelledRows:
     """Rows whose group value was null and that became their own unit."""
     vectors: dict[str, np.ndarray]
     """Raw vectors per column, rows aligned with ``uuids``."""
+    rows_without_direction: int = 0
+    """Rows left out because a vector was all zeros (or its norm not finite): SimpleShot's first step, and
+    cosine kNN, need a direction, and a zero vector would silently land in the first class."""
 
 
 def _combined_where(where: str | None, columns: Sequence[str]) -> str | None:
@@ -524,6 +532,21 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
             raise CladebenchError(f"columns {columns[0]!r} and {column!r} were read in different row orders")
         vectors[column] = other
 
+    directed = np.ones(rows.num_rows, dtype=bool)
+    for array in vectors.values():
+        with np.errstate(invalid="ignore", over="ignore"):
+            norms = np.linalg.norm(array.astype(np.float64), axis=1)
+        directed &= np.isfinite(norms) & (norms > 0)
+    without_direction = int((~directed).sum())
+    if without_direction:
+        keep = np.flatnonzero(directed)
+        rows = rows.take(pa.array(keep))
+        vectors = {c: array[keep] for c, array in vectors.items()}
+        uuids = rows.column("uuid").to_pylist()
+        if not uuids:
+            raise CladebenchError(f"no row has a usable vector in {', '.join(map(repr, columns))}: all "
+                                  f"{without_direction:,} are all zeros (a vector without a direction)")
+
     rank = Rank.parse(rank)
     lineages = [Lineage.from_row(r) for r in rows.select([c for c in wanted if c != "uuid"]).to_pylist()]
     labels_in_order = label_set(lineages, rank)
@@ -536,7 +559,7 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
     groups = [f"{key}={v}" if v is not None else f"uuid={u}" for v, u in zip(values, uuids, strict=True)]
     missing = 0 if key == "uuid" else sum(v is None for v in values)
     return LabelledRows(uuids=uuids, labels=labels, classes=tuple(texts), groups=groups, group_key=key,
-                        rows_without_group=missing, vectors=vectors)
+                        rows_without_group=missing, vectors=vectors, rows_without_direction=without_direction)
 
 
 def plan_splits(rows: LabelledRows, config: FewShotConfig) -> SplitPlan:
@@ -609,6 +632,7 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
                       "name_style": LABEL_STYLE, "candidates": len(rows.classes)},
         "where": config.where,
         "rows": {"read": len(rows.uuids), "without_label": sum(label is None for label in rows.labels),
+                 "without_direction": rows.rows_without_direction,
                  "in_evaluated_classes": int((plan.targets >= 0).sum())},
         "split": {**plan.provenance(), "sampling_unit": rows.group_key, "group_key": config.group_key,
                   "rows_without_group": rows.rows_without_group},
