@@ -156,3 +156,29 @@ def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Pat
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["provenance"]["model"]["id"] == f"openai-compatible:m@http://127.0.0.1:{port}/v1"
     assert f"openai-compatible:m@http://127.0.0.1:{port}/v1" in record["provenance"]["command"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_vlm_deadline_out_of_range_is_a_usage_error(dataset: Path, tmp_path: Path, value: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["eval", str(dataset), "--model", "openai-compatible:m@http://127.0.0.1:9/v1", "--task", "rerank",
+                 "--out", str(tmp_path / "run"), "--vlm-deadline-s", value])
+    err = capsys.readouterr().err
+    assert code == 2 and "--vlm-deadline-s" in err and len(err.strip().splitlines()) == 1
+
+
+def test_vlm_deadline_from_the_command_line_bounds_a_silent_endpoint(dataset: Path, tmp_path: Path,
+                                                                    endpoint: _Server,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    endpoint.state.hold_s = 30.0
+    started = time.monotonic()
+    code = main(["eval", str(dataset), "--model", endpoint.model_id(), "--task", "rerank", "--group-by", "none",
+                 "--out", str(tmp_path / "run"), "--vlm-deadline-s", "1", "--vlm-concurrency", "2"])
+    err = capsys.readouterr().err
+    assert code == 1 and "request deadline of 1.0 s" in err, err
+    assert time.monotonic() - started < 25  # the default deadline (60 s) would not be reached
+    assert not (tmp_path / "run" / "run.json").exists()

@@ -161,6 +161,11 @@ class LineageConfig:
     """VLM prompt without the hint: {ranks} (all seven) and {schema}; literal braces doubled."""
     vlm_concurrency: int = 8
     """Requests in flight at once to a VLM endpoint."""
+    vlm_deadline_s: float = 60.0
+    """Seconds one VLM request may take in all (attempts and the waits between them): an endpoint that never
+    answers, or trickles its answer, costs this much per request, then the request fails, saying so."""
+    vlm_max_response_bytes: int = 2**20
+    """Largest VLM answer read; a bigger body is an invalid response, never cached."""
     vlm_json: bool = True
     """Ask the endpoint for JSON mode (response_format json_object); turn off where it is rejected: the
     prompt still asks for JSON and every answer is read tolerantly."""
@@ -675,7 +680,8 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
     from cladebench.images import ImageDecodeError
     from cladebench.vlm import InvalidResponseError, VLMClient, VLMConfig, parse_endpoint
 
-    vlm_config = VLMConfig(concurrency=config.vlm_concurrency)
+    vlm_config = VLMConfig(concurrency=config.vlm_concurrency, request_deadline_s=config.vlm_deadline_s,
+                           max_response_bytes=config.vlm_max_response_bytes)
     async with VLMClient(parse_endpoint(model_id), vlm_config) as vlm:
         with tqdm(total=len(questions), desc="asking", unit="question", leave=False) as bar:
 

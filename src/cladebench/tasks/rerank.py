@@ -72,6 +72,11 @@ class RerankConfig:
     """Question asked of a VLM endpoint; {query} is replaced by the query text."""
     vlm_concurrency: int = 8
     """Requests in flight at once to a VLM endpoint."""
+    vlm_deadline_s: float = 60.0
+    """Seconds one VLM request may take in all (attempts and the waits between them): an endpoint that never
+    answers, or trickles its answer, costs this much per request, then the request fails, saying so."""
+    vlm_max_response_bytes: int = 2**20
+    """Largest VLM answer read; a bigger body is an invalid response, never cached."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,9 @@ def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig)
     from cladebench.vlm import VLMConfig, YesNoItem, parse_endpoint, score_yes_no
 
     rows = _read(dataset, config, ("image",))
-    vlm_config = VLMConfig(prompt_template=config.vlm_prompt, concurrency=config.vlm_concurrency, progress=True)
+    vlm_config = VLMConfig(prompt_template=config.vlm_prompt, concurrency=config.vlm_concurrency, progress=True,
+                           request_deadline_s=config.vlm_deadline_s,
+                           max_response_bytes=config.vlm_max_response_bytes)
     items = [YesNoItem(key=u, image=i, query=q) for u, i, q in zip(
         rows.column("uuid").to_pylist(), rows.column("image").to_pylist(), rows.column("query").to_pylist(),
         strict=True)]
