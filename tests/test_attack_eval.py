@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cladebench.cli import main
+from http_local import serving
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -96,7 +97,6 @@ def test_credentials_in_userinfo_and_query_reach_the_server_and_nothing_written(
     """The server answers only at /v1/chat/completions with the query's key: a request that reaches it used both;
     run.json, the predictions, the cache, the report and the console hold neither the password nor the key."""
     import sys
-    import threading
 
     from test_vlm import _Handler, _Server, send
     from test_vlm_rerank_faults import CANDIDATES, QUERIES
@@ -118,9 +118,7 @@ def test_credentials_in_userinfo_and_query_reach_the_server_and_nothing_written(
     assert data is not None
     httpd = _Server()
     httpd.RequestHandlerClass = KeyedHandler
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         port = httpd.server_address[1]
         model = f"openai-compatible:m@http://alice:hunter2-pw@127.0.0.1:{port}/v1?api_key=s3cr3t-k3y"
         args = ["eval", str(data), "--model", model, "--task", "rerank", "--group-by", "none", "--out",
@@ -132,9 +130,6 @@ def test_credentials_in_userinfo_and_query_reach_the_server_and_nothing_written(
         code, report_err = run(["report", str(tmp_path / "run"), "-o", str(tmp_path / "report.html")], capsys)
         assert code == 0, report_err
         printed = err + report_err + capsys.readouterr().out
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     written = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lance"
                and ".lance" not in str(p)}
     assert "run.json" in written and "report.html" in written

@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import random
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +31,7 @@ from cladebench.builders.crypticbio import (
 )
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup, read_crypticbio
+from http_local import serving
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"
 LOOKUP = "Final_Multimodal_Group_11/input/small_lookup_cryptic_group.tsv"
@@ -649,13 +649,8 @@ def photos() -> Iterator[_Photos]:
         return buffer.getvalue()
 
     server = _Photos({"/1.png": photo(1), "/2.png": photo(2)})
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_download_writes_lance_per_subset(tmp_path: Path, photos: _Photos) -> None:

@@ -39,6 +39,7 @@ from cladebench.sources.coobserved import (
     row_uuid,
 )
 from cladebench.taxonomy import RANK_COLUMNS
+from http_local import serving
 
 # --- files in the published schema -----------------------------------------------------------------
 
@@ -484,13 +485,8 @@ class _PhotoHandler(BaseHTTPRequestHandler):
 @pytest.fixture
 def photos() -> Iterator[_Photos]:
     server = _Photos({"/5000.jpg": jpeg(5000, (64, 48))})
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 FAST = DownloadConfig(concurrency=2, connect_timeout_s=1.0, read_timeout_s=1.0, max_attempts=2,

@@ -31,6 +31,7 @@ from cladebench.sources.crypticbio import (
     read_stats,
     subset_name,
 )
+from http_local import serving
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"
 LOOKUP = "Final_Multimodal_Group_11/input/small_lookup_cryptic_group.tsv"
@@ -237,13 +238,8 @@ def photo(fmt: str, seed: int) -> bytes:
 @pytest.fixture
 def photos() -> Iterator[_Photos]:
     server = _Photos({"/1.jpg": photo("JPEG", 1), "/2.png": photo("PNG", 2), "/3.gif": photo("GIF", 3)})
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 FAST = DownloadConfig(concurrency=2, connect_timeout_s=1.0, read_timeout_s=1.0, max_attempts=2,

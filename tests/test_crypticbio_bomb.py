@@ -7,7 +7,6 @@ A 400-megapixel PNG of zeros is a few dozen kilobytes on the wire. Served by a r
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from cladebench import store
 from cladebench.sources.crypticbio import failures_path_for
+from http_local import serving
 from huge_png import huge_png
 from test_crypticbio import GOOD_ROW, _Photos, photo, write_csv
 
@@ -23,13 +23,8 @@ from test_crypticbio import GOOD_ROW, _Photos, photo, write_csv
 @pytest.fixture
 def photos() -> Iterator[_Photos]:
     server = _Photos({"/1.jpg": photo("JPEG", 1), "/bomb.png": huge_png(20_000, 20_000), "/3.gif": photo("GIF", 3)})
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_load_records_a_decompression_bomb_as_one_failure(tmp_path: Path, photos: _Photos,

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+import http_local
 from cladebench.download import (
     DownloadConfig,
     DownloadItem,
@@ -154,14 +155,8 @@ FAST = DownloadConfig(concurrency=4, connect_timeout_s=1.0, read_timeout_s=0.4, 
 @contextmanager
 def serving() -> Iterator[_Server]:
     """The counting test server on a free port of 127.0.0.1, in a thread, for the duration of the block."""
-    httpd = _Server()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with http_local.serving(_Server()) as httpd:
         yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from cladebench.tasks import lineage as lineage_module
 from cladebench.tasks.lineage import LineageConfig, lineage, lineage_metrics, per_target_values
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.templates import get_templates
+from http_local import serving
 
 PHOTOS = 40
 WORLD = WorldConfig(seed=1, names="generated", branching=(2, 2, 1, 2, 1, 2, 2))
@@ -494,13 +495,8 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, li
 @pytest.fixture
 def endpoint(photos) -> Iterator[_Endpoint]:
     server = _Endpoint(photos[1])
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(photos, endpoint, tmp_path, monkeypatch) -> None:

@@ -18,6 +18,7 @@ from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.lineage import LineageConfig, lineage
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.taxonomy import Lineage
+from http_local import serving
 
 PHOTOS = 6
 OVERSIZE = 2**20 + 1000  # just over VLMConfig.max_response_bytes, the default the lineage task uses
@@ -71,13 +72,8 @@ def photos(tmp_path: Path) -> tuple[Path, str, str]:
 @pytest.fixture
 def endpoint(photos) -> Iterator[_Endpoint]:
     server = _Endpoint({photos[2]})
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_an_oversized_answer_is_one_status_and_is_not_cached(photos, endpoint, tmp_path, monkeypatch) -> None:

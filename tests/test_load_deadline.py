@@ -6,7 +6,6 @@ host; the load then records that photo as one failure with reason ``deadline`` a
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cladebench.sources.crypticbio import failures_path_for
+from http_local import serving
 from test_crypticbio import GOOD_ROW, _PhotoHandler, _Photos, photo, write_csv
 
 
@@ -40,13 +40,8 @@ class _TricklingHandler(_PhotoHandler):
 def photos() -> Iterator[_Photos]:
     server = _Photos({"/1.jpg": photo("JPEG", 1)})
     server.RequestHandlerClass = _TricklingHandler
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_trickling_photo_fails_at_the_image_deadline(tmp_path: Path, photos: _Photos,

@@ -25,6 +25,7 @@ from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.results import RunRecord
 from cladebench.synthetic import WorldConfig, make_world
+from http_local import serving
 
 QUERIES = 4
 CANDIDATES = 12
@@ -129,13 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def endpoint() -> Iterator[_Endpoint]:
     server = _Endpoint()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_vlm_rerank_through_the_eval_verb_and_its_cache(embedded, tmp_path, endpoint, monkeypatch, capsys):

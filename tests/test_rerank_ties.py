@@ -8,7 +8,6 @@ import base64
 import hashlib
 import io
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +22,7 @@ from sklearn.metrics import average_precision_score, ndcg_score
 from cladebench import store
 from cladebench.evaluate import EvalCommand, run_eval
 from cladebench.results import RunRecord
+from http_local import serving
 
 # Query id -> (query text, [(P(Yes), relevant), ...]) in candidate order.
 TIE_AT_CUT = 1   # 102 candidates: 99 distinct scores, then three irrelevant ones tied across the cut at 100
@@ -99,13 +99,8 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[P
     path = tmp_path / "planted.lance"
     store.write_dataset(table, path)
     server = _Endpoint(answers)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield path, f"openai-compatible:planted@http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _inquire(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[float, float, float]:

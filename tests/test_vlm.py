@@ -40,6 +40,7 @@ from cladebench.vlm import (
     score_yes_no,
     yes_no_from_response,
 )
+from http_local import serving
 
 Top = list[tuple[str, float]]
 
@@ -188,13 +189,8 @@ def send(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any] | st
 @pytest.fixture
 def server() -> Iterator[_Server]:
     httpd = _Server()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import base64
 import json
 import math
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from cladebench import store
 from cladebench.cli import main
 from cladebench.results import RunRecord
 from cladebench.synthetic import WorldConfig, make_world
+from http_local import serving
 from test_vlm import _Handler, _Server, completion, decode_request, default_top, send
 
 QUERIES, CANDIDATES = 3, 6
@@ -50,13 +50,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def endpoint() -> Iterator[_Server]:
     httpd = _Server()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.fixture(autouse=True)
