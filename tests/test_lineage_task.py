@@ -3,7 +3,6 @@ local OpenAI-compatible endpoint for the VLM path, and every number checked agai
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
@@ -36,7 +35,7 @@ from cladebench.tasks import lineage as lineage_module
 from cladebench.tasks.lineage import LineageConfig, lineage, lineage_metrics, per_target_values
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.templates import get_templates
-from http_local import serving
+from http_local import read_chat, send_json, serving, text_reply
 
 PHOTOS = 40
 WORLD = WorldConfig(seed=1, names="generated", branching=(2, 2, 1, 2, 1, 2, 2))
@@ -454,23 +453,12 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Endpoint
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        content = body["messages"][0]["content"]
-        url = next(c["image_url"]["url"] for c in content if c["type"] == "image_url")
-        prompt = next(c["text"] for c in content if c["type"] == "text")
-        digest = hashlib.sha256(base64.b64decode(url.split(",", 1)[1])).hexdigest()
-        text, key, names = answer(self.server, digest, prompt)
+        request = read_chat(self)
+        text, key, names = answer(self.server, request.image_sha256, request.text)
         with self.server.lock:
-            self.server.requests.append(body)
+            self.server.requests.append(request.body)
             self.server.answers[key] = names
-        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                              "finish_reason": "stop"}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, 200, text_reply(text))
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -3,7 +3,6 @@ others are answered, and nothing refused is cached. A real HTTP server on 127.0.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import threading
@@ -18,7 +17,7 @@ from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.lineage import LineageConfig, lineage
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.taxonomy import Lineage
-from http_local import serving
+from http_local import read_chat, send_json, serving, text_reply
 
 PHOTOS = 6
 OVERSIZE = 2**20 + 1000  # just over VLMConfig.max_response_bytes, the default the lineage task uses
@@ -38,19 +37,11 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Endpoint
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        url = next(c["image_url"]["url"] for c in body["messages"][0]["content"] if c["type"] == "image_url")
-        digest = hashlib.sha256(base64.b64decode(url.split(",", 1)[1])).hexdigest()
+        request = read_chat(self)
         with self.server.lock:
             self.server.requests += 1
-        text = "x" * OVERSIZE if digest in self.server.huge_for else json.dumps({"species": "Nonesuch nomen"})
-        data = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                        "finish_reason": "stop"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        huge = request.image_sha256 in self.server.huge_for
+        send_json(self, 200, text_reply("x" * OVERSIZE if huge else json.dumps({"species": "Nonesuch nomen"})))
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +24,7 @@ from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.results import RunRecord
 from cladebench.synthetic import WorldConfig, make_world
-from http_local import serving
+from http_local import read_chat, send_json, serving, yes_no_reply
 
 QUERIES = 4
 CANDIDATES = 12
@@ -105,23 +104,11 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Endpoint
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request = read_chat(self)
         with self.server.lock:
             self.server.requests += 1
-        content = body["messages"][0]["content"]
-        url = next(c["image_url"]["url"] for c in content if c["type"] == "image_url")
-        text = next(c["text"] for c in content if c["type"] == "text")
-        p_yes = 0.05 + 0.9 * ((sum(url.encode()[-64:]) + len(text)) % 97) / 96
-        top = [{"token": "Yes", "logprob": float(np.log(p_yes))}, {"token": "No", "logprob": float(np.log(1 - p_yes))}]
-        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Yes"},
-                              "logprobs": {"content": [{"token": "Yes", "logprob": top[0]["logprob"],
-                                                        "top_logprobs": top}]}, "finish_reason": "length"}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        p_yes = 0.05 + 0.9 * ((sum(request.image_url.encode()[-64:]) + len(request.text)) % 97) / 96
+        send_json(self, 200, yes_no_reply(p_yes))
 
     def log_message(self, format: str, *args: object) -> None:
         pass

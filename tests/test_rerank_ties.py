@@ -4,10 +4,8 @@ stated in the recorded MRR definition, and, on queries without ties, the record'
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
-import json
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +20,7 @@ from sklearn.metrics import average_precision_score, ndcg_score
 from cladebench import store
 from cladebench.evaluate import EvalCommand, run_eval
 from cladebench.results import RunRecord
-from http_local import serving
+from http_local import read_chat, send_json, serving, yes_no_reply
 
 # Query id -> (query text, [(P(Yes), relevant), ...]) in candidate order.
 TIE_AT_CUT = 1   # 102 candidates: 99 distinct scores, then three irrelevant ones tied across the cut at 100
@@ -61,22 +59,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Endpoint
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        content = body["messages"][0]["content"]
-        url = next(c["image_url"]["url"] for c in content if c["type"] == "image_url")
-        text = next(c["text"] for c in content if c["type"] == "text")
-        image = hashlib.sha256(base64.b64decode(url.split(",", 1)[1])).hexdigest()
-        p_yes = next(p for (query, sha), p in self.server.answers.items() if sha == image and query in text)
-        top = [{"token": "Yes", "logprob": float(np.log(p_yes))}, {"token": "No", "logprob": float(np.log(1 - p_yes))}]
-        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Yes"},
-                              "logprobs": {"content": [{"token": "Yes", "logprob": top[0]["logprob"],
-                                                        "top_logprobs": top}]}, "finish_reason": "length"}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        request = read_chat(self)
+        p_yes = next(p for (query, sha), p in self.server.answers.items()
+                     if sha == request.image_sha256 and query in request.text)
+        send_json(self, 200, yes_no_reply(p_yes))
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -40,7 +40,7 @@ from cladebench.vlm import (
     score_yes_no,
     yes_no_from_response,
 )
-from http_local import serving
+from http_local import send_json, serving
 
 Top = list[tuple[str, float]]
 
@@ -174,16 +174,7 @@ def completion(seen: _Seen, top_for: Callable[[float, float], Top]) -> dict[str,
                          "logprobs": logprobs, "finish_reason": "length"}]}
 
 
-def send(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any] | str,
-         headers: dict[str, str] | None = None) -> None:
-    data = (body if isinstance(body, str) else json.dumps(body)).encode()
-    handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data)))
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(data)
+send = send_json
 
 
 @pytest.fixture
