@@ -687,3 +687,25 @@ def test_docstring_examples_run() -> None:
 
     result = doctest.testmod(cladebench.vlm)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_server_that_echoes_the_credentials_in_its_error_does_not_put_them_on_the_console(
+        server: _Server, config: VLMConfig) -> None:
+    """Some servers repeat the request in an error body: the key and the URL's password and query secret are
+    blanked there too, as everywhere else a message shows the endpoint."""
+    port = server.server_address[1]
+    spec = parse_endpoint(f"openai-compatible:m@http://alice:pa55word@127.0.0.1:{port}/v1")
+
+    def echo(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
+        send(handler, 401, f"bad credentials: {handler.headers.get('Authorization')} for user alice:pa55word "
+                           f"at {handler.path}")
+        return True
+
+    server.state.reply = echo
+    keyed = replace(config, api_key="sk-t0p-s3cret")
+    with pytest.raises(EndpointError) as caught:
+        score_yes_no([("a", JPEGS[0], "a fox")], spec, keyed)
+    message = str(caught.value)
+    assert "401" in message and "bad credentials" in message
+    for secret in ("sk-t0p-s3cret", "pa55word"):
+        assert secret not in message, message

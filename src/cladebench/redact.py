@@ -59,6 +59,21 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def url_secrets(url: str) -> list[str]:
+    """The secret values ``url`` carries (its userinfo password and user, secret query parameters' values), so a
+    text that repeats one of them without the URL around it (a server echoing its request) can be cleaned too."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return []
+    found = [value for value in (parts.password, parts.username) if value]
+    for pair in parts.query.split("&"):
+        name, _, value = pair.partition("=")
+        if value and _secret_parameter(name):
+            found.extend({value, urllib.parse.unquote_plus(value)})
+    return [value for value in found if len(value) >= 4]  # shorter ones would blank out ordinary words
+
+
 def redact_text(text: str) -> str:
     """``text`` with every URL in it passed through :func:`redact_url`."""
     if "://" not in text:

@@ -709,6 +709,17 @@ class VLMClient:
         key = self.config.resolved_api_key()
         return {"Authorization": f"Bearer {key}"} if key else {}
 
+    def _body_text(self, body: bytes, *, cut: bool = False) -> str:
+        """The start of a response body for an error message, without the credentials this client sends: some
+        servers echo the request (its key, its URL) in their errors, and the message reaches the console."""
+        from cladebench.redact import redact_text, url_secrets
+
+        text = redact_text(_response_text(body, self.config.max_error_body_chars, cut=cut))
+        key = self.config.resolved_api_key()
+        for secret in sorted({*url_secrets(self.spec.base_url), *([key] if key else [])}, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
+
     # --- asking ---
 
     async def score_yes_no(self, item: YesNoItem) -> YesNoResult:
@@ -827,7 +838,7 @@ class VLMClient:
             else:
                 if answer.status == 200:
                     return self._json_body(answer, where)
-                body = _response_text(answer.body, config.max_error_body_chars, cut=answer.cut)
+                body = self._body_text(answer.body, cut=answer.cut)
                 last = f"HTTP {answer.status} {answer.reason_phrase}: {body}"
                 if answer.status not in RETRYABLE_STATUSES and answer.status < 500:
                     raise EndpointError(f"{where}: POST {shown} answered {last}")
@@ -861,7 +872,7 @@ class VLMClient:
             body = None
         if not isinstance(body, dict):
             raise EndpointError(f"{where} answered 200 with a body that is not a JSON object: "
-                                f"{_response_text(answer.body, self.config.max_error_body_chars)}")
+                                f"{self._body_text(answer.body)}")
         return body
 
 
