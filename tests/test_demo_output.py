@@ -1,4 +1,4 @@
-"""`cladebench demo --out`: what --overwrite may replace (a previous demo, finished or killed), and what it refuses.
+"""`cladebench demo --out`: what the demo replaces (a previous demo, finished or killed), and what it refuses.
 
 The demo's steps are replaced by none here: what is under test is the output folder, not the steps (test_demo.py
 runs them all)."""
@@ -35,9 +35,24 @@ def test_overwrite_replaces_a_demo_killed_midway(tmp_path: Path, no_steps: None)
     out.mkdir()
     (out / MARKER_NAME).write_text(json.dumps({"writer": "demo", "pid": 1, "host": "h"}))
     (out / "fine-grained.lance").mkdir()  # half-written, and no summary.json: killed before the end
-    assert _demo(out) == 1  # without --overwrite: refused
-    assert _demo(out, "--overwrite") == 0
+    assert _demo(out) == 0  # a previous demo is replaced as the command is written, no --overwrite needed
     assert not (out / "fine-grained.lance").exists() and (out / "summary.json").is_file()
+
+
+def test_the_demo_reruns_as_written(tmp_path: Path, no_steps: None) -> None:
+    out = tmp_path / "demo"
+    assert _demo(out) == 0
+    (out / "left-by-the-first-run.txt").write_text("x")
+    assert _demo(out) == 0 and _demo(out) == 0
+    assert not (out / "left-by-the-first-run.txt").exists() and read_marker(out)["writer"] == "demo"
+
+
+def test_a_user_folder_is_refused_with_or_without_overwrite(tmp_path: Path, no_steps: None) -> None:
+    out = tmp_path / "thesis"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    assert _demo(out) == 1 and _demo(out, "--overwrite") == 1
+    assert [p.name for p in out.iterdir()] == ["thesis.tex"]
 
 
 def test_overwrite_replaces_a_demo_from_before_markers(tmp_path: Path, no_steps: None) -> None:

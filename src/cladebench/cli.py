@@ -535,7 +535,8 @@ class DemoConfig:
     pairs: int = 96
     """Number of two-organism images."""
     overwrite: bool = False
-    """Replace an existing demo directory."""
+    """Kept for scripts: a previous demo's folder (finished or killed midway) is always replaced, so the
+    demo reruns as written, and a folder that is not a demo's is never touched, with or without it."""
 
 
 @verb("demo", DemoConfig, "build the offline sample suite and run every task on it")

@@ -358,9 +358,10 @@ def run_demo(config: DemoConfig) -> dict[str, Any]:
     at_least("--images", config.images, 1)
     at_least("--pairs", config.pairs, 1)
 
-    # Written in place (its run records name its datasets by path), marked first: --overwrite replaces only a
-    # previous demo, finished or killed midway, never a user's folder.
-    out_dir = prepare_in_place(OutputTarget(Path(config.out), writer=WRITER, overwrite=config.overwrite,
+    # Written in place (its run records name its datasets by path), marked first. A previous demo, finished or
+    # killed midway, is replaced without being asked (the README's command must work when run again); a folder
+    # that is not a demo's is never touched, whatever --overwrite says.
+    out_dir = prepare_in_place(OutputTarget(Path(config.out), writer=WRITER, overwrite=True,
                                             legacy=_is_unmarked_demo))
     started = time.perf_counter()
     world = make_world(WorldConfig(seed=config.seed))
