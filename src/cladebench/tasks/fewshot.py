@@ -506,8 +506,13 @@ def _resolve_group_key(rows: pa.Table, group_key: str) -> str:
 
 
 def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, rank: Rank | str,
-                       where: str | None = None, group_key: str = "auto") -> LabelledRows:
-    """Rows with a vector in every one of ``columns`` (and matching ``where``), with labels and groups."""
+                       where: str | None = None, group_key: str = "auto",
+                       keep_without_direction: bool = False) -> LabelledRows:
+    """Rows with a vector in every one of ``columns`` (and matching ``where``), with labels and groups.
+
+    Rows whose vector has no direction (all zeros, or a norm that is not finite) are left out and counted in
+    ``rows_without_direction``, unless ``keep_without_direction`` (for a caller that lists them itself).
+    """
     from cladebench.embed import valid_embeddings
 
     names = dataset.schema.names
@@ -533,7 +538,7 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
         vectors[column] = other
 
     directed = np.ones(rows.num_rows, dtype=bool)
-    for array in vectors.values():
+    for array in () if keep_without_direction else vectors.values():
         with np.errstate(invalid="ignore", over="ignore"):
             norms = np.linalg.norm(array.astype(np.float64), axis=1)
         directed &= np.isfinite(norms) & (norms > 0)

@@ -230,7 +230,8 @@ def retrieval(dataset: lance.LanceDataset, encoder: Encoder | None, config: Retr
     """Run image-to-image retrieval; see the module docstring. ``encoder`` may be None when ``column`` is given."""
     column = _resolve_column(dataset, encoder, config)
     rank = Rank.parse(config.rank)
-    rows = read_labelled_rows(dataset, [column], rank=rank, where=config.where, group_key=config.group_key)
+    rows = read_labelled_rows(dataset, [column], rank=rank, where=config.where, group_key=config.group_key,
+                              keep_without_direction=True)  # counted and listed below, with their uuids
     if not rows.uuids:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
     vectors = rows.vectors[column]
