@@ -127,7 +127,7 @@ import pyarrow.compute as pc
 
 from cladebench import cryptic_groups
 from cladebench.builders.duckdb_errors import duckdb_interrupts
-from cladebench.builders.output import OutputTarget, check_output, staged_output
+from cladebench.builders.output import OutputTarget, staged_output
 from cladebench.config import OPTION, config_to_dict
 from cladebench.download import DownloadConfig
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
@@ -1491,8 +1491,7 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
     out = config.dataset.out
     target = OutputTarget(out, writer=WRITER, overwrite=config.dataset.overwrite, inputs=_inputs(config),
                           out_option="dataset.out", overwrite_option="overwrite: true")
-    check_output(target)  # before anything is read
-    with staged_output(target) as staging:
+    with staged_output(target) as staging:  # checks the output first, before anything is read
         source_groups = _load_groups(config.generate_pairs) if config.generate_pairs is not None else None
         tally, kept, malformed = _read_and_filter(
             config, None if source_groups is None else source_groups.groups)
