@@ -88,7 +88,11 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
 def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
     """A :class:`~cladebench.errors.UsageError` when ``out`` is, is inside or holds a local input (the files or
     folders read, the download store): a dataset written there would sit among the files it was made from, and
-    a later read of that folder would find it. Remote URIs and objects that are not paths are skipped."""
+    a later read of that folder would find it. Remote URIs and objects that are not paths are skipped.
+
+    Then a :class:`~cladebench.errors.CladebenchError` when ``out`` exists and is not an empty folder: checked
+    before any download, which can take hours, rather than by the write after it.
+    """
     from cladebench.builders.output import check_not_an_input
 
     local = []
@@ -99,7 +103,10 @@ def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
             root = getattr(item, "root", None)  # a DownloadStore
             if isinstance(root, Path):
                 local.append(root)
-    check_not_an_input(Path(out), local)
+    out = Path(out)
+    check_not_an_input(out, local)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CladebenchError(f"{out} already exists; choose another output path or remove it")
 
 
 def input_paths(paths: str | Path | Iterable[str | Path] | None) -> list[str | Path]:

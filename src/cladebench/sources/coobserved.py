@@ -844,9 +844,6 @@ def build_inat_coobserved(
     """
     out = Path(out)
     check_out_apart(out, [*input_paths(parquet_paths), download_dir])
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        # Checked before any download, which can take a while, rather than by the write after it.
-        raise CladebenchError(f"{out} already exists; choose another output path or remove it")
     _check_batching(batch_rows, limit)
     stats = CoObservedStats()
     files = _open_files(parquet_paths, stats)

@@ -510,9 +510,6 @@ def build_crypticbio_dataset(
     """
     out = Path(out)
     check_out_apart(out, [csv_path, lookup, download_dir])
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        # Checked before the downloads, which can take hours, rather than by the write after them.
-        raise CladebenchError(f"{out} already exists; choose another output path or remove it")
     store.check_writable(out)  # a read-only folder is found now, not after the downloads
     if limit is not None and limit < 0:
         raise CladebenchError(f"limit must be non-negative, got {limit}")

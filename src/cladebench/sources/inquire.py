@@ -907,8 +907,6 @@ def build_inquire_rerank(
     out = Path(out)
     check_out_apart(out, [*input_paths(parquet_paths),
                           *(input_paths(queries) if not isinstance(queries, pa.Table) else [])])
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CladebenchError(f"{out} already exists; choose another output path or remove it")
     stats = RerankStats()
     batches = iter_inquire_rerank_batches(parquet_paths, split=split, queries=queries, images=True,
                                           batch_rows=batch_rows, stats=stats)
