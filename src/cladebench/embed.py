@@ -526,18 +526,10 @@ def _norm_statistics(vectors: np.ndarray) -> dict[str, float]:
 
 
 def check_uuid_values(uuids: pa.Array | pa.ChunkedArray, row_offset: int, uri: str) -> None:
-    """Null uuids and uuids with a newline refused as the store's writer refuses them (``store.conform``),
-    naming the first such row (counted from 0 in dataset order). Embeddings are joined by uuid, and the
-    dataset's fingerprint is the uuids one per line."""
-    nulls = pc.indices_nonzero(pc.is_null(uuids))
-    if len(nulls):
-        raise SchemaError(f"{uri}: row {row_offset + nulls[0].as_py()}, column 'uuid': null uuid; embed needs a "
-                          "unique uuid on every row")
-    newlines = pc.indices_nonzero(pc.fill_null(pc.match_substring(uuids, "\n"), False))
-    if len(newlines):
-        row = newlines[0].as_py()
-        raise SchemaError(f"{uri}: row {row_offset + row}, column 'uuid': uuid {uuids[row].as_py()!r} contains a "
-                          "newline")
+    """Null uuids and uuids with a newline refused by the store's own check (:func:`store.check_uuid_values`),
+    naming the first such row (counted from 0 in dataset order) and, for a newline, the uuid itself."""
+    store.check_uuid_values(uuids, row_offset, f"{uri}: ", null_hint="; embed needs a unique uuid on every row",
+                            show_value=True)
 
 
 def check_uuids_streamed(dataset: lance.LanceDataset, uri: str) -> None:
@@ -598,11 +590,6 @@ def column_name(config: EmbedConfig) -> str:
     return column
 
 
-def _is_string(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view",
-                                                                         lambda _: False)(t)
-
-
 def _is_binary(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t) or getattr(pa.types, "is_binary_view",
                                                                          lambda _: False)(t)
@@ -612,7 +599,7 @@ def check_dataset(dataset: lance.LanceDataset, uri: str, column: str, *, overwri
     """What a dataset needs before a run touches anything: a string ``uuid``, binary ``image``, some rows, and
     no ``column`` yet unless ``overwrite``."""
     schema = dataset.schema
-    for required, kind, ok in (("uuid", "string", _is_string), ("image", "binary (the encoded image bytes)",
+    for required, kind, ok in (("uuid", "string", store.is_string_type), ("image", "binary (the encoded image bytes)",
                                                                  _is_binary)):
         if required not in schema.names:
             raise SchemaError(f"{uri} has no {required!r} column; embed needs uuid and image")

@@ -212,17 +212,40 @@ def _first_bad_row(mask: pa.ChunkedArray | pa.Array) -> int | None:
     return None if len(indices) == 0 else indices[0].as_py()
 
 
-def _check_uuid_values(uuid: pa.ChunkedArray | pa.Array, row_offset: int, source: str) -> None:
+def is_string_type(t: pa.DataType) -> bool:
+    """Whether ``t`` holds text (``string``, ``large_string`` or ``string_view``): what a uuid column must be."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def check_uuid_type(schema: pa.Schema, name: str) -> None:
+    """Refuse a schema without a text ``uuid`` column (:func:`is_string_type`); ``name`` names the dataset."""
+    if "uuid" not in schema.names:
+        raise SchemaError(f"{name} has no 'uuid' column ({CANONICAL_BY_NAME['uuid'].doc})")
+    found = schema.field("uuid").type
+    if not is_string_type(found):
+        raise SchemaError(f"{name}: column 'uuid': expected type string, found {_describe_type(found)} "
+                          "(uuids are text; write the dataset again with cladebench)")
+
+
+def check_uuid_values(uuid: pa.ChunkedArray | pa.Array, row_offset: int, source: str, *, null_hint: str = "",
+                      show_value: bool = False) -> None:
+    """Refuse a null uuid or one with a newline, naming the first such row (``row_offset`` + its index).
+
+    Rows are joined by uuid and the fingerprint is the uuids one per line, so every writer and reader of uuids
+    checks them here. ``source`` prefixes the message (``"<uri>: "``); ``null_hint`` is appended to the null
+    uuid's message; ``show_value`` puts the offending uuid in the newline's message.
+    """
     bad = _first_bad_row(pc.is_null(uuid))
     if bad is not None:
-        raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': null uuid")
+        raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': null uuid{null_hint}")
     bad = _first_bad_row(pc.match_substring(uuid, "\n"))
     if bad is not None:
-        raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': uuid contains a newline")
+        value = f" {uuid[bad].as_py()!r}" if show_value else ""
+        raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': uuid{value} contains a newline")
 
 
 def _check_values(table: pa.Table, row_offset: int, source: str) -> None:
-    _check_uuid_values(table.column("uuid"), row_offset, source)
+    check_uuid_values(table.column("uuid"), row_offset, source)
     for name, low, high in (("latitude", -90.0, 90.0), ("longitude", -180.0, 180.0)):
         if name in table.column_names:
             column = table.column(name)
@@ -564,27 +587,18 @@ def fingerprint(dataset: lance.LanceDataset, *, where: str | None = None) -> str
     store's writer refuses them), has no unambiguous fingerprint: a :class:`SchemaError` names the row.
     """
     where = check_filter(where)
-    _check_uuid_type(dataset.schema, getattr(dataset, "uri", "the dataset"))
+    check_uuid_type(dataset.schema, getattr(dataset, "uri", "the dataset"))
     digest = hashlib.sha256()
     scanner = dataset.scanner(columns=["uuid"], filter=where, batch_size=65536, scan_in_order=True)
     offset = 0
     for batch in scanner.to_batches():
         column = batch.column(0)
-        _check_uuid_values(column, offset, f"{getattr(dataset, 'uri', 'the dataset')}: ")
+        check_uuid_values(column, offset, f"{getattr(dataset, 'uri', 'the dataset')}: ")
         uuids = column.to_pylist()
         if uuids:
             digest.update(("\n".join(uuids) + "\n").encode("utf-8"))
         offset += len(uuids)
     return digest.hexdigest()
-
-
-def _check_uuid_type(schema: pa.Schema, name: str) -> None:
-    if "uuid" not in schema.names:
-        raise SchemaError(f"{name} has no 'uuid' column ({CANONICAL_BY_NAME['uuid'].doc})")
-    found = schema.field("uuid").type
-    if not (pa.types.is_string(found) or pa.types.is_large_string(found) or pa.types.is_string_view(found)):
-        raise SchemaError(f"{name}: column 'uuid': expected type string, found {_describe_type(found)} "
-                          "(uuids are text; write the dataset again with cladebench)")
 
 
 def versions(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
@@ -710,7 +724,7 @@ def read(dataset: lance.LanceDataset, *, columns: Sequence[str] | None = None, w
 def _copy_schema(schema: pa.Schema, source: str) -> pa.Schema:
     """The schema a copy is written with: canonical columns checked (lossless casts applied) as the writer does,
     other columns as they are (published embedding columns keep their own list types), the source's order kept."""
-    _check_uuid_type(schema, source.removesuffix(": ") or "the dataset")
+    check_uuid_type(schema, source.removesuffix(": ") or "the dataset")
     fields = []
     for field in schema:
         spec = CANONICAL_BY_NAME.get(field.name)
@@ -848,7 +862,7 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         raise CladebenchError(f"{out_path} is not a Lance dataset; not overwriting it")
     dataset = open_dataset(uri, storage_options=storage_options)
     source = f"{uri}: "
-    _check_uuid_type(dataset.schema, str(uri))
+    check_uuid_type(dataset.schema, str(uri))
     if columns:
         columns = ["uuid", *[c for c in columns if c != "uuid"]]
         for column in columns:
