@@ -28,7 +28,6 @@ from cladebench import store
 from cladebench.config import OPTION, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import display_scale
-from cladebench.option_checks import at_least, positive
 from cladebench.results import (
     RunRecord,
     check_out_outside_dataset,
@@ -117,26 +116,12 @@ TASK_CONFIGS: tuple[type, ...] = (ZeroShotConfig, FewShotConfig, RetrievalTaskCo
                                   GeoPriorConfig)
 """The task configs an evaluation command may carry; :func:`check_task_settings` validates each one it does."""
 
-INTEGER_MINIMUMS: dict[str, int] = {"rerank_k": 1, "vlm_concurrency": 1, "vlm_max_response_bytes": 1}
-"""Integer settings of task configs that do not check their own range: field -> smallest value."""
-POSITIVE_SETTINGS: tuple[str, ...] = ("vlm_deadline_s",)
-"""Settings of task configs that do not check their own range and must be positive finite numbers."""
-
-
 def check_task_settings(config: Any) -> None:
     """Refuse settings out of range before anything runs, as usage errors naming the option: every task config
-    ``config`` is an instance of is built from it (running that config's own checks), and the settings in
-    :data:`INTEGER_MINIMUMS` are checked here."""
+    ``config`` is an instance of is built from it, running that config's own checks."""
     for task_class in TASK_CONFIGS:
         if isinstance(config, task_class) and type(config) is not task_class:
             task_config(task_class, config)
-    names = {f.name for f in dataclasses.fields(config)}
-    for name, minimum in INTEGER_MINIMUMS.items():
-        if name in names:
-            at_least("--" + name.replace("_", "-"), getattr(config, name), minimum)
-    for name in POSITIVE_SETTINGS:
-        if name in names:
-            positive("--" + name.replace("_", "-"), getattr(config, name))
 
 
 def task_config(task_config_class: type, config: EvalConfig) -> Any:

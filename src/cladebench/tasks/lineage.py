@@ -98,6 +98,7 @@ from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.lineage_parse import UNPARSEABLE, names_match, parse_lineage_answer
 from cladebench.metrics import WILSON, Estimate, accuracy, bootstrap_ci, define_metric, register_display
+from cladebench.tasks.rerank import check_vlm_settings
 from cladebench.tasks.zeroshot import (
     Predictions,
     logit_scale_of,
@@ -169,6 +170,9 @@ class LineageConfig:
     vlm_json: bool = True
     """Ask the endpoint for JSON mode (response_format json_object); turn off where it is rejected: the
     prompt still asks for JSON and every answer is read tolerantly."""
+
+    def __post_init__(self) -> None:
+        check_vlm_settings(self)
 
 
 # --- targets -------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.option_checks import at_least, positive
 from cladebench.tasks.zeroshot import Predictions, normalize_rows, text_image_column
 
 if TYPE_CHECKING:
@@ -77,6 +78,18 @@ class RerankConfig:
     answers, or trickles its answer, costs this much per request, then the request fails, saying so."""
     vlm_max_response_bytes: int = 2**20
     """Largest VLM answer read; a bigger body is an invalid response, never cached."""
+
+    def __post_init__(self) -> None:
+        at_least("--rerank-k", self.rerank_k, 1)
+        check_vlm_settings(self)
+
+
+def check_vlm_settings(config: Any) -> None:
+    """Refuse VLM request settings out of range (``config`` has ``vlm_concurrency``, ``vlm_max_response_bytes``
+    and ``vlm_deadline_s``) as usage errors naming the option, before any request is made."""
+    at_least("--vlm-concurrency", config.vlm_concurrency, 1)
+    at_least("--vlm-max-response-bytes", config.vlm_max_response_bytes, 1)
+    positive("--vlm-deadline-s", config.vlm_deadline_s)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""Rerank and lineage configs refuse their own settings out of range when built, as every task config does,
+so a config made in code (not only through `cladebench eval`) is checked the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cladebench.errors import UsageError
+from cladebench.tasks.lineage import LineageConfig
+from cladebench.tasks.rerank import RerankConfig
+
+CASES: list[tuple[type, dict[str, Any], str]] = [
+    (RerankConfig, {"rerank_k": 0}, "--rerank-k must be at least 1, got 0"),
+    (RerankConfig, {"vlm_concurrency": 0}, "--vlm-concurrency must be at least 1, got 0"),
+    (RerankConfig, {"vlm_max_response_bytes": 0}, "--vlm-max-response-bytes must be at least 1, got 0"),
+    (RerankConfig, {"vlm_deadline_s": float("nan")}, "--vlm-deadline-s must be a positive number"),
+    (LineageConfig, {"vlm_concurrency": -1}, "--vlm-concurrency must be at least 1, got -1"),
+    (LineageConfig, {"vlm_max_response_bytes": 1.5}, "--vlm-max-response-bytes must be an integer"),
+    (LineageConfig, {"vlm_deadline_s": 0}, "--vlm-deadline-s must be a positive finite number, got 0"),
+]
+
+
+@pytest.mark.parametrize(("config_class", "settings", "says"), CASES,
+                         ids=[f"{c.__name__}-{next(iter(s))}" for c, s, _ in CASES])
+def test_config_refuses_a_setting_out_of_range(config_class: type, settings: dict[str, Any], says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        config_class(**settings)
+
+
+def test_defaults_pass() -> None:
+    assert RerankConfig().rerank_k == 100 and LineageConfig().vlm_concurrency == 8
