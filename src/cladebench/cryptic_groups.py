@@ -56,8 +56,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,7 +267,7 @@ def read_table(path: str | Path) -> pa.Table:
         raise UsageError(f"{path}: expected a .csv, .tsv or .parquet file")
     if not path.is_file():
         raise UsageError(f"{path}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
-    try:
+    with arrow_errors(path):  # not UTF-8, a truncated .gz, not Parquet, unreadable
         if suffixes[-1:] == [".parquet"]:
             import pyarrow.parquet as pq
 
@@ -275,14 +276,23 @@ def read_table(path: str | Path) -> pa.Table:
 
         delimiter = "\t" if ".tsv" in suffixes else ","
         table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True))
-    except (pa.ArrowInvalid, OSError) as error:  # not UTF-8, a truncated .gz, not Parquet, unreadable
-        message = (getattr(error, "strerror", None) or str(error)).strip().splitlines()
-        raise CladebenchError(f"cannot read {path}: {message[0] if message else type(error).__name__}") from None
     # Arrow reads a text column with bytes that are not UTF-8 as binary, which no name would ever match.
     binary = [f.name for f in table.schema if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
     if binary:
         raise CladebenchError(f"cannot read {path}: column(s) {binary} hold bytes that are not UTF-8 text")
     return table
+
+
+@contextlib.contextmanager
+def arrow_errors(path: Path, *, utf8_hint: str = "") -> Iterator[None]:
+    """A file Arrow cannot read (bytes that are not UTF-8, a truncated ``.gz``, a broken Parquet file) is an input
+    error naming the file, not a crash; ``utf8_hint`` is added when Arrow's message is about UTF-8."""
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as error:
+        lines = (getattr(error, "strerror", None) or str(error)).strip().splitlines()
+        hint = utf8_hint if "UTF8" in str(error) else ""
+        raise CladebenchError(f"cannot read {path}: {lines[0] if lines else type(error).__name__}{hint}") from None
 
 
 def pairs_from_edges(edges: pa.Table, *, source: str = "source", target: str = "target") -> pa.Table:

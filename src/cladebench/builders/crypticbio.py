@@ -795,16 +795,9 @@ def _parquet_batches(path: Path, batch_rows: int, invalid: list[str]) -> Iterato
             yield pa.Table.from_batches([batch])
 
 
-@contextlib.contextmanager
-def _arrow_errors(path: Path) -> Iterator[None]:
-    """A file Arrow cannot read (bytes that are not UTF-8, a truncated ``.gz``, a broken Parquet file) is an input
-    error naming the file, not a crash."""
-    try:
-        yield
-    except (pa.ArrowInvalid, OSError) as error:
-        lines = (getattr(error, "strerror", None) or str(error)).strip().splitlines()
-        hint = " (metadata must be UTF-8)" if "UTF8" in str(error) else ""
-        raise CladebenchError(f"cannot read {path}: {lines[0] if lines else type(error).__name__}{hint}") from None
+def _arrow_errors(path: Path) -> contextlib.AbstractContextManager[None]:
+    """:func:`cryptic_groups.arrow_errors` with the hint a metadata file needs."""
+    return cryptic_groups.arrow_errors(path, utf8_hint=" (metadata must be UTF-8)")
 
 
 READERS: dict[str, Callable[[Path, int, list[str]], Iterator[pa.Table]]] = {
