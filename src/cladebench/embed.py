@@ -886,16 +886,6 @@ def failures(uri: str, column: str) -> pa.Table:
     return pq.read_table(path)
 
 
-def sql_identifier(column: str) -> str:
-    """``column`` as Lance's SQL filters take it: as it is when it is a plain identifier, else in backticks. A
-    name with a backtick cannot be written in a filter at all (columns ``embed`` makes never need quoting)."""
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", column):
-        return column
-    if "`" in column:
-        raise SchemaError(f"column {column!r}: a name with a backtick cannot be used in a filter; rename the column")
-    return f"`{column}`"
-
-
 def _is_float_vector(t: pa.DataType) -> bool:
     lists = pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t)
     return lists and pa.types.is_floating(t.value_type)
@@ -919,7 +909,7 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
     expected = {"its field metadata": int(declared)} if declared is not None and declared.strip().isdigit() else {}
     if dim is not None:
         expected["the model"] = dim
-    name = sql_identifier(column)
+    name = store.sql_identifier(column)
     table = store.read(dataset, columns=[*columns, column],
                        where=f"({where}) AND {name} IS NOT NULL" if where else f"{name} IS NOT NULL")
     values = table.column(column).combine_chunks()

@@ -39,8 +39,7 @@ def _embedding_summary(dataset: lance.LanceDataset, field: pa.Field) -> dict[str
         values = dataset.to_table(columns=[field.name]).column(0)
         valid = len(values) - values.null_count
     else:
-        name = field.name if field.name.isidentifier() and field.name.isascii() else f"`{field.name}`"
-        valid = dataset.count_rows(filter=f"{name} IS NOT NULL")
+        valid = dataset.count_rows(filter=f"{store.sql_identifier(field.name)} IS NOT NULL")
     return {
         "dim": field.type.list_size if pa.types.is_fixed_size_list(field.type) else None,
         "type": str(field.type),

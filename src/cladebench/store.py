@@ -670,6 +670,16 @@ def indices(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
 _QUOTES = "'\"`"
 
 
+def sql_identifier(column: str) -> str:
+    """``column`` as Lance's SQL filters take it: as it is when it is a plain identifier, else in backticks. A
+    name with a backtick cannot be written in a filter at all (columns ``embed`` makes never need quoting)."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", column):
+        return column
+    if "`" in column:
+        raise SchemaError(f"column {column!r}: a name with a backtick cannot be used in a filter; rename the column")
+    return f"`{column}`"
+
+
 def check_filter(where: object, *, option: str = "--where") -> str | None:
     """The SQL filter to hand to Lance, or None for none (``None`` or blank); anything else is a :class:`UsageError`.
 

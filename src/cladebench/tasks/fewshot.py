@@ -490,7 +490,7 @@ class LabelledRows:
 
 def _combined_where(where: str | None, columns: Sequence[str]) -> str | None:
     """The filter plus "every other column has a vector", so all columns are read over the same rows."""
-    from cladebench.embed import sql_identifier
+    from cladebench.store import sql_identifier
 
     parts = [f"({where})"] if where else []
     parts.extend(f"{sql_identifier(c)} IS NOT NULL" for c in columns[1:])
