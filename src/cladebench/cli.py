@@ -190,10 +190,7 @@ def _eval(config: EvalCommand) -> int:
                   + (": " + ", ".join(f"{g} {n} labels" for g, n in sizes.items()) if sizes else "") + "; ")
     else:
         labels = f"{sizes['all']} labels; " if "all" in sizes else ""
-    model = record.provenance["model"]
-    column = model.get("image_embeddings", {}).get("column")
-    named = model.get("id") or f"column {column} (no model named)"
-    print(f"{record.task} on {config.dataset} with {named} "
+    print(f"{record.task} on {config.dataset} with {record.model_name()} "
           f"({labels}{record.provenance['dataset']['evaluated_rows']} images)")
     print(format_metrics(record))
     print(f"run record: {path}")

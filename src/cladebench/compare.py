@@ -350,21 +350,12 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                         alpha=alpha, confidence=confidence)
         for name in names)
     runs = tuple(
-        ComparedRun(path=path, model_id=_model_name(record), label_rank=rank,
+        ComparedRun(path=path, model_id=record.model_name(), label_rank=rank,
                     metrics=record.metrics, evaluated_rows=table.num_rows)
         for record, path, rank, table in zip(records, paths, ranks, full_tables, strict=True))
     return Comparison(task=records[0].task, runs=runs, metrics=metrics, examples=n_shared,
                       intersected=intersected, n_resamples=n_resamples, seed=seed, alpha=alpha,
                       confidence=confidence)
-
-
-def _model_name(record: RunRecord) -> str:
-    """The run's model as its record names it; a stored column evaluated without a model is named by its column."""
-    model = record.provenance.get("model") or {}
-    if model.get("id"):
-        return str(model["id"])
-    column = (model.get("image_embeddings") or {}).get("column")
-    return f"column {column} (no model named)" if column else "?"
 
 
 def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:

@@ -134,6 +134,15 @@ class RunRecord:
             raise (environment_error(exc, out) or exc) from None
         return run_path
 
+    def model_name(self) -> str:
+        """The run's model as its record names it; a stored column evaluated without a model is named by its
+        column, and a record naming neither (written by hand or by an old version) gives '?'."""
+        model = self.provenance.get("model") or {}
+        if model.get("id"):
+            return str(model["id"])
+        column = (model.get("image_embeddings") or {}).get("column")
+        return f"column {column} (no model named)" if column else "?"
+
     @classmethod
     def read(cls, path: str | Path) -> RunRecord:
         """Read a ``run.json`` (or the directory holding it)."""
