@@ -75,6 +75,19 @@ where a folder was expected), not a bug: they end a command with exit 1 and one 
 _LANCE_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
+def undecodable_at(error: UnicodeDecodeError) -> str:
+    """Where a decoding failure is, for a message: the first byte that is not UTF-8 and its offset.
+
+    Example:
+        >>> try:
+        ...     b"ab\\xff".decode("utf-8")
+        ... except UnicodeDecodeError as error:
+        ...     print(undecodable_at(error))
+        byte b'\\xff' at offset 2
+    """
+    return f"byte {error.object[error.start:error.start + 1]!r} at offset {error.start}"
+
+
 def environment_error(exc: BaseException, path: object = None) -> CladebenchError | None:
     """The one-line error for a filesystem failure caused by the environment, or None when ``exc`` is not one.
 

@@ -49,7 +49,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, undecodable_at
 from cladebench.taxonomy import RANK_COLUMNS
 
 # --- the format ----------------------------------------------------------------------------------
@@ -176,7 +176,7 @@ def read_header(path: str | Path, table: str) -> tuple[str, ...]:
             line = handle.readline(1 << 16).decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as error:
         raise SchemaError(f"{path}: not an iNat open-data {table} file: its header is not UTF-8 text "
-                          f"(byte {error.object[error.start:error.start + 1]!r} at offset {error.start})") from None
+                          f"({undecodable_at(error)})") from None
     except (OSError, EOFError) as error:  # unreadable, a gzip that is not one or ends early
         raise CladebenchError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
     header = tuple(line.split("\t"))

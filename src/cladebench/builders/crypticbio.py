@@ -130,7 +130,7 @@ from cladebench.builders.duckdb_errors import duckdb_interrupts
 from cladebench.builders.output import OutputTarget, staged_output
 from cladebench.config import OPTION, config_to_dict
 from cladebench.download import DownloadConfig
-from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
+from cladebench.errors import CladebenchError, SchemaError, UsageError, undecodable_at, unknown_name
 from cladebench.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup
 from cladebench.taxonomy import Lineage, Rank
 
@@ -504,10 +504,6 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
-def _where(error: UnicodeDecodeError) -> str:
-    return f"byte {error.object[error.start:error.start + 1]!r} at offset {error.start}"
-
-
 def load_config(path: str | Path) -> CrypticBioCurateConfig:
     """Read a ``config.yaml``; paths in it are relative to its folder."""
     import yaml
@@ -520,7 +516,7 @@ def load_config(path: str | Path) -> CrypticBioCurateConfig:
     except FileNotFoundError:
         raise UsageError(f"{path}: no such config file") from None
     except UnicodeDecodeError as error:
-        raise UsageError(f"{path}: not UTF-8 text ({_where(error)}); a config file is UTF-8 YAML") from None
+        raise UsageError(f"{path}: not UTF-8 text ({undecodable_at(error)}); a config file is UTF-8 YAML") from None
     except OSError as error:
         raise CladebenchError(f"cannot read {path}: {error.strerror or error}") from None
     try:
@@ -1181,7 +1177,7 @@ def read_species_list(path: str | Path, name_column: str) -> list[str]:
                                   f"{reader.fieldnames}")
             names = [(row[name_column] or "").strip() for row in reader]
     except UnicodeDecodeError as error:
-        raise CladebenchError(f"species list {path}: not UTF-8 text ({_where(error)})") from None
+        raise CladebenchError(f"species list {path}: not UTF-8 text ({undecodable_at(error)})") from None
     except csv.Error as error:  # a field longer than csv.field_size_limit(), a NUL byte, ...
         raise CladebenchError(f"species list {path}: cannot be read as CSV: {error}") from None
     except OSError as error:

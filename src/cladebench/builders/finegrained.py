@@ -100,7 +100,7 @@ from cladebench import store
 from cladebench.builders.duckdb_errors import duckdb_errors
 from cladebench.builders.output import OutputTarget, check_output, staged_output
 from cladebench.config import OPTION, bare_value, config_to_dict
-from cladebench.errors import CladebenchError, UsageError
+from cladebench.errors import CladebenchError, UsageError, undecodable_at
 from cladebench.raycluster import DEFAULT_ADDRESS
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -542,8 +542,7 @@ def _read_uuid_list(path: Path) -> set[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise CladebenchError(f"--seen: {path}: not UTF-8 text (byte {error.object[error.start:error.start + 1]!r} "
-                              f"at offset {error.start})") from None
+        raise CladebenchError(f"--seen: {path}: not UTF-8 text ({undecodable_at(error)})") from None
     except OSError as error:
         raise CladebenchError(f"--seen: cannot read {path}: {error.strerror or error}") from None
     lines = (line.strip() for line in text.splitlines())
