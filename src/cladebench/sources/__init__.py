@@ -18,17 +18,19 @@ Example:
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import importlib
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, SchemaError
 from cladebench.registry import Registry
 
 
@@ -107,6 +109,34 @@ def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
     check_not_an_input(out, local)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CladebenchError(f"{out} already exists; choose another output path or remove it")
+
+
+def first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
+    """(line, byte offset, byte value) of the first byte of ``path`` that is not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, line = 0, 1
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as exc:
+                start = max(exc.start, 0)
+                return line + block.count(b"\n", 0, start), offset + start, block[start] if start < len(block) else 0
+            line += block.count(b"\n")
+            offset += len(block)
+    return line, offset, 0
+
+
+@contextlib.contextmanager
+def utf8_errors(path: str | Path, error: type[CladebenchError] = SchemaError) -> Iterator[None]:
+    """Turn a decoding failure while reading ``path`` into one line naming the line and the byte, as ``error``
+    (a :class:`~cladebench.errors.SchemaError` by default: a source file the tool was given is malformed)."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        line, offset, byte = first_bad_utf8(path)
+        raise error(f"{path}: line {line}: not UTF-8 text (byte {byte:#04x} at offset {offset}); "
+                    "save the file as UTF-8") from None
 
 
 def input_paths(paths: str | Path | Iterable[str | Path] | None) -> list[str | Path]:

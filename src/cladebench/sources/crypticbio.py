@@ -58,8 +58,6 @@ from __future__ import annotations
 
 import ast
 import calendar
-import codecs
-import contextlib
 import csv
 import datetime
 import math
@@ -77,7 +75,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.download import DownloadConfig, DownloadReport, DownloadStore, download
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.sources import check_out_apart, failures_path_for, stats_of, with_stats
+from cladebench.sources import check_out_apart, failures_path_for, stats_of, utf8_errors, with_stats
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -149,7 +147,7 @@ def read_cryptic_lookup(path: str | Path) -> dict[str, tuple[str, ...]]:
     """
     groups: dict[str, tuple[str, ...]] = {}
     _check_input_file(path, "--lookup", "the cryptic-group lookup (anchor<TAB>species,...)")
-    with _utf8(path), open(path, encoding="utf-8-sig", newline="") as handle:
+    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
         for line_number, line in enumerate(handle, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -174,33 +172,6 @@ def _check_input_file(path: str | Path, option: str, what: str) -> None:
         raise CladebenchError(f"{option} {path} is a folder; give {what}")
     if not path.exists():
         raise CladebenchError(f"{option} {path}: no such file")
-
-
-def _first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
-    """(line, byte offset, byte value) of the first byte of ``path`` that is not UTF-8."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset, line = 0, 1
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            try:
-                decoder.decode(block)
-            except UnicodeDecodeError as exc:
-                start = max(exc.start, 0)
-                return line + block.count(b"\n", 0, start), offset + start, block[start] if start < len(block) else 0
-            line += block.count(b"\n")
-            offset += len(block)
-    return line, offset, 0
-
-
-@contextlib.contextmanager
-def _utf8(path: str | Path) -> Iterator[None]:
-    """Turn a decoding failure while reading ``path`` into one line naming the line and the byte."""
-    try:
-        yield
-    except UnicodeDecodeError:
-        line, offset, byte = _first_bad_utf8(path)
-        raise SchemaError(f"{path}: line {line}: not UTF-8 text (byte {byte:#04x} at offset {offset}); "
-                          "save the file as UTF-8") from None
 
 
 # --- one row -------------------------------------------------------------------------------------
@@ -366,7 +337,7 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
     rows = _Rows()
     url_seen: Counter[str] = Counter()
     taxa = _Taxa()
-    with _utf8(path), open(path, encoding="utf-8-sig", newline="") as handle:
+    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         try:
             _read_rows(reader, path, source_dataset, groups, rows, url_seen, taxa)

@@ -97,7 +97,7 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.images import sniff_format
-from cladebench.sources import check_out_apart, input_paths, parquet_files, stats_of, with_stats
+from cladebench.sources import check_out_apart, input_paths, parquet_files, stats_of, utf8_errors, with_stats
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
 SOURCE_DATASET = "inquire-rerank"
@@ -384,16 +384,10 @@ def _text_or_none(value: Any) -> str | None:
 def _csv_rows(path: Path, required: Sequence[str], kind: str) -> Iterator[tuple[_Where, dict[str, str]]]:
     """The CSV's rows; bytes that are not UTF-8 and what the csv module refuses (a field over
     ``csv.field_size_limit()``, 131,072 characters by default) are a :class:`SchemaError` naming the line."""
-    with open(path, encoding="utf-8-sig", newline="") as handle:
+    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         try:
             yield from _csv_records(reader, path, required, kind)
-        except UnicodeDecodeError:
-            from cladebench.sources.crypticbio import _first_bad_utf8
-
-            line, offset, byte = _first_bad_utf8(path)
-            raise SchemaError(f"{path}: line {line}: not UTF-8 text (byte {byte:#04x} at offset {offset}); "
-                              "save the file as UTF-8") from None
         except csv.Error as exc:
             raise SchemaError(f"{path}: line {reader.line_num + 1}: cannot be read as CSV: {exc}") from None
 
