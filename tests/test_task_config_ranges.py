@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from cladebench.errors import UsageError
+from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.lineage import LineageConfig
 from cladebench.tasks.rerank import RerankConfig
 
@@ -31,3 +32,10 @@ def test_config_refuses_a_setting_out_of_range(config_class: type, settings: dic
 
 def test_defaults_pass() -> None:
     assert RerankConfig().rerank_k == 100 and LineageConfig().vlm_concurrency == 8
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("inf"), float("nan"), True, "1"])
+def test_fewshot_fallback_c_must_be_a_positive_finite_number(value: object) -> None:
+    """A flag or a string is refused as a usage error too, not accepted as 1 or left to fail as a bug."""
+    with pytest.raises(UsageError, match=r"^--linear-fallback-c must be a positive"):
+        FewShotConfig(linear_fallback_c=value)  # type: ignore[arg-type]

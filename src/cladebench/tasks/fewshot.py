@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.metrics import define_metric, mean_std_ci
-from cladebench.option_checks import at_least
+from cladebench.option_checks import at_least, positive
 from cladebench.tasks.zeroshot import (
     Predictions,
     column_metadata,
@@ -142,8 +142,7 @@ class FewShotConfig:
         at_least("--min-test-per-class", self.min_test_per_class, 1)
         if not self.linear_cs or not all(math.isfinite(c) and c > 0 for c in self.linear_cs):
             raise UsageError(f"--linear-cs must be positive finite numbers, got {list(self.linear_cs)}")
-        if not (math.isfinite(self.linear_fallback_c) and self.linear_fallback_c > 0):
-            raise UsageError(f"--linear-fallback-c must be a positive finite number, got {self.linear_fallback_c}")
+        positive("--linear-fallback-c", self.linear_fallback_c)
 
 
 # --- splits ----------------------------------------------------------------------------------------
