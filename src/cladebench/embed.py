@@ -541,9 +541,9 @@ def check_uuids_streamed(dataset: lance.LanceDataset, uri: str) -> None:
             offset += batch.num_rows
 
 
-def _fragment_uuids(dataset: lance.LanceDataset, uri: str) -> list[list[str]]:
+def _fragment_uuids(dataset: lance.LanceDataset, uri: str) -> tuple[list[list[str]], set[str]]:
     """Every fragment's uuids, in dataset order, checked before anything is encoded: non-null, no newline,
-    each once."""
+    each once; and the set of them all (which rows staged parts may hold)."""
     out: list[list[str]] = []
     seen: set[str] = set()
     offset = 0
@@ -558,7 +558,7 @@ def _fragment_uuids(dataset: lance.LanceDataset, uri: str) -> list[list[str]]:
                 uuids.append(row_uuid)
             offset += batch.num_rows
         out.append(uuids)
-    return out
+    return out, seen
 
 
 def _pending_blocks(fragment_uuids: list[list[str]], done: set[str], batch_size: int
@@ -661,14 +661,15 @@ def _embed_here(config: EmbedConfig, encoder: Encoder | None, storage_options: d
                 ) -> EmbedSummary:
     started = time.perf_counter()
     with exclusive_run(config, storage_options) as (uri, dataset, column):
-        fragment_uuids = _fragment_uuids(dataset, uri)
+        fragment_uuids, present = _fragment_uuids(dataset, uri)
         check_no_other_staging(uri, column, ray=False, restart=config.restart)
-        return _encode_and_commit(config, encoder, storage_options, uri, dataset, column, fragment_uuids, started)
+        return _encode_and_commit(config, encoder, storage_options, uri, dataset, column, fragment_uuids, present,
+                                  started)
 
 
 def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None,
                        uri: str, dataset: lance.LanceDataset, column: str, fragment_uuids: list[list[str]],
-                       started: float) -> EmbedSummary:
+                       present: set[str], started: float) -> EmbedSummary:
     import torch
     from tqdm import tqdm
 
@@ -745,7 +746,7 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     flush()
     bar.close()
 
-    staged = _exactly_once(staging.read(), fragment_uuids)
+    staged = _exactly_once(staging.read(), present)
     model = described.get("model_id", config.model)
     if staged.num_rows == total_rows and staged.column("embedding").null_count == total_rows:
         error = all_failed(uri, column, staged.select(["uuid", "error"]).rename_columns(["uuid", "reason"]), model,
@@ -763,12 +764,11 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     )
 
 
-def _exactly_once(staged: pa.Table, fragment_uuids: list[list[str]]) -> pa.Table:
-    """Staged rows of the dataset's uuids, each once: a row staged twice (a part flushed just before a kill,
-    then redone) keeps its first copy; a row the dataset no longer has is left out."""
+def _exactly_once(staged: pa.Table, present: set[str]) -> pa.Table:
+    """Staged rows of the dataset's uuids (``present``), each once: a row staged twice (a part flushed just
+    before a kill, then redone) keeps its first copy; a row the dataset no longer has is left out."""
     if "embedding" not in staged.column_names:  # nothing staged at all
         return staged
-    present = {row_uuid for uuids in fragment_uuids for row_uuid in uuids}
     keep = np.zeros(staged.num_rows, dtype=bool)
     first: dict[str, int] = {}
     for i, row_uuid in enumerate(staged.column("uuid").to_pylist()):
