@@ -112,19 +112,25 @@ def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
 
 
 def first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
-    """(line, byte offset, byte value) of the first byte of ``path`` that is not UTF-8."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset, line = 0, 1
+    """(line, byte offset, byte value) of the first byte of ``path`` that is not UTF-8.
+
+    Read in blocks; the bytes of a character cut by a block's end are carried into the next block, and the
+    file's end counts as an end of input, so a file cut inside a character names that character's first byte.
+    """
+    offset, line, pending = 0, 1, b""  # offset: where ``pending`` starts in the file
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+        while True:
+            block = handle.read(1 << 20)
+            data, final = pending + block, not block
             try:
-                decoder.decode(block)
+                _, consumed = codecs.utf_8_decode(data, "strict", final)
             except UnicodeDecodeError as exc:
-                start = max(exc.start, 0)
-                return line + block.count(b"\n", 0, start), offset + start, block[start] if start < len(block) else 0
-            line += block.count(b"\n")
-            offset += len(block)
-    return line, offset, 0
+                return line + data.count(b"\n", 0, exc.start), offset + exc.start, data[exc.start]
+            line += data.count(b"\n", 0, consumed)
+            offset += consumed
+            pending = data[consumed:]
+            if final:
+                return line, offset, 0
 
 
 @contextlib.contextmanager
