@@ -64,6 +64,7 @@ from cladebench.option_checks import at_least, positive
 from cladebench.tasks.zeroshot import (
     Predictions,
     column_metadata,
+    has_direction,
     label_set,
     resolve_embedding_column,
 )
@@ -538,9 +539,7 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
 
     directed = np.ones(rows.num_rows, dtype=bool)
     for array in () if keep_without_direction else vectors.values():
-        with np.errstate(invalid="ignore", over="ignore"):
-            norms = np.linalg.norm(array.astype(np.float64), axis=1)
-        directed &= np.isfinite(norms) & (norms > 0)
+        directed &= has_direction(array)
     without_direction = int((~directed).sum())
     if without_direction:
         keep = np.flatnonzero(directed)

@@ -68,7 +68,7 @@ from cladebench.metrics import Statistic, bootstrap_ci, define_metric
 from cladebench.option_checks import at_least
 from cladebench.retrieval_metrics import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
 from cladebench.tasks.fewshot import LABEL_STYLE, label_digest, read_labelled_rows
-from cladebench.tasks.zeroshot import Predictions, column_metadata, resolve_embedding_column
+from cladebench.tasks.zeroshot import Predictions, column_metadata, has_direction, resolve_embedding_column
 from cladebench.taxonomy import Rank
 
 if TYPE_CHECKING:
@@ -235,9 +235,7 @@ def retrieval(dataset: lance.LanceDataset, encoder: Encoder | None, config: Retr
     if not rows.uuids:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
     vectors = rows.vectors[column]
-    with np.errstate(invalid="ignore", over="ignore"):
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-    has_cosine = np.isfinite(norms) & (norms > 0)
+    has_cosine = has_direction(vectors)
     labelled = np.array([label is not None for label in rows.labels])
     chosen = np.flatnonzero(labelled & has_cosine)
     chosen = chosen[np.argsort(np.asarray(rows.uuids, dtype=object)[chosen].astype(str), kind="stable")]

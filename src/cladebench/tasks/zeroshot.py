@@ -189,18 +189,27 @@ def _read_text(path: Path) -> str:
                               f"{exc.start}); save the file as UTF-8") from None
 
 
+def has_direction(vectors: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    """Which rows have a direction (a cosine with anything): a norm, computed in ``dtype``, that is finite and
+    greater than zero. All zeros have none; nor has a row whose norm overflows ``dtype`` or holds a NaN."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.linalg.norm(np.asarray(vectors, dtype=dtype), axis=1)
+    return np.isfinite(norms) & (norms > 0)
+
+
 def check_vectors(vectors: np.ndarray, uuids: Sequence[str], column: str) -> None:
     """Refuse image vectors that have no direction: all zero, or so large that their float32 norm overflows.
 
     Either would be scored as a uniform distribution over the labels (every label tied), whose top
     species and rolled-up kingdom contradict each other; such rows are corrupt, not hard examples.
     """
-    with np.errstate(over="ignore", invalid="ignore"):
-        norms = np.linalg.norm(np.asarray(vectors, dtype=np.float32), axis=1)
-    bad = np.flatnonzero(~np.isfinite(norms) | (norms <= 0))
+    vectors = np.asarray(vectors, dtype=np.float32)  # the scores are float32, so is the overflow that matters
+    bad = np.flatnonzero(~has_direction(vectors, dtype=np.float32))
     if bad.size:
         row = int(bad[0])
-        kind = "all zero" if np.isfinite(norms[row]) else "so large that their length overflows float32"
+        with np.errstate(over="ignore", invalid="ignore"):
+            norm = np.linalg.norm(vectors[row:row + 1], axis=1)[0]
+        kind = "all zero" if np.isfinite(norm) else "so large that their length overflows float32"
         raise SchemaError(f"column {column!r}: {bad.size} image vector(s) are {kind} (first uuid={uuids[row]}) "
                           "and cannot be scored (they would tie every label); re-embed those rows or leave them "
                           "out with --where")
