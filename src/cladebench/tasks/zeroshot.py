@@ -410,7 +410,6 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     from cladebench.models import class_text_embeddings
 
     rank = Rank.parse(config.rank)
-    fixed_logit_scale(config.logit_scale)  # a bad number is a usage error before any work
     column, meta = text_image_column(dataset, encoder, config.column, task="zero-shot")
     if config.candidates:
         _check_candidates_column(dataset, config.candidates)
