@@ -238,13 +238,6 @@ def check_no_other_staging(uri: str, column: str, *, ray: bool, restart: bool) -
                           "resume from them, or pass --restart to discard them")
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write a small file as a temporary file renamed into place, so a kill leaves the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 # --- one run per dataset and column ---------------------------------------------------------------
 
 
@@ -344,7 +337,7 @@ class _Staging:
                 remove_staging(self.directory)
         if not self.state_path.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
+            store.atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
         return (set(self.read().column("uuid").to_pylist()) if self.parts() else set()), note
 
     def parts(self) -> list[Path]:
@@ -875,7 +868,7 @@ def write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> 
     path = Path(uri.removeprefix("file://")) / store.EMBEDDING_SIDECAR
     entries = json.loads(path.read_text()) if path.exists() else {}
     entries[column] = {"column": column, "dim": dim, **metadata}
-    atomic_write(path, (json.dumps(entries, indent=2, sort_keys=True) + "\n").encode())
+    store.atomic_write(path, (json.dumps(entries, indent=2, sort_keys=True) + "\n").encode())
 
 
 def failures(uri: str, column: str) -> pa.Table:

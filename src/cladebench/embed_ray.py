@@ -50,7 +50,6 @@ from cladebench.embed import (
     EmbedSummary,
     _decode_block,
     all_failed,
-    atomic_write,
     check_no_other_staging,
     check_uuid_values,
     check_uuids_streamed,
@@ -346,7 +345,7 @@ class _FragmentStaging:
     def _start(self, dataset: lance.LanceDataset, column: str) -> dict[int, dict[str, Any]]:
         self.directory.mkdir(parents=True, exist_ok=True)
         state = {"run_key": self.key, "schema": _schema_without(dataset, column)}
-        atomic_write(self.directory / "state.json", json.dumps(state).encode())
+        store.atomic_write(self.directory / "state.json", json.dumps(state).encode())
         return {}
 
     @staticmethod
@@ -359,7 +358,7 @@ class _FragmentStaging:
         return all((data / name).is_file() for name in new)
 
     def write(self, result: dict[str, Any]) -> None:
-        atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
+        store.atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
 
     def remove(self) -> None:
         remove_staging(self.directory)

@@ -523,10 +523,10 @@ def write_dataset(
     except BaseException as exc:
         if created_dir and Path(uri).exists() and not _is_lance_dataset(Path(uri)):
             shutil.rmtree(uri, ignore_errors=True)
-        cause = _unwrap_schema_error(exc) or (environment_error(exc, uri) if local else None)
-        if cause is not None and not isinstance(exc, KeyboardInterrupt):
-            raise cause from None
-        raise
+        error = _write_error(exc, uri, environment=local)
+        if error is exc:
+            raise
+        raise error from None
 
 
 def _check_local_target(path: Path, mode: WriteMode) -> None:
@@ -810,13 +810,15 @@ def _remove_stale_staging(out: Path) -> None:
         return
     for candidate in out.parent.iterdir():
         match = pattern.fullmatch(candidate.name)
-        if match is None or not candidate.is_dir() or _pid_alive(int(match.group(1))):
+        if match is None or not candidate.is_dir() or process_alive(int(match.group(1))):
             continue
         shutil.rmtree(candidate, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` may still run: only a pid proven gone is dead (this process, another user's, a
+    pid of 0 or less, and any on Windows, where probing would terminate it, count as alive)."""
+    if pid == os.getpid() or pid <= 0 or os.name == "nt":
         return True
     try:
         os.kill(pid, 0)
@@ -895,7 +897,7 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         except BaseException as exc:
             raise _write_error(exc, out_path) from None
         if sidecar is not None and sidecar.exists():
-            _copy_atomically(sidecar, out_path / EMBEDDING_SIDECAR)
+            atomic_write(out_path / EMBEDDING_SIDECAR, sidecar.read_bytes())
         return result
     _remove_stale_staging(out_path)
     created = _created_parents(out_path)
@@ -917,15 +919,16 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
     return open_dataset(out_path)
 
 
-def _copy_atomically(source: Path, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write a small file as a temporary file renamed into place, so a kill leaves the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
-def _write_error(exc: BaseException, out: Path) -> BaseException:
-    """What a failed write raises: our own error unwrapped from Lance's, an environment failure as one line, else
-    the exception itself (a bug)."""
+def _write_error(exc: BaseException, out: str | Path, *, environment: bool = True) -> BaseException:
+    """What a failed write raises: our own error unwrapped from Lance's, an environment failure as one line (when
+    ``environment``: a local target), else the exception itself (a bug)."""
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         return exc
-    return _unwrap_schema_error(exc) or environment_error(exc, out) or exc
+    return _unwrap_schema_error(exc) or (environment_error(exc, out) if environment else None) or exc

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.store import process_alive
 
 MARKER_NAME = ".cladebench-output.json"
 """File in every output folder naming the command that wrote it; ``--overwrite`` trusts nothing else."""
@@ -204,26 +205,12 @@ def check_output(target: OutputTarget) -> None:
 # --- leftovers of killed runs --------------------------------------------------------------------
 
 
-def _process_alive(pid: int) -> bool:
-    if os.name == "nt":  # os.kill there terminates; never guess on Windows
-        return True
-    if pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
 def _owned_by_dead_run(folder: Path, writer: str) -> bool:
     marker = read_marker(folder)
     if marker is None or marker.get("writer") != writer or marker.get("host") != socket.gethostname():
         return False
     pid = marker.get("pid")
-    return isinstance(pid, int) and pid != os.getpid() and not _process_alive(pid)
+    return isinstance(pid, int) and pid != os.getpid() and not process_alive(pid)
 
 
 def staging_folders(out: Path) -> list[Path]:
