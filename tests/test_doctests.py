@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "config", "download", "metrics", "representation", "retrieval_metrics", "search", "store", "synthetic",
+    "config", "download", "metrics", "paths", "representation", "retrieval_metrics", "search", "store", "synthetic",
     "taxonomy", "templates", "vlm", "models", "models.preprocessing", "models.registry", "sources",
     "sources.crypticbio", "sources.inquire", "sources.coobserved", "lineage_parse", "inat_export", "builders",
     "builders.coobserved", "geo_prior", "cryptic_groups", "builders.crypticbio",

@@ -206,13 +206,13 @@ def check_out_outside_dataset(out: str | Path, dataset: str) -> None:
     """Refuse an output folder that is, or lies inside, the local dataset being evaluated: run.json and
     predictions.parquet would be written among Lance's own files (and a later ``--overwrite`` of the dataset
     would take the run with it). A remote dataset cannot hold a local folder."""
+    from cladebench.paths import relation
     from cladebench.store import is_remote
 
     if is_remote(str(dataset)):
         return
     root = Path(str(dataset).removeprefix("file://")).resolve()
-    target = Path(out).resolve()
-    if target == root or root in target.parents:
+    if relation(Path(out).resolve(), root) in ("is", "is inside"):
         raise UsageError(f"--out {out} is inside the dataset {dataset}: the run record would be written among the "
                          "dataset's own files; choose a folder outside it")
 

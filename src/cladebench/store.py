@@ -861,7 +861,7 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         raise UsageError(f"a subset is written locally; {out} is a remote URI")
     out_path = Path(str(out).removeprefix("file://"))
     if not is_remote(str(uri)):
-        from cladebench.builders.output import check_not_an_input
+        from cladebench.paths import check_not_an_input
 
         # A subset written inside its source would sit among the source's own files (and one that holds the
         # source could not be renamed into place): refused before anything is read or written.

@@ -55,12 +55,13 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cladebench.errors import CladebenchError, UsageError
+from cladebench.errors import CladebenchError
+from cladebench.paths import absolute, check_not_an_input
 from cladebench.store import process_alive
 
 MARKER_NAME = ".cladebench-output.json"
@@ -128,36 +129,6 @@ def is_output_of(folder: Path, writer: str, legacy: Callable[[Path], bool] | Non
 # --- the checks ----------------------------------------------------------------------------------
 
 
-def _absolute(path: Path) -> Path:
-    return Path(os.path.abspath(Path(path).expanduser()))
-
-
-def _relation(out: Path, source: Path) -> str | None:
-    """How ``out`` overlaps ``source`` (both resolved), or None when they do not."""
-    if out == source:
-        return "is"
-    if out.is_relative_to(source):
-        return "is inside"
-    if source.is_relative_to(out):
-        return "contains"
-    return None
-
-
-def check_not_an_input(out: Path, inputs: Iterable[Path | None], out_option: str = "--out") -> None:
-    """A :class:`UsageError` when ``out`` is an input, is inside one or contains one (symbolic links followed,
-    so a link cannot hide the overlap). ``None`` inputs (options not given) are skipped."""
-    out_paths = {_absolute(out), _absolute(out).resolve()}
-    for source in inputs:
-        if source is None:
-            continue
-        for source_path in {_absolute(source), _absolute(source).resolve()}:
-            for out_path in out_paths:
-                relation = _relation(out_path, source_path)
-                if relation is not None:
-                    raise UsageError(f"{out_option} {out} {relation} the input {source}: the output must be a "
-                                     "folder of its own, apart from what is read")
-
-
 def _describe_os_error(error: OSError) -> str:
     return error.strerror or str(error)
 
@@ -215,7 +186,7 @@ def _owned_by_dead_run(folder: Path, writer: str) -> bool:
 
 def staging_folders(out: Path) -> list[Path]:
     """The staging folders beside ``out`` (of any run, live or dead)."""
-    out = _absolute(out)
+    out = absolute(out)
     prefix = f".{out.name}{STAGING_TAG}"
     try:
         return sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()
@@ -227,7 +198,7 @@ def staging_folders(out: Path) -> list[Path]:
 def clean_leftovers(out: Path, writer: str) -> list[Path]:
     """Remove what killed runs of ``writer`` left beside ``out`` (see the module docstring); returns what was
     removed. A previous output caught mid-commit is moved back to ``out`` first."""
-    out = _absolute(out)
+    out = absolute(out)
     removed = []
     for staging in staging_folders(out):
         if not _owned_by_dead_run(staging, writer):
@@ -249,7 +220,7 @@ def clean_leftovers(out: Path, writer: str) -> list[Path]:
 
 
 def _make_staging(target: OutputTarget) -> Path:
-    out = _absolute(target.out)
+    out = absolute(target.out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING_TAG}{os.getpid()}-", dir=out.parent))
@@ -273,7 +244,7 @@ def work_dir(staging: Path) -> Path:
 
 def commit(staging: Path, target: OutputTarget) -> None:
     """Put a finished staging folder in place of ``target.out``; a previous output is removed only after."""
-    out = _absolute(target.out)
+    out = absolute(target.out)
     shutil.rmtree(Path(staging) / WORK_NAME, ignore_errors=True)
     check_replaceable(target)  # again: the folder may have changed while the build ran
     previous = None
@@ -316,8 +287,8 @@ def _discard(staging: Path, out: Path) -> None:
     previous = Path(staging) / PREVIOUS_NAME
     if previous.is_dir():
         with contextlib.suppress(OSError):
-            if not _absolute(out).exists():
-                os.rename(previous, _absolute(out))
+            if not absolute(out).exists():
+                os.rename(previous, absolute(out))
     if previous.is_dir():  # could not be put back: leave it all for the next run's clean_leftovers
         return
     shutil.rmtree(staging, ignore_errors=True)

@@ -95,7 +95,7 @@ def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
     Then a :class:`~cladebench.errors.CladebenchError` when ``out`` exists and is not an empty folder: checked
     before any download, which can take hours, rather than by the write after it.
     """
-    from cladebench.builders.output import check_not_an_input
+    from cladebench.paths import check_not_an_input
 
     local = []
     for item in inputs:
