@@ -172,3 +172,13 @@ def test_a_command_line_argparse_cannot_read_is_one_line_exit_2(argv: list[str],
     err = capsys.readouterr().err
     assert exited.value.code == 2
     assert len(err.strip().splitlines()) == 1 and ": error: " in err and "--help" in err, err
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(dataset_path: Path) -> None:
+    """`cladebench info DS | head`: when the pipe closes, exit 141 (as shells report SIGPIPE), no message."""
+    process = subprocess.Popen([sys.executable, "-m", "cladebench", "info", str(dataset_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    process.stdout.close()  # the reader goes away before anything is printed
+    stderr = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 141 and stderr == "", stderr

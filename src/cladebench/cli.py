@@ -7,7 +7,7 @@ are imported inside each verb, so ``cladebench --help`` starts in a fraction of 
 Exit codes a script can trust: 0 success; 1 a failure of the input or environment; 2 a usage error
 (bad arguments, unknown name); 3 no dataset at the path; 4 a schema error; 5 a remote URI (dataset
 or model) that cannot be reached; 6 a model that cannot be built from its files; 70 a bug (an
-unexpected exception, reported as one); 130 interrupted.
+unexpected exception, reported as one); 130 interrupted; 141 the output pipe closed (`| head`), without a message.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from cladebench.config import (
     config_from_args,
     take_late_positionals,
 )
-from cladebench.errors import EXIT_BUG, EXIT_INTERRUPTED, CladebenchError, UsageError, environment_error
+from cladebench.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, CladebenchError, UsageError, environment_error
 from cladebench.raycluster import DEFAULT_ADDRESS
 
 
@@ -561,7 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cladebench",
         description="Curate, store, evaluate and inspect benchmarks for biological vision(-language) models.",
         epilog="Exit codes: 0 ok, 1 failure, 2 usage, 3 no dataset, 4 schema error, 5 remote unreachable, "
-        "6 model cannot be built, 70 bug, 130 interrupted.",
+        "6 model cannot be built, 70 bug, 130 interrupted, 141 output pipe closed.",
     )
     parser.add_argument("--version", action="version", version=f"cladebench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
@@ -606,6 +606,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"cladebench {args.verb}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`): stop quietly, and point stdout at nothing so the
+        # interpreter's final flush does not fail on the same closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if debug:
             traceback.print_exc()

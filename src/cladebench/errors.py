@@ -16,6 +16,9 @@ EXIT_BUG = 70
 """Exit code of an unexpected exception: a bug, reported as one."""
 EXIT_INTERRUPTED = 130
 """Exit code of a run stopped by Ctrl-C (SIGINT), as shells report 128 + 2."""
+EXIT_BROKEN_PIPE = 141
+"""Exit code when whatever read the output stopped reading (``cladebench info DS | head``), as shells report
+128 + SIGPIPE: not a failure of the command, and no message."""
 
 
 class CladebenchError(Exception):
