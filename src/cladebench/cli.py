@@ -31,7 +31,14 @@ from cladebench.config import (
     config_from_args,
     take_late_positionals,
 )
-from cladebench.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, CladebenchError, UsageError, environment_error
+from cladebench.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    CladebenchError,
+    UsageError,
+    environment_error,
+)
 from cladebench.raycluster import DEFAULT_ADDRESS
 
 
