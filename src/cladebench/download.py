@@ -116,6 +116,66 @@ def _check_decode(body: bytes) -> None:
 
 
 @dataclass(frozen=True)
+class RetryPolicy:
+    """When to retry a failed request and how long to wait first; shared by downloads and the VLM client.
+
+    Built from a config's retry fields (:attr:`DownloadConfig.retry_policy`,
+    :attr:`cladebench.vlm.VLMConfig.retry_policy`), so the two cannot drift apart.
+
+    >>> policy = RetryPolicy(backoff_base_s=1.0, backoff_max_s=5.0, jitter=0.0, deadline_s=10.0)
+    >>> [policy.backoff_delay(attempt) for attempt in (1, 2, 3, 4)]
+    [1.0, 2.0, 4.0, 5.0]
+    >>> policy.backoff_delay(1, retry_after=3600.0)
+    30.0
+    >>> policy.time_left(7.5), policy.would_pass_deadline(spent=7.5, delay=2.5)
+    (2.5, True)
+    """
+
+    max_attempts: int = 5
+    """Attempts per request, the first included; transient failures are retried until this many."""
+    backoff_base_s: float = 1.0
+    """Delay before the second attempt; doubled for each further attempt."""
+    backoff_max_s: float = 60.0
+    """Ceiling on the exponential delay."""
+    jitter: float = 0.5
+    """Fraction of each delay drawn at random (0 to 1), so many clients do not retry in lockstep."""
+    max_retry_after_s: float = 30.0
+    """Longest ``Retry-After`` honoured; a longer one is shortened to this (a server asking for a day must not
+    stall a run for a day; the deadline still applies)."""
+    deadline_s: float | None = None
+    """Seconds one request may take in all, its attempts and the waits between them; ``None``: no limit. A
+    host that never answers, or trickles, then costs about this, not ``max_attempts`` x the read timeout."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise CladebenchError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise CladebenchError(f"jitter is a fraction in [0, 1], got {self.jitter}")
+        if not self.max_retry_after_s >= 0:
+            raise CladebenchError(f"max_retry_after_s must be at least 0, got {self.max_retry_after_s}")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise CladebenchError(f"deadline_s must be positive (seconds), got {self.deadline_s}")
+
+    def backoff_delay(self, attempt: int, retry_after: float | None = None,
+                      rng: random.Random | None = None) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based): exponential, jittered, at least the
+        server's ``Retry-After`` (capped at ``max_retry_after_s``)."""
+        delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        delay *= 1.0 - self.jitter * (rng or random).random()
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_retry_after_s))
+        return delay
+
+    def time_left(self, spent: float) -> float | None:
+        """Seconds of the deadline left after ``spent`` (never below 0); ``None`` without a deadline."""
+        return None if self.deadline_s is None else max(0.0, self.deadline_s - spent)
+
+    def would_pass_deadline(self, spent: float, delay: float) -> bool:
+        """Whether waiting ``delay`` more seconds after ``spent`` reaches the deadline, so retrying is pointless."""
+        return self.deadline_s is not None and spent + delay >= self.deadline_s
+
+
+@dataclass(frozen=True)
 class DownloadConfig:
     """How to fetch: concurrency, timeouts, retry policy, limits and checks."""
 
@@ -182,6 +242,14 @@ class DownloadConfig:
             raise unknown_name("image check", self.image_check, IMAGE_CHECKS)
         if self.ray_shard_size < 1:
             raise CladebenchError(f"ray_shard_size must be at least 1, got {self.ray_shard_size}")
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The retry fields (``max_attempts``, the backoff, ``max_retry_after_s``, ``item_deadline_s``) as the
+        :class:`RetryPolicy` the fetcher follows."""
+        return RetryPolicy(max_attempts=self.max_attempts, backoff_base_s=self.backoff_base_s,
+                           backoff_max_s=self.backoff_max_s, jitter=self.jitter,
+                           max_retry_after_s=self.max_retry_after_s, deadline_s=self.item_deadline_s)
 
 
 @dataclass(frozen=True)
@@ -465,14 +533,14 @@ def _content_length(response: httpx.Response) -> int | None:
     return int(value) if value is not None and value.strip().isdigit() else None
 
 
-def backoff_delay(attempt: int, config: DownloadConfig, retry_after: float | None = None,
+def backoff_delay(attempt: int, config: DownloadConfig | RetryPolicy, retry_after: float | None = None,
                   rng: random.Random | None = None) -> float:
-    """Seconds to wait after failed attempt ``attempt`` (1-based): exponential, jittered, at least Retry-After."""
-    delay = min(config.backoff_max_s, config.backoff_base_s * 2 ** (attempt - 1))
-    delay *= 1.0 - config.jitter * (rng or random).random()
-    if retry_after is not None:
-        delay = max(delay, min(retry_after, config.max_retry_after_s))
-    return delay
+    """Seconds to wait after failed attempt ``attempt`` (1-based): exponential, jittered, at least Retry-After.
+
+    The download config's :attr:`DownloadConfig.retry_policy` does the sums; see :meth:`RetryPolicy.backoff_delay`.
+    """
+    policy = config if isinstance(config, RetryPolicy) else config.retry_policy
+    return policy.backoff_delay(attempt, retry_after, rng)
 
 
 class _Fetcher:
@@ -485,9 +553,10 @@ class _Fetcher:
         self.semaphore = asyncio.Semaphore(config.concurrency)
         self.reasons = _transport_reasons()
         self.check = IMAGE_CHECKS[config.image_check]
+        self.policy = config.retry_policy
 
     async def fetch(self, item: DownloadItem) -> Downloaded | DownloadFailure:
-        config = self.config
+        config, policy = self.config, self.policy
         attempt, spent = 0, 0.0  # spent: seconds in attempts and waits, not queued for the semaphore
         while True:
             attempt += 1
@@ -504,9 +573,9 @@ class _Fetcher:
                     return await asyncio.to_thread(self._finish, item, body, content_type, attempt)
             except _AttemptError as error:
                 failure = error
-                if error.retryable and attempt < config.max_attempts:
-                    delay = backoff_delay(attempt, config, error.retry_after)
-                    if config.item_deadline_s is None or spent + delay < config.item_deadline_s:
+                if error.retryable and attempt < policy.max_attempts:
+                    delay = policy.backoff_delay(attempt, error.retry_after)
+                    if not policy.would_pass_deadline(spent, delay):
                         # Sleep outside the semaphore: a waiting item must not hold a slot another could use.
                         await asyncio.sleep(delay)
                         spent += delay
@@ -523,7 +592,7 @@ class _Fetcher:
     async def _attempt(self, item: DownloadItem, spent: float) -> tuple[bytes, str | None]:
         """One GET, cut by the wall clock at ``attempt_timeout_s`` or at what is left of the item deadline."""
         config = self.config
-        left = None if config.item_deadline_s is None else max(0.0, config.item_deadline_s - spent)
+        left = self.policy.time_left(spent)
         limits = [t for t in (config.attempt_timeout_s, left) if t is not None]
         timeout = min(limits) if limits else None
         try:
@@ -745,6 +814,7 @@ __all__ = [
     "DownloadReport",
     "DownloadStore",
     "Downloaded",
+    "RetryPolicy",
     "backoff_delay",
     "download",
     "download_async",

@@ -44,7 +44,8 @@ differ on EXIF and alpha, and a sideways camera-trap photo would be a different 
 
 Transport: one pooled async httpx client; a semaphore bounds requests in flight; connect and read
 timeouts; timeouts, connection errors, 408, 429 and 5xx are retried with exponential backoff and jitter,
-honouring ``Retry-After`` up to ``max_retry_after_s`` (the policy of :mod:`cladebench.download`, reused);
+honouring ``Retry-After`` up to ``max_retry_after_s`` (:class:`cladebench.download.RetryPolicy`, the
+policy downloads follow, built by :attr:`VLMConfig.retry_policy`);
 any other 4xx is not retried and raises :class:`EndpointError` with the start of the response body.
 Each request has a deadline by the wall clock (``request_deadline_s``, its attempts and the waits between
 them), because the read timeout restarts with every byte and a server that never answers would
@@ -89,7 +90,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cladebench.download import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
+from cladebench.download import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from cladebench.errors import CladebenchError, UsageError
 
 if TYPE_CHECKING:
@@ -298,6 +299,14 @@ class VLMConfig:
         if fields != {"query"}:
             raise CladebenchError(f"prompt_template must contain {{query}} and no other field, got fields "
                                   f"{sorted(fields)} in {self.prompt_template!r}")
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The retry fields (``max_attempts``, the backoff, ``max_retry_after_s``, ``request_deadline_s``) as
+        the :class:`~cladebench.download.RetryPolicy` every request follows, the one downloads follow too."""
+        return RetryPolicy(max_attempts=self.max_attempts, backoff_base_s=self.backoff_base_s,
+                           backoff_max_s=self.backoff_max_s, jitter=self.jitter,
+                           max_retry_after_s=self.max_retry_after_s, deadline_s=self.request_deadline_s)
 
     def resolved_api_key(self) -> str | None:
         return self.api_key or os.environ.get(self.api_key_env) or None
@@ -811,8 +820,8 @@ class VLMClient:
         """POST with retries, within the request deadline; the parsed JSON body of the 200 answer."""
         import httpx
 
-        config, url = self.config, self.spec.chat_url
-        deadline = config.request_deadline_s
+        policy, url = self.config.retry_policy, self.spec.chat_url
+        deadline = policy.deadline_s
         where = f"endpoint {self.spec.display_url} (model {self.spec.name!r})"
         shown = f"{self.spec.display_url}/chat/completions"
         attempt, spent = 0, 0.0  # spent: seconds in attempts and waits, not queued for the semaphore
@@ -823,8 +832,7 @@ class VLMClient:
                 async with self._semaphore:
                     started = time.monotonic()
                     try:
-                        answer = await asyncio.wait_for(self._send(url, payload),
-                                                        None if deadline is None else max(0.0, deadline - spent))
+                        answer = await asyncio.wait_for(self._send(url, payload), policy.time_left(spent))
                     finally:
                         spent += time.monotonic() - started
             except asyncio.TimeoutError:
@@ -843,11 +851,10 @@ class VLMClient:
                 if answer.status not in RETRYABLE_STATUSES and answer.status < 500:
                     raise EndpointError(f"{where}: POST {shown} answered {last}")
                 retry_after = parse_retry_after(answer.retry_after)
-            if attempt >= config.max_attempts:
+            if attempt >= policy.max_attempts:
                 raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts; last: {last}")
-            # backoff_delay reads only the backoff fields, which VLMConfig shares with DownloadConfig.
-            delay = backoff_delay(attempt, config, retry_after)  # type: ignore[arg-type]
-            if deadline is not None and spent + delay >= deadline:
+            delay = policy.backoff_delay(attempt, retry_after)
+            if policy.would_pass_deadline(spent, delay):
                 raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts in {spent:.1f} s: "
                                     f"waiting {delay:.1f} s for another would pass the request deadline of "
                                     f"{deadline} s (VLMConfig.request_deadline_s); last: {last}")
