@@ -13,9 +13,9 @@ import pytest
 
 from cladebench import store
 from cladebench.cli import main
+from cladebench.curate.sources.crypticbio import CSV_COLUMNS, failures_path_for
 from cladebench.embed import EmbedConfig
 from cladebench.errors import UsageError
-from cladebench.sources.crypticbio import CSV_COLUMNS, failures_path_for
 from test_crypticbio import GOOD_ROW, write_csv
 
 HUGE_FIELD = "x" * 200_000

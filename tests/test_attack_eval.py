@@ -84,7 +84,7 @@ def test_eval_out_in_the_dataset_folder_is_refused(planted: Path, inside: str,
 
 
 def test_chat_url_puts_the_path_before_the_query() -> None:
-    from cladebench.vlm import parse_endpoint
+    from cladebench.models.vlm import parse_endpoint
 
     spec = parse_endpoint("openai-compatible:m@http://alice:pw@127.0.0.1:8000/v1?api_key=k3y&api-version=2")
     assert spec.chat_url == "http://alice:pw@127.0.0.1:8000/v1/chat/completions?api_key=k3y&api-version=2"
@@ -157,7 +157,7 @@ class _Factory:
 def _record(value: int):
     import pyarrow as pa
 
-    from cladebench.results import RunRecord
+    from cladebench.evaluate.record import RunRecord
 
     table = pa.table({"uuid": [f"u{i}" for i in range(value)], "correct": [True] * value})
     return RunRecord(task="zeroshot", metrics={"m": {"value": float(value)}}, provenance={}, config={}), table
@@ -170,8 +170,8 @@ def test_a_record_is_written_under_the_folder_s_lock(tmp_path: Path, monkeypatch
     import hashlib
     import os
 
-    from cladebench import results
     from cladebench.errors import CladebenchError
+    from cladebench.evaluate import record as results
 
     out = tmp_path / "run"
     record, table = _record(3)
@@ -217,7 +217,7 @@ def test_a_never_answering_endpoint_fails_within_the_deadline_whatever_the_batch
     import threading
 
     from cladebench.errors import CladebenchError
-    from cladebench.vlm import VLMConfig, YesNoItem, score_yes_no
+    from cladebench.models.vlm import VLMConfig, YesNoItem, score_yes_no
     from test_vlm import JPEGS, _Server
 
     release = threading.Event()

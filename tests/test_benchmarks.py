@@ -11,9 +11,9 @@ from cladebench import store
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from cladebench.benchmarks import BENCHMARKS, get_benchmark
 from cladebench.cli import main
-from cladebench.evaluate import EvalCommand, run_eval
+from cladebench.evaluate.benchmarks import BENCHMARKS, get_benchmark
+from cladebench.evaluate.run import EvalCommand, run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
 

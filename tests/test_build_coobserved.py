@@ -17,8 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cladebench.builders import get_builder
-from cladebench.builders.coobserved import (
+from cladebench.config import add_config_arguments, config_from_args
+from cladebench.curate.builders import get_builder
+from cladebench.curate.builders.coobserved import (
     ALLOWED_LICENSES,
     DATA_FILE,
     PHOTO_CHECKS,
@@ -27,10 +28,9 @@ from cladebench.builders.coobserved import (
     build_coobserved,
     sample_key,
 )
-from cladebench.config import add_config_arguments, config_from_args
+from cladebench.curate.inat_export import PHOTO_DEFECTS, RANK_LEVELS, ExportConfig, write_export
+from cladebench.curate.sources.inquire import parse_license
 from cladebench.errors import CladebenchError, UsageError
-from cladebench.inat_export import PHOTO_DEFECTS, RANK_LEVELS, ExportConfig, write_export
-from cladebench.sources.inquire import parse_license
 from cladebench.taxonomy import RANK_COLUMNS, ancestry_from_parents
 
 REAL_EXPORT = "pyinaturalist-convert/test/sample_data/inaturalist-open-data"
@@ -255,8 +255,8 @@ def test_download_writes_the_lance_dataset_from_cached_photos(export, tmp_path, 
     from PIL import Image
 
     from cladebench import store
-    from cladebench.download import Downloaded, DownloadStore
-    from cladebench.sources.coobserved import row_uuid
+    from cladebench.curate.fetch import Downloaded, DownloadStore
+    from cladebench.curate.sources.coobserved import row_uuid
 
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     options = {"per_rank": 2, "max_per_species": 100, "max_per_observer": 100}
@@ -397,15 +397,6 @@ def test_real_rows_on_the_real_tree(realdata, tmp_path):
         assert row["organisms"][0]["kingdom"] == "Animalia"
 
 
-@pytest.mark.parametrize("name", ["builders", "builders.coobserved"])
-def test_docstring_examples_run(name):
-    import doctest
-    import importlib
-
-    module = importlib.import_module(f"cladebench.{name}")
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
-
 
 def test_describe_names_the_output_and_the_drops(uncapped):
     summary, _ = uncapped
@@ -508,7 +499,7 @@ def test_a_build_killed_mid_way_leaves_nothing_the_rerun_does_not_clean(export, 
     script = f"""
 import os, signal
 from pathlib import Path
-from cladebench.builders import coobserved
+from cladebench.curate.builders import coobserved
 def die(self):
     os.kill(os.getpid(), signal.SIGKILL)  # kill -9 after the export was read into DuckDB
 coobserved._Stages.lineages = die
@@ -566,7 +557,7 @@ def test_bytes_that_are_not_utf8_in_an_early_row_are_a_counted_malformed_line(ex
 def test_duckdb_interrupt_is_a_keyboard_interrupt_and_leaves_no_staging(export, tmp_path, monkeypatch, capsys):
     import threading
 
-    from cladebench.builders import coobserved
+    from cladebench.curate.builders import coobserved
 
     connections, left = [], threading.Event()
     real_connect = coobserved._connect
@@ -601,7 +592,7 @@ def test_duckdb_interrupt_is_a_keyboard_interrupt_and_leaves_no_staging(export, 
 
 def test_query_interrupted_by_sigint_is_exit_130(export, tmp_path, monkeypatch, capsys):
     """What DuckDB's Python client raises when SIGINT arrives during a query (7 of 12 attacks ended in exit 70)."""
-    from cladebench.builders import coobserved
+    from cladebench.curate.builders import coobserved
 
     def interrupted(self):
         raise RuntimeError("Query interrupted")

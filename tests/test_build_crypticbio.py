@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from cladebench.builders.crypticbio import (
+from cladebench.curate.builders.crypticbio import (
     FILTER_KEYS,
     CrypticBioBuildConfig,
     build_crypticbio,
@@ -29,8 +29,8 @@ from cladebench.builders.crypticbio import (
     parse_config,
     sample_key,
 )
+from cladebench.curate.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup, read_crypticbio
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup, read_crypticbio
 from http_local import serving
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"

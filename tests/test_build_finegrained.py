@@ -28,7 +28,8 @@ import pytest
 from PIL import Image
 
 from cladebench import store
-from cladebench.builders.finegrained import (
+from cladebench.config import add_config_arguments, config_from_args
+from cladebench.curate.builders.finegrained import (
     DATASET_DIR,
     ChallengeGroup,
     FineGrainedBuildConfig,
@@ -37,7 +38,6 @@ from cladebench.builders.finegrained import (
     parse_embed,
     reason_docs,
 )
-from cladebench.config import add_config_arguments, config_from_args
 from cladebench.errors import CladebenchError, UnknownNameError, UsageError
 from cladebench.taxonomy import Rank
 
@@ -494,7 +494,7 @@ def test_no_image_at_all_is_an_error_not_an_empty_dataset(world, tmp_path):
 
 def _seed_picking(world: World, uuid: str) -> int:
     """A seed whose first pick among the eligible Equus grevyi rows is ``uuid``."""
-    from cladebench.builders.finegrained import sample_key
+    from cladebench.curate.builders.finegrained import sample_key
 
     candidates = ["egre-0", "egre-missing-0", "egre-corrupt-0"]
     return next(s for s in range(1000) if min(candidates, key=lambda u: sample_key(s, u)) == uuid)
@@ -549,7 +549,7 @@ def test_groups_seen_and_embed_specs():
 def test_docstring_examples_run():
     import doctest
 
-    import cladebench.builders.finegrained as module
+    import cladebench.curate.builders.finegrained as module
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

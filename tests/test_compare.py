@@ -11,9 +11,9 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score
 
 from cladebench.cli import main
-from cladebench.compare import accuracy_columns, compare_runs, format_comparison
 from cladebench.errors import CladebenchError, SchemaError, UnknownNameError
-from cladebench.results import RunRecord
+from cladebench.evaluate.compare import accuracy_columns, compare_runs, format_comparison
+from cladebench.evaluate.record import RunRecord
 from cladebench.tasks.zeroshot import Predictions, zero_shot_metrics
 
 multitest = pytest.importorskip("statsmodels.stats.multitest")

@@ -21,10 +21,9 @@ import pytest
 from PIL import Image
 
 from cladebench import store
-from cladebench.download import DownloadConfig
-from cladebench.errors import CladebenchError, SchemaError
-from cladebench.sources import coobserved, get_source
-from cladebench.sources.coobserved import (
+from cladebench.curate.fetch import DownloadConfig
+from cladebench.curate.sources import coobserved, get_source
+from cladebench.curate.sources.coobserved import (
     IMAGE_COUNTS,
     ORGANISM_TYPE,
     READ_SCHEMA,
@@ -38,6 +37,7 @@ from cladebench.sources.coobserved import (
     read_stats,
     row_uuid,
 )
+from cladebench.errors import CladebenchError, SchemaError
 from cladebench.taxonomy import RANK_COLUMNS
 from http_local import serving
 

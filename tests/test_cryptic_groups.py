@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from cladebench.cryptic_groups import (
+from cladebench.curate.cryptic_groups import (
     IDENTIFICATION_FATES,
     PAIRS_SCHEMA,
     MiningConfig,
@@ -26,8 +26,8 @@ from cladebench.cryptic_groups import (
     symmetric,
     write_lookup,
 )
+from cladebench.curate.sources.crypticbio import read_cryptic_lookup
 from cladebench.errors import SchemaError, UsageError
-from cladebench.sources.crypticbio import read_cryptic_lookup
 
 EDGES = "EmmaBouwman-CrypticBio/results/data_analysis/edges.csv"
 NODES = "EmmaBouwman-CrypticBio/results/data_analysis/nodes_with_clusters.csv"

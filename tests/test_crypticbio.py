@@ -18,10 +18,9 @@ import pytest
 from PIL import Image
 
 from cladebench import store
-from cladebench.download import DownloadConfig
-from cladebench.errors import CladebenchError, SchemaError
-from cladebench.sources import get_source
-from cladebench.sources.crypticbio import (
+from cladebench.curate.fetch import DownloadConfig
+from cladebench.curate.sources import get_source
+from cladebench.curate.sources.crypticbio import (
     CSV_COLUMNS,
     build_crypticbio_dataset,
     failures_path_for,
@@ -31,6 +30,7 @@ from cladebench.sources.crypticbio import (
     read_stats,
     subset_name,
 )
+from cladebench.errors import CladebenchError, SchemaError
 from http_local import serving
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"

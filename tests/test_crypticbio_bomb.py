@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cladebench import store
-from cladebench.sources.crypticbio import failures_path_for
+from cladebench.curate.sources.crypticbio import failures_path_for
 from http_local import serving
 from huge_png import huge_png
 from test_crypticbio import GOOD_ROW, _Photos, photo, write_csv

@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
-from cladebench.results import RunRecord
+from cladebench.evaluate.record import RunRecord
 
 
 @pytest.mark.slow

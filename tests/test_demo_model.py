@@ -24,7 +24,7 @@ from cladebench.taxonomy import RANK_COLUMNS
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from cladebench import demo_model as dm
+from cladebench.demo import model as dm
 from cladebench.store import conform, fingerprint_uuids
 
 # A few steps of a one-layer model: seconds, but every part of the recipe runs (captions, coarse steps,
@@ -203,7 +203,7 @@ def test_checkpoint_loads_as_local_dir_in_a_fresh_process(small_dir):
     code = f"""
 import json, numpy as np
 from cladebench.models import load_encoder
-from cladebench.demo_model import demo_world
+from cladebench.demo.model import demo_world
 encoder = load_encoder("local-dir:{small_dir}", device="cpu")
 world = demo_world(0)
 images = encoder.encode_pil([world.render(0, seed=1), world.render(5, seed=2)])
@@ -289,7 +289,7 @@ def test_a_killed_trainings_staging_folder_is_removed_by_the_next(tmp_path):
     script = f"""
 import os, signal
 from pathlib import Path
-from cladebench import demo_model as dm
+from cladebench.demo import model as dm
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)  # kill -9 after the photos are rendered, while training
 dm._train_weights = die
@@ -333,7 +333,7 @@ def test_cache_key_names_the_world_and_the_config():
 
 
 def test_the_module_imports_without_torch():
-    code = "import sys, cladebench.demo_model; assert 'torch' not in sys.modules and 'open_clip' not in sys.modules"
+    code = "import sys, cladebench.demo.model; assert 'torch' not in sys.modules and 'open_clip' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cladebench import demo
-from cladebench.builders.output import MARKER_NAME, read_marker
 from cladebench.cli import main
+from cladebench.curate.staging import MARKER_NAME, read_marker
 
 
 @pytest.fixture

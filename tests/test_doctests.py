@@ -28,12 +28,13 @@ MODULES = _package_modules()
 # Modules known to carry examples. The collection must find them all, and each must still have
 # examples, so that a renamed module or emptied docstring does not quietly drop its checks.
 KNOWN_WITH_EXAMPLES = [
-    "config", "download", "metrics", "paths", "representation", "retrieval_metrics", "search", "store", "synthetic",
-    "taxonomy", "templates", "vlm", "models", "models.preprocessing", "models.registry", "sources",
-    "sources.crypticbio", "sources.inquire", "sources.coobserved", "lineage_parse", "inat_export", "builders",
-    "builders.coobserved", "geo_prior", "cryptic_groups", "builders.crypticbio",
-    "builders.finegrained", "report", "report.escaping", "report.formatting", "report.calibration", "registry",
-    "builders.duckdb_errors", "builders.output", "errors", "jsonsafe", "option_checks", "redact",
+    "config", "curate.fetch", "metrics", "paths", "evaluate.compare_columns", "metrics.retrieval", "store.search",
+    "store", "synthetic", "taxonomy", "templates", "models.vlm", "models", "models.preprocessing", "models.registry",
+    "curate.sources", "curate.sources.crypticbio", "curate.sources.inquire", "curate.sources.coobserved",
+    "tasks.lineage.parse", "curate.inat_export", "curate.builders", "curate.builders.coobserved", "tasks.geo.prior",
+    "curate.cryptic_groups", "curate.builders.crypticbio", "curate.builders.finegrained", "report",
+    "report.escaping", "report.formatting", "report.calibration", "registry", "curate.builders.duckdb_errors",
+    "curate.staging", "errors", "evaluate.jsonsafe", "provenance",
 ]
 
 

@@ -23,7 +23,7 @@ import pytest
 from PIL import Image
 
 import http_local
-from cladebench.download import (
+from cladebench.curate.fetch import (
     DownloadConfig,
     DownloadItem,
     DownloadStore,

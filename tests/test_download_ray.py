@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from cladebench import store
-from cladebench.builders.coobserved import CoObservedBuildConfig
-from cladebench.builders.crypticbio import parse_config
-from cladebench.builders.finegrained import FineGrainedBuildConfig
 from cladebench.config import add_config_arguments, config_from_args
-from cladebench.download import (
+from cladebench.curate.builders.coobserved import CoObservedBuildConfig
+from cladebench.curate.builders.crypticbio import parse_config
+from cladebench.curate.builders.finegrained import FineGrainedBuildConfig
+from cladebench.curate.fetch import (
     DownloadConfig,
     DownloadItem,
     DownloadReport,
@@ -34,7 +34,7 @@ from cladebench.download import (
     download,
     download_async,
 )
-from cladebench.download_ray import FAULT_MARKER_ENV, _shard_failures
+from cladebench.curate.fetch.ray import FAULT_MARKER_ENV, _shard_failures
 from cladebench.errors import CladebenchError
 from ray_local import local_ray
 from test_crypticbio import GOOD_ROW, write_csv
@@ -219,7 +219,7 @@ def test_ray_on_a_source_that_fetches_nothing_is_refused(tmp_path: Path,
 
 
 def test_the_core_imports_without_ray() -> None:
-    code = "import sys, cladebench.download, cladebench.cli; assert 'ray' not in sys.modules, 'ray imported'"
+    code = "import sys, cladebench.curate.fetch, cladebench.cli; assert 'ray' not in sys.modules, 'ray imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -13,8 +13,8 @@ pytest.importorskip("open_clip")
 
 import test_lineage_task
 from cladebench.cli import main
-from cladebench.evaluate import label_set_sizes
-from cladebench.results import RunRecord
+from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.run import label_set_sizes
 
 photos = test_lineage_task.photos
 """The VLM test's photos (a real Lance dataset of two-organism photos) and its local endpoint, as fixtures here."""

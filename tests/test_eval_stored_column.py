@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from cladebench.cli import main
-from cladebench.results import RunRecord
+from cladebench.evaluate.record import RunRecord
 from test_fewshot import DIM, write_planted_dataset
 
 

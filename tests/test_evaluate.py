@@ -19,12 +19,12 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
-from cladebench.compare import compare_runs
 from cladebench.embed import EmbedConfig, embed_dataset
-from cladebench.evaluate import ZeroShotEvalConfig, run_eval
+from cladebench.evaluate.compare import compare_runs
+from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
 from cladebench.models.tiny import write_tiny_model
-from cladebench.published import PUBLISHED_EMBEDDING_COLUMNS, register_published_column
-from cladebench.results import RunRecord
+from cladebench.store.embeddings import PUBLISHED_EMBEDDING_COLUMNS, register_published_column
 from cladebench.synthetic import WorldConfig, make_world
 
 N = 72

@@ -16,10 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cladebench import geo_prior, store
-from cladebench.compare import compare_runs
-from cladebench.evaluate import EvalConfig, format_metrics, run_eval
-from cladebench.geo_prior import (
+from cladebench import store
+from cladebench.evaluate.compare import compare_runs
+from cladebench.evaluate.run import EvalConfig, format_metrics, run_eval
+from cladebench.tasks import get_task
+from cladebench.tasks.geo import prior as geo_prior
+from cladebench.tasks.geo.prior import (
     EARTH_RADIUS_KM,
     EqualAreaGrid,
     PriorSettings,
@@ -31,8 +33,7 @@ from cladebench.geo_prior import (
     season_bins,
     year_fractions,
 )
-from cladebench.tasks import get_task
-from cladebench.tasks.geo import GeoPriorConfig, assign_parts, geo, geo_metrics, per_image_values
+from cladebench.tasks.geo.task import GeoPriorConfig, assign_parts, geo, geo_metrics, per_image_values
 from cladebench.tasks.zeroshot import classify
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 

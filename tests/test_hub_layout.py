@@ -14,8 +14,8 @@ import pytest
 
 from cladebench import store
 from cladebench.cli import main
+from cladebench.curate.sources.inquire import read_inquire_rerank, read_stats, shard_paths
 from cladebench.errors import CladebenchError
-from cladebench.sources.inquire import read_inquire_rerank, read_stats, shard_paths
 from test_coobserved_source import ALIAS_SCHEMA, alias_rows, published_rows, write_published
 from test_inquire_sources import CONDOR, CONDOR_QUERY, HERMIT, HERMIT_QUERY, _candidate, _jpeg, _write
 
@@ -113,7 +113,7 @@ def test_named_benchmarks_fetch_and_build_from_the_hub_layout(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub
 
-    from cladebench.benchmarks import get_benchmark
+    from cladebench.evaluate.benchmarks import get_benchmark
 
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cladebench.download import IMAGE_CHECKS
+from cladebench.curate.fetch import IMAGE_CHECKS
 from cladebench.images import MAX_PIXELS, ImageDecodeError, ImageTooLargeError, decode_image, open_image, sniff_format
 from huge_png import huge_png
 

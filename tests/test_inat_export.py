@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cladebench.errors import CladebenchError, SchemaError
-from cladebench.inat_export import (
+from cladebench.curate.inat_export import (
     HEADERS,
     OBSERVATIONS_2022,
     PHOTO_DEFECTS,
@@ -20,6 +19,7 @@ from cladebench.inat_export import (
     read_header,
     write_export,
 )
+from cladebench.errors import CladebenchError, SchemaError
 
 REAL_EXPORT = "pyinaturalist-convert/test/sample_data/inaturalist-open-data"
 STRUCTURE_SQL = "inaturalist-open-data/Metadata/structure.sql"
@@ -174,7 +174,7 @@ def test_too_few_photos_for_the_plants_is_an_error(tmp_path):
 def test_docstring_examples_run():
     import doctest
 
-    from cladebench import inat_export
+    from cladebench.curate import inat_export
 
     result = doctest.testmod(inat_export, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

@@ -19,9 +19,8 @@ import pytest
 from PIL import Image
 
 from cladebench import store
-from cladebench.errors import CladebenchError, SchemaError
-from cladebench.sources import get_source
-from cladebench.sources.inquire import (
+from cladebench.curate.sources import get_source
+from cladebench.curate.sources.inquire import (
     QUERIES_SCHEMA,
     RERANK_SCHEMA,
     UUID_NAMESPACE,
@@ -37,6 +36,7 @@ from cladebench.sources.inquire import (
     species_folder_lineage,
     split_from_name,
 )
+from cladebench.errors import CladebenchError, SchemaError
 
 QUERIES_TEST = "INQUIRE/data/inquire/inquire_queries_test.csv"
 QUERIES_VAL = "INQUIRE/data/inquire/inquire_queries_val.csv"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cladebench.lineage_parse import (
+from cladebench.tasks.lineage.parse import (
     UNPARSEABLE,
     clean_binomial,
     clean_uninomial,

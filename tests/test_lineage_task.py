@@ -26,13 +26,13 @@ from cladebench.taxonomy import RANK_COLUMNS, Lineage
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from cladebench.evaluate import EvalConfig, run_eval
+from cladebench.evaluate.run import EvalConfig, run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks import get_task
-from cladebench.tasks import lineage as lineage_module
-from cladebench.tasks.lineage import LineageConfig, lineage, lineage_metrics, per_target_values
+from cladebench.tasks.lineage import task as lineage_module
+from cladebench.tasks.lineage.task import LineageConfig, lineage, lineage_metrics, per_target_values
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.templates import get_templates
 from http_local import read_chat, send_json, serving, text_reply

@@ -14,7 +14,7 @@ import pytest
 
 from cladebench import store
 from cladebench.synthetic import WorldConfig, make_world
-from cladebench.tasks.lineage import LineageConfig, lineage
+from cladebench.tasks.lineage.task import LineageConfig, lineage
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.taxonomy import Lineage
 from http_local import read_chat, send_json, serving, text_reply

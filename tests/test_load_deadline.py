@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from cladebench.sources.crypticbio import failures_path_for
+from cladebench.curate.sources.crypticbio import failures_path_for
 from http_local import serving
 from test_crypticbio import GOOD_ROW, _PhotoHandler, _Photos, photo, write_csv
 

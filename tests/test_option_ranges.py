@@ -88,7 +88,7 @@ def test_compare_columns_settings_out_of_range_exit_2(options: list[str], says: 
 def test_the_checks_themselves() -> None:
     import doctest
 
-    from cladebench import option_checks
+    from cladebench import config as option_checks
     from cladebench.errors import UsageError
 
     assert doctest.testmod(option_checks).failed == 0

@@ -8,9 +8,9 @@ import json
 import pyarrow as pa
 import pytest
 
-import cladebench.redact
-from cladebench.redact import redact, redact_text, redact_url
-from cladebench.results import RunRecord
+import cladebench.provenance
+from cladebench.evaluate.record import RunRecord
+from cladebench.provenance import redact, redact_text, redact_url
 
 
 @pytest.mark.parametrize(("url", "expected"), [
@@ -56,12 +56,12 @@ def test_run_records_are_redacted_when_written_and_when_read(tmp_path) -> None:
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(cladebench.redact)
+    result = doctest.testmod(cladebench.provenance)
     assert result.attempted > 0 and result.failed == 0
 
 
 def test_url_secrets_are_the_values_a_server_could_echo() -> None:
-    from cladebench.redact import url_secrets
+    from cladebench.provenance import url_secrets
 
     assert sorted(url_secrets("http://alice:pa55word@h/v1?api_key=qu3ry%2Bk3y&api-version=2&sig=abc")) == [
         "alice", "pa55word", "qu3ry%2Bk3y", "qu3ry+k3y"]  # "abc" is too short to blank safely

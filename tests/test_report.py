@@ -4,9 +4,7 @@ Markdown appendix; numbers equal the records', strings from data (hostile ones i
 from __future__ import annotations
 
 import contextlib
-import doctest
 import fcntl
-import importlib
 import json
 import os
 import re
@@ -27,8 +25,8 @@ import pytest
 
 from cladebench import store
 from cladebench.errors import CladebenchError
+from cladebench.evaluate.record import RunRecord
 from cladebench.metrics import display_scale
-from cladebench.results import RunRecord
 
 pytest.importorskip("jinja2", reason="reports need jinja2 (the report extra)")
 pytest.importorskip("matplotlib", reason="reports need matplotlib (the report extra)")
@@ -149,12 +147,6 @@ def test_bad_arguments_are_refused(tmp_path) -> None:
     assert ReportConfig(runs=(run,), out=tmp_path / "r.html").format == "html"
 
 
-@pytest.mark.parametrize("name", ["report", "report.escaping", "report.formatting", "report.calibration"])
-def test_docstring_examples_run(name: str) -> None:
-    module = importlib.import_module(f"cladebench.{name}")
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
-
 
 def test_report_config_is_a_verb_config(tmp_path) -> None:
     """The CLI is generated from the config: runs positional, --out required, --format a choice."""
@@ -210,7 +202,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pytest.importorskip("torch")
     pytest.importorskip("open_clip")
     from cladebench.embed import EmbedConfig, embed_dataset
-    from cladebench.evaluate import EvalCommand, run_eval
+    from cladebench.evaluate.run import EvalCommand, run_eval
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
 
@@ -296,7 +288,7 @@ def _check_leaderboard(cells: list[dict[str, str]], runs: dict[str, Path]) -> No
         assert cell["value"] == expected_value(key[1], estimate), key
         assert cell["interval"] == expected_interval(key[1], estimate), key
     # Ties as `cladebench compare` decides them: best run first, the other tied unless Holm rejects.
-    from cladebench.compare import compare_runs
+    from cladebench.evaluate.compare import compare_runs
 
     paths = list(runs.values())
     for metric in {m for (i, m) in expected if i == 1}:

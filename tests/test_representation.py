@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from cladebench import store
-from cladebench.representation import compare_columns, linear_cka
+from cladebench.evaluate.compare_columns import compare_columns, linear_cka
 
 DIM = 16
 RANKS = ("kingdom", "phylum", "class", "order", "family", "genus", "species")

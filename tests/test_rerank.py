@@ -19,10 +19,10 @@ pytest.importorskip("open_clip")
 
 from cladebench.cli import main
 from cladebench.embed import EmbedConfig, embed_dataset
-from cladebench.evaluate import EvalCommand, run_eval
+from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.run import EvalCommand, run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
-from cladebench.results import RunRecord
 from cladebench.synthetic import WorldConfig, make_world
 from http_local import read_chat, send_json, serving, yes_no_reply
 
@@ -145,7 +145,7 @@ def test_named_benchmark_uses_its_task_split_and_breakdowns(embedded, tmp_path, 
     """`cladebench eval inquire-rerank`: the dataset built in the cache folder, embedded on first use."""
     _, model = embedded
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    from cladebench.benchmarks import get_benchmark
+    from cladebench.evaluate.benchmarks import get_benchmark
 
     built = get_benchmark("inquire-rerank").dataset_path()
     table = rerank_table()
@@ -172,7 +172,7 @@ def test_named_benchmark_offline_says_how_to_build_it(tmp_path, monkeypatch, cap
 
 
 def test_compare_pairs_rerank_runs_query_by_query(embedded, tmp_path, endpoint, monkeypatch, capsys):
-    from cladebench.compare import compare_runs
+    from cladebench.evaluate.compare import compare_runs
 
     path, model = embedded
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))

@@ -18,8 +18,8 @@ from PIL import Image
 from sklearn.metrics import average_precision_score, ndcg_score
 
 from cladebench import store
-from cladebench.evaluate import EvalCommand, run_eval
-from cladebench.results import RunRecord
+from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.run import EvalCommand, run_eval
 from http_local import read_chat, send_json, serving, yes_no_reply
 
 # Query id -> (query text, [(P(Yes), relevant), ...]) in candidate order.

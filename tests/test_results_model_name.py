@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cladebench.results import RunRecord
+from cladebench.evaluate.record import RunRecord
 
 
 @pytest.mark.parametrize(("model", "named"), [

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import sklearn.metrics
 
-import cladebench.retrieval_metrics
+import cladebench.metrics.retrieval
 from cladebench.errors import UnknownNameError
 from cladebench.metrics import METRIC_DEFINITIONS, bootstrap_ci
-from cladebench.retrieval_metrics import (
+from cladebench.metrics.retrieval import (
     PROTOCOLS,
     RetrievalConfig,
     macro_means,
@@ -355,7 +355,7 @@ def test_metric_definitions_are_registered_with_their_scale() -> None:
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(cladebench.retrieval_metrics)
+    result = doctest.testmod(cladebench.metrics.retrieval)
     assert result.failed == 0 and result.attempted > 0
 
 

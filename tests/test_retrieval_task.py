@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 from sklearn.metrics import average_precision_score
 
-from cladebench import retrieval_metrics, store
+from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UnknownNameError, UsageError
+from cladebench.metrics import retrieval as retrieval_metrics
 from cladebench.tasks import get_task
 from cladebench.tasks.retrieval import (
     CLASS_MEAN,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from cladebench.download import DownloadConfig, RetryPolicy, backoff_delay
+from cladebench.curate.fetch import DownloadConfig, RetryPolicy, backoff_delay
 from cladebench.errors import CladebenchError
-from cladebench.vlm import VLMConfig
+from cladebench.models.vlm import VLMConfig
 
 
 def test_download_config_builds_its_policy_from_its_fields() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from cladebench.compare import compare_runs, format_comparison
+from cladebench.evaluate.compare import compare_runs, format_comparison
+from cladebench.evaluate.record import RunRecord
 from cladebench.report import write_report
-from cladebench.results import RunRecord
 from cladebench.tasks.zeroshot import Predictions, zero_shot_metrics
 
 

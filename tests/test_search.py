@@ -1,6 +1,6 @@
 """Nearest-neighbour search: the indexed search against brute force, and both against plain numpy.
 
-The reference here (``_numpy_top_k``) is independent of :mod:`cladebench.search`: it reads the whole table,
+The reference here (``_numpy_top_k``) is independent of :mod:`cladebench.store.search`: it reads the whole table,
 filters in numpy and ranks by cosine in float64.
 """
 
@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import cladebench.search
+import cladebench.store.search
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.search import brute_force_nearest, embedding_dim, nearest, vector_index_partitions
 from cladebench.store import append, create_vector_index, embedding_field, write_dataset
+from cladebench.store.search import brute_force_nearest, embedding_dim, nearest, vector_index_partitions
 
 DIM = 12
 ROWS = 600
@@ -316,6 +316,6 @@ def test_embedding_dim(world):
 
 
 def test_module_docstring_example_runs():
-    result = doctest.testmod(cladebench.search, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(cladebench.store.search, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cladebench.sources import first_bad_utf8
+from cladebench.curate.sources import first_bad_utf8
 
 
 @pytest.mark.parametrize(("data", "expected"), [

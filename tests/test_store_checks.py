@@ -11,8 +11,9 @@ import lance
 import pyarrow as pa
 import pytest
 
-from cladebench import search, store
+from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
+from cladebench.store import search
 
 
 def _images(n: int) -> pa.Array:

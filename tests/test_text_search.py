@@ -17,10 +17,10 @@ pytest.importorskip("open_clip")
 
 from cladebench.cli import main
 from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate.record import RunRecord
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
-from cladebench.results import RunRecord
-from cladebench.search import vector_index_partitions
+from cladebench.store.search import vector_index_partitions
 from cladebench.synthetic import WorldConfig, make_world
 from cladebench.taxonomy import RANK_COLUMNS
 
@@ -126,7 +126,7 @@ def test_fullrank_scores_a_short_list_as_inquire_does(gallery):
     normalised by min(annotated positives, rows) and precision divided by the rows; a filter leaving none is an
     error, not a row of zeros."""
     from cladebench.errors import CladebenchError
-    from cladebench.text_search import fullrank
+    from cladebench.tasks.text_search import fullrank
 
     path, model = gallery
     dataset = store.open_dataset(path)

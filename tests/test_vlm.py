@@ -25,7 +25,7 @@ import pytest
 from PIL import Image
 
 from cladebench.errors import CladebenchError, UsageError
-from cladebench.vlm import (
+from cladebench.models.vlm import (
     EndpointError,
     EndpointSpec,
     InvalidResponseError,
@@ -683,9 +683,9 @@ def test_an_unsupported_scheme_is_a_usage_error_naming_it(scheme: str) -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    import cladebench.vlm
+    import cladebench.models.vlm
 
-    result = doctest.testmod(cladebench.vlm)
+    result = doctest.testmod(cladebench.models.vlm)
     assert result.attempted > 0 and result.failed == 0
 
 

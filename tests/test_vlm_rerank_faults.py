@@ -21,7 +21,7 @@ import pytest
 
 from cladebench import store
 from cladebench.cli import main
-from cladebench.results import RunRecord
+from cladebench.evaluate.record import RunRecord
 from cladebench.synthetic import WorldConfig, make_world
 from http_local import serving
 from test_vlm import _Handler, _Server, completion, decode_request, default_top, send

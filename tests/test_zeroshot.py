@@ -18,10 +18,10 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.embed import EmbedConfig, embed_dataset
-from cladebench.evaluate import ZeroShotEvalConfig, run_eval
+from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
 from cladebench.models import load_encoder
 from cladebench.models.tiny import write_tiny_model
-from cladebench.results import RunRecord
 from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.zeroshot import ZeroShotConfig, label_set, zero_shot
 from cladebench.templates import get_templates

@@ -12,8 +12,8 @@ import pytest
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.jsonsafe import finite_json, record_json
-from cladebench.results import RunRecord
+from cladebench.evaluate.jsonsafe import finite_json, record_json
+from cladebench.evaluate.record import RunRecord
 from cladebench.tasks.zeroshot import fixed_logit_scale, label_set_from_file
 from cladebench.taxonomy import Lineage
 

@@ -79,7 +79,7 @@ FAMILIES: dict[str, Family] = {}
 
 
 def _builders() -> dict[str, Verb]:
-    from cladebench.builders import BUILDERS
+    from cladebench.curate.builders import BUILDERS
 
     def run(builder: Any) -> Callable[[Any], int]:
         def build(config: Any) -> int:
@@ -115,7 +115,8 @@ class InfoConfig:
 
 @verb("info", InfoConfig, "rows, schema, groups, licenses, embeddings, fingerprint, versions and tags")
 def _info(config: InfoConfig) -> int:
-    from cladebench import info, store
+    from cladebench import store
+    from cladebench.store import info
 
     version: int | str | None = config.version
     if isinstance(version, str) and version.isdigit():
@@ -182,12 +183,12 @@ def _embed(config: EmbedConfig) -> int:
 
 # --- eval ----------------------------------------------------------------------------------------
 
-from cladebench.evaluate import EvalCommand  # noqa: E402
+from cladebench.evaluate.run import EvalCommand  # noqa: E402
 
 
 @verb("eval", EvalCommand, "run a task (zeroshot, fewshot) with a model; write run.json + predictions.parquet")
 def _eval(config: EvalCommand) -> int:
-    from cladebench.evaluate import format_metrics, label_set_sizes, run_eval
+    from cladebench.evaluate.run import format_metrics, label_set_sizes, run_eval
 
     record, path = run_eval(config)
     sizes = label_set_sizes(record)
@@ -229,7 +230,7 @@ class CompareConfig:
 
 @verb("compare", CompareConfig, "paired bootstrap differences between runs on the same examples, Holm-corrected")
 def _compare(config: CompareConfig) -> int:
-    from cladebench.compare import compare_runs, format_comparison
+    from cladebench.evaluate.compare import compare_runs, format_comparison
 
     if config.resamples < 1:
         raise UsageError(f"--resamples must be at least 1, got {config.resamples}")
@@ -289,7 +290,7 @@ class CompareColumnsCommand:
 @verb("compare-columns", CompareColumnsCommand, "few-shot accuracy per emb_* column on the same splits, and CKA")
 def _compare_columns(command: CompareColumnsCommand) -> int:
     from cladebench import store
-    from cladebench.representation import compare_columns
+    from cladebench.evaluate.compare_columns import compare_columns
 
     result = compare_columns(store.open_dataset(command.dataset), command.columns or None, rank=command.rank,
                              shots=command.shots, repetitions=command.repetitions, seed=command.seed,
@@ -367,7 +368,7 @@ def _search(command: SearchCommand) -> int:
         return _print_search(dataset, encoder, command)
     if command.queries is None or command.annotations is None or command.out is None:
         raise UsageError("a fullrank evaluation needs --queries, --annotations and --out")
-    from cladebench.text_search import write_fullrank_record
+    from cladebench.tasks.text_search import write_fullrank_record
 
     record, path = write_fullrank_record(dataset, encoder, command)
     for name, estimate in record.metrics.items():
@@ -379,7 +380,7 @@ def _search(command: SearchCommand) -> int:
 
 
 def _print_search(dataset: Any, encoder: Any, command: SearchCommand) -> int:
-    from cladebench.text_search import SEARCH_K, search_text
+    from cladebench.tasks.text_search import SEARCH_K, search_text
 
     names = dataset.schema.names
     shown = [c for c in ("uuid", "scientific_name", "common_name", "source_url") if c in names]
@@ -433,7 +434,7 @@ class LoadCommand:
     a filesystem every node sees."""
 
     def __post_init__(self) -> None:
-        from cladebench.option_checks import at_least, positive
+        from cladebench.config import at_least, positive
 
         at_least("--concurrency", self.concurrency, 1)
         at_least("--retries", self.retries, 1)
@@ -446,8 +447,8 @@ class LoadCommand:
 def _load(command: LoadCommand) -> int:
     import inspect
 
-    from cladebench.download import DownloadConfig
-    from cladebench.sources import get_source
+    from cladebench.curate.fetch import DownloadConfig
+    from cladebench.curate.sources import get_source
 
     source = get_source(command.source)
     builder = source.load(source.builder)
@@ -502,7 +503,7 @@ class DemoModelCommand:
 def _demo_model(command: DemoModelCommand) -> int:
     import dataclasses as dc
 
-    from cladebench.demo_model import DemoModelConfig, demo_model_id, train_demo_model
+    from cladebench.demo.model import DemoModelConfig, demo_model_id, train_demo_model
 
     config = DemoModelConfig(seed=command.seed, world_seed=command.world_seed)
     if command.steps is not None:

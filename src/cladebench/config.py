@@ -20,6 +20,15 @@ Example:
     >>> add_config_arguments(parser, Greet)
     >>> config_from_args(Greet, parser.parse_args(["Ada", "--loud"]))
     Greet(name='Ada', loud=True)
+
+Range checks (:func:`at_least`, :func:`positive`, :func:`non_negative`) name the option a user typed, and
+configs call them from ``__post_init__``: a setting out of range is the user's mistake, refused when the config
+is built as a :class:`~cladebench.errors.UsageError` (exit 2), not deep in a computation as a bug (exit 70).
+
+    >>> at_least("--shots", 0, 1)
+    Traceback (most recent call last):
+    ...
+    cladebench.errors.UsageError: --shots must be at least 1, got 0
 """
 
 from __future__ import annotations
@@ -29,11 +38,15 @@ import ast
 import dataclasses
 import functools
 import inspect
+import math
 import textwrap
 import types
 import typing
+from numbers import Real
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from cladebench.errors import UsageError
 
 C = TypeVar("C")
 
@@ -216,3 +229,38 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         return value
 
     return {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+
+
+# Range checks of settings, named by the option a user typed: configs call these from __post_init__,
+# so a value out of range is refused as a UsageError (exit 2) before anything runs.
+def _number(option: str, value: object, kind: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise UsageError(f"{option} must be {kind}, got {value!r}")
+    number = float(value)
+    if math.isnan(number):
+        raise UsageError(f"{option} must be {kind}, got {value!r}")
+    return number
+
+
+def at_least(option: str, value: object, minimum: int) -> None:
+    """Refuse an integer setting below ``minimum`` (or one that is not an integer)."""
+    whole = isinstance(value, int) or (isinstance(value, Real) and math.isfinite(float(value))
+                                       and float(value).is_integer())
+    if isinstance(value, bool) or not whole:
+        raise UsageError(f"{option} must be an integer, got {value!r}")
+    if value < minimum:
+        raise UsageError(f"{option} must be at least {minimum}, got {value}")
+
+
+def positive(option: str, value: object) -> None:
+    """Refuse a number that is not finite and greater than zero."""
+    number = _number(option, value, "a positive number")
+    if not (math.isfinite(number) and number > 0):
+        raise UsageError(f"{option} must be a positive finite number, got {value}")
+
+
+def non_negative(option: str, value: object) -> None:
+    """Refuse a number that is not finite and at least zero."""
+    number = _number(option, value, "a number >= 0")
+    if not (math.isfinite(number) and number >= 0):
+        raise UsageError(f"{option} must be a finite number >= 0, got {value}")

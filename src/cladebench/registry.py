@@ -7,14 +7,20 @@ Example:
     >>> shapes = Registry("shape")
     >>> shapes.add("circle", 1)
     1
+    >>> @shapes.register("square")
+    ... def square(side: float) -> float:
+    ...     return side * side
+    >>> shapes.get_named("square")(3)
+    9
     >>> shapes.get_named("circel")
     Traceback (most recent call last):
     ...
-    cladebench.errors.UnknownNameError: unknown shape 'circel'; known: circle. Did you mean 'circle'?
+    cladebench.errors.UnknownNameError: unknown shape 'circel'; known: circle, square. Did you mean 'circle'?
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from cladebench.errors import unknown_name
@@ -33,6 +39,12 @@ class Registry(dict[str, T]):
         """Register ``item`` under ``name`` and return it (so it can serve as a decorator's result)."""
         self[name] = item
         return item
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """A decorator that registers what it decorates under ``name`` and leaves it unchanged."""
+        def decorate(item: T) -> T:
+            return self.add(name, item)
+        return decorate
 
     def get_named(self, name: str) -> T:
         """The item called ``name``; an unknown name raises UnknownNameError listing the known ones."""

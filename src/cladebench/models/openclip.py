@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cladebench.errors import CladebenchError, unknown_name
+from cladebench.evaluate.record import software_versions
 from cladebench.models import hub
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.registry import ModelLoadError, ModelSpec, ModelUnavailableError, resolve_model
-from cladebench.results import software_versions
 
 if TYPE_CHECKING:
     import torch

@@ -43,7 +43,7 @@ from cladebench.errors import CladebenchError, RemoteUnavailableError, UnknownNa
 
 HF_HUB_PREFIX = "hf-hub:"
 LOCAL_DIR_PREFIX = "local-dir:"
-ENDPOINT_PREFIX = "openai-compatible:"  # the same as cladebench.vlm.ENDPOINT_PREFIX (imported lazily there)
+ENDPOINT_PREFIX = "openai-compatible:"  # the same as cladebench.models.vlm.ENDPOINT_PREFIX (imported lazily there)
 
 _URL_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 
@@ -247,11 +247,11 @@ _FORMS_HINT = (" Or name a model as hf-hub:ORG/NAME[@REVISION], local-dir:PATH, 
 
 def _refuse_urls(name: str) -> None:
     """A URL or an endpoint is not a model that open_clip loads: say so, rather than look for a file named so."""
-    from cladebench.redact import redact_text
+    from cladebench.provenance import redact_text
 
     shown = redact_text(name)
     if name.startswith(ENDPOINT_PREFIX):
-        from cladebench.vlm import parse_endpoint
+        from cladebench.models.vlm import parse_endpoint
 
         parse_endpoint(name)  # an unsupported scheme or a malformed id is a UsageError that says which
         raise UsageError(f"model {shown!r} is a VLM behind an endpoint, asked over HTTP: it serves the rerank and "

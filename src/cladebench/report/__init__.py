@@ -92,7 +92,7 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
 def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
     """The report is one file: refuse a folder, a file of a run it reads (``-o RUN/run.json`` would replace the
     record with its own report), or a place that cannot be written, before any work."""
-    from cladebench.results import PREDICTIONS_FILE, RUN_FILE
+    from cladebench.evaluate.record import PREDICTIONS_FILE, RUN_FILE
 
     if out.is_dir():
         raise CladebenchError(f"{out} is a folder; the report is one file: give its name (e.g. {out / 'report.html'})")

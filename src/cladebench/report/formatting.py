@@ -21,7 +21,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from cladebench.evaluate import GROUP_SEPARATOR
+from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.metrics import display_scale
 
 MISSING = "n/a"

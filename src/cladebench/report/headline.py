@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from cladebench.evaluate import GROUP_SEPARATOR
+from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.formatting import split_metric
 from cladebench.report.runs import ReportRun
 

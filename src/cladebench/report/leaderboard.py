@@ -1,6 +1,6 @@
 """The leaderboard: one table per task, one row per run, each headline metric with its interval and a tie mark.
 
-Ties are decided as ``cladebench compare`` decides them, by :func:`cladebench.compare.compare_runs`:
+Ties are decided as ``cladebench compare`` decides them, by :func:`cladebench.evaluate.compare.compare_runs`:
 among runs of one task evaluated on the same examples, the best run on a metric is the reference and
 every other run's paired bootstrap difference from it is Holm-corrected across those runs. A run whose
 difference Holm does not reject is *tied* with the best; a rejected one is *worse*. A metric with no
@@ -83,7 +83,7 @@ def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> tuple[dict[int, str]
         return {r.index: "not compared" for r in present}, None
     reverse = not lower_is_better(metric)
     ordered = sorted(present, key=lambda r: estimate_value(r.record.metrics[metric]), reverse=reverse)
-    from cladebench.compare import compare_runs
+    from cladebench.evaluate.compare import compare_runs
 
     try:
         comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cladebench.evaluate import GROUP_SEPARATOR
+from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.formatting import split_metric
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun

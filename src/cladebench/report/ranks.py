@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cladebench.evaluate import GROUP_SEPARATOR
+from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun, by_task
 from cladebench.report.sections import ReportContext, register_section

@@ -50,7 +50,7 @@ def run_ap(run: ReportRun) -> RunAP | None:
     """Per-query AP of a rerank run, or None when the predictions are not a rerank table."""
     if run.predictions is None or not set(NEEDED) <= set(run.predictions.column_names):
         return None
-    from cladebench.retrieval_metrics import metric_names
+    from cladebench.metrics.retrieval import metric_names
     from cladebench.tasks.rerank import per_query_table
     from cladebench.tasks.zeroshot import Predictions
 

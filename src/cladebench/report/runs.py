@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.report.formatting import is_breakdown, short_model, split_metric
-from cladebench.results import RUN_FILE, RunRecord
 
 
 @dataclass(frozen=True, eq=False)

@@ -77,7 +77,7 @@ def _load_builtin_tasks() -> None:
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
     ))
-    from cladebench.tasks import lineage
+    from cladebench.tasks.lineage import task as lineage
 
     register_task(Task(
         name="lineage", config=lineage.LineageConfig, predict=lineage.lineage, metrics=lineage.lineage_metrics,
@@ -86,7 +86,7 @@ def _load_builtin_tasks() -> None:
                     "and the hint (and without it); per-rank accuracy, exact completion, correct depth, LCA "
                     "distance, naming the other organism; by divergence rank and kingdom pair",
     ))
-    from cladebench.tasks import geo
+    from cladebench.tasks.geo import task as geo
 
     register_task(Task(
         name="geo", config=geo.GeoPriorConfig, predict=geo.geo, metrics=geo.geo_metrics,

@@ -58,9 +58,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.metrics import define_metric, mean_std_ci
-from cladebench.option_checks import at_least, positive
 from cladebench.tasks.zeroshot import (
     Predictions,
     column_metadata,

@@ -3,7 +3,7 @@
 Each row of the dataset is one (query, candidate) pair: ``query_id``, ``query`` (the text), ``relevant``
 (the annotation) and the candidate's image. A scorer gives every pair a number, candidates are ranked
 by it within their query, and the ranking is scored with INQUIRE's own formulas
-(:mod:`cladebench.retrieval_metrics`): AP and nDCG over all candidates, normalised by the positives
+(:mod:`cladebench.metrics.retrieval`): AP and nDCG over all candidates, normalised by the positives
 among them, MRR; macro means over queries with bootstrap intervals over queries.
 
 Scorers form a registry keyed by the kind of model:
@@ -13,7 +13,7 @@ Scorers form a registry keyed by the kind of model:
   (``query_templates="raw"``); a template set may be chosen instead and is recorded.
 - ``vlm``: an OpenAI-compatible chat endpoint (``openai-compatible:NAME@URL``) asked "Does this picture
   show {query}? Answer Yes or No."; the score is P(Yes) / (P(Yes) + P(No)) of the first token
-  (:mod:`cladebench.vlm`, with its on-disk cache, so a rerun is free). A candidate whose answer has
+  (:mod:`cladebench.models.vlm`, with its on-disk cache, so a rerun is free). A candidate whose answer has
   neither Yes nor No among the top tokens has no score: it is ranked below every scored candidate of its
   query (a conservative choice: it cannot help its query) and counted. So is a candidate whose answer
   failed validation (``invalid_response``) or whose image did not decode (``bad_image``); the run says
@@ -21,7 +21,7 @@ Scorers form a registry keyed by the kind of model:
   no metric is reported (its value is null, with the reason): a ranking that is mostly ties at the
   bottom measures the endpoint's failures, not the model.
 
-Tied scores (a VLM's P(Yes) ties often) follow :mod:`cladebench.retrieval_metrics`: AP and nDCG take sklearn's
+Tied scores (a VLM's P(Yes) ties often) follow :mod:`cladebench.metrics.retrieval`: AP and nDCG take sklearn's
 tie handling, as INQUIRE's code does; MRR is the expected reciprocal rank over the orders of a tie, where
 INQUIRE's code takes numpy's argsort order. The run record's task section counts the queries where a tie
 straddled the cutoff (``ties_at_cut``) and where a tie mixed relevant and irrelevant candidates
@@ -42,8 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
+from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.option_checks import at_least, positive
 from cladebench.tasks.zeroshot import Predictions, normalize_rows, text_image_column
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class EndpointModel:
     revision: str | None = None
 
     def __post_init__(self) -> None:
-        from cladebench.vlm import parse_endpoint
+        from cladebench.models.vlm import parse_endpoint
 
         parse_endpoint(self.model_id)  # a malformed id or an unsupported scheme: a usage error before any work
 
@@ -154,7 +154,7 @@ def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig
 
 def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
                                                                                              dict[str, Any]]:
-    from cladebench.vlm import VLMConfig, YesNoItem, parse_endpoint, score_yes_no
+    from cladebench.models.vlm import VLMConfig, YesNoItem, parse_endpoint, score_yes_no
 
     rows = _read(dataset, config, ("image",))
     vlm_config = VLMConfig(prompt_template=config.vlm_prompt, concurrency=config.vlm_concurrency, progress=True,
@@ -232,7 +232,7 @@ def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
 
     Queries without a relevant candidate are undefined and excluded from every mean; how many is recorded.
     """
-    from cladebench.retrieval_metrics import RetrievalConfig, summarize
+    from cladebench.metrics.retrieval import RetrievalConfig, summarize
 
     per_query = per_query_table(predictions)
     config = RetrievalConfig(k=predictions.info["rerank_k"])
@@ -247,8 +247,8 @@ def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
 
 
 def per_query_table(predictions: Predictions) -> dict[str, Any]:
-    """Each query's ranking scored (a :class:`~cladebench.retrieval_metrics.RetrievalTable`), with its ids in order."""
-    from cladebench.retrieval_metrics import score_ragged
+    """Each query's ranking scored (a :class:`~cladebench.metrics.retrieval.RetrievalTable`), with its ids in order."""
+    from cladebench.metrics.retrieval import score_ragged
 
     table = predictions.table
     ids = np.asarray(table.column("query_id").to_pylist(), dtype=object)

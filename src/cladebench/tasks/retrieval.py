@@ -20,15 +20,15 @@ each ``challenge_group`` on its own, so each group is its own gallery). Every ro
   and the totals are in the run's info;
 - a query with no relevant image left in its gallery has undefined metrics (0/0): it is kept in the
   table with ``defined = False`` and left out of every mean, and the means say how many were left out
-  (:mod:`cladebench.retrieval_metrics` does this);
+  (:mod:`cladebench.metrics.retrieval` does this);
 - rows whose vector has no cosine (all zeros, NaN or infinite) are skipped and listed.
 
 Search is exact: cosine similarity of L2-normalised vectors by numpy matrix products, in chunks of
 queries so that memory stays bounded by a (chunk x gallery) block, and not through the dataset's IVF
-index (:func:`cladebench.search.nearest`). An approximate index misses some true neighbours, and how
+index (:func:`cladebench.store.search.nearest`). An approximate index misses some true neighbours, and how
 many depends on its partitions, its training and the probes used; a benchmark number must not depend
 on index recall. The gallery of one benchmark group is small enough for the n^2 cosines. The products
-are float64, as in :func:`cladebench.search.brute_force_nearest`: float32 products round differently with
+are float64, as in :func:`cladebench.store.search.brute_force_nearest`: float32 products round differently with
 the number of rows multiplied at once, so a near-tie could rank differently with the chunk size. Rows are put
 in uuid order before ranking, so ties (kept in candidate order) do not depend on where rows sit in the
 dataset.
@@ -43,7 +43,7 @@ Metrics (fractions in [0, 1], named with the cutoff and the rank, e.g. for k = 1
 - ``precision@10_species``: relevant images among the top min(10, gallery) / min(10, gallery);
 - ``recall@10_species``: relevant images among the top 10 / relevant images in the gallery.
 
-Per-query values follow :mod:`cladebench.retrieval_metrics` exactly (its tie rules included), divided
+Per-query values follow :mod:`cladebench.metrics.retrieval` exactly (its tie rules included), divided
 by 100 where INQUIRE reports percentages. Each mean is a macro mean over the defined queries with a
 percentile bootstrap interval over queries. Queries of one gallery are not fully independent (they
 share images, and photos of one observation are similar), so the intervals lean narrow.
@@ -63,10 +63,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from cladebench.config import at_least
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import Statistic, bootstrap_ci, define_metric
-from cladebench.option_checks import at_least
-from cladebench.retrieval_metrics import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
+from cladebench.metrics.retrieval import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
 from cladebench.tasks.fewshot import LABEL_STYLE, label_digest, read_labelled_rows
 from cladebench.tasks.zeroshot import Predictions, column_metadata, has_direction, resolve_embedding_column
 from cladebench.taxonomy import Rank
@@ -302,7 +302,7 @@ def metric_names(k: int, rank: Rank | str) -> dict[str, str]:
     """Registered metric name for each prediction column, e.g. ``{"ap_full": "map_species", ...}``.
 
     The names carry the rank (like zero-shot's ``top1_species``), so runs at different ranks are never compared
-    under one name, and differ from :mod:`cladebench.retrieval_metrics`' INQUIRE names (``ap@10`` is in percent).
+    under one name, and differ from :mod:`cladebench.metrics.retrieval`' INQUIRE names (``ap@10`` is in percent).
     """
     rank = Rank.parse(rank).column
     names = {}

@@ -31,7 +31,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits
-from cladebench.published import published_metadata
+from cladebench.store.embeddings import published_metadata
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
 
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""Curate: raw sources (iNaturalist exports, catalogs, published cards) into canonical benchmark rows."""

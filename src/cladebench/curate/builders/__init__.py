@@ -1,0 +1,82 @@
+"""Builders: benchmarks made from raw sources (an iNaturalist open-data export, ...), one module per benchmark.
+
+A source module (:mod:`cladebench.curate.sources`) reads a benchmark someone published; a builder makes one
+from raw material, choosing its rows. Each builder is a frozen config plus a function
+``build(config) -> summary``, and registers here by name, so the CLI can offer ``build <name>`` with
+the config's fields as options without importing every builder (and DuckDB) up front.
+
+Example:
+    >>> get_builder("coobserved").config_name
+    'CoObservedBuildConfig'
+    >>> try:
+    ...     get_builder("co-observed")
+    ... except Exception as error:
+    ...     print(error)
+    unknown builder 'co-observed'; known: coobserved, crypticbio, finegrained. Did you mean 'coobserved'?
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench.registry import Registry
+
+
+@dataclass(frozen=True)
+class Builder:
+    """Where a builder's config and function live; imported only when used."""
+
+    name: str
+    """Registry name, the CLI's ``build <name>``."""
+    module: str
+    """Module that implements it."""
+    config_name: str
+    """Its frozen config class."""
+    function_name: str
+    """Its ``(config) -> summary`` function."""
+    doc: str
+    """One line on what it builds."""
+
+    def config(self) -> type:
+        return getattr(importlib.import_module(self.module), self.config_name)
+
+    def function(self) -> Callable[[Any], Any]:
+        return getattr(importlib.import_module(self.module), self.function_name)
+
+    def build(self, config: Any) -> Any:
+        return self.function()(config)
+
+
+BUILDERS: Registry[Builder] = Registry("builder")
+"""Registry of builders by name."""
+
+
+def register(builder: Builder) -> Builder:
+    """Add a builder to :data:`BUILDERS`."""
+    return BUILDERS.add(builder.name, builder)
+
+
+def get_builder(name: str) -> Builder:
+    """Look a builder up by name; an unknown name lists the known ones and the closest."""
+    return BUILDERS.get_named(name)
+
+
+register(Builder(
+    "coobserved", "cladebench.curate.builders.coobserved", "CoObservedBuildConfig", "build_coobserved",
+    "iNat Co-Observed from an iNaturalist open-data export: photos on two observations of different species",
+))
+
+register(Builder(
+    "crypticbio", "cladebench.curate.builders.crypticbio", "CrypticBioBuildConfig", "build_crypticbio",
+    "CrypticBio-style benchmarks (Common, CommonUnseen, Endangered, Invasive) from metadata and a YAML config",
+))
+
+register(Builder(
+    "finegrained", "cladebench.curate.builders.finegrained", "FineGrainedBuildConfig", "build_finegrained",
+    "Fine-Grained Challenges from a TreeOfLife-200M catalog: groups of look-alike taxa, clean licenses, 720 px WebP",
+))
+
+__all__ = ["BUILDERS", "Builder", "get_builder", "register"]

@@ -1,0 +1,206 @@
+"""Raw sources a benchmark is built from: one module per source, each reading its files into canonical rows.
+
+A source module knows one published format (its columns, its quirks, where its images live) and
+offers two things: a reader that turns the source's metadata files into an Arrow table in the
+canonical schema (without images, so it is fast and testable offline), and a builder that fetches
+the images and writes a Lance dataset. The registry below names them, so the CLI and scripts look a
+source up by name without importing every source (and its dependencies) up front.
+
+Example:
+    >>> get_source("crypticbio").reader
+    'read_crypticbio'
+    >>> try:
+    ...     get_source("cryptic")
+    ... except Exception as error:
+    ...     print(error)
+    unknown source 'cryptic'; known: crypticbio, inat-coobserved, inquire-rerank. Did you mean 'crypticbio'?
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import importlib
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from cladebench.errors import CladebenchError, SchemaError
+from cladebench.registry import Registry
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a source's reader and builder live; imported only when used."""
+
+    name: str
+    """Registry name (``crypticbio``)."""
+    module: str
+    """Module that implements it."""
+    reader: str
+    """Function ``(path, ...) -> pyarrow.Table`` of canonical rows without images."""
+    builder: str
+    """Function ``(path, out, ...) -> report`` that fetches images and writes a Lance dataset."""
+    doc: str
+    """One line on what the source is."""
+
+    def load(self, attribute: str) -> Callable[..., Any]:
+        """The named function of the source's module."""
+        return getattr(importlib.import_module(self.module), attribute)
+
+    def read(self, *args: Any, **kwargs: Any) -> Any:
+        return self.load(self.reader)(*args, **kwargs)
+
+    def build(self, *args: Any, **kwargs: Any) -> Any:
+        return self.load(self.builder)(*args, **kwargs)
+
+
+# --- what every source module does the same way -------------------------------------------------
+
+
+def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str) -> list[Path]:
+    """The files to read: the paths given, and every ``*.parquet`` under each directory given, sorted by path.
+
+    A directory is searched at every depth, because a Hugging Face Hub snapshot keeps its files in ``data/``
+    (``data/test-00000-of-00004.parquet``) or in one folder per config or split; hidden files and folders
+    (``.cache/``, the Hub client's download state, ``.git/``) are left out. An error names ``what`` when there
+    are no files or a path given is missing.
+    """
+    given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
+    paths: list[Path] = []
+    for item in map(Path, given):
+        if item.is_dir():
+            paths.extend(_parquet_under(item))
+        else:
+            paths.append(item)
+    if not paths:
+        raise CladebenchError(f"no {what} Parquet files in {[str(p) for p in given]} (searched at every depth, "
+                              "hidden folders left out)")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise CladebenchError(f"{what} Parquet file(s) not found: {missing}")
+    return paths
+
+
+def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
+    """A :class:`~cladebench.errors.UsageError` when ``out`` is, is inside or holds a local input (the files or
+    folders read, the download store): a dataset written there would sit among the files it was made from, and
+    a later read of that folder would find it. Remote URIs and objects that are not paths are skipped.
+
+    Then a :class:`~cladebench.errors.CladebenchError` when ``out`` exists and is not an empty folder: checked
+    before any download, which can take hours, rather than by the write after it.
+    """
+    from cladebench.paths import check_not_an_input
+
+    local = []
+    for item in inputs:
+        if isinstance(item, (str, Path)) and "://" not in str(item):
+            local.append(Path(item))
+        elif item is not None and not isinstance(item, (str, Path)):
+            root = getattr(item, "root", None)  # a DownloadStore
+            if isinstance(root, Path):
+                local.append(root)
+    out = Path(out)
+    check_not_an_input(out, local)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CladebenchError(f"{out} already exists; choose another output path or remove it")
+
+
+def first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
+    """(line, byte offset, byte value) of the first byte of ``path`` that is not UTF-8.
+
+    Read in blocks; the bytes of a character cut by a block's end are carried into the next block, and the
+    file's end counts as an end of input, so a file cut inside a character names that character's first byte.
+    """
+    offset, line, pending = 0, 1, b""  # offset: where ``pending`` starts in the file
+    with open(path, "rb") as handle:
+        while True:
+            block = handle.read(1 << 20)
+            data, final = pending + block, not block
+            try:
+                _, consumed = codecs.utf_8_decode(data, "strict", final)
+            except UnicodeDecodeError as exc:
+                return line + data.count(b"\n", 0, exc.start), offset + exc.start, data[exc.start]
+            line += data.count(b"\n", 0, consumed)
+            offset += consumed
+            pending = data[consumed:]
+            if final:
+                return line, offset, 0
+
+
+@contextlib.contextmanager
+def utf8_errors(path: str | Path, error: type[CladebenchError] = SchemaError) -> Iterator[None]:
+    """Turn a decoding failure while reading ``path`` into one line naming the line and the byte, as ``error``
+    (a :class:`~cladebench.errors.SchemaError` by default: a source file the tool was given is malformed)."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        line, offset, byte = first_bad_utf8(path)
+        raise error(f"{path}: line {line}: not UTF-8 text (byte {byte:#04x} at offset {offset}); "
+                    "save the file as UTF-8") from None
+
+
+def input_paths(paths: str | Path | Iterable[str | Path] | None) -> list[str | Path]:
+    """One path or many, as a list (for :func:`check_out_apart`)."""
+    if paths is None:
+        return []
+    return [paths] if isinstance(paths, (str, Path)) else [p for p in paths if isinstance(p, (str, Path))]
+
+
+def _parquet_under(folder: Path) -> list[Path]:
+    """Every ``*.parquet`` file under ``folder``, hidden files and folders left out, sorted by path."""
+    found = []
+    for root, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        found.extend(Path(root) / name for name in files if name.endswith(".parquet") and not name.startswith("."))
+    return sorted(found)
+
+
+def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, Any]) -> pa.Table:
+    """The table with a reader's counts kept in its schema metadata under ``key`` (read back by :func:`stats_of`)."""
+    return table.replace_schema_metadata({key: json.dumps(stats, default=str).encode()})
+
+
+def stats_of(table: pa.Table, key: bytes) -> dict[str, Any]:
+    """The counts a reader kept in the table's schema metadata under ``key``; empty when there are none."""
+    raw = (table.schema.metadata or {}).get(key)
+    return {} if raw is None else json.loads(raw)
+
+
+def failures_path_for(out: str | Path) -> Path:
+    """Where the failures of a build into ``out`` go: ``<out>.failures.parquet``, beside the dataset."""
+    out = Path(out)
+    return out.with_name(out.name + ".failures.parquet")
+
+
+SOURCES: Registry[Source] = Registry("source")
+"""Registry of sources by name."""
+
+
+def register(source: Source) -> Source:
+    """Add a source to :data:`SOURCES`."""
+    return SOURCES.add(source.name, source)
+
+
+def get_source(name: str) -> Source:
+    """Look a source up by name; an unknown name lists the known ones and the closest."""
+    return SOURCES.get_named(name)
+
+
+register(Source(
+    "crypticbio", "cladebench.curate.sources.crypticbio", "read_crypticbio", "build_crypticbio_dataset",
+    "CrypticBio benchmark CSVs (Common, CommonUnseen, Endangered, Invasive): iNat/observation.org photos",
+))
+register(Source(
+    "inquire-rerank", "cladebench.curate.sources.inquire", "read_inquire_rerank", "build_inquire_rerank",
+    "INQUIRE-Rerank Parquet shards (evendrow/INQUIRE-Rerank): 250 queries x 100 iNat24 candidates with relevance",
+))
+register(Source(
+    "inat-coobserved", "cladebench.curate.sources.coobserved", "read_inat_coobserved", "build_inat_coobserved",
+    "iNat Co-Observed Parquet files (dcher95/inat-coobserved): iNat photos of two organisms of different species",
+))

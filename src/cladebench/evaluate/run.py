@@ -1,0 +1,440 @@
+"""``cladebench eval``: run a registered task on a dataset with a model and write its run record.
+
+The flow is the same for every task: open the dataset, narrow the rows (filter, training exposure),
+split them into the dataset's separate challenges when it has them, predict (one row per example),
+compute metrics from the predictions, gather provenance, write ``run.json`` and ``predictions.parquet``.
+
+Some datasets hold several benchmarks in one table: Fine-Grained Challenges' ``challenge_group`` rows
+(Peromyscus, Ixodidae, zebras) are separate problems with their own label sets, and pooling them would
+let the easiest group hide the hardest. Such partition columns are evaluated group by group (each with
+its own label set), and their metrics are reported per group as ``GROUP/metric`` and never pooled.
+Breakdowns are different: the same predictions, scored on subsets (``taxonomic_group=Aves/top1_species``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cladebench import store
+from cladebench.config import OPTION, config_to_dict
+from cladebench.errors import CladebenchError, UsageError
+from cladebench.evaluate.record import (
+    RunRecord,
+    check_out_outside_dataset,
+    command_line,
+    dataset_provenance,
+    metric_definitions,
+    software_versions,
+)
+from cladebench.metrics import display_scale
+from cladebench.tasks.fewshot import FewShotConfig
+from cladebench.tasks.geo.task import GeoPriorConfig
+from cladebench.tasks.lineage.task import LineageConfig
+from cladebench.tasks.rerank import EndpointModel, RerankConfig
+from cladebench.tasks.retrieval import RetrievalTaskConfig
+from cladebench.tasks.zeroshot import ZeroShotConfig
+from cladebench.templates import get_templates
+
+PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
+"""Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
+
+GROUP_SEPARATOR = "/"
+"""Between a group (or breakdown) and a metric name: ``Peromyscus/top1_species``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    """What every evaluation needs, whatever the task; each task adds its own fields (see below)."""
+
+    dataset: str
+    """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model)."""
+    out: Path = field(metadata=OPTION)
+    """Directory for run.json and predictions.parquet."""
+    model: str | None = None
+    """The model whose embeddings are evaluated (same forms as for `embed`); fewshot and retrieval on a --column
+    need none (the column's metadata names the model in the record)."""
+    task: str | None = None
+    """Registered task (zeroshot, fewshot, retrieval, rerank, lineage, geo); default: the named benchmark's task,
+    else zeroshot."""
+    revision: str | None = None
+    """Model revision instead of the pinned one."""
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    """Where the text tower runs."""
+    group_by: str = "auto"
+    """Evaluate each value of this column as its own benchmark (own label set, metrics GROUP/name, never
+    pooled); 'auto' = challenge_group when the dataset has it; 'none' = one pooled evaluation."""
+    breakdown: tuple[str, ...] = ()
+    """Columns to break the metrics down by (same predictions, scored per value), e.g. taxonomic_group."""
+    unseen_only: bool = False
+    """Only rows whose seen_in_training list is empty (no listed model trained on them); rows without a list
+    (unknown exposure) are left out."""
+    not_seen_by: str | None = None
+    """Only rows not seen in training by this model (as named in seen_in_training, e.g. bioclip-2); rows without
+    a list (unknown exposure) are left out."""
+
+    def __post_init__(self) -> None:
+        # A task config mixed in after this class validates itself in its own __post_init__; only the first one
+        # in the method order would run, so every task's settings are checked here, each by its own class.
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        check_task_settings(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
+    """Evaluate a model on a dataset by zero-shot classification and write a run record."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FewShotEvalConfig(EvalConfig, FewShotConfig):
+    """Evaluate a model's stored image embeddings by few-shot classification and write a run record."""
+
+    task: str = "fewshot"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig, LineageConfig,
+                  GeoPriorConfig):
+    """Run a task (zeroshot, fewshot) on a dataset with a model and write run.json + predictions.parquet.
+
+    The fields of every task are accepted; each task takes the ones it defines (rank, column and where
+    mean the same to all of them) and the record keeps the whole command.
+    """
+
+
+TASK_CONFIGS: tuple[type, ...] = (ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig, LineageConfig,
+                                  GeoPriorConfig)
+"""The task configs an evaluation command may carry; :func:`check_task_settings` validates each one it does."""
+
+def check_task_settings(config: Any) -> None:
+    """Refuse settings out of range before anything runs, as usage errors naming the option: every task config
+    ``config`` is an instance of is built from it, running that config's own checks."""
+    for task_class in TASK_CONFIGS:
+        if isinstance(config, task_class) and type(config) is not task_class:
+            task_config(task_class, config)
+
+
+def task_config(task_config_class: type, config: EvalConfig) -> Any:
+    """The task's own config, filled from the fields of the same name."""
+    names = {f.name for f in dataclasses.fields(task_config_class)}
+    return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _and(*clauses: str | None) -> str | None:
+    present = [c for c in clauses if c]
+    return " AND ".join(f"({c})" for c in present) if present else None
+
+
+def exposure_filter(config: EvalConfig, schema: pa.Schema) -> str | None:
+    """SQL for the training-exposure options.
+
+    A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
+    training lists were given), so either option leaves it out rather than calling it unseen; an empty
+    list means no listed model trained on it.
+    """
+    if not (config.unseen_only or config.not_seen_by):
+        return None
+    if "seen_in_training" not in schema.names:
+        raise CladebenchError("--unseen-only/--not-seen-by need a seen_in_training column, which this dataset lacks")
+    clauses = []
+    if config.unseen_only:
+        clauses.append("seen_in_training IS NOT NULL AND array_length(seen_in_training) = 0")
+    if config.not_seen_by:
+        clauses.append(f"seen_in_training IS NOT NULL AND NOT array_has(seen_in_training, "
+                       f"{_quote(config.not_seen_by)})")
+    return _and(*clauses)
+
+
+def partition_column(dataset: Any, group_by: str) -> str | None:
+    """The column whose values are evaluated separately, or None for one pooled evaluation."""
+    if group_by == "none":
+        return None
+    names = dataset.schema.names
+    if group_by == "auto":
+        return next((c for c in PARTITION_COLUMNS if c in names), None)
+    if group_by not in names:
+        raise CladebenchError(f"--group-by {group_by!r}: no such column in {dataset.uri}")
+    return group_by
+
+
+def _group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
+    """Distinct non-null values of ``column`` among the selected rows (sorted, as text), the rows without one,
+    and the SQL filter selecting each value (a literal of the column's own type: a quoted 2 is not 2)."""
+    values = store.read(dataset, columns=[column], where=where).column(0)
+    missing = values.null_count
+    kind = values.type
+    filters: dict[str, str] = {}
+    for value in values.drop_null().to_pylist():
+        if pa.types.is_boolean(kind):
+            literal = "true" if value else "false"
+        elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            literal = repr(value)
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
+            literal = _quote(str(value))
+        else:
+            raise CladebenchError(f"--group-by {column!r}: a column of type {kind} cannot name groups; use a "
+                                  "string, integer, float or boolean column")
+        filters[str(value)] = f"{column} = {literal}"
+    return sorted(filters), missing, filters
+
+
+def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Sequence[str],
+                       missing: dict[str, int]) -> dict[str, Any]:
+    """Metrics of the same predictions restricted to each value of each breakdown column; predictions whose row
+    has no value in a column are in none of its breakdowns, and are counted into ``missing[column]``."""
+    if not columns:
+        return {}
+    uuids = predictions.table.column("uuid")
+    out: dict[str, Any] = {}
+    for column in columns:
+        if column not in dataset.schema.names:
+            raise CladebenchError(f"--breakdown {column!r}: no such column in {dataset.uri}")
+        lookup = store.read(dataset, columns=["uuid", column])
+        index = pc.index_in(uuids, value_set=lookup.column("uuid"))
+        values = pc.take(lookup.column(column), index)
+        if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+            # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group.
+            values = pc.binary_join(values, " | ")
+        values = values.cast(pa.string())
+        missing[column] = missing.get(column, 0) + values.null_count
+        for value in sorted(set(values.drop_null().to_pylist())):
+            mask = pc.equal(values, value).fill_null(False)
+            subset = dataclasses.replace(predictions, table=predictions.table.filter(mask))
+            for name, estimate in task.metrics(subset).items():
+                out[f"{column}={value}{GROUP_SEPARATOR}{name}"] = estimate
+    return out
+
+
+def _model_provenance(config: EvalConfig, encoder: Any, info: dict[str, Any]) -> dict[str, Any]:
+    embedding = info.get("embedding_metadata", {})
+    if getattr(encoder, "kind", None) == "vlm":
+        model_id, revision, text_precision, named_by = encoder.model_id, None, None, "--model"
+    elif encoder is not None:
+        described = encoder.describe()
+        model_id, revision, text_precision = described["model_id"], described.get("revision"), described.get(
+            "precision")
+        named_by = "--model"
+    elif config.model is not None:
+        from cladebench.models.registry import resolve_model
+
+        spec = resolve_model(config.model, revision=config.revision)
+        model_id, revision, text_precision, named_by = spec.id, spec.revision, None, "--model"
+    else:
+        # A stored column evaluated without a model: what its metadata says is all that is known of the model.
+        model_id, revision, text_precision = embedding.get("model"), embedding.get("revision"), None
+        named_by = "the embedding column's metadata" if model_id else None
+    provenance = {
+        "id": model_id, "revision": revision, "named_by": named_by,
+        "image_embeddings": {"column": info.get("column"), "model": embedding.get("model"),
+                             "revision": embedding.get("revision"), "preprocessing": embedding.get("preprocessing"),
+                             "precision": embedding.get("precision"), "source": embedding.get("source")},
+        "text_precision": text_precision, "logit_scale": info.get("logit_scale"),
+        "logit_scale_source": info.get("logit_scale_source"),
+    }
+    if encoder is None and config.model is None:
+        provenance["note"] = (f"the stored column {info.get('column')!r} was evaluated without a model"
+                              + ("" if model_id else "; its metadata names none"))
+    return provenance
+
+
+def _load_encoder(config: EvalConfig) -> Any:
+    from cladebench.models import load_encoder
+
+    return load_encoder(config.model, revision=config.revision, device=config.device)
+
+
+MODEL_LOADERS: dict[str, Any] = {
+    "openai-compatible:": lambda config: EndpointModel(model_id=config.model),
+}
+"""Model-id prefix -> loader, for models that are not image-text encoders; anything else is loaded as one."""
+
+
+def load_model(config: EvalConfig) -> Any:
+    """The model an evaluation scores with: an encoder, or a stand-in for a model behind an endpoint."""
+    for prefix, loader in MODEL_LOADERS.items():
+        if config.model.startswith(prefix):
+            return loader(config)
+    return _load_encoder(config)
+
+
+def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
+    """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand."""
+    from cladebench.embed import EmbedConfig, embed_dataset
+    from cladebench.tasks.zeroshot import find_embedding_column
+
+    try:
+        find_embedding_column(store.open_dataset(uri), encoder.model_id)
+    except CladebenchError:
+        print(f"[eval] embedding {uri} with {encoder.model_id} (once; kept in the dataset)", file=sys.stderr)
+        embed_dataset(EmbedConfig(dataset=uri, model=config.model, revision=config.revision, device=config.device),
+                      encoder=encoder)
+
+
+def _require_model(config: EvalConfig, task: Any, settings: Any, encoder: Any) -> None:
+    """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
+    stored vectors only to find the column holding the model's embeddings."""
+    if config.model is not None or encoder is not None:
+        return
+    if task.uses_encoder:
+        raise UsageError(f"the {task.name} task needs --model (its text tower or endpoint scores the images)")
+    if getattr(settings, "column", None) is None:
+        raise UsageError(f"the {task.name} task needs --column emb_* (the stored vectors to evaluate) or --model "
+                         "(to find the column holding its embeddings)")
+
+
+def _stored_column(dataset: Any, config: EvalConfig, settings: Any) -> Any:
+    """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
+    model's embeddings. A column given with a model must not hold another model's vectors (the record would name
+    the wrong model)."""
+    from cladebench.models.registry import resolve_model
+    from cladebench.tasks.zeroshot import column_metadata, find_embedding_column
+
+    column = getattr(settings, "column", "unset")
+    if column == "unset" or config.model is None:
+        return settings
+    model_id = resolve_model(config.model, revision=config.revision).id
+    if column is None:
+        return dataclasses.replace(settings, column=find_embedding_column(dataset, model_id))
+    if column in dataset.schema.names:
+        named = column_metadata(dataset, column).get("model")
+        if named and named != model_id:
+            raise UsageError(f"--column {column!r} holds embeddings of {named}, not of --model {model_id}; drop "
+                             "--model to evaluate the column as it is")
+    return settings
+
+
+def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Path]:
+    """Predict, score, and write the run record; returns it and the path of run.json."""
+    from cladebench.evaluate.benchmarks import resolve
+    from cladebench.tasks import get_task
+
+    check_out_outside_dataset(config.out, config.dataset)
+    store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
+    if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
+        _require_model(config, get_task(config.task), task_config(get_task(config.task).config, config), encoder)
+    uri, config, benchmark = resolve(config)
+    task = get_task(config.task or "zeroshot")
+    settings = task_config(task.config, config)
+    _require_model(config, task, settings, encoder)
+    if encoder is None and task.uses_encoder:
+        encoder = load_model(config)
+    if benchmark is not None and getattr(encoder, "kind", "clip") == "clip" and encoder:
+        _embed_if_missing(uri, config, encoder)
+    dataset = store.open_dataset(uri)
+    if not task.uses_encoder:
+        settings = _stored_column(dataset, config, settings)
+    where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
+    group_column = partition_column(dataset, config.group_by)
+    if group_column is None:
+        groups, rows_without_group, group_filters = [None], 0, {}
+    else:
+        groups, rows_without_group, group_filters = _group_values(dataset, group_column, where)
+        if not groups:
+            raise CladebenchError(f"no selected row has a {group_column} value (filter {where!r})")
+
+    metrics: dict[str, Any] = {}
+    breakdown_missing: dict[str, int] = {}
+    tables, label_sets, inspection, infos = [], {}, {}, {}
+    for group in groups:
+        group_where = where if group is None else _and(where, group_filters[group])
+        try:
+            predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
+        except CladebenchError as error:
+            if group is None:
+                raise
+            raise type(error)(f"{group_column} {group!r}: {error}") from None
+        prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
+        for name, estimate in {**task.metrics(predictions),
+                               **_breakdown_metrics(task, predictions, dataset, config.breakdown,
+                                                  breakdown_missing)}.items():
+            metrics[prefix + name] = estimate
+        table = predictions.table
+        if group is not None:
+            table = table.append_column("group", pa.array([group] * table.num_rows, pa.string()))
+        tables.append(table)
+        info = predictions.info
+        infos[group] = info
+        label_sets[group] = {**info.get("label_set", {}), "labels": predictions.labels}
+        if info.get("inspection"):
+            inspection[group or "all"] = info["inspection"]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    info = infos[groups[0]]
+    provenance = {
+        "dataset": dataset_provenance(dataset, uri, where=where,
+                                      # unique, in first-seen order: few-shot predicts each image once per draw
+                                      evaluated_uuids=pc.unique(table.column("uuid")).to_pylist()),
+        "exposure": {"unseen_only": config.unseen_only, "not_seen_by": config.not_seen_by},
+        "groups": {"column": group_column, "values": [g for g in groups if g is not None],
+                   "rows_without_group": rows_without_group, "pooled": group_column is None},
+        "breakdown": list(config.breakdown),
+        "breakdown_rows_without_value": breakdown_missing,
+        "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
+                                       "seed": None, "sampling_unit": "image"},
+        "label_set": label_sets[None] if group_column is None else None,
+        "label_sets": None if group_column is None else label_sets,
+        "model": _model_provenance(config, encoder, info),
+        "prompts": ({"name_style": info["name_style"], "templates_name": info.get("templates"),
+                     "templates": list(get_templates(info.get("templates", "bioclip")))}
+                    if "name_style" in info else None),
+        # Grouped runs: the first group's settings stand for all (they are the same settings); each group's own
+        # counts are in task_by_group, and the filter recorded is the user's, not the first group's.
+        "task": {**_task_info(info), **({"where": where} if "where" in info else {})},
+        "task_by_group": None if group_column is None else {g: _task_info(i) for g, i in infos.items()},
+        "split_by_group": (None if group_column is None or "split" not in info
+                           else {g: i.get("split") for g, i in infos.items()}),
+        "metrics": metric_definitions(sorted({name.rsplit(GROUP_SEPARATOR, 1)[-1] for name in metrics})),
+        "software": software_versions(),
+        "command": command_line(),
+    }
+    provenance["dataset"]["benchmark"] = benchmark.name if benchmark is not None else None
+    record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config),
+                       inspection=inspection)
+    path = record.write(config.out, table)
+    return record, path
+
+
+def _task_info(info: dict[str, Any]) -> dict[str, Any]:
+    """What a task reported about how it ran, without what the record keeps elsewhere."""
+    return {k: v for k, v in info.items()
+            if k not in ("embedding_metadata", "label_set", "inspection", "split", "name_style", "templates")}
+
+
+def label_set_sizes(record: RunRecord) -> dict[str, int]:
+    """Label-set size per group ("all" when pooled): chance is one over it. Groups without a label set (a VLM
+    naming taxa freely has none) are left out, so a run without any gives an empty dict."""
+    pooled = record.provenance.get("label_set")
+    if pooled:
+        return {"all": pooled["size"]} if pooled.get("size") is not None else {}
+    return {g: s["size"] for g, s in (record.provenance.get("label_sets") or {}).items()
+            if s and s.get("size") is not None}
+
+
+def format_metrics(record: RunRecord) -> str:
+    """One line per metric: value and interval, as percentages, with n."""
+    lines = []
+    width = max((len(name) for name in record.metrics), default=16)
+    for name, estimate in record.metrics.items():
+        scale, unit = display_scale(name)
+        extra = f"  std={scale * estimate['std']:.2f}" if estimate.get("std") is not None and np.isfinite(
+            estimate["std"]) else ""
+        low, high = estimate.get("low"), estimate.get("high")
+        interval = (f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None
+                    else "[no interval]")
+        value = estimate.get("value")
+        shown = f"{scale * value:6.2f}{unit}" if value is not None and np.isfinite(value) else "undefined"
+        lines.append(f"  {name:<{width}} {shown}  {interval}  n={estimate.get('n')}{extra}")
+    return "\n".join(lines)

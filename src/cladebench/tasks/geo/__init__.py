@@ -1,0 +1,1 @@
+"""Spatiotemporal tasks: a prior counted from observations, and its fusion with image scores."""

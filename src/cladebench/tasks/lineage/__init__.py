@@ -1,0 +1,1 @@
+"""Steered lineage completion: complete an organism's lineage below a given rank."""
