@@ -1,8 +1,8 @@
 """Filtered nearest-neighbour search: Lance's IVF_FLAT cosine index against exact numpy brute force.
 
 The question this answers: on embeddings shaped like a benchmark's (rows fall in clusters, clusters belong
-to one of ~20 challenge groups), how much faster is :func:`cladebench.search.nearest` through the index
-than :func:`cladebench.search.brute_force_nearest`, and how much recall does it give up, when the search
+to one of ~20 challenge groups), how much faster is :func:`cladebench.store.search.nearest` through the index
+than :func:`cladebench.store.search.brute_force_nearest`, and how much recall does it give up, when the search
 is restricted to one group (a filter applied before the top-k, served by a BITMAP index)?
 
 Both sides are measured in the same run on the same dataset, one query at a time, so the printed ratio
@@ -28,13 +28,13 @@ os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
 import numpy as np
 import pyarrow as pa
 
-from cladebench.search import brute_force_nearest, nearest, vector_index_partitions
 from cladebench.store import (
     create_scalar_index,
     create_vector_index,
     embedding_field,
     write_dataset,
 )
+from cladebench.store.search import brute_force_nearest, nearest, vector_index_partitions
 
 T = TypeVar("T")
 COLUMN = "emb_bench"

@@ -1,11 +1,11 @@
 """INQUIRE's ranking metrics from cached scores: ``score_queries`` + ``summarize`` against INQUIRE's per-query loop.
 
 The question this answers: with every query's candidate scores already computed (INQUIRE-Rerank: 250 queries x
-100 candidates, k = 100), how much faster is :func:`cladebench.retrieval_metrics.score_queries` (one vectorised
+100 candidates, k = 100), how much faster is :func:`cladebench.metrics.retrieval.score_queries` (one vectorised
 pass over all queries: AP@k, nDCG@k, MRR, precision, recall) than INQUIRE's own evaluation, a Python loop over
 the queries calling sklearn per query (``src/metrics.py`` of ``inquire-benchmark/INQUIRE``, reproduced below as
 written there, since it is what the paper's numbers come from), and what does the bootstrap interval that
-:func:`cladebench.retrieval_metrics.summarize` adds to every mean (10,000 resamples of the queries, five metrics)
+:func:`cladebench.metrics.retrieval.summarize` adds to every mean (10,000 resamples of the queries, five metrics)
 cost next to ``scipy.stats.bootstrap``?
 
 Both sides score the same seeded data: about 10% positives per query, a share of the queries with none, scores
@@ -42,7 +42,7 @@ import sklearn
 import sklearn.metrics
 
 from _timing import T, timed
-from cladebench.retrieval_metrics import METRIC_FIELDS, RetrievalConfig, metric_names, score_queries, summarize
+from cladebench.metrics.retrieval import METRIC_FIELDS, RetrievalConfig, metric_names, score_queries, summarize
 
 TOLERANCE = 1e-9
 
