@@ -12,7 +12,7 @@ from PIL import Image
 
 from cladebench.curate.fetch import IMAGE_CHECKS
 from cladebench.images import MAX_PIXELS, ImageDecodeError, ImageTooLargeError, decode_image, open_image, sniff_format
-from huge_png import huge_png
+from helpers.huge_png import huge_png
 
 REALDATA = Path(os.environ.get("CLADEBENCH_REALDATA", Path(__file__).resolve().parents[2] / "shared" / "realdata"))
 CAMERA_TRAP = REALDATA / "cameratrapai" / "test_data"

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from test_crypticbio import GOOD_ROW, write_csv
 
 from cladebench import store
 from cladebench.cli import main
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, failures_path_for
 from cladebench.embed import EmbedConfig
 from cladebench.errors import UsageError
-from test_crypticbio import GOOD_ROW, write_csv
 
 HUGE_FIELD = "x" * 200_000
 """Longer than ``csv.field_size_limit()`` (131,072 by default), which makes the csv module raise ``csv.Error``."""

@@ -31,7 +31,7 @@ from cladebench.curate.builders.crypticbio import (
 )
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup, read_crypticbio
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from http_local import serving
+from helpers.http_local import serving
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"
 LOOKUP = "Final_Multimodal_Group_11/input/small_lookup_cryptic_group.tsv"

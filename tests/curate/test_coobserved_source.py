@@ -39,7 +39,7 @@ from cladebench.curate.sources.coobserved import (
 )
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.taxonomy import RANK_COLUMNS
-from http_local import serving
+from helpers.http_local import serving
 
 # --- files in the published schema -----------------------------------------------------------------
 

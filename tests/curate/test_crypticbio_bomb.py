@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from test_crypticbio import GOOD_ROW, _Photos, photo, write_csv
 
 from cladebench import store
 from cladebench.curate.sources.crypticbio import failures_path_for
-from http_local import serving
-from huge_png import huge_png
-from test_crypticbio import GOOD_ROW, _Photos, photo, write_csv
+from helpers.http_local import serving
+from helpers.huge_png import huge_png
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-import http_local
 from cladebench.curate.fetch import (
     DownloadConfig,
     DownloadItem,
@@ -33,7 +32,8 @@ from cladebench.curate.fetch import (
     parse_retry_after,
 )
 from cladebench.errors import CladebenchError, UnknownNameError
-from huge_png import huge_png
+from helpers import http_local
+from helpers.huge_png import huge_png
 
 Route = Callable[[BaseHTTPRequestHandler, int], None]
 """A route answers one request; the int is which request to this path it is (1 for the first)."""

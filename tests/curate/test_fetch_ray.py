@@ -20,6 +20,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from test_crypticbio import GOOD_ROW, write_csv
+from test_fetch import JPEG, _Server, fail_first, image_bytes, ok, send, serving
 
 from cladebench import store
 from cladebench.config import add_config_arguments, config_from_args
@@ -36,9 +38,7 @@ from cladebench.curate.fetch import (
 )
 from cladebench.curate.fetch.ray import FAULT_MARKER_ENV, _shard_failures
 from cladebench.errors import CladebenchError
-from ray_local import local_ray
-from test_crypticbio import GOOD_ROW, write_csv
-from test_download import JPEG, _Server, fail_first, image_bytes, ok, send, serving
+from helpers.ray_local import local_ray
 
 # Timeouts far above what 127.0.0.1 needs: a busy 2-core machine must not turn a good item into a timeout in
 # one run and not the other. Failures here come from what the server sends, never from timing.

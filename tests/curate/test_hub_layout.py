@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_coobserved_source import ALIAS_SCHEMA, alias_rows, published_rows, write_published
+from test_inquire_sources import CONDOR, CONDOR_QUERY, HERMIT, HERMIT_QUERY, _candidate, _jpeg, _write
 
 from cladebench import store
 from cladebench.cli import main
 from cladebench.curate.sources.inquire import read_inquire_rerank, read_stats, shard_paths
 from cladebench.errors import CladebenchError
-from test_coobserved_source import ALIAS_SCHEMA, alias_rows, published_rows, write_published
-from test_inquire_sources import CONDOR, CONDOR_QUERY, HERMIT, HERMIT_QUERY, _candidate, _jpeg, _write
 
 
 def _inquire_snapshot(root: Path) -> Path:

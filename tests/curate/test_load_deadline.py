@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from test_crypticbio import GOOD_ROW, _PhotoHandler, _Photos, photo, write_csv
 
 from cladebench.curate.sources.crypticbio import failures_path_for
-from http_local import serving
-from test_crypticbio import GOOD_ROW, _PhotoHandler, _Photos, photo, write_csv
+from helpers.http_local import serving
 
 
 class _TricklingHandler(_PhotoHandler):

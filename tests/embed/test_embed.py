@@ -26,7 +26,7 @@ from cladebench.images import decode_image  # noqa: E402
 from cladebench.models import load_encoder  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
 
-REALDATA = Path(os.environ.get("CLADEBENCH_REALDATA", Path(__file__).resolve().parents[2] / "shared" / "realdata"))
+REALDATA = Path(os.environ.get("CLADEBENCH_REALDATA", Path(__file__).resolve().parents[3] / "shared" / "realdata"))
 CAMERA_TRAP = REALDATA / "cameratrapai" / "test_data"
 
 

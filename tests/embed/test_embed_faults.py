@@ -23,12 +23,13 @@ from cladebench import store
 torch = pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
+from test_embed import picture, reference_embeddings, write_images  # noqa: E402
+
 from cladebench import embed  # noqa: E402
 from cladebench.cli import main  # noqa: E402
 from cladebench.embed import EmbedConfig, embed_dataset, failures, valid_embeddings  # noqa: E402
 from cladebench.errors import SchemaError  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
-from test_embed import picture, reference_embeddings, write_images  # noqa: E402
 
 COLUMN = "emb_tiny"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}

@@ -24,14 +24,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 ray = pytest.importorskip("ray")
 
+from test_embed import mixed_images, picture  # noqa: E402
+
 from cladebench.cli import main  # noqa: E402
 from cladebench.embed import EmbedConfig, embed_dataset, failures  # noqa: E402
 from cladebench.embed import ray as embed_ray  # noqa: E402
 from cladebench.embed.ray import FAULT_MARKER_ENV, NormSums, plan_actors  # noqa: E402
 from cladebench.errors import CladebenchError, SchemaError  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
-from ray_local import local_ray  # noqa: E402
-from test_embed import mixed_images, picture  # noqa: E402
+from helpers.ray_local import local_ray  # noqa: E402
 
 COLUMN = "emb_tiny"
 BATCH = 6

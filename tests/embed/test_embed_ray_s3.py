@@ -37,11 +37,11 @@ pytest.importorskip("open_clip")
 ray = pytest.importorskip("ray")
 
 import boto3  # noqa: E402  (moto[server] brings boto3)
+from test_embed import mixed_images  # noqa: E402
 
 from cladebench.cli import main  # noqa: E402
 from cladebench.embed import EmbedConfig, embed_dataset, failures, staging_dir  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
-from test_embed import mixed_images  # noqa: E402
 
 BUCKET = "cladebench"
 COLUMN = "emb_tiny"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cladebench.cli import main
-from http_local import serving
+from helpers.http_local import serving
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -216,9 +216,10 @@ def test_a_never_answering_endpoint_fails_within_the_deadline_whatever_the_batch
     were every item's first attempt sent before the first retry, the server would see all 30."""
     import threading
 
+    from test_vlm import JPEGS, _Server
+
     from cladebench.errors import CladebenchError
     from cladebench.models.vlm import VLMConfig, YesNoItem, score_yes_no
-    from test_vlm import JPEGS, _Server
 
     release = threading.Event()
 

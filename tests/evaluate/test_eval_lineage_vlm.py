@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 import test_lineage_task
+
 from cladebench.cli import main
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import label_set_sizes

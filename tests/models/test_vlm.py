@@ -40,7 +40,7 @@ from cladebench.models.vlm import (
     score_yes_no,
     yes_no_from_response,
 )
-from http_local import send_json, serving
+from helpers.http_local import send_json, serving
 
 Top = list[tuple[str, float]]
 

@@ -35,7 +35,7 @@ from cladebench.tasks.lineage import task as lineage_module
 from cladebench.tasks.lineage.task import LineageConfig, lineage, lineage_metrics, per_target_values
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.templates import get_templates
-from http_local import read_chat, send_json, serving, text_reply
+from helpers.http_local import read_chat, send_json, serving, text_reply
 
 PHOTOS = 40
 WORLD = WorldConfig(seed=1, names="generated", branching=(2, 2, 1, 2, 1, 2, 2))

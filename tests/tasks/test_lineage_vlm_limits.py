@@ -17,7 +17,7 @@ from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.lineage.task import LineageConfig, lineage
 from cladebench.tasks.rerank import EndpointModel
 from cladebench.taxonomy import Lineage
-from http_local import read_chat, send_json, serving, text_reply
+from helpers.http_local import read_chat, send_json, serving, text_reply
 
 PHOTOS = 6
 OVERSIZE = 2**20 + 1000  # just over VLMConfig.max_response_bytes, the default the lineage task uses

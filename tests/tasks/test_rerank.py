@@ -24,7 +24,7 @@ from cladebench.evaluate.run import EvalCommand, run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
-from http_local import read_chat, send_json, serving, yes_no_reply
+from helpers.http_local import read_chat, send_json, serving, yes_no_reply
 
 QUERIES = 4
 CANDIDATES = 12

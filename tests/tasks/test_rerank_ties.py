@@ -20,7 +20,7 @@ from sklearn.metrics import average_precision_score, ndcg_score
 from cladebench import store
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import EvalCommand, run_eval
-from http_local import read_chat, send_json, serving, yes_no_reply
+from helpers.http_local import read_chat, send_json, serving, yes_no_reply
 
 # Query id -> (query text, [(P(Yes), relevant), ...]) in candidate order.
 TIE_AT_CUT = 1   # 102 candidates: 99 distinct scores, then three irrelevant ones tied across the cut at 100

@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_vlm import _Handler, _Server, completion, decode_request, default_top, send
 
 from cladebench import store
 from cladebench.cli import main
 from cladebench.evaluate.record import RunRecord
 from cladebench.synthetic import WorldConfig, make_world
-from http_local import serving
-from test_vlm import _Handler, _Server, completion, decode_request, default_top, send
+from helpers.http_local import serving
 
 QUERIES, CANDIDATES = 3, 6
 
