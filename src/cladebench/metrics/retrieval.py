@@ -65,7 +65,9 @@ from typing import Any
 import numpy as np
 
 from cladebench.errors import unknown_name
-from cladebench.metrics import Estimate, bootstrap_ci, define_metric, register_display
+from cladebench.metrics.definitions import define_metric
+from cladebench.metrics.display import register_display
+from cladebench.metrics.intervals import Estimate, bootstrap_ci
 
 METRIC_FIELDS = ("ap", "ndcg", "mrr", "precision", "recall")
 """The per-query metrics, in report order; their registered names carry the cutoff (:func:`metric_names`)."""

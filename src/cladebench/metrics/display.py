@@ -1,0 +1,31 @@
+"""How a metric's value is printed: a registry of name patterns with a multiplier and a unit.
+
+Why a module of its own: the metric modules and tasks that name metrics register how theirs are shown, and
+the CLI summary, `compare` and the report all print through :func:`display_scale`, so one metric reads the
+same everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cladebench.registry import Registry
+
+DISPLAY_SCALES: Registry[tuple[re.Pattern[str], float, str]] = Registry("metric display pattern")
+"""Pattern (over the metric's own name) -> (compiled pattern, multiplier, unit): how values are printed, the first
+registered pattern that matches winning. Most metrics are shares in [0, 1] printed as percentages; INQUIRE's AP
+and nDCG are already x100 and MRR is printed as is."""
+
+
+def register_display(pattern: str, multiplier: float, unit: str) -> None:
+    """Print metrics whose own name (after any ``GROUP/``) fully matches ``pattern`` as value x multiplier + unit."""
+    DISPLAY_SCALES.add(pattern, (re.compile(pattern), multiplier, unit))
+
+
+def display_scale(name: str) -> tuple[float, str]:
+    """(multiplier, unit) for printing metric ``name``: the first registered pattern that matches, else percent."""
+    base = name.rsplit("/", 1)[-1]
+    for pattern, multiplier, unit in DISPLAY_SCALES.values():
+        if pattern.fullmatch(base):
+            return multiplier, unit
+    return 100.0, "%"
