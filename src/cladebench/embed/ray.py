@@ -534,7 +534,7 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: dict[int
     operation = lance.LanceOperation.Merge([FragmentMetadata.from_json(r["fragment"]) for r in results],
                                            lance_schema)
     merged = lance.LanceDataset.commit(uri, operation, read_version=dataset.version,
-                                       storage_options=store._storage_options(uri, storage_options))
+                                       storage_options=store.lance_storage_options(uri, storage_options))
 
     sums = NormSums()
     for r in results:

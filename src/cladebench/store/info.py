@@ -13,8 +13,17 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench import store
 from cladebench.errors import SchemaError
+from cladebench.store.indices import indices
+from cladebench.store.schema import (
+    EMBEDDING_PREFIX,
+    EMBEDDING_SIDECAR,
+    SCHEMA_METADATA_KEY,
+    embedding_metadata,
+    group_columns,
+)
+from cladebench.store.sql import sql_identifier
+from cladebench.store.versions import fingerprint, tags, versions
 
 if TYPE_CHECKING:
     import lance
@@ -39,12 +48,12 @@ def _embedding_summary(dataset: lance.LanceDataset, field: pa.Field) -> dict[str
         values = dataset.to_table(columns=[field.name]).column(0)
         valid = len(values) - values.null_count
     else:
-        valid = dataset.count_rows(filter=f"{store.sql_identifier(field.name)} IS NOT NULL")
+        valid = dataset.count_rows(filter=f"{sql_identifier(field.name)} IS NOT NULL")
     return {
         "dim": field.type.list_size if pa.types.is_fixed_size_list(field.type) else None,
         "type": str(field.type),
         "valid_rows": valid,
-        "metadata": store.embedding_metadata(field),
+        "metadata": embedding_metadata(field),
     }
 
 
@@ -54,7 +63,7 @@ def _fingerprint(dataset: lance.LanceDataset, wanted: bool) -> dict[str, str | N
     if "uuid" not in dataset.schema.names:
         return {"fingerprint": None, "fingerprint_problem": "no uuid column"}
     try:
-        return {"fingerprint": store.fingerprint(dataset), "fingerprint_problem": None}
+        return {"fingerprint": fingerprint(dataset), "fingerprint_problem": None}
     except SchemaError as problem:
         return {"fingerprint": None, "fingerprint_problem": str(problem)}
 
@@ -68,25 +77,25 @@ def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = 
     """
     schema = dataset.schema
     names = set(schema.names)
-    groups = {c: _value_counts(dataset, c) for c in store.group_columns(schema)}
-    sidecar_path = Path(uri) / store.EMBEDDING_SIDECAR
+    groups = {c: _value_counts(dataset, c) for c in group_columns(schema)}
+    sidecar_path = Path(uri) / EMBEDDING_SIDECAR
     sidecar = json.loads(sidecar_path.read_text()) if "://" not in uri and sidecar_path.exists() else None
     description: dict[str, Any] = {
         "uri": uri,
         "rows": dataset.count_rows(),
         "version": dataset.version,
-        "versions": store.versions(dataset),
-        "tags": store.tags(dataset),
+        "versions": versions(dataset),
+        "tags": tags(dataset),
         **_fingerprint(dataset, with_fingerprint),
-        "schema_version": (schema.metadata or {}).get(store.SCHEMA_METADATA_KEY, b"").decode() or None,
+        "schema_version": (schema.metadata or {}).get(SCHEMA_METADATA_KEY, b"").decode() or None,
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
         "groups": groups,
         "sources": _value_counts(dataset, "source_dataset") if "source_dataset" in names else {},
         "licenses": _value_counts(dataset, "license_name") if "license_name" in names else {},
         "embeddings": {f.name: _embedding_summary(dataset, f) for f in schema
-                       if f.name.startswith(store.EMBEDDING_PREFIX)},
+                       if f.name.startswith(EMBEDDING_PREFIX)},
         "embedding_models_json": sidecar,
-        "indices": store.indices(dataset),
+        "indices": indices(dataset),
     }
     return description
 

@@ -54,7 +54,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.store import EMBEDDING_PREFIX, check_filter, embedding_columns
+from cladebench.store.schema import EMBEDDING_PREFIX, embedding_columns
+from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
     import lance
