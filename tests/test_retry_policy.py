@@ -1,15 +1,18 @@
-"""One retry policy for downloads and the VLM client: both configs build it from their own fields."""
+"""One retry policy for downloads and the VLM client (:mod:`cladebench.retry`): both configs build it from their
+own fields."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from cladebench.curate.fetch import DownloadConfig, RetryPolicy, backoff_delay
+from cladebench.curate.fetch import DownloadConfig
 from cladebench.errors import CladebenchError
 from cladebench.models.vlm import VLMConfig
+from cladebench.retry import RetryPolicy, parse_retry_after
 
 
 def test_download_config_builds_its_policy_from_its_fields() -> None:
@@ -33,14 +36,45 @@ def test_default_configs_share_one_policy_but_their_deadline() -> None:
     assert download == vlm == RetryPolicy(deadline_s=60.0)
 
 
-def test_backoff_delay_is_the_same_through_either_config_or_the_policy() -> None:
+def test_backoff_delay_is_the_same_through_either_config() -> None:
     fields = {"backoff_base_s": 1.0, "backoff_max_s": 5.0, "jitter": 0.5, "max_retry_after_s": 30.0}
     download, vlm = DownloadConfig(**fields), VLMConfig(**fields)
     for attempt in (1, 2, 3, 4):
         for retry_after in (None, 2.5, 3600.0):
-            expected = backoff_delay(attempt, download, retry_after, rng=random.Random(attempt))
-            assert backoff_delay(attempt, download.retry_policy, retry_after, rng=random.Random(attempt)) == expected
+            expected = download.retry_policy.backoff_delay(attempt, retry_after, random.Random(attempt))
             assert vlm.retry_policy.backoff_delay(attempt, retry_after, random.Random(attempt)) == expected
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == pytest.approx(10.0)
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
+
+
+def test_backoff_is_exponential_capped_jittered_and_honours_retry_after() -> None:
+    policy = DownloadConfig(backoff_base_s=1.0, backoff_max_s=5.0, jitter=0.0, max_retry_after_s=30.0).retry_policy
+    assert [policy.backoff_delay(a) for a in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 5.0]
+    assert policy.backoff_delay(1, retry_after=12.0) == 12.0
+    assert policy.backoff_delay(1, retry_after=3600.0) == 30.0
+    jittered = replace(policy, jitter=0.5)
+    rng = random.Random(0)
+    delays = [jittered.backoff_delay(3, rng=rng) for _ in range(200)]
+    assert 2.0 <= min(delays) < max(delays) <= 4.0
+
+
+def test_no_model_module_imports_curation() -> None:
+    # The VLM client takes its policy from the foundation, not from the download stage above it.
+    import ast
+    from pathlib import Path
+
+    import cladebench.models
+
+    for path in Path(cladebench.models.__path__[0]).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.startswith("cladebench.curate")], f"{path} imports curate"
 
 
 def test_deadline_check() -> None:

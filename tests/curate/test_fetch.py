@@ -26,10 +26,8 @@ from cladebench.curate.fetch import (
     DownloadConfig,
     DownloadItem,
     DownloadStore,
-    backoff_delay,
     download,
     download_async,
-    parse_retry_after,
 )
 from cladebench.errors import CladebenchError, UnknownNameError
 from helpers import http_local
@@ -462,26 +460,3 @@ def test_bad_input_is_refused() -> None:
         DownloadConfig(image_check="decoded")
     with pytest.raises(CladebenchError, match="concurrency"):
         DownloadConfig(concurrency=0)
-
-
-# --- policy --------------------------------------------------------------------------------------
-
-
-def test_parse_retry_after() -> None:
-    assert parse_retry_after("7") == 7.0
-    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == pytest.approx(10.0)
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
-
-
-def test_backoff_is_exponential_capped_jittered_and_honours_retry_after() -> None:
-    config = DownloadConfig(backoff_base_s=1.0, backoff_max_s=5.0, jitter=0.0, max_retry_after_s=30.0)
-    assert [backoff_delay(a, config) for a in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 5.0]
-    assert backoff_delay(1, config, retry_after=12.0) == 12.0
-    assert backoff_delay(1, config, retry_after=3600.0) == 30.0
-    jittered = replace(config, jitter=0.5)
-    import random
-
-    rng = random.Random(0)
-    delays = [backoff_delay(3, jittered, rng=rng) for _ in range(200)]
-    assert 2.0 <= min(delays) < max(delays) <= 4.0

@@ -44,7 +44,7 @@ differ on EXIF and alpha, and a sideways camera-trap photo would be a different 
 
 Transport: one pooled async httpx client; a semaphore bounds requests in flight; connect and read
 timeouts; timeouts, connection errors, 408, 429 and 5xx are retried with exponential backoff and jitter,
-honouring ``Retry-After`` up to ``max_retry_after_s`` (:class:`cladebench.curate.fetch.RetryPolicy`, the
+honouring ``Retry-After`` up to ``max_retry_after_s`` (:class:`cladebench.retry.RetryPolicy`, the
 policy downloads follow, built by :attr:`VLMConfig.retry_policy`);
 any other 4xx is not retried and raises :class:`EndpointError` with the start of the response body.
 Each request has a deadline by the wall clock (``request_deadline_s``, its attempts and the waits between
@@ -90,8 +90,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cladebench.curate.fetch import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 
 if TYPE_CHECKING:
     import httpx
@@ -303,7 +303,7 @@ class VLMConfig:
     @property
     def retry_policy(self) -> RetryPolicy:
         """The retry fields (``max_attempts``, the backoff, ``max_retry_after_s``, ``request_deadline_s``) as
-        the :class:`~cladebench.curate.fetch.RetryPolicy` every request follows, the one downloads follow too."""
+        the :class:`~cladebench.retry.RetryPolicy` every request follows, the one downloads follow too."""
         return RetryPolicy(max_attempts=self.max_attempts, backoff_base_s=self.backoff_base_s,
                            backoff_max_s=self.backoff_max_s, jitter=self.jitter,
                            max_retry_after_s=self.max_retry_after_s, deadline_s=self.request_deadline_s)

@@ -15,7 +15,7 @@ content-addressed bodies, resume, every item in exactly one bin — and only cha
 - the driver appends each finished shard's manifest lines itself, as shards finish. Being the one
   writer, a worker killed mid-write can never tear a line, and a shard that Ray reran (its worker
   died) is recorded once, from the attempt that returned. At the end it writes ``failures.parquet``
-  and builds the same :class:`~cladebench.curate.fetch.DownloadReport` as a local run.
+  and builds the same :class:`~cladebench.curate.fetch.download_store.DownloadReport` as a local run.
 
 **The store must be on a filesystem every node sees** (NFS, Lustre, a POSIX mount of a bucket) at the
 same path as on the driver; on one machine any directory will do. Workers import cladebench, so every
@@ -23,7 +23,7 @@ node needs it installed (see :mod:`cladebench.raycluster`).
 
 A driver killed mid-run loses only the shards not yet gathered: the next run, on Ray or not, resumes
 from the manifest, and bodies already in ``objects/`` without a manifest line are fetched again
-(:meth:`~cladebench.curate.fetch.DownloadStore.put` leaves an identical body as it is).
+(:meth:`~cladebench.curate.fetch.download_store.DownloadStore.put` leaves an identical body as it is).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from cladebench.curate.fetch import (
-    DownloadConfig,
+from cladebench.curate.fetch.config import DownloadConfig
+from cladebench.curate.fetch.core import fetch_pending, finish_report, progress_bar, split_cached
+from cladebench.curate.fetch.download_store import (
     Downloaded,
     DownloadFailure,
     DownloadItem,
@@ -44,10 +45,6 @@ from cladebench.curate.fetch import (
     DownloadStore,
     ItemLike,
     as_items,
-    fetch_pending,
-    finish_report,
-    progress_bar,
-    split_cached,
 )
 from cladebench.raycluster import exit_if_marked, ray_session
 

@@ -1,0 +1,277 @@
+"""What a download run keeps on disk and reports: the items, their records, the store and the report.
+
+Why apart: the local and the Ray runners share these (a Ray shard writes bodies into the same store, the driver
+its manifest lines), and they are what a caller holds after a run; the fetching itself is in
+:mod:`cladebench.curate.fetch.core`.
+
+On disk (a :class:`DownloadStore` directory)::
+
+    objects/ab/ab12...ef     every body, named by its SHA-256 (identical photos stored once)
+    manifest.jsonl           one JSON line per finished item, appended as each finishes
+    failures.parquet         the failures of the latest run
+
+A body is written to a temporary file and renamed into ``objects/`` before its manifest line is
+appended, so a manifest line always points at a complete file; a line torn by a kill is cut off when
+the store is next opened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cladebench.errors import CladebenchError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class DownloadItem:
+    """One thing to fetch."""
+
+    key: str
+    """Caller's id for the item (a row uuid); unique within one call, and the resume key."""
+    url: str
+    """Where to fetch it."""
+    sha256: str | None = None
+    """Expected SHA-256 (hex) of the body, when known; a mismatch fails the item."""
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    """A finished item: where its body is and what it was."""
+
+    key: str
+    url: str
+    sha256: str
+    """SHA-256 (hex) of the body; also its file name under ``objects/``."""
+    size: int
+    """Body length in bytes."""
+    content_type: str | None
+    """``Content-Type`` the server sent."""
+    image_format: str | None
+    """Format sniffed from the bytes (``jpeg``, ``png``, ...), ``None`` when not an image signature."""
+    attempts: int
+    """Attempts it took in the run that fetched it."""
+    fetched_at: float
+    """Unix time it finished."""
+
+
+@dataclass(frozen=True)
+class DownloadFailure:
+    """An item that did not finish, and why."""
+
+    key: str
+    url: str
+    reason: str
+    """Short category to count by: ``http_404``, ``timeout``, ``connection``, ``truncated``, ``too_large``,
+    ``too_many_pixels`` (over :data:`cladebench.images.MAX_PIXELS`), ``sha256_mismatch``, ``invalid_image``,
+    ``bad_url``, ``protocol``, ``deadline`` (``item_deadline_s`` spent; the detail names the last attempt's
+    failure); on Ray also ``ray_task`` (the shard's task raised, or its worker died on every retry)."""
+    detail: str
+    """What happened, for a person."""
+    status: int | None
+    """HTTP status of the last attempt, when a response came."""
+    exception: str | None
+    """Exception class of the last attempt, when one was raised."""
+    attempts: int
+    """Attempts made."""
+
+
+
+def failures_table(failures: Iterable[DownloadFailure]) -> pa.Table:
+    """Failures as an Arrow table with a fixed schema (empty tables keep their column types)."""
+    import pyarrow as pa
+
+    rows = [asdict(f) for f in failures]
+    schema = pa.schema([
+        ("key", pa.string()), ("url", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
+        ("status", pa.int32()), ("exception", pa.string()), ("attempts", pa.int32()),
+    ])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+# --- the store on disk ---------------------------------------------------------------------------
+
+
+class DownloadStore:
+    """A directory of fetched bodies, named by SHA-256, and the manifest that makes runs resumable.
+
+    ``writes_manifest=False`` opens a view that writes bodies only: it neither repairs nor appends to the
+    manifest. Ray shards open the shared store this way, so that the driver stays the manifest's one writer
+    (a worker killed mid-write then cannot tear a line, and a rerun shard's results are recorded once).
+    """
+
+    def __init__(self, root: str | Path, *, writes_manifest: bool = True) -> None:
+        self.root = Path(root)
+        self.writes_manifest = writes_manifest
+        self.objects_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        if writes_manifest:
+            self._repair_manifest()
+
+    @property
+    def objects_dir(self) -> Path:
+        return self.root / "objects"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.jsonl"
+
+    @property
+    def failures_path(self) -> Path:
+        return self.root / "failures.parquet"
+
+    def object_path(self, sha256: str) -> Path:
+        """Where the body with this digest lives (two-character fan-out keeps directories small)."""
+        return self.objects_dir / sha256[:2] / sha256
+
+    def _repair_manifest(self) -> None:
+        """Cut a last line torn by a kill, so the next append starts on a line of its own."""
+        path = self.manifest_path
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        with open(path, "rb+") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) == b"\n":
+                return
+            data = path.read_bytes()
+            handle.truncate(data.rfind(b"\n") + 1)
+
+    def load_manifest(self) -> dict[str, Downloaded]:
+        """Finished items by key; a later line for a key replaces an earlier one."""
+        done: dict[str, Downloaded] = {}
+        if not self.manifest_path.exists():
+            return done
+        with open(self.manifest_path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    entry = Downloaded(**json.loads(line))
+                except (ValueError, TypeError):
+                    # A damaged line only costs a refetch of its item; nothing is lost by skipping it.
+                    continue
+                done[entry.key] = entry
+        return done
+
+    def has(self, entry: Downloaded) -> bool:
+        """Whether the entry's body is on disk, complete (its size matches)."""
+        path = self.object_path(entry.sha256)
+        return path.is_file() and path.stat().st_size == entry.size
+
+    def put(self, body: bytes, sha256: str) -> Path:
+        """Store a body under its digest: a temporary file renamed into place, so never half there."""
+        path = self.object_path(sha256)
+        if path.is_file() and path.stat().st_size == len(body):
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(body)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def record(self, entry: Downloaded) -> None:
+        """Append one manifest line in a single write (after :meth:`put`, so the line's body exists)."""
+        if not self.writes_manifest:
+            raise CladebenchError(f"{self.root}: this view of the store writes bodies only, not the manifest")
+        line = (json.dumps(asdict(entry), ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock, open(self.manifest_path, "ab") as handle:
+            handle.write(line)
+
+    def read_bytes(self, entry: Downloaded) -> bytes:
+        """The stored body of a finished item."""
+        return self.object_path(entry.sha256).read_bytes()
+
+    def write_failures(self, failures: Iterable[DownloadFailure], path: Path | None = None) -> Path:
+        """Write failures as Parquet, atomically (a temporary file renamed into place)."""
+        import pyarrow.parquet as pq
+
+        path = path or self.failures_path
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(failures_table(failures), tmp)
+        os.replace(tmp, path)
+        return path
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DownloadReport:
+    """Where every item ended up. ``ok + cached + failed`` is the number of items asked for."""
+
+    store: DownloadStore
+    """The store the bodies are in."""
+    downloaded: Mapping[str, Downloaded]
+    """Finished items by key, fetched now or earlier, in the order asked for."""
+    failures: tuple[DownloadFailure, ...]
+    """Items that did not finish, in the order asked for."""
+    ok: int
+    """Items fetched in this run."""
+    cached: int
+    """Items finished by an earlier run and not fetched again."""
+    elapsed_s: float = 0.0
+    """Wall time of the run."""
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    @property
+    def failed_by_reason(self) -> dict[str, int]:
+        """Failure counts by reason, most frequent first."""
+        return dict(Counter(f.reason for f in self.failures).most_common())
+
+    def failures_table(self) -> pa.Table:
+        return failures_table(self.failures)
+
+    def read_bytes(self, key: str) -> bytes:
+        """The body fetched for ``key``."""
+        return self.store.read_bytes(self.downloaded[key])
+
+    def summary(self) -> str:
+        reasons = ", ".join(f"{reason} {count}" for reason, count in self.failed_by_reason.items())
+        return (f"{self.ok} fetched, {self.cached} cached, {self.failed} failed"
+                + (f" ({reasons})" if reasons else "") + f" in {self.elapsed_s:.1f} s")
+
+
+
+ItemLike = DownloadItem | tuple[str, str] | tuple[str, str, str | None]
+"""What the entry points take for an item: a :class:`DownloadItem`, or ``(key, url)`` / ``(key, url, sha256)``."""
+
+
+def as_items(items: Iterable[ItemLike]) -> list[DownloadItem]:
+    """The items as :class:`DownloadItem`, refusing a key given twice (keys are the resume key)."""
+    out: list[DownloadItem] = []
+    seen: set[str] = set()
+    for raw in items:
+        item = raw if isinstance(raw, DownloadItem) else DownloadItem(*raw)
+        if item.key in seen:
+            raise CladebenchError(f"duplicate download key {item.key!r}: keys must be unique (they are the resume key)")
+        seen.add(item.key)
+        out.append(item)
+    return out
+
+
+__all__ = [
+    "DownloadFailure",
+    "DownloadItem",
+    "DownloadReport",
+    "DownloadStore",
+    "Downloaded",
+    "ItemLike",
+    "as_items",
+    "failures_table",
+]
