@@ -1,7 +1,7 @@
 """The iNat Co-Observed builder on synthetic iNat open-data exports of growing size: time, throughput, peak memory.
 
 What it measures: :func:`cladebench.curate.builders.coobserved.build_coobserved` (DuckDB, out of core, with a
-``memory_limit``) over exports written by :func:`cladebench.curate.inat_export.write_export` with ``--sizes``
+``memory_limit``) over exports written by :func:`cladebench.synthetic.inat_export.write_export` with ``--sizes``
 photo rows (default 1M and 10M), each generated once into the work directory. Every step runs in a
 child process of its own, so each peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of that child;
 DuckDB's allocations are in it) belongs to that step alone:
@@ -44,7 +44,7 @@ def _peak_rss_mb() -> float:
 
 
 def child_generate(export_dir: str, n_photos: int, seed: int, chunk_rows: int) -> dict:
-    from cladebench.curate.inat_export import ExportConfig, write_export, write_manifest
+    from cladebench.synthetic.inat_export import ExportConfig, write_export, write_manifest
 
     started = time.perf_counter()
     config = ExportConfig(n_photos=n_photos, seed=seed, n_coobserved=max(60, n_photos // 1000),

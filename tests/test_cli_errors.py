@@ -277,7 +277,7 @@ def test_environment_failures_anywhere_end_in_one_line(monkeypatch, capsys, kind
 
 
 def test_build_coobserved_into_a_read_only_folder(tmp_path: Path, read_only: Path) -> None:
-    from cladebench.curate.inat_export import ExportConfig, write_export
+    from cladebench.synthetic.inat_export import ExportConfig, write_export
 
     export = write_export(tmp_path / "export", ExportConfig(n_photos=300, n_coobserved=8))
     result = run("build", "coobserved", "--export-dir", str(export.export_dir), "--out", str(read_only / "out"),

@@ -28,9 +28,10 @@ from cladebench.curate.builders.coobserved import (
     build_coobserved,
     sample_key,
 )
-from cladebench.curate.inat_export import PHOTO_DEFECTS, RANK_LEVELS, ExportConfig, write_export
+from cladebench.curate.inat_export import RANK_LEVELS
 from cladebench.curate.sources.inquire import parse_license
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.synthetic.inat_export import PHOTO_DEFECTS, ExportConfig, write_export
 from cladebench.taxonomy import RANK_COLUMNS, ancestry_from_parents
 
 REAL_EXPORT = "pyinaturalist-convert/test/sample_data/inaturalist-open-data"

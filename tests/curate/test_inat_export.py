@@ -11,15 +11,13 @@ import pytest
 from cladebench.curate.inat_export import (
     HEADERS,
     OBSERVATIONS_2022,
-    PHOTO_DEFECTS,
-    ExportConfig,
     attribution_name,
     export_file,
     photo_url,
     read_header,
-    write_export,
 )
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.synthetic.inat_export import PHOTO_DEFECTS, ExportConfig, write_export
 
 REAL_EXPORT = "pyinaturalist-convert/test/sample_data/inaturalist-open-data"
 STRUCTURE_SQL = "inaturalist-open-data/Metadata/structure.sql"

@@ -282,7 +282,7 @@ def _coobserved_export(ctx: DemoContext) -> dict[str, Any]:
     the per-rank sampling and the card, out of core with DuckDB. (Its photos are URLs; the lineage step below
     runs on the rendered two-organism photos, which have pixels offline.)"""
     from cladebench.curate.builders.coobserved import CoObservedBuildConfig, build_coobserved
-    from cladebench.curate.inat_export import ExportConfig, write_export
+    from cladebench.synthetic.inat_export import ExportConfig, write_export
 
     export = write_export(ctx.out_dir / "inat-export", ExportConfig(n_photos=20_000, seed=ctx.config.seed))
     summary = build_coobserved(CoObservedBuildConfig(export_dir=export.export_dir, out=ctx.out_dir / "coobserved-build",
