@@ -32,7 +32,7 @@ KNOWN_WITH_EXAMPLES = [
     "store", "synthetic", "taxonomy", "templates", "models.vlm", "models", "models.preprocessing", "models.registry",
     "curate.sources", "curate.sources.crypticbio", "curate.sources.inquire", "curate.sources.coobserved",
     "tasks.lineage.parse", "curate.inat_export", "curate.builders", "curate.builders.coobserved", "tasks.geo.prior",
-    "curate.cryptic_groups", "curate.builders.crypticbio", "curate.builders.finegrained", "report",
+    "curate.cryptic_groups", "curate.builders.crypticbio.filters", "curate.builders.finegrained", "report",
     "report.escaping", "report.formatting", "report.calibration", "registry", "curate.builders.duckdb_errors",
     "curate.staging", "errors", "evaluate.jsonsafe", "provenance",
 ]

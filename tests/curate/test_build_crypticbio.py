@@ -20,15 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from cladebench.curate.builders.crypticbio import (
-    FILTER_KEYS,
-    CrypticBioBuildConfig,
-    build_crypticbio,
-    load_config,
-    parse_condition,
-    parse_config,
-    sample_key,
-)
+from cladebench.curate.builders.crypticbio.build import build_crypticbio
+from cladebench.curate.builders.crypticbio.filters import FILTER_KEYS, parse_condition
+from cladebench.curate.builders.crypticbio.sections import CrypticBioBuildConfig, load_config, parse_config
+from cladebench.curate.builders.crypticbio.subsets import sample_key
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup, read_crypticbio
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from helpers.http_local import serving

@@ -26,7 +26,7 @@ from test_fetch import JPEG, _Server, fail_first, image_bytes, ok, send, serving
 from cladebench import store
 from cladebench.config import add_config_arguments, config_from_args
 from cladebench.curate.builders.coobserved import CoObservedBuildConfig
-from cladebench.curate.builders.crypticbio import parse_config
+from cladebench.curate.builders.crypticbio.sections import parse_config
 from cladebench.curate.builders.finegrained import FineGrainedBuildConfig
 from cladebench.curate.fetch import (
     DownloadConfig,

@@ -32,16 +32,18 @@ class Builder:
     name: str
     """Registry name, the CLI's ``build <name>``."""
     module: str
-    """Module that implements it."""
+    """Module of its ``(config) -> summary`` function."""
     config_name: str
     """Its frozen config class."""
     function_name: str
     """Its ``(config) -> summary`` function."""
     doc: str
     """One line on what it builds."""
+    config_module: str | None = None
+    """Module of its config class, when not ``module`` (a builder that is a package keeps them apart)."""
 
     def config(self) -> type:
-        return getattr(importlib.import_module(self.module), self.config_name)
+        return getattr(importlib.import_module(self.config_module or self.module), self.config_name)
 
     def function(self) -> Callable[[Any], Any]:
         return getattr(importlib.import_module(self.module), self.function_name)
@@ -70,8 +72,9 @@ register(Builder(
 ))
 
 register(Builder(
-    "crypticbio", "cladebench.curate.builders.crypticbio", "CrypticBioBuildConfig", "build_crypticbio",
+    "crypticbio", "cladebench.curate.builders.crypticbio.build", "CrypticBioBuildConfig", "build_crypticbio",
     "CrypticBio-style benchmarks (Common, CommonUnseen, Endangered, Invasive) from metadata and a YAML config",
+    config_module="cladebench.curate.builders.crypticbio.sections",
 ))
 
 register(Builder(
