@@ -2,7 +2,7 @@
 
 The question this answers: with image and label embeddings already computed (10,000 images against
 10,000 labels, 512 wide, BioCLIP's width), how much faster is the vectorised
-:func:`cladebench.tasks.zeroshot.classify` followed by :func:`cladebench.metrics.top_k_hits` (top-1 and
+:func:`cladebench.tasks.common.classify` followed by :func:`cladebench.metrics.top_k_hits` (top-1 and
 top-5) than the straightforward per-image loop (normalise the image, dot it with the label matrix,
 softmax, argsort), and what does the full (images x labels) probability matrix cost in memory?
 
@@ -36,7 +36,8 @@ from threadpoolctl import threadpool_limits
 
 from _timing import MB, timed
 from cladebench.metrics import top_k_hits
-from cladebench.tasks.zeroshot import _top, classify, normalize_rows
+from cladebench.tasks.common import classify, normalize_rows
+from cladebench.tasks.zeroshot import _top
 
 PROB_TOLERANCE = 1e-5
 """The loop's float32 dot products sum 512 terms in another order than the matrix product does, and the

@@ -69,8 +69,8 @@ def dataset(tmp_path: Path) -> Path:
 def _run_record(root: Path, *, undefined: str | None = None) -> Path:
     """A rerank run written by hand (planted scores), enough for a report; ``undefined`` names a metric whose
     value is planted as NaN."""
+    from cladebench.tasks.common import Predictions
     from cladebench.tasks.rerank import rerank_metrics
-    from cladebench.tasks.zeroshot import Predictions
 
     rng = np.random.default_rng(0)
     rows = [{"uuid": f"{q}-{j}", "query_id": q, "query": f"query {q}", "relevant": j % 3 == 0,

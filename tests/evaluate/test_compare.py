@@ -14,7 +14,8 @@ from cladebench.cli import main
 from cladebench.errors import CladebenchError, SchemaError, UnknownNameError
 from cladebench.evaluate.compare import accuracy_columns, compare_runs, format_comparison
 from cladebench.evaluate.record import RunRecord
-from cladebench.tasks.zeroshot import Predictions, zero_shot_metrics
+from cladebench.tasks.common import Predictions
+from cladebench.tasks.zeroshot import zero_shot_metrics
 
 multitest = pytest.importorskip("statsmodels.stats.multitest")
 

@@ -12,7 +12,8 @@ import pyarrow as pa
 from cladebench.evaluate.compare import compare_runs, format_comparison
 from cladebench.evaluate.record import RunRecord
 from cladebench.report import write_report
-from cladebench.tasks.zeroshot import Predictions, zero_shot_metrics
+from cladebench.tasks.common import Predictions
+from cladebench.tasks.zeroshot import zero_shot_metrics
 
 
 def _unscored_run(directory: Path, seed: int) -> Path:

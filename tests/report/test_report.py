@@ -96,8 +96,8 @@ def test_reliability_and_ece_match_a_direct_computation() -> None:
 
 def _rerank_record(root: Path) -> Path:
     """A rerank run written by hand (scores planted), whose dataset is gone: the report must still be made."""
+    from cladebench.tasks.common import Predictions
     from cladebench.tasks.rerank import rerank_metrics
-    from cladebench.tasks.zeroshot import Predictions
 
     rng = np.random.default_rng(1)
     rows = []

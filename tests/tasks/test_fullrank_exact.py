@@ -21,10 +21,11 @@ from sklearn.metrics import average_precision_score, ndcg_score
 
 from cladebench import store
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.evaluate.fullrank import write_fullrank_record
 from cladebench.evaluate.record import RunRecord
 from cladebench.store import embedding_field, write_dataset
 from cladebench.store.search import nearest, vector_index_partitions
-from cladebench.tasks.text_search import EXACT_RANKING, FULLRANK_K, fullrank, write_fullrank_record
+from cladebench.tasks.text_search import EXACT_RANKING, FULLRANK_K, fullrank
 
 ROWS, DIM, PARTITIONS, QUERIES = 4000, 64, 256, 6
 FOLDER = "train/00042_Animalia_Chordata_Aves_Passeriformes_Corvidae_Corvus_corax"

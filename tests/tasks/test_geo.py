@@ -20,6 +20,7 @@ from cladebench import store
 from cladebench.evaluate.compare import compare_runs
 from cladebench.evaluate.run import EvalConfig, format_metrics, run_eval
 from cladebench.tasks import get_task
+from cladebench.tasks.common import classify
 from cladebench.tasks.geo import prior as geo_prior
 from cladebench.tasks.geo.prior import (
     EARTH_RADIUS_KM,
@@ -34,7 +35,6 @@ from cladebench.tasks.geo.prior import (
     year_fractions,
 )
 from cladebench.tasks.geo.task import GeoPriorConfig, assign_parts, geo, geo_metrics, per_image_values
-from cladebench.tasks.zeroshot import classify
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
 DIM = 32

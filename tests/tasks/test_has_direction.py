@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cladebench.tasks.zeroshot import has_direction
+from cladebench.tasks.common import has_direction
 
 
 def test_zeros_and_non_finite_norms_have_no_direction() -> None:

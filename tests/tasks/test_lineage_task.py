@@ -27,13 +27,12 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.evaluate.run import EvalConfig, run_eval
-from cladebench.models import class_text_embeddings, load_encoder
+from cladebench.models import EndpointModel, class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks import get_task
 from cladebench.tasks.lineage import task as lineage_module
 from cladebench.tasks.lineage.task import LineageConfig, lineage, lineage_metrics, per_target_values
-from cladebench.tasks.rerank import EndpointModel
 from cladebench.templates import get_templates
 from helpers.http_local import read_chat, send_json, serving, text_reply
 
@@ -490,7 +489,7 @@ def endpoint(photos) -> Iterator[_Endpoint]:
 def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(photos, endpoint, tmp_path, monkeypatch) -> None:
     path, known, corrupt_uuid = photos
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    model = EndpointModel(model_id=f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1")
+    model = EndpointModel.from_name(f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1")
     config = LineageConfig(vlm_nohint=True, vlm_concurrency=4)
     predictions = lineage(store.open_dataset(path), model, config)
     metrics = lineage_metrics(predictions)
@@ -560,7 +559,7 @@ def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(photos, endpoi
 
 def test_vlm_prompts_are_checked(photos, tmp_path) -> None:
     path, _, _ = photos
-    model = EndpointModel(model_id="openai-compatible:tiny-vlm@http://127.0.0.1:9/v1")
+    model = EndpointModel.from_name("openai-compatible:tiny-vlm@http://127.0.0.1:9/v1")
     with pytest.raises(CladebenchError, match="must give the hint"):
         lineage(store.open_dataset(path), model, LineageConfig(lineage_prompt="Name its {ranks}."))
     with pytest.raises(CladebenchError, match="may use"):

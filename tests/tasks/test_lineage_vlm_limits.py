@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from cladebench import store
+from cladebench.models import EndpointModel
 from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.lineage.task import LineageConfig, lineage
-from cladebench.tasks.rerank import EndpointModel
 from cladebench.taxonomy import Lineage
 from helpers.http_local import read_chat, send_json, serving, text_reply
 
@@ -70,7 +70,7 @@ def endpoint(photos) -> Iterator[_Endpoint]:
 def test_an_oversized_answer_is_one_status_and_is_not_cached(photos, endpoint, tmp_path, monkeypatch) -> None:
     path, chosen, _ = photos
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    model = EndpointModel(model_id=f"openai-compatible:m@http://127.0.0.1:{endpoint.server_address[1]}/v1")
+    model = EndpointModel.from_name(f"openai-compatible:m@http://127.0.0.1:{endpoint.server_address[1]}/v1")
     predictions = lineage(store.open_dataset(path), model, LineageConfig(vlm_concurrency=2))
     rows = [r for r in predictions.table.to_pylist() if r["scored"]]
     refused = [r for r in rows if r["uuid"] == chosen]

@@ -23,7 +23,8 @@ from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
 from cladebench.models import load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
-from cladebench.tasks.zeroshot import ZeroShotConfig, label_set, zero_shot
+from cladebench.tasks.common import label_set
+from cladebench.tasks.zeroshot import ZeroShotConfig, zero_shot
 from cladebench.templates import get_templates
 
 
@@ -161,7 +162,7 @@ def test_rows_without_embeddings_are_not_scored(tmp_path: Path, embedded: tuple[
 
 def test_a_label_file_name_shared_by_homonyms_is_refused(tmp_path: Path) -> None:
     from cladebench.errors import CladebenchError
-    from cladebench.tasks.zeroshot import label_set_from_file
+    from cladebench.tasks.common import label_set_from_file
 
     benchmark = [Lineage.from_names("Animalia", "Chordata", "Aves", "Suliformes", "Sulidae", "Morus", "bassanus"),
                  Lineage.from_names("Plantae", "Tracheophyta", "Magnoliopsida", "Rosales", "Moraceae", "Morus", "alba"),

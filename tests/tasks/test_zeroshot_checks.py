@@ -14,7 +14,7 @@ from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.evaluate.jsonsafe import finite_json, record_json
 from cladebench.evaluate.record import RunRecord
-from cladebench.tasks.zeroshot import fixed_logit_scale, label_set_from_file
+from cladebench.tasks.common import fixed_logit_scale, label_set_from_file
 from cladebench.taxonomy import Lineage
 
 

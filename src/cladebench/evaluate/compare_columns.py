@@ -23,7 +23,7 @@ import numpy as np
 
 from cladebench import store
 from cladebench.errors import CladebenchError
-from cladebench.tasks.zeroshot import column_metadata
+from cladebench.tasks.common import column_metadata
 
 if TYPE_CHECKING:
     import lance

@@ -61,13 +61,7 @@ import pyarrow.compute as pc
 from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.metrics import define_metric, mean_std_ci
-from cladebench.tasks.zeroshot import (
-    Predictions,
-    column_metadata,
-    has_direction,
-    label_set,
-    resolve_embedding_column,
-)
+from cladebench.tasks.common import Predictions, column_metadata, has_direction, label_set, resolve_embedding_column
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 if TYPE_CHECKING:
@@ -513,7 +507,7 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
     Rows whose vector has no direction (all zeros, or a norm that is not finite) are left out and counted in
     ``rows_without_direction``, unless ``keep_without_direction`` (for a caller that lists them itself).
     """
-    from cladebench.embed import valid_embeddings
+    from cladebench.store.embeddings import valid_embeddings
 
     names = dataset.schema.names
     for column in columns:

@@ -44,7 +44,8 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.tasks.zeroshot import Predictions, normalize_rows, text_image_column
+from cladebench.models.spec import model_kind
+from cladebench.tasks.common import Predictions, normalize_rows, text_image_column
 
 if TYPE_CHECKING:
     import lance
@@ -92,24 +93,6 @@ def check_vlm_settings(config: Any) -> None:
     positive("--vlm-deadline-s", config.vlm_deadline_s)
 
 
-@dataclass(frozen=True)
-class EndpointModel:
-    """A VLM behind an OpenAI-compatible endpoint, standing where an image-text encoder would."""
-
-    model_id: str
-    """``openai-compatible:NAME@URL``."""
-    kind: str = "vlm"
-    revision: str | None = None
-
-    def __post_init__(self) -> None:
-        from cladebench.models.vlm import parse_endpoint
-
-        parse_endpoint(self.model_id)  # a malformed id or an unsupported scheme: a usage error before any work
-
-    def describe(self) -> dict[str, Any]:
-        return {"model_id": self.model_id, "revision": None, "kind": self.kind}
-
-
 _REQUIRED = ("uuid", "query_id", "query", "relevant")
 
 
@@ -130,8 +113,8 @@ def _read(dataset: lance.LanceDataset, config: RerankConfig, extra: tuple[str, .
 
 def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
                                                                                               dict[str, Any]]:
-    from cladebench.embed import valid_embeddings
     from cladebench.models import class_text_embeddings
+    from cladebench.store.embeddings import valid_embeddings
 
     column, meta = text_image_column(dataset, encoder, config.column, task="rerank")
     everything = _read(dataset, config, ())
@@ -154,7 +137,7 @@ def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig
 
 def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
                                                                                              dict[str, Any]]:
-    from cladebench.models.vlm import VLMConfig, YesNoItem, parse_endpoint, score_yes_no
+    from cladebench.models.vlm import VLMConfig, YesNoItem, score_yes_no
 
     rows = _read(dataset, config, ("image",))
     vlm_config = VLMConfig(prompt_template=config.vlm_prompt, concurrency=config.vlm_concurrency, progress=True,
@@ -163,7 +146,7 @@ def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig)
     items = [YesNoItem(key=u, image=i, query=q) for u, i, q in zip(
         rows.column("uuid").to_pylist(), rows.column("image").to_pylist(), rows.column("query").to_pylist(),
         strict=True)]
-    results = score_yes_no(items, parse_endpoint(encoder.model_id), vlm_config)
+    results = score_yes_no(items, encoder.endpoint, vlm_config)
     scores = np.array([UNSCORED if r.score is None else r.score for r in results], dtype=np.float64)
     outcomes: dict[str, int] = {}
     for result in results:
@@ -199,15 +182,14 @@ SCORERS: dict[str, Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] =
     "clip": _clip_scores,
     "vlm": _vlm_scores,
 }
-"""Model kind -> scorer; an encoder without a ``kind`` attribute is a CLIP-style image-text encoder."""
+"""Model kind (:func:`cladebench.models.spec.model_kind`) -> scorer."""
 
 
 def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> Predictions:
     """Score every (query, candidate) row; see the module docstring."""
     if encoder is None:
         raise CladebenchError("rerank needs a model: a CLIP-style model or openai-compatible:NAME@URL")
-    kind = getattr(encoder, "kind", "clip")
-    rows, scores, info = SCORERS[kind](dataset, encoder, config)
+    rows, scores, info = SCORERS[model_kind(encoder)](dataset, encoder, config)
     table = rows.append_column("score", pa.array(scores, pa.float64()))
     table = table.set_column(table.column_names.index("relevant"), "relevant",
                              pc.cast(table.column("relevant"), pa.bool_()))

@@ -67,8 +67,8 @@ from cladebench.config import at_least
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import Statistic, bootstrap_ci, define_metric
 from cladebench.metrics.retrieval import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
+from cladebench.tasks.common import Predictions, column_metadata, has_direction, resolve_embedding_column
 from cladebench.tasks.fewshot import LABEL_STYLE, label_digest, read_labelled_rows
-from cladebench.tasks.zeroshot import Predictions, column_metadata, has_direction, resolve_embedding_column
 from cladebench.taxonomy import Rank
 
 if TYPE_CHECKING:

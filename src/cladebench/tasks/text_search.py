@@ -1,4 +1,4 @@
-"""Text-to-image search over a dataset, and INQUIRE-style fullrank evaluation of it.
+"""Text-to-image search over a dataset, and INQUIRE-style fullrank ranking and scoring of it.
 
 ``cladebench search DATASET "text" --model M`` encodes the text with the model's text tower and asks
 Lance for the nearest images in the model's ``emb_*`` column through an IVF index (built when the
@@ -16,7 +16,8 @@ neighbours would lower every metric by an amount that depends on the index. The 
 
 When a filter leaves a query fewer than ``k`` rows, the query is scored over the rows it has, as INQUIRE's
 ``compute_retrieval_metrics`` scores the list it is given (its cutoff is the list's length): AP is
-normalised by min(annotated positives, rows), precision divided by the rows.
+normalised by min(annotated positives, rows), precision divided by the rows. The run record of a fullrank
+evaluation is written by :mod:`cladebench.evaluate.fullrank` (tasks predict and score; they write no records).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench import store
+from cladebench.config import at_least
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.store.search import brute_force_nearest, nearest, vector_index_partitions
-from cladebench.tasks.zeroshot import find_embedding_column
+from cladebench.tasks.common import find_embedding_column
 
 if TYPE_CHECKING:
     import lance
@@ -47,13 +49,6 @@ EXACT_RANKING = ("exact: every row that passes the filter and has a finite, non-
                  "query by cosine (numpy, float64), no vector index; the whole gallery is ranked, as in INQUIRE's "
                  "fullrank")
 """How a fullrank evaluation ranks, as its run record states it."""
-SHORT_LIST_RULE = ("a query with fewer than k rows passing the filter is scored over the rows it has (cutoff c = "
-                   "rows): AP normalised by min(count_pos, c), precision divided by c, as INQUIRE's "
-                   "compute_retrieval_metrics cuts at the length of the list it is given")
-"""How a query whose filter leaves fewer than k rows is scored."""
-COUNT_POS_RULE = ("count_pos is the query's annotated positives (all of them, whether or not they pass the filter), "
-                  "as INQUIRE's len(pos_images); at least the relevant rows retrieved")
-"""What a fullrank query's count_pos is."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +71,12 @@ def ensure_index(dataset: lance.LanceDataset, column: str) -> tuple[lance.LanceD
     return store.create_vector_index(dataset, column), True
 
 
-def _check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise UsageError(f"--k must be a positive integer, got {k!r}")
+def check_k(k: int) -> int:
+    """``k`` as an int; anything but an integer of at least 1 is a usage error naming ``--k``."""
+    try:
+        at_least("--k", k, 1)
+    except UsageError:  # the range check of every option, in the words `search --k` has always used
+        raise UsageError(f"--k must be a positive integer, got {k!r}") from None
     return int(k)
 
 
@@ -92,7 +90,7 @@ def search_text(dataset: lance.LanceDataset, encoder: Encoder, texts: Sequence[s
     """
     from cladebench.models import class_text_embeddings
 
-    k = _check_k(k)
+    k = check_k(k)
     column = column or find_embedding_column(dataset, encoder.model_id)
     vectors = class_text_embeddings(encoder, list(texts), templates)
     if exact:
@@ -123,7 +121,7 @@ def fullrank(dataset: lance.LanceDataset, encoder: Encoder, queries: pa.Table, a
     """
     from cladebench.metrics.retrieval import score_ragged
 
-    k = _check_k(k)
+    k = check_k(k)
     if match_column not in dataset.schema.names:
         raise CladebenchError(f"--match-column {match_column!r} is not a column of {dataset.uri}")
     key_column = match_column if match_column in annotations.column_names else "inat24_file_name"
@@ -162,57 +160,3 @@ def fullrank(dataset: lance.LanceDataset, encoder: Encoder, queries: pa.Table, a
     })
     return table, {"per_query": per_query, "query_ids": ids, "column": result.column,
                    "ranking": EXACT_RANKING, "positives": counts}
-
-
-def write_fullrank_record(dataset: lance.LanceDataset, encoder: Encoder, command: Any) -> tuple[Any, Any]:
-    """Run :func:`fullrank` for ``cladebench search --queries --annotations`` and write its run record."""
-    import hashlib
-    from pathlib import Path
-
-    from cladebench.curate.sources.inquire import read_inquire_annotations, read_inquire_queries
-    from cladebench.evaluate.record import (
-        RunRecord,
-        check_out_outside_dataset,
-        command_line,
-        dataset_provenance,
-        metric_definitions,
-        software_versions,
-    )
-    from cladebench.metrics.retrieval import RetrievalConfig, summarize, summarize_by
-
-    check_out_outside_dataset(command.out, command.dataset)
-    queries = read_inquire_queries(command.queries)
-    annotations = read_inquire_annotations(command.annotations)
-    k = FULLRANK_K if command.k is None else _check_k(command.k)
-    table, info = fullrank(dataset, encoder, queries, annotations, match_column=command.match_column, k=k,
-                           where=command.where, column=command.column, templates=command.templates)
-    per_query = info["per_query"]
-    config = RetrievalConfig(k=k)
-    metrics = {name: estimate.to_dict() for name, estimate in summarize(per_query, config).estimates.items()}
-    supercategories = [str(s) for s in queries.column("supercategory").to_pylist()]
-    for group, summary in summarize_by(per_query, supercategories, config).items():
-        for name, estimate in summary.estimates.items():
-            metrics[f"supercategory={group}/{name}"] = estimate.to_dict()
-    files = {str(p): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in (command.queries, command.annotations)}
-    described = encoder.describe()
-    provenance = {
-        "dataset": dataset_provenance(dataset, command.dataset, where=command.where,
-                                      evaluated_uuids=sorted(set(table.column("uuid").to_pylist()))),
-        "split": {"kind": "none: every query searches the whole (filtered) dataset", "seed": None,
-                  "sampling_unit": "query"},
-        "label_set": {"kind": "queries", "size": len(info["query_ids"]), "files_sha256": files},
-        "model": {"id": described["model_id"], "revision": described.get("revision"),
-                  "image_embeddings": {"column": info["column"]}},
-        "prompts": {"templates_name": command.templates},
-        "task": {"protocol": "INQUIRE fullrank", "k": k, "match_column": command.match_column,
-                 "ranking": info["ranking"], "annotated_positives": info["positives"],
-                 "count_pos_rule": COUNT_POS_RULE,
-                 "short_lists": int((per_query.cutoff < k).sum()), "short_list_rule": SHORT_LIST_RULE,
-                 **per_query.tie_counts()},
-        "metrics": metric_definitions(sorted({n.rsplit("/", 1)[-1] for n in metrics})),
-        "software": software_versions(),
-        "command": command_line(),
-    }
-    settings = {name: str(v) if isinstance(v, Path) else v for name, v in vars(command).items()}
-    record = RunRecord(task="fullrank", metrics=metrics, provenance=provenance, config={**settings, "k": k})
-    return record, record.write(command.out, table)

@@ -12,26 +12,34 @@ uses 100); softmax probabilities at the label rank are rolled up to every higher
 sparse species x taxon membership matrix, so "genus accuracy" means the genus with the most
 probability mass, not the genus of the top species.
 
-The task returns per-example predictions; metrics are computed from them (:mod:`cladebench.metrics`).
+The task returns per-example predictions; metrics are computed from them (:mod:`cladebench.metrics`). What the
+tasks share (label sets, embedding-column lookup, vector checks, :func:`~cladebench.tasks.common.classify`) lives
+in :mod:`cladebench.tasks.common`; this module holds zero-shot alone.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits
-from cladebench.store.embeddings import published_metadata
+from cladebench.tasks.common import (
+    LabelSet,
+    Predictions,
+    candidate_mask,
+    check_vectors,
+    classify,
+    fixed_logit_scale,
+    label_set,
+    label_set_from_file,
+    logit_scale_of,
+    text_image_column,
+)
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
 
 if TYPE_CHECKING:
@@ -69,209 +77,6 @@ class ZeroShotConfig:
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
 
 
-@dataclass(frozen=True)
-class LabelSet:
-    """The labels of a run: one taxon per label, in a fixed order."""
-
-    rank: Rank
-    """Rank of every label."""
-    taxa: tuple[tuple[str | None, ...], ...]
-    """Each label's taxon as its prefix of names (kingdom .. rank)."""
-    lineages: tuple[Lineage, ...]
-    """A lineage per label, truncated to the rank (the common name kept at species rank)."""
-
-    def texts(self, style: str) -> list[str]:
-        """Label strings in a name style."""
-        return [lineage.label(style) for lineage in self.lineages]
-
-    def digest(self, style: str) -> str:
-        """SHA-256 of the label strings in order: identifies the label set in provenance."""
-        return hashlib.sha256(json.dumps(self.texts(style), ensure_ascii=False).encode()).hexdigest()
-
-    def __len__(self) -> int:
-        return len(self.taxa)
-
-
-def label_set(lineages: Sequence[Lineage], rank: Rank | str) -> LabelSet:
-    """Distinct taxa at ``rank`` among ``lineages``, sorted by their names (so the order is reproducible)."""
-    rank = Rank.parse(rank)
-    chosen: dict[tuple[str | None, ...], Lineage] = {}
-    for lineage in lineages:
-        if lineage.names[rank] is None:
-            continue
-        key = lineage.key(rank)
-        if key not in chosen:
-            kept = lineage if rank == Rank.SPECIES else lineage.truncate(rank)
-            chosen[key] = kept
-    keys = sorted(chosen, key=lambda k: tuple("" if n is None else n for n in k))
-    return LabelSet(rank=rank, taxa=tuple(keys), lineages=tuple(chosen[k] for k in keys))
-
-
-def _name_at(lineage: Lineage, rank: Rank) -> str | None:
-    """How a label file names a taxon: the binomial at species rank, the plain name above."""
-    return lineage.scientific_name if rank == Rank.SPECIES else lineage.names[rank]
-
-
-def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[Lineage]) -> LabelSet:
-    """A label set read from a file, so a model can be scored against a wider (or narrower) set than the
-    benchmark's own taxa; rows whose taxon is not in it are not scored, and are counted.
-
-    A ``.csv``/``.tsv`` holds one label per row with rank columns (the store's names, or Darwin Core's
-    ``scientificName``/``class``), so each label has a full lineage and can be rolled up. Any other file
-    holds one name per line (``#`` starts a comment): a scientific name at ``rank``, looked up among the
-    benchmark's lineages; a name the benchmark lacks has no lineage to render, so it is an error that
-    points to the CSV form.
-    """
-    rank = Rank.parse(rank)
-    path = Path(path)
-    if path.is_dir():
-        raise CladebenchError(f"--labels {path} is a folder; give the label set file")
-    if not path.is_file():
-        raise CladebenchError(f"label set file not found: {path}")
-    text = _read_text(path)  # not UTF-8 is an error naming the line, in either form (pyarrow would read bytes)
-    # A name may stand for several taxa (homonyms in different kingdoms): such a name is not resolved by guessing.
-    taxa_named: dict[str | None, dict[tuple[str | None, ...], Lineage]] = {}
-    for lin in benchmark:
-        if lin.names[rank] is not None:
-            taxa_named.setdefault(_name_at(lin, rank), {}).setdefault(lin.key(rank), lin)
-    known = {name: next(iter(taxa.values())) for name, taxa in taxa_named.items() if len(taxa) == 1}
-    ambiguous = {name for name, taxa in taxa_named.items() if len(taxa) > 1}
-    if path.suffix.lower() in (".csv", ".tsv"):
-        import pyarrow.csv as pacsv
-
-        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-        try:
-            table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter),
-                                   convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
-        except pa.ArrowInvalid as exc:
-            raise CladebenchError(f"{path}: not a readable CSV: {exc}") from None
-        lineages = []
-        for number, row in enumerate(table.to_pylist(), start=2):  # line 1 is the header
-            try:  # values as read: a column of numbers is refused by name, not turned into 'Genus 24'
-                lineage = Lineage.from_row(row)
-            except SchemaError as error:
-                raise SchemaError(f"{path}: row {number}: {error}") from None
-            if lineage.names[rank] is None:
-                raise CladebenchError(f"{path}: row {number}: no {rank.column} name (field {rank.column!r} "
-                                      "or scientific_name): every label needs a name at the label rank")
-            if None in lineage.key(rank):  # higher ranks missing: take them from the benchmark when it knows the name
-                lineage = known.get(_name_at(lineage, rank), lineage)
-            lineages.append(lineage)
-        return label_set(lineages, rank)
-    lineages, unknown = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        name = line.split("#", 1)[0].strip()
-        if not name:
-            continue
-        if name in ambiguous:
-            raise CladebenchError(f"{path}: line {number}: {name!r} names {len(taxa_named[name])} taxa of the "
-                                  "benchmark (homonyms in different clades); give the labels as a CSV with rank "
-                                  "columns")
-        if name in known:
-            lineages.append(known[name])
-        else:
-            unknown.append(f"line {number}: {name!r}")
-    if unknown:
-        raise CladebenchError(f"{path}: {len(unknown)} name(s) are not {rank.column} names of the benchmark "
-                              f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); give labels "
-                              "outside the benchmark as a CSV with rank columns")
-    return label_set(lineages, rank)
-
-
-def _read_text(path: Path) -> str:
-    """A text file's content; bytes that are not UTF-8 are an error naming the line they are on."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise CladebenchError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset "
-                              f"{exc.start}); save the file as UTF-8") from None
-
-
-def has_direction(vectors: np.ndarray, dtype: type = np.float64) -> np.ndarray:
-    """Which rows have a direction (a cosine with anything): a norm, computed in ``dtype``, that is finite and
-    greater than zero. All zeros have none; nor has a row whose norm overflows ``dtype`` or holds a NaN."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        norms = np.linalg.norm(np.asarray(vectors, dtype=dtype), axis=1)
-    return np.isfinite(norms) & (norms > 0)
-
-
-def check_vectors(vectors: np.ndarray, uuids: Sequence[str], column: str) -> None:
-    """Refuse image vectors that have no direction: all zero, or so large that their float32 norm overflows.
-
-    Either would be scored as a uniform distribution over the labels (every label tied), whose top
-    species and rolled-up kingdom contradict each other; such rows are corrupt, not hard examples.
-    """
-    vectors = np.asarray(vectors, dtype=np.float32)  # the scores are float32, so is the overflow that matters
-    bad = np.flatnonzero(~has_direction(vectors, dtype=np.float32))
-    if bad.size:
-        row = int(bad[0])
-        with np.errstate(over="ignore", invalid="ignore"):
-            norm = np.linalg.norm(vectors[row:row + 1], axis=1)[0]
-        kind = "all zero" if np.isfinite(norm) else "so large that their length overflows float32"
-        raise SchemaError(f"column {column!r}: {bad.size} image vector(s) are {kind} (first uuid={uuids[row]}) "
-                          "and cannot be scored (they would tie every label); re-embed those rows or leave them "
-                          "out with --where")
-
-
-def normalize_rows(vectors: np.ndarray) -> np.ndarray:
-    """L2-normalise each row (raw embeddings are stored; cosine similarity is used)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row softmax computed in place in the logits' own dtype (float32 here: one matrix, not three)."""
-    logits -= logits.max(axis=1, keepdims=True)
-    np.exp(logits, out=logits)
-    logits /= logits.sum(axis=1, keepdims=True)
-    return logits
-
-
-def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float,
-             allowed: np.ndarray | None = None) -> np.ndarray:
-    """Softmax probabilities of ``scale`` x cosine similarity between images and labels.
-
-    ``allowed`` (images x labels, bool) restricts each image to its own candidates: the others get
-    probability 0, and the softmax is over the candidates alone.
-    """
-    logits = normalize_rows(image_vectors) @ normalize_rows(label_vectors).T  # float32
-    logits *= np.float32(scale)
-    if allowed is not None:
-        logits[~allowed] = -np.inf
-    return softmax(logits)
-
-
-def candidate_mask(candidates: Sequence[Sequence[str] | None], labels: LabelSet) -> tuple[np.ndarray, dict[str, int]]:
-    """Images x labels mask from each row's list of candidate scientific names (e.g. its cryptic group).
-
-    A row without a list keeps every label; names outside the label set are ignored. Both are counted,
-    so a thin candidate list is visible in the record rather than silently easy.
-    """
-    index = {lin.scientific_name: i for i, lin in enumerate(labels.lineages)}
-    mask = np.zeros((len(candidates), len(labels)), dtype=bool)
-    counts = {"rows_without_candidates": 0, "candidate_names_outside_label_set": 0, "rows_with_one_candidate": 0}
-    for row, names in enumerate(candidates):
-        if not names:
-            mask[row] = True
-            counts["rows_without_candidates"] += 1
-            continue
-        for name in names:
-            j = index.get(name)
-            if j is None:
-                counts["candidate_names_outside_label_set"] += 1
-            else:
-                mask[row, j] = True
-        if not mask[row].any():
-            mask[row] = True
-            counts["rows_without_candidates"] += 1
-        elif mask[row].sum() == 1:
-            counts["rows_with_one_candidate"] += 1
-    return mask, counts
-
-
 def _top(probs: np.ndarray, k: int) -> np.ndarray:
     """Indices of each row's ``k`` highest probabilities, best first, ties toward the lower index (as a stable
     descending sort would give), without sorting whole rows."""
@@ -290,61 +95,6 @@ def _top(probs: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
-    """What is known of an embedding column: its field metadata, else what the publisher's column name says."""
-    meta = store.embedding_metadata(dataset.schema.field(column))
-    return meta if meta.get("model") else (published_metadata(column) or meta)
-
-
-def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
-    """The ``emb_*`` column holding ``model_id``'s embeddings; an error that says how to make one."""
-    matches = [
-        f.name for f in dataset.schema
-        if f.name.startswith(store.EMBEDDING_PREFIX) and column_metadata(dataset, f.name).get("model") == model_id
-    ]
-    if not matches:
-        raise CladebenchError(
-            f"{dataset.uri} has no embedding column for model {model_id}; run `cladebench embed {dataset.uri} "
-            f"--model {model_id}` first (or pass --column)"
-        )
-    if len(matches) > 1:
-        raise CladebenchError(f"several columns hold {model_id} embeddings ({matches}); pass --column")
-    return matches[0]
-
-
-def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: str | None, *, task: str) -> str:
-    """The ``emb_*`` column a task on stored embeddings reads: the one given (checked to be an embedding column
-    of the encoder's model, when there is an encoder), else the one holding the encoder's model."""
-    if column is None:
-        if encoder is None:
-            raise CladebenchError(f"{task} needs an embedding column: pass --column, or a model whose embeddings "
-                                  "the dataset holds")
-        return find_embedding_column(dataset, encoder.model_id)
-    if column not in dataset.schema.names:
-        raise SchemaError(f"column {column!r} is not in {dataset.uri}")
-    if not column.startswith(store.EMBEDDING_PREFIX):
-        raise SchemaError(f"column {column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
-    model = column_metadata(dataset, column).get("model")
-    if encoder is not None and model != encoder.model_id:
-        raise CladebenchError(f"column {column!r} holds embeddings of {model}, not of {encoder.model_id}: vectors of "
-                              "different models are not comparable, and the run record would name the wrong model")
-    return column
-
-
-def text_image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str | None, *,
-                      task: str) -> tuple[str, dict[str, Any]]:
-    """The image-embedding column a task compares with the encoder's text vectors, and its metadata: it must
-    hold that model's embeddings, at the revision loaded (vectors of different weights are not comparable)."""
-    column = resolve_embedding_column(dataset, encoder, column, task=task)
-    meta = column_metadata(dataset, column)
-    if meta.get("revision") and encoder.revision and meta["revision"] != encoder.revision:
-        raise CladebenchError(
-            f"column {column!r} was made with revision {meta['revision']} of {encoder.model_id}, but revision "
-            f"{encoder.revision} is loaded; re-embed (cladebench embed --overwrite) or load that revision"
-        )
-    return column, meta
-
-
 def _parse_within(within: str | None) -> tuple[Rank, str] | None:
     if within is None:
         return None
@@ -352,33 +102,6 @@ def _parse_within(within: str | None) -> tuple[Rank, str] | None:
         raise CladebenchError(f"--within takes RANK=NAME (e.g. class=Aves), got {within!r}")
     rank, name = within.split("=", 1)
     return Rank.parse(rank.strip()), name.strip()
-
-
-def fixed_logit_scale(value: str) -> float | None:
-    """The number a ``--logit-scale`` value names (None for 'learned'); anything but a positive finite number is
-    a :class:`UsageError`: NaN makes every probability NaN, zero or a negative scale makes them uniform or
-    inverted, and infinity turns the softmax into NaN."""
-    if value == "learned":
-        return None
-    try:
-        scale = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"--logit-scale must be 'learned' or a positive number, got {value!r}") from None
-    if not math.isfinite(scale) or scale <= 0:
-        raise UsageError(f"--logit-scale must be 'learned' or a positive finite number, got {value!r}")
-    return scale
-
-
-def logit_scale_of(config: Any, encoder: Encoder) -> float:
-    """The logit scale a config asks for (its ``logit_scale`` field): the encoder's learned one, or a number."""
-    fixed = fixed_logit_scale(config.logit_scale)
-    if fixed is not None:
-        return fixed
-    learned = float(encoder.logit_scale)
-    if not math.isfinite(learned) or learned <= 0:
-        raise CladebenchError(f"the model's learned logit scale is {learned}, not a positive finite number; pass "
-                              "--logit-scale NUMBER (CLIP_benchmark uses 100)")
-    return learned
 
 
 def _check_candidates_column(dataset: lance.LanceDataset, name: str) -> None:
@@ -392,22 +115,10 @@ def _check_candidates_column(dataset: lance.LanceDataset, name: str) -> None:
                          "cryptic_group: the species and its look-alikes)")
 
 
-@dataclass(frozen=True)
-class Predictions:
-    """Per-example predictions of a run, plus what is needed to interpret them."""
-
-    table: pa.Table
-    """One row per example: uuid, true and predicted labels, hits at every scored rank."""
-    labels: list[str]
-    """Label strings in label-set order."""
-    info: dict[str, Any]
-    """Task settings and provenance gathered while predicting (column, model, scale, label set digest...)."""
-
-
 def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotConfig) -> Predictions:
     """Run zero-shot classification over the dataset's rows with embeddings; see the module docstring."""
-    from cladebench.embed import valid_embeddings
     from cladebench.models import class_text_embeddings
+    from cladebench.store.embeddings import valid_embeddings
 
     rank = Rank.parse(config.rank)
     column, meta = text_image_column(dataset, encoder, config.column, task="zero-shot")

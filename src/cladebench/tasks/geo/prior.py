@@ -385,7 +385,7 @@ def embedding_sum(image_vectors: np.ndarray, location_vectors: np.ndarray, prese
     """Unit image vector plus unit location vector, for rows that have a location vector (``present``); the unit
     image vector alone elsewhere. For location encoders trained into the image-text space (TaxaBind binds
     place to the same space as images and text), so the sum is classified against the label texts as is."""
-    from cladebench.tasks.zeroshot import normalize_rows
+    from cladebench.tasks.common import normalize_rows
 
     image = normalize_rows(image_vectors)
     if location_vectors.shape != image.shape:

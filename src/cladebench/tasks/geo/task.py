@@ -6,7 +6,7 @@ benchmark's own rows:
 
 1. **Rows.** The rows ``where`` selects that have image embeddings (as zero-shot); the label set is their taxa
    at ``rank`` (or a label file), exactly as :mod:`cladebench.tasks.zeroshot` builds it, and the image
-   probabilities are zero-shot's (:func:`~cladebench.tasks.zeroshot.classify` against the label texts).
+   probabilities are zero-shot's (:func:`~cladebench.tasks.common.classify` against the label texts).
 2. **Split** (:func:`assign_parts`). Each observation group (``prior_group_key``: ``source_id`` by default,
    so the photos of one observation stay together) goes to *fit*, *validation* or *test* by a seeded hash of
    its key, in the ``prior_split`` proportions. A hash, not a shuffle: a group's part does not depend on which
@@ -44,6 +44,16 @@ from cladebench import store
 from cladebench.config import at_least, non_negative, positive
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.metrics import accuracy, define_metric, paired_bootstrap, register_display
+from cladebench.tasks.common import (
+    LabelSet,
+    Predictions,
+    candidate_mask,
+    classify,
+    label_set,
+    label_set_from_file,
+    logit_scale_of,
+    text_image_column,
+)
 from cladebench.tasks.geo.prior import (
     EARTH_RADIUS_KM,
     MIN_CELL_KM,
@@ -56,16 +66,6 @@ from cladebench.tasks.geo.prior import (
     log_probabilities,
     usable_location,
     year_fractions,
-)
-from cladebench.tasks.zeroshot import (
-    LabelSet,
-    Predictions,
-    candidate_mask,
-    classify,
-    label_set,
-    label_set_from_file,
-    logit_scale_of,
-    text_image_column,
 )
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -456,8 +456,8 @@ def _read_columns(dataset: lance.LanceDataset, config: GeoPriorConfig, group_key
 
 def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -> Predictions:
     """Image-only and place/season-fused predictions of the test rows; see the module docstring."""
-    from cladebench.embed import valid_embeddings
     from cladebench.models import class_text_embeddings
+    from cladebench.store.embeddings import valid_embeddings
 
     if config.prior_fusion not in FUSIONS:
         raise unknown_name("fusion", config.prior_fusion, FUSIONS)

@@ -97,15 +97,10 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.metrics import WILSON, Estimate, accuracy, bootstrap_ci, define_metric, register_display
+from cladebench.models.spec import model_kind
+from cladebench.tasks.common import Predictions, logit_scale_of, normalize_rows, softmax, text_image_column
 from cladebench.tasks.lineage.parse import UNPARSEABLE, names_match, parse_lineage_answer
 from cladebench.tasks.rerank import check_vlm_settings
-from cladebench.tasks.zeroshot import (
-    Predictions,
-    logit_scale_of,
-    normalize_rows,
-    softmax,
-    text_image_column,
-)
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, divergence_rank
 
 if TYPE_CHECKING:
@@ -573,7 +568,7 @@ def _pair_columns(dataset: lance.LanceDataset) -> tuple[str, ...]:
 def predict_contrastive(dataset: lance.LanceDataset, encoder: Any, config: LineageConfig,
                         conditions: Sequence[str]) -> Predicted:
     """Completions of a CLIP-style model from stored image embeddings (see the module docstring)."""
-    from cladebench.embed import valid_embeddings
+    from cladebench.store.embeddings import valid_embeddings
 
     column, meta = _image_column(dataset, encoder, config.column)
     selected = dataset.count_rows(filter=config.where)
@@ -682,7 +677,8 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
     from tqdm import tqdm
 
     from cladebench.images import ImageDecodeError
-    from cladebench.models.vlm import InvalidResponseError, VLMClient, VLMConfig, parse_endpoint
+    from cladebench.models.endpoint import parse_endpoint
+    from cladebench.models.vlm import InvalidResponseError, VLMClient, VLMConfig
 
     vlm_config = VLMConfig(concurrency=config.vlm_concurrency, request_deadline_s=config.vlm_deadline_s,
                            max_response_bytes=config.vlm_max_response_bytes)
@@ -749,7 +745,7 @@ PREDICTORS: dict[str, Callable[..., Predicted]] = {
     "clip": predict_contrastive,
     "vlm": predict_vlm,
 }
-"""Model kind -> predictor; an encoder without a ``kind`` attribute is a CLIP-style image-text encoder."""
+"""Model kind (:func:`cladebench.models.spec.model_kind`) -> predictor."""
 
 
 # --- the task ------------------------------------------------------------------------------------
@@ -806,7 +802,7 @@ def lineage(dataset: lance.LanceDataset, encoder: Any, config: LineageConfig) ->
     """Complete both organisms' lineages in every photo, with and without the hint; see the module docstring."""
     if encoder is None:
         raise CladebenchError("lineage needs a model: a CLIP-style model or openai-compatible:NAME@URL")
-    kind = getattr(encoder, "kind", "clip")
+    kind = model_kind(encoder)
     conditions = conditions_for(kind, config)
     predicted = PREDICTORS[kind](dataset, encoder, config, conditions)
     found, completions, info = predicted.found, predicted.completions, predicted.info
