@@ -12,27 +12,18 @@ import re
 from collections.abc import Callable, Sequence
 
 from cladebench.evaluate.run import GROUP_SEPARATOR
+from cladebench.registry import Registry
 from cladebench.report.formatting import split_metric
 from cladebench.report.runs import ReportRun
 
 HeadlinePicker = Callable[[ReportRun, Sequence[str]], list[str]]
 """(run, the run's metric names without group prefix, in record order) -> headline metric names, best first."""
 
-HEADLINES: dict[str, HeadlinePicker] = {}
+HEADLINES: Registry[HeadlinePicker] = Registry("headline picker")
 """Registry: task name -> its headline picker."""
 
 DEFAULT_HEADLINES = 4
 """Pooled metrics shown for a task that registered no headline picker."""
-
-
-def register_headline(task: str) -> Callable[[HeadlinePicker], HeadlinePicker]:
-    """Register the function that picks a task's headline metrics."""
-
-    def decorate(picker: HeadlinePicker) -> HeadlinePicker:
-        HEADLINES[task] = picker
-        return picker
-
-    return decorate
 
 
 def _present(names: Sequence[str], wanted: Sequence[str]) -> list[str]:
@@ -44,35 +35,35 @@ def _matching(names: Sequence[str], pattern: str) -> list[str]:
     return [name for name in names if compiled.fullmatch(name)]
 
 
-@register_headline("zeroshot")
+@HEADLINES.register("zeroshot")
 def _zeroshot(run: ReportRun, names: Sequence[str]) -> list[str]:
     rank = run.label_rank or "species"
     return _present(names, [f"top1_{rank}", f"top5_{rank}", f"balanced_accuracy_{rank}"])
 
 
-@register_headline("geo")
+@HEADLINES.register("geo")
 def _geo(run: ReportRun, names: Sequence[str]) -> list[str]:
     rank = run.label_rank or "species"
     return _present(names, [f"fused_top1_{rank}", f"image_top1_{rank}", f"fused_minus_image_{rank}"])
 
 
-@register_headline("fewshot")
+@HEADLINES.register("fewshot")
 def _fewshot(run: ReportRun, names: Sequence[str]) -> list[str]:
     return _matching(names, r"[a-z]+(?:-[a-z]+)*_\d+shot")
 
 
-@register_headline("retrieval")
+@HEADLINES.register("retrieval")
 def _retrieval(run: ReportRun, names: Sequence[str]) -> list[str]:
     rank = run.label_rank or "species"
     return _present(names, [f"map_{rank}", f"mrr_{rank}"])
 
 
-@register_headline("rerank")
+@HEADLINES.register("rerank")
 def _rerank(run: ReportRun, names: Sequence[str]) -> list[str]:
     return [*_matching(names, r"ap@\d+"), *_matching(names, r"ndcg@\d+"), *_matching(names, r"mrr@\d+")]
 
 
-@register_headline("lineage")
+@HEADLINES.register("lineage")
 def _lineage(run: ReportRun, names: Sequence[str]) -> list[str]:
     return _present(names, ["hint_exact", "nohint_exact", "hint_lca_distance", "nohint_hint_agreement"])
 

@@ -3,7 +3,7 @@
 Each output format is an entry of :data:`FORMATS`: its page template and its jinja2 environment. HTML
 is autoescaped; Markdown escapes every data string through :func:`.escaping.markdown_finalize`. Both
 use ``StrictUndefined``, so a template that names a missing field fails loudly instead of printing
-nothing. The sections (:mod:`.sections`) fill the page in their registered order.
+nothing. The sections (the :mod:`.sections` package) fill the page in their registered order.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from pathlib import Path
 import jinja2
 
 from cladebench import __version__
-from cladebench.errors import unknown_name
+from cladebench.registry import Registry
 from cladebench.report.escaping import markdown_finalize
 from cladebench.report.formatting import format_count, format_number, short_hash
 from cladebench.report.runs import ReportRun, load_runs
-from cladebench.report.sections import ReportContext, ordered_sections
+from cladebench.report.sections import ordered_sections
+from cladebench.report.sections.base import ReportContext
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 """Page and section templates: ``<name>.<format>.j2``."""
@@ -44,11 +45,11 @@ class OutputFormat:
     """Makes the format's jinja2 environment."""
 
 
-FORMATS: dict[str, OutputFormat] = {
-    "html": OutputFormat("html", "report.html.j2", lambda: _environment(autoescape=True)),
-    "md": OutputFormat("md", "report.md.j2", lambda: _environment(autoescape=False, finalize=markdown_finalize)),
-}
+FORMATS: Registry[OutputFormat] = Registry("report format")
 """Registry: format name -> how to write it."""
+FORMATS.add("html", OutputFormat("html", "report.html.j2", lambda: _environment(autoescape=True)))
+FORMATS.add("md", OutputFormat("md", "report.md.j2", lambda: _environment(autoescape=False,
+                                                                       finalize=markdown_finalize)))
 
 
 def default_title(runs: Sequence[ReportRun]) -> str:
@@ -59,9 +60,7 @@ def default_title(runs: Sequence[ReportRun]) -> str:
 def render_report(run_paths: Sequence[str | Path], *, format: str = "html", title: str | None = None,
                   max_gallery: int = 12) -> str:
     """The report of ``run_paths`` as text in ``format``."""
-    if format not in FORMATS:
-        raise unknown_name("report format", format, FORMATS)
-    output = FORMATS[format]
+    output = FORMATS.get_named(format)
     runs = load_runs(run_paths)
     environment = output.environment()
     context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cladebench.report.runs import ReportRun
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 
 TOP_PAIRS = 10
 """Pairs listed per group and run."""

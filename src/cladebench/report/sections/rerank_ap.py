@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from cladebench.report.runs import ReportRun
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 
 NEEDED = ("query_id", "query", "relevant", "score")
 """Predictions columns of a rerank run."""
@@ -51,8 +51,8 @@ def run_ap(run: ReportRun) -> RunAP | None:
     if run.predictions is None or not set(NEEDED) <= set(run.predictions.column_names):
         return None
     from cladebench.metrics.retrieval import metric_names
+    from cladebench.tasks.common import Predictions
     from cladebench.tasks.rerank import per_query_table
-    from cladebench.tasks.zeroshot import Predictions
 
     k = int((run.record.provenance.get("task") or {}).get("rerank_k") or run.record.config.get("rerank_k") or 100)
     scored = per_query_table(Predictions(table=run.predictions, labels=[], info={"rerank_k": k}))

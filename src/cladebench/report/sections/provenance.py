@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cladebench.report.runs import ReportRun
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from cladebench.registry import Registry
 from cladebench.report.formatting import format_number
 from cladebench.report.runs import ReportRun
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.report.thumbnails import Photo, read_photos
 
 
@@ -44,16 +45,8 @@ class Picked:
 Picker = Callable[[ReportRun, int], Picked | None]
 """(run, most items) -> the run's worst predictions, or None when its predictions do not allow a gallery."""
 
-GALLERIES: dict[str, Picker] = {}
+GALLERIES: Registry[Picker] = Registry("gallery picker")
 """Registry: task name -> gallery picker."""
-
-
-def register_gallery(task: str) -> Callable[[Picker], Picker]:
-    def decorate(picker: Picker) -> Picker:
-        GALLERIES[task] = picker
-        return picker
-
-    return decorate
 
 
 def _has(run: ReportRun, *columns: str) -> bool:
@@ -64,7 +57,7 @@ def _text(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
-@register_gallery("zeroshot")
+@GALLERIES.register("zeroshot")
 def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "true_label", "pred_label", "true_prob", "scored", "top5_probs"):
         return None
@@ -84,7 +77,7 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     return Picked(ordering="scored images with the lowest probability on their true label", items=items)
 
 
-@register_gallery("rerank")
+@GALLERIES.register("rerank")
 def _rerank(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "query_id", "query", "relevant", "score"):
         return None
@@ -107,7 +100,7 @@ def _rerank(run: ReportRun, most: int) -> Picked | None:
     return Picked(ordering="non-relevant candidates with the highest scores", items=items)
 
 
-@register_gallery("lineage")
+@GALLERIES.register("lineage")
 def _lineage(run: ReportRun, most: int) -> Picked | None:
     needed = ("uuid", "target", "scored", "hint", "divergence_rank", "true_species", "hint_pred_species",
               "hint_exact", "hint_depth", "hint_lca_distance", "other_species")

@@ -1,10 +1,16 @@
-"""The sections of a report, as a registry: each a function ``(runs, context) -> fragment or None``.
+"""What a report section is, and the registry the sections add themselves to (:data:`SECTIONS`).
+
+Each section is a function ``(runs, context) -> fragment or None`` in a module of this package.
 
 A section looks at the runs it is given and returns its rendered fragment, or None when it does not
 apply (no zero-shot run, no rerank run, ...), so a report of one rerank run has no calibration plot and
 no empty heading. Sections render through templates named ``<section>.<format>.j2``; a section without a
-template for a format (a chart in Markdown) is left out of that format. Adding a section is one
-decorated function and its templates: the page lists whatever is registered, in ``order``.
+template for a format (a chart in Markdown) is left out of that format. Adding a section is a module of this
+package with one decorated function, its templates, and its name in the package's imports: the page lists
+whatever is registered, in ``order``.
+
+This module imports no section, so every section module can import it; the package ``__init__`` imports the
+section modules (which registers them) and puts them in page order.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any, Literal
 import jinja2
 from markupsafe import Markup
 
+from cladebench.registry import Registry
 from cladebench.report.runs import ReportRun
 
 ReportFormat = Literal["html", "md"]
@@ -62,22 +69,16 @@ class Section:
     """(runs, context) -> rendered fragment, or None when the section does not apply to these runs."""
 
 
-SECTIONS: dict[str, Section] = {}
+SECTIONS: Registry[Section] = Registry("report section")
 """Registry: section name -> section."""
 
 
 def register_section(name: str, title: str, *, order: int) -> Callable[[SectionRenderer], SectionRenderer]:
-    """Register a section renderer under ``name``."""
+    """Register a section renderer under ``name`` (as a :class:`Section` with its title and place on the page)."""
 
     def decorate(render: SectionRenderer) -> SectionRenderer:
-        SECTIONS[name] = Section(name=name, title=title, order=order, render=render)
+        SECTIONS.add(name, Section(name=name, title=title, order=order, render=render))
         return render
 
     return decorate
 
-
-def ordered_sections() -> list[Section]:
-    """The registered sections in page order (the built-in ones are registered on first use)."""
-    from cladebench.report import builtin_sections  # noqa: F401  (registers the built-in sections)
-
-    return sorted(SECTIONS.values(), key=lambda s: (s.order, s.name))

@@ -13,7 +13,7 @@ from typing import Any
 from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun, by_task
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.taxonomy import RANK_COLUMNS
 
 RANK_METRIC = "top1_{rank}"

@@ -15,7 +15,7 @@ from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.formatting import split_metric
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.taxonomy import RANK_COLUMNS
 
 BREAKDOWN = "divergence"

@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from cladebench.report.calibration import BINS, ECE_DEFINITION, Reliability, reliability
 from cladebench.report.runs import ReportRun
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 
 NEEDED = ("top5_probs", "correct_top1", "scored")
 """Predictions columns the calibration is computed from (zero-shot's): the top-1 probability is top5_probs[0]."""

@@ -21,7 +21,7 @@ from cladebench.errors import CladebenchError
 from cladebench.report.formatting import estimate_value, format_interval, format_value, lower_is_better
 from cladebench.report.headline import headline_metrics
 from cladebench.report.runs import ReportRun, by_task
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 
 N_RESAMPLES = 10_000
 """Bootstrap resamples per tested difference (as ``cladebench compare``)."""

@@ -15,7 +15,7 @@ from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.headline import headline_bases
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun, by_task
-from cladebench.report.sections import ReportContext, register_section
+from cladebench.report.sections.base import ReportContext, register_section
 
 SHOWN_ELSEWHERE: dict[str, tuple[str, ...]] = {"lineage": ("divergence",)}
 """Task -> breakdown columns that a section of their own shows in more detail (and so are not repeated here)."""
