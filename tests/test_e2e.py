@@ -29,7 +29,7 @@ from cladebench.embed import EmbedConfig, embed_dataset, valid_embeddings
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
 from cladebench.models import class_text_embeddings, load_encoder
-from cladebench.tasks.zeroshot import classify, label_set
+from cladebench.tasks.common import classify, label_set
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 pytestmark = pytest.mark.slow

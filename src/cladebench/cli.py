@@ -368,7 +368,7 @@ def _search(command: SearchCommand) -> int:
         return _print_search(dataset, encoder, command)
     if command.queries is None or command.annotations is None or command.out is None:
         raise UsageError("a fullrank evaluation needs --queries, --annotations and --out")
-    from cladebench.tasks.text_search import write_fullrank_record
+    from cladebench.evaluate.fullrank import write_fullrank_record
 
     record, path = write_fullrank_record(dataset, encoder, command)
     for name, estimate in record.metrics.items():

@@ -21,7 +21,7 @@ import pytest
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.metrics import wilson_interval
-from cladebench.taxonomy import RANK_COLUMNS, Lineage
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
@@ -31,8 +31,10 @@ from cladebench.models import EndpointModel, class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks import get_task
-from cladebench.tasks.lineage import task as lineage_module
-from cladebench.tasks.lineage.task import LineageConfig, lineage, lineage_metrics, per_target_values
+from cladebench.tasks.lineage import contrastive as contrastive_module
+from cladebench.tasks.lineage.config import LineageConfig
+from cladebench.tasks.lineage.metrics import lineage_metrics, per_target_values
+from cladebench.tasks.lineage.task import lineage
 from cladebench.templates import get_templates
 from helpers.http_local import read_chat, send_json, serving, text_reply
 
@@ -92,7 +94,7 @@ def test_candidate_tree_sorts_like_python_and_spans_are_clades() -> None:
              ("Animalia", "Chordata", "Aves", "Passeriformes", "Paridae", "Parus", "major"),
              ("Plantae", "Tracheophyta", "Liliopsida", "Asparagales", "Orchidaceae", "Laelia", "anceps"),
              ("Animalia", "Chordata", "Aves", "Passeriformes", "Paridae", "Parus", None)]  # no species: left out
-    tree = lineage_module.CandidateTree([Lineage(n) for n in names], "test")
+    tree = contrastive_module.CandidateTree([Lineage(n) for n in names], "test")
     complete = sorted({tuple(x or "" for x in n) for n in names if n[6]})
     assert tree.keys == complete and len(tree) == 6 and tree.without_species == 1
     for lineage_names in complete:
@@ -104,7 +106,7 @@ def test_candidate_tree_sorts_like_python_and_spans_are_clades() -> None:
         expected = [i for i, k in enumerate(complete) if i == 0 or k[: rank + 1] != complete[i - 1][: rank + 1]]
         assert tree.starts[rank].tolist() == expected
     probs = np.array([0.1, 0.05, 0.3, 0.25, 0.2, 0.1])  # Animalia 0.7 > Plantae 0.3; Chordata .25 < Arthropoda .45
-    chosen = tree.complete(probs, 0, 6, lineage_module.Rank.KINGDOM)
+    chosen = tree.complete(probs, 0, 6, Rank.KINGDOM)
     assert tree.keys[chosen][:2] == ("Animalia", "Arthropoda")
 
 
@@ -286,7 +288,7 @@ def write_taxonomy(path: Path, species: list[Lineage]) -> list[Lineage]:
 def test_a_taxonomy_file_encodes_only_the_blocks_under_the_hints(planted, tiny, tmp_path, monkeypatch) -> None:
     path, species = planted
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(lineage_module, "TEXT_BLOCK", 16)
+    monkeypatch.setattr(contrastive_module, "TEXT_BLOCK", 16)
     taxonomy = write_taxonomy(tmp_path / "taxonomy.csv", species)
     counting = CountingEncoder(tiny)
     config = LineageConfig(lineage_candidates=str(tmp_path / "taxonomy.csv"), nohint=False, templates="{c}",
@@ -295,7 +297,7 @@ def test_a_taxonomy_file_encodes_only_the_blocks_under_the_hints(planted, tiny, 
     label_set = predictions.info["label_set"]
     assert label_set["size"] == len(taxonomy) and label_set["source"] == str(tmp_path / "taxonomy.csv")
     # The fake kingdom sorts last: at most the block it shares with real species is encoded.
-    assert counting.texts == label_set["species_text_encoded"] <= len(taxonomy) - 300 + lineage_module.TEXT_BLOCK
+    assert counting.texts == label_set["species_text_encoded"] <= len(taxonomy) - 300 + contrastive_module.TEXT_BLOCK
     assert predictions.labels == []
     table = predictions.table.to_pylist()
     scored = [r for r in table if r["scored"]]
@@ -311,7 +313,7 @@ def test_a_taxonomy_file_encodes_only_the_blocks_under_the_hints(planted, tiny, 
         best = brute_force(np.asarray(rows[row["uuid"]]["emb_tiny"]), truth, prefix, taxonomy, text, 1000.0)
         assert row["hint_pred_species"] == name_at(best, 6)
     # Scoring in tiny chunks changes nothing: no images x candidates matrix is needed whole.
-    monkeypatch.setattr(lineage_module, "CHUNK_CELLS", 7)
+    monkeypatch.setattr(contrastive_module, "CHUNK_CELLS", 7)
     again = lineage(store.open_dataset(path), counting, config)
     assert again.table.equals(predictions.table)
     # Without a hint every candidate is needed once; the blocks already encoded come from the cache.

@@ -15,7 +15,8 @@ import pytest
 from cladebench import store
 from cladebench.models import EndpointModel
 from cladebench.synthetic import WorldConfig, make_world
-from cladebench.tasks.lineage.task import LineageConfig, lineage
+from cladebench.tasks.lineage.config import LineageConfig
+from cladebench.tasks.lineage.task import lineage
 from cladebench.taxonomy import Lineage
 from helpers.http_local import read_chat, send_json, serving, text_reply
 

@@ -9,7 +9,7 @@ import pytest
 
 from cladebench.errors import UsageError
 from cladebench.tasks.fewshot import FewShotConfig
-from cladebench.tasks.lineage.task import LineageConfig
+from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.rerank import RerankConfig
 
 CASES: list[tuple[type, dict[str, Any], str]] = [

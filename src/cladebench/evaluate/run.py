@@ -38,7 +38,7 @@ from cladebench.evaluate.record import (
 from cladebench.metrics import display_scale
 from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.geo.task import GeoPriorConfig
-from cladebench.tasks.lineage.task import LineageConfig
+from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.rerank import EndpointModel, RerankConfig
 from cladebench.tasks.retrieval import RetrievalTaskConfig
 from cladebench.tasks.zeroshot import ZeroShotConfig
@@ -274,7 +274,7 @@ def load_model(config: EvalConfig) -> Any:
 def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
     """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand."""
     from cladebench.embed import EmbedConfig, embed_dataset
-    from cladebench.tasks.zeroshot import find_embedding_column
+    from cladebench.tasks.common import find_embedding_column
 
     try:
         find_embedding_column(store.open_dataset(uri), encoder.model_id)
@@ -301,7 +301,7 @@ def _stored_column(dataset: Any, config: EvalConfig, settings: Any) -> Any:
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
     from cladebench.models.registry import resolve_model
-    from cladebench.tasks.zeroshot import column_metadata, find_embedding_column
+    from cladebench.tasks.common import column_metadata, find_embedding_column
 
     column = getattr(settings, "column", "unset")
     if column == "unset" or config.model is None:

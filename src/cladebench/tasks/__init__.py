@@ -77,11 +77,13 @@ def _load_builtin_tasks() -> None:
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
     ))
-    from cladebench.tasks.lineage import task as lineage
+    from cladebench.tasks.lineage.config import LineageConfig
+    from cladebench.tasks.lineage.metrics import lineage_metrics, per_target_values
+    from cladebench.tasks.lineage.task import lineage
 
     register_task(Task(
-        name="lineage", config=lineage.LineageConfig, predict=lineage.lineage, metrics=lineage.lineage_metrics,
-        per_unit=lineage.per_target_values,
+        name="lineage", config=LineageConfig, predict=lineage, metrics=lineage_metrics,
+        per_unit=per_target_values,
         description="photos of two organisms: each organism's lineage below the divergence rank, from the photo "
                     "and the hint (and without it); per-rank accuracy, exact completion, correct depth, LCA "
                     "distance, naming the other organism; by divergence rank and kingdom pair",

@@ -1,0 +1,64 @@
+"""How a lineage-completion run is set up (:class:`LineageConfig`) and the default VLM prompts.
+
+Why a module of its own: every part of the lineage task (targets, the contrastive and VLM paths, the task)
+reads the config, so it sits below them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cladebench.tasks.rerank import check_vlm_settings
+
+DEFAULT_LINEAGE_PROMPT = (
+    "One organism in this photo belongs to {hint}. Name its {ranks}. Answer with only a JSON object of the "
+    "form {schema}, using scientific names (the species as a binomial, Genus species)."
+)
+DEFAULT_NOHINT_PROMPT = (
+    "Name an organism in this photo: its {ranks}. Answer with only a JSON object of the form {schema}, using "
+    "scientific names (the species as a binomial, Genus species)."
+)
+
+
+@dataclass(frozen=True)
+class LineageConfig:
+    """How a lineage-completion run is set up; every field is recorded in the run record."""
+
+    column: str | None = None
+    """Embedding column with the photos' vectors (contrastive models); by default the one naming the model."""
+    where: str | None = None
+    """SQL filter selecting the evaluated photos."""
+    lineage_candidates: str = "benchmark"
+    """Candidate species of contrastive models: 'benchmark' (both organisms of every evaluated photo) or a
+    CSV/TSV/Parquet file of lineages (rank columns kingdom..species or scientific_name), e.g. a whole taxonomy."""
+    hint: bool = True
+    """Complete lineages from the hint; off, only the no-hint condition is run."""
+    nohint: bool = True
+    """Contrastive models: also complete without the hint (same image vectors; over a whole taxonomy this
+    encodes every species once)."""
+    vlm_nohint: bool = False
+    """VLMs: also ask without the hint for all seven ranks (one more request per photo)."""
+    name_style: str = "taxon"
+    """Candidate label strings of contrastive models: sci, com, taxon, taxon_com or mixed."""
+    templates: str = "bioclip"
+    """Template set (bioclip, photo, openai-imagenet, raw) or one template containing {c}."""
+    logit_scale: str = "learned"
+    """'learned' (the model's own scale) or a number: it sets how sharply probability mass is rolled up."""
+    lineage_prompt: str = DEFAULT_LINEAGE_PROMPT
+    """VLM prompt with the hint: {hint} (names joined by ' > '), {ranks} (the ranks below it, in words) and
+    {schema} (the JSON object asked for); literal braces doubled."""
+    lineage_nohint_prompt: str = DEFAULT_NOHINT_PROMPT
+    """VLM prompt without the hint: {ranks} (all seven) and {schema}; literal braces doubled."""
+    vlm_concurrency: int = 8
+    """Requests in flight at once to a VLM endpoint."""
+    vlm_deadline_s: float = 60.0
+    """Seconds one VLM request may take in all (attempts and the waits between them): an endpoint that never
+    answers, or trickles its answer, costs this much per request, then the request fails, saying so."""
+    vlm_max_response_bytes: int = 2**20
+    """Largest VLM answer read; a bigger body is an invalid response, never cached."""
+    vlm_json: bool = True
+    """Ask the endpoint for JSON mode (response_format json_object); turn off where it is rejected: the
+    prompt still asks for JSON and every answer is read tolerantly."""
+
+    def __post_init__(self) -> None:
+        check_vlm_settings(self)
