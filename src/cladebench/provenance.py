@@ -1,4 +1,10 @@
-"""Secrets out of everything the tool records: userinfo and secret query parameters of URLs.
+"""What every recorded artefact says about where it came from: the software that made it, and no secrets.
+
+Run records, embedding-column metadata, model descriptions and training records all name their software
+the same way (:func:`software_versions`), so two of them can be compared field by field. This is a
+foundation module: models, the store, embed, evaluate and the demo all import it, and it imports none of them.
+
+Secrets are kept out of everything the tool records: userinfo and secret query parameters of URLs.
 
 An endpoint is often written with its credentials in it (``http://user:pass@host/v1``), and a signed
 image or dataset URL carries its signature in the query (``?X-Amz-Signature=...``, ``?token=...``).
@@ -24,9 +30,13 @@ Example:
 
 from __future__ import annotations
 
+import platform
 import re
 import urllib.parse
+from importlib import metadata
 from typing import Any
+
+from cladebench import __version__
 
 SECRET_QUERY_PARAMETERS = frozenset({
     "key", "api_key", "apikey", "api-key", "token", "access_token", "id_token", "refresh_token", "auth",
@@ -36,6 +46,26 @@ SECRET_QUERY_PARAMETERS = frozenset({
 
 SECRET_QUERY_PREFIXES = ("x-amz-", "x-goog-")
 """Name prefixes (lower case) of signed-URL parameters (S3 and GCS presigned URLs): removed as well."""
+
+NUMBER_CHANGING_PACKAGES = ("pylance", "pyarrow", "numpy", "scipy", "scikit-learn", "pillow", "torch", "torchvision",
+                            "open_clip_torch")
+"""Packages whose version can change a reported number: every record names the installed ones."""
+
+
+def software_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Versions of the packages that can change a number (installed ones only), plus ``extra`` packages.
+
+    One function for run records, embedding metadata, model descriptions and training records, so
+    every artefact names its software the same way.
+    """
+    versions = {"cladebench": __version__, "python": platform.python_version(), "machine": platform.machine()}
+    for package in (*NUMBER_CHANGING_PACKAGES, *extra):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 
@@ -93,4 +123,5 @@ def redact(value: Any) -> Any:
     return value
 
 
-__all__ = ["SECRET_QUERY_PARAMETERS", "SECRET_QUERY_PREFIXES", "redact", "redact_text", "redact_url"]
+__all__ = ["NUMBER_CHANGING_PACKAGES", "SECRET_QUERY_PARAMETERS", "SECRET_QUERY_PREFIXES", "redact", "redact_text",
+           "redact_url", "software_versions"]

@@ -27,6 +27,7 @@ from cladebench.models import (
     Preprocessing,
     class_text_embeddings,
     register_model,
+    resolve_encoder,
     resolve_model,
     text_cache_key,
 )
@@ -117,8 +118,9 @@ def test_malformed_names():
                                   "ViT-B-16/https://u:pw@host/weights.pt", "openai-compatible:m@ftp://u:pw@host/v1",
                                   "openai-compatible:m@http://u:pw@host/v1"])
 def test_urls_and_endpoints_are_usage_errors_not_missing_weights_files(name):
+    # Where an image-text encoder is needed (embed, a stored column's model, load_encoder), an endpoint is refused too.
     with pytest.raises(UsageError) as info:
-        resolve_model(name)
+        resolve_encoder(name)
     message = str(info.value)
     assert "does not exist" not in message and "pw" not in message and info.value.exit_code == 2
     scheme = name.split("://")[0].rsplit("@", 1)[-1].rsplit("/", 1)[-1]

@@ -25,9 +25,9 @@ import pytest
 from PIL import Image
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.models.endpoint import EndpointSpec, parse_endpoint
 from cladebench.models.vlm import (
     EndpointError,
-    EndpointSpec,
     InvalidResponseError,
     LogprobsUnsupportedError,
     VLMClient,
@@ -35,7 +35,6 @@ from cladebench.models.vlm import (
     YesNoItem,
     chat,
     normalise_token,
-    parse_endpoint,
     prepare_image,
     score_yes_no,
     yes_no_from_response,

@@ -21,19 +21,17 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cladebench import __version__, store
+from cladebench import store
 from cladebench.errors import CladebenchError, UsageError, environment_error
 from cladebench.evaluate.jsonsafe import record_json
 from cladebench.metrics import METRIC_DEFINITIONS
@@ -45,25 +43,6 @@ if TYPE_CHECKING:
 RECORD_VERSION = 1
 RUN_FILE = "run.json"
 PREDICTIONS_FILE = "predictions.parquet"
-
-
-NUMBER_CHANGING_PACKAGES = ("pylance", "pyarrow", "numpy", "scipy", "scikit-learn", "pillow", "torch", "torchvision",
-                            "open_clip_torch")
-
-
-def software_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Versions of the packages that can change a number (installed ones only), plus ``extra`` packages.
-
-    One function for run records, embedding metadata, model descriptions and training records, so
-    every artefact names its software the same way.
-    """
-    versions = {"cladebench": __version__, "python": platform.python_version(), "machine": platform.machine()}
-    for package in (*NUMBER_CHANGING_PACKAGES, *extra):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
 
 
 def dataset_provenance(dataset: lance.LanceDataset, uri: str, *, where: str | None,

@@ -32,10 +32,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cladebench.errors import CladebenchError, unknown_name
-from cladebench.evaluate.record import software_versions
 from cladebench.models import hub
 from cladebench.models.preprocessing import Preprocessing
-from cladebench.models.registry import ModelLoadError, ModelSpec, ModelUnavailableError, resolve_model
+from cladebench.models.registry import ModelLoadError, ModelUnavailableError, resolve_encoder
+from cladebench.models.spec import ModelSpec
+from cladebench.provenance import software_versions
+from cladebench.registry import Registry
 
 if TYPE_CHECKING:
     import torch
@@ -109,7 +111,8 @@ class Encoder:
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)
         self.tokenizer = tokenizer
-        self.spec = spec
+        self.spec: ModelSpec = spec
+        """The resolved name the encoder was built from (kind ``clip``)."""
         self.model_id: str = spec.id
         self.revision: str | None = revision
         self.preprocessing: Preprocessing = preprocessing
@@ -221,18 +224,13 @@ class OpenClipLoad:
 
 Fetcher = Callable[[ModelSpec], OpenClipLoad]
 
-FETCHERS: dict[str, Fetcher] = {}
+FETCHERS: Registry[Fetcher] = Registry("model source")
 """Registry: spec source (``hf-hub``, ``local-dir``, ``open_clip``) -> how to make its files local."""
 
 
 def fetcher(source: str) -> Callable[[Fetcher], Fetcher]:
     """Register how specs of one source are made loadable."""
-
-    def register(fn: Fetcher) -> Fetcher:
-        FETCHERS[source] = fn
-        return fn
-
-    return register
+    return FETCHERS.register(source)
 
 
 def files_digest(paths: Sequence[Path]) -> str:
@@ -342,8 +340,10 @@ def load_open_clip(spec: ModelSpec, *, preprocessing: str = "openclip", device: 
     mode = get_preprocessing_mode(preprocessing)
     if precision not in AUTOCAST_DTYPES:
         raise unknown_name("precision", precision, AUTOCAST_DTYPES)
+    if spec.kind != "clip":
+        raise ModelLoadError(f"model {spec.id} is of kind {spec.kind!r}: open_clip builds image-text encoders only")
     _require_torch(spec)
-    load = FETCHERS[spec.source](spec)
+    load = FETCHERS.get_named(spec.source)(spec)
 
     import open_clip
 
@@ -370,5 +370,5 @@ def load_encoder(name: str, *, revision: str | None = None, preprocessing: str =
     ``revision`` overrides the alias's pin; ``preprocessing`` is ``openclip`` or ``tol``; ``device``
     ``auto`` picks cuda, then mps, then cpu; ``precision`` is ``fp32``, ``fp16`` (GPU only) or ``bf16``.
     """
-    return load_open_clip(resolve_model(name, revision), preprocessing=preprocessing, device=device,
+    return load_open_clip(resolve_encoder(name, revision), preprocessing=preprocessing, device=device,
                           precision=precision)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cladebench.errors import unknown_name
+from cladebench.registry import Registry
 
 if TYPE_CHECKING:
     import torch
@@ -96,7 +96,7 @@ class PreprocessingMode:
     """The transform for given settings."""
 
 
-PREPROCESSING_MODES: dict[str, PreprocessingMode] = {}
+PREPROCESSING_MODES: Registry[PreprocessingMode] = Registry("preprocessing mode")
 """Registry of preprocessing modes: name -> :class:`PreprocessingMode`."""
 
 
@@ -107,7 +107,7 @@ def preprocessing_mode(name: str, description: str, build: Callable[[Preprocessi
 
     def register(from_model: Callable[[Mapping[str, Any]], Preprocessing]
                  ) -> Callable[[Mapping[str, Any]], Preprocessing]:
-        PREPROCESSING_MODES[name] = PreprocessingMode(name, description, from_model, build)
+        PREPROCESSING_MODES.add(name, PreprocessingMode(name, description, from_model, build))
         return from_model
 
     return register
@@ -115,10 +115,7 @@ def preprocessing_mode(name: str, description: str, build: Callable[[Preprocessi
 
 def get_preprocessing_mode(name: str) -> PreprocessingMode:
     """Look up a mode; an unknown name lists the known ones and the closest."""
-    try:
-        return PREPROCESSING_MODES[name]
-    except KeyError:
-        raise unknown_name("preprocessing mode", name, PREPROCESSING_MODES) from None
+    return PREPROCESSING_MODES.get_named(name)
 
 
 def _size(config: Mapping[str, Any]) -> tuple[int, int]:

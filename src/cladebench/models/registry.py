@@ -9,12 +9,16 @@ before anything is loaded, and the spec is what provenance records:
 - ``hf-hub:ORG/NAME[@REVISION]``, an open_clip checkpoint on the Hugging Face Hub;
 - ``local-dir:PATH``, a folder with ``open_clip_config.json`` and a weights file;
 - ``NAME/PRETRAINED``, an open_clip architecture and a pretrained tag (``ViT-B-16/openai``) or a local
-  weights file (``ViT-B-16//data/ckpt.pt``).
+  weights file (``ViT-B-16//data/ckpt.pt``);
+- ``openai-compatible:NAME@URL``, a VLM behind an endpoint: a spec of kind ``vlm``, asked over HTTP, not
+  loaded (:func:`resolve_encoder` refuses it where an image-text encoder is needed).
 
-A URL is none of these: ``ftp://host/w.pt``, ``ViT-B-16/https://host/w.pt`` or a VLM endpoint
-(``openai-compatible:NAME@URL``, which is asked over HTTP, not loaded) is a
+A URL is none of these: ``ftp://host/w.pt`` or ``ViT-B-16/https://host/w.pt`` is a
 :class:`~cladebench.errors.UsageError` that says which scheme or form was given, never a search for a
 weights file named like the URL. The name in the message has its credentials stripped.
+
+The spec also carries the name as typed and the key of the model's default embedding column
+(``emb_<key>``), so the loader, ``embed``, ``eval`` and run records all read one resolution.
 
 Hub repositories that an alias pins keep their pin when named directly (``hf-hub:imageomics/bioclip``
 is the same spec as ``bioclip``), so a cache key or a results file never depends on which spelling
@@ -32,18 +36,17 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.errors import CladebenchError, RemoteUnavailableError, UnknownNameError, UsageError, unknown_name
+from cladebench.models.endpoint import ENDPOINT_PREFIX, endpoint_model_spec
+from cladebench.models.spec import ModelSpec, column_key
+from cladebench.registry import Registry
 
 HF_HUB_PREFIX = "hf-hub:"
 LOCAL_DIR_PREFIX = "local-dir:"
-ENDPOINT_PREFIX = "openai-compatible:"  # the same as cladebench.models.vlm.ENDPOINT_PREFIX (imported lazily there)
 
 _URL_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 
@@ -61,57 +64,21 @@ class ModelUnavailableError(RemoteUnavailableError):
     """Model files that are neither cached on this machine nor reachable (offline, no network, no access)."""
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """What a model name means, decided before any weights are read."""
-
-    id: str
-    """Canonical id recorded in provenance and cache keys: ``hf-hub:ORG/NAME``, ``local-dir:/abs/path``
-    or ``NAME/PRETRAINED``. Two names for the same weights share it."""
-    open_clip_name: str
-    """First argument to ``open_clip.create_model``: an architecture (``ViT-B-16``) or ``hf-hub:``/``local-dir:``."""
-    pretrained: str | None
-    """open_clip ``pretrained``: a tag (``openai``) or an absolute file path; ``None`` for hf-hub and local-dir."""
-    revision: str | None
-    """Hub commit or branch to load; ``None`` means the source has no revision or it was not pinned."""
-    source: str
-    """Where the weights come from: ``hf-hub``, ``local-dir`` or ``open_clip`` (see :data:`SOURCES`)."""
-    alias: str | None = None
-    """The registered alias this spec was resolved from, if any; not part of the identity of the weights."""
-
-    @property
-    def hub_repo(self) -> str | None:
-        """``ORG/NAME`` for a Hub model, else ``None``."""
-        return self.id.removeprefix(HF_HUB_PREFIX) if self.source == "hf-hub" else None
-
-    def replace(self, **changes: Any) -> ModelSpec:
-        """A copy with some fields changed."""
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields, for provenance."""
-        return dataclasses.asdict(self)
-
-
 ModelFactory = Callable[[str | None], ModelSpec]
 
-MODELS: dict[str, ModelFactory] = {}
+MODELS: Registry[ModelFactory] = Registry("model")
 """Registry of model aliases: name -> function of the requested revision (``None``: the pinned one)."""
 
-PINNED_REVISIONS: dict[str, str] = {}
+PINNED_REVISIONS: Registry[str] = Registry("pinned Hub repository")
 """Hub repo (``ORG/NAME``) -> the commit its alias pins; applied to ``hf-hub:`` names of the same repo too."""
 
 
 def register_model(name: str) -> Callable[[ModelFactory], ModelFactory]:
-    """Register an alias: the decorated function maps a requested revision (or ``None``) to a spec."""
-
-    def register(factory: ModelFactory) -> ModelFactory:
-        if name in MODELS:
-            raise ValueError(f"model alias {name!r} registered twice")
-        MODELS[name] = factory
-        return factory
-
-    return register
+    """Register an alias: the decorated function maps a requested revision (or ``None``) to a spec. An alias
+    registered twice is refused: the second would silently change what results recorded under it mean."""
+    if name in MODELS:
+        raise ValueError(f"model alias {name!r} registered twice")
+    return MODELS.register(name)
 
 
 def list_models() -> dict[str, str]:
@@ -131,7 +98,7 @@ def hub_spec(repo: str, revision: str | None = None, *, alias: str | None = None
 
 def _pinned_hub_model(name: str, repo: str, commit: str, doc: str) -> None:
     """Register an alias for a Hub repo pinned at ``commit`` (a revision passed by the caller wins)."""
-    PINNED_REVISIONS[repo] = commit
+    PINNED_REVISIONS.add(repo, commit)
 
     def factory(revision: str | None) -> ModelSpec:
         return hub_spec(repo, revision or commit, alias=name)
@@ -205,18 +172,14 @@ def _siglip(revision: str | None) -> ModelSpec:
 
 SourceParser = Callable[[str, str | None], ModelSpec]
 
-SOURCES: dict[str, SourceParser] = {}
-"""Registry of string forms: prefix (``hf-hub:``, ``local-dir:``) -> parser of the rest and the revision."""
+SOURCES: Registry[SourceParser] = Registry("model name form")
+"""Registry of string forms: prefix (``hf-hub:``, ``local-dir:``, ``openai-compatible:``) -> parser of the name
+(the whole name, prefix included) and the revision."""
 
 
 def model_source(prefix: str) -> Callable[[SourceParser], SourceParser]:
     """Register a parser for names that start with ``prefix``."""
-
-    def register(parser: SourceParser) -> SourceParser:
-        SOURCES[prefix] = parser
-        return parser
-
-    return register
+    return SOURCES.register(prefix)
 
 
 def _merge_revisions(name: str, in_name: str | None, given: str | None) -> str | None:
@@ -226,13 +189,14 @@ def _merge_revisions(name: str, in_name: str | None, given: str | None) -> str |
 
 
 @model_source(HF_HUB_PREFIX)
-def _parse_hf_hub(rest: str, revision: str | None) -> ModelSpec:
-    repo, _, in_name = rest.partition("@")
-    return hub_spec(repo, _merge_revisions(HF_HUB_PREFIX + rest, in_name or None, revision))
+def _parse_hf_hub(name: str, revision: str | None) -> ModelSpec:
+    repo, _, in_name = name.removeprefix(HF_HUB_PREFIX).partition("@")
+    return hub_spec(repo, _merge_revisions(name, in_name or None, revision))
 
 
 @model_source(LOCAL_DIR_PREFIX)
-def _parse_local_dir(rest: str, revision: str | None) -> ModelSpec:
+def _parse_local_dir(name: str, revision: str | None) -> ModelSpec:
+    rest = name.removeprefix(LOCAL_DIR_PREFIX)
     if not rest.strip():
         raise ModelLoadError("local-dir: needs a path, as in local-dir:/models/my-clip")
     path = str(Path(rest.strip()).expanduser().resolve())
@@ -241,45 +205,68 @@ def _parse_local_dir(rest: str, revision: str | None) -> ModelSpec:
                      revision=revision, source="local-dir")
 
 
+@model_source(ENDPOINT_PREFIX)
+def _parse_endpoint(name: str, revision: str | None) -> ModelSpec:
+    return endpoint_model_spec(name, revision)
+
+
 _FORMS_HINT = (" Or name a model as hf-hub:ORG/NAME[@REVISION], local-dir:PATH, or an open_clip"
                " NAME/PRETRAINED (pretrained tag or weights file).")
 
 
 def _refuse_urls(name: str) -> None:
-    """A URL or an endpoint is not a model that open_clip loads: say so, rather than look for a file named so."""
+    """A URL is not a model that open_clip loads: say so, rather than look for a weights file named like it."""
     from cladebench.provenance import redact_text
 
-    shown = redact_text(name)
-    if name.startswith(ENDPOINT_PREFIX):
-        from cladebench.models.vlm import parse_endpoint
-
-        parse_endpoint(name)  # an unsupported scheme or a malformed id is a UsageError that says which
-        raise UsageError(f"model {shown!r} is a VLM behind an endpoint, asked over HTTP: it serves the rerank and "
-                         "lineage tasks, not tasks that need an image-text encoder or its embeddings")
     found = _URL_SCHEME.search(name)
     if found is not None:
         scheme = found["scheme"].lower()
         what = ("a URL is not a model name" if scheme in ("http", "https")
                 else f"the scheme {found['scheme']}:// is not supported for a model")
-        raise UsageError(f"model {shown!r}: {what}; weights are read from the Hugging Face Hub or a local file, "
-                         f"not fetched from a URL (download the file and pass its path).{_FORMS_HINT}")
+        raise UsageError(f"model {redact_text(name)!r}: {what}; weights are read from the Hugging Face Hub or a "
+                         f"local file, not fetched from a URL (download the file and pass its path).{_FORMS_HINT}")
 
 
-def resolve_model(name: str, revision: str | None = None) -> ModelSpec:
-    """The spec a model name means (see the module docstring); reads no weights and needs no torch.
-
-    Raises :class:`~cladebench.errors.UnknownNameError` for a bare name that is not an alias, listing
-    the aliases and the closest one, and :class:`~cladebench.errors.UsageError` for a URL or an endpoint.
-    """
-    name = name.strip()
+def _resolve(name: str, revision: str | None) -> ModelSpec:
     if name.lower() in MODELS:  # aliases are case-insensitive: BioCLIP is bioclip
         return MODELS[name.lower()](revision)
-    _refuse_urls(name)
+    if not name.startswith(ENDPOINT_PREFIX):  # only an endpoint's name may hold a URL
+        _refuse_urls(name)
     for prefix, parser in SOURCES.items():
         if name.startswith(prefix):
-            return parser(name[len(prefix):], revision)
+            return parser(name, revision)
     architecture, slash, pretrained = name.partition("/")
     if slash and architecture and pretrained:
         return open_clip_spec(architecture, pretrained, revision)
     error = unknown_name("model", name, MODELS)
     raise UnknownNameError(str(error) + _FORMS_HINT) from None
+
+
+def resolve_model(name: str, revision: str | None = None) -> ModelSpec:
+    """The spec a model name means (see the module docstring); reads no weights, sends no request, needs no torch.
+
+    Raises :class:`~cladebench.errors.UnknownNameError` for a bare name that is not an alias, listing
+    the aliases and the closest one, and :class:`~cladebench.errors.UsageError` for a URL or a malformed
+    endpoint.
+    """
+    name = name.strip()
+    spec = _resolve(name, revision)
+    return spec.replace(name=name, column_key=column_key(name) if spec.kind == "clip" else None)
+
+
+def resolve_encoder(name: str, revision: str | None = None) -> ModelSpec:
+    """The spec of a name that must mean an image-text encoder (to embed images, or to find the column holding
+    its embeddings); a model behind an endpoint is a :class:`~cladebench.errors.UsageError` that says why."""
+    return require_encoder(resolve_model(name, revision))
+
+
+def require_encoder(spec: ModelSpec) -> ModelSpec:
+    """``spec`` when it is an image-text encoder; a model behind an endpoint is a
+    :class:`~cladebench.errors.UsageError` saying which tasks it serves."""
+    if spec.kind != "clip":
+        from cladebench.provenance import redact_text
+
+        raise UsageError(f"model {redact_text(spec.name or spec.id)!r} is a VLM behind an endpoint, asked over HTTP: "
+                         "it serves the rerank and lineage tasks, not tasks that need an image-text encoder or its "
+                         "embeddings")
+    return spec

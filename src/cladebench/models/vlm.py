@@ -54,8 +54,8 @@ otherwise cost ``max_attempts`` read timeouts; when it passes, or the next wait 
 an ``invalid_response`` (Yes/No) or an :class:`InvalidResponseError` (chat), and never cached.
 
 Credentials in the endpoint URL (``http://user:pass@host/v1``) are used for the request (HTTP basic
-auth) and appear nowhere else: :attr:`EndpointSpec.id`, error messages and the cache key use the URL
-with them stripped (:func:`cladebench.provenance.redact_url`).
+auth) and appear nowhere else: :attr:`~cladebench.models.endpoint.EndpointSpec.id`, error messages and the
+cache key use the URL with them stripped (:func:`cladebench.provenance.redact_url`).
 
 Cache: every usable response is kept as one small JSON file under ``cache_dir``, named by the SHA-256 of
 the model name, the base URL, the request payload with the image replaced by a placeholder, the SHA-256
@@ -65,9 +65,6 @@ Files are written to a temporary name and renamed, so a reader never sees half a
 not parse is ignored and replaced by a fresh answer.
 
 Example:
-    >>> spec = parse_endpoint("openai-compatible:Qwen2-VL-7B@http://127.0.0.1:8000/v1/")
-    >>> spec.name, spec.base_url
-    ('Qwen2-VL-7B', 'http://127.0.0.1:8000/v1')
     >>> normalise_token(" YES"), normalise_token("\\u2581No")
     ('yes', 'no')
 """
@@ -81,7 +78,6 @@ import io
 import json
 import math
 import os
-import re
 import string
 import tempfile
 import time
@@ -90,13 +86,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cladebench.errors import CladebenchError, UsageError
+from cladebench.errors import CladebenchError
+from cladebench.models.endpoint import EndpointSpec, parse_endpoint
 from cladebench.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 
 if TYPE_CHECKING:
     import httpx
-
-ENDPOINT_PREFIX = "openai-compatible:"
 
 DEFAULT_PROMPT_TEMPLATE = "Does this picture show {query}? Answer Yes or No."
 
@@ -150,68 +145,7 @@ class InvalidResponseError(EndpointError):
         self.request_key: str | None = None
 
 
-# --- names and configuration ---------------------------------------------------------------------
-
-_ENDPOINT_FORM = re.compile(r"^(?P<name>.+?)@(?P<url>https?://\S+)$")
-_OTHER_SCHEME = re.compile(r"^(?P<name>.+?)@(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
-
-
-@dataclass(frozen=True)
-class EndpointSpec:
-    """Which model on which server: what ``openai-compatible:NAME@URL`` means."""
-
-    name: str
-    """The ``model`` field of each request (vLLM's ``--served-model-name``, or an OpenAI model id)."""
-    base_url: str
-    """The API root without a trailing slash, ending where ``/chat/completions`` is appended (``.../v1``)."""
-
-    @property
-    def display_url(self) -> str:
-        """``base_url`` without credentials (userinfo, secret query parameters): what messages and records show."""
-        from cladebench.provenance import redact_url
-
-        return redact_url(self.base_url)
-
-    @property
-    def id(self) -> str:
-        """The model id for provenance: ``openai-compatible:NAME@URL``, the URL without credentials."""
-        return f"{ENDPOINT_PREFIX}{self.name}@{self.display_url}"
-
-    @property
-    def chat_url(self) -> str:
-        """``/chat/completions`` appended to the URL's path, before its query (``.../v1?api-version=2`` ->
-        ``.../v1/chat/completions?api-version=2``): appended to the whole URL it would land inside the query."""
-        from urllib.parse import urlsplit, urlunsplit
-
-        parts = urlsplit(self.base_url)
-        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions"))
-
-    def __repr__(self) -> str:  # the URL without credentials, as everywhere else it is shown
-        return f"EndpointSpec(name={self.name!r}, base_url={self.display_url!r})"
-
-
-def parse_endpoint(model_id: str) -> EndpointSpec:
-    """``openai-compatible:NAME@URL`` -> :class:`EndpointSpec`; the URL is the first ``@http(s)://`` part.
-
-    A URL of another scheme (``ftp://``, ``file://``) is a :class:`~cladebench.errors.UsageError` that names
-    the scheme; so is a model id without a name or a URL.
-    """
-    from cladebench.provenance import redact_text
-
-    text = model_id.strip()
-    shown = redact_text(model_id)
-    example = f"as in {ENDPOINT_PREFIX}Qwen2-VL-7B@http://127.0.0.1:8000/v1"
-    if not text.startswith(ENDPOINT_PREFIX):
-        raise CladebenchError(f"model id {shown!r} is not an endpoint; expected {ENDPOINT_PREFIX}NAME@URL, {example}")
-    rest = text[len(ENDPOINT_PREFIX):]
-    match = _ENDPOINT_FORM.match(rest)
-    if match is None or not match["name"].strip():
-        other = _OTHER_SCHEME.match(rest)
-        if other is not None and other["name"].strip() and match is None:
-            raise UsageError(f"model id {shown!r}: the scheme {other['scheme']}:// is not supported for an endpoint; "
-                             f"expected {ENDPOINT_PREFIX}NAME@URL with an http:// or https:// URL, {example}")
-        raise UsageError(f"model id {shown!r}: expected {ENDPOINT_PREFIX}NAME@URL with an http(s) URL, {example}")
-    return EndpointSpec(name=match["name"].strip(), base_url=match["url"].rstrip("/"))
+# --- configuration -------------------------------------------------------------------------------
 
 
 def _as_spec(spec: EndpointSpec | str) -> EndpointSpec:
@@ -938,13 +872,11 @@ def _run_blocking(coroutine: Coroutine[Any, Any, _T], name: str) -> _T:
 __all__ = [
     "ACCEPTED_IMAGE_TYPES",
     "DEFAULT_PROMPT_TEMPLATE",
-    "ENDPOINT_PREFIX",
     "NO_FORMS",
     "OUTCOMES",
     "YES_FORMS",
     "ChatResult",
     "EndpointError",
-    "EndpointSpec",
     "InvalidResponseError",
     "LogprobsUnsupportedError",
     "PreparedImage",
@@ -957,7 +889,6 @@ __all__ = [
     "chat_async",
     "chat_from_response",
     "normalise_token",
-    "parse_endpoint",
     "prepare_image",
     "request_key",
     "score_yes_no",
