@@ -148,7 +148,8 @@ def test_bad_values_name_file_row_and_field(tmp_path: Path, field: str, value: s
     with pytest.raises(SchemaError) as info:
         read_crypticbio(path)
     text = str(info.value)
-    assert text.startswith(f"{path}: row 2, ") and message in text
+    # Row 2 is the second row after the header, as a spreadsheet user counts rows of data.
+    assert text.startswith(f"{path}: row 2 (1-based data row), ") and message in text
 
 
 def test_bad_structure_is_an_error(tmp_path: Path) -> None:
@@ -158,7 +159,7 @@ def test_bad_structure_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "b.csv"
     write_csv(path, [GOOD_ROW])
     path.write_text(path.read_text() + "Felis catus,2020.0\n")
-    with pytest.raises(SchemaError, match="row 2: fewer fields than the header's 14"):
+    with pytest.raises(SchemaError, match=r"row 2 \(1-based data row\): fewer fields than the header's 14"):
         read_crypticbio(path)
     lookup = tmp_path / "lookup.tsv"
     lookup.write_text("Podarcis muralis\tPodarcis liolepis\nno tab here\n")

@@ -12,7 +12,8 @@ one with 101), and what this reader makes of it:
 
 - ``year``, ``month``, ``day`` are floats (``2018.0``). Together they are ``observed_on``; when any
   part is missing the date is null and counted. A part that is not a whole number, or a date that
-  does not exist, is an error naming the file, the 1-based data row and the field.
+  does not exist, is an error naming the file, the row (1 = the first row after the header; see
+  :mod:`cladebench.curate.sources.rows`) and the field.
 - ``order`` is empty for every squamate: CrypticBio files Squamata under ``class``. The lineage keeps
   ``class = "Squamata"`` and a null ``order`` rather than inventing Reptilia (see
   :func:`cladebench.taxonomy.Lineage.from_row`, which does all the name parsing).
@@ -58,9 +59,7 @@ from __future__ import annotations
 
 import ast
 import calendar
-import csv
 import datetime
-import math
 import os
 import re
 import uuid as uuidlib
@@ -75,6 +74,14 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.curate.fetch import DownloadConfig, DownloadReport, DownloadStore, download
 from cladebench.curate.sources import check_out_apart, failures_path_for, stats_of, utf8_errors, with_stats
+from cladebench.curate.sources.rows import (
+    Row,
+    coordinates,
+    csv_records,
+    number_from_text,
+    required_text,
+    whole_number_from_text,
+)
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -177,67 +184,28 @@ def _check_input_file(path: str | Path, option: str, what: str) -> None:
 # --- one row -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Where:
-    """A row's location in its file, for error messages a person can act on."""
-
-    path: Path
-    row: int
-    """1-based data row (the header is not counted)."""
-
-    def error(self, field: str, problem: str) -> SchemaError:
-        return SchemaError(f"{self.path}: row {self.row}, field {field!r}: {problem}")
-
-
-def _number(record: Mapping[str, str], field: str, where: _Where) -> float | None:
-    text = (record[field] or "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise where.error(field, f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise where.error(field, f"{text!r} is not a finite number")
-    return value
-
-
-def _whole(record: Mapping[str, str], field: str, where: _Where) -> int | None:
-    value = _number(record, field, where)
-    if value is not None and not value.is_integer():
-        raise where.error(field, f"{record[field]!r} is not a whole number")
-    return None if value is None else int(value)
-
-
-def _observed_on(record: Mapping[str, str], where: _Where) -> datetime.date | None:
+def _observed_on(record: Mapping[str, str], row: Row) -> datetime.date | None:
     """The date from float parts; ``None`` when any part is missing. An impossible date names its field."""
-    year, month, day = (_whole(record, f, where) for f in ("year", "month", "day"))
+    year, month, day = (whole_number_from_text(record, f, row) for f in ("year", "month", "day"))
     if year is None or month is None or day is None:
         return None
     if not datetime.MINYEAR <= year <= datetime.MAXYEAR:
-        raise where.error("year", f"{record['year']!r} is not a year")
+        raise row.error("year", f"{record['year']!r} is not a year")
     if not 1 <= month <= 12:
-        raise where.error("month", f"{record['month']!r} is not a month (1-12)")
+        raise row.error("month", f"{record['month']!r} is not a month (1-12)")
     last = calendar.monthrange(year, month)[1]
     if not 1 <= day <= last:
-        raise where.error("day", f"{record['day']!r} is not a day of {year}-{month:02d} (1-{last})")
+        raise row.error("day", f"{record['day']!r} is not a day of {year}-{month:02d} (1-{last})")
     return datetime.date(year, month, day)
 
 
-def _coordinates(record: Mapping[str, str], where: _Where) -> tuple[float | None, float | None]:
-    latitude = _number(record, "decimalLatitude", where)
-    longitude = _number(record, "decimalLongitude", where)
-    if (latitude is None) != (longitude is None):
-        missing = "decimalLatitude" if latitude is None else "decimalLongitude"
-        raise where.error(missing, "missing while the other coordinate is given")
-    if latitude is not None and not -90.0 <= latitude <= 90.0:
-        raise where.error("decimalLatitude", f"{record['decimalLatitude']!r} is outside [-90, 90]")
-    if longitude is not None and not -180.0 <= longitude <= 180.0:
-        raise where.error("decimalLongitude", f"{record['decimalLongitude']!r} is outside [-180, 180]")
-    return latitude, longitude
+def _coordinates(record: Mapping[str, str], row: Row) -> tuple[float | None, float | None]:
+    names = ("decimalLatitude", "decimalLongitude")
+    latitude, longitude = (number_from_text(record, name, row) for name in names)
+    return coordinates(latitude, longitude, row, names, shown=(record[names[0]], record[names[1]]))
 
 
-def _vernacular_names(record: Mapping[str, str], where: _Where) -> list[str] | None:
+def _vernacular_names(record: Mapping[str, str], row: Row) -> list[str] | None:
     """All vernacular names in order; the list literal is parsed here, the preferred name by the Lineage."""
     text = (record["vernacularName"] or "").strip()
     if not text:
@@ -247,17 +215,10 @@ def _vernacular_names(record: Mapping[str, str], where: _Where) -> list[str] | N
     try:
         names = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise where.error("vernacularName", f"{text[:80]!r} is not a list of names") from None
+        raise row.error("vernacularName", f"{text[:80]!r} is not a list of names") from None
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise where.error("vernacularName", f"{text[:80]!r} is not a list of names")
+        raise row.error("vernacularName", f"{text[:80]!r} is not a list of names")
     return [n.strip() for n in names if n.strip()]
-
-
-def _required(record: Mapping[str, str], field: str, where: _Where) -> str:
-    text = (record[field] or "").strip()
-    if not text:
-        raise where.error(field, "empty; every CrypticBio row has one")
-    return text
 
 
 class _Rows:
@@ -282,21 +243,21 @@ class _Taxa:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, ...], tuple[Lineage, list[str] | None]] = {}
 
-    def get(self, record: Mapping[str, str], where: _Where) -> tuple[Lineage, list[str] | None]:
+    def get(self, record: Mapping[str, str], row: Row) -> tuple[Lineage, list[str] | None]:
         key = tuple(record[f] for f in _TAXON_FIELDS)
         if key not in self._seen:
-            names = _vernacular_names(record, where)  # first, so a bad literal is an error naming its row
+            names = _vernacular_names(record, row)  # first, so a bad literal is an error naming its row
             self._seen[key] = (Lineage.from_row(dict(zip(_TAXON_FIELDS, key, strict=True))), names)
         return self._seen[key]
 
 
-def _add_row(rows: _Rows, record: Mapping[str, str], where: _Where, source_dataset: str,
+def _add_row(rows: _Rows, record: Mapping[str, str], row: Row, source_dataset: str,
              lookup: Mapping[str, tuple[str, ...]] | None, url_seen: Counter[str], taxa: _Taxa) -> None:
-    scientific_name = _required(record, "scientificName", where)
-    url = _required(record, "url", where)
-    observed_on = _observed_on(record, where)
-    latitude, longitude = _coordinates(record, where)
-    lineage, vernacular_names = taxa.get(record, where)
+    scientific_name = required_text(record, "scientificName", row, what="CrypticBio row")
+    url = required_text(record, "url", row, what="CrypticBio row")
+    observed_on = _observed_on(record, row)
+    latitude, longitude = _coordinates(record, row)
+    lineage, vernacular_names = taxa.get(record, row)
     occurrence = url_seen[url]
     url_seen[url] += 1
     identity = f"{source_dataset}|{url}" + (f"|{occurrence}" if occurrence else "")
@@ -328,7 +289,8 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
     ``lookup`` is a cryptic-group TSV path or an anchor -> group mapping (see :func:`read_cryptic_lookup`);
     ``subset`` overrides the name taken from the file name. Counts of rows, missing dates and
     coordinates, and rows without a cryptic group are in the schema metadata (see :func:`read_stats`).
-    Any bad value is a :class:`SchemaError` naming the file, the 1-based data row and the field.
+    Any bad value is a :class:`SchemaError` naming the file, the row (1 = the first after the header) and the
+    field.
     """
     path = Path(path)
     _check_input_file(path, "CSV", "a CrypticBio benchmark CSV (e.g. CrypticBio-Common.csv)")
@@ -337,12 +299,8 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
     rows = _Rows()
     url_seen: Counter[str] = Counter()
     taxa = _Taxa()
-    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
-        try:
-            _read_rows(reader, path, source_dataset, groups, rows, url_seen, taxa)
-        except csv.Error as exc:  # a field over csv.field_size_limit() (131,072 characters), a NUL byte, ...
-            raise SchemaError(f"{path}: line {reader.line_num + 1}: cannot be read as CSV: {exc}") from None
+    for row, record in csv_records(path, CSV_COLUMNS, what="a CrypticBio benchmark CSV"):
+        _add_row(rows, record, row, source_dataset, groups, url_seen, taxa)
     table = pa.table(rows.columns, schema=READ_SCHEMA)
     stats = {
         "file": path.name, "source_dataset": source_dataset, "rows": table.num_rows,
@@ -351,21 +309,6 @@ def read_crypticbio(path: str | Path, *, lookup: str | Path | Mapping[str, Seque
                                         "without_cryptic_group", "repeated_url")},
     }
     return with_stats(table, READ_STATS_KEY, stats)
-
-
-def _read_rows(reader: csv.DictReader, path: Path, source_dataset: str, groups: dict[str, tuple[str, ...]] | None,
-               rows: _Rows, url_seen: Counter[str], taxa: _Taxa) -> None:
-    missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise SchemaError(f"{path}: not a CrypticBio benchmark CSV: missing column(s) {missing}; "
-                          f"header is {reader.fieldnames}")
-    for row_number, record in enumerate(reader, 1):
-        where = _Where(path, row_number)
-        if None in record or any(record[c] is None for c in CSV_COLUMNS):
-            more = "more" if None in record else "fewer"
-            raise SchemaError(f"{path}: row {row_number}: {more} fields than the header's "
-                              f"{len(reader.fieldnames or [])}")
-        _add_row(rows, record, where, source_dataset, groups, url_seen, taxa)
 
 
 def _lookup(lookup: str | Path | Mapping[str, Sequence[str]] | None) -> dict[str, tuple[str, ...]] | None:
@@ -437,7 +380,7 @@ def _image_batches(table: pa.Table, report: DownloadReport) -> Iterator[pa.Table
 
 
 def _failure_rows(table: pa.Table, report: DownloadReport) -> pa.Table:
-    """The download failures joined to their CSV rows (1-based data row, species, group)."""
+    """The download failures joined to their CSV rows (``row``: 1 = the first after the header; species, group)."""
     index = {u: i for i, u in enumerate(table.column("uuid").to_pylist())}
     columns = ("source_url", "scientific_name", "taxonomic_group")
     values = {c: table.column(c).to_pylist() for c in columns}
