@@ -28,10 +28,10 @@ from cladebench.tasks.fewshot import (
     linear_probe,
     plan_splits,
     predict_splits,
-    read_labelled_rows,
     simpleshot,
     simpleshot_biobench,
 )
+from cladebench.tasks.labelled_rows import read_labelled_rows
 
 DIM = 24
 

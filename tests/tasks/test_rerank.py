@@ -20,11 +20,11 @@ pytest.importorskip("open_clip")
 from cladebench.cli import main
 from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import EvalCommand, run_eval
+from cladebench.evaluate.run import eval_config, run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
-from cladebench.synthetic import WorldConfig, make_world
 from helpers.http_local import read_chat, send_json, serving, yes_no_reply
+from helpers.rerank_data import rerank_table as planted_rerank_table
 
 QUERIES = 4
 CANDIDATES = 12
@@ -32,18 +32,7 @@ CANDIDATES = 12
 
 def rerank_table(seed: int = 3) -> pa.Table:
     """QUERIES queries (a species' scientific name each) x CANDIDATES images, some of that species."""
-    world = make_world(WorldConfig(seed=seed, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
-    table = world.to_table(QUERIES * CANDIDATES, seed=seed, image_format="jpeg")
-    names = table.column("scientific_name").to_pylist()
-    species = sorted(set(names))[:QUERIES]
-    query_of = [species[i // CANDIDATES] for i in range(table.num_rows)]
-    uuids = [f"{q}-{u}" for q, u in zip(query_of, table.column("uuid").to_pylist(), strict=True)]
-    table = table.set_column(table.column_names.index("uuid"), "uuid", pa.array(uuids))
-    table = table.append_column("query_id", pa.array([species.index(q) + 1 for q in query_of], pa.int64()))
-    table = table.append_column("query", pa.array(query_of))
-    relevant = [n == q for n, q in zip(names, query_of, strict=True)]
-    relevant[0] = True  # every query needs a positive; query 1 gets one for sure
-    table = table.append_column("relevant", pa.array(relevant))
+    table = planted_rerank_table(QUERIES, CANDIDATES, seed=seed)
     return table.append_column("supercategory", pa.array(["Species" if i % 2 else "Context"
                                                           for i in range(table.num_rows)]))
 
@@ -66,7 +55,7 @@ def independent_ap(relevant: list[bool], scores: list[float]) -> float:
 
 def test_clip_rerank_scores_are_query_cosines_and_metrics_follow_inquire(embedded, tmp_path):
     path, model = embedded
-    record, run_path = run_eval(EvalCommand(dataset=str(path), model=model, out=tmp_path / "run", task="rerank",
+    record, run_path = run_eval(eval_config(dataset=str(path), model=model, out=tmp_path / "run", task="rerank",
                                             device="cpu", group_by="none", breakdown=("supercategory",)))
     predictions = record.predictions(run_path).to_pylist()
     assert len(predictions) == QUERIES * CANDIDATES
@@ -153,7 +142,7 @@ def test_named_benchmark_uses_its_task_split_and_breakdowns(embedded, tmp_path, 
                                                    for i in range(table.num_rows)]))
     table = table.append_column("category", pa.array(["Appearance"] * table.num_rows))
     store.write_dataset(table, built)
-    record, _ = run_eval(EvalCommand(dataset="inquire-rerank", model=model, out=tmp_path / "bench", device="cpu"))
+    record, _ = run_eval(eval_config(dataset="inquire-rerank", model=model, out=tmp_path / "bench", device="cpu"))
     assert record.task == "rerank"
     assert record.provenance["dataset"]["benchmark"] == "inquire-rerank"
     assert record.provenance["dataset"]["evaluated_rows"] == 3 * CANDIDATES  # the test split only

@@ -19,7 +19,7 @@ from sklearn.metrics import average_precision_score, ndcg_score
 
 from cladebench import store
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import EvalCommand, run_eval
+from cladebench.evaluate.run import eval_config, run_eval
 from helpers.http_local import read_chat, send_json, serving, yes_no_reply
 
 # Query id -> (query text, [(P(Yes), relevant), ...]) in candidate order.
@@ -103,7 +103,7 @@ def _inquire(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[float, float, floa
 
 def test_ties_are_counted_and_the_tie_rule_is_in_the_recorded_definition(planted, tmp_path: Path) -> None:
     path, model = planted
-    record, run = run_eval(EvalCommand(dataset=str(path), model=model, task="rerank", group_by="none",
+    record, run = run_eval(eval_config(dataset=str(path), model=model, task="rerank", group_by="none",
                                        out=tmp_path / "run"))
     task = record.provenance["task"]
     assert task["ties_at_cut"] == 1  # query 1 only: its three tied candidates straddle the cut at 100
@@ -122,7 +122,7 @@ def test_ties_are_counted_and_the_tie_rule_is_in_the_recorded_definition(planted
 
 def test_without_ties_the_record_holds_inquire_s_own_numbers(planted, tmp_path: Path) -> None:
     path, model = planted
-    record, run = run_eval(EvalCommand(dataset=str(path), model=model, task="rerank", group_by="none",
+    record, run = run_eval(eval_config(dataset=str(path), model=model, task="rerank", group_by="none",
                                        where=f"query_id IN {PLAIN}", out=tmp_path / "run"))
     assert record.provenance["task"]["ties_at_cut"] == 0 and record.provenance["task"]["mixed_ties"] == 0
     predictions = record.predictions(run)

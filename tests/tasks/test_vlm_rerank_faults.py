@@ -15,41 +15,28 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_vlm import _Handler, _Server, completion, decode_request, default_top, send
 
 from cladebench import store
 from cladebench.cli import main
 from cladebench.evaluate.record import RunRecord
-from cladebench.synthetic import WorldConfig, make_world
-from helpers.http_local import serving
+from helpers.http_local import send_json, serving
+from helpers.rerank_data import write_rerank_dataset
+from helpers.vlm_server import ChatHandler, ChatServer, completion, decode_request, default_top
 
 QUERIES, CANDIDATES = 3, 6
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    world = make_world(WorldConfig(seed=4, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
-    table = world.to_table(QUERIES * CANDIDATES, seed=4, image_format="jpeg")
-    names = table.column("scientific_name").to_pylist()
-    species = sorted(set(names))[:QUERIES]
-    query_of = [species[i // CANDIDATES] for i in range(table.num_rows)]
-    uuids = [f"{q}-{u}" for q, u in zip(query_of, table.column("uuid").to_pylist(), strict=True)]
-    table = table.set_column(table.column_names.index("uuid"), "uuid", pa.array(uuids))
-    table = table.append_column("query_id", pa.array([species.index(q) + 1 for q in query_of], pa.int64()))
-    table = table.append_column("query", pa.array(query_of))
-    relevant = [i % CANDIDATES < 2 for i in range(table.num_rows)]  # two positives per query
-    table = table.append_column("relevant", pa.array(relevant))
-    path = tmp_path_factory.mktemp("rerank") / "rerank.lance"
-    store.write_dataset(table, path)
-    return path
+    return write_rerank_dataset(tmp_path_factory.mktemp("rerank") / "rerank.lance", QUERIES, CANDIDATES, seed=4,
+                                positives=2)  # two positives per query
 
 
 @pytest.fixture
-def endpoint() -> Iterator[_Server]:
-    httpd = _Server()
+def endpoint() -> Iterator[ChatServer]:
+    httpd = ChatServer()
     with serving(httpd):
         yield httpd
 
@@ -62,10 +49,10 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def nan_when(condition: Any):
     """A server reply that answers NaN logprobs to the requests ``condition(prompt, number)`` picks."""
-    def reply(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+    def reply(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
         seen = decode_request(body, None)
         top = (lambda yes, no: [("Yes", math.nan), ("No", no)]) if condition(seen.prompt, number) else default_top
-        send(handler, 200, completion(seen, top))
+        send_json(handler, 200, completion(seen, top))
         return True
 
     return reply
@@ -75,7 +62,7 @@ def rerank(dataset: Path, model: str, out: Path) -> int:
     return main(["eval", str(dataset), "--model", model, "--task", "rerank", "--group-by", "none", "--out", str(out)])
 
 
-def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Path, endpoint: _Server,
+def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Path, endpoint: ChatServer,
                                                                     tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     endpoint.state.reply = nan_when(lambda prompt, number: True)
@@ -101,7 +88,7 @@ def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Pat
     assert "no score" not in capsys.readouterr().err
 
 
-def test_no_yes_or_no_anywhere_reports_no_metric(dataset: Path, endpoint: _Server, tmp_path: Path,
+def test_no_yes_or_no_anywhere_reports_no_metric(dataset: Path, endpoint: ChatServer, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     endpoint.state.top_for = lambda yes, no: [("The", -0.1), ("A", -2.5)]
     total = QUERIES * CANDIDATES
@@ -114,7 +101,7 @@ def test_no_yes_or_no_anywhere_reports_no_metric(dataset: Path, endpoint: _Serve
     assert "undefined" in printed.out
 
 
-def test_a_few_unusable_answers_are_counted_on_the_console_and_metrics_stay(dataset: Path, endpoint: _Server,
+def test_a_few_unusable_answers_are_counted_on_the_console_and_metrics_stay(dataset: Path, endpoint: ChatServer,
                                                                             tmp_path: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     first_query = min(store.open_dataset(dataset).to_table(columns=["query"]).column("query").to_pylist())
@@ -129,7 +116,7 @@ def test_a_few_unusable_answers_are_counted_on_the_console_and_metrics_stay(data
     assert record.provenance["task"]["unscored"] == CANDIDATES
 
 
-def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Path, endpoint: _Server,
+def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Path, endpoint: ChatServer,
                                                                     tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-written-4417")
@@ -163,7 +150,7 @@ def test_vlm_deadline_out_of_range_is_a_usage_error(dataset: Path, tmp_path: Pat
 
 
 def test_vlm_deadline_from_the_command_line_bounds_a_silent_endpoint(dataset: Path, tmp_path: Path,
-                                                                    endpoint: _Server,
+                                                                    endpoint: ChatServer,
                                                                     monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     import time

@@ -88,14 +88,8 @@ def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None =
 
     Only rows with a vector in every column are used, so each column sees exactly the same images.
     """
-    from cladebench.tasks.fewshot import (
-        METHODS,
-        FewShotConfig,
-        few_shot_summary,
-        plan_splits,
-        predict_splits,
-        read_labelled_rows,
-    )
+    from cladebench.tasks.fewshot import METHODS, FewShotConfig, few_shot_summary, plan_splits, predict_splits
+    from cladebench.tasks.labelled_rows import read_labelled_rows
 
     columns = list(columns) if columns is not None else store.embedding_columns(dataset.schema)
     if not columns:

@@ -21,6 +21,7 @@ from cladebench.taxonomy import RANK_COLUMNS
 BOOTSTRAP_RESAMPLES = 2000
 """Resamples for the bootstrap intervals of mean depth and LCA distance (seeded: a rerun gives the same)."""
 
+
 # --- metrics -------------------------------------------------------------------------------------
 
 

@@ -122,6 +122,7 @@ def read_targets(rows: pa.Table) -> TargetSet:
 
 # --- conditions, completions and scores ----------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Condition:
     """What a model is given and asked under one condition."""

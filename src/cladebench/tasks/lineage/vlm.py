@@ -31,6 +31,7 @@ from cladebench.taxonomy import RANKS, Rank
 if TYPE_CHECKING:
     import lance
 
+
 # --- VLMs ----------------------------------------------------------------------------------------
 
 

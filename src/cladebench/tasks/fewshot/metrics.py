@@ -1,0 +1,87 @@
+"""Few-shot metrics from the prediction table: accuracy and balanced accuracy per method and shot count, as a mean
+and t-interval over repetitions.
+
+Why a module of its own: metrics are computed from predictions, never inside the task, so `compare-columns` and a
+re-analysis get the same numbers from the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cladebench.metrics import define_metric, mean_std_ci
+from cladebench.tasks.common import Predictions
+from cladebench.tasks.fewshot.methods import METHODS
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+
+T_INTERVAL = ("mean over repetitions; interval: mean +/- t(0.975, N-1) * s / sqrt(N) over the N repetitions "
+              "(s the sample standard deviation), clipped to [0, 1]; none when N = 1")
+
+
+def _mean_t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+    """:func:`cladebench.metrics.mean_std_ci` as a record entry: clipped to [0, 1] (accuracies), and None
+    rather than NaN for a single repetition, so run.json stays strict JSON."""
+    estimate = mean_std_ci(np.asarray(values, dtype=np.float64), confidence)
+    if estimate.n < 2:
+        return {"value": estimate.value, "low": None, "high": None, "n": estimate.n, "std": None,
+                "confidence": confidence}
+    return {"value": estimate.value, "low": max(0.0, estimate.low), "high": min(1.0, estimate.high), "n": estimate.n,
+            "std": estimate.std, "confidence": confidence}
+
+
+def metric_name(method: str, shots: int, balanced: bool = False) -> str:
+    """``simpleshot_5shot`` or ``simpleshot_5shot_balanced``."""
+    return f"{method}_{shots}shot" + ("_balanced" if balanced else "")
+
+
+def _define(method: str, shots: int, balanced: bool) -> str:
+    what = METHODS[method].definition if method in METHODS else method
+    score = ("balanced accuracy (mean over classes of the share of the class's query images predicted correctly)"
+             if balanced else "accuracy (share of query images predicted correctly)")
+    return define_metric(metric_name(method, shots, balanced),
+                         f"{what}, with {shots} support image(s) per class: {score} per repetition, {T_INTERVAL}")
+
+
+def few_shot_summary(table: pa.Table, methods: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Accuracy and balanced accuracy per method and shot count from a prediction table (see the module docstring)."""
+    slim = table.select(["method", "shots", "repetition", "true_label", "correct"])
+    slim = slim.set_column(4, "correct", pc.cast(slim.column("correct"), pa.float64()))
+    keys = ["method", "shots", "repetition"]
+    per_rep = slim.group_by(keys).aggregate([("correct", "mean"), ("correct", "count")])
+    per_class = slim.group_by([*keys, "true_label"]).aggregate([("correct", "mean")])
+    balanced = per_class.group_by(keys).aggregate([("correct_mean", "mean")])
+    accuracy: dict[tuple[str, int], dict[int, tuple[float, int]]] = {}
+    for row in per_rep.to_pylist():
+        accuracy.setdefault((row["method"], row["shots"]), {})[row["repetition"]] = (row["correct_mean"],
+                                                                                     row["correct_count"])
+    balanced_of = {(r["method"], r["shots"], r["repetition"]): r["correct_mean_mean"] for r in balanced.to_pylist()}
+    order = list(methods) if methods is not None else []
+    order += sorted({m for m, _ in accuracy} - set(order))
+    metrics: dict[str, dict[str, Any]] = {}
+    for method in order:
+        for shots in sorted(k for m, k in accuracy if m == method):
+            reps = sorted(accuracy[(method, shots)])
+            pooled = sum(accuracy[(method, shots)][r][1] for r in reps)
+            for is_balanced in (False, True):
+                values = [balanced_of[(method, shots, r)] if is_balanced else accuracy[(method, shots)][r][0]
+                          for r in reps]
+                name = _define(method, shots, is_balanced)
+                metrics[name] = {**_mean_t_interval(values), "query_examples": pooled,
+                                 "per_repetition": [float(v) for v in values], "interval": T_INTERVAL}
+    return metrics
+
+
+def few_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+    """``<method>_<k>shot`` and ``<method>_<k>shot_balanced`` for every method and shot count of the run."""
+    return few_shot_summary(predictions.table, predictions.info.get("methods"))
+
+
+for _method in METHODS.values():
+    define_metric(_method.name, f"few-shot {_method.definition}; {T_INTERVAL}")
