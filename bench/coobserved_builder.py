@@ -1,6 +1,6 @@
 """The iNat Co-Observed builder on synthetic iNat open-data exports of growing size: time, throughput, peak memory.
 
-What it measures: :func:`cladebench.curate.builders.coobserved.build_coobserved` (DuckDB, out of core, with a
+What it measures: :func:`cladebench.curate.builders.coobserved.build.build_coobserved` (DuckDB, out of core, with a
 ``memory_limit``) over exports written by :func:`cladebench.synthetic.inat_export.write_export` with ``--sizes``
 photo rows (default 1M and 10M), each generated once into the work directory. Every step runs in a
 child process of its own, so each peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of that child;
@@ -58,9 +58,9 @@ def child_generate(export_dir: str, n_photos: int, seed: int, chunk_rows: int) -
 def child_scan(export_dir: str, memory_limit: str, threads: int | None) -> dict:
     import duckdb
 
-    from cladebench.curate.builders.coobserved import _export_files
+    from cladebench.curate.builders.coobserved.stages import export_files
 
-    files = _export_files(Path(export_dir))
+    files = export_files(Path(export_dir))
     con = duckdb.connect()
     con.sql(f"SET memory_limit = '{memory_limit}'")
     if threads:
@@ -73,7 +73,8 @@ def child_scan(export_dir: str, memory_limit: str, threads: int | None) -> dict:
 
 
 def child_build(export_dir: str, out: str, memory_limit: str, threads: int | None, seed: int) -> dict:
-    from cladebench.curate.builders.coobserved import CoObservedBuildConfig, build_coobserved
+    from cladebench.curate.builders.coobserved.build import build_coobserved
+    from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
 
     before = _peak_rss_mb()
     started = time.perf_counter()

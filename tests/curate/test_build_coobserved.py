@@ -19,15 +19,10 @@ import pytest
 
 from cladebench.config import add_config_arguments, config_from_args
 from cladebench.curate.builders import get_builder
-from cladebench.curate.builders.coobserved import (
-    ALLOWED_LICENSES,
-    DATA_FILE,
-    PHOTO_CHECKS,
-    SAMPLING_REASONS,
-    CoObservedBuildConfig,
-    build_coobserved,
-    sample_key,
-)
+from cladebench.curate.builders.coobserved.build import build_coobserved
+from cladebench.curate.builders.coobserved.checks import PHOTO_CHECKS, SAMPLING_REASONS
+from cladebench.curate.builders.coobserved.config import ALLOWED_LICENSES, DATA_FILE, CoObservedBuildConfig
+from cladebench.curate.builders.coobserved.sampling import sample_key
 from cladebench.curate.inat_export import RANK_LEVELS
 from cladebench.curate.sources.inquire import parse_license
 from cladebench.errors import CladebenchError, UsageError
@@ -500,11 +495,11 @@ def test_a_build_killed_mid_way_leaves_nothing_the_rerun_does_not_clean(export, 
     script = f"""
 import os, signal
 from pathlib import Path
-from cladebench.curate.builders import coobserved
+from cladebench.curate.builders.coobserved import build, config, stages
 def die(self):
     os.kill(os.getpid(), signal.SIGKILL)  # kill -9 after the export was read into DuckDB
-coobserved._Stages.lineages = die
-coobserved.build_coobserved(coobserved.CoObservedBuildConfig(Path({str(export.export_dir)!r}), Path("out")))
+stages.Stages.lineages = die
+build.build_coobserved(config.CoObservedBuildConfig(Path({str(export.export_dir)!r}), Path("out")))
 """
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == -9, result.stderr
@@ -558,10 +553,10 @@ def test_bytes_that_are_not_utf8_in_an_early_row_are_a_counted_malformed_line(ex
 def test_duckdb_interrupt_is_a_keyboard_interrupt_and_leaves_no_staging(export, tmp_path, monkeypatch, capsys):
     import threading
 
-    from cladebench.curate.builders import coobserved
+    from cladebench.curate.builders.coobserved import build, stages
 
     connections, left = [], threading.Event()
-    real_connect = coobserved._connect
+    real_connect = build._connect
 
     def connect(*args, **kwargs):
         connections.append(real_connect(*args, **kwargs))
@@ -578,8 +573,8 @@ def test_duckdb_interrupt_is_a_keyboard_interrupt_and_leaves_no_staging(export, 
             if connections:
                 connections[0].interrupt()  # what Ctrl-C does, from another thread
 
-    monkeypatch.setattr(coobserved, "_connect", connect)
-    monkeypatch.setattr(coobserved._Stages, "photos", endless)
+    monkeypatch.setattr(build, "_connect", connect)
+    monkeypatch.setattr(stages.Stages, "photos", endless)
     thread = threading.Thread(target=interrupt_until_it_stops)
     thread.start()
     try:
@@ -593,12 +588,12 @@ def test_duckdb_interrupt_is_a_keyboard_interrupt_and_leaves_no_staging(export, 
 
 def test_query_interrupted_by_sigint_is_exit_130(export, tmp_path, monkeypatch, capsys):
     """What DuckDB's Python client raises when SIGINT arrives during a query (7 of 12 attacks ended in exit 70)."""
-    from cladebench.curate.builders import coobserved
+    from cladebench.curate.builders.coobserved import stages
 
     def interrupted(self):
         raise RuntimeError("Query interrupted")
 
-    monkeypatch.setattr(coobserved._Stages, "taxa", interrupted)
+    monkeypatch.setattr(stages.Stages, "taxa", interrupted)
     assert _cli("--export-dir", str(export.export_dir), "--out", str(tmp_path / "out")) == 130
     assert capsys.readouterr().err.strip() == "cladebench build: interrupted"
     assert list(tmp_path.iterdir()) == []

@@ -20,12 +20,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from test_crypticbio import GOOD_ROW, write_csv
-from test_fetch import JPEG, _Server, fail_first, image_bytes, ok, send, serving
 
 from cladebench import store
 from cladebench.config import add_config_arguments, config_from_args
-from cladebench.curate.builders.coobserved import CoObservedBuildConfig
+from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
 from cladebench.curate.builders.crypticbio.sections import parse_config
 from cladebench.curate.builders.finegrained import FineGrainedBuildConfig
 from cladebench.curate.fetch import (

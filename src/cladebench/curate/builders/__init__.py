@@ -67,8 +67,9 @@ def get_builder(name: str) -> Builder:
 
 
 register(Builder(
-    "coobserved", "cladebench.curate.builders.coobserved", "CoObservedBuildConfig", "build_coobserved",
+    "coobserved", "cladebench.curate.builders.coobserved.build", "CoObservedBuildConfig", "build_coobserved",
     "iNat Co-Observed from an iNaturalist open-data export: photos on two observations of different species",
+    config_module="cladebench.curate.builders.coobserved.config",
 ))
 
 register(Builder(
