@@ -22,6 +22,7 @@ from cladebench.evaluate.run import EvalConfig, format_metrics, run_eval
 from cladebench.tasks import get_task
 from cladebench.tasks.common import classify
 from cladebench.tasks.geo import prior as geo_prior
+from cladebench.tasks.geo.config import GeoPriorConfig
 from cladebench.tasks.geo.prior import (
     EARTH_RADIUS_KM,
     EqualAreaGrid,
@@ -34,7 +35,8 @@ from cladebench.tasks.geo.prior import (
     season_bins,
     year_fractions,
 )
-from cladebench.tasks.geo.task import GeoPriorConfig, assign_parts, geo, geo_metrics, per_image_values
+from cladebench.tasks.geo.split import assign_parts
+from cladebench.tasks.geo.task import geo, geo_metrics, per_image_values
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
 DIM = 32

@@ -37,7 +37,7 @@ from cladebench.evaluate.record import (
 )
 from cladebench.metrics import display_scale
 from cladebench.tasks.fewshot import FewShotConfig
-from cladebench.tasks.geo.task import GeoPriorConfig
+from cladebench.tasks.geo.config import GeoPriorConfig
 from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.rerank import EndpointModel, RerankConfig
 from cladebench.tasks.retrieval import RetrievalTaskConfig

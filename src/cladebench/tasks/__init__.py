@@ -88,11 +88,12 @@ def _load_builtin_tasks() -> None:
                     "and the hint (and without it); per-rank accuracy, exact completion, correct depth, LCA "
                     "distance, naming the other organism; by divergence rank and kingdom pair",
     ))
-    from cladebench.tasks.geo import task as geo
+    from cladebench.tasks.geo.config import GeoPriorConfig
+    from cladebench.tasks.geo.task import geo, geo_metrics, per_image_values
 
     register_task(Task(
-        name="geo", config=geo.GeoPriorConfig, predict=geo.geo, metrics=geo.geo_metrics,
-        per_unit=geo.per_image_values,
+        name="geo", config=GeoPriorConfig, predict=geo, metrics=geo_metrics,
+        per_unit=per_image_values,
         description="zero-shot fused with a place and season prior counted from held-out fit observations (or a "
                     "location embedding); image-only vs fused top-1, paired bootstrap of the gain, weight chosen on "
                     "validation",

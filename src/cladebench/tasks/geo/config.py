@@ -1,0 +1,106 @@
+"""How an image + place/season run is set up (:class:`GeoPriorConfig`), checked when it is made, and the columns
+and names the geo task reads.
+
+Why a module of its own: the split, the fusions and the task all read it, so it sits below them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from cladebench.config import at_least, non_negative, positive
+from cladebench.errors import UsageError
+from cladebench.tasks.common import fixed_logit_scale
+from cladebench.tasks.geo.prior import EARTH_RADIUS_KM, MIN_CELL_KM
+
+LATITUDE, LONGITUDE, DATE = "latitude", "longitude", "observed_on"
+"""The canonical columns the prior reads (see :mod:`cladebench.store`)."""
+
+MAX_CELL_KM = math.pi * EARTH_RADIUS_KM
+"""Largest cell side accepted, km: pole to pole (about 20,015 km). A larger cell is the whole sphere, one cell
+with no geography in it, and its area (side squared) overflows a float long before the side does."""
+AUTO_GROUP_KEY = "source_id"
+"""Column ``prior_group_key="auto"`` uses when the rows have values in it (else each image is its own group)."""
+LOCATION_EMBEDDING_PREFIX = "loc_emb_"
+"""Prefix of location-embedding columns that ``prior_location_column=None`` looks for."""
+PARTS = ("fit", "validation", "test")
+"""The parts of the split, in the order of ``prior_split``."""
+
+
+@dataclass(frozen=True)
+class GeoPriorConfig:
+    """How an image + place/season run is set up; every field is recorded in the run record. The zero-shot fields
+    (rank .. labels) mean what they mean for the zeroshot task."""
+
+    rank: str = "species"
+    """Rank of the labels: the benchmark's taxa at this rank form the label set."""
+    name_style: str = "taxon"
+    """Label strings: sci, com, taxon, taxon_com or mixed (scientific with common name)."""
+    templates: str = "bioclip"
+    """Template set (bioclip, photo, openai-imagenet, raw) or one template containing {c}."""
+    logit_scale: str = "learned"
+    """'learned' (the model's own scale) or a number (CLIP_benchmark uses 100)."""
+    column: str | None = None
+    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
+    where: str | None = None
+    """SQL filter selecting the evaluated rows."""
+    candidates: str | None = None
+    """Column with each row's candidate species (e.g. cryptic_group): classify among them only, with and
+    without the prior."""
+    labels: str | None = None
+    """Label set file instead of the benchmark's taxa (see the zeroshot task)."""
+    prior_fusion: Literal["product", "embedding_sum"] = "product"
+    """product: a log p_image + (1 - a) log p_prior, a chosen on validation; embedding_sum: unit image vector plus
+    unit location embedding (prior_location_column), then zero-shot."""
+    prior_cell_km: float = 100.0
+    """Side of an equal-area grid cell of the prior, km."""
+    prior_neighbourhood_km: float = 500.0
+    """Side of the coarser cells a cell's counts are smoothed towards, km."""
+    prior_season_bins: int = 12
+    """Day-of-year bins on the circle."""
+    prior_alpha: float = 5.0
+    """Dirichlet pseudo-observations of each smoothing level (cell -> neighbourhood -> global; label season ->
+    overall season)."""
+    prior_split: tuple[float, ...] = (0.5, 0.25, 0.25)
+    """Shares of observation groups for fit, validation and test; with prior_fit_where or prior_dataset the fit
+    share is ignored and the evaluated rows are split validation:test."""
+    prior_group_key: str = "auto"
+    """Column whose equal values are one observation, kept in one part of the split and resampled together:
+    'auto' (source_id when present, else each image), 'uuid', or a column."""
+    prior_seed: int = 0
+    """Seed of the split (and of nothing else)."""
+    prior_fit_where: str | None = None
+    """SQL selecting the rows whose metadata fit the prior (in prior_dataset if given, else in this dataset)
+    instead of a fit share of the evaluated rows; they need no image embeddings."""
+    prior_dataset: str | None = None
+    """Another dataset whose observations (all, or those prior_fit_where selects) fit the prior."""
+    prior_weight_steps: int = 21
+    """Number of image weights a in [0, 1] tried on validation (21: steps of 0.05)."""
+    prior_location_column: str | None = None
+    """Location-embedding column for embedding_sum; by default the one column named loc_emb_*."""
+
+    def __post_init__(self) -> None:
+        fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
+        for option, km in (("--prior-cell-km", self.prior_cell_km),
+                           ("--prior-neighbourhood-km", self.prior_neighbourhood_km)):
+            positive(option, km)
+            if km < MIN_CELL_KM:
+                raise UsageError(f"{option} must be at least {MIN_CELL_KM:g} km (the grid keeps a row per cell of "
+                                 f"the whole sphere), got {km:g}")
+            if km > MAX_CELL_KM:
+                raise UsageError(f"{option} must be at most {MAX_CELL_KM:,.0f} km (pole to pole: a larger cell is the "
+                                 f"whole sphere), got {km:g}")
+        at_least("--prior-season-bins", self.prior_season_bins, 1)
+        positive("--prior-alpha", self.prior_alpha)
+        split = tuple(self.prior_split)
+        if len(split) != 3:
+            raise UsageError(f"--prior-split takes three shares (fit, validation, test), got "
+                             f"{' '.join(map(str, split))}")
+        for share in split:
+            non_negative("--prior-split", share)
+        if sum(split) <= 0:
+            raise UsageError(f"--prior-split shares must not all be zero, got {' '.join(map(str, split))}")
+        at_least("--prior-seed", self.prior_seed, 0)
+        at_least("--prior-weight-steps", self.prior_weight_steps, 2)
