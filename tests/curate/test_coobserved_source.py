@@ -206,7 +206,7 @@ def test_build_maps_published_and_aliased_rows_into_the_pair_shape(published_dir
                      "7000": ("genus", "genus")}
     assert build.stats["divergence_rank_mismatch"] == 1
     assert build.stats["divergence_rank_mismatches"] == [
-        {"file": "train-00000-of-00002.parquet", "row": 1, "photo_id": 5000, "published": "order",
+        {"file": "train-00000-of-00002.parquet", "row": 2, "photo_id": 5000, "published": "order",
          "recomputed": "family"}]
     assert build.stats["divergence_ranks"] == {"kingdom": 1, "phylum": 1, "order": 1, "genus": 1}
 
@@ -407,7 +407,7 @@ def _second_row(**changes: Any) -> list[dict[str, Any]]:
      "organisms[1]", "no rank is named"),
     (_second_row(latitude=95.0), "latitude", "95.0 is outside [-90, 90]"),
     (_second_row(longitude=None), "longitude", "missing while the other coordinate is given"),
-    (_second_row(photo_id=4047), "photo_id", "photo 4047 is already at train.parquet row 0"),
+    (_second_row(photo_id=4047), "photo_id", "photo 4047 is already at train.parquet row 1"),
     (_second_row(photo_id=None), "photo_id", "None is not a photo id"),
     (_second_row(image={"bytes": None, "path": None}, image_url=None), "image", "no image bytes and no image URL"),
 ])
@@ -420,7 +420,7 @@ def test_a_bad_value_names_file_row_and_field_and_writes_nothing(
         # Fetching checks every row before writing; without it the first row is already on its way to the
         # writer when the second fails, and the uncommitted write must leave nothing behind.
         build_inat_coobserved(path, out, batch_rows=1, fetch_missing=fetch_missing)
-    assert str(caught.value).startswith(f"{path}: row 1 (0-based row), field '{field}': ")
+    assert str(caught.value).startswith(f"{path}: row 2 (1-based data row), field '{field}': ")
     assert problem in str(caught.value)
     _assert_nothing_written(out)
 
@@ -429,7 +429,7 @@ def test_bad_values_in_aliased_and_nested_fields_use_the_file_s_own_names(tmp_pa
     rows = alias_rows()
     rows[0]["date"] = "2020-13-01"
     path = write_published(tmp_path / "aliases.parquet", rows, ALIAS_SCHEMA)
-    with pytest.raises(SchemaError, match=r"aliases\.parquet: row 0 \(0-based row\), field 'date': "):
+    with pytest.raises(SchemaError, match=r"aliases\.parquet: row 1 \(1-based data row\), field 'date': "):
         read_inat_coobserved(path)
     schema = PUBLISHED_SCHEMA.set(PUBLISHED_SCHEMA.get_field_index("organisms"), pa.field("organisms", pa.list_(
         pa.struct([f.with_type(pa.string()) if f.name == "taxon_id" else f for f in PUBLISHED_ORGANISM]))))
@@ -438,7 +438,8 @@ def test_bad_values_in_aliased_and_nested_fields_use_the_file_s_own_names(tmp_pa
         row["organisms"] = [dict(o, taxon_id=str(o["taxon_id"])) for o in row["organisms"]]
     rows[2]["organisms"][1]["taxon_id"] = "abc"
     path = write_published(tmp_path / "taxa.parquet", rows, schema)
-    with pytest.raises(SchemaError, match=r"row 2 \(0-based row\), field 'organisms\[1\]\.taxon_id': 'abc' is not"):
+    with pytest.raises(SchemaError,
+                       match=r"row 3 \(1-based data row\), field 'organisms\[1\]\.taxon_id': 'abc' is not"):
         read_inat_coobserved(path)
 
 
@@ -514,7 +515,7 @@ def test_build_fetches_photos_given_only_by_url_and_records_the_failed_one(tmp_p
     assert rows[5000]["source_url"] == photos.url("/5000.jpg")
     failures = pq.read_table(build.failures_path).to_pylist()
     assert failures == [{
-        "file": "train.parquet", "row": 2, "uuid": row_uuid(6001), "photo_id": 6001,
+        "file": "train.parquet", "row": 3, "uuid": row_uuid(6001), "photo_id": 6001,
         "source_url": photos.url("/gone.jpg"), "reason": "http_404", "detail": "HTTP 404 Not Found", "status": 404,
         "exception": None, "attempts": 1,
     }]
@@ -530,11 +531,11 @@ def test_build_fetches_photos_given_only_by_url_and_records_the_failed_one(tmp_p
 def test_rows_without_bytes_are_errors_when_not_fetched(tmp_path: Path, photos: _Photos) -> None:
     path = url_only_file(tmp_path, photos)
     out = tmp_path / "out.lance"
-    with pytest.raises(SchemaError, match=r"row 1 \(0-based row\), field 'image': no image bytes; "
+    with pytest.raises(SchemaError, match=r"row 2 \(1-based data row\), field 'image': no image bytes; "
                                           "build_inat_coobserved fetches it"):
         build_inat_coobserved(path, out, fetch_missing=False)
     _assert_nothing_written(out)
-    with pytest.raises(SchemaError, match=r"row 1 .*no image bytes"):
+    with pytest.raises(SchemaError, match=r"row 2 .*no image bytes"):
         read_inat_coobserved(path, images=True)
     assert read_inat_coobserved(path).num_rows == 3  # metadata alone needs no photo
     assert sum(photos.requests.values()) == 0
@@ -545,7 +546,7 @@ def test_a_bad_value_stops_the_build_before_any_download(tmp_path: Path, photos:
     rows[0].update(image=None, image_url=photos.url("/5000.jpg"))
     rows[2].update(divergence_rank="clade")
     path = write_published(tmp_path / "train.parquet", rows)
-    with pytest.raises(SchemaError, match=r"row 2 .*'divergence_rank'"):
+    with pytest.raises(SchemaError, match=r"row 3 .*'divergence_rank'"):
         build_inat_coobserved(path, tmp_path / "out.lance", download_config=FAST, download_dir=tmp_path / "dl")
     assert sum(photos.requests.values()) == 0
     _assert_nothing_written(tmp_path / "out.lance")
