@@ -25,6 +25,7 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.demo import model as dm
+from cladebench.demo.model import checkpoint, data, training
 from cladebench.store import conform, fingerprint_uuids
 
 # A few steps of a one-layer model: seconds, but every part of the recipe runs (captions, coarse steps,
@@ -116,7 +117,7 @@ def test_held_out_table_is_canonical_and_full_size(world):
 def test_batches_never_repeat_a_taxon_and_are_a_function_of_the_step(world):
     species = np.array([o.species.index for o in dm.training_observations(world, 512, seed=0)])
     config = dataclasses.replace(SMALL, batch_size=128, coarse_fraction=0.5)
-    plan = dm._BatchPlan(config, world, species)
+    plan = data.BatchPlan(config, world, species)
     ranks = set()
     for step in range(40):
         batch = plan.batch(step)
@@ -130,14 +131,14 @@ def test_batches_never_repeat_a_taxon_and_are_a_function_of_the_step(world):
             below = world.species[species[row]].lineage.names[batch.rank + 1]
             assert all(below not in text for text in batch.captions[:1])
     assert len(ranks) >= 4  # species steps and several coarse ranks occur
-    again = dm._BatchPlan(config, world, species).batch(7)
+    again = data.BatchPlan(config, world, species).batch(7)
     assert again.captions == plan.batch(7).captions and (again.pool_rows == plan.batch(7).pool_rows).all()
 
 
 def test_captions_are_the_photo_lineage_in_every_style_and_template(world):
     species = np.array([o.species.index for o in dm.training_observations(world, 256, seed=0)])
     config = dataclasses.replace(SMALL, batch_size=128, coarse_fraction=0.0)
-    plan = dm._BatchPlan(config, world, species)
+    plan = data.BatchPlan(config, world, species)
     styles, templates = set(), set()
     for step in range(8):
         batch = plan.batch(step)
@@ -167,7 +168,7 @@ def test_trimmed_text_encoding_equals_open_clip(world):
     with torch.no_grad():
         full = model.encode_text(tokens, normalize=True)
         for groups in (1, 2, 3):
-            trimmed = dm._encode_text_trimmed(model, tokens, groups=groups)
+            trimmed = training.encode_text_trimmed(model, tokens, groups=groups)
             assert torch.allclose(full, trimmed, atol=1e-5), groups
 
 
@@ -290,9 +291,10 @@ def test_a_killed_trainings_staging_folder_is_removed_by_the_next(tmp_path):
 import os, signal
 from pathlib import Path
 from cladebench.demo import model as dm
+from cladebench.demo.model import checkpoint
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)  # kill -9 after the photos are rendered, while training
-dm._train_weights = die
+checkpoint.train_weights = die
 dm.train_demo_model(dm.DemoModelConfig(**{fields!r}), Path("model"), progress=False)
 """
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
@@ -317,7 +319,7 @@ def test_demo_model_id_trains_once_into_the_cache(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("a cached model must not be trained again")
 
-    monkeypatch.setattr(dm, "train_demo_model", fail)
+    monkeypatch.setattr(checkpoint, "train_demo_model", fail)
     assert dm.demo_model_id(tmp_path, config=SMALL, progress=False) == model_id
     assert not [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith(".")]  # no staging left
 

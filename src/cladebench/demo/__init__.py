@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cladebench import __version__, store
+from cladebench.registry import Registry
+from cladebench.store.sql import sql_literal
 
 if TYPE_CHECKING:
-    from cladebench.cli import DemoConfig
+    from cladebench.demo.config import DemoConfig
     from cladebench.synthetic import World
 
 
@@ -39,18 +41,9 @@ class DemoContext:
 
 
 DemoStep = Callable[[DemoContext], dict[str, Any]]
-DEMO_STEPS: dict[str, DemoStep] = {}
-"""Registry of demo steps, run in insertion order; each returns a JSON-ready summary of what it did."""
-
-
-def demo_step(name: str) -> Callable[[DemoStep], DemoStep]:
-    """Register a demo step under ``name``."""
-
-    def register(fn: DemoStep) -> DemoStep:
-        DEMO_STEPS[name] = fn
-        return fn
-
-    return register
+DEMO_STEPS: Registry[DemoStep] = Registry("demo step")
+"""Demo steps by name, run in registration order (``@DEMO_STEPS.register(name)``); each returns a JSON-ready
+summary of what it did."""
 
 
 def _say(message: str) -> None:
@@ -73,7 +66,7 @@ def _dataset_summary(path: Path) -> dict[str, Any]:
     return {"path": str(path), "rows": ds.count_rows(), "version": ds.version, "fingerprint": store.fingerprint(ds)}
 
 
-@demo_step("fine-grained")
+@DEMO_STEPS.register("fine-grained")
 def _fine_grained(ctx: DemoContext) -> dict[str, Any]:
     """Single-organism WebP images with a challenge group, as the Fine-Grained Challenges table has."""
     path = ctx.dataset_path("fine-grained")
@@ -90,7 +83,7 @@ def _fine_grained(ctx: DemoContext) -> dict[str, Any]:
     return _dataset_summary(path)
 
 
-@demo_step("co-observed")
+@DEMO_STEPS.register("co-observed")
 def _co_observed(ctx: DemoContext) -> dict[str, Any]:
     """Photos showing two organisms of different species, as iNat Co-Observed has."""
     path = ctx.dataset_path("co-observed")
@@ -103,18 +96,18 @@ def _co_observed(ctx: DemoContext) -> dict[str, Any]:
     return _dataset_summary(path)
 
 
-@demo_step("subset")
+@DEMO_STEPS.register("subset")
 def _subset(ctx: DemoContext) -> dict[str, Any]:
     """One challenge group materialised with filter and projection pushed down, as the cards show."""
     source = store.open_dataset(ctx.dataset_path("fine-grained"))
     groups = store.read(source, columns=["challenge_group"]).column(0).to_pylist()
     group = max(sorted(set(groups)), key=groups.count)
     path = ctx.dataset_path("fine-grained-subset")
-    escaped = group.replace("'", "''")
-    store.subset(ctx.dataset_path("fine-grained"), path, where=f"challenge_group = '{escaped}'",
+    where = f"challenge_group = {sql_literal(group)}"
+    store.subset(ctx.dataset_path("fine-grained"), path, where=where,
                  columns=["image", "kingdom", "phylum", "class", "order", "family", "genus", "species",
                           "scientific_name", "challenge_group"])
-    return {**_dataset_summary(path), "where": f"challenge_group = '{escaped}'"}
+    return {**_dataset_summary(path), "where": where}
 
 
 DEMO_MODEL_NOTICE = (
@@ -123,7 +116,7 @@ DEMO_MODEL_NOTICE = (
 )
 
 
-@demo_step("embed")
+@DEMO_STEPS.register("embed")
 def _embed(ctx: DemoContext) -> dict[str, Any]:
     """Encode every demo image once with the demo model into ``emb_demo``."""
     try:
@@ -149,7 +142,7 @@ def _embed(ctx: DemoContext) -> dict[str, Any]:
             "column": "emb_demo", "datasets": columns}
 
 
-@demo_step("zeroshot")
+@DEMO_STEPS.register("zeroshot")
 def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
     """Zero-shot species classification of the fine-grained images, with a run record."""
     embed = ctx.summary["steps"].get("embed", {})
@@ -170,7 +163,7 @@ def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
             "weights": embed.get("weights", "trained"), "report": report}
 
 
-@demo_step("fewshot")
+@DEMO_STEPS.register("fewshot")
 def _fewshot(ctx: DemoContext) -> dict[str, Any]:
     """Few-shot species classification on the stored embeddings (no text): SimpleShot, linear probe, kNN."""
     embed = ctx.summary["steps"].get("embed", {})
@@ -227,20 +220,20 @@ def _rerank_table(source: pa.Table, seed: int) -> pa.Table:
                                 .append(pa.field("query", pa.string())).append(pa.field("relevant", pa.bool_())))
 
 
-@demo_step("rerank")
+@DEMO_STEPS.register("rerank")
 def _rerank(ctx: DemoContext) -> dict[str, Any]:
     """A small INQUIRE-style rerank: species' common names as queries over their images and close relatives."""
     embed = ctx.summary["steps"].get("embed", {})
     if "model" not in embed:
         return {"skipped": "no embeddings (the embed step was skipped)"}
-    from cladebench.evaluate.run import EvalCommand, run_eval
+    from cladebench.evaluate.run import eval_config, run_eval
 
     source = store.read(store.open_dataset(ctx.dataset_path("fine-grained")),
                         columns=["uuid", "image", "kingdom", "phylum", "class", "order", "family", "genus", "species",
                                  "scientific_name", "common_name", "emb_demo"])
     path = ctx.dataset_path("rerank")
     store.write_dataset(_rerank_table(source, ctx.config.seed), path)
-    record, run = run_eval(EvalCommand(dataset=str(path), model=embed["model"], task="rerank", column="emb_demo",
+    record, run = run_eval(eval_config(dataset=str(path), model=embed["model"], task="rerank", column="emb_demo",
                                        out=ctx.out_dir / "runs" / "rerank", device="cpu", group_by="none"))
     table = store.read(store.open_dataset(path), columns=["relevant"])
     positives = sum(table.column(0).to_pylist()) / table.num_rows
@@ -253,16 +246,16 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
             "metrics": metrics, "report": report}
 
 
-@demo_step("geo")
+@DEMO_STEPS.register("geo")
 def _geo(ctx: DemoContext) -> dict[str, Any]:
     """Zero-shot fused with a spatiotemporal prior fitted on other observations (the world's species have
     ranges and seasons): image-only against fused top-1 on the same test images, as a paired difference."""
     embed = ctx.summary["steps"].get("embed", {})
     if "model" not in embed:
         return {"skipped": "no embeddings (the embed step was skipped)"}
-    from cladebench.evaluate.run import EvalCommand, run_eval
+    from cladebench.evaluate.run import eval_config, run_eval
 
-    record, run = run_eval(EvalCommand(dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"],
+    record, run = run_eval(eval_config(dataset=str(ctx.dataset_path("fine-grained")), model=embed["model"],
                                        task="geo", column="emb_demo", out=ctx.out_dir / "runs" / "geo", device="cpu",
                                        group_by="none", prior_seed=ctx.config.seed))
     image, fused = record.metrics["image_top1_species"], record.metrics["fused_top1_species"]
@@ -295,16 +288,16 @@ def _coobserved_export(ctx: DemoContext) -> dict[str, Any]:
             "kept_per_rank": summary.kept_per_rank, "card": str(summary.card_path), "report": report}
 
 
-@demo_step("lineage")
+@DEMO_STEPS.register("lineage")
 def _lineage(ctx: DemoContext) -> dict[str, Any]:
     """Steered lineage completion on the two-organism photos: the hint (the lineage down to where the two
     organisms part) against no hint, so the value of the hint shows."""
     embed = ctx.summary["steps"].get("embed", {})
     if "model" not in embed:
         return {"skipped": "no embeddings (the embed step was skipped)"}
-    from cladebench.evaluate.run import EvalCommand, run_eval
+    from cladebench.evaluate.run import eval_config, run_eval
 
-    record, run = run_eval(EvalCommand(dataset=str(ctx.dataset_path("co-observed")), model=embed["model"],
+    record, run = run_eval(eval_config(dataset=str(ctx.dataset_path("co-observed")), model=embed["model"],
                                        task="lineage", column="emb_demo", out=ctx.out_dir / "runs" / "lineage",
                                        device="cpu", group_by="none"))
     keys = ("exact", "depth", "lca_distance", "named_other")
@@ -317,7 +310,7 @@ def _lineage(ctx: DemoContext) -> dict[str, Any]:
     return {"run": str(run), "targets": record.metrics["hint_exact"]["n"], "metrics": metrics, "report": report}
 
 
-@demo_step("report")
+@DEMO_STEPS.register("report")
 def _report(ctx: DemoContext) -> dict[str, Any]:
     """One HTML page of every run above: leaderboard, charts, calibration, galleries, provenance."""
     runs = [Path(r["run"]) for r in ctx.summary["steps"].values() if isinstance(r, dict) and "run" in r]
