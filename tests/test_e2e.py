@@ -25,10 +25,11 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.demo.model import demo_model_id, demo_world, held_out_table
-from cladebench.embed import EmbedConfig, embed_dataset, valid_embeddings
+from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
 from cladebench.models import class_text_embeddings, load_encoder
+from cladebench.store.embeddings import valid_embeddings
 from cladebench.tasks.common import classify, label_set
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 

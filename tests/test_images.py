@@ -91,7 +91,7 @@ def test_an_image_over_the_pixel_limit_is_a_reason_not_a_crash() -> None:
 
 
 def test_embed_records_a_bomb_with_the_same_reason() -> None:
-    from cladebench.embed import _decode_block
+    from cladebench.embed.core import decode_block
 
     small = encode(Image.new("RGB", (4, 4), (1, 2, 3)), "PNG")
     class Pixels:  # stands in for the model's transform, whose output has .numpy() as a tensor does
@@ -101,7 +101,7 @@ def test_embed_records_a_bomb_with_the_same_reason() -> None:
         def numpy(self) -> np.ndarray:
             return np.zeros(self.size)
 
-    block = _decode_block(["bomb", "ok"], [huge_png(20_000, 20_000), small], transform=Pixels)
+    block = decode_block(["bomb", "ok"], [huge_png(20_000, 20_000), small], transform=Pixels)
     assert block["uuids"] == ["ok"]
     ((uuid, reason),) = block["failed"]
     assert uuid == "bomb" and reason.startswith("image too large: 400,000,000 pixels, over the limit of 178,956,970")

@@ -23,21 +23,16 @@ from cladebench import store
 torch = pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from test_embed import picture, reference_embeddings, write_images  # noqa: E402
-
-from cladebench import embed  # noqa: E402
 from cladebench.cli import main  # noqa: E402
-from cladebench.embed import EmbedConfig, embed_dataset, failures, valid_embeddings  # noqa: E402
-from cladebench.errors import SchemaError  # noqa: E402
-from cladebench.models.tiny import write_tiny_model  # noqa: E402
+from cladebench.embed import EmbedConfig, embed_dataset  # noqa: E402
+from cladebench.embed import core as embed_core  # noqa: E402
+from cladebench.embed import local as embed_local  # noqa: E402
+from cladebench.errors import CladebenchError, SchemaError  # noqa: E402
+from cladebench.store.embeddings import STATE_DIR, failures, valid_embeddings  # noqa: E402
+from helpers.images import picture, reference_embeddings, write_images  # noqa: E402
 
 COLUMN = "emb_tiny"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return "local-dir:" + str(write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-clip", seed=0))
 
 
 def _images(n: int, size: tuple[int, int] = (120, 90)) -> dict[str, bytes]:
@@ -71,31 +66,31 @@ def test_a_second_run_is_refused_while_another_holds_the_column(tmp_path: Path, 
     path = tmp_path / "locked.lance"
     write_images(path, _images(6))
     version = store.open_dataset(path).version
-    with embed.embedding_lock(str(path), COLUMN):  # this process is "the other run"
+    with embed_core.embedding_lock(str(path), COLUMN):  # this process is "the other run"
         result = _cli(_argv(path, tiny_model))
     assert result.returncode == 1, result.stderr
     lines = _error_lines(result.stderr)
     assert len(lines) == 1, result.stderr
     assert f"another embed of {COLUMN!r}" in lines[0] and f"pid {os.getpid()}" in lines[0]
     assert store.open_dataset(path).version == version
-    assert not embed.staging_dir(str(path), COLUMN).exists()  # it staged nothing
+    assert not embed_core.staging_dir(str(path), COLUMN).exists()  # it staged nothing
 
 
 def test_a_lock_left_by_a_killed_process_blocks_nothing(tmp_path: Path, tiny_model: str) -> None:
     path = tmp_path / "stale.lance"
     write_images(path, _images(6))
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom cladebench.embed import embedding_lock\n"
+        [sys.executable, "-c", "import sys\nfrom cladebench.embed.core import embedding_lock\n"
          f"with embedding_lock({str(path)!r}, {COLUMN!r}):\n    print('locked', flush=True)\n    sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        with pytest.raises(embed.CladebenchError, match="another embed"):
+        with pytest.raises(CladebenchError, match="another embed"):
             embed_dataset(_config(path, tiny_model))
     finally:
         holder.kill()  # SIGKILL: no cleanup of its own runs
         holder.wait(timeout=60)
-    assert embed.lock_path(str(path), COLUMN).exists()  # the file stays; its lock went with the process
+    assert embed_core.lock_path(str(path), COLUMN).exists()  # the file stays; its lock went with the process
     summary = embed_dataset(_config(path, tiny_model))
     assert summary.valid == 6
 
@@ -119,7 +114,7 @@ def test_two_runs_started_together_commit_one_column(tmp_path: Path, tiny_model:
     assert ds.version == version + 1  # one commit
     table = ds.to_table(columns=["uuid", COLUMN])
     assert table.num_rows == len(images) and table.column(COLUMN).null_count == 0
-    assert not embed.staging_dir(str(path), COLUMN).exists()
+    assert not embed_core.staging_dir(str(path), COLUMN).exists()
 
 
 def _interrupt(*args: Any, **kwargs: Any) -> None:
@@ -133,11 +128,11 @@ def test_staged_rows_whose_settings_cannot_be_proven_are_encoded_again(
     images = _images(10, size=(160, 60))  # wide: the two preprocessings give different vectors
     path = tmp_path / "staged.lance"
     write_images(path, images)
-    monkeypatch.setattr(embed, "_commit", _interrupt)  # every row staged with openclip, then a kill
+    monkeypatch.setattr(embed_local, "_commit", _interrupt)  # every row staged with openclip, then a kill
     with pytest.raises(KeyboardInterrupt):
         embed_dataset(_config(path, tiny_model, checkpoint_rows=4))
     monkeypatch.undo()
-    staging = embed.staging_dir(str(path), COLUMN)
+    staging = embed_core.staging_dir(str(path), COLUMN)
     assert sum(pq.read_metadata(p).num_rows for p in staging.glob("part-*.parquet")) == len(images)
     if proof == "state.json lost":
         (staging / "state.json").unlink()  # as a run that lost a race, or a removal cut short, left it
@@ -156,7 +151,7 @@ def test_staged_rows_of_the_same_settings_are_still_resumed(tmp_path: Path, tiny
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "resume.lance"
     write_images(path, _images(10))
-    monkeypatch.setattr(embed, "_commit", _interrupt)
+    monkeypatch.setattr(embed_local, "_commit", _interrupt)
     with pytest.raises(KeyboardInterrupt):
         embed_dataset(_config(path, tiny_model, checkpoint_rows=4))
     monkeypatch.undo()
@@ -171,9 +166,9 @@ def test_a_removal_cut_short_leaves_nothing_to_resume(tmp_path: Path, monkeypatc
     (directory / "part-1.parquet").write_bytes(b"")
     monkeypatch.setattr(shutil, "rmtree", _interrupt)  # killed before the parts went
     with pytest.raises(KeyboardInterrupt):
-        embed.remove_staging(directory)
+        embed_core.remove_staging(directory)
     monkeypatch.undo()
-    assert (directory / "part-1.parquet").exists() and embed.read_state(directory) is None  # proof went first
+    assert (directory / "part-1.parquet").exists() and embed_core.read_state(directory) is None  # proof went first
 
 
 # --- B7: every image failing ----------------------------------------------------------------------
@@ -194,7 +189,7 @@ def test_every_image_failing_ends_with_one_line_and_the_failures_table(
         assert sorted(r["uuid"] for r in table) == sorted(images)
         assert all(r["reason"] for r in table)
         assert store.open_dataset(path).version == version  # no column of nulls
-        assert not embed.staging_dir(str(path), COLUMN).exists()
+        assert not embed_core.staging_dir(str(path), COLUMN).exists()
 
 
 def test_every_image_failing_on_overwrite_keeps_the_column_and_its_failures(
@@ -230,7 +225,7 @@ def test_a_uuid_or_image_column_of_another_type_is_a_schema_error(
     assert main(_argv(path, tiny_model)) == 4
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and f"column {column!r} has type {type_name}" in lines[0], lines
-    assert not (path / embed.STATE_DIR).exists()  # nothing written
+    assert not (path / STATE_DIR).exists()  # nothing written
 
 
 # --- B8: column names -----------------------------------------------------------------------------
@@ -249,7 +244,7 @@ def test_a_column_name_outside_the_pattern_is_refused_before_anything_is_written
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and "--column" in lines[0] and "emb_[a-z0-9_]+" in lines[0], lines
     assert store.open_dataset(path).version == version
-    assert not (path / embed.STATE_DIR).exists()
+    assert not (path / STATE_DIR).exists()
 
 
 def _foreign_columns(path: Path) -> None:
@@ -313,7 +308,7 @@ def test_bad_uuids_are_refused_before_encoding(tmp_path: Path, tiny_model: str, 
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and expected in lines[0], lines
     assert COLUMN not in store.open_dataset(path).schema.names
-    assert not embed.staging_dir(str(path), COLUMN).exists()
+    assert not embed_core.staging_dir(str(path), COLUMN).exists()
 
 
 # --- B11: a read-only dataset ---------------------------------------------------------------------
@@ -384,7 +379,7 @@ def test_a_full_disk_while_staging_is_one_line_not_a_bug(tmp_path: Path, tiny_mo
     def full(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path / "_cladebench" / "staging"))
 
-    monkeypatch.setattr(embed._Staging, "write", full)  # the device fills up as the first part is staged
+    monkeypatch.setattr(embed_local._Staging, "write", full)  # the device fills up as the first part is staged
     assert main(_argv(path, tiny_model)) == 1
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and "cannot write" in lines[0] and "No space left on device" in lines[0], lines

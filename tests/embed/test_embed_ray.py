@@ -24,14 +24,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 ray = pytest.importorskip("ray")
 
-from test_embed import mixed_images, picture  # noqa: E402
-
 from cladebench.cli import main  # noqa: E402
-from cladebench.embed import EmbedConfig, embed_dataset, failures  # noqa: E402
+from cladebench.embed import EmbedConfig, embed_dataset  # noqa: E402
 from cladebench.embed import ray as embed_ray  # noqa: E402
 from cladebench.embed.ray import FAULT_MARKER_ENV, NormSums, plan_actors  # noqa: E402
 from cladebench.errors import CladebenchError, SchemaError  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
+from cladebench.store.embeddings import failures  # noqa: E402
+from helpers.images import mixed_images, picture  # noqa: E402
 from helpers.ray_local import local_ray  # noqa: E402
 
 COLUMN = "emb_tiny"
@@ -49,11 +49,6 @@ def fault_marker(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cluster(fault_marker: Path) -> Iterator[Any]:
     with local_ray({FAULT_MARKER_ENV: str(fault_marker)}) as session:
         yield session
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return "local-dir:" + str(write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-clip", seed=0))
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +306,7 @@ def test_a_null_uuid_is_refused_before_ray_is_reached(tiny_model: str, tmp_path:
 
 def test_a_ray_run_is_refused_while_another_run_holds_the_column(template: Path, tiny_model: str,
                                                                  tmp_path: Path) -> None:
-    from cladebench.embed import embedding_lock
+    from cladebench.embed.core import embedding_lock
 
     path = _copy(template, tmp_path)
     with embedding_lock(str(path), COLUMN), pytest.raises(CladebenchError, match="another embed"):

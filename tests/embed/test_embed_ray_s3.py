@@ -37,11 +37,12 @@ pytest.importorskip("open_clip")
 ray = pytest.importorskip("ray")
 
 import boto3  # noqa: E402  (moto[server] brings boto3)
-from test_embed import mixed_images  # noqa: E402
 
 from cladebench.cli import main  # noqa: E402
-from cladebench.embed import EmbedConfig, embed_dataset, failures, staging_dir  # noqa: E402
-from cladebench.models.tiny import write_tiny_model  # noqa: E402
+from cladebench.embed import EmbedConfig, embed_dataset  # noqa: E402
+from cladebench.embed.core import staging_dir  # noqa: E402
+from cladebench.store.embeddings import failures  # noqa: E402
+from helpers.images import mixed_images  # noqa: E402
 
 BUCKET = "cladebench"
 COLUMN = "emb_tiny"
@@ -117,11 +118,6 @@ def driver_env(s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     return s3_endpoint
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return "local-dir:" + str(write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-clip", seed=0))
 
 
 @pytest.fixture(scope="module")

@@ -45,15 +45,14 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench import errors, store
-from cladebench.embed import (
-    EmbedConfig,
-    EmbedSummary,
-    _decode_block,
+from cladebench.embed.config import EmbedSummary
+from cladebench.embed.core import (
     all_failed,
     check_no_other_staging,
     check_uuid_values,
     check_uuids_streamed,
     column_metadata,
+    decode_block,
     exclusive_run,
     read_state,
     remove_staging,
@@ -69,6 +68,7 @@ from cladebench.raycluster import cluster_cpus, cluster_gpus, exit_if_marked, ra
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.embed.config import EmbedConfig
     from cladebench.models import Encoder
 
 FAULT_MARKER_ENV = "CLADEBENCH_EMBED_RAY_FAULT"
@@ -202,7 +202,7 @@ class _FragmentEncoder:
                     if block is None:
                         exhausted = True
                         break
-                    pending.append((block[0], pool.submit(_decode_block, block[0], block[1], self.transform)))
+                    pending.append((block[0], pool.submit(decode_block, block[0], block[1], self.transform)))
                 if not pending:
                     return
                 uuids, future = pending.pop(0)

@@ -1,0 +1,438 @@
+"""``embed`` in this process: decoding workers feed the model block by block, finished rows are staged as Parquet
+parts, and one Lance ``merge`` commits the column.
+
+Why it is built this way is told in the package docstring (:mod:`cladebench.embed`); what it shares with the Ray
+path (checks, lock, staging state, decoding, column metadata) is in :mod:`cladebench.embed.core`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid as uuidlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cladebench import store
+from cladebench.embed.config import EmbedSummary
+from cladebench.embed.core import (
+    all_failed,
+    check_no_other_staging,
+    check_uuid_values,
+    column_metadata,
+    decode_block,
+    exclusive_run,
+    parquet_bytes,
+    read_state,
+    remove_staging,
+    run_key,
+    staging_dir,
+    unproven_note,
+    write_failures,
+    write_sidecar,
+)
+from cladebench.errors import CladebenchError, SchemaError
+
+if TYPE_CHECKING:
+    import lance
+
+    from cladebench.embed.config import EmbedConfig
+    from cladebench.models import Encoder
+
+
+class _Staging:
+    """Parquet parts of finished rows for one column, written atomically; the resume point."""
+
+    def __init__(self, directory: Path, run_key: dict[str, Any], dim_hint: int | None = None) -> None:
+        self.directory = directory
+        self.run_key = run_key
+        self.dim = dim_hint
+
+    @property
+    def state_path(self) -> Path:
+        return self.directory / "state.json"
+
+    def open(self, restart: bool) -> tuple[set[str], str]:
+        """Start or resume: the uuids already staged, and a note when staged parts were discarded.
+
+        Parts are resumed only when ``state.json`` holds this run's key. Parts without it (a folder whose
+        state was lost, or a removal cut short) or with another key are discarded: their rows were perhaps
+        encoded with another model or preprocessing, and a column must be one model's, all through.
+        """
+        note = ""
+        if self.directory.exists():
+            state = read_state(self.directory)
+            if not restart and (state is None or state.get("run_key") != self.run_key):
+                parts = self.parts()
+                if parts:
+                    rows = sum(pq.read_metadata(p).num_rows for p in parts)
+                    note = unproven_note(rows, "row(s)", state, self.run_key)
+                restart = True
+            if restart:
+                remove_staging(self.directory)
+        if not self.state_path.exists():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            store.atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
+        return (set(self.read().column("uuid").to_pylist()) if self.parts() else set()), note
+
+    def parts(self) -> list[Path]:
+        return sorted(self.directory.glob("part-*.parquet"))
+
+    def write(self, uuids: list[str], vectors: list[np.ndarray | None], errors: list[str | None]) -> None:
+        if not uuids:
+            return
+        dim = next((v.shape[0] for v in vectors if v is not None), self.dim)
+        if dim is None:  # a part of only failures before any success: dim unknown yet
+            dim = 1
+        flat = np.zeros((len(vectors), dim), dtype=np.float32)
+        valid = np.ones(len(vectors), dtype=bool)
+        for i, v in enumerate(vectors):
+            if v is None:
+                valid[i] = False
+            else:
+                flat[i] = v
+        values = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), dim, mask=pa.array(~valid))
+        table = pa.table({"uuid": pa.array(uuids, pa.string()), "embedding": values,
+                          "error": pa.array(errors, pa.string())})
+        name = f"part-{time.time_ns():020d}-{uuidlib.uuid4().hex[:8]}.parquet"
+        store.atomic_write(self.directory / name, parquet_bytes(table), durable=True)
+
+    def read(self) -> pa.Table:
+        tables = [pq.read_table(p) for p in self.parts()]
+        dims = {t.schema.field("embedding").type.list_size for t in tables if t.column("embedding").null_count < len(t)}
+        if len(dims) > 1:
+            raise CladebenchError(f"staged parts in {self.directory} disagree on the dimension: {sorted(dims)}")
+        # With no vector at all (every image failed) the width is the model's: it is known, not 1.
+        dim = dims.pop() if dims else (self.dim or 1)
+        fixed = []
+        for t in tables:
+            if t.schema.field("embedding").type.list_size != dim:  # an all-failure part written before dim was known
+                t = t.set_column(1, "embedding", pa.nulls(len(t), pa.list_(pa.float32(), dim)))
+            fixed.append(t)
+        return pa.concat_tables(fixed) if fixed else pa.table({"uuid": pa.array([], pa.string())})
+
+    def remove(self) -> None:
+        remove_staging(self.directory)
+
+
+# --- decoding workers -----------------------------------------------------------------------------
+#
+# The main process reads each block's bytes from Lance (cheap) and hands them to a pool of decoding
+# processes; only the workers decode and preprocess, only the main process runs the model. Workers
+# never touch Lance: its runtime is not fork-safe, while plain Pillow/torch-CPU code is, so workers
+# can be forked (milliseconds) instead of spawned (seconds of imports each). At most
+# ``workers * _PREFETCH_PER_WORKER`` blocks are in flight, so memory stays flat on any dataset size.
+
+_PREFETCH_PER_WORKER = 3
+_TRANSFORM: Any = None
+"""A decoding worker's transform, built once by :func:`_init_worker` in each worker process."""
+
+
+def _init_worker(preprocessing: Any) -> None:
+    import signal
+
+    import torch
+
+    global _TRANSFORM
+    torch.set_num_threads(1)  # leave the cores' math threads to the model
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    _TRANSFORM = preprocessing.build()
+
+
+def _decode_in_worker(uuids: list[str], images: list[bytes | None]) -> dict[str, Any]:
+    return decode_block(uuids, images, _TRANSFORM)
+
+
+def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Iterator[tuple[list[str], list[Any]]]:
+    for block in blocks:
+        rows = dataset.take(block, columns=["uuid", "image"])
+        yield rows.column("uuid").to_pylist(), rows.column("image").to_pylist()
+
+
+def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Any,
+                    workers: int) -> Iterator[dict[str, Any]]:
+    """Decoded blocks in dataset order, decoded ahead by ``workers`` processes (inline when 0)."""
+    if workers == 0:
+        transform = preprocessing.build()
+        for uuids, images in _read_blocks(dataset, blocks):
+            yield decode_block(uuids, images, transform)
+        return
+    import collections
+    import multiprocessing
+    import signal
+    import warnings
+
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    # Ctrl-C during the forks would be raised inside an at-fork hook, where Python swallows it and the
+    # run would go on; blocked here, it is delivered as soon as the workers exist.
+    blocked = hasattr(signal, "pthread_sigmask")
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocked else None
+    try:
+        with warnings.catch_warnings():
+            # Lance warns before every fork; these workers never call Lance (see the note above).
+            warnings.filterwarnings("ignore", message="lance is not fork-safe")
+            pool = context.Pool(workers, initializer=_init_worker, initargs=(preprocessing,))
+    finally:
+        if previous_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+    with pool:
+        in_flight: collections.deque[Any] = collections.deque()
+        source = _read_blocks(dataset, blocks)
+        exhausted = False
+        while True:
+            while not exhausted and len(in_flight) < workers * _PREFETCH_PER_WORKER:
+                try:
+                    uuids, images = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                in_flight.append(pool.apply_async(_decode_in_worker, (uuids, images)))
+            if not in_flight:
+                return
+            yield in_flight.popleft().get()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    workers: int | None
+    """Decoding processes (0: decode in the main process)."""
+    threads: int
+    """The model's intra-op threads in the main process."""
+
+
+def _plan(requested_workers: int | None, device: str, decode_cost: float, forward_cost: float) -> _Plan:
+    """Split the CPU cores between decoding workers and the model, from the costs of the first block.
+
+    On a GPU the model costs the CPU nothing, so decoding gets every core. On a CPU both compete:
+    ``decode_cost`` and ``forward_cost`` are CPU-seconds per image, and the cores are shared in
+    proportion. A tiny model is decode-bound (all cores decode, the model keeps one thread); a ViT-B
+    is model-bound (the model keeps every core, one worker decodes ahead). Oversubscribing cores
+    costs more than it seems: the model's OpenMP threads spin while a decoder holds their core.
+    """
+    import torch
+
+    cores = os.cpu_count() or 1
+    current_threads = torch.get_num_threads()
+    if requested_workers is not None:  # the user's split: the model keeps its threads
+        return _Plan(workers=max(0, requested_workers), threads=current_threads)
+    if device != "cpu":
+        return _Plan(workers=min(8, cores), threads=current_threads)
+    share = decode_cost / max(decode_cost + forward_cost, 1e-9)
+    workers = max(1, min(8, int(np.ceil(cores * share))))
+    threads = max(1, cores - int(np.floor(cores * share)))
+    return _Plan(workers=workers, threads=min(current_threads, threads))
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+def _norm_statistics(vectors: np.ndarray) -> dict[str, float]:
+    if len(vectors) == 0:
+        return {}
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    return {"mean": float(norms.mean()), "std": float(norms.std()), "min": float(norms.min()),
+            "max": float(norms.max())}
+
+
+def _fragment_uuids(dataset: lance.LanceDataset, uri: str) -> tuple[list[list[str]], set[str]]:
+    """Every fragment's uuids, in dataset order, checked before anything is encoded: non-null, no newline,
+    each once; and the set of them all (which rows staged parts may hold)."""
+    out: list[list[str]] = []
+    seen: set[str] = set()
+    offset = 0
+    for fragment in dataset.get_fragments():
+        uuids: list[str] = []
+        for batch in fragment.to_batches(columns=["uuid"], batch_size=65536):
+            check_uuid_values(batch.column(0), offset, uri)
+            for row_uuid in batch.column(0).to_pylist():
+                if row_uuid in seen:
+                    raise SchemaError(f"{uri}: duplicate uuid {row_uuid!r}; embeddings are joined by uuid")
+                seen.add(row_uuid)
+                uuids.append(row_uuid)
+            offset += batch.num_rows
+        out.append(uuids)
+    return out, seen
+
+
+def _pending_blocks(fragment_uuids: list[list[str]], done: set[str], batch_size: int
+                    ) -> tuple[list[np.ndarray], int]:
+    """Row offsets still to encode, in dataset order, cut into blocks; also the total row count.
+
+    Blocks never span two fragments and start at each fragment's first pending row: ``--ray`` encodes
+    fragment by fragment, and a model's output can depend on which images share its batch, so the
+    same blocks on both paths give the same bits.
+    """
+    blocks: list[np.ndarray] = []
+    offset = 0
+    for uuids in fragment_uuids:
+        indices = np.asarray([offset + i for i, row_uuid in enumerate(uuids) if row_uuid not in done], np.int64)
+        offset += len(uuids)
+        blocks.extend(indices[i:i + batch_size] for i in range(0, len(indices), batch_size))
+    return blocks, offset
+
+
+def embed_locally(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None
+                   ) -> EmbedSummary:
+    """Run ``embed`` in this process (see the package docstring); ``encoder`` may be a loaded model."""
+    started = time.perf_counter()
+    with exclusive_run(config, storage_options) as (uri, dataset, column):
+        fragment_uuids, present = _fragment_uuids(dataset, uri)
+        check_no_other_staging(uri, column, ray=False, restart=config.restart)
+        return _encode_and_commit(config, encoder, storage_options, uri, dataset, column, fragment_uuids, present,
+                                  started)
+
+
+def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None,
+                       uri: str, dataset: lance.LanceDataset, column: str, fragment_uuids: list[list[str]],
+                       present: set[str], started: float) -> EmbedSummary:
+    import torch
+    from tqdm import tqdm
+
+    from cladebench.models import load_encoder
+
+    if encoder is None:
+        encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
+                               device=config.device, precision=config.precision)
+    described = encoder.describe()
+    staging = _Staging(staging_dir(uri, column), run_key(described, config), dim_hint=encoder.dim)
+    done, note = staging.open(config.restart)
+    if note:
+        print(f"cladebench embed: {note}", file=sys.stderr)
+    blocks, total_rows = _pending_blocks(fragment_uuids, done, config.batch_size)
+    pending_rows = sum(len(b) for b in blocks)
+    resumed = total_rows - pending_rows  # staged rows of uuids the dataset no longer has are not counted
+
+    buffer_uuids: list[str] = []
+    buffer_vectors: list[np.ndarray | None] = []
+    buffer_errors: list[str | None] = []
+    encoded_now = 0
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        staging.write(buffer_uuids, buffer_vectors, buffer_errors)
+        buffer_uuids.clear()
+        buffer_vectors.clear()
+        buffer_errors.clear()
+        last_flush = time.monotonic()
+
+    def consume(item: dict[str, Any]) -> None:
+        nonlocal encoded_now
+        if item["pixels"] is not None:
+            vectors = encoder.encode_images(torch.from_numpy(item["pixels"]))
+            buffer_uuids.extend(item["uuids"])
+            buffer_vectors.extend(list(vectors))
+            buffer_errors.extend([None] * len(item["uuids"]))
+        for row_uuid, reason in item["failed"]:
+            buffer_uuids.append(row_uuid)
+            buffer_vectors.append(None)
+            buffer_errors.append(reason)
+        count = len(item["uuids"]) + len(item["failed"])
+        encoded_now += count
+        bar.update(count)
+        if len(buffer_uuids) >= config.checkpoint_rows or time.monotonic() - last_flush > 60:
+            flush()
+
+    bar = tqdm(total=pending_rows, desc=f"embed {column}", unit="img", disable=not config.progress,
+               file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    threads_before = torch.get_num_threads()
+    try:
+        plan = _Plan(workers=config.workers, threads=threads_before)
+        if blocks:
+            # The first block is decoded and encoded here, timed, to split the cores between decoding
+            # workers and the model's threads (see _plan_cpu).
+            transform = encoder.preprocessing.build()
+            cpu_started = time.process_time()
+            first = decode_block(*next(_read_blocks(dataset, blocks[:1])), transform)
+            decode_cost = (time.process_time() - cpu_started) / max(1, len(blocks[0]))
+            wall_started = time.perf_counter()
+            consume(first)
+            forward_cost = (time.perf_counter() - wall_started) * threads_before / max(1, len(blocks[0]))
+            plan = _plan(config.workers, encoder.device, decode_cost, forward_cost)
+            torch.set_num_threads(plan.threads)
+        for item in _decoded_blocks(dataset, blocks[1:], encoder.preprocessing, plan.workers or 0):
+            consume(item)
+    except BaseException:
+        flush()  # keep what is finished: the rerun resumes from here
+        bar.close()
+        raise
+    finally:
+        torch.set_num_threads(threads_before)
+    flush()
+    bar.close()
+
+    staged = _exactly_once(staging.read(), present)
+    model = described.get("model_id", config.model)
+    if staged.num_rows == total_rows and staged.column("embedding").null_count == total_rows:
+        error = all_failed(uri, column, staged.select(["uuid", "error"]).rename_columns(["uuid", "reason"]), model,
+                           column_exists=column in dataset.schema.names)
+        staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
+        raise error
+    summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
+    staging.remove()
+    seconds = time.perf_counter() - started
+    return EmbedSummary(
+        column=column, rows=total_rows, valid=summary["valid"], failed=summary["failed"],
+        encoded_now=encoded_now, resumed=resumed, seconds=round(seconds, 3),
+        rows_per_second=round(encoded_now / seconds, 2) if seconds > 0 else 0.0,
+        version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
+    )
+
+
+def _exactly_once(staged: pa.Table, present: set[str]) -> pa.Table:
+    """Staged rows of the dataset's uuids (``present``), each once: a row staged twice (a part flushed just
+    before a kill, then redone) keeps its first copy; a row the dataset no longer has is left out."""
+    if "embedding" not in staged.column_names:  # nothing staged at all
+        return staged
+    keep = np.zeros(staged.num_rows, dtype=bool)
+    first: dict[str, int] = {}
+    for i, row_uuid in enumerate(staged.column("uuid").to_pylist()):
+        if row_uuid in present:
+            first.setdefault(row_uuid, i)
+    keep[list(first.values())] = True
+    return staged.filter(pa.array(keep))
+
+
+def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table, encoder: Encoder,
+            described: dict[str, Any], config: EmbedConfig, storage_options: dict[str, str] | None,
+            total_rows: int) -> dict[str, Any]:
+    """Merge the staged rows into the dataset as one new version, then write failures and the sidecar."""
+    if staged.num_rows != total_rows:
+        raise CladebenchError(
+            f"{uri}: {staged.num_rows} rows staged for {total_rows} rows in the dataset; rerun to finish"
+        )
+    embeddings = staged.column("embedding").combine_chunks()
+    dim = embeddings.type.list_size
+    if dim != encoder.dim:
+        raise CladebenchError(f"model {encoder.model_id} produced dimension {dim}, expected {encoder.dim}")
+    valid_mask = pc.is_valid(embeddings).to_numpy(zero_copy_only=False)
+    flat = embeddings.flatten().to_numpy(zero_copy_only=False)  # flatten() skips null slots
+    valid_vectors = flat.reshape(-1, dim) if len(flat) else np.zeros((0, dim), np.float32)
+    failures = staged.filter(pa.array(~valid_mask)).select(["uuid", "error"]).rename_columns(["uuid", "reason"])
+
+    failures_path = write_failures(uri, column, failures, described.get("model_id", config.model))
+    metadata = column_metadata(uri, described, config, norm_stats=_norm_statistics(valid_vectors),
+                               valid=int(valid_mask.sum()), failed=failures.num_rows, failures_path=failures_path,
+                               source_version=dataset.version)
+    emb_field = store.embedding_field(column, dim, metadata)
+    table = pa.Table.from_arrays([staged.column("uuid"), embeddings], schema=pa.schema(
+        [pa.field("uuid", pa.string()), emb_field]))
+
+    current = store.open_dataset(uri, storage_options=storage_options)
+    if column in current.schema.names:
+        current.drop_columns([column])
+        current = store.open_dataset(uri, storage_options=storage_options)
+    current.merge(table, left_on="uuid")
+    current = store.open_dataset(uri, storage_options=storage_options)
+    write_sidecar(uri, column, dim, metadata)
+    return {"valid": metadata["valid_rows"], "failed": metadata["failed_rows"], "version": current.version,
+            "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
