@@ -33,7 +33,8 @@ KNOWN_WITH_EXAMPLES = [
     "curate.sources", "curate.sources.crypticbio", "curate.sources.inquire", "curate.sources.coobserved",
     "tasks.lineage.parse", "curate.inat_export", "curate.builders", "tasks.geo.prior",
     "curate.builders.coobserved.config", "curate.builders.coobserved.sampling", "synthetic.inat_export",
-    "curate.cryptic_groups", "curate.builders.crypticbio.filters", "curate.builders.finegrained", "report",
+    "curate.cryptic_groups", "curate.builders.crypticbio.filters", "report",
+    "curate.builders.finegrained.config", "curate.builders.finegrained.checks",
     "report.escaping", "report.formatting", "report.calibration", "registry", "curate.builders.duckdb_errors",
     "curate.staging", "errors", "evaluate.jsonsafe", "provenance",
 ]

@@ -29,14 +29,13 @@ from PIL import Image
 
 from cladebench import store
 from cladebench.config import add_config_arguments, config_from_args
-from cladebench.curate.builders.finegrained import (
+from cladebench.curate.builders.finegrained.build import build_finegrained
+from cladebench.curate.builders.finegrained.checks import classify_license, reason_docs
+from cladebench.curate.builders.finegrained.config import (
     DATASET_DIR,
     ChallengeGroup,
     FineGrainedBuildConfig,
-    build_finegrained,
-    classify_license,
     parse_embed,
-    reason_docs,
 )
 from cladebench.errors import CladebenchError, UnknownNameError, UsageError
 from cladebench.taxonomy import Rank
@@ -494,7 +493,7 @@ def test_no_image_at_all_is_an_error_not_an_empty_dataset(world, tmp_path):
 
 def _seed_picking(world: World, uuid: str) -> int:
     """A seed whose first pick among the eligible Equus grevyi rows is ``uuid``."""
-    from cladebench.curate.builders.finegrained import sample_key
+    from cladebench.curate.builders.finegrained.checks import sample_key
 
     candidates = ["egre-0", "egre-missing-0", "egre-corrupt-0"]
     return next(s for s in range(1000) if min(candidates, key=lambda u: sample_key(s, u)) == uuid)
@@ -549,10 +548,11 @@ def test_groups_seen_and_embed_specs():
 def test_docstring_examples_run():
     import doctest
 
-    import cladebench.curate.builders.finegrained as module
+    from cladebench.curate.builders.finegrained import checks, config
 
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
+    for module in (config, checks):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted > 0 and result.failed == 0
 
 
 def test_describe_names_the_output_and_the_drops(built):

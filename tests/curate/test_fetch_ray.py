@@ -25,7 +25,7 @@ from cladebench import store
 from cladebench.config import add_config_arguments, config_from_args
 from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
 from cladebench.curate.builders.crypticbio.sections import parse_config
-from cladebench.curate.builders.finegrained import FineGrainedBuildConfig
+from cladebench.curate.builders.finegrained.config import FineGrainedBuildConfig
 from cladebench.curate.fetch import (
     DownloadConfig,
     DownloadItem,

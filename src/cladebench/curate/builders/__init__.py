@@ -79,8 +79,9 @@ register(Builder(
 ))
 
 register(Builder(
-    "finegrained", "cladebench.curate.builders.finegrained", "FineGrainedBuildConfig", "build_finegrained",
+    "finegrained", "cladebench.curate.builders.finegrained.build", "FineGrainedBuildConfig", "build_finegrained",
     "Fine-Grained Challenges from a TreeOfLife-200M catalog: groups of look-alike taxa, clean licenses, 720 px WebP",
+    config_module="cladebench.curate.builders.finegrained.config",
 ))
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "register"]
