@@ -161,7 +161,7 @@ def test_ctrl_c_while_the_cli_starts_is_an_interrupt(monkeypatch: pytest.MonkeyP
     assert capsys.readouterr().err == "cladebench: interrupted\n"
 
 
-@pytest.mark.parametrize("argv", [["eval", "x", "--out", "o", "--shots", "nan"], ["eval"], ["nosuch"],
+@pytest.mark.parametrize("argv", [["eval", "fewshot", "x", "--out", "o", "--shots", "nan"], ["eval"], ["nosuch"],
                                   ["info", "x", "--repetitions"], ["build"]])
 def test_a_command_line_argparse_cannot_read_is_one_line_exit_2(argv: list[str],
                                                                 capsys: pytest.CaptureFixture[str]) -> None:

@@ -208,18 +208,19 @@ def test_load_crypticbio_into_a_read_only_folder_fails_before_downloading(tmp_pa
 
 
 def test_eval_into_a_read_only_folder_or_onto_a_file(dataset: Path, tmp_path: Path, read_only: Path) -> None:
-    result = run("eval", str(dataset), "--model", "local-dir:/nowhere", "--out", str(read_only / "run"),
+    result = run("eval", "zeroshot", str(dataset), "--model", "local-dir:/nowhere", "--out", str(read_only / "run"),
                  unprivileged=True)
     one_line_error(result, 1, str(read_only), "permission denied")
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
-    one_line_error(run("eval", str(dataset), "--model", "local-dir:/nowhere", "--out", str(notes)), 1, "is a file")
+    one_line_error(run("eval", "zeroshot", str(dataset), "--model", "local-dir:/nowhere", "--out", str(notes)), 1,
+                   "is a file")
     assert notes.read_text() == "mine"
 
 
 @pytest.mark.parametrize("scale", ["nan", "-1", "inf", "0"])
 def test_eval_with_a_logit_scale_that_is_not_a_positive_number(dataset: Path, tmp_path: Path, scale: str) -> None:
-    result = run("eval", str(dataset), "--model", "local-dir:/nowhere", "--out", str(tmp_path / "run"),
+    result = run("eval", "zeroshot", str(dataset), "--model", "local-dir:/nowhere", "--out", str(tmp_path / "run"),
                  "--logit-scale", scale)
     one_line_error(result, 2, "--logit-scale", repr(scale))
     assert not (tmp_path / "run").exists()

@@ -10,36 +10,36 @@ import pytest
 from cladebench.cli import main
 
 EVAL_CASES: list[tuple[list[str], str]] = [
-    (["--task", "fewshot", "--shots", "0"], "--shots must be at least 1, got 0"),
-    (["--task", "fewshot", "--shots", "1", "5", "1"], "--shots"),
-    (["--task", "fewshot", "--shots", "-3"], "--shots"),
-    (["--task", "fewshot", "--repetitions", "0"], "--repetitions must be at least 1, got 0"),
-    (["--task", "fewshot", "--repetitions", "-2"], "--repetitions"),
-    (["--task", "fewshot", "--seed", "-1"], "--seed must be at least 0, got -1"),
-    (["--task", "fewshot", "--knn-k", "0"], "--knn-k"),
-    (["--task", "fewshot", "--linear-folds", "1"], "--linear-folds must be at least 2"),
-    (["--task", "fewshot", "--min-test-per-class", "0"], "--min-test-per-class"),
-    (["--task", "fewshot", "--linear-cs", "0", "1"], "--linear-cs"),
-    (["--task", "fewshot", "--linear-cs", "nan"], "--linear-cs"),
-    (["--task", "fewshot", "--linear-fallback-c", "-1"], "--linear-fallback-c"),
-    (["--task", "fewshot", "--methods", "simpelshot"], "simpleshot"),
-    (["--task", "retrieval", "-k", "0"], "-k must be at least 1, got 0"),
-    (["--task", "retrieval", "--group-key", ""], "--group-key"),
-    (["--task", "geo", "--prior-cell-km", "0"], "--prior-cell-km"),
-    (["--task", "geo", "--prior-cell-km", "nan"], "--prior-cell-km"),
-    (["--task", "geo", "--prior-cell-km", "0.5"], "--prior-cell-km must be at least 5 km"),
-    (["--task", "geo", "--prior-neighbourhood-km", "-500"], "--prior-neighbourhood-km"),
-    (["--task", "geo", "--prior-season-bins", "0"], "--prior-season-bins must be at least 1"),
-    (["--task", "geo", "--prior-alpha", "0"], "--prior-alpha"),
-    (["--task", "geo", "--prior-alpha", "inf"], "--prior-alpha"),
-    (["--task", "geo", "--prior-split", "0.5", "0.5"], "--prior-split takes three shares"),
-    (["--task", "geo", "--prior-split", "-1", "1", "1"], "--prior-split"),
-    (["--task", "geo", "--prior-split", "0", "0", "0"], "--prior-split"),
-    (["--task", "geo", "--prior-seed", "-4"], "--prior-seed"),
-    (["--task", "geo", "--prior-weight-steps", "1"], "--prior-weight-steps must be at least 2"),
-    (["--task", "rerank", "--rerank-k", "0"], "--rerank-k must be at least 1"),
-    (["--task", "rerank", "--vlm-concurrency", "0"], "--vlm-concurrency must be at least 1"),
-    (["--task", "lineage", "--vlm-concurrency", "-1"], "--vlm-concurrency"),
+    (["fewshot", "--shots", "0"], "--shots must be at least 1, got 0"),
+    (["fewshot", "--shots", "1", "5", "1"], "--shots"),
+    (["fewshot", "--shots", "-3"], "--shots"),
+    (["fewshot", "--repetitions", "0"], "--repetitions must be at least 1, got 0"),
+    (["fewshot", "--repetitions", "-2"], "--repetitions"),
+    (["fewshot", "--seed", "-1"], "--seed must be at least 0, got -1"),
+    (["fewshot", "--knn-k", "0"], "--knn-k"),
+    (["fewshot", "--linear-folds", "1"], "--linear-folds must be at least 2"),
+    (["fewshot", "--min-test-per-class", "0"], "--min-test-per-class"),
+    (["fewshot", "--linear-cs", "0", "1"], "--linear-cs"),
+    (["fewshot", "--linear-cs", "nan"], "--linear-cs"),
+    (["fewshot", "--linear-fallback-c", "-1"], "--linear-fallback-c"),
+    (["fewshot", "--methods", "simpelshot"], "simpleshot"),
+    (["retrieval", "-k", "0"], "-k must be at least 1, got 0"),
+    (["retrieval", "--group-key", ""], "--group-key"),
+    (["geo", "--prior-cell-km", "0"], "--prior-cell-km"),
+    (["geo", "--prior-cell-km", "nan"], "--prior-cell-km"),
+    (["geo", "--prior-cell-km", "0.5"], "--prior-cell-km must be at least 5 km"),
+    (["geo", "--prior-neighbourhood-km", "-500"], "--prior-neighbourhood-km"),
+    (["geo", "--prior-season-bins", "0"], "--prior-season-bins must be at least 1"),
+    (["geo", "--prior-alpha", "0"], "--prior-alpha"),
+    (["geo", "--prior-alpha", "inf"], "--prior-alpha"),
+    (["geo", "--prior-split", "0.5", "0.5"], "--prior-split takes three shares"),
+    (["geo", "--prior-split", "-1", "1", "1"], "--prior-split"),
+    (["geo", "--prior-split", "0", "0", "0"], "--prior-split"),
+    (["geo", "--prior-seed", "-4"], "--prior-seed"),
+    (["geo", "--prior-weight-steps", "1"], "--prior-weight-steps must be at least 2"),
+    (["rerank", "--rerank-k", "0"], "--rerank-k must be at least 1"),
+    (["rerank", "--vlm-concurrency", "0"], "--vlm-concurrency must be at least 1"),
+    (["lineage", "--vlm-concurrency", "-1"], "--vlm-concurrency"),
 ]
 
 
@@ -51,8 +51,9 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 @pytest.mark.parametrize(("options", "says"), EVAL_CASES, ids=[" ".join(o) for o, _ in EVAL_CASES])
 def test_eval_settings_out_of_range_exit_2_naming_the_option(options: list[str], says: str, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = run(["eval", str(tmp_path / "missing.lance"), "--model", "openai-compatible:x@http://127.0.0.1:9/v1",
-                     "--out", str(tmp_path / "run"), *options], capsys)
+    task, *options = options
+    code, err = run(["eval", task, str(tmp_path / "missing.lance"), "--model",
+                     "openai-compatible:x@http://127.0.0.1:9/v1", "--out", str(tmp_path / "run"), *options], capsys)
     assert code == 2, err
     assert says in err
     assert len(err.strip().splitlines()) == 1
@@ -78,7 +79,7 @@ def test_compare_settings_out_of_range_exit_2(options: list[str], says: str, tmp
 ])
 def test_compare_columns_settings_out_of_range_exit_2(options: list[str], says: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from test_fewshot import write_planted_dataset
+    from helpers.planted_embeddings import write_planted_dataset
 
     write_planted_dataset(tmp_path / "planted.lance")
     code, err = run(["compare-columns", str(tmp_path / "planted.lance"), *options], capsys)

@@ -23,8 +23,9 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 ])
 def test_a_grid_cell_larger_than_the_sphere_is_a_usage_error(option: str, value: str, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = run(["eval", str(tmp_path / "missing.lance"), "--model", "openai-compatible:x@http://127.0.0.1:9/v1",
-                     "--task", "geo", "--out", str(tmp_path / "run"), option, value], capsys)
+    code, err = run(["eval", "geo", str(tmp_path / "missing.lance"), "--model",
+                     "openai-compatible:x@http://127.0.0.1:9/v1", "--out", str(tmp_path / "run"), option, value],
+                    capsys)
     assert code == 2, err
     assert f"{option} must be at most" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
@@ -35,7 +36,7 @@ def test_a_grid_cell_larger_than_the_sphere_is_a_usage_error(option: str, value:
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from test_fewshot import write_planted_dataset
+    from helpers.planted_embeddings import write_planted_dataset
 
     path = tmp_path_factory.mktemp("attack-eval") / "planted.lance"
     write_planted_dataset(path)
@@ -45,7 +46,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def a_run(planted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     out = tmp_path / "run"
-    code, err = run(["eval", str(planted), "--task", "retrieval", "--column", "emb_planted", "--out", str(out),
+    code, err = run(["eval", "retrieval", str(planted), "--column", "emb_planted", "--out", str(out),
                      "-k", "3"], capsys)
     assert code == 0, err
     return out
@@ -74,7 +75,7 @@ def test_eval_out_in_the_dataset_folder_is_refused(planted: Path, inside: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     before = sorted(p.relative_to(planted) for p in planted.rglob("*"))
     out = planted / inside if inside else planted
-    code, err = run(["eval", str(planted), "--task", "retrieval", "--column", "emb_planted", "--out", str(out)], capsys)
+    code, err = run(["eval", "retrieval", str(planted), "--column", "emb_planted", "--out", str(out)], capsys)
     assert code == 2, err
     assert "inside the dataset" in err and len(err.strip().splitlines()) == 1
     assert sorted(p.relative_to(planted) for p in planted.rglob("*")) == before
@@ -84,7 +85,7 @@ def test_eval_out_in_the_dataset_folder_is_refused(planted: Path, inside: str,
 
 
 def test_chat_url_puts_the_path_before_the_query() -> None:
-    from cladebench.models.vlm import parse_endpoint
+    from cladebench.models.endpoint import parse_endpoint
 
     spec = parse_endpoint("openai-compatible:m@http://alice:pw@127.0.0.1:8000/v1?api_key=k3y&api-version=2")
     assert spec.chat_url == "http://alice:pw@127.0.0.1:8000/v1/chat/completions?api_key=k3y&api-version=2"
@@ -98,30 +99,31 @@ def test_credentials_in_userinfo_and_query_reach_the_server_and_nothing_written(
     run.json, the predictions, the cache, the report and the console hold neither the password nor the key."""
     import sys
 
-    from test_vlm import _Handler, _Server, send
-    from test_vlm_rerank_faults import CANDIDATES, QUERIES
-    from test_vlm_rerank_faults import dataset as rerank_dataset
+    from helpers.http_local import send_json
+    from helpers.rerank_data import write_rerank_dataset
+    from helpers.vlm_server import ChatHandler, ChatServer
 
-    class KeyedHandler(_Handler):
+    class KeyedHandler(ChatHandler):
         def do_POST(self) -> None:
             path, _, query = self.path.partition("?")
             if query != "api_key=s3cr3t-k3y":
                 self.rfile.read(int(self.headers["Content-Length"]))
-                send(self, 401, {"error": f"bad query {query!r}"})
+                send_json(self, 401, {"error": f"bad query {query!r}"})
                 return
             self.path = path
             super().do_POST()
 
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    data = rerank_dataset.__wrapped__(_Factory(tmp_path)) if hasattr(rerank_dataset, "__wrapped__") else None
+    QUERIES, CANDIDATES = 3, 6
+    data = write_rerank_dataset(tmp_path / "rerank.lance", QUERIES, CANDIDATES, seed=4, positives=2)
     assert data is not None
-    httpd = _Server()
+    httpd = ChatServer()
     httpd.RequestHandlerClass = KeyedHandler
     with serving(httpd):
         port = httpd.server_address[1]
         model = f"openai-compatible:m@http://alice:hunter2-pw@127.0.0.1:{port}/v1?api_key=s3cr3t-k3y"
-        args = ["eval", str(data), "--model", model, "--task", "rerank", "--group-by", "none", "--out",
+        args = ["eval", "rerank", str(data), "--model", model, "--group-by", "none", "--out",
                 str(tmp_path / "run")]
         monkeypatch.setattr(sys, "argv", ["cladebench", *args])
         code, err = run(args, capsys)
@@ -137,18 +139,6 @@ def test_credentials_in_userinfo_and_query_reach_the_server_and_nothing_written(
         assert secret not in printed
         for name, data_bytes in written.items():
             assert secret.encode() not in data_bytes, f"{secret} in {name}"
-
-
-class _Factory:
-    """A stand-in for pytest's tmp_path_factory, to build a module fixture's dataset inside one test."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def mktemp(self, name: str) -> Path:
-        path = self.root / name
-        path.mkdir()
-        return path
 
 
 # --- two runs writing one --out ---------------------------------------------------------------------------------
@@ -216,10 +206,9 @@ def test_a_never_answering_endpoint_fails_within_the_deadline_whatever_the_batch
     were every item's first attempt sent before the first retry, the server would see all 30."""
     import threading
 
-    from test_vlm import JPEGS, _Server
-
     from cladebench.errors import CladebenchError
     from cladebench.models.vlm import VLMConfig, YesNoItem, score_yes_no
+    from helpers.vlm_server import JPEGS, ChatServer
 
     release = threading.Event()
 
@@ -227,7 +216,7 @@ def test_a_never_answering_endpoint_fails_within_the_deadline_whatever_the_batch
         release.wait(30)
         return True
 
-    httpd = _Server()
+    httpd = ChatServer()
     httpd.state.reply = never
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

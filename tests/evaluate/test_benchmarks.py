@@ -13,7 +13,7 @@ pytest.importorskip("open_clip")
 
 from cladebench.cli import main
 from cladebench.evaluate.benchmarks import BENCHMARKS, get_benchmark
-from cladebench.evaluate.run import EvalCommand, run_eval
+from cladebench.evaluate.run import eval_config, run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
 
@@ -29,7 +29,7 @@ def test_inat_coobserved_runs_the_lineage_task(tmp_path: Path, monkeypatch: pyte
     world = make_world(WorldConfig(seed=5, names="generated", branching=(2, 2, 2, 1, 2, 1, 2)))
     store.write_dataset(world.pair_table(12, seed=5, image_format="jpeg"), get_benchmark("inat-coobserved")
                         .dataset_path())
-    record, _ = run_eval(EvalCommand(dataset="inat-coobserved", model=model, out=tmp_path / "run", device="cpu"))
+    record, _ = run_eval(eval_config(dataset="inat-coobserved", model=model, out=tmp_path / "run", device="cpu"))
     assert record.task == "lineage" and record.provenance["dataset"]["benchmark"] == "inat-coobserved"
     assert record.metrics["hint_exact"]["n"] + record.provenance["task"].get("targets_unscored", 0) >= 1
     assert any(name.startswith("divergence=") for name in record.metrics)

@@ -209,7 +209,7 @@ def test_compare_pairs_grouped_runs_within_each_group(embedded, tmp_path):
 
 def test_eval_verb_prints_groups(embedded, tmp_path, capsys):
     path, model = embedded
-    code = main(["eval", str(path), "--model", model, "--out", str(tmp_path / "cli"), "--device", "cpu",
+    code = main(["eval", "zeroshot", str(path), "--model", model, "--out", str(tmp_path / "cli"), "--device", "cpu",
                  "--not-seen-by", "model-b"])
     assert code == 0
     printed = capsys.readouterr().out
@@ -225,7 +225,7 @@ def test_fewshot_through_the_eval_verb_needs_no_text_tower(embedded, tmp_path, c
         raise AssertionError("few-shot must not load the model")
 
     monkeypatch.setattr("cladebench.models.load_encoder", no_encoder)
-    code = main(["eval", str(path), "--model", model, "--task", "fewshot", "--out", str(tmp_path / "fs"),
+    code = main(["eval", "fewshot", str(path), "--model", model, "--out", str(tmp_path / "fs"),
                  "--group-by", "none", "--shots", "1", "2", "--repetitions", "3", "--methods", "simpleshot", "knn",
                  "--group-key", "uuid"])
     assert code == 0
@@ -247,7 +247,7 @@ def test_fewshot_through_the_eval_verb_needs_no_text_tower(embedded, tmp_path, c
         hits = [r["correct"] for r in rows if r["repetition"] == repetition]
         assert estimate["per_repetition"][repetition] == pytest.approx(sum(hits) / len(hits))
     # Same seed, same splits: a second run draws identical support sets.
-    assert main(["eval", str(path), "--model", model, "--task", "fewshot", "--out", str(tmp_path / "fs2"),
+    assert main(["eval", "fewshot", str(path), "--model", model, "--out", str(tmp_path / "fs2"),
                  "--group-by", "none", "--shots", "1", "2", "--repetitions", "3", "--methods", "simpleshot",
                  "--group-key", "uuid"]) == 0
     assert RunRecord.read(tmp_path / "fs2" / "run.json").provenance["split"]["fingerprint"] == split["fingerprint"]

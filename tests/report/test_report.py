@@ -202,7 +202,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pytest.importorskip("torch")
     pytest.importorskip("open_clip")
     from cladebench.embed import EmbedConfig, embed_dataset
-    from cladebench.evaluate.run import EvalCommand, run_eval
+    from cladebench.evaluate.run import eval_config, run_eval
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
 
@@ -225,7 +225,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                                   workers=0, device="cpu", progress=False))
 
     def run(name: str, dataset: str, model: str, **options: Any) -> Path:
-        return run_eval(EvalCommand(dataset=str(root / f"{dataset}.lance"), model=models[model], out=root / name,
+        return run_eval(eval_config(dataset=str(root / f"{dataset}.lance"), model=models[model], out=root / name,
                                     device="cpu", **options))[1]
 
     return {

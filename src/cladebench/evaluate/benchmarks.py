@@ -17,6 +17,7 @@ from typing import Any
 
 from cladebench.cache import cache_dir
 from cladebench.errors import CladebenchError
+from cladebench.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,13 @@ class Benchmark:
         return cache_dir("benchmarks") / f"{self.name}.lance"
 
 
-BENCHMARKS: dict[str, Benchmark] = {}
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
+"""Benchmarks by name: each is also a second word of ``cladebench eval`` (``eval inquire-rerank --model M``)."""
 
 
 def register_benchmark(benchmark: Benchmark) -> Benchmark:
-    BENCHMARKS[benchmark.name] = benchmark
-    return benchmark
+    """Add a benchmark to :data:`BENCHMARKS` under its name."""
+    return BENCHMARKS.add(benchmark.name, benchmark)
 
 
 INQUIRE_RERANK_FILES = ("*validation-*.parquet", "*test-*.parquet")
@@ -115,7 +117,8 @@ def resolve(config: Any) -> tuple[str, Any, Benchmark | None]:
     if not path.exists():
         benchmark.fetch(path)
     changes: dict[str, Any] = {}
-    fields = {f.name: f for f in dataclasses.fields(config)}
+    # A field the config's class fixes (the task of `eval rerank ...`) is the user's choice, never replaced.
+    fields = {f.name: f for f in dataclasses.fields(config) if f.init}
     for name, value in {"task": benchmark.task, **benchmark.defaults}.items():
         spec = fields.get(name)
         if spec is not None and getattr(config, name) == _default(spec):

@@ -27,19 +27,23 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.config import OPTION, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.evaluate.checks import check_before_model, check_eval_settings
 from cladebench.evaluate.record import (
     RunRecord,
     check_out_outside_dataset,
     command_line,
     dataset_provenance,
     metric_definitions,
-    software_versions,
 )
 from cladebench.metrics import display_scale
+from cladebench.models import registry as model_registry
+from cladebench.models.spec import ModelSpec, model_kind
+from cladebench.provenance import software_versions
+from cladebench.registry import Registry
 from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.geo.config import GeoPriorConfig
 from cladebench.tasks.lineage.config import LineageConfig
-from cladebench.tasks.rerank import EndpointModel, RerankConfig
+from cladebench.tasks.rerank import RerankConfig
 from cladebench.tasks.retrieval import RetrievalTaskConfig
 from cladebench.tasks.zeroshot import ZeroShotConfig
 from cladebench.templates import get_templates
@@ -53,22 +57,24 @@ GROUP_SEPARATOR = "/"
 
 @dataclass(frozen=True, kw_only=True)
 class EvalConfig:
-    """What every evaluation needs, whatever the task; each task adds its own fields (see below)."""
+    """What every evaluation needs, whatever the task; each task's eval config adds the task's own fields."""
 
     dataset: str
-    """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model)."""
+    """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model), or the
+    name of a benchmark (inquire-rerank, inat-coobserved)."""
     out: Path = field(metadata=OPTION)
     """Directory for run.json and predictions.parquet."""
     model: str | None = None
     """The model whose embeddings are evaluated (same forms as for `embed`); fewshot and retrieval on a --column
     need none (the column's metadata names the model in the record)."""
     task: str | None = None
-    """Registered task (zeroshot, fewshot, retrieval, rerank, lineage, geo); default: the named benchmark's task,
-    else zeroshot."""
+    """Registered task; default: the named benchmark's task, else zeroshot (each task's eval config fixes it)."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
+    where: str | None = None
+    """SQL filter selecting the evaluated rows (parsed against the dataset's schema before any model loads)."""
     group_by: str = "auto"
     """Evaluate each value of this column as its own benchmark (own label set, metrics GROUP/name, never
     pooled); 'auto' = challenge_group when the dataset has it; 'none' = one pooled evaluation."""
@@ -82,46 +88,83 @@ class EvalConfig:
     a list (unknown exposure) are left out."""
 
     def __post_init__(self) -> None:
-        # A task config mixed in after this class validates itself in its own __post_init__; only the first one
-        # in the method order would run, so every task's settings are checked here, each by its own class.
+        # The task config mixed in after this class checks its own settings (ranges, names) first; then the
+        # settings every evaluation shares, so any value that is wrong without a dataset is refused here.
         parent = getattr(super(), "__post_init__", None)
         if parent is not None:
             parent()
-        check_task_settings(self)
+        check_eval_settings(self)
 
 
+EVAL_CONFIGS: Registry[type[EvalConfig]] = Registry("task")
+"""Each registered task's eval config (``cladebench eval <task>``): the shared fields and the task's own, nothing
+of another task's."""
+
+
+@EVAL_CONFIGS.register("zeroshot")
 @dataclass(frozen=True, kw_only=True)
 class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
-    """Evaluate a model on a dataset by zero-shot classification and write a run record."""
+    """Zero-shot classification: the images against text embeddings of the benchmark's taxa at --rank; writes
+    run.json + predictions.parquet."""
+
+    task: str = field(default="zeroshot", init=False)
 
 
+@EVAL_CONFIGS.register("fewshot")
 @dataclass(frozen=True, kw_only=True)
 class FewShotEvalConfig(EvalConfig, FewShotConfig):
-    """Evaluate a model's stored image embeddings by few-shot classification and write a run record."""
+    """Few-shot classification on the stored image embeddings (SimpleShot, linear probe, kNN) over seeded,
+    group-aware splits; writes run.json + predictions.parquet."""
 
-    task: str = "fewshot"
+    task: str = field(default="fewshot", init=False)
 
 
+@EVAL_CONFIGS.register("retrieval")
 @dataclass(frozen=True, kw_only=True)
-class EvalCommand(EvalConfig, ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig, LineageConfig,
-                  GeoPriorConfig):
-    """Run a task (zeroshot, fewshot) on a dataset with a model and write run.json + predictions.parquet.
+class RetrievalEvalConfig(EvalConfig, RetrievalTaskConfig):
+    """Image-to-image retrieval on the stored embeddings: same taxon at --rank is relevant (mAP, MRR, P@k, R@k);
+    writes run.json + predictions.parquet."""
 
-    The fields of every task are accepted; each task takes the ones it defines (rank, column and where
-    mean the same to all of them) and the record keeps the whole command.
-    """
+    task: str = field(default="retrieval", init=False)
 
 
-TASK_CONFIGS: tuple[type, ...] = (ZeroShotConfig, FewShotConfig, RetrievalTaskConfig, RerankConfig, LineageConfig,
-                                  GeoPriorConfig)
-"""The task configs an evaluation command may carry; :func:`check_task_settings` validates each one it does."""
+@EVAL_CONFIGS.register("rerank")
+@dataclass(frozen=True, kw_only=True)
+class RerankEvalConfig(EvalConfig, RerankConfig):
+    """Rerank each query's candidates by a CLIP-style cosine or a VLM endpoint's P(Yes) (INQUIRE's AP, nDCG,
+    MRR); writes run.json + predictions.parquet."""
 
-def check_task_settings(config: Any) -> None:
-    """Refuse settings out of range before anything runs, as usage errors naming the option: every task config
-    ``config`` is an instance of is built from it, running that config's own checks."""
-    for task_class in TASK_CONFIGS:
-        if isinstance(config, task_class) and type(config) is not task_class:
-            task_config(task_class, config)
+    task: str = field(default="rerank", init=False)
+
+
+@EVAL_CONFIGS.register("lineage")
+@dataclass(frozen=True, kw_only=True)
+class LineageEvalConfig(EvalConfig, LineageConfig):
+    """Lineage completion on photos of two organisms, with and without the hint; writes run.json +
+    predictions.parquet."""
+
+    task: str = field(default="lineage", init=False)
+
+
+@EVAL_CONFIGS.register("geo")
+@dataclass(frozen=True, kw_only=True)
+class GeoEvalConfig(EvalConfig, GeoPriorConfig):
+    """Zero-shot fused with a place and season prior (or a location embedding); writes run.json +
+    predictions.parquet."""
+
+    task: str = field(default="geo", init=False)
+
+
+def eval_config(*, task: str | None = None, **fields: Any) -> EvalConfig:
+    """The eval config of ``task`` built from ``fields``; without a task, the named benchmark's (when ``dataset``
+    names one and no folder of that name exists), else zeroshot's. An unknown task is a usage error."""
+    if task is None:
+        from cladebench.evaluate.benchmarks import get_benchmark
+
+        dataset = str(fields.get("dataset", ""))
+        benchmark = get_benchmark(dataset)
+        task = benchmark.task if benchmark is not None and not Path(dataset).exists() else "zeroshot"
+    return EVAL_CONFIGS.get_named(task)(**fields)
 
 
 def task_config(task_config_class: type, config: EvalConfig) -> Any:
@@ -167,7 +210,7 @@ def partition_column(dataset: Any, group_by: str) -> str | None:
     if group_by == "auto":
         return next((c for c in PARTITION_COLUMNS if c in names), None)
     if group_by not in names:
-        raise CladebenchError(f"--group-by {group_by!r}: no such column in {dataset.uri}")
+        raise UsageError(f"--group-by {group_by!r}: no such column in {dataset.uri}")
     return group_by
 
 
@@ -202,7 +245,7 @@ def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Seque
     out: dict[str, Any] = {}
     for column in columns:
         if column not in dataset.schema.names:
-            raise CladebenchError(f"--breakdown {column!r}: no such column in {dataset.uri}")
+            raise UsageError(f"--breakdown {column!r}: no such column in {dataset.uri}")
         lookup = store.read(dataset, columns=["uuid", column])
         index = pc.index_in(uuids, value_set=lookup.column("uuid"))
         values = pc.take(lookup.column(column), index)
@@ -219,19 +262,19 @@ def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Seque
     return out
 
 
-def _model_provenance(config: EvalConfig, encoder: Any, info: dict[str, Any]) -> dict[str, Any]:
+def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, info: dict[str, Any]
+                      ) -> dict[str, Any]:
+    """The record's model: what the built model describes (the revision actually loaded), else the spec resolved
+    from --model, else what the evaluated column's metadata says."""
     embedding = info.get("embedding_metadata", {})
-    if getattr(encoder, "kind", None) == "vlm":
+    if encoder is not None and model_kind(encoder) == "vlm":
         model_id, revision, text_precision, named_by = encoder.model_id, None, None, "--model"
     elif encoder is not None:
         described = encoder.describe()
         model_id, revision, text_precision = described["model_id"], described.get("revision"), described.get(
             "precision")
         named_by = "--model"
-    elif config.model is not None:
-        from cladebench.models.registry import resolve_model
-
-        spec = resolve_model(config.model, revision=config.revision)
+    elif spec is not None:
         model_id, revision, text_precision, named_by = spec.id, spec.revision, None, "--model"
     else:
         # A stored column evaluated without a model: what its metadata says is all that is known of the model.
@@ -251,24 +294,12 @@ def _model_provenance(config: EvalConfig, encoder: Any, info: dict[str, Any]) ->
     return provenance
 
 
-def _load_encoder(config: EvalConfig) -> Any:
-    from cladebench.models import load_encoder
+def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
+    """The model an evaluation scores with, built from the resolved --model: an encoder (torch is imported here,
+    not before), or a stand-in for a model behind an endpoint."""
+    from cladebench.models.build import build_model
 
-    return load_encoder(config.model, revision=config.revision, device=config.device)
-
-
-MODEL_LOADERS: dict[str, Any] = {
-    "openai-compatible:": lambda config: EndpointModel(model_id=config.model),
-}
-"""Model-id prefix -> loader, for models that are not image-text encoders; anything else is loaded as one."""
-
-
-def load_model(config: EvalConfig) -> Any:
-    """The model an evaluation scores with: an encoder, or a stand-in for a model behind an endpoint."""
-    for prefix, loader in MODEL_LOADERS.items():
-        if config.model.startswith(prefix):
-            return loader(config)
-    return _load_encoder(config)
+    return build_model(spec, device=config.device)
 
 
 def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
@@ -296,17 +327,16 @@ def _require_model(config: EvalConfig, task: Any, settings: Any, encoder: Any) -
                          "(to find the column holding its embeddings)")
 
 
-def _stored_column(dataset: Any, config: EvalConfig, settings: Any) -> Any:
+def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
     """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
-    from cladebench.models.registry import resolve_model
     from cladebench.tasks.common import column_metadata, find_embedding_column
 
     column = getattr(settings, "column", "unset")
-    if column == "unset" or config.model is None:
+    if column == "unset" or spec is None:
         return settings
-    model_id = resolve_model(config.model, revision=config.revision).id
+    model_id = model_registry.require_encoder(spec).id
     if column is None:
         return dataclasses.replace(settings, column=find_embedding_column(dataset, model_id))
     if column in dataset.schema.names:
@@ -326,18 +356,22 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
     if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
         _require_model(config, get_task(config.task), task_config(get_task(config.task).config, config), encoder)
+    # The model name is resolved once, here: the model built, the column looked up and the record all use it.
+    spec = None if config.model is None else model_registry.resolve_model(config.model, revision=config.revision)
     uri, config, benchmark = resolve(config)
     task = get_task(config.task or "zeroshot")
     settings = task_config(task.config, config)
     _require_model(config, task, settings, encoder)
-    if encoder is None and task.uses_encoder:
-        encoder = load_model(config)
-    if benchmark is not None and getattr(encoder, "kind", "clip") == "clip" and encoder:
-        _embed_if_missing(uri, config, encoder)
     dataset = store.open_dataset(uri)
-    if not task.uses_encoder:
-        settings = _stored_column(dataset, config, settings)
     where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
+    check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
+    if encoder is None and task.uses_encoder and spec is not None:
+        encoder = load_model(spec, config)
+    if benchmark is not None and encoder is not None and model_kind(encoder) == "clip":
+        _embed_if_missing(uri, config, encoder)
+        dataset = store.open_dataset(uri)  # with the column just embedded
+    if not task.uses_encoder:
+        settings = _stored_column(dataset, spec, settings)
     group_column = partition_column(dataset, config.group_by)
     if group_column is None:
         groups, rows_without_group, group_filters = [None], 0, {}
@@ -386,7 +420,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
                                        "seed": None, "sampling_unit": "image"},
         "label_set": label_sets[None] if group_column is None else None,
         "label_sets": None if group_column is None else label_sets,
-        "model": _model_provenance(config, encoder, info),
+        "model": _model_provenance(config, spec, encoder, info),
         "prompts": ({"name_style": info["name_style"], "templates_name": info.get("templates"),
                      "templates": list(get_templates(info.get("templates", "bioclip")))}
                     if "name_style" in info else None),

@@ -1,0 +1,132 @@
+"""The ``cladebench`` command: one verb per step of the flow, each generated from its config.
+
+This package presents the command on purpose: :func:`main` (what ``cladebench`` runs), :func:`build_parser`,
+and the registries :data:`VERBS` and :data:`FAMILIES` it builds the parser from. The verbs live in one module
+per group (:mod:`~cladebench.cli.data`, :mod:`~cladebench.cli.curate`, :mod:`~cladebench.cli.evaluation`,
+:mod:`~cladebench.cli.demo`) and register themselves in :mod:`~cladebench.cli.verbs`. Heavy modules are
+imported inside each verb, so ``cladebench --help`` starts in a fraction of a second. Abbreviated options
+(``--out`` as ``--o``) are refused everywhere: a script that relies on one breaks when an option is added.
+
+Exit codes a script can trust: 0 success; 1 a failure of the input or environment; 2 a usage error
+(bad arguments, unknown name); 3 no dataset at the path; 4 a schema error; 5 a remote URI (dataset
+or model) that cannot be reached; 6 a model that cannot be built from its files; 70 a bug (an
+unexpected exception, reported as one); 130 interrupted; 141 the output pipe closed (`| head`), without a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import NoReturn
+
+from cladebench import __version__
+from cladebench.cli import curate, data, demo, evaluation  # noqa: F401  (each registers its verbs)
+from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
+from cladebench.config import add_config_arguments, config_from_args, take_late_positionals
+from cladebench.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    CladebenchError,
+    environment_error,
+)
+
+__all__ = ["FAMILIES", "VERBS", "Family", "Verb", "build_parser", "main", "verb"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a mistake on the command line is one line (the option and what is wrong with it)
+    and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with one sub-command per registered verb (sub-parsers are :class:`_Parser` too)."""
+    parser = _Parser(
+        prog="cladebench", allow_abbrev=False,
+        description="Curate, store, evaluate and inspect benchmarks for biological vision(-language) models.",
+        epilog="Exit codes: 0 ok, 1 failure, 2 usage, 3 no dataset, 4 schema error, 5 remote unreachable, "
+        "6 model cannot be built, 70 bug, 130 interrupted, 141 output pipe closed.",
+    )
+    parser.add_argument("--version", action="version", version=f"cladebench {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for name in sorted({*VERBS, *FAMILIES}):
+        if name in FAMILIES:
+            family = FAMILIES[name]
+            family_parser = sub.add_parser(name, help=family.help, description=family.help, allow_abbrev=False)
+            kinds = family_parser.add_subparsers(dest="kind", metavar=family.metavar, required=True)
+            for kind, member in family.members().items():
+                member_parser = kinds.add_parser(kind, help=member.help, allow_abbrev=False,
+                                                 description=(member.config.__doc__ or member.help).strip())
+                add_config_arguments(member_parser, member.config)
+            continue
+        v = VERBS[name]
+        verb_parser = sub.add_parser(name, help=v.help, description=(v.config.__doc__ or v.help).strip(),
+                                     allow_abbrev=False)
+        add_config_arguments(verb_parser, v.config)
+    return parser
+
+
+def _old_forms_rewritten(argv: Sequence[str]) -> list[str]:
+    """The command line with the old spelling of ``eval`` (``eval DATASET --task T``) in the new form."""
+    argv = list(argv)
+    at = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    if at is None or argv[at] != "eval":
+        return argv
+    return [*argv[:at + 1], *evaluation.new_eval_form(argv[at + 1:])]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (``cladebench`` exits with it)."""
+    try:
+        parser = build_parser()  # imports every builder's module: a Ctrl-C here is an interrupt too
+        args, extra = parser.parse_known_args(_old_forms_rewritten(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        print("cladebench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
+    chosen = FAMILIES[args.verb].members()[args.kind] if args.verb in FAMILIES else VERBS[args.verb]
+    extra = take_late_positionals(chosen.config, args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        config = config_from_args(chosen.config, args)
+        return int(chosen.run(config) or 0)
+    except CladebenchError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"cladebench {args.verb}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"cladebench {args.verb}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`): stop quietly, and point stdout at nothing so the
+        # interpreter's final flush does not fail on the same closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        # A safety net under the checks each verb makes: a read-only or full disk, a file where a folder
+        # should be (or the reverse) is the environment's doing, not a bug, wherever it surfaces.
+        environment = environment_error(exc)
+        if environment is not None:
+            print(f"cladebench {args.verb}: error: {environment}", file=sys.stderr)
+            return environment.exit_code
+        print(
+            f"cladebench {args.verb}: internal error (a bug, please report it): {type(exc).__name__}: {exc}\n"
+            "rerun with --debug for the traceback",
+            file=sys.stderr,
+        )
+        return EXIT_BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The verbs on results: ``eval <task>`` (or ``eval <benchmark>``), ``compare``, ``compare-columns``, ``report``.
+
+``eval`` is a family: its second word is a task, each with its own config (the options every evaluation shares
+plus the task's own, nothing of another task's), or a named benchmark, which knows its task and its dataset.
+The old spelling ``eval DATASET --task T`` is rewritten to ``eval T DATASET`` by :func:`new_eval_form`, with a
+note on stderr, so scripts written for it keep working.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cladebench.cli.verbs import FAMILIES, Family, Verb, verb
+from cladebench.config import at_least
+from cladebench.errors import UsageError
+from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark
+from cladebench.evaluate.run import EVAL_CONFIGS, EvalConfig
+from cladebench.report import ReportConfig
+
+# --- eval ----------------------------------------------------------------------------------------
+
+
+def _eval(config: EvalConfig) -> int:
+    from cladebench.evaluate.run import format_metrics, label_set_sizes, run_eval
+
+    record, path = run_eval(config)
+    sizes = label_set_sizes(record)
+    groups = record.provenance["groups"]
+    if groups["column"] is not None:
+        labels = (f"{len(groups['values'])} {groups['column']} groups evaluated separately"
+                  + (": " + ", ".join(f"{g} {n} labels" for g, n in sizes.items()) if sizes else "") + "; ")
+    else:
+        labels = f"{sizes['all']} labels; " if "all" in sizes else ""
+    print(f"{record.task} on {config.dataset} with {record.model_name()} "
+          f"({labels}{record.provenance['dataset']['evaluated_rows']} images)")
+    print(format_metrics(record))
+    print(f"run record: {path}")
+    return 0
+
+
+def benchmark_config(benchmark: Benchmark) -> type[EvalConfig]:
+    """The eval config of ``benchmark``'s task with the dataset fixed to the benchmark (no DATASET argument)."""
+    base = EVAL_CONFIGS.get_named(benchmark.task)
+    return dataclasses.make_dataclass(
+        base.__name__, [("dataset", str, dataclasses.field(default=benchmark.name, init=False))], bases=(base,),
+        frozen=True, kw_only=True,
+        namespace={"__doc__": f"{benchmark.description}. Task {benchmark.task}; the dataset is built into the "
+                              "cache on first use; the benchmark's reporting settings apply where no option is "
+                              "given."})
+
+
+def _eval_members() -> dict[str, Verb]:
+    members = {name: Verb(name=name, help=(config.__doc__ or name).split(";")[0].strip(), config=config, run=_eval)
+               for name, config in EVAL_CONFIGS.items()}
+    for name, benchmark in BENCHMARKS.items():
+        members[name] = Verb(name=name, help=f"benchmark: {benchmark.description.split(':')[0]} (task "
+                                             f"{benchmark.task})", config=benchmark_config(benchmark), run=_eval)
+    return members
+
+
+FAMILIES.add("eval", Family(help="run a task (zeroshot, fewshot, retrieval, rerank, lineage, geo) or a named "
+                                 "benchmark with a model; write run.json + predictions.parquet",
+                            metavar="TASK|BENCHMARK", members=_eval_members))
+
+
+def new_eval_form(words: Sequence[str]) -> list[str]:
+    """The words after ``eval`` in the new form: ``DATASET ... --task T`` becomes ``T DATASET ...`` (zeroshot
+    without ``--task``, as before), with a one-line note on stderr; the new form is returned as it is."""
+    words = list(words)
+    if not words or words[0] in ("-h", "--help") or words[0] in EVAL_CONFIGS:
+        return words
+    task, kept = None, []
+    rest = iter(words)
+    for word in rest:
+        if word == "--task":
+            task = next(rest, None)
+            if task is None:
+                kept.append(word)  # a --task without its value: the parser says so
+        elif word.startswith("--task="):
+            task = word.partition("=")[2]
+        else:
+            kept.append(word)
+    if task is None and words[0] in BENCHMARKS:
+        return words
+    task = task or "zeroshot"
+    if task in EVAL_CONFIGS:
+        shown = " ".join(kept[:1]) or "DATASET"
+        print(f"cladebench eval: note: `eval DATASET --task T` is the old form; this runs as "
+              f"`cladebench eval {task} {shown} ...` (see cladebench eval {task} --help)", file=sys.stderr)
+    return [task, *kept]
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """Compare runs on the same examples: paired bootstrap differences against the first run, Holm-corrected."""
+
+    runs: tuple[Path, ...]
+    """run.json files (or the directories holding them); the first is the reference."""
+    metric: str | None = None
+    """Compare only this metric (e.g. top1_species); all of the reference's metrics when omitted."""
+    json: bool = False
+    """Print JSON instead of text."""
+    resamples: int = 10_000
+    """Bootstrap resamples per difference."""
+    seed: int = 0
+    """Seed of the resampling."""
+    alpha: float = 0.05
+    """Family-wise error rate of the Holm correction across the runs compared on each metric."""
+    intersect: bool = False
+    """Compare on the examples every run evaluated when their example sets differ (an error otherwise)."""
+
+    def __post_init__(self) -> None:
+        at_least("--resamples", self.resamples, 1)
+        at_least("--seed", self.seed, 0)
+        if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha < 1.0):
+            raise UsageError(f"--alpha must be between 0 and 1, got {self.alpha}")
+
+
+@verb("compare", CompareConfig, "paired bootstrap differences between runs on the same examples, Holm-corrected")
+def _compare(config: CompareConfig) -> int:
+    from cladebench.evaluate.compare import compare_runs, format_comparison
+
+    comparison = compare_runs(config.runs, metric=config.metric, n_resamples=config.resamples, seed=config.seed,
+                              alpha=config.alpha, intersect=config.intersect)
+    print(comparison.to_json() if config.json else format_comparison(comparison))
+    return 0
+
+
+# --- report --------------------------------------------------------------------------------------
+
+@verb("report", ReportConfig, "one self-contained HTML page (or Markdown tables) of run records: leaderboard with "
+                              "ties, charts, calibration, galleries, provenance")
+def _report(config: ReportConfig) -> int:
+    from cladebench.report import run_report
+
+    print(f"report: {run_report(config)}")
+    return 0
+
+
+# --- compare-columns ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareColumnsCommand:
+    """Compare embedding spaces stored side by side (e.g. BioCLIP generations): few-shot accuracy of each
+    emb_* column on identical splits, and linear CKA between every pair of columns."""
+
+    dataset: str
+    """Path or URI of the Lance dataset."""
+    columns: tuple[str, ...] = ()
+    """emb_* columns to compare (default: all of them); only rows with a vector in every one are used."""
+    rank: str = "species"
+    """Rank of the few-shot classes."""
+    shots: tuple[int, ...] = (1, 5)
+    """Support images per class."""
+    repetitions: int = 5
+    """Seeded splits per shot count, shared by every column."""
+    seed: int = 0
+    """Seed of the splits."""
+    methods: tuple[str, ...] = ("simpleshot",)
+    """Few-shot classifiers: simpleshot (BioCLIP's protocol: each vector L2-normalised, centred on the support
+    mean, normalised again), simpleshot-biobench (BioBench's: raw vectors centred), linear, knn."""
+    where: str | None = None
+    """SQL filter (e.g. challenge_group = 'Peromyscus')."""
+    json: bool = False
+    """Print JSON instead of tables."""
+
+    def __post_init__(self) -> None:
+        from cladebench.store import check_filter
+        from cladebench.taxonomy import Rank
+
+        Rank.parse(self.rank)
+        for shots in self.shots:
+            at_least("--shots", shots, 1)
+        at_least("--repetitions", self.repetitions, 1)
+        at_least("--seed", self.seed, 0)
+        check_filter(self.where)
+
+
+@verb("compare-columns", CompareColumnsCommand, "few-shot accuracy per emb_* column on the same splits, and CKA")
+def _compare_columns(command: CompareColumnsCommand) -> int:
+    from cladebench import store
+    from cladebench.evaluate.compare_columns import compare_columns
+
+    result = compare_columns(store.open_dataset(command.dataset), command.columns or None, rank=command.rank,
+                             shots=command.shots, repetitions=command.repetitions, seed=command.seed,
+                             methods=command.methods, where=command.where)
+    if command.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+        return 0
+    columns = list(result.columns)
+    width = max(len(c) for c in columns)
+    metrics = list(result.accuracy[columns[0]])
+    print(f"{result.rows:,} rows with every column; splits {result.split.get('fingerprint', '')[:16]}… "
+          f"({result.split.get('repetitions')} repetitions, seed {result.split.get('seed')})")
+    print(f"{'column':<{width}}  {'model':<28} " + " ".join(f"{m:>24}" for m in metrics))
+    for column in columns:
+        cells = []
+        for metric in metrics:
+            estimate = result.accuracy[column][metric]
+            low, high = estimate.get("low"), estimate.get("high")
+            interval = f" [{100 * low:.1f}, {100 * high:.1f}]" if low is not None and high is not None else ""
+            cells.append(f"{100 * estimate['value']:.1f}%{interval}".rjust(24))
+        print(f"{column:<{width}}  {str(result.models.get(column))[:28]:<28} " + " ".join(cells))
+    print("linear CKA")
+    print(" " * (width + 2) + " ".join(f"{c[:12]:>12}" for c in columns))
+    for a in columns:
+        print(f"{a:<{width}}  " + " ".join(f"{result.cka[a][b]:>12.3f}" for b in columns))
+    return 0

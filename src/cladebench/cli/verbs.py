@@ -1,0 +1,53 @@
+"""The registries the ``cladebench`` parser is built from: plain verbs, and families of verbs.
+
+A verb is a name, a line of help, a config class (whose fields become its arguments) and the function that
+runs it. A family is a verb whose second word picks one of several configs (``build coobserved``, ``load
+crypticbio``, ``eval zeroshot``), each with only its own options. The verb modules register here; the parser
+in :mod:`cladebench.cli` reads both registries, so adding a verb never means editing a chain of ``if``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench.registry import Registry
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One CLI verb: its name, one-line help, config class and the function that runs it."""
+
+    name: str
+    help: str
+    config: type
+    run: Callable[[Any], int | None]
+
+
+VERBS: Registry[Verb] = Registry("verb")
+"""Verbs with one config each (``info``, ``subset``, ``compare`` ...)."""
+
+
+def verb(name: str, config: type, help: str) -> Callable[[Callable[[Any], int | None]], Callable[[Any], int | None]]:
+    """Register a verb; its config's fields become its arguments."""
+
+    def register(fn: Callable[[Any], int | None]) -> Callable[[Any], int | None]:
+        VERBS.add(name, Verb(name=name, help=help, config=config, run=fn))
+        return fn
+
+    return register
+
+
+@dataclass(frozen=True)
+class Family:
+    """A verb whose second word picks one of several configs (``cladebench build coobserved ...``)."""
+
+    help: str
+    metavar: str
+    members: Callable[[], dict[str, Verb]]
+    """Name -> verb; called when the parser is built, so members can live in a registry elsewhere."""
+
+
+FAMILIES: Registry[Family] = Registry("verb")
+"""Verbs whose second word names the config: ``build``, ``load``, ``eval``."""

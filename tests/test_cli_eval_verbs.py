@@ -1,0 +1,241 @@
+"""Verbs shaped by task: `eval <task>` and `load <source>` take only their own options, abbreviations are
+refused, the old `eval DATASET --task T` still runs (with a note), and whatever can be checked without a model
+is refused before torch is imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cladebench import store
+from cladebench.cli import FAMILIES, VERBS, main
+from cladebench.cli.curate import LOAD_CONFIGS
+from cladebench.cli.evaluation import new_eval_form
+from cladebench.errors import UnknownNameError, UsageError
+from cladebench.evaluate.benchmarks import BENCHMARKS
+from cladebench.evaluate.run import EVAL_CONFIGS, GeoEvalConfig, RerankEvalConfig, ZeroShotEvalConfig, eval_config
+from cladebench.registry import Registry
+
+
+def help_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    n = 12
+    vectors = np.random.default_rng(0).normal(size=(n, 4)).astype(np.float32)
+    table = pa.table({
+        "uuid": [f"u{i:02d}" for i in range(n)],
+        "image": pa.array([bytes([i]) for i in range(n)], pa.large_binary()),
+        "genus": ["Genus"] * n,
+        "species": [f"sp{i % 3}" for i in range(n)],
+        "scientific_name": [f"Genus sp{i % 3}" for i in range(n)],
+        "challenge_group": ["birds" if i % 2 else "mammals" for i in range(n)],
+    })
+    field = store.embedding_field("toy", 4, {"model": "toy-model"})
+    table = table.append_column(field, pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 4))
+    path = tmp_path / "toy.lance"
+    store.write_dataset(table, path)
+    return path
+
+
+# --- one config per task ---------------------------------------------------------------------------
+
+
+def test_every_registered_task_has_its_own_eval_config() -> None:
+    from cladebench.tasks import TASKS, get_task
+
+    get_task("zeroshot")  # loads the built-in tasks
+    assert set(EVAL_CONFIGS) == set(TASKS)
+    for name, config in EVAL_CONFIGS.items():
+        assert issubclass(config, get_task(name).config) and config.task == name
+
+
+@pytest.mark.parametrize(("task", "own", "foreign"), [
+    ("zeroshot", "--name-style", ["--shots", "--rerank-k", "--prior-cell-km", "--vlm-prompt", "-k"]),
+    ("fewshot", "--shots", ["--name-style", "--rerank-k", "--prior-cell-km", "--lineage-prompt"]),
+    ("retrieval", "--group-key", ["--shots", "--templates", "--prior-alpha"]),
+    ("rerank", "--rerank-k", ["--shots", "--rank", "--prior-cell-km", "--lineage-prompt"]),
+    ("lineage", "--lineage-prompt", ["--shots", "--rerank-k", "--prior-cell-km", "--rank"]),
+    ("geo", "--prior-cell-km", ["--shots", "--rerank-k", "--vlm-prompt"]),
+])
+def test_eval_task_help_lists_only_its_own_options(task: str, own: str, foreign: list[str],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    text = help_text(["eval", task], capsys)
+    assert f"usage: cladebench eval {task}" in text and own in text and "--breakdown" in text
+    options = {word.rstrip(",") for word in text.split() if word.startswith("-")}
+    assert not options & set(foreign), options & set(foreign)
+    assert len(text.splitlines()) < 130  # the old single `eval --help` was about 200 lines
+
+
+def test_another_task_s_option_is_refused_not_ignored(dataset: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(["eval", "zeroshot", str(dataset), "--out", str(tmp_path / "run"), "--shots", "1"], capsys)
+    assert "unrecognized arguments: --shots 1" in err
+
+
+def test_a_benchmark_knows_its_task_and_dataset(capsys: pytest.CaptureFixture[str]) -> None:
+    text = help_text(["eval", "inquire-rerank"], capsys)
+    assert "--rerank-k" in text and "--shots" not in text and "positional arguments" not in text  # no DATASET
+    assert {"inquire-rerank", "inat-coobserved"} <= set(FAMILIES["eval"].members())
+    assert eval_config(dataset="inquire-rerank", out=Path("o")).task == "rerank"
+    assert eval_config(dataset="somewhere.lance", out=Path("o")).task == "zeroshot"
+    assert type(eval_config(task="geo", dataset="d", out=Path("o"))) is GeoEvalConfig
+    with pytest.raises(UnknownNameError, match="Did you mean 'rerank'"):
+        eval_config(task="rerankk", dataset="d", out=Path("o"))
+
+
+def test_config_values_are_refused_when_the_config_is_built() -> None:
+    with pytest.raises(UsageError, match="--prior-cell-km"):
+        GeoEvalConfig(dataset="d", out=Path("o"), prior_cell_km=0)
+    with pytest.raises(UsageError, match="--rerank-k"):
+        RerankEvalConfig(dataset="d", out=Path("o"), rerank_k=0)
+    with pytest.raises(UnknownNameError, match="rank 'specis'"):
+        ZeroShotEvalConfig(dataset="d", out=Path("o"), rank="specis")
+    with pytest.raises(UsageError, match="--within takes RANK=NAME"):
+        ZeroShotEvalConfig(dataset="d", out=Path("o"), within="Aves")
+    with pytest.raises(UsageError, match="--breakdown lists a column twice"):
+        ZeroShotEvalConfig(dataset="d", out=Path("o"), breakdown=("a", "a"))
+    with pytest.raises(UsageError, match="one SQL expression"):
+        ZeroShotEvalConfig(dataset="d", out=Path("o"), where="1=1; DROP TABLE x")
+
+
+# --- the old spelling ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    (["DS", "--task", "fewshot", "--out", "o"], ["fewshot", "DS", "--out", "o"]),
+    (["DS", "--out", "o"], ["zeroshot", "DS", "--out", "o"]),
+    (["--model", "m", "DS", "--task=geo"], ["geo", "--model", "m", "DS"]),
+    (["inquire-rerank", "--task", "rerank", "--model", "m"], ["rerank", "inquire-rerank", "--model", "m"]),
+])
+def test_the_old_eval_form_is_rewritten_with_a_note(old: list[str], new: list[str],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert new_eval_form(old) == new
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"cladebench eval {new[0]} " in err and "old form" in err
+
+
+@pytest.mark.parametrize("words", [["zeroshot", "DS", "--out", "o"], ["inquire-rerank", "--model", "m"],
+                                   ["--help"], []])
+def test_the_new_eval_form_is_left_alone(words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert new_eval_form(words) == words
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_eval_form_still_runs_the_task_it_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["eval", str(tmp_path / "missing.lance"), "--task", "fewshot", "--out", str(tmp_path / "run"),
+                 "--shots", "0"])
+    note, error = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "--shots must be at least 1" in error  # fewshot's own check ran: the task was taken
+    assert "cladebench eval fewshot" in note
+
+
+# --- no abbreviations ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "zeroshot", "DS", "--ou", "o"],
+    ["eval", "fewshot", "DS", "--out", "o", "--shot", "1"],
+    ["info", "DS", "--js"],
+    ["load", "crypticbio", "f.csv", "--out", "o", "--look", "l.tsv"],
+    ["--deb", "info", "DS"],
+])
+def test_abbreviated_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(argv, capsys)
+    assert "unrecognized arguments" in err or "required: --out" in err  # `--ou` was not read as --out
+
+
+# --- load: one config per source -------------------------------------------------------------------------
+
+
+def test_every_source_has_its_own_load_config(capsys: pytest.CaptureFixture[str]) -> None:
+    from cladebench.curate.sources import SOURCES
+
+    assert set(LOAD_CONFIGS) == set(SOURCES) == set(FAMILIES["load"].members())
+    crypticbio = help_text(["load", "crypticbio"], capsys)
+    assert "--lookup" in crypticbio and "--concurrency" in crypticbio and "--queries" not in crypticbio
+    inquire = help_text(["load", "inquire-rerank"], capsys)
+    assert "--queries" in inquire and "--limit" not in inquire and "--ray" not in inquire
+
+
+def test_an_option_the_source_does_not_take_is_a_usage_error(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(["load", "inquire-rerank", str(tmp_path), "--out", str(tmp_path / "o"), "--limit", "5"], capsys)
+    assert "--limit" in err
+    assert main(["load", "crypticbio", "f.csv", "--out", str(tmp_path / "o"), "--retries", "0"]) == 2
+    assert "--retries must be at least 1" in capsys.readouterr().err
+
+
+def test_the_registries_are_registries() -> None:
+    for registry in (VERBS, FAMILIES, BENCHMARKS, EVAL_CONFIGS, LOAD_CONFIGS):
+        assert isinstance(registry, Registry)
+
+
+# --- checked before any model ------------------------------------------------------------------------
+
+BEFORE_MODEL = """
+import json, sys
+from cladebench.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    code = main(argv)
+    results.append([code, "torch" in sys.modules])
+print(json.dumps(results))
+"""
+
+
+def test_mistakes_found_without_a_model_fail_before_torch_loads(dataset: Path, tiny_model: str,
+                                                                tmp_path: Path) -> None:
+    """Each command names the real (tiny) model: had it loaded, torch would be in sys.modules."""
+    out = str(tmp_path / "run")
+    base = ["eval", "zeroshot", str(dataset), "--model", tiny_model, "--out", out, "--device", "cpu"]
+    cases = [
+        ([*base, "--breakdown", "nope"], 2),
+        ([*base, "--group-by", "nope"], 2),
+        ([*base, "--group-by", "emb_toy"], 2),
+        ([*base, "--where", "nope = 1"], 2),
+        ([*base, "--where", "species = = 1"], 2),
+        ([*base, "--rank", "specis"], 2),
+        ([*base, "--within", "Aves"], 2),
+        ([*base, "--logit-scale", "0"], 2),
+        ([*base, "--column", "emb_nope"], 4),
+        ([*base, "--candidates", "nope"], 4),
+        ([*base, "--labels", str(tmp_path / "no-labels.csv")], 1),
+        (["eval", "geo", str(dataset), "--model", tiny_model, "--out", out, "--prior-cell-km", "0"], 2),
+        (["eval", "rerank", str(dataset), "--model", tiny_model, "--out", out, "--where", "nope = 1"], 2),
+        (["search", str(dataset), "--model", tiny_model], 2),
+        (["search", str(dataset), "a bird", "--model", tiny_model, "--where", "nope = 1"], 2),
+        (["search", str(dataset), "a bird", "--model", tiny_model, "-k", "0"], 2),
+    ]
+    result = subprocess.run([sys.executable, "-c", BEFORE_MODEL, json.dumps([argv for argv, _ in cases])],
+                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    outcomes = json.loads(result.stdout.strip().splitlines()[-1])
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == len(cases), result.stderr  # one line each
+    for (argv, code), (got, torch_loaded), line in zip(cases, outcomes, errors, strict=True):
+        assert (got, torch_loaded) == (code, False), (argv[3:], line)
+        assert "internal error" not in line
+    assert not Path(out).exists()
