@@ -23,6 +23,9 @@ Every builder (``build coobserved``, ``build crypticbio``, ``build finegrained``
   between its two renames (the previous output already inside the staging folder, the new one not yet in
   place), the previous output is moved back first (:func:`clean_leftovers`). A staging folder it cannot
   prove is a dead run's own (no marker, another writer, another host, a live process) is left alone.
+- **Checked and cleaned before anything is read.** A builder enters :func:`staged_output` before it reads
+  any input, so a refused output costs nothing and a killed run's leftovers are cleaned even when the
+  inputs turn out to be unreadable; no builder has a temp name, marker or rename of its own.
 
 Folders that are written in place (``demo``: its run records name its datasets by path, so it cannot
 be renamed afterwards) use :func:`prepare_in_place`: the same checks, then the marker first.

@@ -65,7 +65,7 @@ from cladebench.curate.builders.coobserved.published import PUBLISHED_SCHEMA, pu
 from cladebench.curate.builders.coobserved.sampling import sample
 from cladebench.curate.builders.coobserved.stages import Stages, export_files, read_id_list
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
-from cladebench.curate.staging import OutputTarget, check_output, staged_output, work_dir
+from cladebench.curate.staging import OutputTarget, staged_output, work_dir
 from cladebench.store import fingerprint_uuids
 
 if TYPE_CHECKING:
@@ -118,11 +118,9 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
 
     started = time.monotonic()
     out = Path(config.out)
-    target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite,
-                          inputs=_inputs(config))
-    check_output(target)  # before anything is read
-    files = export_files(Path(config.export_dir))
-    with staged_output(target) as staging:
+    target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config))
+    with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
+        files = export_files(Path(config.export_dir))
         (staging / "data").mkdir()
         con = _connect(work_dir(staging), memory_limit, threads)
         try:

@@ -42,17 +42,18 @@ from cladebench import store
 from cladebench.config import config_to_dict
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
 from cladebench.curate.builders.finegrained.card import FineGrainedBuildSummary, render_card, summarise
-from cladebench.curate.builders.finegrained.catalog import read_catalog, read_uuid_list
+from cladebench.curate.builders.finegrained.catalog import Catalog, read_catalog, read_uuid_list
 from cladebench.curate.builders.finegrained.checks import OUTSIDE_REASON, check_rows, reason_docs, sample
 from cladebench.curate.builders.finegrained.config import (
     DATASET_DIR,
+    ChallengeGroup,
     FineGrainedBuildConfig,
     parse_embed,
     parse_groups,
     parse_seen,
 )
 from cladebench.curate.builders.finegrained.images import image_sources, output_batches
-from cladebench.curate.staging import OutputTarget, check_output, staged_output
+from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError
 
 if TYPE_CHECKING:
@@ -111,23 +112,28 @@ def _dropped_table(dropped: Sequence[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in columns]))
 
 
+def _select(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGroup]
+            ) -> tuple[list[tuple[str, set[str]]] | None, Catalog, list[dict[str, Any]], list[dict[str, Any]],
+                       list[dict[str, Any]]]:
+    """The ``--seen`` lists, the catalog's group rows, the eligible ones, the sampled ones and the dropped ones."""
+    seen_specs = parse_seen(config.seen)
+    seen = [(model, read_uuid_list(path)) for model, path in seen_specs] if seen_specs else None
+    with duckdb_errors(f"the catalog {config.catalog} with {config.provenance}"):
+        catalog = read_catalog(config, groups)
+    eligible, dropped = check_rows(catalog.group_rows)
+    kept, capped = sample(eligible, config, groups)
+    dropped.extend(capped)
+    return seen, catalog, eligible, kept, dropped
+
+
 def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary:
     """Build Fine-Grained Challenges from ``config.catalog`` into ``config.out``; see the module docstring."""
     started = time.monotonic()
     groups = parse_groups(config.group)
     out = Path(config.out)
     target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config))
-    check_output(target)  # before anything is read
-    seen_specs = parse_seen(config.seen)
-    seen = [(model, read_uuid_list(path)) for model, path in seen_specs] if seen_specs else None
-    with duckdb_errors(f"the catalog {config.catalog} with {config.provenance}"):
-        catalog = read_catalog(config, groups)
-
-    eligible, dropped = check_rows(catalog.group_rows)
-    kept, capped = sample(eligible, config, groups)
-    dropped.extend(capped)
-
-    with staged_output(target) as staging:
+    with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
+        seen, catalog, eligible, kept, dropped = _select(config, groups)
         with_files, image_counts = image_sources(kept, config, dropped)
         dataset_path = staging / DATASET_DIR
         dataset_path.parent.mkdir(parents=True)
