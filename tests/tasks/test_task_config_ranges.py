@@ -9,6 +9,7 @@ import pytest
 
 from cladebench.errors import UsageError
 from cladebench.tasks.fewshot import FewShotConfig
+from cladebench.tasks.geo.config import GeoPriorConfig
 from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.rerank import RerankConfig
 
@@ -20,6 +21,10 @@ CASES: list[tuple[type, dict[str, Any], str]] = [
     (LineageConfig, {"vlm_concurrency": -1}, "--vlm-concurrency must be at least 1, got -1"),
     (LineageConfig, {"vlm_max_response_bytes": 1.5}, "--vlm-max-response-bytes must be an integer"),
     (LineageConfig, {"vlm_deadline_s": 0}, "--vlm-deadline-s must be a positive finite number, got 0"),
+    # The logit scale is checked once, when any config that has one is made (not again when it is used).
+    (LineageConfig, {"logit_scale": "nan"}, "--logit-scale must be 'learned' or a positive finite number"),
+    (GeoPriorConfig, {"logit_scale": "0"}, "--logit-scale must be 'learned' or a positive finite number"),
+    (GeoPriorConfig, {"logit_scale": "big"}, "--logit-scale must be 'learned' or a positive number"),
 ]
 
 

@@ -1,8 +1,10 @@
 """Tasks: functions ``(dataset, encoder, config) -> Predictions``, one prediction row per example.
 
-Each task module registers itself in :data:`TASKS` with what ``cladebench eval`` needs: its config
-class, the function that predicts, and the function that turns predictions into metrics. Metrics are
-never computed inside a task, so a paired comparison or a re-analysis works from the same rows.
+Every task is registered in :data:`TASKS` (a :class:`~cladebench.registry.Registry`) with what ``cladebench eval``
+needs: its config class, the function that predicts, and the function that turns predictions into metrics.
+Metrics are never computed inside a task, so a paired comparison or a re-analysis works from the same rows.
+What several tasks share (label sets, embedding-column lookup, vector checks) is in :mod:`cladebench.tasks.common`
+and :mod:`cladebench.tasks.labelled_rows`; no task module imports another task's module for it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cladebench.errors import unknown_name
+from cladebench.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -30,20 +32,20 @@ class Task:
     provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit."""
 
 
-TASKS: dict[str, Task] = {}
+TASKS: Registry[Task] = Registry("task")
+"""Registered tasks by name (the built-in ones are registered by :func:`get_task` on first use, so importing this
+package stays light)."""
 
 
 def register_task(task: Task) -> Task:
-    TASKS[task.name] = task
-    return task
+    """Register ``task`` under its own name."""
+    return TASKS.add(task.name, task)
 
 
 def get_task(name: str) -> Task:
+    """The task called ``name``; an unknown name is a usage error that lists the tasks and suggests the closest."""
     _load_builtin_tasks()
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise unknown_name("task", name, TASKS) from None
+    return TASKS.get_named(name)
 
 
 def _load_builtin_tasks() -> None:

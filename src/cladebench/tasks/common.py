@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.store.embeddings import published_metadata
+from cladebench.store.embeddings import normalise_rows, published_metadata
 from cladebench.taxonomy import Lineage, Rank
 
 if TYPE_CHECKING:
@@ -188,13 +188,6 @@ def check_vectors(vectors: np.ndarray, uuids: Sequence[str], column: str) -> Non
                           "out with --where")
 
 
-def normalize_rows(vectors: np.ndarray) -> np.ndarray:
-    """L2-normalise each row (raw embeddings are stored; cosine similarity is used)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
-
-
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row softmax computed in place in the logits' own dtype (float32 here: one matrix, not three)."""
     logits -= logits.max(axis=1, keepdims=True)
@@ -210,7 +203,7 @@ def classify(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float,
     ``allowed`` (images x labels, bool) restricts each image to its own candidates: the others get
     probability 0, and the softmax is over the candidates alone.
     """
-    logits = normalize_rows(image_vectors) @ normalize_rows(label_vectors).T  # float32
+    logits = normalise_rows(image_vectors) @ normalise_rows(label_vectors).T  # float32
     logits *= np.float32(scale)
     if allowed is not None:
         logits[~allowed] = -np.inf

@@ -34,7 +34,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,7 +45,9 @@ from cladebench import store
 from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.models.spec import model_kind
-from cladebench.tasks.common import Predictions, normalize_rows, text_image_column
+from cladebench.registry import Registry
+from cladebench.store.embeddings import normalise_rows
+from cladebench.tasks.common import Predictions, text_image_column
 
 if TYPE_CHECKING:
     import lance
@@ -127,7 +129,7 @@ def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig
     queries = sorted(set(rows.column("query").to_pylist()))
     text = class_text_embeddings(encoder, queries, config.query_templates)
     index = {q: i for i, q in enumerate(queries)}
-    images = normalize_rows(vectors)
+    images = normalise_rows(vectors)
     query_index = np.array([index[q] for q in rows.column("query").to_pylist()])
     scores = np.einsum("ij,ij->i", images, text[query_index]).astype(np.float64)
     info = {"column": column, "embedding_metadata": meta, "query_templates": config.query_templates,
@@ -178,18 +180,26 @@ def _unscored_refusal(predictions: Predictions) -> str | None:
             f"{MAX_UNSCORED_SHARE:.0%}); a ranking that is mostly ties at the bottom would measure the failures")
 
 
-SCORERS: dict[str, Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = {
-    "clip": _clip_scores,
-    "vlm": _vlm_scores,
-}
+SCORERS: Registry[Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = Registry("model kind")
 """Model kind (:func:`cladebench.models.spec.model_kind`) -> scorer."""
+SCORERS.add("clip", _clip_scores)
+SCORERS.add("vlm", _vlm_scores)
+
+
+@dataclass(frozen=True)
+class RankedPredictions(Predictions):
+    """Rerank's predictions with each query's ranking already scored, so the metrics do not score it again."""
+
+    scored: tuple[pa.Table, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    """(the table it was computed from, :func:`per_query_table` of it). Kept with its table: a copy whose table
+    differs (a breakdown's subset of the rows) is scored afresh."""
 
 
 def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> Predictions:
     """Score every (query, candidate) row; see the module docstring."""
     if encoder is None:
         raise CladebenchError("rerank needs a model: a CLIP-style model or openai-compatible:NAME@URL")
-    rows, scores, info = SCORERS[model_kind(encoder)](dataset, encoder, config)
+    rows, scores, info = SCORERS.get_named(model_kind(encoder))(dataset, encoder, config)
     table = rows.append_column("score", pa.array(scores, pa.float64()))
     table = table.set_column(table.column_names.index("relevant"), "relevant",
                              pc.cast(table.column("relevant"), pa.bool_()))
@@ -203,10 +213,11 @@ def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> P
         "label_set": {"kind": "queries", "size": len(pairs), "sha256": digest},
         "candidates": table.num_rows,
     })
-    predictions = Predictions(table=table, labels=[q for _, q in pairs], info=info)
+    labels = [q for _, q in pairs]
+    scored = per_query_table(Predictions(table=table, labels=labels, info=info))
     # How often ties decided something (the cut, or MRR's expectation over tie orders), with the rules applied.
-    info.update(per_query_table(predictions)["scores"].tie_counts())
-    return predictions
+    info.update(scored["scores"].tie_counts())
+    return RankedPredictions(table=table, labels=labels, info=info, scored=(table, scored))
 
 
 def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
@@ -229,9 +240,15 @@ def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
 
 
 def per_query_table(predictions: Predictions) -> dict[str, Any]:
-    """Each query's ranking scored (a :class:`~cladebench.metrics.retrieval.RetrievalTable`), with its ids in order."""
+    """Each query's ranking scored (a :class:`~cladebench.metrics.retrieval.RetrievalTable`), with its ids in order.
+
+    Predictions from :func:`rerank` carry this already (scored once, for the tie counts); it is reused while the
+    table is the one it was computed from."""
     from cladebench.metrics.retrieval import score_ragged
 
+    if isinstance(predictions, RankedPredictions) and predictions.scored is not None \
+            and predictions.scored[0] is predictions.table:
+        return predictions.scored[1]
     table = predictions.table
     ids = np.asarray(table.column("query_id").to_pylist(), dtype=object)
     order = sorted(set(ids.tolist()))

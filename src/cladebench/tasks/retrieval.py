@@ -67,6 +67,7 @@ from cladebench.config import at_least
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import Statistic, bootstrap_ci, define_metric
 from cladebench.metrics.retrieval import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
+from cladebench.store.embeddings import normalise_rows
 from cladebench.tasks.common import Predictions, column_metadata, has_direction, resolve_embedding_column
 from cladebench.tasks.labelled_rows import LABEL_STYLE, label_digest, read_labelled_rows
 from cladebench.taxonomy import Rank
@@ -111,10 +112,9 @@ class RetrievalTaskConfig:
 def unit_vectors(vectors: np.ndarray) -> np.ndarray:
     """Rows L2-normalised in float64; every row must have a finite, non-zero norm."""
     vectors = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    if not (np.isfinite(norms) & (norms > 0)).all():
+    if not has_direction(vectors).all():
         raise CladebenchError("a vector is all zeros or not finite: its cosine is undefined")
-    return np.ascontiguousarray(vectors / norms)
+    return np.ascontiguousarray(normalise_rows(vectors, dtype=np.float64, floor=0.0))
 
 
 def _codes(values: Sequence[str]) -> np.ndarray:

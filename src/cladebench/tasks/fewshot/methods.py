@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from cladebench.registry import Registry
+from cladebench.store.embeddings import normalise_rows
 
 # --- methods ---------------------------------------------------------------------------------------
 
@@ -63,11 +64,6 @@ def few_shot_method(name: str, definition: str) -> Callable[[Callable[..., Metho
     return register
 
 
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
-
-
 def _nearest_centroid(query: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> np.ndarray:
     """Index of the nearest centroid by Euclidean distance, in chunks so memory stays flat on many queries."""
     squared = (centroids * centroids).sum(axis=1)
@@ -83,8 +79,8 @@ def _cl2n_nearest_centroid(support: np.ndarray, targets: np.ndarray, query: np.n
     """SimpleShot's CL2N nearest centroid on the vectors as given: centre on the support mean (no query statistic
     is used), L2-normalise, nearest class mean of the support by Euclidean distance (ties: the first class)."""
     mean = support.mean(axis=0, keepdims=True)
-    centred_support = _unit_rows(support - mean)
-    centred_query = _unit_rows(query - mean)
+    centred_support = normalise_rows(support - mean, dtype=None)
+    centred_query = normalise_rows(query - mean, dtype=None)
     n_classes = int(targets.max()) + 1
     centroids = np.zeros((n_classes, support.shape[1]))
     np.add.at(centroids, targets, centred_support)
@@ -104,8 +100,8 @@ SIMPLESHOT_PROTOCOLS.add("simpleshot-biobench", "biobench")
                                "the first class in label order (BioCLIP's argpartition leaves them unspecified)")
 def simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, config: MethodSettings) -> MethodOutput:
     """BioCLIP's protocol: its features are L2-normalised at extraction, then CL2N and nearest centroid."""
-    support = _unit_rows(np.asarray(support, dtype=np.float64))
-    query = _unit_rows(np.asarray(query, dtype=np.float64))
+    support = normalise_rows(support, dtype=np.float64)
+    query = normalise_rows(query, dtype=np.float64)
     return MethodOutput(predicted=_cl2n_nearest_centroid(support, targets, query))
 
 
@@ -162,7 +158,7 @@ def linear_probe(support: np.ndarray, targets: np.ndarray, query: np.ndarray, co
     from sklearn.linear_model import LogisticRegression
 
     max_iter = 1000
-    support = _unit_rows(np.asarray(support, dtype=np.float64))
+    support = normalise_rows(support, dtype=np.float64)
     folds = min(config.linear_folds, int(np.bincount(targets).min()))
     if folds >= 2:
         c, scores = choose_c(support, targets, config.linear_cs, folds, max_iter)
@@ -175,7 +171,7 @@ def linear_probe(support: np.ndarray, targets: np.ndarray, query: np.ndarray, co
     with _expected_fit_warnings():
         model = LogisticRegression(C=c, max_iter=max_iter).fit(support, targets)
     details["converged"] = bool(np.all(np.asarray(model.n_iter_) < max_iter))
-    predicted = model.predict(_unit_rows(np.asarray(query, dtype=np.float64)))
+    predicted = model.predict(normalise_rows(query, dtype=np.float64))
     return MethodOutput(predicted=np.asarray(predicted, dtype=np.int64), details=details)
 
 

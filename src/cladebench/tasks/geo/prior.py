@@ -385,11 +385,11 @@ def embedding_sum(image_vectors: np.ndarray, location_vectors: np.ndarray, prese
     """Unit image vector plus unit location vector, for rows that have a location vector (``present``); the unit
     image vector alone elsewhere. For location encoders trained into the image-text space (TaxaBind binds
     place to the same space as images and text), so the sum is classified against the label texts as is."""
-    from cladebench.tasks.common import normalize_rows
+    from cladebench.store.embeddings import normalise_rows
 
-    image = normalize_rows(image_vectors)
+    image = normalise_rows(image_vectors)
     if location_vectors.shape != image.shape:
         raise ValueError(f"location vectors {location_vectors.shape} and image vectors {image.shape} differ in shape: "
                          "they must live in one embedding space")
     present = np.asarray(present, dtype=bool)
-    return image + np.where(present[:, None], normalize_rows(location_vectors), 0.0).astype(np.float32)
+    return image + np.where(present[:, None], normalise_rows(location_vectors), 0.0).astype(np.float32)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cladebench.tasks.common import fixed_logit_scale
 from cladebench.tasks.rerank import check_vlm_settings
 
 DEFAULT_LINEAGE_PROMPT = (
@@ -61,4 +62,5 @@ class LineageConfig:
     prompt still asks for JSON and every answer is read tolerantly."""
 
     def __post_init__(self) -> None:
+        fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
         check_vlm_settings(self)

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError
-from cladebench.tasks.common import logit_scale_of, normalize_rows, softmax, text_image_column
+from cladebench.store.embeddings import normalise_rows
+from cladebench.tasks.common import logit_scale_of, softmax, text_image_column
 from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.lineage.targets import (
     CONDITIONS,
@@ -258,7 +259,7 @@ def predict_contrastive(dataset: lance.LanceDataset, encoder: Any, config: Linea
         q.prefix)))
     text, encoded = candidate_text_embeddings(tree, {tree.span(q.prefix) for q in unique}, encoder, config)
     scale = logit_scale_of(config, encoder)
-    species = dict(zip(unique, rank_queries(unique, normalize_rows(vectors), tree, text, scale), strict=True))
+    species = dict(zip(unique, rank_queries(unique, normalise_rows(vectors), tree, text, scale), strict=True))
     completions = {c: [_ranked(tree, t, q, species) for t, q in zip(found.targets, wanted[c], strict=True)]
                    for c in conditions}
     info = {

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cladebench.registry import Registry
 from cladebench.taxonomy import RANK_COLUMNS, Rank
 
 UNPARSEABLE = "unparseable"
@@ -123,18 +124,13 @@ class ParsedAnswer:
 Strategy = Callable[[str, Sequence[str]], dict[str, str]]
 """(answer text, asked rank columns) -> raw names by rank column (``epithet`` allowed); empty when it finds none."""
 
-STRATEGIES: dict[str, Strategy] = {}
+STRATEGIES: Registry[Strategy] = Registry("answer-reading strategy")
 """Registry, in the order tried: status name -> strategy."""
 
 
 def strategy(name: str) -> Callable[[Strategy], Strategy]:
     """Register a strategy under ``name`` (tried after those registered before it)."""
-
-    def register(fn: Strategy) -> Strategy:
-        STRATEGIES[name] = fn
-        return fn
-
-    return register
+    return STRATEGIES.register(name)
 
 
 # --- cleaning ------------------------------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""The metric definitions and the display rules are cladebench.registry.Registry tables, and the metrics modules
+import one another directly (never the package __init__, which presents the API)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import cladebench.metrics as metrics
+from cladebench.metrics import DISPLAY_SCALES, METRIC_DEFINITIONS, define_metric, display_scale, register_display
+from cladebench.registry import Registry
+
+
+def test_definitions_and_display_rules_are_registries() -> None:
+    assert isinstance(METRIC_DEFINITIONS, Registry) and isinstance(DISPLAY_SCALES, Registry)
+    assert "Wilson" in METRIC_DEFINITIONS.get_named("top1")
+
+
+def test_a_definition_may_be_repeated_but_not_changed() -> None:
+    assert define_metric("top1", METRIC_DEFINITIONS["top1"]) == "top1"
+    with pytest.raises(ValueError, match="defined twice"):
+        define_metric("top1", "something else")
+
+
+def test_display_rules_match_the_metric_s_own_name_and_shares_default_to_percent() -> None:
+    import cladebench.metrics.retrieval  # noqa: F401  (registers ap@k and mrr@k)
+
+    assert display_scale("supercategory=Fungi/ap@50") == (1.0, "") and display_scale("top1_species") == (100.0, "%")
+    register_display(r"made_up_score", 1.0, " pts")
+    try:
+        assert display_scale("group=a/made_up_score") == (1.0, " pts")
+    finally:
+        del DISPLAY_SCALES[r"made_up_score"]
+    assert display_scale("made_up_score") == (100.0, "%")
+
+
+def test_modules_of_the_package_do_not_import_its_init() -> None:
+    for path in Path(metrics.__file__).parent.glob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "cladebench.metrics", f"{path.name} imports the package __init__"

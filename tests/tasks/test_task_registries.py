@@ -1,0 +1,43 @@
+"""Every name -> thing table of the tasks is a cladebench.registry.Registry, so a mistyped name fails the same way
+everywhere: a usage error (exit 2) that lists the known names and suggests the closest."""
+
+from __future__ import annotations
+
+import pytest
+
+from cladebench.errors import UnknownNameError
+from cladebench.registry import Registry
+from cladebench.tasks import TASKS, get_task
+from cladebench.tasks.fewshot import METHODS, SIMPLESHOT_PROTOCOLS, FewShotConfig
+from cladebench.tasks.geo.fusion import FUSIONS
+from cladebench.tasks.lineage.parse import STRATEGIES
+from cladebench.tasks.lineage.targets import CONDITIONS, NOHINT_ENABLED
+from cladebench.tasks.lineage.task import PREDICTORS
+from cladebench.tasks.rerank import SCORERS
+
+
+@pytest.mark.parametrize("registry", [TASKS, METHODS, SIMPLESHOT_PROTOCOLS, FUSIONS, STRATEGIES, CONDITIONS,
+                                      NOHINT_ENABLED, PREDICTORS, SCORERS],
+                         ids=["TASKS", "METHODS", "SIMPLESHOT_PROTOCOLS", "FUSIONS", "STRATEGIES", "CONDITIONS",
+                              "NOHINT_ENABLED", "PREDICTORS", "SCORERS"])
+def test_each_table_is_a_registry(registry: object) -> None:
+    assert isinstance(registry, Registry)
+
+
+def test_the_builtin_entries_are_registered() -> None:
+    get_task("zeroshot")
+    assert set(TASKS) == {"zeroshot", "fewshot", "retrieval", "rerank", "lineage", "geo"}
+    assert list(METHODS) == ["simpleshot", "simpleshot-biobench", "linear", "knn"]
+    assert set(FUSIONS) == {"product", "embedding_sum"} and set(SCORERS) == set(PREDICTORS) == {"clip", "vlm"}
+    assert list(CONDITIONS) == ["hint", "nohint"] and next(iter(STRATEGIES)) == "json"
+
+
+def test_a_mistyped_task_suggests_the_closest() -> None:
+    with pytest.raises(UnknownNameError, match=r"unknown task 'zeroshoot'.*Did you mean 'zeroshot'") as caught:
+        get_task("zeroshoot")
+    assert caught.value.exit_code == 2
+
+
+def test_a_mistyped_fewshot_method_fails_when_the_config_is_made() -> None:
+    with pytest.raises(UnknownNameError, match=r"unknown few-shot method 'simpelshot'.*Did you mean 'simpleshot'"):
+        FewShotConfig(methods=("simpelshot",))
