@@ -87,6 +87,15 @@ def test_an_endpoint_is_a_vlm_spec_built_without_a_request() -> None:
         resolve_model(name, revision="v2")
 
 
+def test_the_tiny_model_is_built_from_its_spec(tiny_model: str) -> None:
+    pytest.importorskip("open_clip")
+    spec = resolve_model(tiny_model)
+    encoder = build_model(spec, device="cpu")
+    assert encoder.spec == spec and encoder.model_id == spec.id and model_kind(encoder) == "clip"
+    assert encoder.describe()["revision"].startswith("sha256:")  # what was loaded: a digest of the files
+    assert spec.column == "emb_tinyclip"
+
+
 def test_a_model_without_a_spec_is_an_image_text_encoder() -> None:
     class Double:
         model_id, revision = "double", None

@@ -111,11 +111,6 @@ class ModelSpec:
         """JSON-ready fields, for provenance."""
         return dataclasses.asdict(self)
 
-    def provenance(self) -> dict[str, Any]:
-        """What a run record says of the model when nothing was built (a stored column evaluated with ``--model``
-        named): its id and revision as resolved."""
-        return {"id": self.id, "revision": self.revision, "kind": self.kind}
-
 
 @runtime_checkable
 class Model(Protocol):
@@ -149,7 +144,7 @@ class ImageTextEncoder(Protocol):
         ...
 
 
-def model_kind(model: object) -> ModelKind:
+def model_kind(model: Model | ImageTextEncoder) -> ModelKind:
     """What a built model can do, from its spec: a :class:`Model` says so through ``spec.kind``; anything else
     passed as a model (an encoder double without a spec) is an image-text encoder."""
     return model.spec.kind if isinstance(model, Model) else "clip"
