@@ -2,8 +2,9 @@
 
 Why a module of its own: zero-shot, few-shot, retrieval, rerank, geo and lineage all read image vectors from an
 ``emb_*`` column of one model, refuse vectors without a direction, build label sets from the benchmark's
-lineages (or a label file), turn cosine similarities into probabilities with a logit scale, and return
-:class:`Predictions`. One copy of each keeps the tasks from drifting apart (and from importing each other).
+lineages (or a label file), turn cosine similarities into probabilities with a logit scale, check VLM request
+settings, and return :class:`Predictions`. One copy of each keeps the tasks from drifting apart (and from
+importing each other).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench import store
+from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.store.embeddings import normalise_rows, published_metadata
 from cladebench.taxonomy import Lineage, Rank
@@ -291,6 +293,14 @@ def text_image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str
             f"{encoder.revision} is loaded; re-embed (cladebench embed --overwrite) or load that revision"
         )
     return column, meta
+
+
+def check_vlm_settings(config: Any) -> None:
+    """Refuse VLM request settings out of range (``config`` has ``vlm_concurrency``, ``vlm_max_response_bytes``
+    and ``vlm_deadline_s``) as usage errors naming the option, before any request is made."""
+    at_least("--vlm-concurrency", config.vlm_concurrency, 1)
+    at_least("--vlm-max-response-bytes", config.vlm_max_response_bytes, 1)
+    positive("--vlm-deadline-s", config.vlm_deadline_s)
 
 
 def fixed_logit_scale(value: str) -> float | None:

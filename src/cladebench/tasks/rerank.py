@@ -42,12 +42,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.config import at_least, positive
+from cladebench.config import at_least
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.models.spec import model_kind
 from cladebench.registry import Registry
 from cladebench.store.embeddings import normalise_rows
-from cladebench.tasks.common import Predictions, text_image_column
+from cladebench.tasks.common import Predictions, check_vlm_settings, text_image_column
 
 if TYPE_CHECKING:
     import lance
@@ -85,14 +85,6 @@ class RerankConfig:
     def __post_init__(self) -> None:
         at_least("--rerank-k", self.rerank_k, 1)
         check_vlm_settings(self)
-
-
-def check_vlm_settings(config: Any) -> None:
-    """Refuse VLM request settings out of range (``config`` has ``vlm_concurrency``, ``vlm_max_response_bytes``
-    and ``vlm_deadline_s``) as usage errors naming the option, before any request is made."""
-    at_least("--vlm-concurrency", config.vlm_concurrency, 1)
-    at_least("--vlm-max-response-bytes", config.vlm_max_response_bytes, 1)
-    positive("--vlm-deadline-s", config.vlm_deadline_s)
 
 
 _REQUIRED = ("uuid", "query_id", "query", "relevant")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cladebench.tasks.common import fixed_logit_scale
-from cladebench.tasks.rerank import check_vlm_settings
+from cladebench.tasks.common import check_vlm_settings, fixed_logit_scale
 
 DEFAULT_LINEAGE_PROMPT = (
     "One organism in this photo belongs to {hint}. Name its {ranks}. Answer with only a JSON object of the "
