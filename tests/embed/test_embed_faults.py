@@ -363,7 +363,8 @@ def test_a_task_refuses_a_column_whose_width_is_not_the_models(tmp_path: Path, t
     table = table.append_column(store.embedding_field("emb_tinyclip", 3, {"model": tiny_model}), vectors)
     path = tmp_path / "narrow.lance"
     store.write_dataset(table, path)  # the metadata's dim agrees with the values: only the model's differs
-    assert main(["eval", str(path), "--model", tiny_model, "--out", str(tmp_path / "run"), "--rank", "genus"]) == 4
+    assert main(["eval", "zeroshot", str(path), "--model", tiny_model, "--out", str(tmp_path / "run"),
+                 "--rank", "genus"]) == 4
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and "width 3, but the model says 32" in lines[0], lines
 

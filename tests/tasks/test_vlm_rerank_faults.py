@@ -143,7 +143,7 @@ def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Pat
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
 def test_vlm_deadline_out_of_range_is_a_usage_error(dataset: Path, tmp_path: Path, value: str,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["eval", str(dataset), "--model", "openai-compatible:m@http://127.0.0.1:9/v1", "--task", "rerank",
+    code = main(["eval", "rerank", str(dataset), "--model", "openai-compatible:m@http://127.0.0.1:9/v1",
                  "--out", str(tmp_path / "run"), "--vlm-deadline-s", value])
     err = capsys.readouterr().err
     assert code == 2 and "--vlm-deadline-s" in err and len(err.strip().splitlines()) == 1
