@@ -2,8 +2,9 @@
 
 Why it exists: a demo model is judged on photos and photographers it never saw, at every rank, right after
 training (the numbers go into ``training.json`` and the card) and by the tests. The label strings, the
-scores and top-1 are those of :mod:`cladebench.tasks.zeroshot`; what differs from a ``cladebench eval
-zeroshot`` run is said in :func:`evaluate_zero_shot`.
+scores and top-1 are those of the zero-shot task (:mod:`cladebench.tasks.zeroshot`, with what it shares in
+:mod:`cladebench.tasks.common`); what differs from a ``cladebench eval zeroshot`` run is said in
+:func:`evaluate_zero_shot`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ if TYPE_CHECKING:
     from cladebench.models import Encoder
     from cladebench.synthetic import Observation, World
 
+EVALUATION_DEFINITION = (
+    "zero-shot top-1 as cladebench.tasks.zeroshot scores it (its label sets and label strings, the template "
+    "ensemble, softmax of the learned logit scale x cosine, top-1 with ties toward the lower label index), on "
+    "held-out photos of held-out observers; unlike `cladebench eval`, the labels at each rank are all the world's "
+    "taxa at that rank and each rank is scored with its own labels, not rolled up from species"
+)
+"""What the recorded numbers mean, kept with them in ``training.json``: where they differ from the task's."""
+
 
 def _training_record(model_id: str) -> dict[str, Any] | None:
     """The ``training.json`` of a ``local-dir:`` demo model; ``None`` for any other model."""
@@ -40,7 +49,7 @@ def _training_record(model_id: str) -> dict[str, Any] | None:
 def _image_embeddings(encoder: Encoder, world: World, observations: Sequence[Observation], *, workers: int,
                       progress: bool, batch_size: int = 128) -> np.ndarray:
     """Raw image embeddings of full-size photos, preprocessed by the encoder's own transform (the task's
-    :func:`~cladebench.tasks.zeroshot.classify` normalises them, as it does stored ones)."""
+    :func:`~cladebench.tasks.common.classify` normalises them, as it does stored ones)."""
     import torch
     from tqdm import tqdm
 
@@ -71,10 +80,11 @@ def evaluate_zero_shot(model_id: str, *, n_images: int = 1024, seed: int = HELD_
     are. The world is the one the model's ``training.json`` names, else ``world_seed`` (default 0).
 
     Labels, prompts, scores and top-1 are the zero-shot task's (:mod:`cladebench.tasks.zeroshot`): its
-    :func:`~cladebench.tasks.zeroshot.label_set` at the rank with its label strings in a name style, the
+    :func:`~cladebench.tasks.common.label_set` at the rank with its label strings in a name style, the
     template ensemble of :func:`cladebench.models.class_text_embeddings`, its
-    :func:`~cladebench.tasks.zeroshot.classify` at the model's learned logit scale, and top-1 as the task
-    counts it. Where this differs from ``cladebench eval`` zero-shot, on purpose:
+    :func:`~cladebench.tasks.common.classify` at the model's learned logit scale, and top-1 as the task
+    counts it (:func:`cladebench.metrics.top_k_hits`). Where this differs from ``cladebench eval`` zero-shot,
+    on purpose:
 
     - the label set at a rank is every taxon of the *world* (not only those among the evaluated photos),
       so chance is the same at any ``n_images`` (with the default 1024 photos every species is among them
@@ -92,7 +102,8 @@ def evaluate_zero_shot(model_id: str, *, n_images: int = 1024, seed: int = HELD_
     """
     from cladebench.metrics import top_k_hits
     from cladebench.models import class_text_embeddings, load_encoder
-    from cladebench.tasks.zeroshot import ZeroShotConfig, classify, label_set, logit_scale_of
+    from cladebench.tasks.common import classify, label_set, logit_scale_of
+    from cladebench.tasks.zeroshot import ZeroShotConfig
 
     if n_images < 1:
         raise ValueError(f"n_images must be >= 1, got {n_images}")
@@ -140,6 +151,7 @@ def evaluate_zero_shot(model_id: str, *, n_images: int = 1024, seed: int = HELD_
         "names": world.name_source,
         "name_style": name_styles[0],
         "templates": templates if isinstance(templates, str) else list(templates),
+        "definition": EVALUATION_DEFINITION,
         "top1": by_style[name_styles[0]],
         "by_name_style": by_style,
         "chance": chance,
