@@ -36,7 +36,8 @@ from threadpoolctl import threadpool_limits
 
 from _timing import MB, timed
 from cladebench.metrics import top_k_hits
-from cladebench.tasks.common import classify, normalize_rows
+from cladebench.store.embeddings import normalise_rows
+from cladebench.tasks.common import classify
 from cladebench.tasks.zeroshot import _top
 
 PROB_TOLERANCE = 1e-5
@@ -66,7 +67,7 @@ def per_image_loop(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: 
     Label vectors are normalised once before the loop, as an evaluation script computes its text
     features once. Returns each image's top-``k`` label indices and their probabilities.
     """
-    units = normalize_rows(label_vectors)
+    units = normalise_rows(label_vectors)
     top = np.empty((len(image_vectors), k), dtype=np.int64)
     top_probs = np.empty((len(image_vectors), k), dtype=np.float64)
     for i, vector in enumerate(image_vectors):
@@ -118,7 +119,7 @@ def chunked(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: float, 
     Per block: ``classify``, top-1 by argmax (it returns the first maximum: the lower index on a tie, as
     ``top_k_hits`` counts it), top-5 by ``top_k_hits``.
     """
-    units = normalize_rows(label_vectors)
+    units = normalise_rows(label_vectors)
     hits1 = np.empty(len(targets), dtype=bool)
     hits5 = np.empty(len(targets), dtype=bool)
     for start in range(0, len(targets), chunk):

@@ -1,4 +1,5 @@
-"""Where an output may go relative to what a command reads: never onto, into or around an input.
+"""Where an output may go relative to what a command reads (never onto, into or around an input), and how a
+file gets there whole (:func:`atomic_write`, the one writer every stage uses for files it replaces).
 
 Every verb that writes a folder (the builders, ``demo``, ``load``, ``subset``) checks this before reading
 anything: an output equal to an input, inside one or holding one would let ``--overwrite`` delete what is
@@ -17,8 +18,11 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import threading
+import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from cladebench.errors import UsageError
 
@@ -52,3 +56,40 @@ def check_not_an_input(out: str | Path, inputs: Iterable[str | Path | None], out
                 if found is not None:
                     raise UsageError(f"{out_option} {out} {found} the input {source}: the output must be a "
                                      "folder of its own, apart from what is read")
+
+
+def atomic_write(path: str | Path, data: bytes | str | Callable[[BinaryIO], object], *, durable: bool = False
+                 ) -> Path:
+    """Write a file whole or not at all: into a temporary file beside it, then renamed over it.
+
+    A kill, a full disk or a failing writer leaves the old file (or none) and never part of the new one; the
+    temporary file is removed on any failure (after a kill -9 a hidden ``.<name>.<id>.tmp`` may stay behind).
+    Each call has its own temporary name, so writers of the same path in other threads or processes never
+    write into one another's file: the last rename wins, whole. ``data`` is the bytes, a str (written as
+    UTF-8), or a function that writes to the open binary file (``lambda f: pq.write_table(table, f)``).
+    ``durable``: the data reaches the disk (``fsync``) before the rename, so that a power loss cannot leave
+    the new name on an empty file either (staged work a resume trusts). Created files get the usual
+    permissions (the umask's), as a plain ``open`` gives them.
+
+    Example:
+        >>> import tempfile
+        >>> target = Path(tempfile.mkdtemp()) / "notes.txt"
+        >>> atomic_write(target, "whole").read_text(), [p.name for p in target.parent.iterdir()]
+        ('whole', ['notes.txt'])
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            if callable(data):
+                data(handle)
+            else:
+                handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

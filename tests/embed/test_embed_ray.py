@@ -27,7 +27,8 @@ ray = pytest.importorskip("ray")
 from cladebench.cli import main  # noqa: E402
 from cladebench.embed import EmbedConfig, embed_dataset  # noqa: E402
 from cladebench.embed import ray as embed_ray  # noqa: E402
-from cladebench.embed.ray import FAULT_MARKER_ENV, NormSums, plan_actors  # noqa: E402
+from cladebench.embed.ray import plan_actors  # noqa: E402
+from cladebench.embed.ray_actor import FAULT_MARKER_ENV, NormSums  # noqa: E402
 from cladebench.errors import CladebenchError, SchemaError  # noqa: E402
 from cladebench.models.tiny import write_tiny_model  # noqa: E402
 from cladebench.store.embeddings import failures  # noqa: E402

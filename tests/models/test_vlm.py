@@ -424,7 +424,7 @@ def test_a_corrupt_cache_file_is_refetched(server: _Server, config: VLMConfig) -
     assert not second.cached and second.score == first.score and server.state.requests == 2
     (third,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     assert third.cached and server.state.requests == 2
-    assert not list(Path(config.cache_dir).rglob(".tmp-*"))
+    assert not list(Path(config.cache_dir).rglob("*.tmp"))
 
 
 # --- chat ----------------------------------------------------------------------------------------

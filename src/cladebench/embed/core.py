@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.models.registry import resolve_encoder
+from cladebench.paths import atomic_write
 from cladebench.provenance import software_versions
 from cladebench.store.embeddings import STATE_DIR, failures_path, state_dir
 
@@ -310,15 +311,8 @@ def write_failures(uri: str, column: str, failed: pa.Table, model: str, *, name:
     table = failed.select(["uuid", "reason"])
     table = table.append_column("column", pa.array([column] * table.num_rows, pa.string()))
     table = table.append_column("model", pa.array([model] * table.num_rows, pa.string()))
-    store.atomic_write(path, parquet_bytes(table))
+    atomic_write(path, lambda handle: pq.write_table(table, handle))
     return path
-
-
-def parquet_bytes(table: pa.Table) -> bytes:
-    """``table`` as the bytes of a Parquet file, for :func:`cladebench.store.atomic_write`."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
 
 
 def write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> None:
@@ -328,4 +322,4 @@ def write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> 
     path = Path(uri.removeprefix("file://")) / store.EMBEDDING_SIDECAR
     entries = json.loads(path.read_text()) if path.exists() else {}
     entries[column] = {"column": column, "dim": dim, **metadata}
-    store.atomic_write(path, (json.dumps(entries, indent=2, sort_keys=True) + "\n").encode())
+    atomic_write(path, (json.dumps(entries, indent=2, sort_keys=True) + "\n").encode())

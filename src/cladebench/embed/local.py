@@ -31,7 +31,6 @@ from cladebench.embed.core import (
     column_metadata,
     decode_block,
     exclusive_run,
-    parquet_bytes,
     read_state,
     remove_staging,
     run_key,
@@ -41,6 +40,7 @@ from cladebench.embed.core import (
     write_sidecar,
 )
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.paths import atomic_write
 
 if TYPE_CHECKING:
     import lance
@@ -81,7 +81,7 @@ class _Staging:
                 remove_staging(self.directory)
         if not self.state_path.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
-            store.atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
+            atomic_write(self.state_path, json.dumps({"run_key": self.run_key}).encode())
         return (set(self.read().column("uuid").to_pylist()) if self.parts() else set()), note
 
     def parts(self) -> list[Path]:
@@ -104,7 +104,7 @@ class _Staging:
         table = pa.table({"uuid": pa.array(uuids, pa.string()), "embedding": values,
                           "error": pa.array(errors, pa.string())})
         name = f"part-{time.time_ns():020d}-{uuidlib.uuid4().hex[:8]}.parquet"
-        store.atomic_write(self.directory / name, parquet_bytes(table), durable=True)
+        atomic_write(self.directory / name, lambda handle: pq.write_table(table, handle), durable=True)
 
     def read(self) -> pa.Table:
         tables = [pq.read_table(p) for p in self.parts()]

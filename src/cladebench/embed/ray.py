@@ -36,7 +36,6 @@ import pickle
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,10 +48,8 @@ from cladebench.embed.config import EmbedSummary
 from cladebench.embed.core import (
     all_failed,
     check_no_other_staging,
-    check_uuid_values,
     check_uuids_streamed,
     column_metadata,
-    decode_block,
     exclusive_run,
     read_state,
     remove_staging,
@@ -62,8 +59,10 @@ from cladebench.embed.core import (
     write_failures,
     write_sidecar,
 )
-from cladebench.errors import CladebenchError, SchemaError
-from cladebench.raycluster import cluster_cpus, cluster_gpus, exit_if_marked, ray_session
+from cladebench.embed.ray_actor import FragmentEncoder, NormSums
+from cladebench.errors import CladebenchError
+from cladebench.paths import atomic_write
+from cladebench.raycluster import cluster_cpus, cluster_gpus, ray_session
 
 if TYPE_CHECKING:
     import lance
@@ -71,222 +70,10 @@ if TYPE_CHECKING:
     from cladebench.embed.config import EmbedConfig
     from cladebench.models import Encoder
 
-FAULT_MARKER_ENV = "CLADEBENCH_EMBED_RAY_FAULT"
-"""Fault-injection point for tests, unset in normal use: the path of a marker file. The first actor that
-finds the file, having encoded a block, removes it and ends its own worker process (``os._exit``), as a
-worker killed mid-fragment would."""
-
 _STABLE_KEYS = ("model", "revision", "preprocessing", "precision", "normalized")
 """Field metadata every fragment's column file is written with: what the run key fixes, so that fragments
 staged by an interrupted run and by its rerun agree. The rest (run statistics, devices, software, time)
 is only known at the end and comes with the metadata-only version."""
-
-
-# --- norm statistics, combined across fragments ---------------------------------------------------
-
-
-@dataclass
-class NormSums:
-    """Count, sum, sum of squares, min and max of embedding norms: mergeable across fragments."""
-
-    n: int = 0
-    total: float = 0.0
-    squares: float = 0.0
-    low: float = float("inf")
-    high: float = float("-inf")
-
-    def add(self, vectors: np.ndarray) -> None:
-        if len(vectors) == 0:
-            return
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-        self.n += len(norms)
-        self.total += float(norms.sum())
-        self.squares += float(np.square(norms).sum())
-        self.low = min(self.low, float(norms.min()))
-        self.high = max(self.high, float(norms.max()))
-
-    def merge(self, other: NormSums) -> None:
-        self.n += other.n
-        self.total += other.total
-        self.squares += other.squares
-        self.low = min(self.low, other.low)
-        self.high = max(self.high, other.high)
-
-    def to_stats(self) -> dict[str, float]:
-        """The ``norm_stats`` of the field metadata (population std, as the single-process path)."""
-        if self.n == 0:
-            return {}
-        mean = self.total / self.n
-        return {"mean": mean, "std": float(np.sqrt(max(0.0, self.squares / self.n - mean * mean))),
-                "min": self.low, "max": self.high}
-
-
-# --- the actor --------------------------------------------------------------------------------------
-
-
-def _fragment_blocks(fragment: Any, batch_size: int) -> Iterator[tuple[list[str], list[Any]]]:
-    """The fragment's rows as blocks of exactly ``batch_size`` (the last shorter), whatever Lance's batches."""
-    uuids: list[str] = []
-    images: list[Any] = []
-    for batch in fragment.to_batches(columns=["uuid", "image"], batch_size=batch_size):
-        uuids.extend(batch.column("uuid").to_pylist())
-        images.extend(batch.column("image").to_pylist())
-        while len(uuids) >= batch_size:
-            yield uuids[:batch_size], images[:batch_size]
-            del uuids[:batch_size], images[:batch_size]
-    if uuids:
-        yield uuids, images
-
-
-class _FragmentEncoder:
-    """A Ray Data actor: one model, encoding whole fragments into uncommitted column files."""
-
-    def __init__(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
-                 column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
-        # An error here is kept and reported by every call: Ray passes an exception from a worker to the driver
-        # only as text, so errors meant for the user travel as results and the driver raises them.
-        self.error: CladebenchError | None = None
-        try:
-            self._load(uri=uri, version=version, storage_options=storage_options, config=config, column=column,
-                       dim=dim, field_metadata=field_metadata, revision=revision, threads=threads)
-        except CladebenchError as exc:
-            self.error = exc
-
-    def _load(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
-              column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
-        import torch
-
-        from cladebench.models import load_encoder
-
-        torch.set_num_threads(max(1, threads))
-        self.threads = max(1, threads)
-        self.encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
-                                    device=config.device, precision=config.precision)
-        described = self.encoder.describe()
-        if described.get("revision") != revision:
-            raise CladebenchError(f"model {config.model} loaded at revision {described.get('revision')} on a Ray "
-                                  f"worker, but at {revision} on the driver: every node must see the same files")
-        self.device = str(described.get("device", ""))
-        self.transform = self.encoder.preprocessing.build()
-        self.dataset = store.open_dataset(uri, version=version, storage_options=storage_options)
-        self.batch_size = config.batch_size
-        self.field = store.embedding_field(column, dim, field_metadata)
-        self.dim = dim
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
-        results = [self._result(int(fid)) for fid in batch["fragment_id"]]
-        return {key: [r[key] for r in results] for key in results[0]}
-
-    def _result(self, fragment_id: int) -> dict[str, Any]:
-        try:
-            if self.error is not None:
-                raise self.error
-            return {**self.encode_fragment(fragment_id), "error": "", "error_type": ""}
-        except CladebenchError as exc:  # its class travels by name, so the driver exits with the same code
-            return {"fragment_id": fragment_id, "fragment": "", "schema": "", "rows": 0, "failed_uuids": [],
-                    "failed_reasons": [], "norms": "", "device": "", "seconds": 0.0, "error": str(exc),
-                    "error_type": type(exc).__name__}
-
-    def _encoded_blocks(self, fragment: Any, failures: list[tuple[str, str]], sums: NormSums
-                        ) -> Iterator[tuple[list[str], list[np.ndarray | None]]]:
-        """Blocks in fragment order: uuids and their vectors (None for a failed image), decoded ahead in threads."""
-        import torch
-
-        with ThreadPoolExecutor(self.threads) as pool:
-            pending: list[Any] = []
-            source = _fragment_blocks(fragment, self.batch_size)
-            exhausted = False
-            while True:
-                while not exhausted and len(pending) < 2 * self.threads:
-                    block = next(source, None)
-                    if block is None:
-                        exhausted = True
-                        break
-                    pending.append((block[0], pool.submit(decode_block, block[0], block[1], self.transform)))
-                if not pending:
-                    return
-                uuids, future = pending.pop(0)
-                item = future.result()
-                vectors = (self.encoder.encode_images(torch.from_numpy(item["pixels"]))
-                           if item["pixels"] is not None else np.zeros((0, self.dim), np.float32))
-                sums.add(vectors)
-                failures.extend(item["failed"])
-                by_uuid = dict(zip(item["uuids"], vectors, strict=True))
-                exit_if_marked(FAULT_MARKER_ENV)
-                yield uuids, [by_uuid.get(u) for u in uuids]
-
-    def encode_fragment(self, fragment_id: int) -> dict[str, Any]:
-        import tempfile
-
-        started = time.perf_counter()
-        fragment = self.dataset.get_fragment(fragment_id)
-        failures: list[tuple[str, str]] = []
-        sums = NormSums()
-        rows = fragment.count_rows()
-        # Encode first, then write: Lance calls the column function from inside its own reader, where reading
-        # Lance again is not allowed. The vectors wait in a memory-mapped file on the worker's local disk.
-        with tempfile.TemporaryDirectory(prefix="cladebench-embed-") as scratch:
-            vectors = np.lib.format.open_memmap(Path(scratch) / "vectors.npy", mode="w+", dtype=np.float32,
-                                                shape=(rows, self.dim))
-            valid = np.zeros(rows, bool)
-            order: list[str] = []
-            seen: set[str] = set()
-            for uuids, encoded in self._encoded_blocks(fragment, failures, sums):
-                check_uuid_values(pa.array(uuids, pa.string()), len(order), f"{self.dataset.uri} fragment "
-                                  f"{fragment_id}")  # the driver checked them; a fragment changed since is caught
-                for row_uuid, vector in zip(uuids, encoded, strict=True):
-                    if row_uuid in seen:
-                        raise SchemaError(f"{self.dataset.uri}: duplicate uuid {row_uuid!r} in fragment {fragment_id};"
-                                          " embeddings are joined by uuid")
-                    seen.add(row_uuid)
-                    if vector is not None:
-                        vectors[len(order)] = vector
-                        valid[len(order)] = True
-                    order.append(row_uuid)
-            if len(order) != rows:
-                raise CladebenchError(f"{self.dataset.uri} fragment {fragment_id}: read {len(order)} rows of "
-                                      f"{rows} (the fragment changed while read)")
-            metadata, lance_schema = fragment.merge_columns(_ColumnFromOrder(order, vectors, valid, self.field),
-                                                            ["uuid"], self.batch_size, pa.schema([self.field]))
-            del vectors
-        return {
-            "fragment_id": fragment_id,
-            "fragment": json.dumps(metadata.to_json()),
-            "schema": base64.b64encode(pickle.dumps(lance_schema)).decode(),
-            "rows": rows,
-            "failed_uuids": [u for u, _ in failures],
-            "failed_reasons": [r for _, r in failures],
-            "norms": json.dumps(sums.__dict__),
-            "device": self.device,
-            "seconds": time.perf_counter() - started,
-        }
-
-
-class _ColumnFromOrder:
-    """The column function for ``merge_columns``: serves encoded rows in fragment order, checking each uuid.
-
-    Lance first calls it with a sample of the fragment's first rows (to learn the schema), then with every
-    batch in order; a batch starting at the first row starts over.
-    """
-
-    def __init__(self, order: list[str], vectors: np.ndarray, valid: np.ndarray, field: pa.Field) -> None:
-        self.order, self.vectors, self.valid = order, vectors, valid
-        self.schema = pa.schema([field])
-        self.dim = field.type.list_size
-        self.cursor = 0
-
-    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        uuids = batch.column("uuid").to_pylist()
-        start = self.cursor if uuids and self.cursor < len(self.order) and self.order[self.cursor] == uuids[0] else 0
-        stop = start + len(uuids)
-        if self.order[start:stop] != uuids:
-            raise CladebenchError(f"rows {start}..{stop} of the fragment came back in another order than they were "
-                                  "encoded in")
-        self.cursor = stop
-        mask = pa.array(~self.valid[start:stop])
-        values = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(self.vectors[start:stop]).ravel()),
-                                                   self.dim, mask=mask)
-        return pa.RecordBatch.from_arrays([values], schema=self.schema)
 
 
 # --- staging on the driver ------------------------------------------------------------------------
@@ -345,7 +132,7 @@ class _FragmentStaging:
     def _start(self, dataset: lance.LanceDataset, column: str) -> dict[int, dict[str, Any]]:
         self.directory.mkdir(parents=True, exist_ok=True)
         state = {"run_key": self.key, "schema": _schema_without(dataset, column)}
-        store.atomic_write(self.directory / "state.json", json.dumps(state).encode())
+        atomic_write(self.directory / "state.json", json.dumps(state).encode())
         return {}
 
     @staticmethod
@@ -358,7 +145,7 @@ class _FragmentStaging:
         return all((data / name).is_file() for name in new)
 
     def write(self, result: dict[str, Any]) -> None:
-        store.atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
+        atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
 
     def remove(self) -> None:
         remove_staging(self.directory)
@@ -493,7 +280,7 @@ def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: Any) 
     try:
         items = ray.data.from_items([{"fragment_id": f} for f in pending], override_num_blocks=len(pending))
         encoded = items.map_batches(
-            _FragmentEncoder, fn_constructor_kwargs={**actor_args, "threads": plan.cpus}, batch_size=1,
+            FragmentEncoder, fn_constructor_kwargs={**actor_args, "threads": plan.cpus}, batch_size=1,
             concurrency=plan.actors, num_cpus=plan.cpus, num_gpus=plan.gpus,
             # Ray Data's own defaults restart an actor whose worker died (killed, preempted, out of memory) and
             # rerun its fragment, without a limit; an exception raised by the code is not retried.
@@ -555,4 +342,4 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: dict[int
             "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
 
 
-__all__ = ["FAULT_MARKER_ENV", "ActorPlan", "NormSums", "embed_on_ray", "plan_actors"]
+__all__ = ["ActorPlan", "embed_on_ray", "plan_actors"]

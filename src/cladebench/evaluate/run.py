@@ -173,10 +173,6 @@ def task_config(task_config_class: type, config: EvalConfig) -> Any:
     return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _and(*clauses: str | None) -> str | None:
     present = [c for c in clauses if c]
     return " AND ".join(f"({c})" for c in present) if present else None
@@ -198,7 +194,7 @@ def exposure_filter(config: EvalConfig, schema: pa.Schema) -> str | None:
         clauses.append("seen_in_training IS NOT NULL AND array_length(seen_in_training) = 0")
     if config.not_seen_by:
         clauses.append(f"seen_in_training IS NOT NULL AND NOT array_has(seen_in_training, "
-                       f"{_quote(config.not_seen_by)})")
+                       f"{store.sql_literal(config.not_seen_by)})")
     return _and(*clauses)
 
 
@@ -227,7 +223,7 @@ def _group_values(dataset: Any, column: str, where: str | None) -> tuple[list[st
         elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
             literal = repr(value)
         elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
-            literal = _quote(str(value))
+            literal = store.sql_literal(str(value))
         else:
             raise CladebenchError(f"--group-by {column!r}: a column of type {kind} cannot name groups; use a "
                                   "string, integer, float or boolean column")

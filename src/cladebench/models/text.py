@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from cladebench.paths import atomic_write
 from cladebench.templates import PLACEHOLDER, get_templates
 
 CACHE_KIND = "class_text_embeddings/v1"
@@ -58,6 +57,8 @@ def text_cache_key(model_id: str, revision: str | None, templates: Sequence[str]
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    # cladebench.store.embeddings.normalise_rows(matrix, dtype=None, floor=tiny) in effect: models sit below the
+    # store in the layers, so the text tower cannot import it and keeps this one line.
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
     return matrix / np.maximum(norms, np.finfo(np.float32).tiny)
 
@@ -74,18 +75,6 @@ def _encode_classes(encode: Callable[[list[str]], np.ndarray], labels: Sequence[
         embedded = _unit_rows(embedded).reshape(len(chunk), len(templates), -1)
         rows.append(_unit_rows(embedded.mean(axis=1)))
     return np.concatenate(rows).astype(np.float32, copy=False)
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, mode, encoding=None if "b" in mode else "utf-8") as handle:
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def text_cache_dir(cache_dir: str | Path | None = None) -> Path:
@@ -131,6 +120,7 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
         "labels_sha256": hashlib.sha256("\n".join(labels).encode("utf-8")).hexdigest(),
         "first_labels": labels[:5], "dim": int(embeddings.shape[1]),
     }
-    _atomic_write(info_path, lambda handle: handle.write(json.dumps(info, indent=2, ensure_ascii=False)), "w")
-    _atomic_write(array_path, lambda handle: np.save(handle, embeddings, allow_pickle=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(info_path, json.dumps(info, indent=2, ensure_ascii=False))
+    atomic_write(array_path, lambda handle: np.save(handle, embeddings, allow_pickle=False))
     return embeddings

@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Literal
 
 from cladebench.config import OPTION, short
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.paths import atomic_write
 
 __all__ = ["ReportConfig", "write_report"]
 
@@ -76,13 +76,10 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
     from cladebench.report.render import render_report
 
     text = render_report(run_paths, format=format, title=title, max_gallery=max_gallery)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
+        atomic_write(out, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         from cladebench.errors import environment_error
 
         raise (environment_error(exc, out) or exc) from None

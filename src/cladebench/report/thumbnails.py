@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cladebench.errors import CladebenchError
+from cladebench.store import sql_literal
 
 THUMBNAIL_PX = 256
 """Longest side of a thumbnail, in pixels."""
@@ -65,10 +66,6 @@ def thumbnail(data: bytes | None) -> tuple[str | None, str | None, int, int]:
     return uri, None, image.width, image.height
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def read_photos(uri: str, version: Any, uuids: Sequence[str]) -> tuple[dict[str, Photo], str | None]:
     """Photos of ``uuids`` in the dataset at ``uri`` (at ``version`` when it still exists), and a note on what
     could not be read."""
@@ -86,7 +83,7 @@ def read_photos(uri: str, version: Any, uuids: Sequence[str]) -> tuple[dict[str,
             dataset = store.open_dataset(uri)
             note = f"version {version} of {uri} is gone; photos are from version {dataset.version}"
         columns = ["uuid", *(c for c in COLUMNS if c in dataset.schema.names)]
-        where = f"uuid IN ({', '.join(_quote(str(u)) for u in dict.fromkeys(uuids))})"
+        where = f"uuid IN ({', '.join(sql_literal(str(u)) for u in dict.fromkeys(uuids))})"
         rows = store.read(dataset, columns=columns, where=where).to_pylist()
     except (CladebenchError, OSError, ValueError) as exc:
         return {}, f"photos not available: {exc}"

@@ -16,7 +16,7 @@ its own module, and the modules import one another directly, never through this 
 - :mod:`~cladebench.store.versions`: the fingerprint, versions and tags;
 - :mod:`~cladebench.store.indices`: vector and scalar indices;
 - :mod:`~cladebench.store.subset`: local copies of part of a dataset;
-- :mod:`~cladebench.store.files`: atomic writes, the writability probe, live-process checks.
+- :mod:`~cladebench.store.files`: the writability probe, live-process checks.
 
 :mod:`~cladebench.store.embeddings` (reading embedding columns, failures tables, published columns, the row
 normaliser), :mod:`~cladebench.store.search` and :mod:`~cladebench.store.info` are imported by name.
@@ -43,7 +43,7 @@ from cladebench.store.dataset import (
     read,
     write_dataset,
 )
-from cladebench.store.files import atomic_write, check_writable, process_alive
+from cladebench.store.files import check_writable, process_alive
 from cladebench.store.indices import (
     ScalarIndexKind,
     VectorMetric,
@@ -76,7 +76,7 @@ from cladebench.store.versions import fingerprint, fingerprint_uuids, tag, tags,
 __all__ = [
     "CANONICAL_BY_NAME", "CANONICAL_COLUMNS", "CANONICAL_SCHEMA", "EMBEDDING_PREFIX", "EMBEDDING_SIDECAR",
     "GROUP_SUFFIX", "REQUIRED_COLUMNS", "SCHEMA_METADATA_KEY", "SCHEMA_VERSION", "ColumnSpec", "ScalarIndexKind",
-    "VectorMetric", "WriteMode", "append", "atomic_write", "check_filter", "check_uuid_type", "check_uuid_values",
+    "VectorMetric", "WriteMode", "append", "check_filter", "check_uuid_type", "check_uuid_values",
     "check_writable", "column_field", "conform", "create_scalar_index", "create_vector_index", "embedding_columns",
     "embedding_field", "embedding_metadata", "embedding_type", "fingerprint", "fingerprint_uuids", "group_columns",
     "indices", "is_remote", "is_string_type", "lance_storage_options", "open_dataset", "process_alive", "read",

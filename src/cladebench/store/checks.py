@@ -19,6 +19,7 @@ from cladebench.store.schema import (
     describe_type,
     is_string_type,
 )
+from cladebench.store.species import binomials_for_epithets
 
 
 def _conform_column(name: str, array: pa.ChunkedArray, expected: pa.DataType) -> pa.ChunkedArray:
@@ -118,7 +119,8 @@ def conform(table: pa.Table, *, existing: pa.Schema | None = None, add_missing: 
     anything else is a :class:`SchemaError` that names the column, the expected and the found type,
     or the row and field of a bad value. Canonical columns the table lacks are added as nulls when
     ``add_missing``; when appending (``existing`` given) the result has exactly the existing columns in
-    the existing order.
+    the existing order. An epithet in ``species`` beside a genus is written as the binomial (schema version 2;
+    see :func:`~cladebench.store.species.binomials_for_epithets`).
     """
     for name in REQUIRED_COLUMNS:
         if name not in table.column_names:
@@ -179,7 +181,7 @@ def conform(table: pa.Table, *, existing: pa.Schema | None = None, add_missing: 
     metadata = dict(existing.metadata or {}) if existing is not None else dict(table.schema.metadata or {})
     metadata[SCHEMA_METADATA_KEY] = SCHEMA_VERSION.encode()
     schema = pa.schema([fields[n] for n in order], metadata=metadata)
-    out = pa.Table.from_arrays([columns[n] for n in order], schema=schema)
+    out = binomials_for_epithets(pa.Table.from_arrays([columns[n] for n in order], schema=schema))
     check_values(out, row_offset, source)
     return out
 

@@ -23,6 +23,7 @@ from cladebench.errors import (
     environment_error,
 )
 from cladebench.store.checks import conform, duplicate_uuids
+from cladebench.store.species import columns_to_read, holds_epithets, species_filter, with_binomials
 from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
@@ -166,6 +167,10 @@ def write_dataset(
         _check_remote_reachable(uri, storage_options=storage_options)
     if mode == "append":
         existing_ds = open_dataset(uri, storage_options=storage_options)
+        if holds_epithets(existing_ds):
+            raise SchemaError(f"{uri} was written before `species` held the binomial (schema version 1); appending "
+                              "binomials would mix the two: copy it with `cladebench subset` first (the copy holds "
+                              "binomials) and append to the copy")
     existing_schema = existing_ds.schema if existing_ds is not None else None
     in_dataset_uuids = existing_uuids(existing_ds) if existing_ds is not None else set()
 
@@ -265,13 +270,21 @@ def column_field(dataset: lance.LanceDataset, column: str) -> pa.Field:
 
 def read(dataset: lance.LanceDataset, *, columns: Sequence[str] | None = None, where: str | None = None,
          limit: int | None = None) -> pa.Table:
-    """Read rows with the projection and the filter pushed down to Lance (only those bytes are read)."""
+    """Read rows with the projection and the filter pushed down to Lance (only those bytes are read).
+
+    A dataset written before ``species`` held the binomial is read as if it did, filter included
+    (:mod:`cladebench.store.species`).
+    """
     where = check_filter(where)
     if columns is not None:
         for column in columns:
             column_field(dataset, column)
+    legacy = holds_epithets(dataset)
+    projection, added_genus = columns_to_read(columns or None, dataset.schema.names) if legacy else (
+        list(columns) if columns else None, False)
     try:
-        return dataset.to_table(columns=list(columns) if columns else None, filter=where, limit=limit)
+        table = dataset.to_table(columns=projection, filter=species_filter(where) if legacy else where, limit=limit)
+        return with_binomials(table, added_genus) if legacy else table
     except (ValueError, OSError) as exc:
         raise CladebenchError(f"cannot read with filter {where!r}: {str(exc).split(', /')[0]}") from None
 

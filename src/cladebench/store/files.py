@@ -1,5 +1,5 @@
-"""Files beside the datasets: writes that are whole or absent, the writability probe every output gets before
-any work, and whether a process that left a staging folder still runs.
+"""Before and around writing outputs: the writability probe every output gets before any work, and whether a
+process that left a staging folder still runs. (Writing a file whole is :func:`cladebench.paths.atomic_write`.)
 """
 
 from __future__ import annotations
@@ -47,20 +47,3 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return True  # exists, owned by someone else
     return True
-
-
-def atomic_write(path: Path, data: bytes, *, durable: bool = False) -> None:
-    """Write a file as a temporary file renamed into place, so a kill leaves the old file or the new one, never
-    part of either. ``durable``: the data reaches the disk before the rename (``fsync``), so a power loss
-    cannot leave the new name on an empty file either (staged work a resume trusts).
-
-    The temporary file is ``.<name>.tmp`` beside ``path``: one writer per path at a time (callers that may race
-    on one path hold a lock or write under unique names).
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)

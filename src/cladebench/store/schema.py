@@ -16,7 +16,8 @@ import pyarrow as pa
 from cladebench.errors import SchemaError
 from cladebench.taxonomy import RANK_COLUMNS
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""Version 2: ``species`` holds the binomial (version 1 held the epithet; see :mod:`cladebench.store.species`)."""
 SCHEMA_METADATA_KEY = b"cladebench.schema_version"
 EMBEDDING_PREFIX = "emb_"
 GROUP_SUFFIX = "_group"
@@ -43,7 +44,8 @@ CANONICAL_COLUMNS: tuple[ColumnSpec, ...] = (
     ColumnSpec("image_format", pa.string(), False, "Format of `image`: `jpeg`, `webp`, `png`, ..."),
     *(
         ColumnSpec(c, pa.string(), False,
-                   "Specific epithet, lower case (the binomial is `scientific_name`)." if c == "species"
+                   "Species binomial, `Genus epithet` (`Peromyscus maniculatus`), with an infraspecific part "
+                   "when the row names one; the epithet alone only when the genus is unknown." if c == "species"
                    else f"Name at rank {c}; null when unknown.")
         for c in RANK_COLUMNS
     ),

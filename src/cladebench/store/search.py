@@ -54,7 +54,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.store.embeddings import normalise_rows
 from cladebench.store.schema import EMBEDDING_PREFIX, embedding_columns
+from cladebench.store.species import holds_epithets, species_filter
 from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
@@ -145,8 +147,10 @@ def _check_columns(dataset: lance.LanceDataset, columns: Sequence[str]) -> list[
     return columns
 
 
-def _check_where(where: str | None) -> str | None:
-    return check_filter(where)  # one check for every filter: a ';' is refused, never dropped
+def _check_where(where: str | None, dataset: lance.LanceDataset | None = None) -> str | None:
+    where = check_filter(where)  # one check for every filter: a ';' is refused, never dropped
+    # A dataset written before species held the binomial: the filter's species means the binomial all the same.
+    return species_filter(where) if where is not None and dataset is not None and holds_epithets(dataset) else where
 
 
 def _lance_message(exc: BaseException) -> str:
@@ -202,7 +206,7 @@ def nearest(
     queries = _query_matrix(query_vectors, dim, column)
     k = _check_k(k)
     projection = _check_columns(dataset, columns)
-    where = _check_where(where)
+    where = _check_where(where, dataset)
     search: dict[str, object] = {"column": column, "q": queries, "k": k, "metric": "cosine", "use_index": use_index}
     if nprobes == "all":
         # Lance clamps nprobes to the partition count; the row count bounds it without reading index stats.
@@ -276,11 +280,10 @@ def brute_force_nearest(
     queries = _query_matrix(query_vectors, dim, column)
     k = _check_k(k)
     projection = _check_columns(dataset, columns)
-    where = _check_where(where)
+    where = _check_where(where, dataset)
     num_queries = len(queries)
     # float64 so that near-ties are ranked by the true cosine, whatever the batch size (the output is float32).
-    unit_queries = queries.astype(np.float64)
-    unit_queries /= np.linalg.norm(unit_queries, axis=1, keepdims=True)
+    unit_queries = normalise_rows(queries, dtype=np.float64, floor=0.0)  # no zero rows: _query_matrix refused them
     if batch_size is None:
         batch_size = int(min(65536, max(1024, _SIMILARITY_BLOCK // num_queries)))
     read_columns = [column, *[c for c in projection if c != column]]

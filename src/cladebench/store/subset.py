@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError, UsageError
+from cladebench.paths import atomic_write
 from cladebench.store.checks import check_uuid_type, check_values, duplicate_uuids
 from cladebench.store.dataset import (
     WriteMode,
@@ -25,7 +26,7 @@ from cladebench.store.dataset import (
     open_dataset,
     write_error,
 )
-from cladebench.store.files import atomic_write, check_writable, process_alive
+from cladebench.store.files import check_writable, process_alive
 from cladebench.store.schema import (
     CANONICAL_BY_NAME,
     EMBEDDING_SIDECAR,
@@ -34,6 +35,7 @@ from cladebench.store.schema import (
     SCHEMA_VERSION,
     describe_type,
 )
+from cladebench.store.species import binomial_reader, columns_to_read, holds_epithets, species_filter
 from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
@@ -150,10 +152,14 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         columns = ["uuid", *[c for c in columns if c != "uuid"]]
         for column in columns:
             column_field(dataset, column)
+    # A dataset written before species held the binomial is copied with binomials (the copy is schema version 2).
+    legacy = holds_epithets(dataset)
+    projection, added_genus = columns_to_read(columns or None, dataset.schema.names) if legacy else (
+        list(columns) if columns else None, False)
     try:
-        scanner = dataset.scanner(columns=list(columns) if columns else None, filter=where, batch_size=1024,
-                                  scan_in_order=True)
-        reader = scanner.to_reader()
+        scanner = dataset.scanner(columns=projection, filter=species_filter(where) if legacy else where,
+                                  batch_size=1024, scan_in_order=True)
+        reader = binomial_reader(scanner.to_reader(), added_genus) if legacy else scanner.to_reader()
     except (ValueError, OSError) as exc:
         raise CladebenchError(f"cannot filter {uri} with {where!r}: {str(exc).split(', /')[0]}") from None
     schema = _copy_schema(reader.schema, source)

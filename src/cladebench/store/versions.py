@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cladebench.store.checks import check_uuid_type, check_uuid_values
+from cladebench.store.species import holds_epithets, species_filter
 from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ def fingerprint(dataset: lance.LanceDataset, *, where: str | None = None) -> str
     store's writer refuses them), has no unambiguous fingerprint: a :class:`SchemaError` names the row.
     """
     where = check_filter(where)
+    if where is not None and holds_epithets(dataset):  # written before species held the binomial: read as if it did
+        where = species_filter(where)
     check_uuid_type(dataset.schema, getattr(dataset, "uri", "the dataset"))
     digest = hashlib.sha256()
     scanner = dataset.scanner(columns=["uuid"], filter=where, batch_size=65536, scan_in_order=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cladebench.errors import CladebenchError
+from cladebench.paths import atomic_write
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -172,15 +172,7 @@ class DownloadStore:
         if path.is_file() and path.stat().st_size == len(body):
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(body)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write(path, body)
 
     def record(self, entry: Downloaded) -> None:
         """Append one manifest line in a single write (after :meth:`put`, so the line's body exists)."""
@@ -198,11 +190,8 @@ class DownloadStore:
         """Write failures as Parquet, atomically (a temporary file renamed into place)."""
         import pyarrow.parquet as pq
 
-        path = path or self.failures_path
-        tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(failures_table(failures), tmp)
-        os.replace(tmp, path)
-        return path
+        table = failures_table(failures)
+        return atomic_write(path or self.failures_path, lambda handle: pq.write_table(table, handle))
 
 
 # --- the report ----------------------------------------------------------------------------------

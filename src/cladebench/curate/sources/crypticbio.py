@@ -60,7 +60,6 @@ from __future__ import annotations
 import ast
 import calendar
 import datetime
-import os
 import re
 import uuid as uuidlib
 from collections import Counter
@@ -83,6 +82,7 @@ from cladebench.curate.sources.rows import (
     whole_number_from_text,
 )
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.paths import atomic_write
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -399,9 +399,7 @@ def _failure_rows(table: pa.Table, report: DownloadReport) -> pa.Table:
 def _write_parquet(table: pa.Table, path: Path) -> None:
     import pyarrow.parquet as pq
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda handle: pq.write_table(table, handle))
 
 
 def build_crypticbio_dataset(

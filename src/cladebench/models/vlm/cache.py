@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 from cladebench.models.endpoint import EndpointSpec
 from cladebench.models.vlm.config import VLMConfig
 from cladebench.models.vlm.images import PREPARATION_VERSION
+from cladebench.paths import atomic_write
 
 IMAGE_PLACEHOLDER = "<image>"
 """Stands in for the image's data URL in the payload that is hashed and cached."""
@@ -43,14 +42,7 @@ class ResponseCache:
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         body = json.dumps({"key": key, "request": request, "response": response}, ensure_ascii=False)
-        descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(body)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, body)
 
 
 def request_key(spec: EndpointSpec, payload: Mapping[str, Any], image_sha256: str | None,

@@ -33,6 +33,7 @@ from cladebench.curate import inat_export
 from cladebench.curate.builders.coobserved.checks import GROUP_CHECKS, PHOTO_CHECKS, ROW_CHECKS, TAXON_CHECKS, case_sql
 from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.store import sql_literal
 from cladebench.taxonomy import RANK_COLUMNS
 
 if TYPE_CHECKING:
@@ -52,9 +53,8 @@ class ExportFile:
         columns = "{" + ", ".join(f"'{c}': 'VARCHAR'" for c in self.header) + "}"
         rejects = (f"store_rejects=true, rejects_table='rejects_{self.table}', rejects_scan='scans_{self.table}'"
                    if record_rejects else "ignore_errors=true")
-        path = str(self.path).replace("'", "''")
-        return (f"read_csv('{path}', delim='\\t', quote='', escape='', header=true, auto_detect=false, "
-                f"columns={columns}, null_padding=true, {rejects})")
+        return (f"read_csv({sql_literal(str(self.path))}, delim='\\t', quote='', escape='', header=true, "
+                f"auto_detect=false, columns={columns}, null_padding=true, {rejects})")
 
     def typed(self, column: str) -> str:
         """A column cast to its type (null where it does not parse), or null when the header lacks it."""
@@ -86,14 +86,14 @@ def read_id_list(con: duckdb.DuckDBPyConnection, path: Path, column: str, sql_ty
     if not path.is_file():
         option = {"excluded": "--exclude-photo-ids", "tol": "--tol-species"}.get(name, name)
         raise UsageError(f"{option}: {path}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
-    quoted = str(path).replace("'", "''")
+    quoted = sql_literal(str(path))
     if path.suffix == ".parquet":
-        names = [r[0] for r in con.sql(f"DESCRIBE SELECT * FROM read_parquet('{quoted}')").fetchall()]
+        names = [r[0] for r in con.sql(f"DESCRIBE SELECT * FROM read_parquet({quoted})").fetchall()]
         if column not in names:
             raise UsageError(f"{path}: no column {column!r} (it has {names})")
-        source = f"SELECT CAST(\"{column}\" AS VARCHAR) AS value FROM read_parquet('{quoted}')"
+        source = f"SELECT CAST(\"{column}\" AS VARCHAR) AS value FROM read_parquet({quoted})"
     else:
-        source = (f"SELECT trim(value) AS value FROM read_csv('{quoted}', columns={{'value': 'VARCHAR'}}, "
+        source = (f"SELECT trim(value) AS value FROM read_csv({quoted}, columns={{'value': 'VARCHAR'}}, "
                   "header=false, delim='\\t', quote='', escape='', auto_detect=false)")
     try:
         con.sql(f"CREATE TEMP TABLE raw_{name} AS SELECT value FROM ({source}) "
@@ -116,7 +116,10 @@ def _evaluate_parts(tol: bool) -> tuple[list[str], list[str], str, str, str]:
     """SQL pieces of the evaluation: the joins per side, the organism columns, the divergence rank and the
     two organisms' sort keys (their names kingdom .. species, then the observation uuid)."""
     sides, columns = [], []
-    species_epithet = "lower(regexp_replace(l{s}.name_species, '^\\S+\\s+', ''))"
+    # The binomial under the lineage's genus, epithet in lower case, as a Lineage holds it (the name alone when
+    # the export lacks the genus).
+    species_binomial = ("coalesce(l{s}.name_genus || ' ' || lower(regexp_replace(l{s}.name_species, '^\\S+\\s+', '')), "
+                        "l{s}.name_species)")
     for s in ("a", "b"):
         sides.append(f"""
             LEFT JOIN observations_found o{s} ON o{s}.observation_uuid = c.obs_{s}
@@ -125,7 +128,7 @@ def _evaluate_parts(tol: bool) -> tuple[list[str], list[str], str, str, str]:
             f"CAST(c.obs_{s} AS VARCHAR) AS obs_{s}_uuid", f"o{s}.taxon_id AS taxon_{s}",
             f"o{s}.quality_grade AS grade_{s}", f"l{s}.id_species AS species_{s}",
             *(f"l{s}.name_{c} AS {c}_{s}" for c in RANK_COLUMNS[:-1]),
-            f"{species_epithet.format(s=s)} AS species_epithet_{s}", f"l{s}.name_species AS binomial_{s}",
+            f"{species_binomial.format(s=s)} AS species_name_{s}", f"l{s}.name_species AS binomial_{s}",
             (f"lower(l{s}.name_species) IN (SELECT value FROM tol)" if tol else "NULL::BOOLEAN") + f" AS in_tol_{s}",
             f"o{s}.latitude AS latitude_{s}", f"o{s}.longitude AS longitude_{s}",
             f"o{s}.observed_on AS observed_on_{s}", f"o{s}.positional_accuracy AS accuracy_{s}",

@@ -25,9 +25,9 @@ from cladebench.curate.builders.finegrained.config import (
     CATALOG_TEXT_COLUMNS,
     ChallengeGroup,
     FineGrainedBuildConfig,
-    sql_text,
 )
 from cladebench.errors import CladebenchError, UsageError, undecodable_at
+from cladebench.store import sql_literal
 from cladebench.taxonomy import RANK_COLUMNS
 
 if TYPE_CHECKING:
@@ -40,11 +40,11 @@ def _scan_sql(path: Path) -> str:
         files = sorted(path.rglob("*.parquet"))
         if not files:
             raise UsageError(f"{path}: a folder without Parquet files")
-        return f"read_parquet({sql_text(str(path) + '/**/*.parquet')}, union_by_name=true)"
+        return f"read_parquet({sql_literal(str(path) + '/**/*.parquet')}, union_by_name=true)"
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
     name = path.name.lower()
-    quoted = sql_text(str(path))
+    quoted = sql_literal(str(path))
     if name.endswith(".parquet"):
         return f"read_parquet({quoted})"
     if name.endswith((".csv", ".csv.gz")):
@@ -92,7 +92,7 @@ def read_catalog(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGroup
         if missing:
             raise UsageError(f"{config.provenance}: missing column(s) {missing} (it has {provenance_columns})")
 
-        case = "CASE " + " ".join(f"WHEN {g.condition()} THEN {sql_text(g.name)}" for g in groups) + " END"
+        case = "CASE " + " ".join(f"WHEN {g.condition()} THEN {sql_literal(g.name)}" for g in groups) + " END"
         several = " + ".join(f"coalesce(({g.condition()})::INTEGER, 0)" for g in groups)
         total, outside, overlapping = con.sql(
             f"SELECT count(*), count(*) FILTER (grp IS NULL), count(*) FILTER (n > 1) "

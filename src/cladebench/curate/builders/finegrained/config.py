@@ -56,10 +56,6 @@ CHUNK_ROWS = 64
 # --- challenge groups ----------------------------------------------------------------------------
 
 
-def sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _normalise_name(value: str) -> str:
     return " ".join(value.split()).lower()
 
@@ -108,7 +104,7 @@ class ChallengeGroup:
     def condition(self) -> str:
         """SQL over the catalog's columns: true for a row of this group."""
         column = BINOMIAL_SQL if self.rank is Rank.SPECIES else f'lower(trim("{self.rank.column}"))'
-        return f"{column} IN ({', '.join(sql_text(_normalise_name(v)) for v in self.values)})"
+        return f"{column} IN ({', '.join(store.sql_literal(_normalise_name(v)) for v in self.values)})"
 
 
 def parse_groups(specs: Iterable[str]) -> tuple[ChallengeGroup, ...]:
@@ -256,5 +252,4 @@ __all__ = [
     "parse_embed",
     "parse_groups",
     "parse_seen",
-    "sql_text",
 ]

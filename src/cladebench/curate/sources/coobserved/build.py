@@ -6,7 +6,6 @@ could not be fetched beside the dataset and commits the dataset only at its end;
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from cladebench.curate.sources.coobserved.pairs import CoObservedStats, PairPass
 from cladebench.curate.sources.coobserved.read import Fetched, batches, check_batching, embedded_images, open_files
 from cladebench.curate.sources.rows import Row
 from cladebench.errors import CladebenchError
+from cladebench.paths import atomic_write
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,7 @@ def _failure_rows(wanted: Mapping[str, _Wanted], report: DownloadReport | None) 
 def _write_parquet(table: pa.Table, path: Path) -> None:
     import pyarrow.parquet as pq
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda handle: pq.write_table(table, handle))
 
 
 def build_inat_coobserved(
