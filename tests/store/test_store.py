@@ -108,7 +108,7 @@ def test_canonical_schema() -> None:
     assert field("latitude").type == field("longitude").type == pa.float64()
     assert field("observed_on").type == pa.date32()
     assert field("seen_in_training").type == pa.list_(pa.string())
-    assert CANONICAL_SCHEMA.metadata[b"cladebench.schema_version"] == b"1"
+    assert CANONICAL_SCHEMA.metadata[b"cladebench.schema_version"] == b"2"
 
 
 def test_embedding_field_and_metadata() -> None:
@@ -140,7 +140,7 @@ def test_conform_adds_missing_canonical_columns_as_nulls_in_canonical_order() ->
     assert out.column("latitude").null_count == 2
     assert out.column("seen_in_training").null_count == 2
     assert out.column("genus").to_pylist() == ["Panthera", "Felis"]
-    assert out.schema.metadata[b"cladebench.schema_version"] == b"1"
+    assert out.schema.metadata[b"cladebench.schema_version"] == b"2"
     assert embedding_metadata(out.schema.field("emb_bioclip"))["model"] == MODEL
     assert conform(table, add_missing=False).schema.names == [
         "uuid", "image", "genus", "taxon_id", "challenge_group", "emb_bioclip"
