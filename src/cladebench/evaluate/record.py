@@ -92,6 +92,8 @@ class RunRecord:
         try:  # a read-only or full disk, a file where the folder goes: one line and exit 1, no temp file left
             out.mkdir(parents=True, exist_ok=True)
             with _folder_lock(out):
+                # Not paths.atomic_write: the pair is one commit (run.json records the SHA-256 of the predictions
+                # as written, and neither is renamed before both are whole), which one file's writer cannot do.
                 # Both files are written in full first, then renamed one after the other: a kill leaves the
                 # previous pair or the new one (at worst for the instant between the renames, new predictions
                 # beside the old run.json, which its SHA-256 then refuses), never a half-written file.
