@@ -108,6 +108,7 @@ class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
     run.json + predictions.parquet."""
 
     task: str = field(default="zeroshot", init=False)
+    """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
 @EVAL_CONFIGS.register("fewshot")
@@ -117,6 +118,7 @@ class FewShotEvalConfig(EvalConfig, FewShotConfig):
     group-aware splits; writes run.json + predictions.parquet."""
 
     task: str = field(default="fewshot", init=False)
+    """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
 @EVAL_CONFIGS.register("retrieval")
@@ -126,6 +128,7 @@ class RetrievalEvalConfig(EvalConfig, RetrievalTaskConfig):
     writes run.json + predictions.parquet."""
 
     task: str = field(default="retrieval", init=False)
+    """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
 @EVAL_CONFIGS.register("rerank")
@@ -135,6 +138,7 @@ class RerankEvalConfig(EvalConfig, RerankConfig):
     MRR); writes run.json + predictions.parquet."""
 
     task: str = field(default="rerank", init=False)
+    """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
 @EVAL_CONFIGS.register("lineage")
@@ -144,6 +148,7 @@ class LineageEvalConfig(EvalConfig, LineageConfig):
     predictions.parquet."""
 
     task: str = field(default="lineage", init=False)
+    """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
 @EVAL_CONFIGS.register("geo")
@@ -153,6 +158,7 @@ class GeoEvalConfig(EvalConfig, GeoPriorConfig):
     predictions.parquet."""
 
     task: str = field(default="geo", init=False)
+    """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
 def eval_config(*, task: str | None = None, **fields: Any) -> EvalConfig:
