@@ -1,4 +1,6 @@
-"""Shared test setup: offline by default, opt-in markers, and the real-format data folder.
+"""Shared test setup: offline by default, opt-in markers, the real-format data folder, and fixtures that tests of
+several packages use (a tiny CLIP model; the lineage task's VLM photos and endpoint). Helpers that are not
+fixtures live in ``tests/helpers``.
 
 Real-format files (see ``shared/realdata/MANIFEST.md``) live beside the repository, not in it: CI clones
 the repo with ``../shared`` next to its root. ``CLADEBENCH_REALDATA`` points elsewhere; tests that need
@@ -8,7 +10,7 @@ a file skip when it is absent rather than fail.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,29 @@ def realdata() -> Callable[[str], Path]:
         return path
 
     return locate
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random CLIP model written to a temporary folder, as a ``local-dir:`` model name (needs torch)."""
+    from cladebench.models.tiny import write_tiny_model
+
+    return "local-dir:" + str(write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-clip", seed=0))
+
+
+@pytest.fixture(scope="module")
+def lineage_photos(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    """Two-organism photos for the lineage task's VLM path (:func:`helpers.lineage_vlm.write_vlm_photos`)."""
+    from helpers.lineage_vlm import write_vlm_photos
+
+    return write_vlm_photos(tmp_path_factory.mktemp("lineage-vlm") / "pairs.lance")
+
+
+@pytest.fixture
+def lineage_endpoint(lineage_photos: tuple[Path, dict, str]) -> Iterator[object]:
+    """A chat endpoint on 127.0.0.1 that knows ``lineage_photos`` and answers in a different shape per photo."""
+    from helpers.http_local import serving
+    from helpers.lineage_vlm import LineageEndpoint
+
+    with serving(LineageEndpoint(lineage_photos[1])) as server:
+        yield server

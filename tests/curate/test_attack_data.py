@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from test_crypticbio import GOOD_ROW, write_csv
 
 from cladebench import store
 from cladebench.cli import main
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, failures_path_for
 from cladebench.embed import EmbedConfig
 from cladebench.errors import UsageError
+from helpers.crypticbio_rows import GOOD_ROW, write_csv
 
 HUGE_FIELD = "x" * 200_000
 """Longer than ``csv.field_size_limit()`` (131,072 by default), which makes the csv module raise ``csv.Error``."""
@@ -100,12 +100,12 @@ def test_subset_through_a_link_into_its_source_is_refused(dataset: Path, tmp_pat
 
 
 def _inquire_snapshot(root: Path) -> Path:
-    from test_inquire_sources import CONDOR, CONDOR_QUERY, _candidate, _jpeg, _write
+    from helpers.inquire_rows import CONDOR, CONDOR_QUERY, candidate, flat_jpeg, write_shard
 
     data = root / "data"
     data.mkdir(parents=True)
-    _write(data / "validation-00000-of-00001.parquet",
-           [_candidate(CONDOR_QUERY, 26, 9000 + i, _jpeg((40 * i, 90, 160)), CONDOR, i % 2) for i in range(1, 4)])
+    write_shard(data / "validation-00000-of-00001.parquet",
+           [candidate(CONDOR_QUERY, 26, 9000 + i, flat_jpeg((40 * i, 90, 160)), CONDOR, i % 2) for i in range(1, 4)])
     return root
 
 

@@ -11,7 +11,6 @@ import json
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from cladebench.curate.builders.crypticbio.subsets import sample_key
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup, read_crypticbio
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from helpers.http_local import serving
+from helpers.photo_host import PhotoHost
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"
 LOOKUP = "Final_Multimodal_Group_11/input/small_lookup_cryptic_group.tsv"
@@ -608,34 +608,8 @@ def test_pairs_mined_from_identifications(tmp_path: Path) -> None:
 # --- download --------------------------------------------------------------------------------------
 
 
-class _Photos(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, photos: dict[str, bytes]) -> None:
-        super().__init__(("127.0.0.1", 0), _PhotoHandler)
-        self.photos = photos
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}{path}"
-
-
-class _PhotoHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Photos
-
-    def do_GET(self) -> None:
-        body = self.server.photos.get(self.path)
-        self.send_response(200 if body is not None else 404)
-        self.send_header("Content-Length", str(len(body or b"")))
-        self.end_headers()
-        self.wfile.write(body or b"")
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def photos() -> Iterator[_Photos]:
+def photos() -> Iterator[PhotoHost]:
     from PIL import Image
 
     def photo(seed: int) -> bytes:
@@ -643,12 +617,12 @@ def photos() -> Iterator[_Photos]:
         Image.new("RGB", (16, 12), (seed * 60 % 256, 80, 140)).save(buffer, "PNG")
         return buffer.getvalue()
 
-    server = _Photos({"/1.png": photo(1), "/2.png": photo(2)})
+    server = PhotoHost({"/1.png": photo(1), "/2.png": photo(2)})
     with serving(server):
         yield server
 
 
-def test_download_writes_lance_per_subset(tmp_path: Path, photos: _Photos) -> None:
+def test_download_writes_lance_per_subset(tmp_path: Path, photos: PhotoHost) -> None:
     from cladebench import store
 
     rows = [row("Parus major", photos.url("/1.png")), row("Podarcis muralis", photos.url("/2.png")),
@@ -675,7 +649,7 @@ def test_download_writes_lance_per_subset(tmp_path: Path, photos: _Photos) -> No
     assert "| curated | `CrypticBio-Curated.lance` | 2 | 1 | http_404 1 |" in (out / "README.md").read_text()
 
 
-def test_a_subset_with_no_photo_fetched_is_reported_not_fatal(tmp_path: Path, photos: _Photos) -> None:
+def test_a_subset_with_no_photo_fetched_is_reported_not_fatal(tmp_path: Path, photos: PhotoHost) -> None:
     rows = [row("Parus major", photos.url("/1.png")), row("Podarcis muralis", photos.url("/gone.png"))]
     metadata = write_csv(tmp_path / "meta.csv", rows)
     (tmp_path / "redlist.csv").write_text("scientificName\nPodarcis muralis\n")

@@ -5,17 +5,13 @@ from __future__ import annotations
 import csv
 import datetime
 import hashlib
-import io
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from PIL import Image
 
 from cladebench import store
 from cladebench.curate.fetch import DownloadConfig
@@ -31,7 +27,9 @@ from cladebench.curate.sources.crypticbio import (
     subset_name,
 )
 from cladebench.errors import CladebenchError, SchemaError
+from helpers.crypticbio_rows import GOOD_ROW, write_csv
 from helpers.http_local import serving
+from helpers.photo_host import PhotoHost, photo
 
 COMMON = "Final_Multimodal_Group_11/input/CrypticBio-Common.csv"
 LOOKUP = "Final_Multimodal_Group_11/input/small_lookup_cryptic_group.tsv"
@@ -113,22 +111,6 @@ def test_real_lookup_attaches_a_cryptic_group_to_every_anchor(common, realdata: 
 
 # --- small synthetic CSVs ------------------------------------------------------------------------
 
-GOOD_ROW = {
-    "scientificName": "Podarcis muralis", "year": "2021.0", "month": "2.0", "day": "14.0",
-    "decimalLatitude": "41.25", "decimalLongitude": "-8.71",
-    "url": "https://inaturalist-open-data.s3.amazonaws.com/photos/112897697/original.jpeg",
-    "kingdom": "Animalia", "phylum": "Chordata", "class": "Squamata", "order": "", "family": "Lacertidae",
-    "genus": "Podarcis", "vernacularName": "['common wall lizard', 'wall lizard']",
-}
-
-
-def write_csv(path: Path, rows: list[dict[str, str]], columns: tuple[str, ...] = CSV_COLUMNS) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
 
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("year", "abc", "field 'year': 'abc' is not a number"),
@@ -200,45 +182,9 @@ def test_names_and_ids() -> None:
 # --- building a dataset against a local server ---------------------------------------------------
 
 
-class _Photos(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, photos: dict[str, bytes]) -> None:
-        super().__init__(("127.0.0.1", 0), _PhotoHandler)
-        self.photos = photos
-        self.requests: Counter[str] = Counter()
-        self.lock = threading.Lock()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}{path}"
-
-
-class _PhotoHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Photos
-
-    def do_GET(self) -> None:
-        with self.server.lock:
-            self.server.requests[self.path] += 1
-        body = self.server.photos.get(self.path)
-        self.send_response(200 if body is not None else 404)
-        self.send_header("Content-Length", str(len(body or b"")))
-        self.end_headers()
-        self.wfile.write(body or b"")
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-def photo(fmt: str, seed: int) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (24, 16), (seed * 40 % 256, 90, 160)).save(buffer, fmt)
-    return buffer.getvalue()
-
-
 @pytest.fixture
-def photos() -> Iterator[_Photos]:
-    server = _Photos({"/1.jpg": photo("JPEG", 1), "/2.png": photo("PNG", 2), "/3.gif": photo("GIF", 3)})
+def photos() -> Iterator[PhotoHost]:
+    server = PhotoHost({"/1.jpg": photo("JPEG", 1), "/2.png": photo("PNG", 2), "/3.gif": photo("GIF", 3)})
     with serving(server):
         yield server
 
@@ -247,7 +193,7 @@ FAST = DownloadConfig(concurrency=2, connect_timeout_s=1.0, read_timeout_s=1.0, 
                       backoff_base_s=0.01, backoff_max_s=0.02)
 
 
-def synthetic_csv(tmp_path: Path, photos: _Photos) -> Path:
+def synthetic_csv(tmp_path: Path, photos: PhotoHost) -> Path:
     rows = [
         GOOD_ROW | {"url": photos.url("/1.jpg")},
         GOOD_ROW | {"url": photos.url("/gone.jpg"), "scientificName": "Podarcis liolepis"},
@@ -258,7 +204,7 @@ def synthetic_csv(tmp_path: Path, photos: _Photos) -> Path:
     return write_csv(tmp_path / "CrypticBio-Common.csv", rows)
 
 
-def test_build_writes_fetched_rows_and_records_the_failed_one(tmp_path: Path, photos: _Photos) -> None:
+def test_build_writes_fetched_rows_and_records_the_failed_one(tmp_path: Path, photos: PhotoHost) -> None:
     csv_path = synthetic_csv(tmp_path, photos)
     lookup = {"Podarcis muralis": ["Podarcis liolepis", "Podarcis muralis"], "Parus major": []}
     out = tmp_path / "crypticbio.lance"
@@ -299,7 +245,7 @@ def test_build_writes_fetched_rows_and_records_the_failed_one(tmp_path: Path, ph
         store.open_dataset(out))
 
 
-def test_build_refuses_an_existing_output_before_downloading(tmp_path: Path, photos: _Photos) -> None:
+def test_build_refuses_an_existing_output_before_downloading(tmp_path: Path, photos: PhotoHost) -> None:
     out = tmp_path / "taken.lance"
     out.mkdir()
     (out / "something").write_text("x")
@@ -309,7 +255,7 @@ def test_build_refuses_an_existing_output_before_downloading(tmp_path: Path, pho
     assert photos.requests == Counter()
 
 
-def test_build_with_nothing_fetched_writes_no_dataset(tmp_path: Path, photos: _Photos) -> None:
+def test_build_with_nothing_fetched_writes_no_dataset(tmp_path: Path, photos: PhotoHost) -> None:
     csv_path = write_csv(tmp_path / "CrypticBio-Common.csv", [GOOD_ROW | {"url": photos.url("/nope.jpg")}])
     out = tmp_path / "empty.lance"
     with pytest.raises(CladebenchError, match="no photo of the 1 rows could be fetched"):
@@ -318,14 +264,14 @@ def test_build_with_nothing_fetched_writes_no_dataset(tmp_path: Path, photos: _P
     assert pq.read_table(failures_path_for(out)).column("reason").to_pylist() == ["http_404"]
 
 
-def test_build_limit_keeps_the_first_rows(tmp_path: Path, photos: _Photos) -> None:
+def test_build_limit_keeps_the_first_rows(tmp_path: Path, photos: PhotoHost) -> None:
     build = build_crypticbio_dataset(synthetic_csv(tmp_path, photos), tmp_path / "one.lance", download_config=FAST,
                                      download_dir=tmp_path / "downloads", limit=1)
     assert (build.rows, build.written) == (1, 1)
     assert photos.requests == Counter({"/1.jpg": 1})
 
 
-def test_load_verb_builds_the_dataset_and_reports_failures(tmp_path: Path, photos: _Photos,
+def test_load_verb_builds_the_dataset_and_reports_failures(tmp_path: Path, photos: PhotoHost,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     from cladebench.cli import main
 

@@ -12,22 +12,23 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_crypticbio import GOOD_ROW, _Photos, photo, write_csv
 
 from cladebench import store
 from cladebench.curate.sources.crypticbio import failures_path_for
+from helpers.crypticbio_rows import GOOD_ROW, write_csv
 from helpers.http_local import serving
 from helpers.huge_png import huge_png
+from helpers.photo_host import PhotoHost, photo
 
 
 @pytest.fixture
-def photos() -> Iterator[_Photos]:
-    server = _Photos({"/1.jpg": photo("JPEG", 1), "/bomb.png": huge_png(20_000, 20_000), "/3.gif": photo("GIF", 3)})
+def photos() -> Iterator[PhotoHost]:
+    server = PhotoHost({"/1.jpg": photo("JPEG", 1), "/bomb.png": huge_png(20_000, 20_000), "/3.gif": photo("GIF", 3)})
     with serving(server):
         yield server
 
 
-def test_load_records_a_decompression_bomb_as_one_failure(tmp_path: Path, photos: _Photos,
+def test_load_records_a_decompression_bomb_as_one_failure(tmp_path: Path, photos: PhotoHost,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     from cladebench.cli import main
 

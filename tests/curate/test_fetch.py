@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
-import threading
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from PIL import Image
 
 from cladebench.curate.fetch import (
     DownloadConfig,
@@ -30,136 +26,28 @@ from cladebench.curate.fetch import (
     download_async,
 )
 from cladebench.errors import CladebenchError, UnknownNameError
-from helpers import http_local
 from helpers.huge_png import huge_png
+from helpers.image_host import (
+    JPEG,
+    PNG,
+    ImageHost,
+    Route,
+    fail_first,
+    hold,
+    image_bytes,
+    image_host,
+    ok,
+    send,
+    slow_first,
+)
 
-Route = Callable[[BaseHTTPRequestHandler, int], None]
-"""A route answers one request; the int is which request to this path it is (1 for the first)."""
-
-
-class _State:
-    def __init__(self) -> None:
-        self.routes: dict[str, Route] = {}
-        self.requests: Counter[str] = Counter()
-        self.request_times: dict[str, list[float]] = defaultdict(list)
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.lock = threading.Lock()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as real image hosts do
-    server: _Server
-
-    def do_GET(self) -> None:
-        state = self.server.state
-        with state.lock:
-            state.requests[self.path] += 1
-            state.request_times[self.path].append(time.monotonic())
-            number = state.requests[self.path]
-            state.in_flight += 1
-            state.max_in_flight = max(state.max_in_flight, state.in_flight)
-        try:
-            route = state.routes.get(self.path)
-            if route is None:
-                send(self, 404, b"not here")
-            else:
-                route(self, number)
-        finally:
-            with state.lock:
-                state.in_flight -= 1
-
-    def log_message(self, format: str, *args: object) -> None:  # keep test output clean
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.state = _State()
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        # The client hangs up on slow routes by design; a broken pipe on the server side is expected.
-        pass
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}{path}"
-
-
-def send(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", *, content_type: str = "image/jpeg",
-         headers: dict[str, str] | None = None, declared: int | None = None, length: bool = True) -> None:
-    """Answer with ``body``; ``declared`` lies about the length, ``length=False`` sends none (close-delimited)."""
-    handler.send_response(status)
-    handler.send_header("Content-Type", content_type)
-    if length:
-        handler.send_header("Content-Length", str(len(body) if declared is None else declared))
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    if not length or (declared is not None and declared != len(body)):
-        handler.send_header("Connection", "close")
-        handler.close_connection = True
-    handler.end_headers()
-    handler.wfile.write(body)
-
-
-def ok(body: bytes, content_type: str = "image/jpeg") -> Route:
-    return lambda handler, number: send(handler, 200, body, content_type=content_type)
-
-
-def fail_first(times: int, status: int, then: Route, headers: dict[str, str] | None = None) -> Route:
-    def route(handler: BaseHTTPRequestHandler, number: int) -> None:
-        if number <= times:
-            send(handler, status, b"try later", content_type="text/plain", headers=headers)
-        else:
-            then(handler, number)
-
-    return route
-
-
-def slow_first(times: int, delay_s: float, then: Route) -> Route:
-    def route(handler: BaseHTTPRequestHandler, number: int) -> None:
-        if number <= times:
-            time.sleep(delay_s)
-        then(handler, number)
-
-    return route
-
-
-def hold(delay_s: float, then: Route) -> Route:
-    def route(handler: BaseHTTPRequestHandler, number: int) -> None:
-        time.sleep(delay_s)
-        then(handler, number)
-
-    return route
-
-
-def image_bytes(fmt: str, seed: int = 0, size: tuple[int, int] = (48, 32)) -> bytes:
-    image = Image.new("RGB", size, (seed * 37 % 256, 120, 200))
-    for x in range(0, size[0], 3):
-        image.putpixel((x, (x * 7 + seed) % size[1]), (x * 5 % 256, seed % 256, 0))
-    buffer = io.BytesIO()
-    image.save(buffer, fmt)
-    return buffer.getvalue()
-
-
-JPEG = image_bytes("JPEG", 1, (160, 120))
-PNG = image_bytes("PNG", 2)
 FAST = DownloadConfig(concurrency=4, connect_timeout_s=1.0, read_timeout_s=0.4, attempt_timeout_s=5.0,
                       max_attempts=3, backoff_base_s=0.01, backoff_max_s=0.05)
 
 
-@contextmanager
-def serving() -> Iterator[_Server]:
-    """The counting test server on a free port of 127.0.0.1, in a thread, for the duration of the block."""
-    with http_local.serving(_Server()) as httpd:
-        yield httpd
-
-
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    with serving() as httpd:
+def server() -> Iterator[ImageHost]:
+    with image_host() as httpd:
         yield httpd
 
 
@@ -170,7 +58,7 @@ def sha(body: bytes) -> str:
 # --- successes -----------------------------------------------------------------------------------
 
 
-def test_good_images_are_fetched_hashed_and_stored(server: _Server, tmp_path: Path) -> None:
+def test_good_images_are_fetched_hashed_and_stored(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes.update({"/a.jpg": ok(JPEG), "/b.png": ok(PNG, "image/png")})
     report = download([("a", server.url("/a.jpg")), ("b", server.url("/b.png"))], tmp_path, FAST)
     assert (report.ok, report.cached, report.failed) == (2, 0, 0)
@@ -185,7 +73,7 @@ def test_good_images_are_fetched_hashed_and_stored(server: _Server, tmp_path: Pa
     assert server.state.requests == Counter({"/a.jpg": 1, "/b.png": 1})
 
 
-def test_expected_sha256_is_checked(server: _Server, tmp_path: Path) -> None:
+def test_expected_sha256_is_checked(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes.update({"/good": ok(JPEG), "/changed": ok(JPEG)})
     items = [DownloadItem("good", server.url("/good"), sha(JPEG).upper()),
              DownloadItem("changed", server.url("/changed"), "0" * 64)]
@@ -200,7 +88,7 @@ def test_expected_sha256_is_checked(server: _Server, tmp_path: Path) -> None:
 # --- retries -------------------------------------------------------------------------------------
 
 
-def test_slow_response_times_out_then_is_retried(server: _Server, tmp_path: Path) -> None:
+def test_slow_response_times_out_then_is_retried(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/slow"] = slow_first(1, 1.0, ok(JPEG))
     report = download([("s", server.url("/slow"))], tmp_path, FAST)
     assert report.ok == 1 and report.downloaded["s"].attempts == 2
@@ -208,7 +96,7 @@ def test_slow_response_times_out_then_is_retried(server: _Server, tmp_path: Path
     assert server.state.requests["/slow"] == 2
 
 
-def test_server_errors_are_retried(server: _Server, tmp_path: Path) -> None:
+def test_server_errors_are_retried(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/flaky"] = fail_first(1, 500, ok(JPEG))
     server.state.routes["/down"] = fail_first(99, 503, ok(JPEG))
     report = download([("f", server.url("/flaky")), ("d", server.url("/down"))], tmp_path, FAST)
@@ -218,7 +106,7 @@ def test_server_errors_are_retried(server: _Server, tmp_path: Path) -> None:
     assert server.state.requests["/down"] == FAST.max_attempts
 
 
-def test_429_waits_for_retry_after(server: _Server, tmp_path: Path) -> None:
+def test_429_waits_for_retry_after(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/busy"] = fail_first(1, 429, ok(PNG, "image/png"), headers={"Retry-After": "1"})
     report = download([("r", server.url("/busy"))], tmp_path, FAST)
     assert report.ok == 1 and report.downloaded["r"].attempts == 2
@@ -226,7 +114,7 @@ def test_429_waits_for_retry_after(server: _Server, tmp_path: Path) -> None:
     assert second - first >= 0.9  # the backoff alone would be 0.01 s
 
 
-def test_client_errors_are_not_retried(server: _Server, tmp_path: Path) -> None:
+def test_client_errors_are_not_retried(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/forbidden"] = lambda handler, number: send(handler, 403, b"no", content_type="text/plain")
     items = [("missing", server.url("/missing")), ("forbidden", server.url("/forbidden"))]
     report = download(items, tmp_path, FAST)
@@ -236,7 +124,7 @@ def test_client_errors_are_not_retried(server: _Server, tmp_path: Path) -> None:
     assert server.state.requests == Counter({"/missing": 1, "/forbidden": 1})
 
 
-def test_truncated_body_is_retried_then_recorded(server: _Server, tmp_path: Path) -> None:
+def test_truncated_body_is_retried_then_recorded(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/cut"] = lambda handler, number: send(handler, 200, JPEG[:500], declared=len(JPEG))
     report = download([("cut", server.url("/cut"))], tmp_path, FAST)
     (failure,) = report.failures
@@ -246,7 +134,7 @@ def test_truncated_body_is_retried_then_recorded(server: _Server, tmp_path: Path
     assert report.downloaded == {} and DownloadStore(tmp_path).load_manifest() == {}
 
 
-def test_truncated_jpeg_with_matching_length_is_caught_by_decoding(server: _Server, tmp_path: Path) -> None:
+def test_truncated_jpeg_with_matching_length_is_caught_by_decoding(server: ImageHost, tmp_path: Path) -> None:
     cut = JPEG[: len(JPEG) // 2]
     server.state.routes["/short.jpg"] = ok(cut)
     report = download([("j", server.url("/short.jpg"))], tmp_path / "decode", FAST)
@@ -257,7 +145,7 @@ def test_truncated_jpeg_with_matching_length_is_caught_by_decoding(server: _Serv
     assert unchecked.ok == 1 and unchecked.read_bytes("j") == cut
 
 
-def test_size_cap_with_and_without_content_length(server: _Server, tmp_path: Path) -> None:
+def test_size_cap_with_and_without_content_length(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/big"] = ok(JPEG)
     server.state.routes["/big-stream"] = lambda handler, number: send(handler, 200, JPEG, length=False)
     server.state.routes["/small-stream"] = lambda handler, number: send(handler, 200, PNG, length=False)
@@ -271,7 +159,7 @@ def test_size_cap_with_and_without_content_length(server: _Server, tmp_path: Pat
 
 
 def test_unreachable_host_and_bad_url(tmp_path: Path) -> None:
-    with _Server() as closed:
+    with ImageHost() as closed:
         port = closed.server_address[1]  # bound, then closed: nothing listens there
     config = replace(FAST, max_attempts=2)
     items = [("refused", f"http://127.0.0.1:{port}/x.jpg"), ("ftp", "ftp://127.0.0.1/x.jpg")]
@@ -282,7 +170,7 @@ def test_unreachable_host_and_bad_url(tmp_path: Path) -> None:
     assert (by_key["ftp"].reason, by_key["ftp"].attempts) == ("bad_url", 1)
 
 
-def test_an_image_over_the_pixel_limit_is_one_recorded_failure(server: _Server, tmp_path: Path) -> None:
+def test_an_image_over_the_pixel_limit_is_one_recorded_failure(server: ImageHost, tmp_path: Path) -> None:
     bomb = huge_png(20_000, 20_000)  # 400 MP in a few dozen KB
     server.state.routes.update({"/bomb.png": ok(bomb, "image/png"), "/a.jpg": ok(JPEG)})
     items = [("bomb", server.url("/bomb.png")), ("a", server.url("/a.jpg"))]
@@ -312,7 +200,7 @@ def trickle(interval_s: float, size: int = 1000) -> Route:
     return route
 
 
-def test_a_trickling_host_is_stopped_by_the_item_deadline(server: _Server, tmp_path: Path) -> None:
+def test_a_trickling_host_is_stopped_by_the_item_deadline(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/trickle"] = trickle(0.05)
     config = replace(FAST, read_timeout_s=2.0, attempt_timeout_s=None, item_deadline_s=1.0)
     started = time.monotonic()
@@ -323,7 +211,7 @@ def test_a_trickling_host_is_stopped_by_the_item_deadline(server: _Server, tmp_p
     assert time.monotonic() - started < 10  # 1000 bytes at 20 a second would take 50 s
 
 
-def test_each_attempt_is_cut_by_the_wall_clock(server: _Server, tmp_path: Path) -> None:
+def test_each_attempt_is_cut_by_the_wall_clock(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/trickle"] = trickle(0.05)
     config = replace(FAST, read_timeout_s=2.0, attempt_timeout_s=0.5, item_deadline_s=None, max_attempts=2)
     report = download([("t", server.url("/trickle"))], tmp_path, config)
@@ -332,7 +220,7 @@ def test_each_attempt_is_cut_by_the_wall_clock(server: _Server, tmp_path: Path) 
     assert server.state.requests["/trickle"] == 2
 
 
-def test_a_host_that_never_answers_costs_the_deadline_not_every_attempt(server: _Server, tmp_path: Path) -> None:
+def test_a_host_that_never_answers_costs_the_deadline_not_every_attempt(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/silent"] = hold(30.0, ok(JPEG))
     config = replace(FAST, read_timeout_s=0.4, attempt_timeout_s=None, item_deadline_s=1.0, max_attempts=50,
                      backoff_base_s=0.2, backoff_max_s=0.2, jitter=0.0)
@@ -344,7 +232,7 @@ def test_a_host_that_never_answers_costs_the_deadline_not_every_attempt(server: 
     assert time.monotonic() - started < 10
 
 
-def test_a_huge_retry_after_is_capped(server: _Server, tmp_path: Path) -> None:
+def test_a_huge_retry_after_is_capped(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/busy"] = fail_first(99, 429, ok(JPEG), headers={"Retry-After": "100000"})
     capped = replace(FAST, max_retry_after_s=0.2, item_deadline_s=None, max_attempts=3)
     started = time.monotonic()
@@ -378,7 +266,7 @@ def test_limits_are_validated() -> None:
 # --- bookkeeping ---------------------------------------------------------------------------------
 
 
-def test_failures_table_is_written_with_every_field(server: _Server, tmp_path: Path) -> None:
+def test_failures_table_is_written_with_every_field(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/a.jpg"] = ok(JPEG)
     report = download([("a", server.url("/a.jpg")), ("gone", server.url("/gone"))], tmp_path, FAST)
     table = pq.read_table(report.store.failures_path)
@@ -388,7 +276,7 @@ def test_failures_table_is_written_with_every_field(server: _Server, tmp_path: P
     assert report.summary().startswith("1 fetched, 0 cached, 1 failed (http_404 1)")
 
 
-def test_resume_fetches_nothing_already_finished(server: _Server, tmp_path: Path) -> None:
+def test_resume_fetches_nothing_already_finished(server: ImageHost, tmp_path: Path) -> None:
     for i in range(5):
         server.state.routes[f"/p{i}.jpg"] = ok(image_bytes("JPEG", i))
     items = [(f"k{i}", server.url(f"/p{i}.jpg")) for i in range(5)] + [("gone", server.url("/gone"))]
@@ -404,7 +292,7 @@ def test_resume_fetches_nothing_already_finished(server: _Server, tmp_path: Path
 
 
 def test_resume_after_a_kill_repairs_the_manifest_and_refetches_only_what_is_missing(
-        server: _Server, tmp_path: Path) -> None:
+        server: ImageHost, tmp_path: Path) -> None:
     bodies = {i: image_bytes("PNG", i) for i in range(3)}
     for i, body in bodies.items():
         server.state.routes[f"/p{i}.png"] = ok(body, "image/png")
@@ -425,14 +313,14 @@ def test_resume_after_a_kill_repairs_the_manifest_and_refetches_only_what_is_mis
     assert set(DownloadStore(tmp_path).load_manifest()) == {"k0", "k1", "k2"}
 
 
-def test_a_changed_url_is_fetched_again(server: _Server, tmp_path: Path) -> None:
+def test_a_changed_url_is_fetched_again(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes.update({"/old.jpg": ok(JPEG), "/new.png": ok(PNG, "image/png")})
     download([("k", server.url("/old.jpg"))], tmp_path, FAST)
     report = download([("k", server.url("/new.png"))], tmp_path, FAST)
     assert report.ok == 1 and report.read_bytes("k") == PNG
 
 
-def test_concurrency_limit_is_respected(server: _Server, tmp_path: Path) -> None:
+def test_concurrency_limit_is_respected(server: ImageHost, tmp_path: Path) -> None:
     for i in range(9):
         server.state.routes[f"/h{i}"] = hold(0.15, ok(image_bytes("PNG", i), "image/png"))
     items = [(f"h{i}", server.url(f"/h{i}")) for i in range(9)]
@@ -441,7 +329,7 @@ def test_concurrency_limit_is_respected(server: _Server, tmp_path: Path) -> None
     assert server.state.max_in_flight == 3  # never more, and the limit was actually used
 
 
-def test_async_entry_point_and_sync_wrapper_inside_a_loop(server: _Server, tmp_path: Path) -> None:
+def test_async_entry_point_and_sync_wrapper_inside_a_loop(server: ImageHost, tmp_path: Path) -> None:
     server.state.routes["/a.jpg"] = ok(JPEG)
 
     async def run() -> None:

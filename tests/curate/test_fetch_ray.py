@@ -36,6 +36,8 @@ from cladebench.curate.fetch import (
 )
 from cladebench.curate.fetch.ray import FAULT_MARKER_ENV, _shard_failures
 from cladebench.errors import CladebenchError
+from helpers.crypticbio_rows import GOOD_ROW, write_csv
+from helpers.image_host import JPEG, ImageHost, fail_first, image_bytes, image_host, ok, send
 from helpers.ray_local import local_ray
 
 # Timeouts far above what 127.0.0.1 needs: a busy 2-core machine must not turn a good item into a timeout in
@@ -59,12 +61,12 @@ def ray_cluster(fault_marker: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    with serving() as httpd:
+def server() -> Iterator[ImageHost]:
+    with image_host() as httpd:
         yield httpd
 
 
-def good_items(server: _Server, count: int) -> list[tuple[str, str]]:
+def good_items(server: ImageHost, count: int) -> list[tuple[str, str]]:
     items = []
     for i in range(count):
         body = image_bytes("PNG" if i % 3 == 0 else "JPEG", i + 10)
@@ -73,7 +75,7 @@ def good_items(server: _Server, count: int) -> list[tuple[str, str]]:
     return items
 
 
-def mixed_items(server: _Server) -> list[tuple[str, str]]:
+def mixed_items(server: ImageHost) -> list[tuple[str, str]]:
     """21 items: 12 good, one repeat of a good body, 3 gone (404), 3 flaky (500 then 200), 2 cut short."""
     items = good_items(server, 12)
     server.state.routes["/same-as-img1"] = ok(image_bytes("JPEG", 11))
@@ -102,7 +104,7 @@ def manifest_keys(root: Path) -> list[str]:
 # --- on Ray ----------------------------------------------------------------------------------------
 
 
-def test_ray_report_matches_the_local_report_item_by_item(ray_cluster: Any, server: _Server, tmp_path: Path) -> None:
+def test_ray_report_matches_the_local_report_item_by_item(ray_cluster: Any, server: ImageHost, tmp_path: Path) -> None:
     items = mixed_items(server)
     local = download(items, tmp_path / "local", CONFIG)
     assert (local.ok, local.cached, local.failed) == (16, 0, 5)
@@ -137,7 +139,7 @@ def test_ray_report_matches_the_local_report_item_by_item(ray_cluster: Any, serv
 
 
 def test_a_worker_killed_mid_shard_is_rerun_and_its_items_recorded_once(
-        ray_cluster: Any, server: _Server, tmp_path: Path, fault_marker: Path) -> None:
+        ray_cluster: Any, server: ImageHost, tmp_path: Path, fault_marker: Path) -> None:
     items = good_items(server, 10)
     fault_marker.touch()  # the first shard to finish fetching kills its worker before returning
     report = download(items, tmp_path, ON_RAY)
@@ -151,7 +153,7 @@ def test_a_worker_killed_mid_shard_is_rerun_and_its_items_recorded_once(
     assert all(DownloadStore(tmp_path).has(entry) for entry in report.downloaded.values())
 
 
-def test_load_verb_with_ray_builds_the_dataset(ray_cluster: Any, server: _Server, tmp_path: Path,
+def test_load_verb_with_ray_builds_the_dataset(ray_cluster: Any, server: ImageHost, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from cladebench.cli import main
 

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_coobserved_source import ALIAS_SCHEMA, alias_rows, published_rows, write_published
-from test_inquire_sources import CONDOR, CONDOR_QUERY, HERMIT, HERMIT_QUERY, _candidate, _jpeg, _write
 
 from cladebench import store
 from cladebench.cli import main
 from cladebench.curate.sources.inquire import read_inquire_rerank, read_stats, shard_paths
 from cladebench.errors import CladebenchError
+from helpers.coobserved_rows import ALIAS_SCHEMA, alias_rows, published_rows, write_published
+from helpers.inquire_rows import CONDOR, CONDOR_QUERY, HERMIT, HERMIT_QUERY, candidate, flat_jpeg, write_shard
 
 
 def _inquire_snapshot(root: Path) -> Path:
@@ -25,11 +25,11 @@ def _inquire_snapshot(root: Path) -> Path:
     beside them, the Hub client's .cache/ folder holding a file that is not Parquet at all, and a README."""
     data = root / "data"
     data.mkdir(parents=True)
-    test = [_candidate(HERMIT_QUERY, 27, 9101 + i, _jpeg((10 * i, 90, 160)), HERMIT, int(i == 0)) for i in range(3)]
-    val = [_candidate(CONDOR_QUERY, 26, 9001 + i, _jpeg((90, 10 * i, 160)), CONDOR, int(i == 1)) for i in range(2)]
-    _write(data / "test-00000-of-00001.parquet", test)
-    _write(data / "validation-00000-of-00001.parquet", val)
-    _write(data / "train-00000-of-00001.parquet", test)  # the same rows under another split name
+    test = [candidate(HERMIT_QUERY, 27, 9101 + i, flat_jpeg((10 * i, 90, 160)), HERMIT, int(i == 0)) for i in range(3)]
+    val = [candidate(CONDOR_QUERY, 26, 9001 + i, flat_jpeg((90, 10 * i, 160)), CONDOR, int(i == 1)) for i in range(2)]
+    write_shard(data / "test-00000-of-00001.parquet", test)
+    write_shard(data / "validation-00000-of-00001.parquet", val)
+    write_shard(data / "train-00000-of-00001.parquet", test)  # the same rows under another split name
     hidden = root / ".cache" / "huggingface" / "download" / "data"
     hidden.mkdir(parents=True)
     (hidden / "test-00000-of-00001.parquet").write_bytes(b"not parquet: the client's partial download")

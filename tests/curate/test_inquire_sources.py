@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -37,6 +36,18 @@ from cladebench.curate.sources.inquire import (
     split_from_name,
 )
 from cladebench.errors import CladebenchError, SchemaError
+from helpers.inquire_rows import (
+    CONDOR,
+    CONDOR_QUERY,
+    HERMIT,
+    HERMIT_QUERY,
+    MONGOOSE,
+    MONGOOSE_QUERY,
+    TAMANDUA,
+    candidate,
+    flat_jpeg,
+    write_shard,
+)
 
 QUERIES_TEST = "INQUIRE/data/inquire/inquire_queries_test.csv"
 QUERIES_VAL = "INQUIRE/data/inquire/inquire_queries_val.csv"
@@ -253,53 +264,8 @@ def test_parse_observed_on_rejects(raw: str) -> None:
 
 # --- INQUIRE-Rerank shards in the Hugging Face schema ----------------------------------------------
 
-HF_SCHEMA = pa.schema([
-    ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
-    ("query", pa.string()), ("query_id", pa.int64()), ("relevant", pa.int64()), ("clip_score", pa.float64()),
-    ("inat24_image_id", pa.int64()), ("inat24_file_name", pa.string()), ("supercategory", pa.string()),
-    ("category", pa.string()), ("iconic_group", pa.string()), ("inat24_species_id", pa.int64()),
-    ("inat24_species_name", pa.string()), ("latitude", pa.float64()), ("longitude", pa.float64()),
-    ("location_uncertainty", pa.float64()), ("date", pa.string()), ("license", pa.string()),
-    ("rights_holder", pa.string()),
-])
-"""The evendrow/INQUIRE-Rerank columns as `datasets` writes them (Image feature = struct<bytes, path>)."""
 
 # Species folders in iNat24's form; the numeric prefixes are made up for the fixture.
-MONGOOSE = "train/04686_Animalia_Chordata_Mammalia_Carnivora_Herpestidae_Mungos_mungo"
-CONDOR = "train/03101_Animalia_Chordata_Aves_Accipitriformes_Cathartidae_Gymnogyps_californianus"
-HERMIT = "train/01500_Animalia_Arthropoda_Malacostraca_Decapoda_Coenobitidae_Coenobita_clypeatus"
-TAMANDUA = "train/04800_Animalia_Chordata_Mammalia_Pilosa_Myrmecophagidae_Tamandua_mexicana"
-CONDOR_QUERY = "California condor tagged with a green “26”"
-HERMIT_QUERY = "a hermit crab using plastic waste as a shell"
-MONGOOSE_QUERY = "A mongoose standing upright alert"
-
-
-def _jpeg(color: tuple[int, int, int], size: tuple[int, int] = (40, 30)) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", size, color).save(buffer, format="JPEG", quality=90)
-    return buffer.getvalue()
-
-
-def _candidate(query: str, query_id: int, image_id: int, image: bytes, folder: str, relevant: int,
-               **overrides: Any) -> dict[str, Any]:
-    row = {
-        "image": {"bytes": image, "path": f"{image_id}.jpg"}, "query": query, "query_id": query_id,
-        "relevant": relevant, "clip_score": 0.25 + image_id % 7 / 100, "inat24_image_id": image_id,
-        "inat24_file_name": f"{folder}/{uuidlib.uuid5(uuidlib.NAMESPACE_OID, str(image_id))}.jpg",
-        "supercategory": "Appearance", "category": "Tracking and Identification", "iconic_group": "Birds",
-        "inat24_species_id": 3101, "inat24_species_name": "Gymnogyps californianus",
-        "latitude": 34.5, "longitude": -118.75, "location_uncertainty": 12.0, "date": "2019-06-23 18:02:00+00:00",
-        "license": "CC BY-NC 4.0", "rights_holder": "Jane Doe",
-    }
-    row.update(overrides)
-    return row
-
-
-def _write(path: Path, rows: list[dict[str, Any]], *, drop: tuple[str, ...] = ()) -> Path:
-    schema = pa.schema([f for f in HF_SCHEMA if f.name not in drop])
-    table = pa.Table.from_pylist([{k: v for k, v in r.items() if k not in drop} for r in rows], schema=schema)
-    pq.write_table(table, path, row_group_size=2)  # small row groups: streaming crosses them
-    return path
 
 
 @pytest.fixture
@@ -311,7 +277,7 @@ def real_images(realdata: Callable[[str], Path]) -> dict[str, bytes]:
 @pytest.fixture
 def shards(tmp_path: Path, real_images: dict[str, bytes]) -> dict[str, Any]:
     """Three queries over three shards (one val, two test); 10 candidates with varied metadata."""
-    synthetic = {i: _jpeg((40 * i % 255, 90, 160)) for i in range(1, 6)}
+    synthetic = {i: flat_jpeg((40 * i % 255, 90, 160)) for i in range(1, 6)}
     condor, tamandua, hermit = (real_images[n] for n in ("condor_1.jpeg", "tamandua_1.jpeg", "hermit_1.png"))
     bird = {"iconic_group": "Birds"}
     crab = {"supercategory": "Context", "category": "Human Impact", "iconic_group": "Animalia",
@@ -319,30 +285,30 @@ def shards(tmp_path: Path, real_images: dict[str, bytes]) -> dict[str, Any]:
     mongoose = {"supercategory": "Behavior", "category": "Defensive and Survival Behaviors",
                 "iconic_group": "Mammals", "inat24_species_id": 4686, "inat24_species_name": "Mungos mungo"}
     val = [
-        _candidate(CONDOR_QUERY, 26, 9001, condor, CONDOR, 1, **bird),
-        _candidate(CONDOR_QUERY, 26, 9002, synthetic[1], CONDOR, 0, license="cc0", rights_holder="jdoe", **bird),
-        _candidate(CONDOR_QUERY, 26, 9003, tamandua, TAMANDUA, 0, license="No known copyright restrictions",
+        candidate(CONDOR_QUERY, 26, 9001, condor, CONDOR, 1, **bird),
+        candidate(CONDOR_QUERY, 26, 9002, synthetic[1], CONDOR, 0, license="cc0", rights_holder="jdoe", **bird),
+        candidate(CONDOR_QUERY, 26, 9003, tamandua, TAMANDUA, 0, license="No known copyright restrictions",
                    date="2021-01-05", **bird),
     ]
     test_a = [
-        _candidate(HERMIT_QUERY, 27, 9101, hermit, HERMIT, 1, license="CC-BY-SA", **crab),
-        _candidate(HERMIT_QUERY, 27, 9102, synthetic[2], HERMIT, 0, rights_holder="", **crab),
-        _candidate(HERMIT_QUERY, 27, 9103, synthetic[3], HERMIT, 1, license=None, date=None, **crab),
-        _candidate(HERMIT_QUERY, 27, 9001, condor, CONDOR, 0, **crab),  # the same photo, another query
+        candidate(HERMIT_QUERY, 27, 9101, hermit, HERMIT, 1, license="CC-BY-SA", **crab),
+        candidate(HERMIT_QUERY, 27, 9102, synthetic[2], HERMIT, 0, rights_holder="", **crab),
+        candidate(HERMIT_QUERY, 27, 9103, synthetic[3], HERMIT, 1, license=None, date=None, **crab),
+        candidate(HERMIT_QUERY, 27, 9001, condor, CONDOR, 0, **crab),  # the same photo, another query
     ]
     test_b = [
-        _candidate(MONGOOSE_QUERY, 3, 9201, synthetic[4], MONGOOSE, 1, license="Attribution License",
+        candidate(MONGOOSE_QUERY, 3, 9201, synthetic[4], MONGOOSE, 1, license="Attribution License",
                    date="2018-12-31T23:59:59Z", **mongoose),
-        _candidate(MONGOOSE_QUERY, 3, 9202, synthetic[5], MONGOOSE, 0, latitude=math.nan, longitude=math.nan,
+        candidate(MONGOOSE_QUERY, 3, 9202, synthetic[5], MONGOOSE, 0, latitude=math.nan, longitude=math.nan,
                    location_uncertainty=math.nan, **mongoose),
-        _candidate(MONGOOSE_QUERY, 3, 9001, condor, "9001.jpg", 0, latitude=None, longitude=None, **mongoose),
+        candidate(MONGOOSE_QUERY, 3, 9001, condor, "9001.jpg", 0, latitude=None, longitude=None, **mongoose),
     ]
     directory = tmp_path / "INQUIRE-Rerank" / "data"
     directory.mkdir(parents=True)
     # In the order a directory is read (sorted names), so a list of these paths builds the same dataset.
-    paths = [_write(directory / "test-00000-of-00002.parquet", test_a),
-             _write(directory / "test-00001-of-00002.parquet", test_b),
-             _write(directory / "validation-00000-of-00001.parquet", val)]
+    paths = [write_shard(directory / "test-00000-of-00002.parquet", test_a),
+             write_shard(directory / "test-00001-of-00002.parquet", test_b),
+             write_shard(directory / "validation-00000-of-00001.parquet", val)]
     rows = [("test", r) for r in test_a + test_b] + [("val", r) for r in val]
     return {"dir": directory, "paths": paths, "rows": rows, "by_name": {"val": val, "test_a": test_a,
                                                                        "test_b": test_b}}
@@ -465,7 +431,7 @@ def _assert_nothing_written(out: Path) -> None:
 def test_bad_date_names_file_row_and_field_and_writes_nothing(shards: dict[str, Any], tmp_path: Path) -> None:
     rows = shards["by_name"]["test_b"]
     rows[2]["date"] = "2019-02-30"
-    _write(shards["paths"][1], rows)
+    write_shard(shards["paths"][1], rows)
     out = tmp_path / "bad.lance"
     # batch_rows=1: several batches have gone to the writer before the bad row is reached.
     with pytest.raises(SchemaError, match=r"test-00001-of-00002\.parquet: row 3 \(1-based data row\), field 'date': "
@@ -475,7 +441,7 @@ def test_bad_date_names_file_row_and_field_and_writes_nothing(shards: dict[str, 
 
 
 def test_missing_column_names_file_and_column_and_writes_nothing(shards: dict[str, Any], tmp_path: Path) -> None:
-    _write(shards["paths"][1], shards["by_name"]["test_b"], drop=("relevant",))
+    write_shard(shards["paths"][1], shards["by_name"]["test_b"], drop=("relevant",))
     out = tmp_path / "bad.lance"
     with pytest.raises(SchemaError, match=r"test-00001-of-00002\.parquet: not an INQUIRE-Rerank Parquet file: "
                                           r"missing column\(s\) \['relevant'\]"):
@@ -497,14 +463,14 @@ def test_bad_values_are_errors(shards: dict[str, Any], tmp_path: Path, change: d
                                message: str) -> None:
     rows = shards["by_name"]["val"]
     rows[1].update(change)
-    _write(shards["paths"][2], rows)
+    write_shard(shards["paths"][2], rows)
     with pytest.raises(SchemaError, match=r"validation-00000-of-00001\.parquet: " + message):
         build_inquire_rerank(shards["paths"][2], tmp_path / "bad.lance")
     _assert_nothing_written(tmp_path / "bad.lance")
 
 
 def test_query_ids_from_the_query_files_when_the_shard_has_none(shards: dict[str, Any], tmp_path: Path) -> None:
-    path = _write(tmp_path / "test-00000-of-00001.parquet", shards["by_name"]["test_b"], drop=("query_id",))
+    path = write_shard(tmp_path / "test-00000-of-00001.parquet", shards["by_name"]["test_b"], drop=("query_id",))
     with pytest.raises(SchemaError, match=r"missing column\(s\) \['query_id'\] \(pass queries="):
         read_inquire_rerank(path)
     queries = tmp_path / "inquire_queries_test.csv"
@@ -520,7 +486,7 @@ def test_query_ids_from_the_query_files_when_the_shard_has_none(shards: dict[str
 
 
 def test_split_must_be_known(shards: dict[str, Any], tmp_path: Path) -> None:
-    path = _write(tmp_path / "train-00000-of-00004.parquet", shards["by_name"]["val"])
+    path = write_shard(tmp_path / "train-00000-of-00004.parquet", shards["by_name"]["val"])
     with pytest.raises(SchemaError, match=r"train-00000-of-00004\.parquet: cannot tell the split"):
         read_inquire_rerank(path)
     assert set(read_inquire_rerank(path, split="val").column("split").to_pylist()) == {"val"}

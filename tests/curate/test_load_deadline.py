@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_crypticbio import GOOD_ROW, _PhotoHandler, _Photos, photo, write_csv
 
 from cladebench.curate.sources.crypticbio import failures_path_for
+from helpers.crypticbio_rows import GOOD_ROW, write_csv
 from helpers.http_local import serving
+from helpers.photo_host import PhotoHandler, PhotoHost, photo
 
 
-class _TricklingHandler(_PhotoHandler):
+class _TricklingHandler(PhotoHandler):
     def do_GET(self) -> None:
         if self.path != "/slow.jpg":
             super().do_GET()
@@ -37,14 +38,14 @@ class _TricklingHandler(_PhotoHandler):
 
 
 @pytest.fixture
-def photos() -> Iterator[_Photos]:
-    server = _Photos({"/1.jpg": photo("JPEG", 1)})
+def photos() -> Iterator[PhotoHost]:
+    server = PhotoHost({"/1.jpg": photo("JPEG", 1)})
     server.RequestHandlerClass = _TricklingHandler
     with serving(server):
         yield server
 
 
-def test_a_trickling_photo_fails_at_the_image_deadline(tmp_path: Path, photos: _Photos,
+def test_a_trickling_photo_fails_at_the_image_deadline(tmp_path: Path, photos: PhotoHost,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     from cladebench.cli import main
 

@@ -122,7 +122,7 @@ def test_compare_columns_scores_every_column_on_identical_splits(tmp_path: Path)
 def test_compare_columns_uses_bioclip_simpleshot_by_default(tmp_path: Path) -> None:
     """Raw vectors whose norms spread (log-norm sd 0.4) and the same vectors unscaled: BioCLIP's protocol (the
     default) normalises each vector first, so both columns score identically; BioBench's variant does not."""
-    from test_fewshot import spread_norm_problem
+    from helpers.planted_embeddings import spread_norm_problem
 
     data, clean = spread_norm_problem(seed=3, log_norm_sd=0.4)
     n = len(data["uuids"])

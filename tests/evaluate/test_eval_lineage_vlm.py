@@ -11,28 +11,23 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-import test_lineage_task
-
 from cladebench.cli import main
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import label_set_sizes
-
-photos = test_lineage_task.photos
-"""The VLM test's photos (a real Lance dataset of two-organism photos) and its local endpoint, as fixtures here."""
-endpoint = test_lineage_task.endpoint
+from helpers.lineage_vlm import VLM_PHOTOS
 
 
-def test_lineage_with_a_vlm_prints_its_summary_and_exits_0(photos, endpoint, tmp_path: Path, monkeypatch,
-                                                           capsys) -> None:
-    path, _, _ = photos
+def test_lineage_with_a_vlm_prints_its_summary_and_exits_0(lineage_photos, lineage_endpoint, tmp_path: Path,
+                                                           monkeypatch, capsys) -> None:
+    path, _, _ = lineage_photos
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    model = f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1"
+    model = f"openai-compatible:tiny-vlm@http://127.0.0.1:{lineage_endpoint.server_address[1]}/v1"
     code = main(["eval", str(path), "--task", "lineage", "--model", model, "--out", str(tmp_path / "run"),
                  "--group-by", "none", "--vlm-concurrency", "2"])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     lines = printed.out.splitlines()
-    assert lines[0] == f"lineage on {path} with {model} ({test_lineage_task.VLM_PHOTOS} images)"
+    assert lines[0] == f"lineage on {path} with {model} ({VLM_PHOTOS} images)"
     assert any(line.split()[0] == "hint_exact" for line in lines[1:])
     assert lines[-1] == f"run record: {tmp_path / 'run' / 'run.json'}"
     record = RunRecord.read(tmp_path / "run" / "run.json")

@@ -11,10 +11,10 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_fewshot import DIM, write_planted_dataset
 
 from cladebench.cli import main
 from cladebench.evaluate.record import RunRecord
+from helpers.planted_embeddings import DIM, write_planted_dataset
 
 
 @pytest.fixture(scope="module")

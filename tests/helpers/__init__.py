@@ -1,1 +1,13 @@
-"""Helpers the tests share: local HTTP servers, image bombs, a local Ray. Not tests themselves."""
+"""Helpers the tests share, one module per kind of thing; not tests themselves, and no test module imports another.
+
+- http_local: run a real HTTP server on 127.0.0.1 for a block; pieces of an OpenAI-compatible chat endpoint.
+- image_host, photo_host: image hosts for the downloader and for the sources and builders.
+- vlm_server: a chat-completions server that answers like vLLM, for the VLM client and VLM tasks.
+- lineage_vlm: two-organism photos and an endpoint that answers the lineage task in many shapes.
+- crypticbio_rows, inquire_rows, coobserved_rows: rows and files in each benchmark's published layout.
+- images, planted_embeddings, rerank_data: pictures, datasets with planted vectors, planted rerank datasets.
+- huge_png, ray_local: decompression-bomb PNGs; a local Ray for one test module.
+
+Fixtures that tests of several packages use (``tiny_model``, ``lineage_photos``, ``lineage_endpoint``) live in
+tests/conftest.py.
+"""

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import io
 import json
 import math
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,145 +37,22 @@ from cladebench.models.vlm import (
     yes_no_from_response,
 )
 from helpers.http_local import send_json, serving
-
-Top = list[tuple[str, float]]
-
-
-def default_top(yes_logprob: float, no_logprob: float) -> Top:
-    return [(" Yes", yes_logprob), ("No", no_logprob), ("The", -6.0), ("I", -7.5)]
-
-
-@dataclass
-class _Seen:
-    """One request as the server decoded it."""
-
-    payload: dict[str, Any]
-    prompt: str
-    image: bytes | None
-    mime_type: str | None
-    image_size: tuple[int, int] | None
-    authorization: str | None
-
-
-@dataclass
-class _State:
-    top_for: Callable[[float, float], Top] = default_top
-    """Top logprobs of the first token, from the Yes and No logprobs the hash gives."""
-    reply: Callable[[_Handler, int, dict[str, Any]], bool] | None = None
-    """Answers request number n itself when it returns True (errors, delays, odd bodies)."""
-    hold_s: float = 0.0
-    """Seconds every answer is held back (to see concurrency)."""
-    seen: list[_Seen] = field(default_factory=list)
-    in_flight: int = 0
-    max_in_flight: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def requests(self) -> int:
-        return len(self.seen)
-
-
-def logprobs_for(prompt: str, image: bytes | None) -> tuple[float, float]:
-    """The server's Yes and No logprobs: a deterministic function of the prompt and the image bytes."""
-    digest = hashlib.sha256(prompt.encode() + (image or b"")).digest()
-    return -0.05 - digest[0] / 40.0, -0.05 - digest[1] / 40.0
-
-
-def expected_score(prompt: str, image: bytes) -> float:
-    yes, no = logprobs_for(prompt, image)
-    return math.exp(yes) / (math.exp(yes) + math.exp(no))
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def do_POST(self) -> None:
-        state = self.server.state
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.path != "/v1/chat/completions":
-            send(self, 404, {"error": "not here"})
-            return
-        try:
-            seen = decode_request(body, self.headers.get("Authorization"))
-        except Exception as exc:  # what vLLM does with an image it cannot read
-            send(self, 400, {"error": {"message": f"bad request: {exc}"}})
-            return
-        with state.lock:
-            state.seen.append(seen)
-            number = state.requests
-            state.in_flight += 1
-            state.max_in_flight = max(state.max_in_flight, state.in_flight)
-        try:
-            time.sleep(state.hold_s)
-            if state.reply is not None and state.reply(self, number, body):
-                return
-            send(self, 200, completion(seen, state.top_for))
-        finally:
-            with state.lock:
-                state.in_flight -= 1
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.state = _State()
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass  # the client hangs up on slow answers by design
-
-    def model_id(self, name: str = "Qwen2-VL-7B") -> str:
-        return f"openai-compatible:{name}@http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-def decode_request(body: dict[str, Any], authorization: str | None) -> _Seen:
-    (message,) = body["messages"]
-    assert message["role"] == "user"
-    image, mime_type, size = None, None, None
-    texts = []
-    for part in message["content"]:
-        if part["type"] == "image_url":
-            header, _, data = part["image_url"]["url"].partition(",")
-            assert header.startswith("data:") and header.endswith(";base64")
-            mime_type = header[len("data:"):-len(";base64")]
-            image = base64.b64decode(data, validate=True)
-            with Image.open(io.BytesIO(image)) as decoded:
-                decoded.load()
-                size = decoded.size
-        else:
-            texts.append(part["text"])
-    return _Seen(body, "".join(texts), image, mime_type, size, authorization)
-
-
-def completion(seen: _Seen, top_for: Callable[[float, float], Top]) -> dict[str, Any]:
-    if seen.payload.get("logprobs"):
-        top = top_for(*logprobs_for(seen.prompt, seen.image))
-        token, logprob = max(top, key=lambda pair: pair[1])
-        logprobs: dict[str, Any] | None = {"content": [{
-            "token": token, "logprob": logprob, "bytes": list(token.encode()),
-            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top],
-        }]}
-        content = token
-    else:
-        logprobs = None
-        json_mode = seen.payload.get("response_format") == {"type": "json_object"}
-        content = json.dumps({"genus": "Vulpes", "prompt": seen.prompt}) if json_mode else f"echo: {seen.prompt}"
-    return {"id": "chatcmpl-1", "object": "chat.completion", "model": seen.payload["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "logprobs": logprobs, "finish_reason": "length"}]}
-
-
-send = send_json
+from helpers.vlm_server import (
+    JPEGS,
+    ChatHandler,
+    ChatServer,
+    completion,
+    decode_request,
+    default_top,
+    expected_score,
+    image_bytes,
+    logprobs_for,
+)
 
 
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    httpd = _Server()
+def server() -> Iterator[ChatServer]:
+    httpd = ChatServer()
     with serving(httpd):
         yield httpd
 
@@ -190,18 +64,6 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> VLMConfig:
                      backoff_max_s=0.05, cache_dir=tmp_path / "vlm")
 
 
-def image_bytes(fmt: str = "JPEG", seed: int = 0, size: tuple[int, int] = (40, 30), mode: str = "RGB",
-                **save: Any) -> bytes:
-    image = Image.new(mode, size, (seed * 53 % 256, 90, 160) if mode == "RGB" else 0)
-    if mode == "RGB":
-        for x in range(0, size[0], 3):
-            image.putpixel((x, (x * 5 + seed) % size[1]), (x * 7 % 256, seed % 256, 30))
-    buffer = io.BytesIO()
-    image.save(buffer, fmt, **save)
-    return buffer.getvalue()
-
-
-JPEGS = [image_bytes("JPEG", seed) for seed in range(3)]
 PROMPT = "Does this picture show {}? Answer Yes or No."
 
 
@@ -243,7 +105,7 @@ def test_generated_token_missing_from_top_logprobs_still_counts() -> None:
 # --- scoring over HTTP ---------------------------------------------------------------------------
 
 
-def test_score_is_the_yes_share_of_the_first_token(server: _Server, config: VLMConfig) -> None:
+def test_score_is_the_yes_share_of_the_first_token(server: ChatServer, config: VLMConfig) -> None:
     queries = ["a red fox", "a barn owl", "a fox's den {with braces}"]
     items = [YesNoItem(f"k{i}", JPEGS[i], q) for i, q in enumerate(queries)]
     results = score_yes_no(items, server.model_id(), config)
@@ -263,7 +125,7 @@ def test_score_is_the_yes_share_of_the_first_token(server: _Server, config: VLMC
     assert [part["type"] for part in first.payload["messages"][0]["content"]] == ["image_url", "text"]
 
 
-def test_token_variants_are_summed(server: _Server, config: VLMConfig) -> None:
+def test_token_variants_are_summed(server: ChatServer, config: VLMConfig) -> None:
     server.state.top_for = lambda yes, no: [("Yes", yes), (" yes", yes - 1), ("YES", yes - 2), ("\u2581Yes", -4.0),
                                             ("No", no), (" no", no - 1.5), ("Yes.", -0.9), ("Nope", -1.1)]
     (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
@@ -274,13 +136,13 @@ def test_token_variants_are_summed(server: _Server, config: VLMConfig) -> None:
     assert (result.p_yes, result.p_no) == (pytest.approx(p_yes, rel=1e-12), pytest.approx(p_no, rel=1e-12))
 
 
-def test_only_yes_among_the_top_tokens_scores_one(server: _Server, config: VLMConfig) -> None:
+def test_only_yes_among_the_top_tokens_scores_one(server: ChatServer, config: VLMConfig) -> None:
     server.state.top_for = lambda yes, no: [("Yes", yes), ("The", -3.0)]
     (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     assert (result.outcome, result.score, result.p_no) == ("scored", 1.0, 0.0)
 
 
-def test_neither_yes_nor_no_is_an_explicit_outcome(server: _Server, config: VLMConfig) -> None:
+def test_neither_yes_nor_no_is_an_explicit_outcome(server: ChatServer, config: VLMConfig) -> None:
     server.state.top_for = lambda yes, no: [("The", -0.2), ("This", -1.9), ("Yeah", -2.5)]
     (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     assert (result.outcome, result.score, result.token) == ("no_yes_no", None, "The")
@@ -288,8 +150,8 @@ def test_neither_yes_nor_no_is_an_explicit_outcome(server: _Server, config: VLMC
 
 
 @pytest.mark.parametrize("logprobs", ["absent", None, {"content": None}, "empty_top"])
-def test_missing_logprobs_is_a_clear_error_and_not_cached(server: _Server, config: VLMConfig, logprobs: Any) -> None:
-    def strip_logprobs(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+def test_missing_logprobs_is_a_clear_error_and_not_cached(server: ChatServer, config: VLMConfig, logprobs: Any) -> None:
+    def strip_logprobs(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
         answer = completion(server.state.seen[-1], server.state.top_for)
         choice = answer["choices"][0]
         if logprobs == "absent":
@@ -298,7 +160,7 @@ def test_missing_logprobs_is_a_clear_error_and_not_cached(server: _Server, confi
             choice["logprobs"]["content"][0]["top_logprobs"] = []
         else:
             choice["logprobs"] = logprobs
-        send(handler, 200, answer)
+        send_json(handler, 200, answer)
         return True
 
     server.state.reply = strip_logprobs
@@ -318,30 +180,30 @@ def test_missing_logprobs_is_a_clear_error_and_not_cached(server: _Server, confi
 
 
 def fail_first(times: int, status: int, body: str = "busy", headers: dict[str, str] | None = None):
-    def reply(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
+    def reply(handler: ChatHandler, number: int, request: dict[str, Any]) -> bool:
         if number <= times:
-            send(handler, status, body, headers)
+            send_json(handler, status, body, headers)
             return True
         return False
 
     return reply
 
 
-def test_server_errors_are_retried(server: _Server, config: VLMConfig) -> None:
+def test_server_errors_are_retried(server: ChatServer, config: VLMConfig) -> None:
     server.state.reply = fail_first(2, 500)
     (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     assert result.score == pytest.approx(expected_score(PROMPT.format("a fox"), JPEGS[0]), rel=1e-12)
     assert server.state.requests == 3
 
 
-def test_retries_give_up_with_the_last_error(server: _Server, config: VLMConfig) -> None:
+def test_retries_give_up_with_the_last_error(server: ChatServer, config: VLMConfig) -> None:
     server.state.reply = fail_first(10, 503, "overloaded")
     with pytest.raises(EndpointError, match=r"gave up after 3 attempts; last: HTTP 503.*overloaded"):
         score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     assert server.state.requests == 3
 
 
-def test_429_waits_for_retry_after(server: _Server, config: VLMConfig) -> None:
+def test_429_waits_for_retry_after(server: ChatServer, config: VLMConfig) -> None:
     server.state.reply = fail_first(1, 429, "slow down", {"Retry-After": "1"})
     started = time.monotonic()
     (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
@@ -349,7 +211,7 @@ def test_429_waits_for_retry_after(server: _Server, config: VLMConfig) -> None:
     assert time.monotonic() - started >= 0.95  # the backoff alone would be 0.01 s
 
 
-def test_client_errors_are_not_retried_and_carry_the_body(server: _Server, config: VLMConfig) -> None:
+def test_client_errors_are_not_retried_and_carry_the_body(server: ChatServer, config: VLMConfig) -> None:
     body = json.dumps({"error": {"message": "The model `Qwen2-VL-7B` does not exist. " + "x" * 3000}})
     server.state.reply = fail_first(10, 400, body)
     with pytest.raises(EndpointError) as caught:
@@ -360,8 +222,8 @@ def test_client_errors_are_not_retried_and_carry_the_body(server: _Server, confi
     assert server.state.requests == 1
 
 
-def test_timeouts_are_retried(server: _Server, config: VLMConfig) -> None:
-    def slow_first(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
+def test_timeouts_are_retried(server: ChatServer, config: VLMConfig) -> None:
+    def slow_first(handler: ChatHandler, number: int, request: dict[str, Any]) -> bool:
         if number == 1:
             time.sleep(0.6)
         return False
@@ -371,7 +233,7 @@ def test_timeouts_are_retried(server: _Server, config: VLMConfig) -> None:
     assert result.outcome == "scored" and server.state.requests == 2
 
 
-def test_concurrency_limit_is_respected(server: _Server, config: VLMConfig) -> None:
+def test_concurrency_limit_is_respected(server: ChatServer, config: VLMConfig) -> None:
     server.state.hold_s = 0.08
     items = [(f"k{i}", image_bytes("JPEG", i), "a fox") for i in range(12)]
     results = score_yes_no(items, server.model_id(), replace(config, concurrency=3))
@@ -382,7 +244,7 @@ def test_concurrency_limit_is_respected(server: _Server, config: VLMConfig) -> N
 # --- the cache -----------------------------------------------------------------------------------
 
 
-def test_rerun_is_served_from_the_cache(server: _Server, config: VLMConfig) -> None:
+def test_rerun_is_served_from_the_cache(server: ChatServer, config: VLMConfig) -> None:
     items = [(f"k{i}", JPEGS[i], "a fox") for i in range(3)]
     first = score_yes_no(items, server.model_id(), config)
     second = score_yes_no(items, server.model_id(), config)
@@ -392,7 +254,7 @@ def test_rerun_is_served_from_the_cache(server: _Server, config: VLMConfig) -> N
     assert [r.request_key for r in second] == [r.request_key for r in first]
 
 
-def test_cache_key_follows_prompt_model_and_image_not_the_api_key(server: _Server, config: VLMConfig,
+def test_cache_key_follows_prompt_model_and_image_not_the_api_key(server: ChatServer, config: VLMConfig,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     def ask(query: str = "a fox", image: bytes = JPEGS[0], model: str = "m1", cfg: VLMConfig = config) -> bool:
         before = server.state.requests
@@ -415,7 +277,7 @@ def test_cache_key_follows_prompt_model_and_image_not_the_api_key(server: _Serve
     assert "sk-" not in cached_text and "base64" not in cached_text  # neither the key nor the image is stored
 
 
-def test_a_corrupt_cache_file_is_refetched(server: _Server, config: VLMConfig) -> None:
+def test_a_corrupt_cache_file_is_refetched(server: ChatServer, config: VLMConfig) -> None:
     (first,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     (path,) = Path(config.cache_dir).rglob("*.json")
     assert path.name == f"{first.request_key}.json"
@@ -430,7 +292,7 @@ def test_a_corrupt_cache_file_is_refetched(server: _Server, config: VLMConfig) -
 # --- chat ----------------------------------------------------------------------------------------
 
 
-def test_json_mode_chat_returns_parsed_text(server: _Server, config: VLMConfig) -> None:
+def test_json_mode_chat_returns_parsed_text(server: ChatServer, config: VLMConfig) -> None:
     result = chat("Complete the lineage as JSON.", JPEGS[0], server.model_id(), config, json_mode=True,
                   max_tokens=64)
     assert result.data == {"genus": "Vulpes", "prompt": "Complete the lineage as JSON."}
@@ -447,11 +309,11 @@ def test_json_mode_chat_returns_parsed_text(server: _Server, config: VLMConfig) 
     assert server.state.seen[-1].image is None
 
 
-def test_json_mode_text_that_is_not_json_is_recorded(server: _Server, config: VLMConfig) -> None:
-    def not_json(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
+def test_json_mode_text_that_is_not_json_is_recorded(server: ChatServer, config: VLMConfig) -> None:
+    def not_json(handler: ChatHandler, number: int, request: dict[str, Any]) -> bool:
         answer = completion(server.state.seen[-1], server.state.top_for)
         answer["choices"][0]["message"]["content"] = '{"genus": "Vulp'
-        send(handler, 200, answer)
+        send_json(handler, 200, answer)
         return True
 
     server.state.reply = not_json
@@ -459,7 +321,7 @@ def test_json_mode_text_that_is_not_json_is_recorded(server: _Server, config: VL
     assert result.data is None and result.json_error.startswith("not JSON")
 
 
-def test_sync_wrapper_refuses_a_running_loop(server: _Server, config: VLMConfig) -> None:
+def test_sync_wrapper_refuses_a_running_loop(server: ChatServer, config: VLMConfig) -> None:
     async def inside() -> None:
         score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
 
@@ -467,7 +329,7 @@ def test_sync_wrapper_refuses_a_running_loop(server: _Server, config: VLMConfig)
         asyncio.run(inside())
 
 
-def test_async_client_shares_one_connection_pool(server: _Server, config: VLMConfig) -> None:
+def test_async_client_shares_one_connection_pool(server: ChatServer, config: VLMConfig) -> None:
     async def run() -> list[Any]:
         async with VLMClient(server.model_id(), config) as vlm:
             return await asyncio.gather(vlm.score_yes_no(YesNoItem("a", JPEGS[0], "a fox")),
@@ -480,7 +342,7 @@ def test_async_client_shares_one_connection_pool(server: _Server, config: VLMCon
 # --- images --------------------------------------------------------------------------------------
 
 
-def test_accepted_formats_go_as_they_are_others_become_jpeg(server: _Server, config: VLMConfig) -> None:
+def test_accepted_formats_go_as_they_are_others_become_jpeg(server: ChatServer, config: VLMConfig) -> None:
     png, webp, bmp = image_bytes("PNG", 1), image_bytes("WEBP", 2), image_bytes("BMP", 3)
     score_yes_no([("png", png, "a"), ("webp", webp, "b"), ("bmp", bmp, "c")], server.model_id(), config)
     seen = {s.prompt: s for s in server.state.seen}
@@ -489,7 +351,7 @@ def test_accepted_formats_go_as_they_are_others_become_jpeg(server: _Server, con
     assert seen[PROMPT.format("c")].mime_type == "image/jpeg" and seen[PROMPT.format("c")].image_size == (40, 30)
 
 
-def test_max_image_side_downscales(server: _Server, config: VLMConfig) -> None:
+def test_max_image_side_downscales(server: ChatServer, config: VLMConfig) -> None:
     large = image_bytes("PNG", 1, size=(200, 100))
     score_yes_no([("a", large, "a fox")], server.model_id(), replace(config, max_image_side=50))
     assert (server.state.seen[-1].mime_type, server.state.seen[-1].image_size) == ("image/jpeg", (50, 25))
@@ -510,7 +372,7 @@ def test_exif_rotated_and_transparent_images_are_sent_as_decoded() -> None:
     assert Image.open(io.BytesIO(clear.data)).getpixel((4, 4)) == pytest.approx((255, 255, 255), abs=2)
 
 
-def test_an_image_that_does_not_decode_is_an_outcome_without_a_request(server: _Server, config: VLMConfig) -> None:
+def test_an_image_that_does_not_decode_is_an_outcome_without_a_request(server: ChatServer, config: VLMConfig) -> None:
     truncated = JPEGS[0][: len(JPEGS[0]) // 2]
     bad, good = score_yes_no([("bad", truncated, "a fox"), ("good", JPEGS[1], "a fox")], server.model_id(), config)
     assert (bad.outcome, bad.score, bad.request_key) == ("bad_image", None, None)
@@ -522,7 +384,7 @@ def test_an_image_that_does_not_decode_is_an_outcome_without_a_request(server: _
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, 1e308, 0.7])
-def test_an_impossible_logprob_is_an_outcome_never_cached(server: _Server, config: VLMConfig, bad: Any) -> None:
+def test_an_impossible_logprob_is_an_outcome_never_cached(server: ChatServer, config: VLMConfig, bad: Any) -> None:
     server.state.top_for = lambda yes, no: [("Yes", bad), ("No", no)]
     items = [("a", JPEGS[0], "a fox")]
     (result,) = score_yes_no(items, server.model_id(), config)
@@ -540,11 +402,11 @@ def test_an_impossible_logprob_is_an_outcome_never_cached(server: _Server, confi
     assert cached.cached and server.state.requests == 3
 
 
-def test_one_bad_answer_does_not_stop_the_batch(server: _Server, config: VLMConfig) -> None:
-    def reply(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+def test_one_bad_answer_does_not_stop_the_batch(server: ChatServer, config: VLMConfig) -> None:
+    def reply(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
         seen = decode_request(body, None)  # this request's, whatever else is in flight
         top = (lambda y, n: [("Yes", math.nan), ("No", n)]) if "owl" in seen.prompt else default_top
-        send(handler, 200, completion(seen, top))
+        send_json(handler, 200, completion(seen, top))
         return True
 
     server.state.reply = reply
@@ -554,7 +416,7 @@ def test_one_bad_answer_does_not_stop_the_batch(server: _Server, config: VLMConf
     assert "NaN" in results[1].reason
 
 
-def test_a_poisoned_cache_entry_is_asked_again(server: _Server, config: VLMConfig) -> None:
+def test_a_poisoned_cache_entry_is_asked_again(server: ChatServer, config: VLMConfig) -> None:
     (first,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     (path,) = Path(config.cache_dir).rglob("*.json")
     entry = json.loads(path.read_text())
@@ -565,14 +427,14 @@ def test_a_poisoned_cache_entry_is_asked_again(server: _Server, config: VLMConfi
     assert server.state.requests == 2 and "Infinity" not in path.read_text()
 
 
-def test_an_oversized_answer_is_refused_and_not_cached(server: _Server, config: VLMConfig) -> None:
+def test_an_oversized_answer_is_refused_and_not_cached(server: ChatServer, config: VLMConfig) -> None:
     padding = "x" * 200_000
 
-    def huge(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+    def huge(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
         answer = completion(decode_request(body, None), server.state.top_for)
         answer["padding"] = padding
         if number % 2:
-            send(handler, 200, answer)
+            send_json(handler, 200, answer)
             return True
         data = json.dumps(answer).encode()  # no Content-Length: the cap applies while reading
         handler.send_response(200)
@@ -595,7 +457,7 @@ def test_an_oversized_answer_is_refused_and_not_cached(server: _Server, config: 
     assert score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)[0].outcome == "scored"
 
 
-def test_a_server_that_never_answers_fails_at_the_request_deadline(server: _Server, config: VLMConfig) -> None:
+def test_a_server_that_never_answers_fails_at_the_request_deadline(server: ChatServer, config: VLMConfig) -> None:
     server.state.hold_s = 30.0
     quick = replace(config, read_timeout_s=0.3, request_deadline_s=1.0, max_attempts=50)
     started = time.monotonic()
@@ -605,8 +467,8 @@ def test_a_server_that_never_answers_fails_at_the_request_deadline(server: _Serv
     assert 1 <= server.state.requests < 50
 
 
-def test_a_trickling_answer_is_cut_by_the_wall_clock(server: _Server, config: VLMConfig) -> None:
-    def trickle(handler: _Handler, number: int, body: dict[str, Any]) -> bool:
+def test_a_trickling_answer_is_cut_by_the_wall_clock(server: ChatServer, config: VLMConfig) -> None:
+    def trickle(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
         data = json.dumps(completion(decode_request(body, None), server.state.top_for)).encode()
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
@@ -626,7 +488,7 @@ def test_a_trickling_answer_is_cut_by_the_wall_clock(server: _Server, config: VL
     assert time.monotonic() - started < 10 and server.state.requests == 1
 
 
-def test_a_huge_retry_after_is_capped_and_bounded_by_the_deadline(server: _Server, config: VLMConfig) -> None:
+def test_a_huge_retry_after_is_capped_and_bounded_by_the_deadline(server: ChatServer, config: VLMConfig) -> None:
     server.state.reply = fail_first(99, 429, "slow down", {"Retry-After": "100000"})
     started = time.monotonic()
     with pytest.raises(EndpointError, match=r"gave up after 3 attempts; last: HTTP 429"):
@@ -652,7 +514,7 @@ def test_limits_have_short_defaults_and_are_validated() -> None:
 # --- credentials and schemes ---------------------------------------------------------------------
 
 
-def test_credentials_in_the_endpoint_url_are_used_but_never_shown(server: _Server, config: VLMConfig) -> None:
+def test_credentials_in_the_endpoint_url_are_used_but_never_shown(server: ChatServer, config: VLMConfig) -> None:
     port = server.server_address[1]
     spec = parse_endpoint(f"openai-compatible:m@http://alice:s3cret@127.0.0.1:{port}/v1")
     assert spec.id == f"openai-compatible:m@http://127.0.0.1:{port}/v1" and "s3cret" not in repr(spec)
@@ -689,14 +551,14 @@ def test_docstring_examples_run() -> None:
 
 
 def test_a_server_that_echoes_the_credentials_in_its_error_does_not_put_them_on_the_console(
-        server: _Server, config: VLMConfig) -> None:
+        server: ChatServer, config: VLMConfig) -> None:
     """Some servers repeat the request in an error body: the key and the URL's password and query secret are
     blanked there too, as everywhere else a message shows the endpoint."""
     port = server.server_address[1]
     spec = parse_endpoint(f"openai-compatible:m@http://alice:pa55word@127.0.0.1:{port}/v1")
 
-    def echo(handler: _Handler, number: int, request: dict[str, Any]) -> bool:
-        send(handler, 401, f"bad credentials: {handler.headers.get('Authorization')} for user alice:pa55word "
+    def echo(handler: ChatHandler, number: int, request: dict[str, Any]) -> bool:
+        send_json(handler, 401, f"bad credentials: {handler.headers.get('Authorization')} for user alice:pa55word "
                            f"at {handler.path}")
         return True
 

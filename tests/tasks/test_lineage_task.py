@@ -4,12 +4,7 @@ local OpenAI-compatible endpoint for the VLM path, and every number checked agai
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import threading
 from collections import defaultdict
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +24,16 @@ pytest.importorskip("open_clip")
 from cladebench.evaluate.run import EvalConfig, run_eval
 from cladebench.models import EndpointModel, class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
-from cladebench.synthetic import WorldConfig, make_world
+from cladebench.synthetic import make_world
 from cladebench.tasks import get_task
 from cladebench.tasks.lineage import contrastive as contrastive_module
 from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.lineage.metrics import lineage_metrics, per_target_values
 from cladebench.tasks.lineage.task import lineage
 from cladebench.templates import get_templates
-from helpers.http_local import read_chat, send_json, serving, text_reply
+from helpers.lineage_vlm import WORLD, first_difference, hint_of, mode_of, name_at
 
 PHOTOS = 40
-WORLD = WorldConfig(seed=1, names="generated", branching=(2, 2, 1, 2, 1, 2, 2))
-"""32 species; pairs diverge at kingdom, phylum, order, genus or species (class and family have one child)."""
 
 
 # --- independent helpers ---------------------------------------------------------------------------
@@ -48,19 +41,6 @@ WORLD = WorldConfig(seed=1, names="generated", branching=(2, 2, 1, 2, 1, 2, 2))
 
 def organisms(row: dict[str, Any]) -> list[Lineage]:
     return [Lineage.from_row(o) for o in row["organisms"]]
-
-
-def name_at(lineage: Lineage, rank: int) -> str | None:
-    names = lineage.names
-    return f"{names[5]} {names[6]}" if rank == 6 else names[rank]
-
-
-def first_difference(a: Lineage, b: Lineage) -> int:
-    return next(r for r in range(7) if a.names[r] != b.names[r])
-
-
-def hint_of(lineage: Lineage, divergence: int) -> str:
-    return " > ".join(n for n in lineage.names[: divergence + 1] if n)
 
 
 def expected_scores(truth: Lineage, other: Lineage, predicted: dict[int, str | None], asked: range,
@@ -399,104 +379,18 @@ def test_registered_and_run_through_run_eval(planted, tiny, tmp_path) -> None:
 
 # --- the VLM path against a real local endpoint ----------------------------------------------------
 
-VLM_PHOTOS = 15
 
-
-class _Endpoint(ThreadingHTTPServer):
-    """An OpenAI-compatible chat endpoint that knows the photos and answers in a different shape per photo."""
-
-    def __init__(self, photos: dict[str, list[Lineage]]) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.photos = photos
-        """sha256 of the image bytes -> the photo's two lineages."""
-        self.lock = threading.Lock()
-        self.requests: list[dict[str, Any]] = []
-        self.answers: dict[tuple[str, int | None], dict[int, str | None]] = {}
-        """(image sha256, target index or None for the no-hint question) -> the names the answer gives."""
-
-
-def mode_of(photos: dict[str, list[Lineage]], digest: str) -> int:
-    """Which shape of answer a photo gets: its position, modulo the five shapes."""
-    return list(photos).index(digest) % 5
-
-
-def lineage_text(names: dict[int, str | None]) -> dict[str, str | None]:
-    return {RANK_COLUMNS[r]: n for r, n in names.items()}
-
-
-def answer(server: _Endpoint, digest: str, prompt: str) -> tuple[str, tuple[str, int | None], dict[int, str | None]]:
-    pair = server.photos[digest]
-    if "belongs to" not in prompt:  # no hint: always organism 0, as "Rank: Name" lines
-        names = {r: name_at(pair[0], r) for r in range(7)}
-        return "\n".join(f"{RANK_COLUMNS[r].title()}: {n}" for r, n in names.items()), (digest, None), names
-    hint = prompt.split("belongs to ", 1)[1].split(". Name its", 1)[0]
-    divergence = first_difference(*pair)
-    index = next(i for i in (0, 1) if hint_of(pair[i], divergence) == hint)
-    truth, other = pair[index], pair[1 - index]
-    ranks = range(divergence + 1, 7)
-    right = {r: name_at(truth, r) for r in ranks}
-    mode = mode_of(server.photos, digest)
-    if mode == 0:  # JSON as asked
-        return json.dumps(lineage_text(right)), (digest, index), right
-    if mode == 1:  # prose with Rank: Name lines, names in odd case
-        lines = [f"**{RANK_COLUMNS[r].title()}**: {n.upper() if r < 6 else n}" for r, n in right.items()]
-        return "I think:\n" + "\n".join(lines) + "\nThat is my best guess.", (digest, index), right
-    if mode == 2:  # a code fence, the genus left out but implied by the binomial in the species field
-        shown = {r: n for r, n in right.items() if r != 5}
-        return "```json\n" + json.dumps(lineage_text(shown)) + "\n```", (digest, index), right
-    if mode == 3:
-        return "I am not able to identify organisms in photos.", (digest, index), {}
-    named = {r: name_at(other, r) for r in ranks}  # the other organism, below the hint
-    return json.dumps(lineage_text(named)), (digest, index), named
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Endpoint
-
-    def do_POST(self) -> None:
-        request = read_chat(self)
-        text, key, names = answer(self.server, request.image_sha256, request.text)
-        with self.server.lock:
-            self.server.requests.append(request.body)
-            self.server.answers[key] = names
-        send_json(self, 200, text_reply(text))
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[Lineage]], str]:
-    """VLM_PHOTOS photos with images; the last one with ranks below its hint has a corrupt image (it must never
-    reach the endpoint, and its targets are scored wrong)."""
-    table = make_world(WORLD).pair_table(VLM_PHOTOS, seed=4)
-    pairs = [[Lineage.from_row(o) for o in pair] for pair in table.column("organisms").to_pylist()]
-    corrupt = max(i for i, pair in enumerate(pairs) if first_difference(*pair) < 6)
-    images = table.column("image").to_pylist()
-    images[corrupt] = b"\xff\xd8 not a jpeg"
-    table = table.set_column(table.column_names.index("image"), "image", pa.array(images, pa.large_binary()))
-    path = tmp_path_factory.mktemp("lineage-vlm") / "pairs.lance"
-    store.write_dataset(table, path)
-    known = {hashlib.sha256(image).hexdigest(): pair for image, pair in zip(images, pairs, strict=True)}
-    return path, known, table.column("uuid").to_pylist()[corrupt]
-
-
-@pytest.fixture
-def endpoint(photos) -> Iterator[_Endpoint]:
-    server = _Endpoint(photos[1])
-    with serving(server):
-        yield server
-
-
-def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(photos, endpoint, tmp_path, monkeypatch) -> None:
-    path, known, corrupt_uuid = photos
+def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(lineage_photos, lineage_endpoint, tmp_path,
+                                                                  monkeypatch) -> None:
+    path, known, corrupt_uuid = lineage_photos
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    model = EndpointModel.from_name(f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1")
+    model = EndpointModel.from_name(f"openai-compatible:tiny-vlm@http://127.0.0.1:{lineage_endpoint.server_address[1]}/v1")
     config = LineageConfig(vlm_nohint=True, vlm_concurrency=4)
     predictions = lineage(store.open_dataset(path), model, config)
     metrics = lineage_metrics(predictions)
-    assert all(r["response_format"] == {"type": "json_object"} for r in endpoint.requests)
-    prompts = {next(c["text"] for c in r["messages"][0]["content"] if c["type"] == "text") for r in endpoint.requests}
+    assert all(r["response_format"] == {"type": "json_object"} for r in lineage_endpoint.requests)
+    prompts = {next(c["text"] for c in r["messages"][0]["content"] if c["type"] == "text")
+               for r in lineage_endpoint.requests}
     first = next(pair for pair in known.values() if first_difference(*pair) < 5)
     divergence = first_difference(*first)
     below = RANK_COLUMNS[divergence + 1:]
@@ -523,7 +417,8 @@ def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(photos, endpoi
             given = {"hint": {}, "nohint": {}}
         else:
             assert row["hint_status"] == statuses[mode_of(known, digest)] and row["nohint_status"] == "fields"
-            given = {"hint": endpoint.answers[(digest, row["target"])], "nohint": endpoint.answers[(digest, None)]}
+            given = {"hint": lineage_endpoint.answers[(digest, row["target"])],
+                     "nohint": lineage_endpoint.answers[(digest, None)]}
             assert row["hint_answer"] and row["nohint_answer"]
         for condition, asked in (("hint", range(divergence + 1, 7)), ("nohint", range(7))):
             scores = expected_scores(truth, other, given[condition], asked, divergence)
@@ -542,25 +437,25 @@ def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(photos, endpoi
     assert metrics["hint_named_other"]["successes"] == 2 * modes.count(4) > 0
     assert metrics["nohint_named_other"]["successes"] == len(answered)  # target 1 of every answered photo
     # Questions: one per scored target with the hint, one per photo without; the corrupt image is never sent.
-    assert len(endpoint.requests) == 3 * len(answered)
+    assert len(lineage_endpoint.requests) == 3 * len(answered)
     assert predictions.info["questions"] == 3 * (len(answered) + 1)
     assert predictions.info["answered"] == 3 * len(answered) and predictions.info["cached"] == 0
     assert predictions.info["statuses"]["hint"]["bad_image"] == 2 and predictions.info["statuses"]["nohint"][
         "bad_image"] == 2
 
     # A rerun is served from the cache; JSON mode off sends no response_format and parses the same answers.
-    asked_before = len(endpoint.requests)
+    asked_before = len(lineage_endpoint.requests)
     again = lineage(store.open_dataset(path), model, config)
-    assert len(endpoint.requests) == asked_before and again.info["cached"] == again.info["answered"]
+    assert len(lineage_endpoint.requests) == asked_before and again.info["cached"] == again.info["answered"]
     assert lineage_metrics(again) == metrics
     plain = lineage(store.open_dataset(path), model, dataclasses.replace(config, vlm_json=False, vlm_nohint=False))
-    assert all("response_format" not in r for r in endpoint.requests[asked_before:])
+    assert all("response_format" not in r for r in lineage_endpoint.requests[asked_before:])
     assert plain.info["conditions"] == ["hint"] and "nohint_exact" not in plain.table.column_names
     assert lineage_metrics(plain)["hint_exact"] == metrics["hint_exact"]
 
 
-def test_vlm_prompts_are_checked(photos, tmp_path) -> None:
-    path, _, _ = photos
+def test_vlm_prompts_are_checked(lineage_photos, tmp_path) -> None:
+    path, _, _ = lineage_photos
     model = EndpointModel.from_name("openai-compatible:tiny-vlm@http://127.0.0.1:9/v1")
     with pytest.raises(CladebenchError, match="must give the hint"):
         lineage(store.open_dataset(path), model, LineageConfig(lineage_prompt="Name its {ranks}."))
