@@ -112,23 +112,41 @@ def test_names_are_stripped() -> None:
     assert lineage.common_name == "cat"
 
 
-def test_binomial_in_species_slot_becomes_epithet_and_fills_genus() -> None:
+def test_binomial_in_species_slot_stays_and_fills_genus() -> None:
     lineage = Lineage.from_names("Animalia", None, None, None, None, None, "Homo sapiens")
     assert lineage.names[Rank.GENUS] == "Homo"
-    assert lineage.names[Rank.SPECIES] == "sapiens"
+    assert lineage.names[Rank.SPECIES] == "Homo sapiens"
+    assert lineage.epithet == "sapiens"
     assert lineage.scientific_name == "Homo sapiens"
 
 
 def test_binomial_does_not_override_a_given_genus() -> None:
     lineage = Lineage.from_names(None, None, None, None, None, "Felis", "Felis catus")
-    assert lineage.names[Rank.GENUS:] == ("Felis", "catus")
+    assert lineage.names[Rank.GENUS:] == ("Felis", "Felis catus")
+
+
+def test_epithet_with_a_genus_becomes_the_binomial() -> None:
+    epithet = Lineage.from_names(None, None, None, None, None, "Felis", "catus")
+    assert epithet == Lineage.from_names(None, None, None, None, None, "Felis", "Felis catus")
+    assert epithet.label("sci") == "Felis catus"  # the genus is not written twice
+    assert epithet.label("taxon") == "Felis catus"
+    tautonym = Lineage.from_names(None, None, None, None, None, "Gorilla", "gorilla")
+    assert tautonym.names[Rank.SPECIES] == "Gorilla gorilla"
+    assert tautonym == Lineage(tautonym.names)  # normalising a binomial again changes nothing
+    assert Lineage.from_names(None, None, None, None, None, "Felis", "silvestris lybica").names[Rank.SPECIES] == (
+        "Felis silvestris lybica")
+    without_genus = Lineage.from_names("Animalia", None, None, None, None, None, "catus")
+    assert (without_genus.names[Rank.SPECIES], without_genus.epithet, without_genus.label("sci")) == (
+        "catus", "catus", "catus")
 
 
 def test_epithet_is_lower_case_and_infraspecific_part_kept() -> None:
-    assert Lineage.from_names(None, None, None, None, None, "Felis", "Catus").names[Rank.SPECIES] == "catus"
+    assert Lineage.from_names(None, None, None, None, None, "Felis", "Catus").names[Rank.SPECIES] == "Felis catus"
     trinomial = Lineage.from_names(None, None, None, None, None, None, "Crocodylus niloticus africanus")
     assert trinomial.names[Rank.GENUS] == "Crocodylus"
-    assert trinomial.names[Rank.SPECIES] == "niloticus africanus"
+    assert trinomial.names[Rank.SPECIES] == "Crocodylus niloticus africanus"
+    assert trinomial.epithet == "niloticus africanus"
+    assert trinomial.label("taxon") == "Crocodylus niloticus africanus"
 
 
 def test_lineage_shape_errors() -> None:
@@ -151,17 +169,20 @@ def test_getitem_by_rank_name_alias_and_index() -> None:
     lineage = cat()
     assert lineage[Rank.FAMILY] == "Felidae"
     assert lineage["cls"] == lineage["class"] == lineage[2] == "Mammalia"
-    assert lineage["species"] == "catus"
+    assert lineage["species"] == "Felis catus"
 
 
 def test_replace_changes_a_copy() -> None:
     original = cat()
     lion = original.replace(genus="Panthera", species="leo", common_name="lion", taxon_id=41964)
-    assert lion.names[Rank.GENUS:] == ("Panthera", "leo")
+    assert lion.names[Rank.GENUS:] == ("Panthera", "Panthera leo")
     assert lion.common_name == "lion"
     assert lion.taxon_id == 41964
-    assert original.names[Rank.GENUS:] == ("Felis", "catus")
+    assert original.names[Rank.GENUS:] == ("Felis", "Felis catus")
     assert original.replace(cls="Aves")["class"] == "Aves"
+    # A new genus alone keeps the epithet under it (never "Panthera felis catus").
+    assert original.replace(genus="Panthera").names[Rank.GENUS:] == ("Panthera", "Panthera catus")
+    assert original.replace(genus=None).names[Rank.GENUS:] == (None, "catus")
 
 
 def test_deepest_rank_completeness_and_scientific_name_fallbacks() -> None:
@@ -182,12 +203,12 @@ def test_from_row_spellings() -> None:
     tol = Lineage.from_row({"kingdom": "Animalia", "phylum": "Chordata", "class": "Aves", "order": "Gruiformes",
                             "family": "Aramidae", "genus": "Aramus", "species": "guarauna",
                             "common_name": "Limpkin", "taxon_id": "7"})
-    assert tol.names == ("Animalia", "Chordata", "Aves", "Gruiformes", "Aramidae", "Aramus", "guarauna")
+    assert tol.names == ("Animalia", "Chordata", "Aves", "Gruiformes", "Aramidae", "Aramus", "Aramus guarauna")
     assert tol.common_name == "Limpkin"
     assert tol.taxon_id == 7
     rare = Lineage.from_row({"kingdom": "Animalia", "cls": "Aves", "order_": "Gruiformes", "species": "guarauna",
                              "genus": "Aramus"})
-    assert rare.names == ("Animalia", None, "Aves", "Gruiformes", None, "Aramus", "guarauna")
+    assert rare.names == ("Animalia", None, "Aves", "Gruiformes", None, "Aramus", "Aramus guarauna")
     dwca = Lineage.from_row({"genus": "Aramus", "specificEpithet": "guarauna", "vernacularName": "Limpkin"})
     assert dwca.scientific_name == "Aramus guarauna"
     assert dwca.common_name == "Limpkin"
@@ -204,9 +225,9 @@ def test_from_row_prefers_cls_over_a_class_label_column() -> None:
 
 def test_from_row_species_from_scientific_name_only_when_genus_agrees() -> None:
     filled = Lineage.from_row({"genus": "Podarcis", "scientificName": "Podarcis muralis"})
-    assert filled.names[Rank.GENUS:] == ("Podarcis", "muralis")
+    assert filled.names[Rank.GENUS:] == ("Podarcis", "Podarcis muralis")
     no_genus = Lineage.from_row({"scientific_name": "Podarcis muralis"})
-    assert no_genus.names[Rank.GENUS:] == ("Podarcis", "muralis")
+    assert no_genus.names[Rank.GENUS:] == ("Podarcis", "Podarcis muralis")
     conflicting = Lineage.from_row({"genus": "Lacerta", "scientificName": "Podarcis muralis"})
     assert conflicting.names[Rank.GENUS:] == ("Lacerta", None)
     uninomial = Lineage.from_row({"scientificName": "Podarcis"})
@@ -449,7 +470,7 @@ def test_inat_rank_table_from_ancestry_strings() -> None:
                  "Aramus guarauna pictus"],
     })
     lineages = inat_lineages(taxa)
-    full = ("Animalia", "Chordata", "Aves", "Gruiformes", "Aramidae", "Aramus", "guarauna")
+    full = ("Animalia", "Chordata", "Aves", "Gruiformes", "Aramidae", "Aramus", "Aramus guarauna")
     assert lineages[7].names == full
     assert lineages[7].taxon_id == 7
     assert lineages[8].names == full  # a subspecies rolls into its species
@@ -489,8 +510,8 @@ def _brute_lineage(taxon: int, by_id: dict[int, dict]) -> tuple[str | None, ...]
             names[by_id[node]["rank"]] = by_id[node]["name"]
     if names["species"] is not None:
         first, rest = names["species"].split(" ", 1)
-        names["species"] = rest.lower()
         names["genus"] = names["genus"] or first
+        names["species"] = f"{names['genus']} {rest.lower()}"
     return tuple(names.values())
 
 
@@ -520,13 +541,13 @@ def test_real_inat_tree_ancestry_and_lineages(inat_tree: list[dict]) -> None:
     assert limpkin.label("sci") == "Aramus guarauna"
     assert limpkin.taxon_id == 7
     assert lineages[47129].names == ("Plantae", "Tracheophyta", "Magnoliopsida", "Saxifragales", "Grossulariaceae",
-                                     "Ribes", "californicum")
+                                     "Ribes", "Ribes californicum")
     assert lineages[47164].names == ("Fungi", "Basidiomycota", "Agaricomycetes", "Agaricales", "Entolomataceae",
-                                     "Entoloma", "bloxamii")
+                                     "Entoloma", "Entoloma bloxamii")
     assert lineages[48216].label("sci") == "Fucus vesiculosus"
     # iNat has no order between Gastropoda and Plakobranchidae for this sea slug.
     assert lineages[47798].names == ("Animalia", "Mollusca", "Gastropoda", None, "Plakobranchidae", "Elysia",
-                                     "hedgpethi")
+                                     "Elysia hedgpethi")
     # A subspecies carries its species' lineage.
     assert lineages[26050].label("sci") == "Crocodylus niloticus"
 
@@ -556,13 +577,12 @@ def test_real_inat_export_sample(realdata: Realdata) -> None:
         if row["rank"] == "species":
             genus, epithet = row["name"].split(" ")
             assert row["genus"] == genus
-            assert row["species"] == epithet
-            assert row["species"] == row["species"].lower()
+            assert row["species"] == f"{genus} {epithet.lower()}" == row["name"]
         elif row["rank"] == "genus":
             assert row["genus"] == row["name"]
             assert row["species"] is None
     by_id = {r["taxon_id"]: r for r in rows}
-    assert (by_id[28799]["genus"], by_id[28799]["species"]) == ("Rhadinella", "pilonaorum")
+    assert (by_id[28799]["genus"], by_id[28799]["species"]) == ("Rhadinella", "Rhadinella pilonaorum")
 
     lineages = inat_lineages(path)
     assert len(lineages) == 50
@@ -587,7 +607,8 @@ def test_real_rare_species(rare_species: pa.Table) -> None:
     assert Counter(lineage["class"] for lineage in lineages)["Aves"] == 2909
     assert Counter(lineage["class"] for lineage in lineages)["Mammalia"] == 2250
     assert all(lineage.is_complete for lineage in lineages)
-    assert all(lineage["species"] == lineage["species"].lower() for lineage in lineages)
+    assert all(lineage.epithet == lineage.epithet.lower() for lineage in lineages)
+    assert all(lineage["species"] == f"{lineage['genus']} {lineage.epithet}" for lineage in lineages)
     assert [lineage.common_name for lineage in lineages] == rare_species.column("common_name").to_pylist()
     first = lineages[0]
     assert first.label("taxon") == "Animalia Mollusca Bivalvia Unionida Unionidae Cyclonaias tuberculata"
@@ -653,11 +674,11 @@ def test_real_taxonopy_sample(realdata: Realdata) -> None:
     lineages = lineages_from_table(table)
     assert len(lineages) == 7
     human, oak, bee, amanita, moth, orchid, empty = lineages
-    assert human.names == ("Metazoa", "Chordata", "Mammalia", "Primates", "Hominidae", "Homo", "sapiens")
-    assert oak.names == ("Plantae", "Tracheophyta", None, "Fagales", "Fagaceae", "Quercus", "alba")
+    assert human.names == ("Metazoa", "Chordata", "Mammalia", "Primates", "Hominidae", "Homo", "Homo sapiens")
+    assert oak.names == ("Plantae", "Tracheophyta", None, "Fagales", "Fagaceae", "Quercus", "Quercus alba")
     assert oak.label("taxon") == "Plantae Tracheophyta Fagales Fagaceae Quercus alba"
-    assert bee.names == ("Animalia", None, None, "Hymenoptera", "Apidae", "Apis", "mellifera")
-    assert amanita.names == (None, None, None, None, None, "Amanita", "muscaria")
+    assert bee.names == ("Animalia", None, None, "Hymenoptera", "Apidae", "Apis", "Apis mellifera")
+    assert amanita.names == (None, None, None, None, None, "Amanita", "Amanita muscaria")
     assert amanita.label("taxon") == "Amanita muscaria"
     assert moth.label("sci") == orchid.label("sci") == "Laelia rosea"
     assert divergence_rank(moth, orchid) is Rank.KINGDOM
@@ -673,10 +694,10 @@ def test_real_taxonopy_sample(realdata: Realdata) -> None:
 @pytest.mark.parametrize(("row", "genus", "species"), [
     # Fine-Grained Challenges writes genus-only camera-trap rows with the genus's authority.
     ({"genus": "Peromyscus", "scientific_name": "Peromyscus Gloger, 1841", "species": None}, "Peromyscus", None),
-    ({"scientific_name": "Peromyscus maniculatus (Wagner, 1845)"}, "Peromyscus", "maniculatus"),
-    ({"scientific_name": "Equus quagga Boddaert, 1785"}, "Equus", "quagga"),
-    ({"scientificName": "Felis silvestris lybica"}, "Felis", "silvestris lybica"),
-    ({"scientificName": "Salix alba var. vitellina"}, "Salix", "alba var. vitellina"),
+    ({"scientific_name": "Peromyscus maniculatus (Wagner, 1845)"}, "Peromyscus", "Peromyscus maniculatus"),
+    ({"scientific_name": "Equus quagga Boddaert, 1785"}, "Equus", "Equus quagga"),
+    ({"scientificName": "Felis silvestris lybica"}, "Felis", "Felis silvestris lybica"),
+    ({"scientificName": "Salix alba var. vitellina"}, "Salix", "Salix alba var. vitellina"),
     ({"scientific_name": "Ixodidae"}, None, None),
 ])
 def test_scientific_names_with_authorities_are_not_read_as_binomials(row, genus, species) -> None:

@@ -8,8 +8,12 @@ Linnaean ranks, so that everything downstream (prompts, hints, hierarchical metr
 
 Conventions, chosen to match TreeOfLife and BioCLIP:
 
-- ``species`` holds the specific epithet in lower case (``"catus"``); the binomial is
-  :attr:`Lineage.scientific_name`. A binomial given as the species value is split on input.
+- ``species`` holds the binomial, ``"Genus epithet"`` (``"Felis catus"``), with an infraspecific part kept
+  (``"Felis silvestris lybica"``), as the Fine-Grained Challenges card defines it (its example query is
+  ``species = 'Peromyscus maniculatus'``). A reader given only the epithet (TreeOfLife, Darwin Core's
+  ``specificEpithet``, a dataset written before schema version 2) builds the binomial from the genus;
+  :attr:`Lineage.epithet` gives the lower-case epithet back. The epithet alone is not a name: two genera may
+  share one.
 - A missing rank is ``None``, never ``""``.
 - Two taxa at a rank are the same taxon only if their whole prefix (kingdom .. that rank) agrees,
   so homonyms in different kingdoms (*Laelia* the orchid and *Laelia* the moth) stay apart.
@@ -17,11 +21,15 @@ Conventions, chosen to match TreeOfLife and BioCLIP:
 Example:
     >>> cat = Lineage.from_names("Animalia", "Chordata", "Mammalia", "Carnivora", "Felidae", "Felis",
     ...                          "Felis catus", common_name="domestic cat")
+    >>> cat["species"], cat.epithet
+    ('Felis catus', 'catus')
     >>> cat.label("taxon")
     'Animalia Chordata Mammalia Carnivora Felidae Felis catus'
     >>> cat.label("taxon_com")
     'Animalia Chordata Mammalia Carnivora Felidae Felis catus with common name domestic cat'
     >>> lion = cat.replace(genus="Panthera", species="leo", common_name="lion")
+    >>> lion["species"], lion.label("sci")
+    ('Panthera leo', 'Panthera leo')
     >>> divergence_rank(cat, lion)
     <Rank.GENUS: 5>
 """
@@ -141,12 +149,13 @@ def _first_vernacular(value: Any, field: str | None = None) -> str | None:
 class Lineage:
     """One organism's place in the seven ranks; ranks may be missing.
 
-    Build it with :meth:`from_names`, :meth:`from_row` or the table readers below rather than by
-    hand: they normalise empty strings and binomials.
+    Every way of making one (:meth:`from_names`, :meth:`from_row`, the table readers below, or by hand) goes
+    through the same normalisation: empty strings become ``None``, and the species becomes the binomial.
     """
 
     names: tuple[str | None, ...]
-    """Seven names, kingdom first; ``names[Rank.SPECIES]`` is the lower-case epithet or ``None``."""
+    """Seven names, kingdom first; ``names[Rank.SPECIES]`` is the binomial ``"Genus epithet"`` (the epithet in
+    lower case, an infraspecific part kept), the lower-case epithet alone when no genus is known, or ``None``."""
     common_name: str | None = None
     """Vernacular name used by the ``com`` and ``taxon_com`` styles."""
     taxon_id: int | None = None
@@ -160,14 +169,16 @@ class Lineage:
         if species is not None:
             words = species.split()
             # A binomial in the species slot starts with its genus (capitalised, or equal to the lineage's
-            # genus): keep the epithet and any infraspecific part. "silvestris lybica" is an epithet with
-            # a subspecies and stays whole.
+            # genus): its epithet is the rest, infraspecific part included. Anything else is an epithet
+            # ("catus"; "silvestris lybica" is one with a subspecies), to be joined to the genus.
             starts_with_genus = genus is not None and words[0].lower() == genus.lower()
+            epithet = species
             if len(words) >= 2 and (starts_with_genus or (genus is None and words[0][:1].isupper())):
                 if genus is None:
-                    names[Rank.GENUS] = words[0]
-                species = " ".join(words[1:])
-            names[Rank.SPECIES] = species.lower()
+                    genus = names[Rank.GENUS] = words[0]
+                epithet = " ".join(words[1:])
+            # The genus as the lineage spells it, so the binomial and the genus column always agree.
+            names[Rank.SPECIES] = epithet.lower() if genus is None else f"{genus} {epithet.lower()}"
         object.__setattr__(self, "names", tuple(names))
         object.__setattr__(self, "common_name", _clean(self.common_name, "common_name"))
 
@@ -204,11 +215,18 @@ class Lineage:
         return self.names[Rank.parse(rank)]
 
     def replace(self, **changes: Any) -> Lineage:
-        """A copy with some ranks (by column name) or ``common_name``/``taxon_id`` changed."""
+        """A copy with some ranks (by column name) or ``common_name``/``taxon_id`` changed.
+
+        A new genus without a new species keeps the epithet under the new genus (``Felis catus`` moved to
+        *Panthera* is ``Panthera catus``), as it did when ``species`` held the epithet alone.
+        """
         names = list(self.names)
         extra = {k: changes.pop(k) for k in ("common_name", "taxon_id") if k in changes}
-        for key, value in changes.items():
-            names[Rank.parse(key)] = value
+        changed = {Rank.parse(key): value for key, value in changes.items()}
+        if Rank.GENUS in changed and Rank.SPECIES not in changed:
+            changed[Rank.SPECIES] = self.epithet
+        for rank, value in changed.items():
+            names[rank] = value
         return dataclasses.replace(self, names=tuple(names), **extra)
 
     @property
@@ -223,11 +241,21 @@ class Lineage:
         return all(n is not None for n in self.names)
 
     @property
+    def epithet(self) -> str | None:
+        """The species' epithet in lower case (``"catus"``, ``"silvestris lybica"``): the binomial without its
+        genus; ``None`` when no species is known."""
+        genus, species = self.names[Rank.GENUS], self.names[Rank.SPECIES]
+        if species is None or genus is None:
+            return species
+        return species[len(genus) + 1:]
+
+    @property
     def scientific_name(self) -> str | None:
-        """``"Genus epithet"`` when both are known, else the name at the deepest known rank."""
+        """``"Genus epithet"`` (the species binomial) when both are known, else the name at the deepest known
+        rank."""
         genus, species = self.names[Rank.GENUS], self.names[Rank.SPECIES]
         if genus and species:
-            return f"{genus} {species}"
+            return species
         deepest = self.deepest_rank
         return None if deepest is None else self.names[deepest]
 
@@ -290,10 +318,11 @@ def _com(lineage: Lineage) -> str:
 
 @name_style("taxon")
 def _taxon(lineage: Lineage) -> str:
-    """BioCLIP's taxonomic string: ranks capitalised, the epithet in lower case, missing ranks skipped."""
+    """BioCLIP's taxonomic string: ranks capitalised, the epithet in lower case, missing ranks skipped (the genus
+    is written once: the species rank adds its epithet, not the binomial)."""
     parts = [n[:1].upper() + n[1:] for n in lineage.names[: Rank.SPECIES] if n is not None]
-    if lineage.names[Rank.SPECIES] is not None:
-        parts.append(lineage.names[Rank.SPECIES].lower())
+    if lineage.epithet is not None:
+        parts.append(lineage.epithet)
     if not parts:
         raise ValueError(f"lineage has no names to make a label from: {lineage!r}")
     return " ".join(parts)
@@ -407,9 +436,9 @@ def inat_rank_table(taxa: pa.Table | str | Path) -> pa.Table:
 
     Input columns: ``taxon_id``, ``ancestry`` (ids joined by ``/``, self excluded, as the open-data
     export writes it), ``rank`` and ``name``. Output: ``taxon_id``, ``rank``, ``name`` and the seven
-    rank columns, the species column holding the epithet. Ancestors absent from the table leave their
-    rank ``None``: a sample of an export is not a closed tree. The join runs in DuckDB so a full
-    export (1.5M taxa) takes seconds.
+    rank columns, the species column holding the binomial (under the genus column's spelling). Ancestors
+    absent from the table leave their rank ``None``: a sample of an export is not a closed tree. The join
+    runs in DuckDB so a full export (1.5M taxa) takes seconds.
     """
     import duckdb
 
@@ -443,15 +472,17 @@ def inat_rank_table(taxa: pa.Table | str | Path) -> pa.Table:
         ORDER BY t.taxon_id
     """
     table = con.sql(query).to_arrow_table()
-    return _species_to_epithet(table)
+    return _species_binomials(table)
 
 
-def _species_to_epithet(table: pa.Table) -> pa.Table:
-    """iNat names a species by its binomial; the canonical species column holds the epithet.
+def _species_binomials(table: pa.Table) -> pa.Table:
+    """iNat names a species by its binomial; the canonical species column holds it as :class:`Lineage` does:
+    the genus column's spelling, then the epithet in lower case.
 
     When the genus taxon is missing from the table (a sample of an export, or a species iNat hangs
     directly under a family), the genus is taken from the binomial's first word, which is what the
-    name itself asserts.
+    name itself asserts. A species whose genus ancestor has another name keeps its epithet under the
+    ancestor (the lineage's genus), as a :class:`Lineage` built from the two columns would.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -462,8 +493,9 @@ def _species_to_epithet(table: pa.Table) -> pa.Table:
     no_name = pa.scalar(None, pa.string())
     first_word = pc.if_else(is_binomial, pc.replace_substring_regex(species, r"\s.*$", ""), no_name)
     genus = pc.coalesce(table.column("genus"), first_word)
+    binomial = pc.coalesce(pc.binary_join_element_wise(genus, pc.utf8_lower(epithet), " "), epithet)
     table = table.set_column(table.column_names.index("genus"), pa.field("genus", pa.string()), genus)
-    return table.set_column(table.column_names.index("species"), pa.field("species", pa.string()), epithet)
+    return table.set_column(table.column_names.index("species"), pa.field("species", pa.string()), binomial)
 
 
 def inat_lineages(taxa: pa.Table | str | Path) -> dict[int, Lineage]:

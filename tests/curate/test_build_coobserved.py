@@ -73,7 +73,7 @@ def test_kept_set_is_the_planted_eligible_set(export, uncapped):
         assert {o["observation_uuid"] for o in organisms} == set(planted.observation_uuids)
         assert {o["scientific_name"] for o in organisms} == set(planted.scientific_names)
         assert all(o["quality_grade"] == "research" and all(o[c] for c in RANK_COLUMNS) for o in organisms)
-        assert all(o["species"] == o["scientific_name"].split()[1] for o in organisms)
+        assert all(o["species"] == f"{o['genus']} {o['scientific_name'].split()[1]}" for o in organisms)
         names = [tuple(o[c] for c in RANK_COLUMNS) for o in organisms]
         assert names == sorted(names)
         assert row["kingdom_pair"] == f"{organisms[0]['kingdom']} + {organisms[1]['kingdom']}"

@@ -261,7 +261,7 @@ def test_kept_counts_per_group_species_and_license(built):
     images: dict[str, Counter] = {}
     licenses: dict[str, Counter] = {}
     for row in rows:
-        name = f"{row['genus']} {row['species']}" if row["species"] else row["genus"]
+        name = row["species"] or row["genus"]  # species is the binomial, as the published card defines it
         images.setdefault(row["challenge_group"], Counter())[name] += 1
         licenses.setdefault(row["license_name"], Counter())[row["challenge_group"]] += 1
     assert {g: dict(c) for g, c in images.items()} == EXPECTED_IMAGES
@@ -382,10 +382,30 @@ def test_seen_in_training_from_the_lists(built):
     assert summary.notes["seen_uuids_not_in_dataset"]["bioclip-2"] == 4 - in_dataset
 
 
+def test_the_published_cards_species_query_finds_rows(built, tmp_path, capsys):
+    """The Fine-Grained Challenges card's own example, ``species = 'Peromyscus maniculatus'``, through ``subset``."""
+    from cladebench.cli import main
+
+    _, dataset, table = built
+    expected = sorted(r["uuid"] for r in table.to_pylist() if r["genus"] == "Peromyscus"
+                      and r["species"] is not None and r["species"].endswith(" maniculatus"))
+    assert expected  # the small catalog plants deer mice with the epithet only
+    out = tmp_path / "deer-mice.lance"
+    code = main(["subset", dataset.uri, "--where", "species = 'Peromyscus maniculatus'", "--columns", "species",
+                 "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    copy = store.open_dataset(out).to_table()
+    assert sorted(copy.column("uuid").to_pylist()) == expected
+    assert set(copy.column("species").to_pylist()) == {"Peromyscus maniculatus"}
+    assert store.read(dataset, where="species = 'maniculatus'").num_rows == 0  # the epithet alone is no name
+
+
 def test_rows_carry_ranks_names_and_provenance(built, world):
     _, _, table = built
     rows = {r["uuid"]: r for r in table.to_pylist()}
-    assert rows["dvar-0"]["species"] == "variabilis" and rows["dvar-0"]["scientific_name"] == "Dermacentor variabilis"
+    # The catalog gives the epithet; the dataset holds the binomial (the card's "species binomial").
+    assert rows["dvar-0"]["species"] == "Dermacentor variabilis"
+    assert rows["dvar-0"]["scientific_name"] == "Dermacentor variabilis"
     genus_only = next(r for u, r in rows.items() if u.startswith("pgen"))
     assert genus_only["species"] is None and genus_only["scientific_name"] == "Peromyscus Gloger, 1841"
     assert rows["pleu-0"]["license_link"] == "https://creativecommons.org/publicdomain/zero/1.0/"

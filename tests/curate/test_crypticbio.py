@@ -72,7 +72,7 @@ def test_real_common_taxonomic_groups_and_squamata(common) -> None:
 
 def test_real_common_names_dates_coordinates_and_ids(common) -> None:
     first = common.slice(0, 1).to_pylist()[0]
-    assert (first["genus"], first["species"], first["scientific_name"]) == ("Latrodectus", "geometricus",
+    assert (first["genus"], first["species"], first["scientific_name"]) == ("Latrodectus", "Latrodectus geometricus",
                                                                             "Latrodectus geometricus")
     assert first["common_name"] == "brown widow spider"
     assert first["vernacular_names"] == ["brown widow spider", "brown widow", "brown buttonspider",

@@ -170,7 +170,7 @@ def test_real_annotation_excerpt(realdata: Callable[[str], Path]) -> None:
     first = table.slice(0, 1).to_pylist()[0]
     assert {k: first[k] for k in ("kingdom", "phylum", "class", "order", "family", "genus", "species")} == {
         "kingdom": "Animalia", "phylum": "Chordata", "class": "Mammalia", "order": "Carnivora",
-        "family": "Herpestidae", "genus": "Mungos", "species": "mungo"}
+        "family": "Herpestidae", "genus": "Mungos", "species": "Mungos mungo"}
     assert first["image_id"] == 4702270
     paths = table.column("image_path").to_pylist()
     assert table.column("inat24_file_name").to_pylist() == paths  # the key is the annotation path itself
@@ -369,7 +369,7 @@ def test_build_rerank_maps_every_candidate(shards: dict[str, Any], tmp_path: Pat
     nan_row = rows[("test", 3, 9202)]
     assert (nan_row["latitude"], nan_row["longitude"], nan_row["location_uncertainty"]) == (None, None, None)
     assert rows[("test", 3, 9201)]["scientific_name"] == "Mungos mungo"
-    assert rows[("test", 3, 9201)]["family"] == "Herpestidae" and rows[("test", 3, 9201)]["species"] == "mungo"
+    assert rows[("test", 3, 9201)]["family"] == "Herpestidae" and rows[("test", 3, 9201)]["species"] == "Mungos mungo"
     assert rows[("test", 3, 9001)]["scientific_name"] is None  # a file name without a species folder
     assert rows[("test", 27, 9001)]["inat24_species_name"] == "Coenobita clypeatus"
     # The same photo under three queries is three rows with three uuids.

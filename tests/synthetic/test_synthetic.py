@@ -93,8 +93,9 @@ def test_batches_of_one_draw_match_the_whole_draw(world: World) -> None:
 
 
 def _taxa(world: World) -> dict[tuple[str, ...], str]:
-    """Every taxon of the world, keyed by its prefix of names, with its own name."""
-    return {s.lineage.names[: r + 1]: s.lineage.names[r] for s in world.species for r in RANKS}
+    """Every taxon of the world, keyed by its prefix of names, with its own name (a species' is its epithet)."""
+    return {s.lineage.names[: r + 1]: s.lineage.epithet if r == Rank.SPECIES else s.lineage.names[r]
+            for s in world.species for r in RANKS}
 
 
 @pytest.mark.parametrize("branching", [(2, 2, 2, 2, 2, 2, 2), (3, 3, 3, 2, 2, 2, 2)])
@@ -127,7 +128,8 @@ def _check_tree(world: World) -> None:
     assert len({lineage.taxon_id for lineage in lineages}) == len(lineages)
     assert len({lineage.names for lineage in lineages}) == len(lineages)
     for lineage in lineages:
-        assert lineage.scientific_name == f"{lineage.names[Rank.GENUS]} {lineage.names[Rank.SPECIES]}"
+        binomial = f"{lineage.names[Rank.GENUS]} {lineage.epithet}"
+        assert lineage.scientific_name == lineage.names[Rank.SPECIES] == binomial
     for rank in RANKS:
         children: dict[tuple[str | None, ...], set[str | None]] = {}
         for lineage in lineages:
@@ -164,7 +166,7 @@ def test_inat_names_are_real_clades_read_without_importing_the_package() -> None
         row = by_id[species.lineage.taxon_id]
         assert row["taxonRank"] == "species"
         assert (*[row[c] for c in ("kingdom", "phylum", "class", "order", "family", "genus")],
-                row["specificEpithet"]) == species.lineage.names
+                f"{row['genus']} {row['specificEpithet']}") == species.lineage.names
     kingdoms = set(pc.unique(pq.read_table(inat_parquet_path(), columns=["kingdom"]).column(0)).to_pylist())
     assert {s.lineage.names[0] for s in world.species} <= kingdoms
 

@@ -480,8 +480,8 @@ def test_embedding_sum_with_planted_location_vectors(world: World, tmp_path: Pat
     vectors, location = [], []
     for r in rows:
         own = text_of[Lineage.from_row(r).label("sci")]
-        sister = text_of[Lineage.from_row(r).replace(species="beta" if r["species"] == "alpha" else "alpha")
-                         .label("sci")]
+        lineage = Lineage.from_row(r)
+        sister = text_of[lineage.replace(species="beta" if lineage.epithet == "alpha" else "alpha").label("sci")]
         vectors.append(5.0 * (own + sister) / 2 + 0.01 * rng.normal(size=DIM))
         has_location = int(r["source_id"].rsplit("-", 1)[1]) % 5 != 0
         location.append((2.0 * own).tolist() if has_location else None)

@@ -75,7 +75,7 @@ def test_candidate_tree_sorts_like_python_and_spans_are_clades() -> None:
              ("Plantae", "Tracheophyta", "Liliopsida", "Asparagales", "Orchidaceae", "Laelia", "anceps"),
              ("Animalia", "Chordata", "Aves", "Passeriformes", "Paridae", "Parus", None)]  # no species: left out
     tree = contrastive_module.CandidateTree([Lineage(n) for n in names], "test")
-    complete = sorted({tuple(x or "" for x in n) for n in names if n[6]})
+    complete = sorted({tuple(x or "" for x in Lineage(n).names) for n in names if n[6]})  # species: the binomial
     assert tree.keys == complete and len(tree) == 6 and tree.without_species == 1
     for lineage_names in complete:
         for depth in range(8):

@@ -31,8 +31,8 @@ def rank_name(lineage: Lineage, rank: Rank) -> str | None:
     """The name at a rank as answers give it: the species as its binomial (subspecies dropped)."""
     if rank != Rank.SPECIES:
         return lineage.names[rank]
-    genus, species = lineage.names[Rank.GENUS], lineage.names[Rank.SPECIES]
-    return f"{genus} {species.split()[0]}" if genus and species else None
+    genus, epithet = lineage.names[Rank.GENUS], lineage.epithet
+    return f"{genus} {epithet.split()[0]}" if genus and epithet else None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ database and spill files live in the staging folder, so a killed build's are rem
   ``kingdom_pair``, ``class_pair``, ``n_photos_sharing_observation_pair``, ``organisms``,
   ``in_tol200m``, ``source``), without image bytes. ``organisms`` holds the two organisms in lineage
   order (kingdom .. species names, then observation uuid); the pairs read ``"Animalia + Plantae"`` in
-  that order. ``species`` is the lower-case epithet, ``scientific_name`` the binomial of the species.
+  that order. ``species`` is the binomial (the genus's spelling, the epithet in lower case), ``scientific_name``
+  iNaturalist's name of the species.
   The image URL is the ``medium`` (500 px) one with the extension as the export writes it; the
   attribution is iNaturalist's (``© name, some rights reserved (CC-BY-NC)``, ``name, no rights
   reserved (CC0)``) naming the observer, or the login when the name is empty or ``None``. Latitude,

@@ -62,7 +62,7 @@ def _organism(row: Mapping[str, Any], side: str) -> dict[str, Any]:
     return {
         "observation_uuid": uuid, "observation_url": inat_export.observation_url(uuid),
         "taxon_id": taxon_id, "taxon_url": inat_export.taxon_url(taxon_id),
-        **{c: row[f"{c}_{side}"] for c in RANK_COLUMNS[:-1]}, "species": row[f"species_epithet_{side}"],
+        **{c: row[f"{c}_{side}"] for c in RANK_COLUMNS[:-1]}, "species": row[f"species_name_{side}"],
         "scientific_name": row[f"binomial_{side}"], "quality_grade": row[f"grade_{side}"],
         "species_in_tol200m": row[f"in_tol_{side}"],
     }

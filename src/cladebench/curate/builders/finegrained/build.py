@@ -13,8 +13,8 @@ done, so a failure at any step leaves nothing half-written (and an existing ``--
 ``--overwrite`` replaces only a previous output of this builder, which its marker
 ``.cladebench-output.json`` identifies):
 
-- ``data/challenges.lance``: the table (the store's canonical columns; ``species`` is the lower-case
-  epithet and ``scientific_name`` the catalog's, authority included; plus ``challenge_group``,
+- ``data/challenges.lance``: the table (the store's canonical columns; ``species`` is the binomial, as the
+  published card defines it, and ``scientific_name`` the catalog's, authority included; plus ``challenge_group``,
   ``copyright_owner``, ``publisher``, ``basisOfRecord``, ``img_type``, ``resolution_status``,
   ``width``/``height`` of the stored image and ``original_width``/``original_height``);
 - ``embedding_models.json``: one entry per ``emb_*`` column (model id, revision, preprocessing, dim,

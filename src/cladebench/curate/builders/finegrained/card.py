@@ -164,7 +164,7 @@ def summarise(table: pa.Table, groups: Sequence[ChallengeGroup], eligible: Count
     species: dict[str, Counter[str]] = {g.name: Counter() for g in groups}
     licenses: dict[str, Counter[str]] = {}
     for row in rows:
-        name = f"{row['genus']} {row['species']}" if row["species"] else row["genus"]
+        name = row["species"] or row["genus"]  # the binomial, or the genus of a genus-only row
         species[row["challenge_group"]][name] += 1
         licenses.setdefault(row["license_name"], Counter())[row["challenge_group"]] += 1
     return {

@@ -35,7 +35,7 @@ How a published row becomes a stored row (the store's co-observed shape, as
 - The canonical per-organism columns (ranks, ``scientific_name``, ``common_name``, ``taxon_id``) are
   null: a row is a photo of two organisms. ``organisms`` is a list of exactly two structs of
   :data:`ORGANISM_TYPE`, whose first fields are those of ``synthetic.ORGANISM_TYPE``. ``species`` is the
-  lower-case epithet, as in the store: a binomial in the published ``species`` is split by
+  binomial, as in the store: an epithet in the published ``species`` is joined to its genus by
   :class:`cladebench.taxonomy.Lineage`'s rules (counted). ``scientific_name`` is kept as published;
   when it is null it is the lineage's (counted). An organism with no rank named is an error.
 - ``divergence_rank`` is the published value as a rank name (``kingdom`` .. ``species``, any case,

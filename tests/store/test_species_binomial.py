@@ -1,0 +1,116 @@
+"""``species`` holds the binomial (schema version 2); a dataset written before, with the epithet in ``species``,
+reads as if it held the binomial and gives the same numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cladebench import store
+from cladebench.errors import SchemaError
+from cladebench.evaluate.run import FewShotEvalConfig, run_eval
+from cladebench.store.species import holds_epithets, species_filter
+
+GENERA = {"Felis": ("catus", "silvestris lybica", "margarita"), "Panthera": ("leo", "pardus", "onca")}
+PER_SPECIES = 6
+
+
+def _rows(binomial: bool) -> pa.Table:
+    rng = np.random.default_rng(3)
+    genus, species, scientific, vectors = [], [], [], []
+    for g, epithets in GENERA.items():
+        for e in epithets:
+            centre = rng.normal(size=8)
+            for _ in range(PER_SPECIES):
+                genus.append(g)
+                species.append(f"{g} {e}" if binomial else e)
+                scientific.append(f"{g} {e}")
+                vectors.append(centre + 0.3 * rng.normal(size=8))
+    n = len(genus)
+    field = store.embedding_field("emb_toy", 8, {"model": "toy-model"})
+    return pa.table({
+        "uuid": [f"u{i:03d}" for i in range(n)],
+        "image": pa.array([b"x"] * n, pa.large_binary()),
+        "kingdom": ["Animalia"] * n, "family": ["Felidae"] * n, "genus": genus, "species": species,
+        "scientific_name": scientific,
+        "emb_toy": pa.array([v.astype(np.float32).tolist() for v in vectors], field.type),
+    }).cast(pa.schema([*[pa.field(n, t) for n, t in zip(
+        ["uuid", "image", "kingdom", "family", "genus", "species", "scientific_name"],
+        [pa.string(), pa.large_binary(), *[pa.string()] * 5], strict=True)], field]))
+
+
+@pytest.fixture()
+def datasets(tmp_path: Path) -> tuple[lance.LanceDataset, lance.LanceDataset]:
+    new = store.write_dataset(_rows(binomial=True), tmp_path / "new.lance")
+    # As an older cladebench wrote it: the epithet in species, schema version 1.
+    old_table = _rows(binomial=False)
+    old_table = old_table.replace_schema_metadata({store.SCHEMA_METADATA_KEY: b"1"})
+    old = lance.write_dataset(old_table, str(tmp_path / "old.lance"))
+    return new, old
+
+
+def test_a_new_dataset_holds_binomials_and_an_old_one_is_detected(datasets) -> None:
+    new, old = datasets
+    assert new.schema.metadata[store.SCHEMA_METADATA_KEY] == b"2"
+    assert "Felis silvestris lybica" in new.to_table(columns=["species"]).column(0).to_pylist()
+    assert not holds_epithets(new)
+    assert holds_epithets(old)
+    assert "silvestris lybica" in old.to_table(columns=["species"]).column(0).to_pylist()  # as stored
+
+
+def test_the_writer_turns_epithets_into_binomials(tmp_path: Path) -> None:
+    written = store.write_dataset(_rows(binomial=False), tmp_path / "from-epithets.lance")
+    assert written.to_table(columns=["species"]).column(0).to_pylist() == _rows(True).column("species").to_pylist()
+    tautonym = pa.table({"uuid": ["a", "b", "c"], "image": pa.array([b"x"] * 3, pa.large_binary()),
+                         "genus": ["Gorilla", "Gorilla", None], "species": ["gorilla", "Gorilla gorilla", "catus"]})
+    species = store.write_dataset(tautonym, tmp_path / "t.lance").to_table(columns=["species"]).column(0)
+    assert species.to_pylist() == ["Gorilla gorilla", "Gorilla gorilla", "catus"]
+
+
+def test_reading_an_old_dataset_gives_binomials_in_columns_and_filters(datasets) -> None:
+    new, old = datasets
+    for columns in (["uuid", "species"], ["species"], None):
+        got = store.read(old, columns=columns)
+        want = store.read(new, columns=columns)
+        assert got.column("species").to_pylist() == want.column("species").to_pylist()
+        assert columns is None or got.column_names == columns  # genus read to build the binomial, not handed back
+    where = "species = 'Felis silvestris lybica' OR (species LIKE 'Panthera %' AND genus = 'Panthera')"
+    assert store.read(old, where=where).column("uuid").to_pylist() == \
+        store.read(new, where=where).column("uuid").to_pylist() != []
+    assert store.fingerprint(old, where=where) == store.fingerprint(new, where=where)
+    assert species_filter("name = 'species' AND `species` = 'x' AND organism.species = 'y'") == (
+        "name = 'species' AND (coalesce(genus || ' ' || species, species)) = 'x' AND organism.species = 'y'")
+
+
+def test_subset_of_an_old_dataset_is_a_new_one(datasets, tmp_path: Path) -> None:
+    _, old = datasets
+    copy = store.subset(old.uri, tmp_path / "copy.lance", where="species = 'Felis catus'", columns=["species"])
+    assert copy.schema.metadata[store.SCHEMA_METADATA_KEY] == b"2"
+    assert copy.schema.names == ["uuid", "species"]
+    assert set(copy.to_table().column("species").to_pylist()) == {"Felis catus"}
+    assert copy.count_rows() == PER_SPECIES
+    assert not holds_epithets(copy)
+
+
+def test_appending_to_an_old_dataset_is_refused(datasets) -> None:
+    _, old = datasets
+    with pytest.raises(SchemaError, match="before `species` held the binomial"):
+        store.append(_rows(binomial=True).slice(0, 1).set_column(0, "uuid", pa.array(["extra"])), old.uri)
+
+
+def test_eval_on_an_old_dataset_equals_eval_on_the_same_data_written_today(datasets, tmp_path: Path) -> None:
+    new, old = datasets
+    records = {}
+    for name, dataset in (("new", new), ("old", old)):
+        config = FewShotEvalConfig(dataset=dataset.uri, out=tmp_path / name, column="emb_toy", shots=(1, 2),
+                                   repetitions=3, methods=("simpleshot", "knn"), group_by="genus",
+                                   breakdown=("species",), where="species <> 'Felis margarita'")
+        records[name], _ = run_eval(config)
+    new_metrics, old_metrics = records["new"].metrics, records["old"].metrics
+    assert new_metrics == old_metrics
+    assert any("species=Felis catus" in name for name in new_metrics)  # breakdowns name the binomial
+    assert not any("margarita" in name for name in new_metrics)  # the filter meant the binomial on both
