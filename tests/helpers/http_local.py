@@ -1,8 +1,9 @@
 """One way for tests to run a real HTTP server on 127.0.0.1 (in a thread, for the duration of a block), and
 the few pieces of an OpenAI-compatible chat endpoint that tests of VLM tasks plant answers through.
 
-Every test that talks HTTP (image hosts, VLM endpoints, failure injection) builds its own server class on a
-free port; this runs it and always shuts it down, so a failing test leaves no thread serving.
+Every test that talks HTTP (image hosts, VLM endpoints, failure injection) runs its server on a free port
+through :func:`serving`, which always shuts it down, so a failing test leaves no thread serving. A VLM endpoint
+that only needs to choose each answer is a :class:`ChatEndpoint` with an answer function.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import BaseServer
 from typing import Any, TypeVar
 
@@ -81,3 +82,29 @@ def yes_no_reply(p_yes: float) -> dict[str, Any]:
 def text_reply(text: str) -> dict[str, Any]:
     """A chat answer of ``text``."""
     return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+
+class ChatEndpoint(ThreadingHTTPServer):
+    """An OpenAI-compatible chat endpoint on 127.0.0.1 whose every answer is ``answer(request)`` (a reply body such
+    as :func:`yes_no_reply` or :func:`text_reply` makes); it counts the requests it answered."""
+
+    daemon_threads = True
+
+    def __init__(self, answer: Callable[[ChatRequest], dict[str, Any]]) -> None:
+        super().__init__(("127.0.0.1", 0), _ChatHandler)
+        self.answer = answer
+        self.requests = 0
+        self.lock = threading.Lock()
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    server: ChatEndpoint
+
+    def do_POST(self) -> None:
+        request = read_chat(self)
+        with self.server.lock:
+            self.server.requests += 1
+        send_json(self, 200, self.server.answer(request))
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,34 +17,10 @@ from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.lineage.task import lineage
 from cladebench.taxonomy import Lineage
-from helpers.http_local import read_chat, send_json, serving, text_reply
+from helpers.http_local import ChatEndpoint, ChatRequest, serving, text_reply
 
 PHOTOS = 6
 OVERSIZE = 2**20 + 1000  # just over VLMConfig.max_response_bytes, the default the lineage task uses
-
-
-class _Endpoint(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, huge_for: set[str]) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.huge_for = huge_for
-        self.requests = 0
-        self.lock = threading.Lock()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Endpoint
-
-    def do_POST(self) -> None:
-        request = read_chat(self)
-        with self.server.lock:
-            self.server.requests += 1
-        huge = request.image_sha256 in self.server.huge_for
-        send_json(self, 200, text_reply("x" * OVERSIZE if huge else json.dumps({"species": "Nonesuch nomen"})))
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
@@ -62,9 +37,13 @@ def photos(tmp_path: Path) -> tuple[Path, str, str]:
 
 
 @pytest.fixture
-def endpoint(photos) -> Iterator[_Endpoint]:
-    server = _Endpoint({photos[2]})
-    with serving(server):
+def endpoint(photos) -> Iterator[ChatEndpoint]:
+    """Answers a JSON lineage, but too large an answer for the chosen photo."""
+    def answer(request: ChatRequest) -> dict[str, Any]:
+        huge = request.image_sha256 == photos[2]
+        return text_reply("x" * OVERSIZE if huge else json.dumps({"species": "Nonesuch nomen"}))
+
+    with serving(ChatEndpoint(answer)) as server:
         yield server
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +22,7 @@ from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import eval_config, run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
-from helpers.http_local import read_chat, send_json, serving, yes_no_reply
+from helpers.http_local import ChatEndpoint, ChatRequest, serving, yes_no_reply
 from helpers.rerank_data import rerank_table as planted_rerank_table
 
 QUERIES = 4
@@ -80,33 +79,14 @@ def test_clip_rerank_scores_are_query_cosines_and_metrics_follow_inquire(embedde
     assert {"supercategory=Species/ap@100", "supercategory=Context/ap@100"} <= set(record.metrics)
 
 
-class _Endpoint(ThreadingHTTPServer):
-    """An OpenAI-compatible chat endpoint: says Yes with probability rising with the image's first byte sum."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.requests = 0
-        self.lock = threading.Lock()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Endpoint
-
-    def do_POST(self) -> None:
-        request = read_chat(self)
-        with self.server.lock:
-            self.server.requests += 1
-        p_yes = 0.05 + 0.9 * ((sum(request.image_url.encode()[-64:]) + len(request.text)) % 97) / 96
-        send_json(self, 200, yes_no_reply(p_yes))
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+def _answer(request: ChatRequest) -> dict[str, Any]:
+    p_yes = 0.05 + 0.9 * ((sum(request.image_url.encode()[-64:]) + len(request.text)) % 97) / 96
+    return yes_no_reply(p_yes)
 
 
 @pytest.fixture
-def endpoint() -> Iterator[_Endpoint]:
-    server = _Endpoint()
-    with serving(server):
+def endpoint() -> Iterator[ChatEndpoint]:
+    with serving(ChatEndpoint(_answer)) as server:
         yield server
 
 

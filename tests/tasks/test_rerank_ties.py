@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,7 @@ from sklearn.metrics import average_precision_score, ndcg_score
 from cladebench import store
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import eval_config, run_eval
-from helpers.http_local import read_chat, send_json, serving, yes_no_reply
+from helpers.http_local import ChatEndpoint, ChatRequest, serving, yes_no_reply
 
 # Query id -> (query text, [(P(Yes), relevant), ...]) in candidate order.
 TIE_AT_CUT = 1   # 102 candidates: 99 distinct scores, then three irrelevant ones tied across the cut at 100
@@ -47,25 +47,13 @@ def _png(index: int) -> bytes:
     return buffer.getvalue()
 
 
-class _Endpoint(ThreadingHTTPServer):
+def _planted_answer(answers: dict[tuple[str, str], float]) -> Callable[[ChatRequest], dict[str, Any]]:
     """Answers Yes/No with the P(Yes) planted for (query text, image bytes)."""
+    def answer(request: ChatRequest) -> dict[str, Any]:
+        p_yes = next(p for (query, sha), p in answers.items() if sha == request.image_sha256 and query in request.text)
+        return yes_no_reply(p_yes)
 
-    def __init__(self, answers: dict[tuple[str, str], float]) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.answers = answers
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Endpoint
-
-    def do_POST(self) -> None:
-        request = read_chat(self)
-        p_yes = next(p for (query, sha), p in self.server.answers.items()
-                     if sha == request.image_sha256 and query in request.text)
-        send_json(self, 200, yes_no_reply(p_yes))
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+    return answer
 
 
 @pytest.fixture
@@ -84,7 +72,7 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[P
         ("relevant", pa.bool_())]))
     path = tmp_path / "planted.lance"
     store.write_dataset(table, path)
-    server = _Endpoint(answers)
+    server = ChatEndpoint(_planted_answer(answers))
     with serving(server):
         yield path, f"openai-compatible:planted@http://127.0.0.1:{server.server_address[1]}/v1"
 
