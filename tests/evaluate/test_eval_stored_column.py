@@ -97,7 +97,8 @@ def test_compare_columns_needs_no_model(stored: Path, capsys) -> None:
     (["--task", "fewshot", "--column", "emb_planted", "--model", "hf-hub:imageomics/bioclip"], "not of --model"),
 ])
 def test_what_needs_a_model_says_so(stored: Path, tmp_path: Path, capsys, args: list[str], says: str) -> None:
-    code, _, err = run(["eval", str(stored), "--out", str(tmp_path / "run"), *args], capsys)
+    _, task, *options = args  # --task T: the task is the word after eval
+    code, _, err = run(["eval", task, str(stored), "--out", str(tmp_path / "run"), *options], capsys)
     assert code == 2
     assert says in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
