@@ -312,10 +312,9 @@ def test_a_table_in_the_fine_grained_challenges_layout(embedded, tmp_path):
     path, model = embedded
     table = store.read(store.open_dataset(path))
     genera = table.column("genus").to_pylist()
-    epithets = table.column("species").to_pylist()
-    binomials = [None if e is None else f"{g} {e}" for g, e in zip(genera, epithets, strict=True)]
-    authorities = [f"{g} Gloger, 1841" if e is None else f"{g} {e} (Wagner, 1845)"
-                   for g, e in zip(genera, epithets, strict=True)]
+    binomials = table.column("species").to_pylist()  # the store holds the binomial, as FGC does
+    authorities = [f"{g} Gloger, 1841" if b is None else f"{b} (Wagner, 1845)"
+                   for g, b in zip(genera, binomials, strict=True)]
     vectors = table.column("emb_tiny").combine_chunks()
     fgc = pa.table({
         "uuid": table.column("uuid"), "challenge_group": table.column("challenge_group"),
