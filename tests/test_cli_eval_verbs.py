@@ -16,7 +16,6 @@ import pytest
 
 from cladebench import store
 from cladebench.cli import FAMILIES, VERBS, main
-from cladebench.cli.curate import LOAD_CONFIGS
 from cladebench.cli.evaluation import new_eval_form
 from cladebench.errors import UnknownNameError, UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS
@@ -170,9 +169,13 @@ def test_abbreviated_options_are_refused(argv: list[str], capsys: pytest.Capture
 
 
 def test_every_source_has_its_own_load_config(capsys: pytest.CaptureFixture[str]) -> None:
-    from cladebench.curate.sources import SOURCES
+    from cladebench.curate.sources import SOURCES, load_config
 
-    assert set(LOAD_CONFIGS) == set(SOURCES) == set(FAMILIES["load"].members())
+    members = FAMILIES["load"].members()
+    assert set(SOURCES) == set(members)
+    configs = {name: source.config() for name, source in SOURCES.items()}
+    assert len(set(configs.values())) == len(configs)  # one config per source, none shared
+    assert all(c.__module__ == load_config.__name__ and members[n].config is c for n, c in configs.items())
     crypticbio = help_text(["load", "crypticbio"], capsys)
     assert "--lookup" in crypticbio and "--concurrency" in crypticbio and "--queries" not in crypticbio
     inquire = help_text(["load", "inquire-rerank"], capsys)
@@ -188,7 +191,7 @@ def test_an_option_the_source_does_not_take_is_a_usage_error(tmp_path: Path,
 
 
 def test_the_registries_are_registries() -> None:
-    for registry in (VERBS, FAMILIES, BENCHMARKS, EVAL_CONFIGS, LOAD_CONFIGS):
+    for registry in (VERBS, FAMILIES, BENCHMARKS, EVAL_CONFIGS):
         assert isinstance(registry, Registry)
 
 

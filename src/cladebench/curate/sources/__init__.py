@@ -48,6 +48,12 @@ class Source:
     """Function ``(path, out, ...) -> report`` that fetches images and writes a Lance dataset."""
     doc: str
     """One line on what the source is."""
+    config_name: str
+    """Its load config class in :mod:`cladebench.curate.sources.load_config` (``cladebench load <name>``)."""
+
+    def config(self) -> type:
+        """The frozen config of ``cladebench load <name>``: the source's own options only."""
+        return getattr(importlib.import_module("cladebench.curate.sources.load_config"), self.config_name)
 
     def load(self, attribute: str) -> Callable[..., Any]:
         """The named function of the source's module."""
@@ -195,12 +201,15 @@ def get_source(name: str) -> Source:
 register(Source(
     "crypticbio", "cladebench.curate.sources.crypticbio", "read_crypticbio", "build_crypticbio_dataset",
     "CrypticBio benchmark CSVs (Common, CommonUnseen, Endangered, Invasive): iNat/observation.org photos",
+    "CrypticBioLoadConfig",
 ))
 register(Source(
     "inquire-rerank", "cladebench.curate.sources.inquire", "read_inquire_rerank", "build_inquire_rerank",
     "INQUIRE-Rerank Parquet shards (evendrow/INQUIRE-Rerank): 250 queries x 100 iNat24 candidates with relevance",
+    "InquireRerankLoadConfig",
 ))
 register(Source(
     "inat-coobserved", "cladebench.curate.sources.coobserved", "read_inat_coobserved", "build_inat_coobserved",
     "iNat Co-Observed Parquet files (dcher95/inat-coobserved): iNat photos of two organisms of different species",
+    "CoObservedLoadConfig",
 ))
