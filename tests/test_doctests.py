@@ -29,7 +29,8 @@ MODULES = _package_modules()
 # examples, so that a renamed module or emptied docstring does not quietly drop its checks.
 KNOWN_WITH_EXAMPLES = [
     "config", "curate.fetch", "metrics", "paths", "evaluate.compare_columns", "metrics.retrieval", "store.search",
-    "store", "synthetic", "taxonomy", "templates", "models.vlm", "models", "models.preprocessing", "models.registry",
+    "store", "synthetic", "taxonomy.lineage", "templates", "models.vlm", "models", "models.preprocessing",
+    "models.registry",
     "curate.sources", "curate.sources.crypticbio", "curate.sources.inquire", "curate.sources.coobserved",
     "tasks.lineage.parse", "curate.inat_export", "curate.builders", "tasks.geo.prior",
     "curate.builders.coobserved.config", "curate.builders.coobserved.sampling", "synthetic.inat_export",

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from cladebench.errors import unknown_name
+from cladebench.registry import Registry
 
 if TYPE_CHECKING:
     from cladebench.taxonomy import Lineage
@@ -32,8 +32,8 @@ PLACEHOLDER = "{c}"
 
 _PLACEHOLDER_SPELLINGS = ("{c}", "{}")
 
-TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
-"""Registry of named template sets: name -> templates, each with :data:`PLACEHOLDER`."""
+TEMPLATE_SETS: Registry[tuple[str, ...]] = Registry("template set")
+"""Named template sets: name -> templates, each with :data:`PLACEHOLDER`."""
 
 
 def normalize_template(template: str) -> str:
@@ -49,8 +49,7 @@ def register_template_set(name: str, templates: Iterable[str]) -> tuple[str, ...
     stored = tuple(normalize_template(t) for t in templates)
     if not stored:
         raise ValueError(f"template set {name!r} is empty")
-    TEMPLATE_SETS[name] = stored
-    return stored
+    return TEMPLATE_SETS.add(name, stored)
 
 
 def get_templates(templates: str | Sequence[str]) -> tuple[str, ...]:
@@ -58,10 +57,7 @@ def get_templates(templates: str | Sequence[str]) -> tuple[str, ...]:
     if isinstance(templates, str):
         if any(p in templates for p in _PLACEHOLDER_SPELLINGS):
             return (normalize_template(templates),)
-        try:
-            return TEMPLATE_SETS[templates]
-        except KeyError:
-            raise unknown_name("template set", templates, TEMPLATE_SETS) from None
+        return TEMPLATE_SETS.get_named(templates)
     stored = tuple(normalize_template(t) for t in templates)
     if not stored:
         raise ValueError("no templates given")

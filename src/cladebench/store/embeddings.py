@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from cladebench.errors import SchemaError
 from cladebench.models.registry import resolve_model
+from cladebench.registry import Registry
 from cladebench.store.dataset import is_remote, read
 from cladebench.store.sql import sql_identifier
 
@@ -37,13 +38,13 @@ STATE_DIR = "_cladebench"
 """The folder inside a local dataset where cladebench keeps what belongs to it but is not a column: the
 failures tables of embedding columns, the staging and locks of ``embed`` runs."""
 
-PUBLISHED_EMBEDDING_COLUMNS: dict[str, str] = {}
+PUBLISHED_EMBEDDING_COLUMNS: Registry[str] = Registry("published embedding column")
 """Column name -> model alias (or id) of the model that made the published vectors."""
 
 
 def register_published_column(column: str, model: str) -> None:
     """Declare that a published ``column`` holds embeddings of ``model`` (an alias or model id)."""
-    PUBLISHED_EMBEDDING_COLUMNS[column] = model
+    PUBLISHED_EMBEDDING_COLUMNS.add(column, model)
 
 
 for _column, _model in (("emb_bioclip", "bioclip"), ("emb_bioclip2", "bioclip-2"), ("emb_bioclip2p5", "bioclip-2.5")):

@@ -1,4 +1,4 @@
-"""Ranks, lineages, divergence, label strings, and species-to-taxon roll-up.
+"""Ranks, lineages, divergence and label strings: the one shape of taxonomy everything downstream reads.
 
 Every benchmark family spells taxonomy differently: iNaturalist exports give a taxon's ancestors as an
 ancestry string of ids (``48460/1/2/355675/...``); TreeOfLife and Rare Species give one column per
@@ -40,16 +40,15 @@ import ast
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cladebench.errors import SchemaError, unknown_name
+from cladebench.registry import Registry
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    import scipy.sparse
+    pass
 
 
 class Rank(enum.IntEnum):
@@ -275,26 +274,18 @@ class Lineage:
 
 
 NameStyle = Callable[[Lineage], str]
-NAME_STYLES: dict[str, NameStyle] = {}
-"""Registry of label-string styles: name -> function of a lineage."""
+NAME_STYLES: Registry[NameStyle] = Registry("name style")
+"""Label-string styles: name -> function of a lineage."""
 
 
 def name_style(name: str) -> Callable[[NameStyle], NameStyle]:
-    """Register a label-string style under ``name``."""
-
-    def register(fn: NameStyle) -> NameStyle:
-        NAME_STYLES[name] = fn
-        return fn
-
-    return register
+    """Register a label-string style under ``name`` (a decorator)."""
+    return NAME_STYLES.register(name)
 
 
 def get_name_style(name: str) -> NameStyle:
     """Look up a style; an unknown name lists the known ones and the closest."""
-    try:
-        return NAME_STYLES[name]
-    except KeyError:
-        raise unknown_name("name style", name, NAME_STYLES) from None
+    return NAME_STYLES.get_named(name)
 
 
 def _require_name(lineage: Lineage) -> str:
@@ -377,202 +368,3 @@ def divergence_rank(a: Lineage, b: Lineage) -> Rank | None:
         if a.names[rank] != b.names[rank]:
             return rank
     return None
-
-
-# --- readers -------------------------------------------------------------------------------------
-
-
-def lineages_from_table(table: pa.Table) -> list[Lineage]:
-    """One lineage per row of a table with rank columns (TreeOfLife, Rare Species, CrypticBio)."""
-    return [Lineage.from_row(row) for row in table.to_pylist()]
-
-
-def ancestry_from_parents(parents: Mapping[int, int | None]) -> dict[int, str]:
-    """Ancestry strings (``"48460/1/2"``, root first, self excluded) from a child -> parent map.
-
-    Useful for taxonomy dumps that give ``id,parent_id`` instead of ancestry. A parent that is not
-    in the map ends the chain there (the ancestry starts at it); a cycle is an error.
-    """
-    memo: dict[int, tuple[int, ...]] = {}
-
-    def chain(taxon: int) -> tuple[int, ...]:
-        stack: list[int] = []
-        seen: set[int] = set()
-        node: int | None = taxon
-        while node is not None and node not in memo:
-            if node in seen:
-                raise SchemaError(f"taxonomy has a cycle through taxon {node}")
-            seen.add(node)
-            stack.append(node)
-            parent = parents.get(node)
-            if parent is None or parent not in parents:
-                # The root, or a parent missing from the table: the chain starts at the parent.
-                memo[node] = () if parent is None else (parent,)
-                stack.pop()
-                break
-            node = parent
-        for child in reversed(stack):
-            parent = parents[child]
-            memo[child] = (*memo[parent], parent)
-        return memo[taxon]
-
-    return {t: "/".join(str(a) for a in chain(t)) for t in parents}
-
-
-def read_inat_taxa(path: str | Path) -> pa.Table:
-    """Read an iNaturalist open-data ``taxa.csv`` (tab-separated, no quoting) into Arrow."""
-    import duckdb
-
-    con = duckdb.connect()
-    relation = con.read_csv(
-        str(path), delimiter="\t", quotechar="", escapechar="", header=True,
-        dtype={"taxon_id": "BIGINT", "ancestry": "VARCHAR", "rank": "VARCHAR", "name": "VARCHAR"},
-    )
-    return relation.to_arrow_table()
-
-
-def inat_rank_table(taxa: pa.Table | str | Path) -> pa.Table:
-    """Seven rank columns for every taxon of an iNat taxa table with ancestry strings.
-
-    Input columns: ``taxon_id``, ``ancestry`` (ids joined by ``/``, self excluded, as the open-data
-    export writes it), ``rank`` and ``name``. Output: ``taxon_id``, ``rank``, ``name`` and the seven
-    rank columns, the species column holding the binomial (under the genus column's spelling). Ancestors
-    absent from the table leave their rank ``None``: a sample of an export is not a closed tree. The join
-    runs in DuckDB so a full export (1.5M taxa) takes seconds.
-    """
-    import duckdb
-
-    if isinstance(taxa, (str, Path)):
-        taxa = read_inat_taxa(taxa)
-    missing = {"taxon_id", "ancestry", "rank", "name"} - set(taxa.column_names)
-    if missing:
-        raise SchemaError(f"iNat taxa table lacks column(s) {sorted(missing)}; has {taxa.column_names}")
-    con = duckdb.connect()
-    con.register("taxa", taxa)
-    pivots = ",\n".join(
-        f"max(a.name) FILTER (WHERE lower(a.rank) = '{c}') AS \"{c}\"" for c in RANK_COLUMNS
-    )
-    query = f"""
-        WITH chain AS (
-            SELECT t.taxon_id,
-                   unnest(list_append(
-                       CASE WHEN t.ancestry IS NULL OR t.ancestry = '' THEN []
-                            ELSE string_split(t.ancestry, '/') END,
-                       CAST(t.taxon_id AS VARCHAR))) AS ancestor
-            FROM taxa t
-        ),
-        ranks AS (
-            SELECT c.taxon_id, {pivots}
-            FROM chain c
-            LEFT JOIN taxa a ON a.taxon_id = TRY_CAST(c.ancestor AS BIGINT)
-            GROUP BY c.taxon_id
-        )
-        SELECT t.taxon_id, t.rank, t.name, {", ".join(f'r."{c}"' for c in RANK_COLUMNS)}
-        FROM taxa t JOIN ranks r USING (taxon_id)
-        ORDER BY t.taxon_id
-    """
-    table = con.sql(query).to_arrow_table()
-    return _species_binomials(table)
-
-
-def _species_binomials(table: pa.Table) -> pa.Table:
-    """iNat names a species by its binomial; the canonical species column holds it as :class:`Lineage` does:
-    the genus column's spelling, then the epithet in lower case.
-
-    When the genus taxon is missing from the table (a sample of an export, or a species iNat hangs
-    directly under a family), the genus is taken from the binomial's first word, which is what the
-    name itself asserts. A species whose genus ancestor has another name keeps its epithet under the
-    ancestor (the lineage's genus), as a :class:`Lineage` built from the two columns would.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    species = table.column("species")
-    is_binomial = pc.fill_null(pc.match_substring(species, " "), False)
-    epithet = pc.if_else(is_binomial, pc.utf8_lower(pc.replace_substring_regex(species, r"^\S+\s+", "")), species)
-    no_name = pa.scalar(None, pa.string())
-    first_word = pc.if_else(is_binomial, pc.replace_substring_regex(species, r"\s.*$", ""), no_name)
-    genus = pc.coalesce(table.column("genus"), first_word)
-    binomial = pc.coalesce(pc.binary_join_element_wise(genus, pc.utf8_lower(epithet), " "), epithet)
-    table = table.set_column(table.column_names.index("genus"), pa.field("genus", pa.string()), genus)
-    return table.set_column(table.column_names.index("species"), pa.field("species", pa.string()), binomial)
-
-
-def inat_lineages(taxa: pa.Table | str | Path) -> dict[int, Lineage]:
-    """Lineage of every taxon in an iNat taxa table with ancestry strings, keyed by taxon id."""
-    table = inat_rank_table(taxa)
-    return {
-        row["taxon_id"]: Lineage(tuple(row[c] for c in RANK_COLUMNS), taxon_id=row["taxon_id"])
-        for row in table.to_pylist()
-    }
-
-
-# --- roll-up -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Membership:
-    """A sparse species x taxon matrix at one rank: ``matrix[i, j] = 1`` iff species i is in taxon j.
-
-    Species probabilities roll up to the rank by one sparse product, ``probs @ matrix``, which is
-    what pybioclip does with a Python dict per image (its issue #147); here it is one call for a
-    whole batch. A species with no name at the rank belongs to no taxon there, so its row is empty
-    and its probability does not count toward any taxon at that rank.
-    """
-
-    rank: Rank
-    """The rank the columns are taxa of."""
-    matrix: scipy.sparse.csr_matrix
-    """Shape (number of species, number of taxa), float32 ones."""
-    taxa: tuple[tuple[str | None, ...], ...]
-    """Column j's taxon, as its prefix of names (kingdom .. rank), so homonyms stay apart."""
-
-    @property
-    def labels(self) -> list[str]:
-        """The name at the rank for each column (not unique across kingdoms; use :attr:`taxa`)."""
-        return [str(t[-1]) for t in self.taxa]
-
-    def roll_up(self, species_probs: Any) -> Any:
-        """Sum species probabilities (n_images x n_species) into taxon probabilities at the rank.
-
-        Dense in, dense out. A scipy sparse matrix (e.g. each image's top-k species of a
-        1.1M-species taxonomy) stays sparse: one sparse product, which costs in proportion to the
-        stored probabilities rather than to images x species (``bench/rollup_taxonomy.py``).
-        """
-        import numpy as np
-        import scipy.sparse
-
-        if scipy.sparse.issparse(species_probs):
-            return scipy.sparse.csr_matrix(species_probs @ self.matrix)
-        return np.asarray(self.matrix.T @ np.asarray(species_probs).T).T
-
-
-def membership_matrix(species: Sequence[Lineage], rank: Rank | str) -> Membership:
-    """Build the species x taxon membership matrix for ``rank`` over the given species."""
-    import numpy as np
-    import scipy.sparse
-
-    rank = Rank.parse(rank)
-    columns: dict[tuple[str | None, ...], int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    for i, lineage in enumerate(species):
-        if lineage.names[rank] is None:
-            continue
-        key = lineage.key(rank)
-        j = columns.setdefault(key, len(columns))
-        rows.append(i)
-        cols.append(j)
-    matrix = scipy.sparse.csr_matrix(
-        (np.ones(len(rows), dtype=np.float32), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
-        shape=(len(species), len(columns)),
-    )
-    return Membership(rank=rank, matrix=matrix, taxa=tuple(columns))
-
-
-def unique_species(lineages: Iterable[Lineage]) -> list[Lineage]:
-    """Distinct species-level lineages in first-seen order (common names of the first kept)."""
-    seen: dict[tuple[str | None, ...], Lineage] = {}
-    for lineage in lineages:
-        seen.setdefault(lineage.names, lineage)
-    return list(seen.values())

@@ -1,0 +1,35 @@
+"""Ranks, lineages, divergence, label strings, readers of taxonomy tables, and species-to-taxon roll-up.
+
+This ``__init__`` presents the package's API on purpose, so ``from cladebench.taxonomy import Lineage`` is the
+one spelling everywhere; the modules inside import each other directly:
+
+- :mod:`.lineage`: :class:`Rank`, :class:`Lineage`, label styles (:data:`NAME_STYLES`), :func:`divergence_rank`;
+- :mod:`.inat`: lineages from rank columns and from iNaturalist's taxa table;
+- :mod:`.rollup`: the sparse species x taxon membership that rolls probabilities up a rank.
+"""
+
+from cladebench.taxonomy.inat import (
+    ancestry_from_parents,
+    inat_lineages,
+    inat_rank_table,
+    lineages_from_table,
+    read_inat_taxa,
+)
+from cladebench.taxonomy.lineage import (
+    NAME_STYLES,
+    RANK_COLUMNS,
+    RANKS,
+    Lineage,
+    NameStyle,
+    Rank,
+    divergence_rank,
+    get_name_style,
+    name_style,
+)
+from cladebench.taxonomy.rollup import Membership, membership_matrix, unique_species
+
+__all__ = [
+    "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "Membership", "NameStyle", "Rank", "ancestry_from_parents",
+    "divergence_rank", "get_name_style", "inat_lineages", "inat_rank_table", "lineages_from_table",
+    "membership_matrix", "name_style", "read_inat_taxa", "unique_species",
+]
