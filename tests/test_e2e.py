@@ -129,7 +129,7 @@ def test_mismatched_templates_are_caught(held_out: tuple[Path, str]) -> None:
     encoder, vectors, lineages, labels = _pieces(*held_out)
     good = _top1(classify(vectors, class_text_embeddings(encoder, labels.texts("taxon"), "bioclip"),
                           encoder.logit_scale), lineages, labels)
-    wrong = [f"{lin.names[Rank.SPECIES]}" for lin in labels.lineages]  # the bare epithet, no genus, no template
+    wrong = [lin.epithet for lin in labels.lineages]  # the bare epithet, no genus, no template
     bad = _top1(classify(vectors, class_text_embeddings(encoder, wrong, "raw"), encoder.logit_scale),
                 lineages, labels)
     assert bad < 0.6 * good, (good, bad)

@@ -285,4 +285,8 @@ def test_load_verb_builds_the_dataset_and_reports_failures(tmp_path: Path, photo
     assert str(failures_path_for(out)) in printed
     assert store.open_dataset(out).count_rows() == 3
     assert main(["load", "crypticbio", str(csv_path), "--out", str(out)]) == 1  # never over an existing dataset
-    assert main(["load", "crypticbi", str(csv_path), "--out", str(tmp_path / "x.lance")]) == 2  # unknown source
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as unknown:
+        main(["load", "crypticbi", str(csv_path), "--out", str(tmp_path / "x.lance")])
+    assert unknown.value.code == 2
+    assert "unknown source 'crypticbi'" in (err := capsys.readouterr().err) and "Did you mean 'crypticbio'?" in err

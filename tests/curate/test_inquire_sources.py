@@ -511,5 +511,9 @@ def test_load_verb_builds_inquire_rerank(shards: dict[str, Any], tmp_path: Path,
     assert main(["load", "inquire-rerank", str(shards["dir"]), "--out", str(out)]) == 0
     assert f"{out}: 10 rows written" in capsys.readouterr().out
     assert store.open_dataset(out).count_rows() == 10
-    assert main(["load", "inquire-rerank", str(shards["dir"]), "--out", str(tmp_path / "x.lance"),
-                 "--lookup", str(shards["paths"][0])]) == 1  # a CrypticBio-only option is refused, not ignored
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:  # a CrypticBio-only option is a usage error, not ignored
+        main(["load", "inquire-rerank", str(shards["dir"]), "--out", str(tmp_path / "x.lance"),
+              "--lookup", str(shards["paths"][0])])
+    assert refused.value.code == 2 and "unrecognized arguments: --lookup" in capsys.readouterr().err
+    assert not (tmp_path / "x.lance").exists()

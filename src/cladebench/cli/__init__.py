@@ -16,7 +16,9 @@ unexpected exception, reported as one); 130 interrupted; 141 the output pipe clo
 from __future__ import annotations
 
 import argparse
+import ast
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -32,6 +34,7 @@ from cladebench.errors import (
     EXIT_INTERRUPTED,
     CladebenchError,
     environment_error,
+    unknown_name,
 )
 
 __all__ = ["FAMILIES", "VERBS", "Family", "Verb", "build_parser", "main", "verb"]
@@ -42,7 +45,14 @@ class _Parser(argparse.ArgumentParser):
     and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it."""
 
     def error(self, message: str) -> NoReturn:
+        choice = _INVALID_CHOICE.fullmatch(message)
+        if choice:  # an unknown verb, task, source or builder: the registry's message, with the closest name
+            argument, name, known = choice.groups()
+            message = str(unknown_name(argument.lower().replace("|", " or "), name, ast.literal_eval(f"({known},)")))
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+_INVALID_CHOICE = re.compile(r"argument (.+?): invalid choice: '(.*)' \(choose from (.*)\)", re.DOTALL)
 
 
 def build_parser() -> argparse.ArgumentParser:

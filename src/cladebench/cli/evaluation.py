@@ -9,6 +9,7 @@ note on stderr, so scripts written for it keep working.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -68,6 +69,13 @@ FAMILIES.add("eval", Family(help="run a task (zeroshot, fewshot, retrieval, rera
                             metavar="TASK|BENCHMARK", members=_eval_members))
 
 
+def _mistyped_task(word: str) -> bool:
+    """``word`` is no dataset (no path, no URI, nothing there) but is close to a task or benchmark name."""
+    if "/" in word or "://" in word or "." in word or Path(word).exists():
+        return False
+    return bool(difflib.get_close_matches(word, [*EVAL_CONFIGS, *BENCHMARKS], n=1))
+
+
 def new_eval_form(words: Sequence[str]) -> list[str]:
     """The words after ``eval`` in the new form: ``DATASET ... --task T`` becomes ``T DATASET ...`` (zeroshot
     without ``--task``, as before), with a one-line note on stderr; the new form is returned as it is."""
@@ -85,8 +93,8 @@ def new_eval_form(words: Sequence[str]) -> list[str]:
             task = word.partition("=")[2]
         else:
             kept.append(word)
-    if task is None and words[0] in BENCHMARKS:
-        return words
+    if task is None and (words[0] in BENCHMARKS or _mistyped_task(words[0])):
+        return words  # a benchmark, or a task name with a typo: the parser names the closest
     task = task or "zeroshot"
     if task in EVAL_CONFIGS:
         shown = " ".join(kept[:1]) or "DATASET"

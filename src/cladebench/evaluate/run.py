@@ -359,7 +359,11 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
         _require_model(config, get_task(config.task), task_config(get_task(config.task).config, config), encoder)
     # The model name is resolved once, here: the model built, the column looked up and the record all use it.
-    spec = None if config.model is None else model_registry.resolve_model(config.model, revision=config.revision)
+    # A model handed in (the Python API) brings its own spec, or describes itself: its name is then a label.
+    if encoder is not None:
+        spec = getattr(encoder, "spec", None)
+    else:
+        spec = None if config.model is None else model_registry.resolve_model(config.model, revision=config.revision)
     uri, config, benchmark = resolve(config)
     task = get_task(config.task or "zeroshot")
     settings = task_config(task.config, config)
