@@ -242,3 +242,15 @@ def test_mistakes_found_without_a_model_fail_before_torch_loads(dataset: Path, t
         assert (got, torch_loaded) == (code, False), (argv[3:], line)
         assert "internal error" not in line
     assert not Path(out).exists()
+
+
+def test_a_mistyped_task_or_source_names_the_closest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, says in ((["eval", "zeroshoot", "data.lance", "--out", str(tmp_path / "o")], "'zeroshot'"),
+                       (["load", "crypticbi", "f.csv", "--out", str(tmp_path / "o")], "'crypticbio'"),
+                       (["evl"], "'eval'")):
+        with pytest.raises(SystemExit) as refused:
+            main(argv)
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and f"Did you mean {says}?" in err and len(err.strip().splitlines()) == 1
+        assert "old form" not in err
+    assert not (tmp_path / "o").exists()
