@@ -71,6 +71,19 @@ CANONICAL_SCHEMA = pa.schema(
     metadata={SCHEMA_METADATA_KEY: SCHEMA_VERSION.encode()},
 )
 
+
+def canonical_fields(*names: str) -> list[pa.Field]:
+    """Arrow fields of the named canonical columns, typed as the canonical schema types them (a required one is
+    non-nullable), for the tables that carry canonical columns among their own: a reader's schema, the entries of
+    an ``organisms`` column. Their types are then spelled once, here.
+
+    Example:
+        >>> [(f.name, str(f.type), f.nullable) for f in canonical_fields("uuid", "taxon_id")]
+        [('uuid', 'string', False), ('taxon_id', 'int64', True)]
+    """
+    return [pa.field(name, CANONICAL_BY_NAME[name].type, nullable=not CANONICAL_BY_NAME[name].required)
+            for name in names]
+
 # Casts that cannot lose information; anything else is a schema error rather than a silent change.
 LOSSLESS_CASTS: dict[pa.DataType, tuple[pa.DataType, ...]] = {
     pa.string(): (pa.large_string(), pa.string_view()),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cladebench.store.schema import canonical_fields
 from cladebench.synthetic.records import CoObservation, Observation, Species
 from cladebench.synthetic.render import encode_image, format_key
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank
@@ -27,12 +28,10 @@ SCHEMA_METADATA_KEY = b"cladebench.synthetic"
 
 ORGANISM_TYPE = pa.struct([
     pa.field("observation_uuid", pa.string()),
-    pa.field("taxon_id", pa.int64()),
-    *(pa.field(c, pa.string()) for c in RANK_COLUMNS),
-    pa.field("scientific_name", pa.string()),
-    pa.field("common_name", pa.string()),
+    *canonical_fields("taxon_id", *RANK_COLUMNS, "scientific_name", "common_name"),
 ])
-"""Arrow type of one entry of a pair table's ``organisms`` column."""
+"""Arrow type of one entry of a pair table's ``organisms`` column: the organism's observation, then its canonical
+columns, typed by the store's schema."""
 
 
 class WorldTables:

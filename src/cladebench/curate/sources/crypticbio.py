@@ -100,19 +100,9 @@ PHOTO_HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 """URL pattern of each photo host -> the prefix of its ``source_id``; the group is the photo id."""
 
 READ_SCHEMA = pa.schema([
-    pa.field("uuid", pa.string(), nullable=False),
-    *(pa.field(c, pa.string()) for c in RANK_COLUMNS),
-    pa.field("scientific_name", pa.string()),
-    pa.field("common_name", pa.string()),
-    pa.field("latitude", pa.float64()),
-    pa.field("longitude", pa.float64()),
-    pa.field("observed_on", pa.date32()),
-    pa.field("source_dataset", pa.string()),
-    pa.field("source_id", pa.string()),
-    pa.field("source_url", pa.string()),
-    pa.field("license_name", pa.string()),
-    pa.field("license_link", pa.string()),
-    pa.field("attribution", pa.string()),
+    *store.canonical_fields("uuid", *RANK_COLUMNS, "scientific_name", "common_name", "latitude", "longitude",
+                            "observed_on", "source_dataset", "source_id", "source_url", "license_name", "license_link",
+                            "attribution"),
     pa.field("vernacular_names", pa.list_(pa.string())),
     pa.field("taxonomic_group", pa.string()),
     pa.field("cryptic_group", pa.list_(pa.string())),

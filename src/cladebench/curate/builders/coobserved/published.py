@@ -13,19 +13,20 @@ import pyarrow as pa
 
 from cladebench.curate import inat_export
 from cladebench.curate.builders.coobserved.config import SOURCE
+from cladebench.store.schema import canonical_fields
 from cladebench.taxonomy import RANK_COLUMNS
 
 ORGANISM_TYPE = pa.struct([
     pa.field("observation_uuid", pa.string()),
     pa.field("observation_url", pa.string()),
-    pa.field("taxon_id", pa.int64()),
+    *canonical_fields("taxon_id"),
     pa.field("taxon_url", pa.string()),
-    *(pa.field(c, pa.string()) for c in RANK_COLUMNS),
-    pa.field("scientific_name", pa.string()),
+    *canonical_fields(*RANK_COLUMNS, "scientific_name"),
     pa.field("quality_grade", pa.string()),
     pa.field("species_in_tol200m", pa.bool_()),
 ])
-"""One entry of ``organisms`` in the published layout."""
+"""One entry of ``organisms`` in the published layout (its field order); the canonical columns among them are
+typed by the store's schema."""
 
 PUBLISHED_SCHEMA = pa.schema([
     pa.field("photo_id", pa.int64(), nullable=False),

@@ -82,8 +82,7 @@ ORGANISM_ALIASES: dict[str, tuple[str, ...]] = {
 
 ORGANISM_TYPE = pa.struct([
     pa.field("observation_uuid", pa.string()),
-    *(pa.field(c, store.CANONICAL_BY_NAME[c].type)
-      for c in ("taxon_id", *RANK_COLUMNS, "scientific_name", "common_name")),
+    *store.canonical_fields("taxon_id", *RANK_COLUMNS, "scientific_name", "common_name"),
     pa.field("observation_url", pa.string()),
     pa.field("taxon_url", pa.string()),
     pa.field("quality_grade", pa.string()),
@@ -93,20 +92,9 @@ ORGANISM_TYPE = pa.struct([
 their types read from the store's schema), then iNat Co-Observed's own."""
 
 READ_SCHEMA = pa.schema([
-    pa.field("uuid", pa.string(), nullable=False),
-    *(pa.field(c, pa.string()) for c in RANK_COLUMNS),
-    pa.field("scientific_name", pa.string()),
-    pa.field("common_name", pa.string()),
-    pa.field("taxon_id", pa.int64()),
-    pa.field("latitude", pa.float64()),
-    pa.field("longitude", pa.float64()),
-    pa.field("observed_on", pa.date32()),
-    pa.field("source_dataset", pa.string()),
-    pa.field("source_id", pa.string()),
-    pa.field("source_url", pa.string()),
-    pa.field("license_name", pa.string()),
-    pa.field("license_link", pa.string()),
-    pa.field("attribution", pa.string()),
+    *store.canonical_fields("uuid", *RANK_COLUMNS, "scientific_name", "common_name", "taxon_id", "latitude",
+                            "longitude", "observed_on", "source_dataset", "source_id", "source_url", "license_name",
+                            "license_link", "attribution"),
     pa.field("organisms", pa.list_(ORGANISM_TYPE)),
     pa.field("divergence_rank", pa.string()),
     pa.field("divergence_rank_recomputed", pa.string()),

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from cladebench.curate.sources import stats_of
+from cladebench.store.schema import canonical_fields
 from cladebench.taxonomy import RANK_COLUMNS
 
 SOURCE_DATASET = "inquire-rerank"
@@ -57,7 +58,7 @@ QUERIES_SCHEMA = pa.schema([
 """Columns of :func:`read_inquire_queries`."""
 
 
-LINEAGE_FIELDS = [*(pa.field(c, pa.string()) for c in RANK_COLUMNS), pa.field("scientific_name", pa.string())]
+LINEAGE_FIELDS = canonical_fields(*RANK_COLUMNS, "scientific_name")
 """The seven rank columns and ``scientific_name``, as the species folder of an iNat24 path gives them."""
 
 ANNOTATIONS_SCHEMA = pa.schema([
@@ -71,16 +72,10 @@ ANNOTATIONS_SCHEMA = pa.schema([
 """Columns of :func:`read_inquire_annotations`."""
 
 RERANK_SCHEMA = pa.schema([
-    pa.field("uuid", pa.string(), nullable=False),
+    *canonical_fields("uuid"),
     *LINEAGE_FIELDS,
-    pa.field("latitude", pa.float64()),
-    pa.field("longitude", pa.float64()),
-    pa.field("observed_on", pa.date32()),
-    pa.field("source_dataset", pa.string()),
-    pa.field("source_id", pa.string()),
-    pa.field("license_name", pa.string()),
-    pa.field("license_link", pa.string()),
-    pa.field("attribution", pa.string()),
+    *canonical_fields("latitude", "longitude", "observed_on", "source_dataset", "source_id", "license_name",
+                      "license_link", "attribution"),
     pa.field("split", pa.string()),
     pa.field("query_id", pa.int64()),
     pa.field("query", pa.string()),
