@@ -161,8 +161,8 @@ def test_real_common_curated_end_to_end(tmp_path: Path, realdata: Callable[[str]
     assert set(table.column("source_dataset").to_pylist()) == {"crypticbio-curated"}
 
     card = (out / "README.md").read_text()
-    for text in ("15801 rows read", "3748 rows kept", "| filter:class | 4601 | 9201 |", "`year from 2015 to 2023`",
-                 f"| Aves | {classes['Aves']} |"):
+    for text in ("15801 rows read", "3748 rows kept", "| filter:class | 4,601 | 9,201 |", "`year from 2015 to 2023`",
+                 f"| Aves | {classes['Aves']:,} |"):
         assert text in card
     record = json.loads((out / "build.json").read_text())
     assert record["kept"] == 3748 and record["config"]["dataset"]["seed"] == 0

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cladebench.curate.builders.cards import counts, markdown_table
 from cladebench.curate.builders.coobserved.checks import PHOTO_CHECKS
 from cladebench.curate.builders.coobserved.config import DATA_FILE, DIVERGENCE_RANKS
 
@@ -90,12 +90,6 @@ class CoObservedBuildSummary:
         return out
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _docs() -> dict[str, str]:
     docs = {c.reason: c.doc for c in PHOTO_CHECKS}
     docs.update(species_cap="a species already had its cap of photos", observer_cap="the observer had its cap",
@@ -130,47 +124,48 @@ def render_card(summary: CoObservedBuildSummary) -> str:
         "",
         "## Photos per divergence rank",
         "",
-        _table(["divergence rank", "eligible", "in dataset"],
+        markdown_table(["divergence rank", "eligible", "in dataset"],
                [(r, summary.eligible_per_rank.get(r, 0), summary.kept_per_rank.get(r, 0)) for r in DIVERGENCE_RANKS]
                + [("total", summary.eligible, summary.rows)]),
         "",
         "## Kingdom pairs",
         "",
-        _table(["kingdom pair", "photos", "share"],
+        markdown_table(["kingdom pair", "photos", "share"],
                [(k, n, f"{n / kept_total:.1%}") for k, n in summary.kingdom_pairs.items()]),
         "",
         "## Species and class pairs",
         "",
         f"{summary.species:,} species in {len(summary.class_pairs):,} class pairs. The most frequent class pairs:",
         "",
-        _table(["class pair", "photos"], list(summary.class_pairs.items())[:20]),
+        markdown_table(["class pair", "photos"], list(summary.class_pairs.items())[:20]),
         "",
         "## Licenses",
         "",
-        _table(["license", "photos"], list(summary.licenses.items())),
+        markdown_table(["license", "photos"], list(summary.licenses.items())),
         "",
         "## What was left out, and why",
         "",
         f"The export held {summary.photo_ids:,} distinct photo ids. Each is in the dataset or counted under "
         "exactly one reason (first failing check, in this order):",
         "",
-        _table(["reason", "photo ids", "meaning"],
+        markdown_table(["reason", "photo ids", "meaning"],
                [(r, n, docs.get(r, "")) for r, n in summary.photo_outcomes.items()]),
         "",
         "Rows that are bad on their own, per file (a bad photo row also leaves its photo out, above):",
         "",
-        _table(["file", "data lines", "reason", "rows"],
+        markdown_table(["file", "data lines", "reason", "rows"],
                [(t, summary.files[t]["rows"], r, n) for t in summary.files for r, n in
                 summary.row_issues.get(t, {}).items()] or [("all", "", "none", 0)]),
         "",
-        _table(["note", "count"], [(k, v if isinstance(v, int) else json.dumps(v)) for k, v in summary.notes.items()]),
+        markdown_table(["note", "count"],
+                       [(k, v if isinstance(v, int) else json.dumps(v)) for k, v in summary.notes.items()]),
         "",
         "## Source",
         "",
         "iNaturalist open data (`inaturalist-open-data` bucket): photos.csv, observations.csv, taxa.csv, "
         "observers.csv, read as tab-separated text without quoting:",
         "",
-        _table(["file", "columns", "data lines"],
+        markdown_table(["file", "columns", "data lines"],
                [(Path(v["file"]).name, len(v["columns"]), v["rows"]) for v in summary.files.values()]),
         "",
         *[f"Both `{Path(v['file']).name}` and `{Path(v['not_read']).name}` were in the export folder: "
@@ -180,10 +175,6 @@ def render_card(summary: CoObservedBuildSummary) -> str:
     return "\n".join(sections)
 
 
-def _counts(values: Iterable[str]) -> dict[str, int]:
-    return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
-
-
 def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     species = {(o["kingdom"], o["phylum"], o["class"], o["order"], o["family"], o["genus"], o["species"])
                for r in rows for o in r["organisms"]}
@@ -191,10 +182,10 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     return {
         "kept_per_rank": {r: sum(row["divergence_rank"] == r for row in rows) for r in DIVERGENCE_RANKS},
-        "kingdom_pairs": _counts(r["kingdom_pair"] for r in rows),
-        "class_pairs": _counts(r["class_pair"] for r in rows),
+        "kingdom_pairs": counts(r["kingdom_pair"] for r in rows),
+        "class_pairs": counts(r["class_pair"] for r in rows),
         "species": len(species),
-        "licenses": _counts(parse_license(r["license"]).code for r in rows),  # type: ignore[union-attr]
+        "licenses": counts(parse_license(r["license"]).code for r in rows),  # type: ignore[union-attr]
     }
 
 

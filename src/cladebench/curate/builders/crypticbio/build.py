@@ -41,7 +41,8 @@ import pyarrow.compute as pc
 
 from cladebench.config import config_to_dict
 from cladebench.curate import cryptic_groups
-from cladebench.curate.builders.crypticbio.card import CrypticBioCurationSummary, counts, render_card
+from cladebench.curate.builders.cards import counts
+from cladebench.curate.builders.crypticbio.card import CrypticBioCurationSummary, render_card
 from cladebench.curate.builders.crypticbio.rows import DUPLICATE_URL, MALFORMED_LINE, ROW_CHECKS, Tally, read_and_filter
 from cladebench.curate.builders.crypticbio.sections import (
     CrypticBioBuildConfig,

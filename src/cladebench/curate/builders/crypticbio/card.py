@@ -8,19 +8,13 @@ is laid out here, apart from the code that counts them.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cladebench.curate.builders.cards import markdown_table
 from cladebench.curate.builders.crypticbio.rows import DUPLICATE_URL, MALFORMED_LINE, ROW_CHECKS
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS
-
-
-def counts(values: Iterable[Any]) -> dict[str, int]:
-    """How often each value occurs, most frequent first (ties by value), keys as text."""
-    return {str(k): v for k, v in sorted(Counter(values).items(), key=lambda kv: (-kv[1], str(kv[0])))}
 
 
 @dataclass(frozen=True)
@@ -61,12 +55,6 @@ class CrypticBioCurationSummary:
         return "\n".join(lines)
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def render_card(summary: CrypticBioCurationSummary) -> str:
     """The dataset card (README.md) of a curation."""
     subsets = summary.subsets
@@ -80,7 +68,7 @@ def render_card(summary: CrypticBioCurationSummary) -> str:
         "",
         "## Subsets",
         "",
-        _table(["subset", "file", "rows", "species", "species with a cryptic group", "notes"],
+        markdown_table(["subset", "file", "rows", "species", "species with a cryptic group", "notes"],
                [(name, f"`{info['file']}`", info["rows"], info["species"], info.get("species_with_group", "–"),
                  "; ".join(f"{k}: {v}" for k, v in info["notes"].items() if k != "unmatched_examples") or "–")
                 for name, info in subsets.items()]),
@@ -91,7 +79,7 @@ def render_card(summary: CrypticBioCurationSummary) -> str:
         "",
     ]
     groups = sorted({g for info in subsets.values() for g in info["taxonomic_groups"]})
-    parts.append(_table(["taxonomic group", *subsets], [(g, *(info["taxonomic_groups"].get(g, 0)
+    parts.append(markdown_table(["taxonomic group", *subsets], [(g, *(info["taxonomic_groups"].get(g, 0)
                                                               for info in subsets.values())) for g in groups]))
     parts += [
         "", "## Rows read and dropped", "",
@@ -99,7 +87,7 @@ def render_card(summary: CrypticBioCurationSummary) -> str:
         "(one per photo URL). A row is counted under the first reason that drops it; the last column counts, for "
         "each filter on its own, the rows passing the data checks that fail it.",
         "",
-        _table(["reason", "rows dropped (first reason)", "rows failing it (on its own)"],
+        markdown_table(["reason", "rows dropped (first reason)", "rows failing it (on its own)"],
                [(reason, count, summary.failing.get(reason, "–")) for reason, count in summary.dropped.items()]),
         "",
         "Filters: " + ("; ".join(f"`{f}`" for f in summary.filters) if summary.filters else "none") + ".",
@@ -131,15 +119,15 @@ def render_card(summary: CrypticBioCurationSummary) -> str:
                       f"identifications {'counted' if mining['count_withdrawn'] else 'ignored'}. "
                       f"{mining['candidates']} candidate pairs, {mining['below_min_observations']} below the "
                       f"observation count, {mining['below_min_fraction']} below the fraction, {mining['pairs']} kept.",
-                      "", _table(["identifications", "count"], mining["identifications"].items())]
+                      "", markdown_table(["identifications", "count"], mining["identifications"].items())]
     if summary.downloads:
         parts += ["", "## Photos", "",
-                  _table(["subset", "dataset", "photos written", "failed", "failures by reason"],
+                  markdown_table(["subset", "dataset", "photos written", "failed", "failures by reason"],
                          [(n, f"`{d['dataset']}`" if d["dataset"] else "none (no photo fetched)", d["written"],
                            d["failed"],
                            ", ".join(f"{k} {v}" for k, v in d["failed_by_reason"].items()) or "–")
                           for n, d in summary.downloads.items()])]
-    parts += ["", "## Data checks", "", _table(["reason", "meaning"], [(c.reason, c.doc) for c in ROW_CHECKS]
+    parts += ["", "## Data checks", "", markdown_table(["reason", "meaning"], [(c.reason, c.doc) for c in ROW_CHECKS]
                                                + [(DUPLICATE_URL, "a photo URL already kept from an earlier row"),
                                                   (MALFORMED_LINE, "a CSV line with more or fewer fields than "
                                                    "the header")]), ""]
@@ -148,4 +136,4 @@ def render_card(summary: CrypticBioCurationSummary) -> str:
 
 
 
-__all__ = ["CrypticBioCurationSummary", "counts", "render_card"]
+__all__ = ["CrypticBioCurationSummary", "render_card"]

@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cladebench.curate.builders.cards import markdown_table
 from cladebench.curate.builders.finegrained.checks import OUTSIDE_REASON, reason_docs
 from cladebench.curate.builders.finegrained.config import DATASET_DIR, ChallengeGroup
 
@@ -81,12 +82,6 @@ class FineGrainedBuildSummary:
         return out
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def render_card(summary: FineGrainedBuildSummary) -> str:
     """The dataset card: what the dataset is, how it was built, and every count (all taken from the written data)."""
     config = summary.config
@@ -110,7 +105,7 @@ def render_card(summary: FineGrainedBuildSummary) -> str:
         "",
         "## Challenge groups",
         "",
-        _table(["challenge_group", "taxon", "species", "images", "genus-only images"],
+        markdown_table(["challenge_group", "taxon", "species", "images", "genus-only images"],
                [(g, v["taxon"], v["species"], v["images"], v["genus_only"]) for g, v in summary.groups.items()]
                + [("total", "", sum(v["species"] for v in summary.groups.values()), summary.rows,
                    sum(v["genus_only"] for v in summary.groups.values()))]),
@@ -120,7 +115,7 @@ def render_card(summary: FineGrainedBuildSummary) -> str:
         "CC0, CC-BY, CC-BY-NC and CC-BY-SA only: no NoDerivatives variant (a resized image is a derivative), no "
         "all-rights-reserved, no unnamed (`other`) license, none without a license link.",
         "",
-        _table(["license", *group_names, "total"],
+        markdown_table(["license", *group_names, "total"],
                [(lic, *(v.get(g, 0) for g in group_names), v["total"]) for lic, v in summary.licenses.items()]
                + [("total", *(summary.groups[g]["images"] for g in group_names), summary.rows)]),
         "",
@@ -129,18 +124,18 @@ def render_card(summary: FineGrainedBuildSummary) -> str:
         f"At most {config.get('per_species')} per species and {config.get('genus_only_cap')} per genus among rows "
         "identified to genus only (listed by the genus alone).",
         "",
-        _table(["challenge_group", "taxon", "images"],
+        markdown_table(["challenge_group", "taxon", "images"],
                [(g, name, n) for g, names in summary.species.items() for name, n in names.items()]),
         "",
         "## seen_in_training",
         "",
-        _table(["model", "uuids listed", "images in the dataset"],
+        markdown_table(["model", "uuids listed", "images in the dataset"],
                [(m, v["listed"], v["in_dataset"]) for m, v in summary.seen_in_training.items()])
         if summary.seen_in_training else "No training lists were given: `seen_in_training` is null (unknown).",
         "",
         "## Embeddings and indices",
         "",
-        _table(["column", "model", "revision", "dim", "preprocessing"], embedding_rows) if embedding_rows
+        markdown_table(["column", "model", "revision", "dim", "preprocessing"], embedding_rows) if embedding_rows
         else "No embedding columns.",
         "",
         "Indices: " + ", ".join(f"`{i['name']}` ({i['type']} on {', '.join(i['columns'])})" for i in summary.indices)
@@ -151,7 +146,7 @@ def render_card(summary: FineGrainedBuildSummary) -> str:
         f"The catalog held {summary.catalog_rows:,} rows. Each is in the dataset or counted under exactly one "
         "reason (the first that applies, in this order):",
         "",
-        _table(["reason", "rows", "meaning"], [(r, n, docs.get(r, "")) for r, n in summary.outcomes.items()]
+        markdown_table(["reason", "rows", "meaning"], [(r, n, docs.get(r, "")) for r, n in summary.outcomes.items()]
                + [("in the dataset", summary.rows, "")]),
         "",
     ]
