@@ -1,5 +1,6 @@
 """Where an output may go relative to what a command reads (never onto, into or around an input), and how a
-file gets there whole (:func:`atomic_write`, the one writer every stage uses for files it replaces).
+file gets there whole (:func:`atomic_write`, the one writer every stage uses for files it replaces;
+:func:`atomic_write_parquet` for an Arrow table).
 
 Every verb that writes a folder (the builders, ``demo``, ``load``, ``subset``) checks this before reading
 anything: an output equal to an input, inside one or holding one would let ``--overwrite`` delete what is
@@ -22,9 +23,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from cladebench.errors import UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def absolute(path: str | Path) -> Path:
@@ -93,3 +97,10 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[BinaryIO], obje
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_parquet(path: str | Path, table: pa.Table, *, durable: bool = False) -> Path:
+    """Write an Arrow table as a Parquet file with :func:`atomic_write` (whole or not at all)."""
+    import pyarrow.parquet as pq
+
+    return atomic_write(path, lambda handle: pq.write_table(table, handle), durable=durable)

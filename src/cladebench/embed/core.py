@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.models.registry import resolve_encoder
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write, atomic_write_parquet
 from cladebench.provenance import software_versions
 from cladebench.store.embeddings import STATE_DIR, failures_path, state_dir
 
@@ -311,7 +310,7 @@ def write_failures(uri: str, column: str, failed: pa.Table, model: str, *, name:
     table = failed.select(["uuid", "reason"])
     table = table.append_column("column", pa.array([column] * table.num_rows, pa.string()))
     table = table.append_column("model", pa.array([model] * table.num_rows, pa.string()))
-    atomic_write(path, lambda handle: pq.write_table(table, handle))
+    atomic_write_parquet(path, table)
     return path
 
 

@@ -40,7 +40,7 @@ from cladebench.embed.core import (
     write_sidecar,
 )
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write, atomic_write_parquet
 
 if TYPE_CHECKING:
     import lance
@@ -104,7 +104,7 @@ class _Staging:
         table = pa.table({"uuid": pa.array(uuids, pa.string()), "embedding": values,
                           "error": pa.array(errors, pa.string())})
         name = f"part-{time.time_ns():020d}-{uuidlib.uuid4().hex[:8]}.parquet"
-        atomic_write(self.directory / name, lambda handle: pq.write_table(table, handle), durable=True)
+        atomic_write_parquet(self.directory / name, table, durable=True)
 
     def read(self) -> pa.Table:
         tables = [pq.read_table(p) for p in self.parts()]

@@ -17,6 +17,7 @@ the store is next opened.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cladebench.errors import CladebenchError
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write, atomic_write_parquet
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,12 +187,19 @@ class DownloadStore:
         """The stored body of a finished item."""
         return self.object_path(entry.sha256).read_bytes()
 
+    def read_verified(self, entry: Downloaded) -> bytes:
+        """The stored body of a finished item, its SHA-256 checked again before it goes into a dataset: a body
+        damaged on disk since it was fetched is an error naming the file, never written as the item's photo."""
+        body = self.read_bytes(entry)
+        if hashlib.sha256(body).hexdigest() != entry.sha256:
+            raise CladebenchError(f"{self.object_path(entry.sha256)} does not match its SHA-256; "
+                                  "the download cache is damaged: delete that file and build again")
+        return body
+
     def write_failures(self, failures: Iterable[DownloadFailure], path: Path | None = None) -> Path:
         """Write failures as Parquet, atomically (a temporary file renamed into place)."""
-        import pyarrow.parquet as pq
-
         table = failures_table(failures)
-        return atomic_write(path or self.failures_path, lambda handle: pq.write_table(table, handle))
+        return atomic_write_parquet(path or self.failures_path, table)
 
 
 # --- the report ----------------------------------------------------------------------------------

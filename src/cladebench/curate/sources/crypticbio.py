@@ -82,7 +82,7 @@ from cladebench.curate.sources.rows import (
     whole_number_from_text,
 )
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write_parquet
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -346,8 +346,6 @@ _BATCH_ROWS = 128  # rows (images of a few MB each) held in memory at once while
 
 def _image_batches(table: pa.Table, report: DownloadReport) -> Iterator[pa.Table]:
     """Fetched rows with their bytes, read from the download store a batch at a time."""
-    import hashlib
-
     uuids = table.column("uuid").to_pylist()
     for start in range(0, table.num_rows, _BATCH_ROWS):
         keys = uuids[start:start + _BATCH_ROWS]
@@ -356,13 +354,7 @@ def _image_batches(table: pa.Table, report: DownloadReport) -> Iterator[pa.Table
             continue
         chunk = table.slice(start, _BATCH_ROWS).filter(pa.array(keep))
         entries = [report.downloaded[k] for k in keys if k in report.downloaded]
-        images = []
-        for entry in entries:
-            body = report.store.read_bytes(entry)
-            if hashlib.sha256(body).hexdigest() != entry.sha256:
-                raise CladebenchError(f"{report.store.object_path(entry.sha256)} does not match its SHA-256; "
-                                      "the download cache is damaged: delete that file and build again")
-            images.append(body)
+        images = [report.store.read_verified(entry) for entry in entries]
         chunk = chunk.append_column(pa.field("image", pa.large_binary(), nullable=False),
                                     pa.array(images, pa.large_binary()))
         chunk = chunk.append_column("image_format", pa.array([e.image_format for e in entries], pa.string()))
@@ -384,12 +376,6 @@ def _failure_rows(table: pa.Table, report: DownloadReport) -> pa.Table:
                         ("reason", pa.string()), ("detail", pa.string()), ("status", pa.int32()),
                         ("exception", pa.string()), ("attempts", pa.int32())])
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    import pyarrow.parquet as pq
-
-    atomic_write(path, lambda handle: pq.write_table(table, handle))
 
 
 def build_crypticbio_dataset(
@@ -429,11 +415,11 @@ def build_crypticbio_dataset(
     failures_path = failures_path_for(out)
     failures = _failure_rows(table, report)
     if not report.downloaded:
-        _write_parquet(failures, failures_path)
+        atomic_write_parquet(failures_path, failures)
         raise CladebenchError(f"no photo of the {table.num_rows} rows could be fetched ({report.summary()}); "
                               f"the reasons are in {failures_path}")
     store.write_dataset(_image_batches(table, report), out)
-    _write_parquet(failures, failures_path)
+    atomic_write_parquet(failures_path, failures)
     return CrypticBioBuild(
         dataset_path=out, failures_path=failures_path, rows=table.num_rows, written=len(report.downloaded),
         failed_by_reason=report.failed_by_reason, download=report, read_stats=read_stats(table),

@@ -21,7 +21,7 @@ from cladebench.curate.sources.coobserved.pairs import CoObservedStats, PairPass
 from cladebench.curate.sources.coobserved.read import Fetched, batches, check_batching, embedded_images, open_files
 from cladebench.curate.sources.rows import Row
 from cladebench.errors import CladebenchError
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write_parquet
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,6 @@ def _failure_rows(wanted: Mapping[str, _Wanted], report: DownloadReport | None) 
     return pa.Table.from_pylist(rows, schema=FAILURES_SCHEMA)
 
 
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    import pyarrow.parquet as pq
-
-    atomic_write(path, lambda handle: pq.write_table(table, handle))
-
-
 def build_inat_coobserved(
     parquet_paths: str | Path | Iterable[str | Path],
     out: str | Path,
@@ -144,12 +138,12 @@ def build_inat_coobserved(
     failures_path = failures_path_for(out)
     failures = _failure_rows(wanted, report)
     if report is not None and not report.downloaded and len(wanted) == rows_read:
-        _write_parquet(failures, failures_path)
+        atomic_write_parquet(failures_path, failures)
         raise CladebenchError(f"no photo of the {rows_read} rows could be fetched ({report.summary()}); "
                               f"the reasons are in {failures_path}")
     stream = batches(files, stats, images=True, batch_rows=batch_rows, limit=limit, fetched=Fetched(report))
     dataset = store.write_dataset(_non_empty(stream), out)
-    _write_parquet(failures, failures_path)
+    atomic_write_parquet(failures_path, failures)
     return CoObservedBuild(
         dataset_path=out, failures_path=failures_path, rows=dataset.count_rows(), read=stats.rows,
         fingerprint=store.fingerprint(dataset), stats=stats.as_dict(), fetch=report,

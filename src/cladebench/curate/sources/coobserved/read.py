@@ -50,12 +50,7 @@ class Fetched:
     def get(self, key: str) -> bytes | None:
         if self.report is None or key not in self.report.downloaded:
             return None
-        entry = self.report.downloaded[key]
-        body = self.report.store.read_bytes(entry)
-        if hashlib.sha256(body).hexdigest() != entry.sha256:
-            raise CladebenchError(f"{self.report.store.object_path(entry.sha256)} does not match its SHA-256; "
-                                  "the download cache is damaged: delete that file and build again")
-        return body
+        return self.report.store.read_verified(self.report.downloaded[key])
 
 
 def with_images(table: pa.Table, batch: pa.RecordBatch, file: SourceFile, first_row: int, fetched: Fetched,
