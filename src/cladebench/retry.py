@@ -16,6 +16,8 @@ Example:
     (2.5, True)
     >>> parse_retry_after("7"), parse_retry_after("soon")
     (7.0, None)
+    >>> [status for status in (400, 404, 408, 429, 500, 503) if retryable_status(status)]
+    [408, 429, 500, 503]
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ from cladebench.errors import CladebenchError
 RETRYABLE_STATUSES = frozenset({408, 429})
 """HTTP statuses besides every 5xx that are retried: 408 Request Timeout and 429 Too Many Requests say "not
 now", not "never"."""
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth another attempt: one of :data:`RETRYABLE_STATUSES` or any 5xx (the server's
+    trouble, not the request's); every other 4xx would only be refused again."""
+    return status in RETRYABLE_STATUSES or status >= 500
 
 
 @dataclass(frozen=True)
@@ -100,4 +108,4 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-__all__ = ["RETRYABLE_STATUSES", "RetryPolicy", "parse_retry_after"]
+__all__ = ["RETRYABLE_STATUSES", "RetryPolicy", "parse_retry_after", "retryable_status"]

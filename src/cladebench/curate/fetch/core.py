@@ -24,7 +24,7 @@ from cladebench.curate.fetch.download_store import (
     DownloadReport,
     DownloadStore,
 )
-from cladebench.retry import RETRYABLE_STATUSES, parse_retry_after
+from cladebench.retry import parse_retry_after, retryable_status
 
 if TYPE_CHECKING:
     import httpx
@@ -65,7 +65,7 @@ def _classify(exc: Exception, reasons: tuple[tuple[type[Exception], str, bool], 
 
 def _status_error(response: httpx.Response) -> _AttemptError:
     status = response.status_code
-    retryable = status in RETRYABLE_STATUSES or status >= 500
+    retryable = retryable_status(status)
     return _AttemptError(
         f"http_{status}", f"HTTP {status} {response.reason_phrase}".strip(), retryable=retryable, status=status,
         retry_after=parse_retry_after(response.headers.get("retry-after")) if retryable else None,

@@ -26,7 +26,7 @@ from cladebench.models.vlm.cache import IMAGE_PLACEHOLDER, ResponseCache, reques
 from cladebench.models.vlm.config import VLMConfig
 from cladebench.models.vlm.errors import EndpointError, InvalidResponseError
 from cladebench.models.vlm.images import prepare_image
-from cladebench.retry import RETRYABLE_STATUSES, parse_retry_after
+from cladebench.retry import parse_retry_after, retryable_status
 
 if TYPE_CHECKING:
     import httpx
@@ -273,7 +273,7 @@ class VLMClient:
                     return self._json_body(answer, where)
                 body = self._body_text(answer.body, cut=answer.cut)
                 last = f"HTTP {answer.status} {answer.reason_phrase}: {body}"
-                if answer.status not in RETRYABLE_STATUSES and answer.status < 500:
+                if not retryable_status(answer.status):
                     raise EndpointError(f"{where}: POST {shown} answered {last}")
                 retry_after = parse_retry_after(answer.retry_after)
             if attempt >= policy.max_attempts:
