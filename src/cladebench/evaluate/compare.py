@@ -147,12 +147,7 @@ class Comparison:
 
 
 def _read_run(path: Path) -> tuple[RunRecord, pa.Table]:
-    try:
-        record = RunRecord.read(path)
-    except FileNotFoundError:
-        raise CladebenchError(f"no run record at {path}") from None
-    except (ValueError, TypeError) as exc:
-        raise SchemaError(f"{path} is not a run record: {exc}") from None
+    record = RunRecord.read_given(path)
     try:
         table = record.predictions(path)
     except (FileNotFoundError, KeyError) as exc:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cladebench import store
-from cladebench.errors import CladebenchError, UsageError, environment_error
+from cladebench.errors import CladebenchError, SchemaError, UsageError, environment_error
 from cladebench.evaluate.jsonsafe import record_json
 from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.provenance import redact
@@ -133,6 +133,18 @@ class RunRecord:
         record = cls(**json.loads(path.read_text()))
         record.redact_secrets()  # a record written before redaction existed shows no secret either
         return record
+
+    @classmethod
+    def read_given(cls, path: str | Path) -> RunRecord:
+        """:meth:`read` for a path a user gave (``compare``, ``report``): no file there is a
+        :class:`CladebenchError`, a file that is not a run record a :class:`SchemaError`, each one line naming
+        ``path`` as given."""
+        try:
+            return cls.read(path)
+        except FileNotFoundError:
+            raise CladebenchError(f"no run record at {path}") from None
+        except (ValueError, TypeError) as exc:
+            raise SchemaError(f"{path} is not a run record: {exc}") from None
 
     def predictions(self, path: str | Path) -> pa.Table:
         """The per-example predictions beside a ``run.json``, checked against the SHA-256 the record gives them

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError
 from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.report.formatting import is_breakdown, short_model, split_metric
 
@@ -99,12 +99,7 @@ def _run_file(path: Path) -> Path:
 def load_run(index: int, path: str | Path) -> ReportRun:
     """Read one run record and, when present, its predictions; a missing record is an error."""
     path = _run_file(Path(path))
-    try:
-        record = RunRecord.read(path)
-    except FileNotFoundError:
-        raise CladebenchError(f"no run record at {path}") from None
-    except (ValueError, TypeError) as exc:
-        raise SchemaError(f"{path} is not a run record: {exc}") from None
+    record = RunRecord.read_given(path)
     try:
         return ReportRun(index=index, path=path, record=record, predictions=record.predictions(path))
     except (FileNotFoundError, KeyError, OSError, pa.ArrowException) as exc:
