@@ -22,7 +22,7 @@ def _not_a_record(tmp_path: Path) -> Path:
 
 def test_read_given_names_the_path_and_the_kind_of_failure(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "run.json"
-    with pytest.raises(CladebenchError, match="^no run record at .*nowhere/run.json$") as info:
+    with pytest.raises(CladebenchError, match=r"^no run record at .*nowhere/run.json$") as info:
         RunRecord.read_given(missing)
     assert not isinstance(info.value, SchemaError)
     with pytest.raises(SchemaError, match=r"notes/run.json is not a run record: ") as info:
@@ -34,7 +34,7 @@ def test_compare_and_report_refuse_alike(tmp_path: Path) -> None:
     bad = _not_a_record(tmp_path)
     missing = tmp_path / "nowhere"
     for read in (lambda p: compare_runs([p, p]), lambda p: load_run(1, p)):
-        with pytest.raises(CladebenchError, match="^no run record at .*nowhere"):
+        with pytest.raises(CladebenchError, match=r"^no run record at .*nowhere"):
             read(missing)
         with pytest.raises(SchemaError, match="is not a run record"):
             read(bad)

@@ -89,7 +89,14 @@ from cladebench.models.vlm.answers import (
     yes_no_from_response,
 )
 from cladebench.models.vlm.cache import ResponseCache, request_key
-from cladebench.models.vlm.client import VLMClient, chat, chat_async, score_yes_no, score_yes_no_async
+from cladebench.models.vlm.client import (
+    VLMClient,
+    chat,
+    chat_async,
+    gather_or_cancel,
+    score_yes_no,
+    score_yes_no_async,
+)
 from cladebench.models.vlm.config import DEFAULT_PROMPT_TEMPLATE, VLMConfig
 from cladebench.models.vlm.errors import EndpointError, InvalidResponseError, LogprobsUnsupportedError
 from cladebench.models.vlm.images import ACCEPTED_IMAGE_TYPES, PreparedImage, prepare_image
@@ -113,6 +120,7 @@ __all__ = [
     "chat",
     "chat_async",
     "chat_from_response",
+    "gather_or_cancel",
     "normalise_token",
     "prepare_image",
     "request_key",

@@ -192,7 +192,7 @@ class VLMClient:
                 bar.update(1)
                 return result
 
-            return await _gather_or_cancel([one(i) for i in wanted])
+            return await gather_or_cancel([one(i) for i in wanted])
 
     async def chat(self, prompt: str, image: bytes | None = None, *, json_mode: bool = False,
                    max_tokens: int | None = None) -> ChatResult:
@@ -308,8 +308,10 @@ class VLMClient:
         return body
 
 
-async def _gather_or_cancel(coroutines: list[Coroutine[Any, Any, _T]]) -> list[_T]:
-    """``asyncio.gather`` that cancels the other tasks when one fails, so none runs on after the error."""
+async def gather_or_cancel(coroutines: list[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """``asyncio.gather`` that cancels the other tasks when one fails, so none runs on after the error (one
+    failure, such as a 4xx or retries exhausted, stops the rest of a batch of requests; answers already in stay
+    cached). The results are in the order of ``coroutines``."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
         return list(await asyncio.gather(*tasks))

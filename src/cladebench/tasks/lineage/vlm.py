@@ -90,7 +90,7 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
 
     from cladebench.images import ImageDecodeError
     from cladebench.models.endpoint import parse_endpoint
-    from cladebench.models.vlm import InvalidResponseError, VLMClient, VLMConfig
+    from cladebench.models.vlm import InvalidResponseError, VLMClient, VLMConfig, gather_or_cancel
 
     vlm_config = VLMConfig(concurrency=config.vlm_concurrency, request_deadline_s=config.vlm_deadline_s,
                            max_response_bytes=config.vlm_max_response_bytes)
@@ -108,15 +108,7 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
                     bar.update(1)
                 return Reply(result.text, result.cached, None)
 
-            tasks = [asyncio.ensure_future(one(p, i)) for p, i in questions]
-            try:
-                return list(await asyncio.gather(*tasks))
-            except BaseException:
-                # One failure (a 4xx, retries exhausted) stops the rest; answers already in are cached.
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise
+            return await gather_or_cancel([one(p, i) for p, i in questions])
 
 
 def _parsed(reply: Reply, asked: Sequence[Rank]) -> Completion:
