@@ -7,17 +7,29 @@
 - The import graph of ``src/cladebench`` (imports inside functions included) has no cycle, and no module imports a
   later stage than its own (:data:`LAYERS`: foundation, metrics, models, store, embed, curate, tasks, evaluate,
   report, synthetic, demo, cli).
+- No module imports the ``__init__`` of a package it is in when that ``__init__`` presents the package's API
+  (imports its modules): it imports the sibling module that defines the name.
+- Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
+
+The per-package layout tests (``tests/<package>/test_*_layout.py`` and the like) keep only what is particular to
+their package; the import reader is :mod:`helpers.source_imports`.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
-SRC = TESTS.parent / "src" / "cladebench"
-PACKAGE = "cladebench"
+from helpers.source_imports import (
+    PACKAGE,
+    SRC,
+    TESTS,
+    imported_names,
+    imports,
+    module_name,
+    source_files,
+    src_graph,
+)
 
 LAYERS: dict[str, int] = {
     "taxonomy": 1, "metrics": 2, "models": 3, "store": 4, "embed": 5, "curate": 6, "tasks": 7, "evaluate": 8,
@@ -29,63 +41,6 @@ FOUNDATION = 1
 
 NOT_TESTS = {"helpers", "__pycache__"}
 """Folders of tests/ that hold no tests of a package."""
-
-
-# --- reading imports -------------------------------------------------------------------------------------------
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _imports(path: Path, module: str) -> Iterator[tuple[str, list[str]]]:
-    """Every ``import M`` (as ``(M, [])``) and ``from M import a, b`` (as ``(M, [a, b])``) of ``path``, at any depth
-    of the file (so imports inside functions count), relative imports resolved against ``module``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from ((alias.name, []) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
-            yield source, [alias.name for alias in node.names]
-
-
-def _imported_names(path: Path, module: str) -> set[str]:
-    """Every module name the imports of ``path`` name: ``M`` and, for ``from M import x``, ``M.x``."""
-    return {name for source, names in _imports(path, module) for name in (source, *(f"{source}.{n}" for n in names))}
-
-
-def src_graph() -> dict[str, set[str]]:
-    """Module -> the package's modules it imports. ``from M import x`` points at the module ``M.x`` when there is
-    one, else at ``M``; a name that is not a module counts as its nearest enclosing module."""
-    files = {_module_name(path): path for path in sorted(SRC.rglob("*.py"))}
-
-    def nearest(name: str) -> str:
-        while name not in files:
-            name = name.rpartition(".")[0]
-        return name
-
-    graph: dict[str, set[str]] = {}
-    for module, path in files.items():
-        targets = set()
-        for source, names in _imports(path, module):
-            if source != PACKAGE and not source.startswith(PACKAGE + "."):
-                continue
-            if not names:
-                targets.add(nearest(source))
-            for name in names:
-                targets.add(f"{source}.{name}" if f"{source}.{name}" in files else nearest(source))
-        targets.discard(module)
-        graph[module] = targets
-    return graph
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -142,9 +97,19 @@ def layer(module: str) -> int | None:
     return None if is_package else FOUNDATION
 
 
+def test_an_import_of_the_own_package_init_is_found(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("from cladebench.store import schema\n"  # a sibling module: fine
+                     "from cladebench.store import CANONICAL_SCHEMA\n"
+                     "def f():\n    from cladebench import store\n")
+    found = imports_of_own_init("cladebench.store.probe", probe, {"cladebench.store"})
+    assert found == ["cladebench.store.probe imports cladebench.store (CANONICAL_SCHEMA)",
+                     "cladebench.store.probe imports cladebench (store)"]
+
+
 def test_module_names() -> None:
-    assert _module_name(SRC / "__init__.py") == "cladebench"
-    assert _module_name(SRC / "report" / "sections" / "base.py") == "cladebench.report.sections.base"
+    assert module_name(SRC / "__init__.py") == "cladebench"
+    assert module_name(SRC / "report" / "sections" / "base.py") == "cladebench.report.sections.base"
     assert layer("cladebench.errors") == FOUNDATION and layer("cladebench.report.render") == 9
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -170,6 +135,55 @@ def test_no_module_imports_a_later_stage() -> None:
     assert not upward, "imports of a later stage:\n" + "\n".join(upward)
 
 
+def presenting_packages(graph: dict[str, set[str]]) -> set[str]:
+    """Packages (but cladebench itself) whose ``__init__`` imports some of their own modules: it presents the
+    package's API, so the package's modules must not import it."""
+    files = source_files()
+    packages = {m for m, path in files.items() if path.name == "__init__.py" and m != PACKAGE}
+    return {p for p in packages if any(target.startswith(p + ".") for target in graph[p])}
+
+
+def imports_of_own_init(module: str, path: Path, packages: set[str]) -> list[str]:
+    """The imports in ``module`` of the ``__init__`` of a package it is in: ``import P``, ``from P import name`` where
+    ``P.name`` is no module (``from P import submodule`` is the submodule's import), ``from parent import P``."""
+    files = source_files()
+    found = []
+    for package in sorted(p for p in packages if module.startswith(p + ".")):
+        parent, _, last = package.rpartition(".")
+        for source, names in imports(path, module):
+            through_init = ((source == package and (not names or any(f"{package}.{n}" not in files for n in names)))
+                            or (source == parent and last in names))
+            if through_init:
+                found.append(f"{module} imports {source} ({', '.join(names) or 'the package'})")
+    return found
+
+
+def test_no_module_imports_the_init_of_its_own_package_when_that_presents_the_api() -> None:
+    graph = src_graph()
+    packages = presenting_packages(graph)
+    assert {"cladebench.store", "cladebench.metrics", "cladebench.synthetic", "cladebench.embed"} <= packages
+    found = [line for module, path in source_files().items() for line in imports_of_own_init(module, path, packages)]
+    assert not found, "modules importing their own package's __init__ (import the sibling module instead):\n" + (
+        "\n".join(found))
+
+
+MAX_LINES = 500
+"""A module longer than this says in its module docstring why it is one module (the words "one module")."""
+
+
+def test_modules_stay_short_unless_their_docstring_says_why() -> None:
+    files = source_files()
+    assert len(files) > 100  # the package was read
+    unexplained = []
+    for module, path in files.items():
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > MAX_LINES and "one module" not in (ast.get_docstring(ast.parse(text)) or "").lower():
+            unexplained.append(f"{module}: {lines} lines")
+    assert not unexplained, (f"modules over {MAX_LINES} lines: split each along its jobs, or say in its module "
+                             "docstring why it is one module:\n" + "\n".join(unexplained))
+
+
 # --- the tests ---------------------------------------------------------------------------------------------------
 
 
@@ -178,7 +192,7 @@ def _test_modules() -> list[Path]:
 
 
 def _imports_of_test(path: Path) -> set[str]:
-    return set(_imported_names(path, "tests." + ".".join(path.relative_to(TESTS).with_suffix("").parts)))
+    return set(imported_names(path, "tests." + ".".join(path.relative_to(TESTS).with_suffix("").parts)))
 
 
 def test_test_modules_were_found() -> None:

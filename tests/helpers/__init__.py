@@ -7,6 +7,7 @@
 - crypticbio_rows, inquire_rows, coobserved_rows: rows and files in each benchmark's published layout.
 - images, planted_embeddings, rerank_data: pictures, datasets with planted vectors, planted rerank datasets.
 - huge_png, ray_local: decompression-bomb PNGs; a local Ray for one test module.
+- source_imports: who imports whom in src/cladebench, read from the text (the shape and layout tests).
 
 Fixtures that tests of several packages use (``tiny_model``, ``lineage_photos``, ``lineage_endpoint``) live in
 tests/conftest.py.

@@ -1,15 +1,14 @@
 """The store and embed packages' shape, and the helpers every stage shares through the store.
 
-Why: ``store/__init__`` presents the API, so a store module that imported its own package would make a cycle
-through it; ``embed``'s two paths (``local``, ``ray``) build on ``core`` and never on the dispatcher that chooses
-between them; tasks read embedding columns through the store, never through ``embed`` (which sits above them
-in no layer, but whose job is writing columns). And row normalisation, SQL literals and atomic writes each
-have one definition.
+Why: ``embed``'s two paths (``local``, ``ray``) build on ``core`` and never on the dispatcher that chooses
+between them; tasks read embedding columns through the store, never through ``embed`` (which sits below them,
+but whose job is writing columns). And row normalisation, SQL literals and atomic writes each have one
+definition. (That no store or embed module imports its own package's ``__init__`` is a rule for every package:
+``tests/test_shape.py``.)
 """
 
 from __future__ import annotations
 
-import ast
 import os
 from pathlib import Path
 
@@ -22,29 +21,9 @@ from cladebench import store
 from cladebench.paths import atomic_write
 from cladebench.store.embeddings import normalise_rows
 from cladebench.store.sql import sql_literal
+from helpers.source_imports import cladebench_imports as _imports
 
 PACKAGE = Path(cladebench.__file__).parent
-
-
-def _imports(path: Path) -> set[str]:
-    """Every ``cladebench...`` module (or module.name) a file imports, lazy imports included."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("cladebench"))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("cladebench"):
-            found.add(node.module or "")
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-    return found
-
-
-@pytest.mark.parametrize("package", ["store", "embed"])
-def test_no_submodule_imports_its_own_package(package: str) -> None:
-    modules = [p for p in sorted((PACKAGE / package).glob("*.py")) if p.name != "__init__.py"]
-    assert len(modules) >= 4
-    # ``from cladebench import store`` and ``from cladebench.store import X`` both go through the __init__.
-    through_init = {f"{p.name} imports cladebench.{package}" for p in modules if f"cladebench.{package}" in _imports(p)}
-    assert not through_init
 
 
 def test_the_embed_paths_import_neither_the_dispatcher_nor_each_other() -> None:
