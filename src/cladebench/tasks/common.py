@@ -240,6 +240,44 @@ def candidate_mask(candidates: Sequence[Sequence[str] | None], labels: LabelSet)
     return mask, counts
 
 
+@dataclass(frozen=True)
+class LabelScores:
+    """Images scored against a label set's texts (:func:`score_labels`), as zero-shot and the geo task's image
+    side score them."""
+
+    texts: list[str]
+    """Label strings in label-set order (the config's name style)."""
+    label_vectors: np.ndarray
+    """Text embedding of each label, its templates averaged."""
+    scale: float
+    """Logit scale applied to the cosine similarities."""
+    allowed: np.ndarray | None
+    """Images x labels mask of each row's candidates (``--candidates``); None without."""
+    candidate_counts: dict[str, int] | None
+    """What :func:`candidate_mask` counted; None without candidates."""
+    probs: np.ndarray
+    """Images x labels softmax probabilities (:func:`classify`)."""
+
+
+def score_labels(encoder: Encoder, image_vectors: np.ndarray, rows: pa.Table, labels: LabelSet, rank: Rank,
+                 config: Any) -> LabelScores:
+    """Score every image against every label: the labels' texts in ``config.name_style`` through
+    ``config.templates``, the config's logit scale, and, with ``config.candidates``, each row restricted to the
+    species its candidates column lists (so only at rank species)."""
+    from cladebench.models import class_text_embeddings
+
+    texts = labels.texts(config.name_style)
+    label_vectors = class_text_embeddings(encoder, texts, config.templates)
+    scale = logit_scale_of(config, encoder)
+    allowed, candidate_counts = None, None
+    if config.candidates:
+        if rank != Rank.SPECIES:
+            raise CladebenchError("--candidates lists species, so it needs --rank species")
+        allowed, candidate_counts = candidate_mask(rows.column(config.candidates).to_pylist(), labels)
+    return LabelScores(texts=texts, label_vectors=label_vectors, scale=scale, allowed=allowed,
+                       candidate_counts=candidate_counts, probs=classify(image_vectors, label_vectors, scale, allowed))
+
+
 def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
     """What is known of an embedding column: its field metadata, else what the publisher's column name says."""
     meta = store.embedding_metadata(dataset.schema.field(column))

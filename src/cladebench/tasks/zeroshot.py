@@ -31,13 +31,11 @@ from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_
 from cladebench.tasks.common import (
     LabelSet,
     Predictions,
-    candidate_mask,
     check_vectors,
-    classify,
     fixed_logit_scale,
     label_set,
     label_set_from_file,
-    logit_scale_of,
+    score_labels,
     text_image_column,
 )
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
@@ -117,7 +115,6 @@ def _check_candidates_column(dataset: lance.LanceDataset, name: str) -> None:
 
 def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotConfig) -> Predictions:
     """Run zero-shot classification over the dataset's rows with embeddings; see the module docstring."""
-    from cladebench.models import class_text_embeddings
     from cladebench.store.embeddings import valid_embeddings
 
     rank = Rank.parse(config.rank)
@@ -143,15 +140,9 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
     if len(labels) < 2:
         raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
-    texts = labels.texts(config.name_style)
-    label_vectors = class_text_embeddings(encoder, texts, config.templates)
-    scale = logit_scale_of(config, encoder)
-    allowed, candidate_counts = None, None
-    if config.candidates:
-        if rank != Rank.SPECIES:
-            raise CladebenchError("--candidates lists species, so it needs --rank species")
-        allowed, candidate_counts = candidate_mask(rows.column(config.candidates).to_pylist(), labels)
-    probs = classify(image_vectors, label_vectors, scale, allowed)
+    scores = score_labels(encoder, image_vectors, rows, labels, rank, config)
+    texts, scale, allowed, candidate_counts, probs = (scores.texts, scores.scale, scores.allowed,
+                                                      scores.candidate_counts, scores.probs)
 
     index = {key: i for i, key in enumerate(labels.taxa)}
     targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages])

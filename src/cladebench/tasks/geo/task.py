@@ -44,11 +44,9 @@ from cladebench.errors import CladebenchError, SchemaError
 from cladebench.metrics import accuracy, define_metric, paired_bootstrap, register_display
 from cladebench.tasks.common import (
     Predictions,
-    candidate_mask,
-    classify,
     label_set,
     label_set_from_file,
-    logit_scale_of,
+    score_labels,
     text_image_column,
 )
 from cladebench.tasks.geo.config import AUTO_GROUP_KEY, DATE, LATITUDE, LONGITUDE, GeoPriorConfig
@@ -92,7 +90,6 @@ def _read_columns(dataset: lance.LanceDataset, config: GeoPriorConfig, group_key
 
 def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -> Predictions:
     """Image-only and place/season-fused predictions of the test rows; see the module docstring."""
-    from cladebench.models import class_text_embeddings
     from cladebench.store.embeddings import valid_embeddings
 
     fuse = FUSIONS.get_named(config.prior_fusion)
@@ -114,15 +111,9 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
     lineages = [lineages[i] for i in evaluated]
     targets = label_indices(lineages, labels)
 
-    texts = labels.texts(config.name_style)
-    label_vectors = class_text_embeddings(encoder, texts, config.templates)
-    scale = logit_scale_of(config, encoder)
-    allowed, candidate_counts = None, None
-    if config.candidates:
-        if rank != Rank.SPECIES:
-            raise CladebenchError("--candidates lists species, so it needs --rank species")
-        allowed, candidate_counts = candidate_mask(rows.column(config.candidates).to_pylist(), labels)
-    image_probs = classify(vectors, label_vectors, scale, allowed)
+    scores = score_labels(encoder, vectors, rows, labels, rank, config)
+    texts, label_vectors, scale, allowed, candidate_counts, image_probs = (
+        scores.texts, scores.label_vectors, scores.scale, scores.allowed, scores.candidate_counts, scores.probs)
     nv = split.validation.size
     outcome = fuse(FusionInputs(
         config=config, rows=rows, image_vectors=vectors, image_probs=image_probs, label_vectors=label_vectors,
