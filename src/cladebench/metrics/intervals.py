@@ -162,6 +162,16 @@ def _statistic_replicates(statistic: Statistic, n: int, groups: np.ndarray | Non
     return np.concatenate(replicates)
 
 
+def _checked_values(values: Any) -> np.ndarray:
+    """The per-example (or per-repetition) values as float64: a non-empty 1-D array without NaN, or a ValueError."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"values must be a non-empty 1-D array, got shape {values.shape}")
+    if np.isnan(values).any():
+        raise ValueError("values contain NaN")
+    return values
+
+
 def _check_settings(n_resamples: int, confidence: float) -> None:
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
@@ -199,11 +209,7 @@ def bootstrap_ci(values_or_statistic: np.ndarray | Statistic, *, n_examples: int
         value = float(np.asarray(values_or_statistic(np.ones((1, n))))[0])
         replicates = _statistic_replicates(values_or_statistic, n, groups, n_resamples, rng)
     else:
-        values = np.asarray(values_or_statistic, dtype=np.float64)
-        if values.ndim != 1 or values.size == 0:
-            raise ValueError(f"values must be a non-empty 1-D array, got shape {values.shape}")
-        if np.isnan(values).any():
-            raise ValueError("values contain NaN")
+        values = _checked_values(values_or_statistic)
         n = values.size
         value = float(values.mean())
         replicates = _mean_replicates(values, groups, n_resamples, rng)
@@ -358,11 +364,7 @@ def mean_std_ci(values: np.ndarray, confidence: float = 0.95) -> RepeatedEstimat
     zero-width interval that would read as certainty. Identical repetitions do give a zero-width interval.
     """
     _check_settings(1, confidence)
-    values = np.asarray(values, dtype=np.float64)
-    if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"values must be a non-empty 1-D array, got shape {values.shape}")
-    if np.isnan(values).any():
-        raise ValueError("values contain NaN")
+    values = _checked_values(values)
     n = values.size
     mean = float(values.mean())
     if n == 1:
