@@ -54,7 +54,7 @@ def test_every_verb_has_help(verb: str) -> None:
 def test_unknown_verb_is_a_usage_error() -> None:
     result = run("infoo")
     assert result.returncode == 2
-    assert "invalid choice" in result.stderr
+    assert "unknown verb 'infoo'" in result.stderr and "Did you mean 'info'?" in result.stderr
 
 
 def test_info_json_reports_fingerprint_groups_licenses_and_embeddings(dataset_path: Path) -> None:
