@@ -21,9 +21,9 @@ Example:
     >>> config_from_args(Greet, parser.parse_args(["Ada", "--loud"]))
     Greet(name='Ada', loud=True)
 
-Range checks (:func:`at_least`, :func:`positive`, :func:`non_negative`) name the option a user typed, and
-configs call them from ``__post_init__``: a setting out of range is the user's mistake, refused when the config
-is built as a :class:`~cladebench.errors.UsageError` (exit 2), not deep in a computation as a bug (exit 70).
+Range checks (:func:`at_least`, :func:`at_most`, :func:`positive`, :func:`non_negative`) name the option a user
+typed, and configs call them from ``__post_init__``: a setting out of range is the user's mistake, refused when the
+config is built as a :class:`~cladebench.errors.UsageError` (exit 2), not deep in a computation as a bug (exit 70).
 
     >>> at_least("--shots", 0, 1)
     Traceback (most recent call last):
@@ -250,6 +250,13 @@ def at_least(option: str, value: object, minimum: int) -> None:
         raise UsageError(f"{option} must be an integer, got {value!r}")
     if value < minimum:
         raise UsageError(f"{option} must be at least {minimum}, got {value}")
+
+
+def at_most(option: str, value: int, maximum: int, why: str) -> None:
+    """Refuse an integer setting above ``maximum`` (after :func:`at_least` has checked it is one); ``why`` says
+    what the bound is, so the one line explains itself."""
+    if value > maximum:
+        raise UsageError(f"{option} must be at most {maximum:,} ({why}), got {value:,}")
 
 
 def positive(option: str, value: object) -> None:

@@ -13,7 +13,7 @@ import pytest
 from cladebench import store
 from cladebench.errors import SchemaError
 from cladebench.evaluate.run import FewShotEvalConfig, run_eval
-from cladebench.store.species import holds_epithets, species_filter
+from cladebench.store.species import SPECIES_EXPRESSION, binomial_species, holds_epithets, species_filter
 
 GENERA = {"Felis": ("catus", "silvestris lybica", "margarita"), "Panthera": ("leo", "pardus", "onca")}
 PER_SPECIES = 6
@@ -83,7 +83,7 @@ def test_reading_an_old_dataset_gives_binomials_in_columns_and_filters(datasets)
         store.read(new, where=where).column("uuid").to_pylist() != []
     assert store.fingerprint(old, where=where) == store.fingerprint(new, where=where)
     assert species_filter("name = 'species' AND `species` = 'x' AND organism.species = 'y'") == (
-        "name = 'species' AND (coalesce(genus || ' ' || species, species)) = 'x' AND organism.species = 'y'")
+        f"name = 'species' AND ({SPECIES_EXPRESSION}) = 'x' AND organism.species = 'y'")
 
 
 def test_subset_of_an_old_dataset_is_a_new_one(datasets, tmp_path: Path) -> None:
@@ -114,3 +114,58 @@ def test_eval_on_an_old_dataset_equals_eval_on_the_same_data_written_today(datas
     assert new_metrics == old_metrics
     assert any("species=Felis catus" in name for name in new_metrics)  # breakdowns name the binomial
     assert not any("margarita" in name for name in new_metrics)  # the filter meant the binomial on both
+
+
+# --- hostile species values ------------------------------------------------------------------------------
+
+HOSTILE = [  # (genus, species as stored in a version-1 or unversioned dataset) -> the binomial read
+    (("Felis", "catus"), "Felis catus"),
+    (("Felis", "Felis silvestris"), "Felis silvestris"),  # already a binomial: not "Felis Felis silvestris"
+    (("Felis", "silvestris lybica"), "Felis silvestris lybica"),  # subspecies
+    (("Gorilla", "gorilla gorilla"), "Gorilla gorilla gorilla"),  # an epithet that starts like the genus
+    (("Felis", ""), ""), (("Felis", "   "), "   "),  # blank: never "Felis " or "Felis    "
+    ((None, "catus"), "catus"),  # genus null: the epithet alone
+    (("Felis", None), None),  # genus-only row
+    (("Felis", "sp."), "Felis sp."), (("Felis", "× hybrida"), "Felis × hybrida"),
+    (("Épervier", "épervier"), "Épervier épervier"),
+]
+
+
+def _hostile_table() -> pa.Table:
+    n = len(HOSTILE)
+    return pa.table({"uuid": [f"h{i}" for i in range(n)], "image": pa.array([b"x"] * n, pa.large_binary()),
+                     "genus": pa.array([g for (g, _), _ in HOSTILE], pa.string()),
+                     "species": pa.array([s for (_, s), _ in HOSTILE], pa.string())})
+
+
+def test_hostile_species_of_an_old_dataset_read_the_same_in_arrow_and_in_filters(tmp_path: Path) -> None:
+    old = lance.write_dataset(_hostile_table().replace_schema_metadata({store.SCHEMA_METADATA_KEY: b"1"}),
+                              str(tmp_path / "old.lance"))
+    assert holds_epithets(old)
+    want = [binomial for _, binomial in HOSTILE]
+    assert store.read(old, columns=["species"]).column(0).to_pylist() == want
+    assert binomial_species(_hostile_table()).column("species").to_pylist() == want
+    assert old.to_table(columns={"b": SPECIES_EXPRESSION}).column("b").to_pylist() == want  # Lance's SQL agrees
+    for binomial in {b for b in want if b and b.strip()}:
+        hits = store.read(old, columns=["species"], where=f"species = {store.sql_literal(binomial)}")
+        assert set(hits.column(0).to_pylist()) == {binomial}, binomial
+
+
+def test_an_unversioned_dataset_of_binomials_with_one_epithet_row_keeps_its_binomials(tmp_path: Path) -> None:
+    """Another tool's table: binomials, and one 'sp.' row that makes it look like an old dataset."""
+    table = pa.table({"uuid": ["a", "b", "c"], "image": pa.array([b"x"] * 3, pa.large_binary()),
+                      "genus": ["Felis"] * 3, "species": ["Felis catus", "Felis catus", "sp."]})
+    other = lance.write_dataset(table, str(tmp_path / "other.lance"))
+    assert holds_epithets(other)
+    assert store.read(other, columns=["species"]).column(0).to_pylist() == ["Felis catus", "Felis catus", "Felis sp."]
+    assert store.read(other, where="species = 'Felis catus'").num_rows == 2
+    copy = store.subset(other.uri, tmp_path / "copy.lance", where="species = 'Felis catus'")
+    assert copy.count_rows() == 2
+
+
+def test_the_writer_leaves_a_blank_species_blank(tmp_path: Path) -> None:
+    written = store.write_dataset(_hostile_table(), tmp_path / "hostile.lance")
+    species = written.to_table(columns=["species"]).column(0).to_pylist()
+    assert species[4:6] == ["", "   "]  # not "Felis " and "Felis    "
+    assert species[:4] == ["Felis catus", "Felis silvestris", "Felis silvestris lybica", "gorilla gorilla"]
+    assert species[6:] == ["catus", None, "Felis sp.", "Felis × hybrida", "Épervier épervier"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cladebench.cli.verbs import verb
-from cladebench.config import OPTION, POSITIONAL, at_least
+from cladebench.config import OPTION, POSITIONAL, at_least, at_most
 from cladebench.embed import EmbedConfig
 from cladebench.errors import CladebenchError, UsageError
 
@@ -137,9 +137,20 @@ class SearchCommand:
     def __post_init__(self) -> None:
         if self.k is not None:
             at_least("-k", self.k, 1)
+            at_most("-k", self.k, MAX_SEARCH_K, "every hit is held in memory; Lance aborts on a far larger k")
         from cladebench.store import check_filter
+        from cladebench.templates import get_templates
 
         check_filter(self.where)  # its form; its columns are checked on the dataset's schema before the model
+        try:
+            get_templates(self.templates)  # an unknown set is a usage error before the text tower loads
+        except ValueError as exc:
+            raise UsageError(f"--templates: {exc}") from None
+
+
+MAX_SEARCH_K = 1_000_000
+"""Largest -k of ``search``: the hits are read into memory, and Lance aborts the process (no error to catch) on a
+k in the billions."""
 
 
 @verb("search", SearchCommand, "text-to-image search through the vector index; INQUIRE fullrank with annotations")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,17 +79,25 @@ def _mistyped_task(word: str) -> bool:
 
 def new_eval_form(words: Sequence[str]) -> list[str]:
     """The words after ``eval`` in the new form: ``DATASET ... --task T`` becomes ``T DATASET ...`` (zeroshot
-    without ``--task``, as before), with a one-line note on stderr; the new form is returned as it is."""
+    without ``--task``, as before), with a one-line note on stderr that shows the command it runs; the new form is
+    returned as it is. A ``--task`` anywhere is the old form, even after a dataset named like a task
+    (``eval fewshot --task retrieval`` evaluates the dataset ``./fewshot`` when it exists; without it, the task is
+    named twice); a ``--task`` without its value is a usage error."""
     words = list(words)
-    if not words or words[0] in ("-h", "--help") or words[0] in EVAL_CONFIGS:
+    old = any(word == "--task" or word.startswith("--task=") for word in words)
+    if not words or words[0] in ("-h", "--help") or (words[0] in EVAL_CONFIGS and not old):
         return words
+    if words[0] in EVAL_CONFIGS and not Path(words[0]).exists():
+        raise UsageError(f"the task is named twice (`eval {words[0]}` and --task); the new form names it once: "
+                         f"`cladebench eval TASK DATASET ...`")
     task, kept = None, []
     rest = iter(words)
     for word in rest:
         if word == "--task":
             task = next(rest, None)
-            if task is None:
-                kept.append(word)  # a --task without its value: the parser says so
+            if task is None or task.startswith("-"):
+                raise UsageError("--task needs a task name (zeroshot, fewshot, retrieval, rerank, geo, lineage); "
+                                 "the new form is `cladebench eval TASK DATASET ...`")
         elif word.startswith("--task="):
             task = word.partition("=")[2]
         else:
@@ -97,9 +106,9 @@ def new_eval_form(words: Sequence[str]) -> list[str]:
         return words  # a benchmark, or a task name with a typo: the parser names the closest
     task = task or "zeroshot"
     if task in EVAL_CONFIGS:
-        shown = " ".join(kept[:1]) or "DATASET"
         print(f"cladebench eval: note: `eval DATASET --task T` is the old form; this runs as "
-              f"`cladebench eval {task} {shown} ...` (see cladebench eval {task} --help)", file=sys.stderr)
+              f"`{shlex.join(['cladebench', 'eval', task, *kept])}` (see cladebench eval {task} --help)",
+              file=sys.stderr)
     return [task, *kept]
 
 

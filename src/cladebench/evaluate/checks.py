@@ -12,6 +12,8 @@ not there is an input failure (exit 1).
 
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.taxonomy import Rank
+from cladebench.taxonomy import NAME_STYLES, Rank
+from cladebench.templates import get_templates
 
 GROUPABLE_TYPES = "a string, integer, float or boolean column"
 """What a --group-by column may hold: each value becomes a filter literal of the column's own type."""
@@ -28,13 +31,21 @@ GROUPABLE_TYPES = "a string, integer, float or boolean column"
 def check_filter_on_schema(dataset: Any, where: str | None, *, option: str = "--where") -> None:
     """Refuse a filter Lance cannot plan on this dataset (a syntax error, an unknown column, a type mismatch),
     without reading a row; the message keeps Lance's reason and drops its source location."""
-    if where is None:
+    if where is None or not where.strip():  # blank is no filter, as store.check_filter reads it
         return
     try:
         dataset.scanner(filter=where, columns=[dataset.schema.names[0]]).explain_plan()
     except (ValueError, OSError, RuntimeError) as exc:
         reason = str(exc).split(", /")[0].removeprefix("Invalid user input: ")
+        missing = _NO_FIELD.search(reason)
+        if missing:  # Lance lists every field, hidden ones included: name the column and the closest instead
+            name = missing.group(1).strip("\"'`")
+            close = difflib.get_close_matches(name, dataset.schema.names, n=1)
+            reason = f"no column {name!r} in {dataset.uri}" + (f"; did you mean {close[0]!r}?" if close else "")
         raise UsageError(f"{option} {where!r}: {reason}") from None
+
+
+_NO_FIELD = re.compile(r"No field named ([^\s,]+?)\.?(?:\s|$)")
 
 
 def _groupable(kind: pa.DataType) -> bool:
@@ -73,6 +84,12 @@ def check_task_columns(dataset: Any, settings: Any) -> None:
     candidates = getattr(settings, "candidates", None)
     if candidates is not None and candidates not in names:
         raise SchemaError(f"--candidates {candidates!r}: no such column in {dataset.uri}")
+    if candidates is not None:
+        kind = dataset.schema.field(candidates).type
+        if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not (
+                pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)):
+            raise UsageError(f"--candidates {candidates!r} holds {kind}, not a list of scientific names per row (as "
+                             "cryptic_group: the species and its look-alikes)")
     for option, key in (("--group-key", getattr(settings, "group_key", None)),
                         ("--prior-group-key", getattr(settings, "prior_group_key", None))):
         if key is not None and key not in ("auto", "uuid") and key not in names:
@@ -80,10 +97,42 @@ def check_task_columns(dataset: Any, settings: Any) -> None:
     location = getattr(settings, "prior_location_column", None)
     if location is not None and location not in names:
         raise SchemaError(f"--prior-location-column {location!r} is not in {dataset.uri}")
+    if getattr(settings, "prior_fusion", None) == "embedding_sum":
+        from cladebench.tasks.geo.fusion import location_column
+
+        location_column(names, location)  # the one loc_emb_* column, found (or missed) as the task will
     for option, value in (("--labels", getattr(settings, "labels", None)),
                           ("--lineage-candidates", getattr(settings, "lineage_candidates", "benchmark"))):
         if value is not None and value != "benchmark" and "://" not in value and not Path(value).is_file():
             raise CladebenchError(f"{option}: file not found: {value}")
+    labels = getattr(settings, "labels", None)
+    if labels is not None and "://" not in labels:
+        check_label_file(Path(labels), getattr(settings, "rank", "species"))
+
+
+def check_label_file(path: Path, rank: str) -> None:
+    """A --labels file that cannot give the two labels a task needs, whatever the benchmark's taxa: unreadable,
+    not UTF-8, not a readable CSV, a CSV row without a name at the rank, or fewer than two names in all. Names
+    are resolved against the benchmark later, by the task; nothing here depends on the dataset's rows."""
+    from cladebench.tasks.common import label_set_from_file
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CladebenchError(f"--labels: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CladebenchError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+                              f"{exc.start}); save the file as UTF-8") from None
+    if path.suffix.lower() in (".csv", ".tsv"):
+        count = len(label_set_from_file(path, rank, []))  # a CSV names each label's lineage itself
+    else:
+        count = len({name for line in text.splitlines() if (name := line.split("#", 1)[0].strip())})
+    if count < 2:
+        raise CladebenchError(f"--labels {path}: {count} label(s) at rank {Rank.parse(rank).column}; a label set "
+                              "needs at least 2")
 
 
 def check_eval_settings(config: Any) -> None:
@@ -91,6 +140,7 @@ def check_eval_settings(config: Any) -> None:
     ``__post_init__`` calls this): the filter's form, an empty --group-by or --breakdown name, and (for the tasks
     that have them) an unknown --rank or a --within that is not RANK=NAME."""
     store.check_filter(config.where)
+    store.check_filter(getattr(config, "prior_fit_where", None), option="--prior-fit-where")
     if not config.group_by.strip():
         raise UsageError("--group-by is empty; use 'auto', 'none' or a column name")
     for column in config.breakdown:
@@ -103,6 +153,19 @@ def check_eval_settings(config: Any) -> None:
     rank = getattr(config, "rank", None)
     if rank is not None:
         Rank.parse(rank)
+    for option in ("templates", "query_templates"):
+        templates = getattr(config, option, None)
+        if templates is not None:
+            try:
+                get_templates(templates)
+            except ValueError as exc:  # an unknown set is an UnknownNameError (a UsageError) already
+                raise UsageError(f"--{option.replace('_', '-')}: {exc}") from None
+    name_style = getattr(config, "name_style", None)
+    if name_style is not None:
+        NAME_STYLES.get_named(name_style)
+    group_key = getattr(config, "group_key", None)
+    if group_key is not None and not group_key.strip():
+        raise UsageError("--group-key is empty; use 'auto', 'uuid' or a column name")
     within = getattr(config, "within", None)
     if within is not None:
         rank_name, _, name = within.partition("=")
@@ -111,9 +174,23 @@ def check_eval_settings(config: Any) -> None:
         Rank.parse(rank_name.strip())
 
 
+def check_prior_dataset(dataset: Any, settings: Any) -> None:
+    """The geo prior's other dataset opens (exit 3 when it is not there) and --prior-fit-where plans on the
+    dataset it selects from."""
+    fit_where = getattr(settings, "prior_fit_where", None)
+    other = getattr(settings, "prior_dataset", None)
+    if other is None and fit_where is None:
+        return
+    fit_dataset = store.open_dataset(other) if other is not None else dataset
+    check_filter_on_schema(fit_dataset, fit_where, option="--prior-fit-where")
+
+
 def check_before_model(dataset: Any, config: Any, settings: Any, where: str | None) -> None:
-    """Every check of the command against the dataset that needs no model: run before any model loads."""
+    """Every check of the command against the dataset that needs no model: run before any model loads. The
+    user's --where is checked by itself first, so a refusal quotes it as typed."""
+    check_filter_on_schema(dataset, config.where)
     check_filter_on_schema(dataset, where)
     check_group_by(dataset, config.group_by)
     check_breakdown(dataset, config.breakdown)
     check_task_columns(dataset, settings)
+    check_prior_dataset(dataset, settings)

@@ -180,7 +180,7 @@ def task_config(task_config_class: type, config: EvalConfig) -> Any:
 
 
 def _and(*clauses: str | None) -> str | None:
-    present = [c for c in clauses if c]
+    present = [c for c in clauses if c and c.strip()]  # a blank filter is none, as store.check_filter reads it
     return " AND ".join(f"({c})" for c in present) if present else None
 
 
@@ -371,6 +371,18 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     dataset = store.open_dataset(uri)
     where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
+    # The groups read one column: a filter that selects nothing is found before a model loads too.
+    group_column = partition_column(dataset, config.group_by)
+    if group_column is None:
+        groups, rows_without_group, group_filters = [None], 0, {}
+    else:
+        groups, rows_without_group, group_filters = _group_values(dataset, group_column, where)
+        if not groups:
+            scope = f" (filter {where!r})" if where else ""
+            if not rows_without_group:
+                raise CladebenchError(f"no row of {uri} is selected{scope}")
+            raise CladebenchError(f"no selected row has a {group_column} value{scope}; --group-by none evaluates "
+                                  "them pooled")
     if encoder is None and task.uses_encoder and spec is not None:
         encoder = load_model(spec, config)
     if benchmark is not None and encoder is not None and model_kind(encoder) == "clip":
@@ -378,13 +390,6 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         dataset = store.open_dataset(uri)  # with the column just embedded
     if not task.uses_encoder:
         settings = _stored_column(dataset, spec, settings)
-    group_column = partition_column(dataset, config.group_by)
-    if group_column is None:
-        groups, rows_without_group, group_filters = [None], 0, {}
-    else:
-        groups, rows_without_group, group_filters = _group_values(dataset, group_column, where)
-        if not groups:
-            raise CladebenchError(f"no selected row has a {group_column} value (filter {where!r})")
 
     metrics: dict[str, Any] = {}
     breakdown_missing: dict[str, int] = {}

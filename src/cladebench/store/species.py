@@ -10,11 +10,14 @@ breakdowns and labels agree with the same data written today.
 A dataset holds epithets when it is not marked version 2 or later, has ``genus`` and ``species`` columns, and some
 row has a genus beside a species without a space (an epithet; a binomial always has one). Datasets written by
 other tools carry no version; those that store binomials (the published Fine-Grained Challenges) are read as they
-are. In a dataset that holds epithets every species is taken as an epithet: that is how version 1 wrote them.
+are. In a dataset that holds epithets a species is taken as an epithet (``gorilla gorilla`` under *Gorilla* is
+*Gorilla gorilla gorilla*: that is how version 1 wrote them) unless it already starts with its genus as spelled
+(``Felis catus`` under *Felis*: a dataset of another tool with binomials and one ``sp.`` row must not read as
+``Felis Felis catus``); a blank species stays blank rather than becoming the genus and a space.
 
 Example:
-    >>> species_filter("species = 'Felis catus' AND organism.species = 'x'")
-    "(coalesce(genus || ' ' || species, species)) = 'Felis catus' AND organism.species = 'x'"
+    >>> species_filter("species = 'Felis catus' AND organism.species = 'x'").startswith(f"({SPECIES_EXPRESSION}) =")
+    True
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ if TYPE_CHECKING:
 BINOMIAL_SCHEMA_VERSION = 2
 """The first schema version whose ``species`` column holds the binomial."""
 
-SPECIES_EXPRESSION = "coalesce(genus || ' ' || species, species)"
-"""The binomial of a version-1 row in Lance's SQL: ``genus epithet``, or the epithet alone without a genus (``||``
-gives null when either side is null). :func:`binomial_species` computes the same in Arrow."""
+SPECIES_EXPRESSION = ("coalesce(left(genus || ' ', (length(genus) + 1)"
+                      " * (1 - CAST(starts_with(species, genus || ' ') AS INT))"
+                      " * CAST(length(btrim(species)) > 0 AS INT)) || species, species)")
+"""The binomial of a version-1 row in Lance's SQL (which has no CASE): ``genus epithet``; the species as it is when it
+already starts with ``genus `` or is blank (the prefix is cut to no characters), or when the genus is null (``||``
+gives null, and ``coalesce`` takes the species). :func:`binomial_species` computes the same in Arrow."""
 
 _EPITHET_ROW = "genus IS NOT NULL AND species IS NOT NULL AND NOT (species LIKE '% %')"
 
@@ -83,7 +89,12 @@ def binomial_species(table: pa.Table) -> pa.Table:
     ``species``: ``genus epithet``, the epithet alone where the genus is null."""
     species = table.column("species")
     genus = table.column("genus").cast(species.type)
-    binomial = pc.coalesce(pc.binary_join_element_wise(genus, species, pa.scalar(" ", species.type)), species)
+    # Starts with ``genus `` (as SQL's starts_with(species, genus || ' ')): a space, and the genus before the first.
+    first_word = pc.replace_substring_regex(species, r"(?s) .*$", "")
+    keep = pc.or_(pc.and_(pc.match_substring(species, " "), pc.equal(first_word, genus)),
+                  pc.equal(pc.utf8_trim(species, " "), ""))
+    joined = pc.binary_join_element_wise(genus, species, pa.scalar(" ", species.type))
+    binomial = pc.coalesce(pc.if_else(pc.fill_null(keep, False), species, joined), species)
     index = table.column_names.index("species")
     return table.set_column(index, table.schema.field(index), binomial)
 
@@ -118,7 +129,8 @@ def binomials_for_epithets(table: pa.Table) -> pa.Table:
     first_word = pc.utf8_lower(pc.replace_substring_regex(pc.utf8_trim_whitespace(species), r"\s.*$", ""))
     is_binomial = pc.and_(pc.match_substring_regex(pc.utf8_trim_whitespace(species), r"\s"),
                           pc.equal(first_word, pc.utf8_lower(genus)))
-    is_epithet = pc.fill_null(pc.invert(is_binomial), False)
+    blank = pc.equal(pc.utf8_trim_whitespace(species), "")  # stays blank, not "Genus "
+    is_epithet = pc.fill_null(pc.and_(pc.invert(is_binomial), pc.invert(blank)), False)
     binomial = pc.binary_join_element_wise(genus, species, pa.scalar(" ", species.type))
     species = pc.if_else(pc.and_(is_epithet, pc.is_valid(binomial)), binomial, species)
     index = table.column_names.index("species")

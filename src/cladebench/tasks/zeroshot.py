@@ -164,6 +164,8 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     scored_ranks = [rank.column]
     for higher in RANKS[:rank]:
         membership = membership_matrix(labels.lineages, higher)
+        if not membership.taxa:  # no label names this rank (the dataset lacks its column): nothing to roll up to
+            continue
         rolled = membership.roll_up(probs)
         taxon_index = {key: j for j, key in enumerate(membership.taxa)}
         true_taxa = np.array([taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1 for lin in lineages])

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from cladebench.config import at_least, non_negative, positive
+from cladebench.config import at_least, at_most, non_negative, positive
 from cladebench.errors import UsageError
 from cladebench.tasks.common import fixed_logit_scale
 from cladebench.tasks.geo.prior import EARTH_RADIUS_KM, MIN_CELL_KM
@@ -93,6 +93,7 @@ class GeoPriorConfig:
                 raise UsageError(f"{option} must be at most {MAX_CELL_KM:,.0f} km (pole to pole: a larger cell is the "
                                  f"whole sphere), got {km:g}")
         at_least("--prior-season-bins", self.prior_season_bins, 1)
+        at_most("--prior-season-bins", self.prior_season_bins, 366, "one bin per day of the year")
         positive("--prior-alpha", self.prior_alpha)
         split = tuple(self.prior_split)
         if len(split) != 3:

@@ -1,0 +1,217 @@
+"""The command line attacked as a user would: the new `eval <task>` form and its old spelling, mistakes that are
+found before any model (or torch) loads, and the species binomial on hostile data, each ending in one line and its
+documented exit code, never 70."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cladebench import store
+from cladebench.cli import main
+from cladebench.cli.evaluation import new_eval_form
+from cladebench.errors import UsageError
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """Exit code and the non-blank lines of stderr (argparse's refusals exit through SystemExit)."""
+    try:
+        code = main(argv)
+    except SystemExit as exited:
+        code = int(exited.code or 0)
+    return code, [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    n = 12
+    vectors = np.random.default_rng(0).normal(size=(n, 4)).astype(np.float32)
+    table = pa.table({
+        "uuid": [f"u{i:02d}" for i in range(n)],
+        "image": pa.array([bytes([i]) for i in range(n)], pa.large_binary()),
+        "genus": ["Genus"] * n,
+        "species": [f"sp{i % 3}" for i in range(n)],
+        "scientific_name": [f"Genus sp{i % 3}" for i in range(n)],
+        "challenge_group": ["birds" if i % 2 else "mammals" for i in range(n)],
+        "latitude": [10.0 + i for i in range(n)],
+    })
+    field = store.embedding_field("toy", 4, {"model": "toy-model"})
+    table = table.append_column(field, pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 4))
+    path = tmp_path / "toy.lance"
+    store.write_dataset(table, path)
+    return path
+
+
+# --- the verbs by task ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "option", "owner"), [
+    (["eval", "zeroshot", "D", "--out", "o", "--shots", "1"], "--shots", "eval fewshot"),
+    (["eval", "fewshot", "D", "--out", "o", "--rerank-k=3"], "--rerank-k", "eval rerank"),
+    (["eval", "retrieval", "D", "--out", "o", "--prior-cell-km", "3"], "--prior-cell-km", "eval geo"),
+    (["eval", "inquire-rerank", "--out", "o", "--shots", "2"], "--shots", "eval fewshot"),
+    (["load", "inquire-rerank", "D", "--out", "o", "--concurrency", "2"], "--concurrency", "load crypticbio"),
+])
+def test_another_member_s_option_names_where_it_belongs(argv: list[str], option: str, owner: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run(argv, capsys)
+    command = " ".join(argv[:2])
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"cladebench {command}: error: unrecognized arguments: {option}"), err
+    assert f"{option} is an option of {owner}" in err[0] and f"see cladebench {command} --help" in err[0]
+
+
+def test_an_option_no_member_takes_names_only_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run(["eval", "retrieval", "D", "--out", "o", "--nope", "1"], capsys)
+    assert code == 2 and err == ["cladebench eval retrieval: error: unrecognized arguments: --nope 1 "
+                                 "(see cladebench eval retrieval --help)"]
+
+
+# --- the old spelling -------------------------------------------------------------------------------------
+
+
+def test_a_dataset_named_like_a_task_in_the_old_form(tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`eval fewshot --task retrieval` where ./fewshot is the dataset: the old form, not the fewshot task."""
+    (tmp_path / "fewshot").symlink_to(dataset, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    code, err = run(["eval", "fewshot", "--task", "retrieval", "--column", "emb_toy", "--out", "run", "-k", "2",
+                     "--group-by", "none"], capsys)
+    assert code == 0, err
+    assert len(err) == 1 and "`cladebench eval retrieval fewshot --column emb_toy" in err[0]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["task"] == "retrieval"
+
+
+def test_the_task_named_twice_or_without_its_name_is_one_line(tmp_path: Path, dataset: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "run")
+    for argv, says in ((["eval", "zeroshot", str(dataset), "--out", out, "--task", "fewshot"], "named twice"),
+                       (["eval", str(dataset), "--out", out, "--task"], "--task needs a task name"),
+                       (["eval", str(dataset), "--task", "--out", out], "--task needs a task name")):
+        code, err = run(argv, capsys)
+        assert code == 2 and len(err) == 1 and says in err[0], (argv, err)
+        assert "note" not in err[0]
+    assert not Path(out).exists()
+    with pytest.raises(UsageError):
+        new_eval_form(["DS", "--task"])
+
+
+def test_the_note_shows_the_command_that_runs_quoted(capsys: pytest.CaptureFixture[str]) -> None:
+    """Options before the dataset, `--task=T`, a path with spaces: the note is a command one can paste."""
+    words = new_eval_form(["--out", "o", "/data/my benchmark.lance", "--task=fewshot", "--shots", "1"])
+    assert words == ["fewshot", "--out", "o", "/data/my benchmark.lance", "--shots", "1"]
+    note = capsys.readouterr().err.strip()
+    assert "`cladebench eval fewshot --out o '/data/my benchmark.lance' --shots 1`" in note
+    assert "`cladebench eval fewshot --out ...`" not in note  # the old note showed the first word, an option
+
+
+# --- checked before any model -------------------------------------------------------------------------
+
+BEFORE_MODEL = """
+import json, sys
+from cladebench.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    try:
+        code = main(argv)
+    except SystemExit as exited:
+        code = exited.code
+    results.append([code, "torch" in sys.modules])
+print(json.dumps(results))
+"""
+
+
+def test_more_mistakes_fail_before_torch_loads(dataset: Path, tiny_model: str, tmp_path: Path) -> None:
+    """Each command names the real (tiny) model: had it loaded, torch would be in sys.modules."""
+    out = str(tmp_path / "run")
+    one_label = tmp_path / "one.csv"
+    one_label.write_text("species,genus\nGenus sp0,Genus\n")
+    not_utf8 = tmp_path / "labels.txt"
+    not_utf8.write_bytes(b"Genus sp0\n\xff\xfe\n")
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("x\n")
+    base = ["eval", "zeroshot", str(dataset), "--model", tiny_model, "--out", out, "--device", "cpu"]
+    geo = ["eval", "geo", str(dataset), "--model", tiny_model, "--out", out, "--device", "cpu"]
+    cases = [
+        ([*base, "--candidates", "species"], 2, "not a list of scientific names"),
+        ([*base, "--templates", "nosuch"], 2, "unknown template set 'nosuch'"),
+        ([*base, "--templates", ""], 2, "unknown template set ''"),
+        ([*base, "--name-style", "nope"], 2, "unknown name style 'nope'"),
+        ([*base, "--labels", str(one_label)], 1, "1 label(s) at rank species"),
+        ([*base, "--labels", str(header_only)], 1, "0 label(s)"),
+        ([*base, "--labels", str(not_utf8)], 1, "not UTF-8"),
+        ([*base, "--labels", str(tmp_path)], 1, "file not found"),
+        ([*base, "--where", "nope = 1"], 2, "--where 'nope = 1': no column 'nope'"),
+        ([*base, "--where", "specis = 'x'"], 2, "did you mean 'species'?"),
+        ([*base, "--where", "species = 'nothing'"], 1, "no row of"),
+        ([*base, "--unseen-only"], 1, "no row of"),
+        ([*geo, "--prior-season-bins", "99999999999"], 2, "--prior-season-bins must be at most 366"),
+        ([*geo, "--prior-fit-where", "nope = 1"], 2, "--prior-fit-where 'nope = 1': no column 'nope'"),
+        ([*geo, "--prior-fit-where", "species = 'a"], 2, "--prior-fit-where"),
+        ([*geo, "--prior-dataset", str(tmp_path / "missing.lance")], 3, "no dataset at"),
+        ([*geo, "--prior-fusion", "embedding_sum"], 1, "location-embedding column"),
+        (["eval", "rerank", str(dataset), "--model", tiny_model, "--out", out, "--query-templates", "nosuch"], 2,
+         "unknown template set"),
+        (["eval", "fewshot", str(dataset), "--model", tiny_model, "--out", out, "--group-key", " "], 2,
+         "--group-key is empty"),
+        (["search", str(dataset), "a bird", "--model", tiny_model, "-k", "99999999999999999999"], 2,
+         "-k must be at most"),
+        (["search", str(dataset), "a bird", "--model", tiny_model, "--templates", "nosuch"], 2,
+         "unknown template set"),
+    ]
+    result = subprocess.run([sys.executable, "-c", BEFORE_MODEL, json.dumps([argv for argv, _, _ in cases])],
+                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    outcomes = json.loads(result.stdout.strip().splitlines()[-1])
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == len(cases), result.stderr  # one line each
+    for (argv, code, says), (got, torch_loaded), line in zip(cases, outcomes, errors, strict=True):
+        assert (got, torch_loaded) == (code, False), (argv[3:], line)
+        assert says in line and "_rowid" not in line, (argv[3:], line)
+    assert not Path(out).exists()
+
+
+def test_a_blank_where_is_no_filter_as_everywhere_else(dataset: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run(["eval", "retrieval", str(dataset), "--column", "emb_toy", "--out", str(tmp_path / "run"),
+                     "--where", "   ", "-k", "2"], capsys)
+    assert code == 0, err
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["provenance"]["dataset"]["evaluated_rows"] == 12
+
+
+# --- species is the binomial: hostile data ------------------------------------------------------------------
+
+
+def test_zero_shot_on_a_dataset_without_some_rank_columns(tmp_path: Path, tiny_model: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """No phylum, class or order column: those ranks are not scored, instead of an argmax over no taxa (exit 70)."""
+    import lance
+
+    n = 12
+    genus = ["Felis", "Felis", "Panthera", "Panthera"] * 3
+    species = ["catus", "Felis silvestris", "leo", "× hybrida"] * 3  # an epithet, a binomial, a hybrid
+    field = store.embedding_field("emb_tiny", 32, {"model": tiny_model})
+    vectors = np.random.default_rng(1).normal(size=(n, 32)).astype(np.float32)
+    table = pa.table({
+        "uuid": [f"u{i:02d}" for i in range(n)], "image": pa.array([b"x"] * n, pa.large_binary()),
+        "kingdom": ["Animalia"] * n, "family": ["Felidae"] * n, "genus": genus, "species": species,
+    }).append_column(field, pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32))
+    path = tmp_path / "old.lance"
+    lance.write_dataset(table.replace_schema_metadata({store.SCHEMA_METADATA_KEY: b"1"}), str(path))
+    out = tmp_path / "run"
+    code, err = run(["eval", "zeroshot", str(path), "--model", tiny_model, "--out", str(out), "--device", "cpu",
+                     "--where", "species = 'Felis silvestris' OR species = 'Felis catus'"], capsys)
+    assert code == 0, err
+    record = json.loads((out / "run.json").read_text())
+    assert record["provenance"]["dataset"]["evaluated_rows"] == 6  # the binomial, read from the epithet, matched
+    assert {"top1_species", "top1_genus", "top1_family"} <= set(record["metrics"])
+    assert not any(name.endswith(("_phylum", "_class", "_order")) for name in record["metrics"])
