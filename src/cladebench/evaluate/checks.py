@@ -94,6 +94,9 @@ def check_task_columns(dataset: Any, settings: Any) -> None:
                         ("--prior-group-key", getattr(settings, "prior_group_key", None))):
         if key is not None and key not in ("auto", "uuid") and key not in names:
             raise SchemaError(f"{option} {key!r} is not a column of {dataset.uri}")
+        if key in names and pa.types.is_fixed_size_list(dataset.schema.field(key).type):
+            raise UsageError(f"{option} {key!r} is a column of vectors; name a column whose equal values are one "
+                             "observation (source_id, an observer, a site)")
     location = getattr(settings, "prior_location_column", None)
     if location is not None and location not in names:
         raise SchemaError(f"--prior-location-column {location!r} is not in {dataset.uri}")

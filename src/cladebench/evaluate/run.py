@@ -375,6 +375,9 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     group_column = partition_column(dataset, config.group_by)
     if group_column is None:
         groups, rows_without_group, group_filters = [None], 0, {}
+        key = "uuid" if "uuid" in dataset.schema.names else dataset.schema.names[0]
+        if where is not None and store.read(dataset, columns=[key], where=where).num_rows == 0:
+            raise CladebenchError(f"no row of {uri} is selected (filter {where!r})")
     else:
         groups, rows_without_group, group_filters = _group_values(dataset, group_column, where)
         if not groups:
