@@ -152,6 +152,7 @@ def test_more_mistakes_fail_before_torch_loads(dataset: Path, tiny_model: str, t
         ([*base, "--where", "specis = 'x'"], 2, "did you mean 'species'?"),
         ([*base, "--where", "species = 'nothing'"], 1, "no row of"),
         ([*base, "--unseen-only"], 1, "no row of"),
+        ([*base, "--within", "genus=Nope"], 1, "selected by --within genus=Nope"),
         ([*base, "--group-by", "none", "--where", "species = 'nothing'"], 1, "no row of"),
         ([*geo, "--prior-season-bins", "99999999999"], 2, "--prior-season-bins must be at most 366"),
         ([*geo, "--prior-fit-where", "nope = 1"], 2, "--prior-fit-where 'nope = 1': no column 'nope'"),
@@ -181,6 +182,31 @@ def test_more_mistakes_fail_before_torch_loads(dataset: Path, tiny_model: str, t
         assert (got, torch_loaded) == (code, False), (argv[3:], line)
         assert says in line and "_rowid" not in line, (argv[3:], line)
     assert not Path(out).exists()
+
+
+def test_within_evaluates_only_the_groups_that_hold_the_clade(tmp_path: Path, tiny_model: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--within a genus found in one challenge group: that group is evaluated, instead of the first group without
+    the genus failing the whole run after the model loaded."""
+    n = 16
+    genus = ["Felis"] * 8 + ["Panthera"] * 8
+    field = store.embedding_field("emb_tiny", 32, {"model": tiny_model})
+    vectors = np.random.default_rng(2).normal(size=(n, 32)).astype(np.float32)
+    table = pa.table({
+        "uuid": [f"u{i:02d}" for i in range(n)], "image": pa.array([b"x"] * n, pa.large_binary()),
+        "kingdom": ["Animalia"] * n, "family": ["Felidae"] * n, "genus": genus,
+        "species": [f"{g} {e}" for g, e in zip(genus, ["catus", "margarita"] * 4 + ["leo", "pardus"] * 4,
+                                                 strict=True)],
+        "challenge_group": ["cats"] * 8 + ["big cats"] * 8,
+    }).append_column(field, pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32))
+    path = tmp_path / "cats.lance"
+    store.write_dataset(table, path)
+    code, err = run(["eval", "zeroshot", str(path), "--model", tiny_model, "--out", str(tmp_path / "run"),
+                     "--device", "cpu", "--within", "genus=Panthera"], capsys)
+    assert code == 0, err
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["provenance"]["groups"]["values"] == ["big cats"]
+    assert record["provenance"]["dataset"]["evaluated_rows"] == 8
 
 
 def test_a_blank_where_is_no_filter_as_everywhere_else(dataset: Path, tmp_path: Path,

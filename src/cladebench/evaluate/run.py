@@ -184,6 +184,20 @@ def _and(*clauses: str | None) -> str | None:
     return " AND ".join(f"({c})" for c in present) if present else None
 
 
+def _within_filter(within: str | None, names: Sequence[str]) -> str | None:
+    """SQL for ``--within RANK=NAME`` at a rank above species whose column the dataset has (the task compares names
+    stripped, as this does); ``None`` otherwise, where the task's own comparison is the only one."""
+    from cladebench.taxonomy import Rank
+
+    if within is None:
+        return None
+    rank_name, _, name = within.partition("=")
+    rank = Rank.parse(rank_name.strip())
+    if rank == Rank.SPECIES or rank.column not in names:
+        return None
+    return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name.strip())}"
+
+
 def exposure_filter(config: EvalConfig, schema: pa.Schema) -> str | None:
     """SQL for the training-exposure options.
 
@@ -372,16 +386,22 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
     # The groups read one column: a filter that selects nothing is found before a model loads too.
+    # --within counts here too: a group without a row of the clade is not evaluated (the task would refuse it).
+    within = getattr(settings, "within", None)
+    clade = _within_filter(within, dataset.schema.names)
+    selected = _and(where, clade)
+    parts = [part for part in (f"the filter {where!r}" if where else "", f"--within {within}" if clade else "")
+             if part]
+    scope = " by " + " and ".join(parts) if parts else ""
     group_column = partition_column(dataset, config.group_by)
     if group_column is None:
         groups, rows_without_group, group_filters = [None], 0, {}
         key = "uuid" if "uuid" in dataset.schema.names else dataset.schema.names[0]
-        if where is not None and store.read(dataset, columns=[key], where=where).num_rows == 0:
-            raise CladebenchError(f"no row of {uri} is selected (filter {where!r})")
+        if selected is not None and store.read(dataset, columns=[key], where=selected).num_rows == 0:
+            raise CladebenchError(f"no row of {uri} is selected{scope}")
     else:
-        groups, rows_without_group, group_filters = _group_values(dataset, group_column, where)
+        groups, rows_without_group, group_filters = _group_values(dataset, group_column, selected)
         if not groups:
-            scope = f" (filter {where!r})" if where else ""
             if not rows_without_group:
                 raise CladebenchError(f"no row of {uri} is selected{scope}")
             raise CladebenchError(f"no selected row has a {group_column} value{scope}; --group-by none evaluates "
