@@ -96,10 +96,16 @@ def test_subset_of_an_old_dataset_is_a_new_one(datasets, tmp_path: Path) -> None
     assert not holds_epithets(copy)
 
 
-def test_appending_to_an_old_dataset_is_refused(datasets) -> None:
+def test_appending_to_an_old_dataset_is_refused(datasets, tmp_path: Path) -> None:
     _, old = datasets
     with pytest.raises(SchemaError, match="before `species` held the binomial"):
         store.append(_rows(binomial=True).slice(0, 1).set_column(0, "uuid", pa.array(["extra"])), old.uri)
+    # A copy in append mode is an append too (it went through, mixing a binomial into the epithets).
+    extra = lance.write_dataset(old.to_table(limit=1).set_column(0, "uuid", pa.array(["extra"])),
+                                str(tmp_path / "extra.lance"))
+    with pytest.raises(SchemaError, match="before `species` held the binomial"):
+        store.subset(extra.uri, old.uri, mode="append")
+    assert lance.dataset(old.uri).count_rows() == len(_rows(False))
 
 
 def test_eval_on_an_old_dataset_equals_eval_on_the_same_data_written_today(datasets, tmp_path: Path) -> None:

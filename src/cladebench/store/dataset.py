@@ -23,7 +23,7 @@ from cladebench.errors import (
     environment_error,
 )
 from cladebench.store.checks import conform, duplicate_uuids
-from cladebench.store.species import columns_to_read, holds_epithets, species_filter, with_binomials
+from cladebench.store.species import check_appendable, columns_to_read, holds_epithets, species_filter, with_binomials
 from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
@@ -167,10 +167,7 @@ def write_dataset(
         _check_remote_reachable(uri, storage_options=storage_options)
     if mode == "append":
         existing_ds = open_dataset(uri, storage_options=storage_options)
-        if holds_epithets(existing_ds):
-            raise SchemaError(f"{uri} was written before `species` held the binomial (schema version 1); appending "
-                              "binomials would mix the two: copy it with `cladebench subset` first (the copy holds "
-                              "binomials) and append to the copy")
+        check_appendable(existing_ds, uri)
     existing_schema = existing_ds.schema if existing_ds is not None else None
     in_dataset_uuids = existing_uuids(existing_ds) if existing_ds is not None else set()
 

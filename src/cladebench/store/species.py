@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cladebench.errors import SchemaError
 from cladebench.store.schema import SCHEMA_METADATA_KEY
 
 if TYPE_CHECKING:
@@ -65,6 +66,16 @@ def holds_epithets(dataset: lance.LanceDataset) -> bool:
     if version is not None and version >= BINOMIAL_SCHEMA_VERSION:
         return False
     return dataset.to_table(columns=["species"], filter=_EPITHET_ROW, limit=1).num_rows > 0
+
+
+def check_appendable(dataset: lance.LanceDataset, uri: object) -> None:
+    """Refuse to append to a dataset that holds epithets: new rows hold binomials, and the two would be mixed in one
+    dataset marked version 1. Every writer that appends (:func:`~cladebench.store.append`, ``subset`` in append
+    mode) asks this."""
+    if holds_epithets(dataset):
+        raise SchemaError(f"{uri} was written before `species` held the binomial (schema version 1); appending "
+                          "binomials would mix the two: copy it with `cladebench subset` first (the copy holds "
+                          "binomials) and append to the copy")
 
 
 def species_filter(where: str | None) -> str | None:

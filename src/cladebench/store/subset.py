@@ -35,7 +35,13 @@ from cladebench.store.schema import (
     SCHEMA_VERSION,
     describe_type,
 )
-from cladebench.store.species import binomial_reader, columns_to_read, holds_epithets, species_filter
+from cladebench.store.species import (
+    binomial_reader,
+    check_appendable,
+    columns_to_read,
+    holds_epithets,
+    species_filter,
+)
 from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
@@ -163,6 +169,8 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
     except (ValueError, OSError) as exc:
         raise CladebenchError(f"cannot filter {uri} with {where!r}: {str(exc).split(', /')[0]}") from None
     schema = _copy_schema(reader.schema, source)
+    if mode == "append":
+        check_appendable(open_dataset(out_path), out_path)
     seen = existing_uuids(open_dataset(out_path)) if mode == "append" else set()
     check_writable(out_path)
     sidecar = None if is_remote(str(uri)) else Path(str(uri).removeprefix("file://")) / EMBEDDING_SIDECAR
