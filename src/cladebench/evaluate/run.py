@@ -1,7 +1,8 @@
 """``cladebench eval``: run a registered task on a dataset with a model and write its run record.
 
-The flow is the same for every task: open the dataset, narrow the rows (filter, training exposure),
-split them into the dataset's separate challenges when it has them, predict (one row per example),
+The flow is the same for every task: open the dataset, narrow the rows (filter, training exposure, clade) and
+split them into the dataset's separate challenges when it has them (:mod:`~cladebench.evaluate.selection`, before
+any model loads), predict (one row per example),
 compute metrics from the predictions, gather provenance, write ``run.json`` and ``predictions.parquet``.
 
 Some datasets hold several benchmarks in one table: Fine-Grained Challenges' ``challenge_group`` rows
@@ -35,6 +36,7 @@ from cladebench.evaluate.record import (
     dataset_provenance,
     metric_definitions,
 )
+from cladebench.evaluate.selection import and_filters, exposure_filter, select_groups
 from cladebench.metrics import display_scale
 from cladebench.models import registry as model_registry
 from cladebench.models.spec import ModelSpec, model_kind
@@ -47,9 +49,6 @@ from cladebench.tasks.rerank import RerankConfig
 from cladebench.tasks.retrieval import RetrievalTaskConfig
 from cladebench.tasks.zeroshot import ZeroShotConfig
 from cladebench.templates import get_templates
-
-PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
-"""Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
 
 GROUP_SEPARATOR = "/"
 """Between a group (or breakdown) and a metric name: ``Peromyscus/top1_species``."""
@@ -177,78 +176,6 @@ def task_config(task_config_class: type, config: EvalConfig) -> Any:
     """The task's own config, filled from the fields of the same name."""
     names = {f.name for f in dataclasses.fields(task_config_class)}
     return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
-
-
-def _and(*clauses: str | None) -> str | None:
-    present = [c for c in clauses if c and c.strip()]  # a blank filter is none, as store.check_filter reads it
-    return " AND ".join(f"({c})" for c in present) if present else None
-
-
-def _within_filter(within: str | None, names: Sequence[str]) -> str | None:
-    """SQL for ``--within RANK=NAME`` at a rank above species whose column the dataset has (the task compares names
-    stripped, as this does); ``None`` otherwise, where the task's own comparison is the only one."""
-    from cladebench.taxonomy import Rank
-
-    if within is None:
-        return None
-    rank_name, _, name = within.partition("=")
-    rank = Rank.parse(rank_name.strip())
-    if rank == Rank.SPECIES or rank.column not in names:
-        return None
-    return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name.strip())}"
-
-
-def exposure_filter(config: EvalConfig, schema: pa.Schema) -> str | None:
-    """SQL for the training-exposure options.
-
-    A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
-    training lists were given), so either option leaves it out rather than calling it unseen; an empty
-    list means no listed model trained on it.
-    """
-    if not (config.unseen_only or config.not_seen_by):
-        return None
-    if "seen_in_training" not in schema.names:
-        raise CladebenchError("--unseen-only/--not-seen-by need a seen_in_training column, which this dataset lacks")
-    clauses = []
-    if config.unseen_only:
-        clauses.append("seen_in_training IS NOT NULL AND array_length(seen_in_training) = 0")
-    if config.not_seen_by:
-        clauses.append(f"seen_in_training IS NOT NULL AND NOT array_has(seen_in_training, "
-                       f"{store.sql_literal(config.not_seen_by)})")
-    return _and(*clauses)
-
-
-def partition_column(dataset: Any, group_by: str) -> str | None:
-    """The column whose values are evaluated separately, or None for one pooled evaluation."""
-    if group_by == "none":
-        return None
-    names = dataset.schema.names
-    if group_by == "auto":
-        return next((c for c in PARTITION_COLUMNS if c in names), None)
-    if group_by not in names:
-        raise UsageError(f"--group-by {group_by!r}: no such column in {dataset.uri}")
-    return group_by
-
-
-def _group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
-    """Distinct non-null values of ``column`` among the selected rows (sorted, as text), the rows without one,
-    and the SQL filter selecting each value (a literal of the column's own type: a quoted 2 is not 2)."""
-    values = store.read(dataset, columns=[column], where=where).column(0)
-    missing = values.null_count
-    kind = values.type
-    filters: dict[str, str] = {}
-    for value in values.drop_null().to_pylist():
-        if pa.types.is_boolean(kind):
-            literal = "true" if value else "false"
-        elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
-            literal = repr(value)
-        elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
-            literal = store.sql_literal(str(value))
-        else:
-            raise CladebenchError(f"--group-by {column!r}: a column of type {kind} cannot name groups; use a "
-                                  "string, integer, float or boolean column")
-        filters[str(value)] = f"{column} = {literal}"
-    return sorted(filters), missing, filters
 
 
 def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Sequence[str],
@@ -383,29 +310,10 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     settings = task_config(task.config, config)
     _require_model(config, task, settings, encoder)
     dataset = store.open_dataset(uri)
-    where = _and(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
+    where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
     # The groups read one column: a filter that selects nothing is found before a model loads too.
-    # --within counts here too: a group without a row of the clade is not evaluated (the task would refuse it).
-    within = getattr(settings, "within", None)
-    clade = _within_filter(within, dataset.schema.names)
-    selected = _and(where, clade)
-    parts = [part for part in (f"the filter {where!r}" if where else "", f"--within {within}" if clade else "")
-             if part]
-    scope = " by " + " and ".join(parts) if parts else ""
-    group_column = partition_column(dataset, config.group_by)
-    if group_column is None:
-        groups, rows_without_group, group_filters = [None], 0, {}
-        key = "uuid" if "uuid" in dataset.schema.names else dataset.schema.names[0]
-        if selected is not None and store.read(dataset, columns=[key], where=selected).num_rows == 0:
-            raise CladebenchError(f"no row of {uri} is selected{scope}")
-    else:
-        groups, rows_without_group, group_filters = _group_values(dataset, group_column, selected)
-        if not groups:
-            if not rows_without_group:
-                raise CladebenchError(f"no row of {uri} is selected{scope}")
-            raise CladebenchError(f"no selected row has a {group_column} value{scope}; --group-by none evaluates "
-                                  "them pooled")
+    group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where)
     if encoder is None and task.uses_encoder and spec is not None:
         encoder = load_model(spec, config)
     if benchmark is not None and encoder is not None and model_kind(encoder) == "clip":
@@ -418,7 +326,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     breakdown_missing: dict[str, int] = {}
     tables, label_sets, inspection, infos = [], {}, {}, {}
     for group in groups:
-        group_where = where if group is None else _and(where, group_filters[group])
+        group_where = where if group is None else and_filters(where, group_filters[group])
         try:
             predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
         except CladebenchError as error:

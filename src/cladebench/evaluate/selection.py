@@ -1,0 +1,118 @@
+"""Which rows an evaluation scores, and how they split into the dataset's separate benchmarks.
+
+Why a module of its own: the selection is decided from the dataset's rows before any model loads (a filter or a
+clade that selects nothing is refused in a second, not after the model), and ``run`` only consumes its result.
+The selection is the user's ``--where``, the training-exposure options and ``--within``; the groups are the
+values of the partition column (``--group-by``), each evaluated with its own label set and never pooled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from cladebench import store
+from cladebench.errors import CladebenchError, UsageError
+from cladebench.taxonomy import Rank
+
+PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
+"""Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
+
+
+def and_filters(*clauses: str | None) -> str | None:
+    """The clauses joined with AND, each in parentheses; blank ones are left out (a blank filter is none, as
+    :func:`cladebench.store.check_filter` reads it), and none at all is ``None``."""
+    present = [c for c in clauses if c and c.strip()]
+    return " AND ".join(f"({c})" for c in present) if present else None
+
+
+def within_filter(within: str | None, names: Sequence[str]) -> str | None:
+    """SQL for ``--within RANK=NAME`` at a rank above species whose column the dataset has (the task compares names
+    stripped, as this does); ``None`` otherwise, where the task's own comparison is the only one."""
+    if within is None:
+        return None
+    rank_name, _, name = within.partition("=")
+    rank = Rank.parse(rank_name.strip())
+    if rank == Rank.SPECIES or rank.column not in names:
+        return None
+    return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name.strip())}"
+
+
+def exposure_filter(config: Any, schema: pa.Schema) -> str | None:
+    """SQL for the training-exposure options of an eval config.
+
+    A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
+    training lists were given), so either option leaves it out rather than calling it unseen; an empty
+    list means no listed model trained on it.
+    """
+    if not (config.unseen_only or config.not_seen_by):
+        return None
+    if "seen_in_training" not in schema.names:
+        raise CladebenchError("--unseen-only/--not-seen-by need a seen_in_training column, which this dataset lacks")
+    clauses = []
+    if config.unseen_only:
+        clauses.append("seen_in_training IS NOT NULL AND array_length(seen_in_training) = 0")
+    if config.not_seen_by:
+        clauses.append(f"seen_in_training IS NOT NULL AND NOT array_has(seen_in_training, "
+                       f"{store.sql_literal(config.not_seen_by)})")
+    return and_filters(*clauses)
+
+
+def partition_column(dataset: Any, group_by: str) -> str | None:
+    """The column whose values are evaluated separately, or None for one pooled evaluation."""
+    if group_by == "none":
+        return None
+    names = dataset.schema.names
+    if group_by == "auto":
+        return next((c for c in PARTITION_COLUMNS if c in names), None)
+    if group_by not in names:
+        raise UsageError(f"--group-by {group_by!r}: no such column in {dataset.uri}")
+    return group_by
+
+
+def group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
+    """Distinct non-null values of ``column`` among the selected rows (sorted, as text), the rows without one,
+    and the SQL filter selecting each value (a literal of the column's own type: a quoted 2 is not 2)."""
+    values = store.read(dataset, columns=[column], where=where).column(0)
+    missing = values.null_count
+    kind = values.type
+    filters: dict[str, str] = {}
+    for value in values.drop_null().to_pylist():
+        if pa.types.is_boolean(kind):
+            literal = "true" if value else "false"
+        elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            literal = repr(value)
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
+            literal = store.sql_literal(str(value))
+        else:
+            raise CladebenchError(f"--group-by {column!r}: a column of type {kind} cannot name groups; use a "
+                                  "string, integer, float or boolean column")
+        filters[str(value)] = f"{column} = {literal}"
+    return sorted(filters), missing, filters
+
+
+def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str | None
+                  ) -> tuple[str | None, list[str | None], int, dict[str, str]]:
+    """The partition column (or None), its values among the selected rows (``[None]`` when pooled), the selected
+    rows without a value, and each value's filter. ``--within`` counts here too: a group without a row of the
+    clade is not evaluated (the task would refuse it); a selection with no row at all is refused."""
+    within = getattr(settings, "within", None)
+    clade = within_filter(within, dataset.schema.names)
+    selected = and_filters(where, clade)
+    parts = [part for part in (f"the filter {where!r}" if where else "", f"--within {within}" if clade else "")
+             if part]
+    scope = " by " + " and ".join(parts) if parts else ""
+    column = partition_column(dataset, config.group_by)
+    if column is None:
+        key = "uuid" if "uuid" in dataset.schema.names else dataset.schema.names[0]
+        if selected is not None and store.read(dataset, columns=[key], where=selected).num_rows == 0:
+            raise CladebenchError(f"no row of {uri} is selected{scope}")
+        return None, [None], 0, {}
+    groups, rows_without_group, filters = group_values(dataset, column, selected)
+    if not groups:
+        if not rows_without_group:
+            raise CladebenchError(f"no row of {uri} is selected{scope}")
+        raise CladebenchError(f"no selected row has a {column} value{scope}; --group-by none evaluates them pooled")
+    return column, list(groups), rows_without_group, filters
