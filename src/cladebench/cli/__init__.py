@@ -102,8 +102,9 @@ def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
     notes = []
     for word in dict.fromkeys(w.split("=", 1)[0] for w in extra if w.startswith("-")):
         name = word.lstrip("-").replace("-", "_")
+        names = {name, name.removeprefix("no_")}  # --no-hint is the flag of the field hint
         owners = [kind for kind, member in members.items() if kind != args.kind and dataclasses.is_dataclass(
-            member.config) and any(f.name == name and f.init for f in dataclasses.fields(member.config))]
+            member.config) and any(f.name in names and f.init for f in dataclasses.fields(member.config))]
         if owners:
             shown = ", ".join(f"{args.verb} {kind}" for kind in owners[:3]) + (" ..." if len(owners) > 3 else "")
             notes.append(f"{word} is an option of {shown}; ")
