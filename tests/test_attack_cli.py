@@ -18,6 +18,7 @@ from cladebench import store
 from cladebench.cli import main
 from cladebench.cli.evaluation import new_eval_form
 from cladebench.errors import UsageError
+from helpers.toy_dataset import write_toy_dataset
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
@@ -31,22 +32,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[
 
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
-    n = 12
-    vectors = np.random.default_rng(0).normal(size=(n, 4)).astype(np.float32)
-    table = pa.table({
-        "uuid": [f"u{i:02d}" for i in range(n)],
-        "image": pa.array([bytes([i]) for i in range(n)], pa.large_binary()),
-        "genus": ["Genus"] * n,
-        "species": [f"sp{i % 3}" for i in range(n)],
-        "scientific_name": [f"Genus sp{i % 3}" for i in range(n)],
-        "challenge_group": ["birds" if i % 2 else "mammals" for i in range(n)],
-        "latitude": [10.0 + i for i in range(n)],
-    })
-    field = store.embedding_field("toy", 4, {"model": "toy-model"})
-    table = table.append_column(field, pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 4))
-    path = tmp_path / "toy.lance"
-    store.write_dataset(table, path)
-    return path
+    return write_toy_dataset(tmp_path / "toy.lance", with_latitude=True)
 
 
 # --- the verbs by task ----------------------------------------------------------------------------------
