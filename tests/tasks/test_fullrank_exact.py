@@ -26,26 +26,12 @@ from cladebench.evaluate.record import RunRecord
 from cladebench.store import embedding_field, write_dataset
 from cladebench.store.search import nearest, vector_index_partitions
 from cladebench.tasks.text_search import EXACT_RANKING, FULLRANK_K, fullrank
+from helpers.stand_in import StandIn
 
 ROWS, DIM, PARTITIONS, QUERIES = 4000, 64, 256, 6
 FOLDER = "train/00042_Animalia_Chordata_Aves_Passeriformes_Corvidae_Corvus_corax"
 MODEL_ID = "stand-in:isotropic"
 
-
-class StandIn:
-    """An encoder whose text tower maps query text ``q<i>`` to the i-th fixed vector."""
-
-    model_id = MODEL_ID
-    revision = None
-
-    def __init__(self, vectors: np.ndarray) -> None:
-        self.vectors = vectors
-
-    def encode_texts(self, texts: list[str], batch_size: int = 256) -> np.ndarray:
-        return np.stack([self.vectors[int(t.removeprefix("q"))] for t in texts])
-
-    def describe(self) -> dict[str, object]:
-        return {"model_id": self.model_id, "revision": None}
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +117,7 @@ def test_fullrank_top_k_is_the_exact_ranking_at_k_50_by_default(gallery: dict[st
     dataset = store.open_dataset(gallery["path"])
     queries = pa.table({"query_id": list(range(QUERIES)), "query_text": [f"q{q}" for q in range(QUERIES)]})
     annotations = pa.table({"query_id": [0], "inat24_file_name": ["none"]})
-    table, info = fullrank(dataset, StandIn(gallery["queries"]), queries, annotations,
+    table, info = fullrank(dataset, StandIn(gallery["queries"], MODEL_ID), queries, annotations,
                            match_column="inat24_file_name")
     assert info["ranking"] == EXACT_RANKING and info["per_query"].k == FULLRANK_K == 50
     for q in range(QUERIES):
@@ -171,7 +157,7 @@ def _check_against_inquire(record: RunRecord, predictions: pa.Table, gallery: di
 
 
 def test_run_record_holds_inquire_s_own_numbers(gallery: dict[str, object], tmp_path: Path) -> None:
-    record, path = write_fullrank_record(store.open_dataset(gallery["path"]), StandIn(gallery["queries"]),
+    record, path = write_fullrank_record(store.open_dataset(gallery["path"]), StandIn(gallery["queries"], MODEL_ID),
                                          _command(gallery, tmp_path / "run"))
     task = record.provenance["task"]
     assert task["k"] == 50 and record.config["k"] == 50 and "ap@50" in record.metrics
@@ -191,7 +177,7 @@ def test_run_record_holds_inquire_s_own_numbers(gallery: dict[str, object], tmp_
 def test_a_filter_leaving_fewer_than_k_rows_is_scored_as_inquire_scores_a_short_list(
         gallery: dict[str, object], tmp_path: Path) -> None:
     """k = 3000 over the 2000 rows of one half: each query's list has 2000 rows, INQUIRE's k = len(list)."""
-    record, path = write_fullrank_record(store.open_dataset(gallery["path"]), StandIn(gallery["queries"]),
+    record, path = write_fullrank_record(store.open_dataset(gallery["path"]), StandIn(gallery["queries"], MODEL_ID),
                                          _command(gallery, tmp_path / "run", k=3000, where="half = 'a'"))
     predictions = record.predictions(path)
     assert predictions.num_rows == QUERIES * ROWS // 2
@@ -203,10 +189,10 @@ def test_a_filter_leaving_fewer_than_k_rows_is_scored_as_inquire_scores_a_short_
 def test_nothing_to_rank_and_a_bad_k_are_clear_errors(gallery: dict[str, object], tmp_path: Path) -> None:
     dataset = store.open_dataset(gallery["path"])
     with pytest.raises(CladebenchError, match="nothing to rank"):
-        write_fullrank_record(dataset, StandIn(gallery["queries"]),
+        write_fullrank_record(dataset, StandIn(gallery["queries"], MODEL_ID),
                               _command(gallery, tmp_path / "none", where="half = 'c'"))
     with pytest.raises(UsageError, match="--k must be a positive integer"):
-        write_fullrank_record(dataset, StandIn(gallery["queries"]), _command(gallery, tmp_path / "zero", k=0))
+        write_fullrank_record(dataset, StandIn(gallery["queries"], MODEL_ID), _command(gallery, tmp_path / "zero", k=0))
     assert not (tmp_path / "none").exists() and not (tmp_path / "zero").exists()
 
 
@@ -224,7 +210,7 @@ def test_a_tie_at_the_cut_is_seen_and_counted(tmp_path: Path) -> None:
     dataset = write_dataset(table, tmp_path / "toy.lance")
     queries = pa.table({"query_id": [1, 2], "query_text": ["q0", "q1"]})
     annotations = pa.table({"query_id": [1, 2], "inat24_file_name": [f"{FOLDER}/u2.jpg", f"{FOLDER}/u4.jpg"]})
-    encoder = StandIn(np.array([[1.0, 0.6], [1.0, 0.0]], dtype=np.float32))
+    encoder = StandIn(np.array([[1.0, 0.6], [1.0, 0.0]], dtype=np.float32), MODEL_ID)
     out, info = fullrank(dataset, encoder, queries, annotations, match_column="inat24_file_name", k=2)
     scores = info["per_query"]
     # Query 1 ranks u1 = u2 first (tied), then u0: no tie at the cut of 2. Query 2 ranks u0, then u1 = u2 tied

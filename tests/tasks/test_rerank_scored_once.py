@@ -13,25 +13,11 @@ import pytest
 from cladebench.metrics import retrieval as retrieval_metrics
 from cladebench.store import embedding_field, write_dataset
 from cladebench.tasks.rerank import RankedPredictions, RerankConfig, per_query_table, rerank, rerank_metrics
+from helpers.stand_in import StandIn
 
 MODEL_ID = "stand-in-rerank"
 QUERIES, CANDIDATES, DIM = 3, 6, 8
 
-
-class StandIn:
-    """An encoder whose text tower maps query text ``q<i>`` to the i-th fixed vector."""
-
-    model_id = MODEL_ID
-    revision = None
-
-    def __init__(self, vectors: np.ndarray) -> None:
-        self.vectors = vectors
-
-    def encode_texts(self, texts: list[str], batch_size: int = 256) -> np.ndarray:
-        return np.stack([self.vectors[int(t.removeprefix("q"))] for t in texts])
-
-    def describe(self) -> dict[str, object]:
-        return {"model_id": self.model_id, "revision": None}
 
 
 @pytest.fixture
@@ -50,7 +36,7 @@ def ranked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RankedPredi
     }).cast(pa.schema([("uuid", pa.string()), ("image", pa.large_binary()), ("query_id", pa.int64()),
                        ("query", pa.string()), ("relevant", pa.bool_()), field]))
     dataset = write_dataset(table, tmp_path / "toy.lance")
-    encoder = StandIn(rng.standard_normal((QUERIES, DIM)).astype(np.float32))
+    encoder = StandIn(rng.standard_normal((QUERIES, DIM)).astype(np.float32), MODEL_ID)
     predictions = rerank(dataset, encoder, RerankConfig(column="emb_toy"))
     assert isinstance(predictions, RankedPredictions)
     return predictions, encoder
