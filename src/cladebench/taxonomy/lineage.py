@@ -42,13 +42,10 @@ import enum
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cladebench.errors import SchemaError, unknown_name
 from cladebench.registry import Registry
-
-if TYPE_CHECKING:
-    pass
 
 
 class Rank(enum.IntEnum):

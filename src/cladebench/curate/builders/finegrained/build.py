@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -55,10 +55,6 @@ from cladebench.curate.builders.finegrained.config import (
 from cladebench.curate.builders.finegrained.images import image_sources, output_batches
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError
-
-if TYPE_CHECKING:
-
-    pass
 
 WRITER = "build finegrained"
 """The output's marker names this writer; ``--overwrite`` replaces only such a folder

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -20,9 +20,6 @@ from cladebench.curate.builders.cards import markdown_table
 from cladebench.curate.builders.finegrained.checks import OUTSIDE_REASON, reason_docs
 from cladebench.curate.builders.finegrained.config import DATASET_DIR, ChallengeGroup
 
-if TYPE_CHECKING:
-
-    pass
 
 @dataclass(frozen=True)
 class FineGrainedBuildSummary:

@@ -20,17 +20,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from cladebench import store
 from cladebench.config import OPTION, bare_value
 from cladebench.errors import UsageError
 from cladebench.raycluster import DEFAULT_ADDRESS
 from cladebench.taxonomy import Rank
-
-if TYPE_CHECKING:
-
-    pass
 
 DEFAULT_GROUPS: tuple[str, ...] = (
     "Peromyscus=genus:Peromyscus",
