@@ -5,7 +5,8 @@ one spelling everywhere; the modules inside import each other directly:
 
 - :mod:`.lineage`: :class:`Rank`, :class:`Lineage`, label styles (:data:`NAME_STYLES`), :func:`divergence_rank`;
 - :mod:`.inat`: lineages from rank columns and from iNaturalist's taxa table;
-- :mod:`.rollup`: the sparse species x taxon membership that rolls probabilities up a rank.
+- :mod:`.rollup`: rolling species probabilities up the ranks: the sparse species x taxon membership, and the
+  segmented sums over species in lineage order (:class:`LineageRuns`).
 """
 
 from cladebench.taxonomy.inat import (
@@ -26,10 +27,20 @@ from cladebench.taxonomy.lineage import (
     get_name_style,
     name_style,
 )
-from cladebench.taxonomy.rollup import Membership, membership_matrix, unique_species
+from cladebench.taxonomy.rollup import (
+    LineageRuns,
+    Membership,
+    RankRuns,
+    lineage_order,
+    lineage_runs,
+    membership_matrix,
+    top_taxa,
+    unique_species,
+)
 
 __all__ = [
-    "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "Membership", "NameStyle", "Rank", "ancestry_from_parents",
-    "divergence_rank", "get_name_style", "inat_lineages", "inat_rank_table", "lineages_from_table",
-    "membership_matrix", "name_style", "read_inat_taxa", "unique_species",
+    "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "LineageRuns", "Membership", "NameStyle", "Rank", "RankRuns",
+    "ancestry_from_parents", "divergence_rank", "get_name_style", "inat_lineages", "inat_rank_table",
+    "lineage_order", "lineage_runs", "lineages_from_table", "membership_matrix", "name_style", "read_inat_taxa",
+    "top_taxa", "unique_species",
 ]

@@ -1,6 +1,10 @@
-"""Species-to-taxon roll-up: sum species probabilities into the taxa of a higher rank with one sparse product.
+"""Species-to-taxon roll-up: sum species probabilities into the taxa of every higher rank.
 
-A module apart because only the tasks that score above the label rank need it (and scipy).
+Two ways, with the same answers: :class:`Membership`, a sparse species x taxon matrix at one rank (one sparse
+product, any species order), and :class:`LineageRuns`, for species kept in lineage order, where every taxon is
+a contiguous run of columns and rolling up is a segmented sum (``np.add.reduceat``) at memory speed, for
+dense blocks and sparse matrices alike. A module apart because only the tasks that score above the label rank
+need it (and scipy).
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cladebench.taxonomy.lineage import Lineage, Rank
+from cladebench.taxonomy.lineage import RANKS, Lineage, Rank
 
 if TYPE_CHECKING:
     import scipy.sparse
@@ -81,3 +85,182 @@ def unique_species(lineages: Iterable[Lineage]) -> list[Lineage]:
     for lineage in lineages:
         seen.setdefault(lineage.names, lineage)
     return list(seen.values())
+
+
+def lineage_order(species: Sequence[Lineage]) -> list[int]:
+    """Positions that put ``species`` in lineage order: sorted by their names, kingdom first, a missing name
+    before any name. In that order every taxon at every rank is one contiguous run (every prefix of the sorted
+    tuples is), which is what :class:`LineageRuns` needs; it is also the order :func:`label_set` gives."""
+    return sorted(range(len(species)), key=lambda i: tuple("" if n is None else n for n in species[i].names))
+
+
+@dataclass(frozen=True)
+class RankRuns:
+    """One rank's taxa as contiguous runs of lineage-ordered species (see :class:`LineageRuns`)."""
+
+    rank: Rank
+    """The rank the runs are taxa of."""
+    starts: Any
+    """int64: where each run begins, as a position among the runs of the next narrower rank (for the rank just
+    above the labels: among the species). Runs cover every position; the first starts at 0."""
+    named: Any
+    """int64: the runs that are taxa (those whose lineages name the rank), in order; a run of lineages without a
+    name at the rank belongs to no taxon, as in :class:`Membership`."""
+    taxa: tuple[tuple[str | None, ...], ...]
+    """Each named run's taxon, as its prefix of names (kingdom .. rank): the columns of :class:`Membership` for the
+    same species, in the same order."""
+    taxon_of_run: Any
+    """int64: for every run, its column among :attr:`taxa`, or -1 for an unnamed run."""
+
+    @property
+    def labels(self) -> list[str]:
+        """The name at the rank for each taxon (not unique across kingdoms; use :attr:`taxa`)."""
+        return [str(t[-1]) for t in self.taxa]
+
+
+@dataclass(frozen=True)
+class LineageRuns:
+    """Roll-up over species kept in lineage order, where every taxon is a contiguous run of species columns.
+
+    Rolling a dense block of species probabilities up is then a segmented sum, ``np.add.reduceat`` over the run
+    starts, done once for the rank just above the species and then rank by rank over the runs below (a family
+    is a run of genera), so the block is read once whatever the number of ranks: memory speed, where
+    :meth:`Membership.roll_up` reads the whole block once per rank through a sparse product. A sparse (CSR)
+    block is rolled up the same way over its stored entries only. Answers equal :class:`Membership`'s
+    (``bench/rollup_taxonomy.py`` compares both with pybioclip's per-image dict loop).
+
+    The species must be in lineage order (:func:`lineage_order`); :func:`lineage_runs` refuses any other.
+    """
+
+    n_species: int
+    """Columns of the species blocks rolled up."""
+    ranks: tuple[RankRuns, ...]
+    """Narrowest rank first (genus for species labels), up to kingdom."""
+    run_of_species: Any
+    """int64: the run of the narrowest rank each species column is in."""
+
+    def rank(self, rank: Rank | str) -> RankRuns:
+        """The runs of one rank."""
+        rank = Rank.parse(rank)
+        return next(r for r in self.ranks if r.rank == rank)
+
+    def _run_sums(self, block: Any) -> list[Any]:
+        """Per rank (narrowest first), the sum over every run, named or not, of a dense block."""
+        import numpy as np
+
+        sums = [np.add.reduceat(block, self.ranks[0].starts, axis=1)]
+        for runs in self.ranks[1:]:
+            sums.append(np.add.reduceat(sums[-1], runs.starts, axis=1))
+        return sums
+
+    def roll_up(self, species_probs: Any) -> dict[Rank, Any]:
+        """Taxon probabilities at every rank from species probabilities (images x species, columns in lineage
+        order): dense in, dense out (one segmented sum per rank); a scipy sparse matrix in, CSR out per rank
+        (segmented sums over the stored entries, so the cost follows them, not images x species)."""
+        import numpy as np
+        import scipy.sparse
+
+        if scipy.sparse.issparse(species_probs):
+            return self._roll_up_sparse(scipy.sparse.csr_matrix(species_probs))
+        block = np.asarray(species_probs)
+        if block.shape[1] != self.n_species:
+            raise ValueError(f"species probabilities have {block.shape[1]} columns, the runs {self.n_species}")
+        return {runs.rank: sums[:, runs.named] for runs, sums in zip(self.ranks, self._run_sums(block), strict=True)}
+
+    def _roll_up_sparse(self, probs: scipy.sparse.csr_matrix) -> dict[Rank, Any]:
+        import numpy as np
+        import scipy.sparse
+
+        if probs.shape[1] != self.n_species:
+            raise ValueError(f"species probabilities have {probs.shape[1]} columns, the runs {self.n_species}")
+        if not probs.has_sorted_indices:
+            probs = probs.sorted_indices()
+        n_rows = probs.shape[0]
+        row = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(probs.indptr))
+        run = self.run_of_species[probs.indices]
+        data = probs.data
+        out: dict[Rank, Any] = {}
+        for level, runs in enumerate(self.ranks):
+            if level:  # the runs of this rank that hold each run of the narrower one
+                run = np.searchsorted(runs.starts, run, side="right") - 1
+            # Entries are sorted by row, then by run (columns are in lineage order): each (row, run) is one segment.
+            key = row * (len(runs.taxon_of_run) + 1) + run
+            first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if key.size else key
+            data, run, row = np.add.reduceat(data, first) if key.size else data, run[first], row[first]
+            taxon = runs.taxon_of_run[run]
+            kept = taxon >= 0
+            indptr = np.concatenate(([0], np.cumsum(np.bincount(row[kept], minlength=n_rows))))
+            out[runs.rank] = scipy.sparse.csr_matrix((data[kept], taxon[kept], indptr),
+                                                     shape=(n_rows, len(runs.taxa)))
+        return out
+
+
+def top_taxa(rolled: Any) -> tuple[Any, Any]:
+    """Each row's most probable taxon and its probability, from a dense or CSR roll-up at one rank; a tie goes
+    to the lower column (as ``argmax`` does), and a row without probability gets taxon 0 and probability 0."""
+    import numpy as np
+    import scipy.sparse
+
+    if not scipy.sparse.issparse(rolled):
+        rolled = np.asarray(rolled)
+        best = rolled.argmax(axis=1)
+        return best, rolled[np.arange(len(best)), best]
+    rolled = scipy.sparse.csr_matrix(rolled)
+    if not rolled.has_sorted_indices:
+        rolled = rolled.sorted_indices()
+    n_rows = rolled.shape[0]
+    best = np.zeros(n_rows, dtype=np.int64)
+    value = np.zeros(n_rows, dtype=rolled.dtype)
+    counts = np.diff(rolled.indptr)
+    filled = np.flatnonzero(counts)
+    if filled.size:
+        top = np.maximum.reduceat(rolled.data, rolled.indptr[filled])
+        row_max = np.zeros(n_rows, dtype=rolled.dtype)
+        row_max[filled] = top
+        row = np.repeat(np.arange(n_rows), counts)
+        at_max = np.flatnonzero(rolled.data == row_max[row])
+        rows_at_max, first = np.unique(row[at_max], return_index=True)  # the first, lowest column, per row
+        best[rows_at_max] = rolled.indices[at_max[first]]
+        value[filled] = top
+    return best, value
+
+
+def lineage_runs(species: Sequence[Lineage], label_rank: Rank | str = Rank.SPECIES) -> LineageRuns:
+    """The runs of every rank above ``label_rank`` over ``species`` (labels at that rank, in lineage order).
+
+    A :class:`ValueError` when they are not in lineage order (a taxon in two runs): sort them with
+    :func:`lineage_order` first. Costs one comparison of neighbouring names per rank (a second or two at the
+    1.1M species of the iNaturalist taxonomy).
+    """
+    import numpy as np
+
+    label_rank = Rank.parse(label_rank)
+    ranks = RANKS[:label_rank]
+    n = len(species)
+    changed = np.zeros(max(n - 1, 0), dtype=bool)
+    starts_by_rank: list[Any] = []
+    for rank in ranks:  # kingdom first: a run ends where the name at this rank or at any broader one changes
+        names = np.array([lin.names[rank] for lin in species], dtype=object)
+        changed |= names[1:] != names[:-1]
+        starts_by_rank.append(np.flatnonzero(np.concatenate(([n > 0], changed))))
+    built: list[RankRuns] = []
+    narrower: Any = None
+    for rank, starts in reversed(list(zip(ranks, starts_by_rank, strict=True))):
+        keys = [species[i].key(rank) for i in starts]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"species are not in lineage order: a {rank.column} taxon is split into several runs "
+                             "(sort them with lineage_order)")
+        named = np.array([i for i, key in enumerate(keys) if key[-1] is not None], dtype=np.int64)
+        taxon_of_run = np.full(len(keys), -1, dtype=np.int64)
+        taxon_of_run[named] = np.arange(len(named))
+        # Positions among the narrower rank's runs (every boundary of a broader rank is one of a narrower rank).
+        local = starts if narrower is None else np.searchsorted(narrower, starts)
+        built.append(RankRuns(rank=rank, starts=np.asarray(local, dtype=np.int64), named=named,
+                              taxa=tuple(keys[i] for i in named), taxon_of_run=taxon_of_run))
+        narrower = starts
+    run_of_species = np.zeros(n, dtype=np.int64)
+    if built and n:
+        first = np.zeros(n, dtype=np.int64)
+        first[starts_by_rank[-1]] = 1
+        run_of_species = np.cumsum(first) - 1
+    return LineageRuns(n_species=n, ranks=tuple(built), run_of_species=run_of_species)
