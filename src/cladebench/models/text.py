@@ -14,6 +14,13 @@ unit row per label) and ``<k>.json`` describing the key. Each is written to a te
 renamed into place, so a crash or a concurrent writer never leaves a torn file, and the ``.npy`` is
 written last, so its presence means the entry is complete.
 
+A label set at tree-of-life scale (the 1.1M species of the iNaturalist taxonomy) takes hours to encode on a
+CPU, so it is encoded in blocks (``block_labels``): each finished block is written whole into
+``<k>.parts/``, a rerun after an interruption encodes only the blocks that are missing (resume), a progress
+bar counts labels, and the blocks are joined into the one ``<k>.npy`` at the end (the parts folder, which
+this module made, is then removed). ``mmap=True`` returns the entry memory-mapped, so a caller that reads it
+block by block (:mod:`cladebench.tasks.streaming`) never holds it whole.
+
 This module needs no torch: it works with anything that has ``model_id``, ``revision`` and
 ``encode_texts``.
 """
@@ -22,9 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import numpy as np
 
@@ -87,12 +95,16 @@ def text_cache_dir(cache_dir: str | Path | None = None) -> Path:
 
 
 def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates: Sequence[str] | str, *,
-                          cache_dir: str | Path | None = None, batch_size: int = 256) -> np.ndarray:
+                          cache_dir: str | Path | None = None, batch_size: int = 256,
+                          block_labels: int | None = None, progress: bool = False,
+                          mmap: bool = False) -> np.ndarray:
     """Unit class embeddings, float32 (len(labels), dim): CLIP's template ensemble, encoded once and cached.
 
     ``templates`` is a set name (``openai-imagenet``), one template, or a sequence of templates (see
     :mod:`cladebench.templates`). A second call with the same model, revision, precision, templates
-    and labels reads the cache and never calls the encoder.
+    and labels reads the cache and never calls the encoder. ``block_labels``: encode that many labels at a
+    time, each block kept on disk as it finishes, so an interrupted run resumes (see the module docstring);
+    ``progress``: a progress bar over the labels; ``mmap``: return the cached array memory-mapped.
     """
     if isinstance(labels, str):
         raise TypeError("labels must be a sequence of strings, not one string")
@@ -105,22 +117,73 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
 
     if array_path.is_file():
         try:
-            cached = np.load(array_path, allow_pickle=False)
+            cached = np.load(array_path, allow_pickle=False, mmap_mode="r" if mmap else None)
         except (OSError, ValueError):
             cached = None  # unreadable: recompute and overwrite
         if cached is not None and cached.ndim == 2 and cached.shape[0] == len(labels):
-            return cached.astype(np.float32, copy=False)
+            return cached if mmap and cached.dtype == np.float32 else cached.astype(np.float32, copy=False)
 
     if not labels:
         return np.zeros((0, int(getattr(encoder, "dim", 0))), dtype=np.float32)
-    embeddings = _encode_classes(lambda texts: encoder.encode_texts(texts, batch_size=batch_size), labels, resolved)
+
+    def encode(chunk: Sequence[str]) -> np.ndarray:
+        return _encode_classes(lambda texts: encoder.encode_texts(texts, batch_size=batch_size), chunk, resolved)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if block_labels is None or len(labels) <= block_labels:
+        embeddings = encode(labels)
+        write: Callable[[BinaryIO], object] = lambda handle: np.save(handle, embeddings, allow_pickle=False)  # noqa: E731
+        dim = int(embeddings.shape[1])
+    else:
+        parts = _encode_in_blocks(encode, labels, block_labels, folder / f"{key}.parts", progress)
+        dim = int(np.load(parts[0], mmap_mode="r").shape[1])
+        write = lambda handle: _join_parts(handle, parts, len(labels), dim)  # noqa: E731
     info = {
         "key": key, "kind": CACHE_KIND, "model_id": encoder.model_id, "revision": encoder.revision,
         "precision": precision, "templates": list(resolved), "n_labels": len(labels),
         "labels_sha256": hashlib.sha256("\n".join(labels).encode("utf-8")).hexdigest(),
-        "first_labels": labels[:5], "dim": int(embeddings.shape[1]),
+        "first_labels": labels[:5], "dim": dim,
     }
-    folder.mkdir(parents=True, exist_ok=True)
     atomic_write(info_path, json.dumps(info, indent=2, ensure_ascii=False))
-    atomic_write(array_path, lambda handle: np.save(handle, embeddings, allow_pickle=False))
+    atomic_write(array_path, write)
+    if block_labels is not None and len(labels) > block_labels:
+        shutil.rmtree(folder / f"{key}.parts", ignore_errors=True)  # the blocks this function wrote, now joined
+        return np.load(array_path, mmap_mode="r") if mmap else np.load(array_path)
     return embeddings
+
+
+def _encode_in_blocks(encode: Callable[[Sequence[str]], np.ndarray], labels: Sequence[str], block: int,
+                      parts_dir: Path, progress: bool) -> list[Path]:
+    """Encode ``labels`` ``block`` at a time into ``parts_dir/<first label>.npy``, skipping blocks already there
+    (a resumed run); each block is written whole (:func:`atomic_write`), so a part present is a part done."""
+    from tqdm.auto import tqdm
+
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    starts = range(0, len(labels), block)
+    paths = [parts_dir / f"{start:012d}.npy" for start in starts]
+
+    def done(path: Path, size: int) -> bool:
+        try:
+            return path.is_file() and np.load(path, mmap_mode="r").shape[0] == size
+        except (OSError, ValueError):
+            return False  # a part that does not read is encoded again
+
+    sizes = [min(block, len(labels) - start) for start in starts]
+    finished = [done(path, size) for path, size in zip(paths, sizes, strict=True)]
+    with tqdm(total=len(labels), initial=sum(s for s, f in zip(sizes, finished, strict=True) if f),
+              unit="labels", desc="text embeddings", disable=not progress) as bar:
+        for start, path, size, ready in zip(starts, paths, sizes, finished, strict=True):
+            if ready:
+                continue
+            rows = encode(labels[start:start + size])
+            atomic_write(path, lambda handle, rows=rows: np.save(handle, rows, allow_pickle=False))
+            bar.update(size)
+    return paths
+
+
+def _join_parts(handle: BinaryIO, parts: Sequence[Path], n: int, dim: int) -> None:
+    """Write one ``.npy`` of (n, dim) float32 from the blocks, one block in memory at a time."""
+    np.lib.format.write_array_header_2_0(handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                                  "fortran_order": False, "shape": (n, dim)})
+    for path in parts:
+        handle.write(np.ascontiguousarray(np.load(path), dtype=np.float32).tobytes())
