@@ -41,13 +41,16 @@ def _demo_model(command: DemoModelCommand) -> int:
     if command.steps is not None:
         config = dc.replace(config, steps=command.steps)
     if command.out is None:
+        from cladebench.cache import record_demo_model
+
         model_id = demo_model_id(config=config)
         path = Path(model_id.removeprefix("local-dir:"))
+        record_demo_model(path)  # `--model demo` is now this checkpoint
     else:
         path = train_demo_model(config, command.out, overwrite=command.overwrite)
     record = json.loads((path / "training.json").read_text())
     evaluation = record.get("evaluation") or {}
-    print(f"demo model: local-dir:{path}")
+    print(f"demo model: local-dir:{path}" + (" (--model demo)" if command.out is None else ""))
     if evaluation:
         print("held-out zero-shot top-1: " + ", ".join(
             f"{rank} {100 * value:.1f}%" for rank, value in evaluation.get("top1", evaluation).items()

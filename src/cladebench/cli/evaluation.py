@@ -41,6 +41,7 @@ def _eval(config: EvalConfig) -> int:
     print(f"{record.task} on {config.dataset} with {record.model_name()} "
           f"({labels}{record.provenance['dataset']['evaluated_rows']} images)")
     print(format_metrics(record))
+    print(f"label: {record.label}")
     print(f"run record: {path}")
     return 0
 
@@ -205,30 +206,10 @@ class CompareColumnsCommand:
 @verb("compare-columns", CompareColumnsCommand, "few-shot accuracy per emb_* column on the same splits, and CKA")
 def _compare_columns(command: CompareColumnsCommand) -> int:
     from cladebench import store
-    from cladebench.evaluate.compare_columns import compare_columns
+    from cladebench.evaluate.compare_columns import compare_columns, format_column_comparison
 
     result = compare_columns(store.open_dataset(command.dataset), command.columns or None, rank=command.rank,
                              shots=command.shots, repetitions=command.repetitions, seed=command.seed,
                              methods=command.methods, where=command.where)
-    if command.json:
-        print(json.dumps(result.to_dict(), indent=2, default=str))
-        return 0
-    columns = list(result.columns)
-    width = max(len(c) for c in columns)
-    metrics = list(result.accuracy[columns[0]])
-    print(f"{result.rows:,} rows with every column; splits {result.split.get('fingerprint', '')[:16]}… "
-          f"({result.split.get('repetitions')} repetitions, seed {result.split.get('seed')})")
-    print(f"{'column':<{width}}  {'model':<28} " + " ".join(f"{m:>24}" for m in metrics))
-    for column in columns:
-        cells = []
-        for metric in metrics:
-            estimate = result.accuracy[column][metric]
-            low, high = estimate.get("low"), estimate.get("high")
-            interval = f" [{100 * low:.1f}, {100 * high:.1f}]" if low is not None and high is not None else ""
-            cells.append(f"{100 * estimate['value']:.1f}%{interval}".rjust(24))
-        print(f"{column:<{width}}  {str(result.models.get(column))[:28]:<28} " + " ".join(cells))
-    print("linear CKA")
-    print(" " * (width + 2) + " ".join(f"{c[:12]:>12}" for c in columns))
-    for a in columns:
-        print(f"{a:<{width}}  " + " ".join(f"{result.cka[a][b]:>12.3f}" for b in columns))
+    print(json.dumps(result.to_dict(), indent=2, default=str) if command.json else format_column_comparison(result))
     return 0

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError, unknown_name
+from cladebench.evaluate.labels import distinct_labels
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.metrics import PairedComparison, display_scale, holm, paired_bootstrap
@@ -61,6 +62,9 @@ class ComparedRun:
     """The run.json read."""
     model_id: str
     """Model named in the record's provenance."""
+    label: str
+    """How the comparison names the run: its record's label, made distinct from the other runs' where two share
+    one (:func:`cladebench.evaluate.labels.distinct_labels`)."""
     label_rank: str | None
     """Rank of the run's labels (None for a task without one)."""
     metrics: dict[str, dict[str, Any]]
@@ -69,7 +73,7 @@ class ComparedRun:
     """Examples in the run's predictions."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "model_id": self.model_id, "label_rank": self.label_rank,
+        return {"path": str(self.path), "label": self.label, "model_id": self.model_id, "label_rank": self.label_rank,
                 "evaluated_rows": self.evaluated_rows, "metrics": self.metrics}
 
 
@@ -344,13 +348,20 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
         _compare_metric(name, records, full_tables, tables, paths, ranks, n_resamples=n_resamples, seed=seed,
                         alpha=alpha, confidence=confidence)
         for name in names)
+    labels = distinct_labels([str(record.label) for record in records], [record.config for record in records],
+                             [_folder(path) for path in paths])
     runs = tuple(
-        ComparedRun(path=path, model_id=record.model_name(), label_rank=rank,
+        ComparedRun(path=path, model_id=record.model_name(), label=label, label_rank=rank,
                     metrics=record.metrics, evaluated_rows=table.num_rows)
-        for record, path, rank, table in zip(records, paths, ranks, full_tables, strict=True))
+        for record, path, label, rank, table in zip(records, paths, labels, ranks, full_tables, strict=True))
     return Comparison(task=records[0].task, runs=runs, metrics=metrics, examples=n_shared,
                       intersected=intersected, n_resamples=n_resamples, seed=seed, alpha=alpha,
                       confidence=confidence)
+
+
+def _folder(path: Path) -> str:
+    """The folder a run was written to (``--out``), by name: what tells apart two runs with the same settings."""
+    return (path if path.is_dir() else path.parent).resolve().name
 
 
 def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
@@ -382,7 +393,7 @@ def format_comparison(comparison: Comparison) -> str:
     lines = [f"{comparison.task}: {len(comparison.runs)} runs on {comparison.examples:,} shared examples"
              + (" (only the examples every run evaluated)" if comparison.intersected else "")]
     for index, run in enumerate(comparison.runs):
-        lines.append(f"  [{index}] {run.model_id}  {run.path}" + ("  (reference)" if index == 0 else ""))
+        lines.append(f"  [{index}] {run.label}  {run.path}" + ("  (reference)" if index == 0 else ""))
     lines.append(
         f"delta: run - reference in points, paired bootstrap ({comparison.n_resamples:,} resamples of examples or "
         f"queries, "

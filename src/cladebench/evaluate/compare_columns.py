@@ -120,3 +120,40 @@ def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None =
         split={**plan.provenance(), "sampling_unit": rows.group_key, "rows_without_group": rows.rows_without_group,
                "rows_without_direction": rows.rows_without_direction},
     )
+
+
+CKA_CELL_WIDTH = 12
+"""Characters of each cell of the printed CKA matrix; a column name longer than it is cut in the header (never two
+names to the same string: :func:`cladebench.evaluate.labels.short_names`)."""
+
+MODEL_CELL_WIDTH = 28
+"""Characters of the printed model cell; the model is named by its label (a checkpoint by its folder's name)."""
+
+
+def format_column_comparison(result: ColumnComparison) -> str:
+    """The comparison as text: few-shot accuracy per column with its model, then the linear CKA matrix. Columns
+    are named whole in the first column of each table; the CKA header cuts them to the cell width."""
+    from cladebench.evaluate.labels import model_label, short_names
+
+    columns = list(result.columns)
+    width = max(len(c) for c in columns)
+    metrics = list(result.accuracy[columns[0]])
+    models = {c: model_label(str(result.models[c])) if result.models.get(c) else "(no model named)" for c in columns}
+    model_cells = short_names(list(models.values()), MODEL_CELL_WIDTH)
+    headers = short_names(columns, CKA_CELL_WIDTH)
+    lines = [f"{result.rows:,} rows with every column; splits {result.split.get('fingerprint', '')[:16]}… "
+             f"({result.split.get('repetitions')} repetitions, seed {result.split.get('seed')})",
+             f"{'column':<{width}}  {'model':<{MODEL_CELL_WIDTH}} " + " ".join(f"{m:>24}" for m in metrics)]
+    for column in columns:
+        cells = []
+        for metric in metrics:
+            estimate = result.accuracy[column][metric]
+            low, high = estimate.get("low"), estimate.get("high")
+            interval = f" [{100 * low:.1f}, {100 * high:.1f}]" if low is not None and high is not None else ""
+            cells.append(f"{100 * estimate['value']:.1f}%{interval}".rjust(24))
+        lines.append(f"{column:<{width}}  {model_cells[models[column]]:<{MODEL_CELL_WIDTH}} " + " ".join(cells))
+    lines.append("linear CKA")
+    lines.append(" " * (width + 2) + " ".join(f"{headers[c]:>{CKA_CELL_WIDTH}}" for c in columns))
+    for a in columns:
+        lines.append(f"{a:<{width}}  " + " ".join(f"{result.cka[a][b]:>{CKA_CELL_WIDTH}.3f}" for b in columns))
+    return "\n".join(lines)

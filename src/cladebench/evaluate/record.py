@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError, environment_error
 from cladebench.evaluate.jsonsafe import record_json
+from cladebench.evaluate.labels import default_label
 from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.provenance import redact
 
@@ -73,15 +74,24 @@ class RunRecord:
     """Dataset, split, label set, model, prompts, metric definitions, software, command."""
     config: dict[str, Any]
     """The task config as run."""
+    label: str | None = None
+    """The short name a person reads for the run in reports and comparisons (``--label``); left out, the default
+    of :func:`cladebench.evaluate.labels.default_label` is filled in, from the config and provenance (so a record
+    written before labels existed reads with the label a new one would get). The model id stays in provenance."""
     inspection: dict[str, Any] = field(default_factory=dict)
     """Tables for a person to look at, per group: e.g. genus-only rows' predicted species and least certain images."""
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
 
+    def __post_init__(self) -> None:
+        if self.label is None or not str(self.label).strip():
+            self.label = default_label(self.task, self.config or {}, self.provenance or {})
+
     def redact_secrets(self) -> None:
         """Strip credentials from every URL in the record, in place (see :mod:`cladebench.provenance`)."""
         self.metrics, self.provenance = redact(self.metrics), redact(self.provenance)
         self.config, self.inspection = redact(self.config), redact(self.inspection)
+        self.label = redact(self.label)
 
     def write(self, out_dir: str | Path, predictions: pa.Table) -> Path:
         """Write ``run.json`` and ``predictions.parquet`` into ``out_dir`` (created); returns run.json's path.

@@ -29,6 +29,7 @@ from cladebench import store
 from cladebench.config import OPTION, config_to_dict
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.evaluate.checks import check_before_model, check_eval_settings
+from cladebench.evaluate.labels import check_label
 from cladebench.evaluate.record import (
     RunRecord,
     check_out_outside_dataset,
@@ -70,6 +71,9 @@ class EvalConfig:
     """Registered task; default: the named benchmark's task, else zeroshot (each task's eval config fixes it)."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
+    label: str | None = None
+    """Short name of the run in reports and comparisons (one line); default: the model as named (a local-dir:
+    checkpoint by its folder's name) and the settings that differ from the task's defaults, e.g. 'bioclip · sci'."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
     where: str | None = None
@@ -93,6 +97,7 @@ class EvalConfig:
         if parent is not None:
             parent()
         check_eval_settings(self)
+        check_label(self.label)
 
 
 EVAL_CONFIGS: Registry[type[EvalConfig]] = Registry("task")
@@ -378,7 +383,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     }
     provenance["dataset"]["benchmark"] = benchmark.name if benchmark is not None else None
     record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config),
-                       inspection=inspection)
+                       label=None if config.label is None else config.label.strip(), inspection=inspection)
     path = record.write(config.out, table)
     return record, path
 

@@ -5,7 +5,8 @@ weights every time, or two runs cannot be compared. So every name resolves to on
 before anything is loaded, and the spec is what provenance records:
 
 - a registered alias (``bioclip``, ``bioclip-2``, ``bioclip-2.5``, ``clip-vit-b-16``, ``clip-vit-l-14``,
-  ``biotrove-clip``, ``siglip``; see :data:`MODELS`), each a function of the requested revision;
+  ``biotrove-clip``, ``siglip``; see :data:`MODELS`), each a function of the requested revision; ``demo`` is
+  the demo's tiny CLIP as ``cladebench demo`` last trained or reused it in the cache (a ``local-dir:`` spec);
 - ``hf-hub:ORG/NAME[@REVISION]``, an open_clip checkpoint on the Hugging Face Hub;
 - ``local-dir:PATH``, a folder with ``open_clip_config.json`` and a weights file;
 - ``NAME/PRETRAINED``, an open_clip architecture and a pretrained tag (``ViT-B-16/openai``) or a local
@@ -166,6 +167,18 @@ def _biotrove_clip(revision: str | None) -> ModelSpec:
 def _siglip(revision: str | None) -> ModelSpec:
     """SigLIP ViT-B/16 at 224 px, 768-d, WebLI (Zhai et al., 2023); its tokenizer needs ``transformers``."""
     return hub_spec("timm/ViT-B-16-SigLIP", revision, alias="siglip")
+
+
+@register_model("demo")
+def _demo(revision: str | None) -> ModelSpec:
+    """The demo's tiny CLIP of the synthetic world, as `cladebench demo` cached it (for demos and tests only)."""
+    from cladebench.cache import recorded_demo_model
+
+    folder = recorded_demo_model()
+    if folder is None:
+        raise ModelLoadError("the demo model is not trained yet: run `cladebench demo` (or `cladebench demo-model "
+                             "train`) first, then --model demo is its checkpoint in the cache")
+    return _parse_local_dir(LOCAL_DIR_PREFIX + str(folder), revision).replace(alias="demo")
 
 
 # --- string forms --------------------------------------------------------------------------------

@@ -88,12 +88,6 @@ def format_count(value: Any) -> Markup:
     return Markup(f"{int(value):,}") if isinstance(value, int) and not isinstance(value, bool) else Markup(MISSING)
 
 
-def short_model(model_id: str) -> str:
-    """A short name for a chart legend: the last path segment of a model id, without an endpoint URL."""
-    name = model_id.split("@", 1)[0]
-    return re.split(r"[/:]", name.rstrip("/"))[-1] or model_id
-
-
 def short_hash(digest: Any, length: int = 12) -> str:
     """The first ``length`` characters of a hex digest (the full one is kept in a title attribute)."""
     return str(digest)[:length] if digest else MISSING

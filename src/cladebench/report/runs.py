@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError
 from cladebench.evaluate.record import RUN_FILE, RunRecord
-from cladebench.report.formatting import is_breakdown, short_model, split_metric
+from cladebench.evaluate.labels import distinct_labels
+from cladebench.report.formatting import is_breakdown, split_metric
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,6 +33,9 @@ class ReportRun:
     """The per-example predictions beside run.json; None when they cannot be read (see ``predictions_note``)."""
     predictions_note: str | None = None
     """Why the predictions are missing, for the sections that need them."""
+    distinct_label: str | None = None
+    """The record's label made distinct from the other runs' of the report where two share one (set by
+    :func:`load_runs`); None: the record's label as it is."""
 
     @property
     def task(self) -> str:
@@ -46,9 +51,15 @@ class ReportRun:
         return dict(self.record.provenance.get("dataset") or {})
 
     @property
+    def label(self) -> str:
+        """The run's label (``bioclip-2``, ``bioclip · sci · photo``), distinct within the report; the full model id
+        is in :attr:`model_id` and the provenance section."""
+        return self.distinct_label or str(self.record.label)
+
+    @property
     def name(self) -> str:
-        """``[1] bioclip-2``: how charts and tables name the run."""
-        return f"[{self.index}] {short_model(self.model_id)}"
+        """``[1] bioclip-2``: how charts and tables name the run (its number and its label)."""
+        return f"[{self.index}] {self.label}"
 
     @property
     def label_rank(self) -> str | None:
@@ -113,7 +124,10 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[ReportRun, ...]:
     """Every run, numbered from 1 in the order given."""
     if not paths:
         raise CladebenchError("a report needs at least one run record")
-    return tuple(load_run(index, path) for index, path in enumerate(paths, start=1))
+    runs = [load_run(index, path) for index, path in enumerate(paths, start=1)]
+    labels = distinct_labels([str(run.record.label) for run in runs], [run.record.config for run in runs],
+                             [run.path.resolve().parent.name for run in runs])
+    return tuple(dataclasses.replace(run, distinct_label=label) for run, label in zip(runs, labels, strict=True))
 
 
 def by_task(runs: Sequence[ReportRun]) -> dict[str, list[ReportRun]]:
