@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,29 +84,119 @@ def _whiskers(series: Series, values: np.ndarray) -> np.ndarray | None:
     return np.vstack([np.maximum(below, 0.0), np.maximum(above, 0.0)])
 
 
+BREAKS = " |/_-,;"
+"""Characters after which a category label may wrap onto a new line (``Animalia|Plantae``, ``class=Aves``)."""
+MAX_LINES = 3
+"""Most lines a wrapped category label takes; a label that needs more is drawn rotated on one line."""
+ROTATIONS = (30, 45, 90)
+"""Angles tried, in order, when the wrapped labels do not fit side by side: the first at which no two labels meet."""
+CHARACTER_WIDTH = 0.62
+"""Width of an average character of the chart font, in font sizes (DejaVu Sans), to choose where to wrap."""
+MISSING_LABEL = "n/a"
+"""Drawn at the place of a bar whose value is undefined or missing: a gap, never a bar of height 0."""
+
+
+def wrap_label(text: str, width: int, max_lines: int = MAX_LINES) -> str | None:
+    """``text`` on lines of at most ``width`` characters, broken only after one of :data:`BREAKS`; None when it
+    needs more than ``max_lines`` lines or has a piece longer than ``width`` that cannot be broken."""
+    text = " ".join(str(text).split())
+    pieces, current = [], ""
+    for char in text:
+        current += char
+        if char in BREAKS:
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    lines: list[str] = []
+    for piece in pieces:
+        if lines and len((lines[-1] + piece).rstrip()) <= width:
+            lines[-1] += piece
+        else:
+            lines.append(piece)
+    lines = [line.strip() for line in lines]
+    if len(lines) > max_lines or any(len(line) > width for line in lines):
+        return None
+    return "\n".join(lines)
+
+
+def _renderer(figure: Any) -> Any:
+    """A renderer to measure text with (Agg's: the same font metrics the SVG's glyph outlines are drawn with)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return FigureCanvasAgg(figure).get_renderer()
+
+
+def _labels_overlap(axes: Any, renderer: Any, gap: float = 2.0) -> bool:
+    """Whether two neighbouring x tick labels (drawn level) come closer than ``gap`` pixels."""
+    boxes = sorted((label.get_window_extent(renderer) for label in axes.get_xticklabels() if label.get_text()),
+                   key=lambda box: box.x0)
+    return any(right.x0 - left.x1 < gap for left, right in itertools.pairwise(boxes))
+
+
+def _fit_tick_labels(figure: Any, axes: Any, positions: np.ndarray, categories: Sequence[str]) -> None:
+    """Category labels that never overlap: level and wrapped at word breaks when they fit so, else rotated on one
+    line by the smallest angle of :data:`ROTATIONS` at which neighbours stay apart (parallel labels ``spacing``
+    apart are ``spacing * sin(angle)`` apart across their lines, whatever their lengths)."""
+    renderer = _renderer(figure)
+    font_px = STYLE["font.size"] * figure.dpi / 72
+    spacing = axes.get_window_extent(renderer).width / max(len(categories), 1)
+    characters = max(4, int(spacing / (CHARACTER_WIDTH * font_px)) - 1)
+    wrapped = [wrap_label(shorten(c), characters) for c in categories]
+    if all(w is not None for w in wrapped):
+        axes.set_xticks(positions, wrapped)
+        if not _labels_overlap(axes, renderer):
+            return
+    line_height = 1.3 * font_px
+    rotation = next((angle for angle in ROTATIONS if spacing * np.sin(np.radians(angle)) >= line_height), 90)
+    # Rotated labels are anchored at their end, under their tick.
+    axes.set_xticks(positions, [shorten(c, 32) for c in categories], rotation=rotation,
+                    ha="center" if rotation == 90 else "right", rotation_mode="anchor" if rotation < 90 else "default")
+
+
 def bar_chart(categories: Sequence[str], series: Sequence[Series], *, ylabel: str, title: str = "",
               ylim: tuple[float, float] | None = None) -> str:
-    """Grouped bars, one group per category and one bar per series, with interval whiskers; an SVG data URI."""
+    """Grouped bars, one group per category and one bar per series, with interval whiskers; an SVG data URI.
+
+    A value that is NaN (undefined, or not reported) is no bar: its place is marked :data:`MISSING_LABEL`, so it
+    cannot be read as 0. Bars have ids ``bar-SERIES-CATEGORY`` and the marks ``missing-SERIES-CATEGORY`` (both
+    numbered from 0) in the SVG, for whoever checks a chart against its table.
+    """
     n_categories, n_series = len(categories), max(len(series), 1)
-    width = min(11.0, max(4.0, 0.9 + n_categories * (0.35 + 0.28 * n_series)))
+    longest = max((len(shorten(c)) for c in categories), default=0)
+    # Room per category: the bars, and enough for a short label level (long ones wrap or rotate).
+    per_category = max(0.35 + 0.28 * n_series, min(longest, 14) * 0.075)
+    width = min(11.0, max(4.0, 0.9 + n_categories * per_category))
+    # Many categories: at least one line of text per category, so even labels at 90 degrees do not touch.
+    width = max(width, 0.9 + n_categories * 0.2)
     with _figure(width, 3.2) as figure:
         axes = figure.add_subplot()
         x = np.arange(n_categories)
         bar = 0.8 / n_series
+        low, high = ylim if ylim is not None else (0.0, 1.0)
         for i, entry in enumerate(series):
             values = np.asarray(entry.values, dtype=float)
-            axes.bar(x + (i - (n_series - 1) / 2) * bar, np.nan_to_num(values), bar * 0.95,
-                     yerr=_whiskers(entry, values), capsize=2, label=shorten(entry.label),
-                     error_kw={"elinewidth": 0.8, "alpha": 0.8})
-        axes.set_xticks(x, [shorten(c, 24) for c in categories], rotation=30 if n_categories > 4 else 0,
-                        ha="right" if n_categories > 4 else "center")
+            defined = np.isfinite(values)
+            offsets = x + (i - (n_series - 1) / 2) * bar
+            whiskers = _whiskers(entry, values)
+            container = axes.bar(offsets[defined], values[defined], bar * 0.95,
+                                 yerr=None if whiskers is None else whiskers[:, defined], capsize=2,
+                                 label=shorten(entry.label), error_kw={"elinewidth": 0.8, "alpha": 0.8})
+            for patch, category in zip(container.patches, np.flatnonzero(defined), strict=True):
+                patch.set_gid(f"bar-{i}-{category}")
+            for category in np.flatnonzero(~defined):
+                axes.text(offsets[category], 0.02, MISSING_LABEL, transform=axes.get_xaxis_transform(),
+                          rotation=90, ha="center", va="bottom", fontsize=7, color="#5f6b73",
+                          gid=f"missing-{i}-{category}")
+        axes.set_xlim(-0.5, n_categories - 0.5)
         axes.set_ylabel(ylabel)
         if ylim is not None:
-            axes.set_ylim(*ylim)
+            axes.set_ylim(low, high)
         if title:
             axes.set_title(shorten(title, 80))
-        if len(series) > 1:
-            axes.legend(fontsize=8, frameon=False)
+        if len(series) > 1:  # beside the axes, where it covers no bar
+            axes.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        _fit_tick_labels(figure, axes, x, categories)
         return svg_data_uri(figure)
 
 

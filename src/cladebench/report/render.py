@@ -8,11 +8,13 @@ nothing. The sections (the :mod:`.sections` package) fill the page in their regi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup, escape
 
 from cladebench import __version__
 from cladebench.registry import Registry
@@ -26,10 +28,20 @@ TEMPLATES_DIR = Path(__file__).parent / "templates"
 """Page and section templates: ``<name>.<format>.j2``."""
 
 
-def _environment(**options: object) -> jinja2.Environment:
+BREAK_AFTER = re.compile(r"([|/_=.,;])")
+"""Characters after which a long name in a table header may wrap (``Animalia|Plantae/top1_species``)."""
+
+
+def breakable_html(text: object) -> Markup:
+    """``text`` escaped, with a line-break opportunity (``<wbr>``) after each of :data:`BREAK_AFTER`, so a long
+    group or metric name wraps at its own separators instead of widening its column or breaking mid-word."""
+    return Markup(BREAK_AFTER.sub(r"\1<wbr>", str(escape(str(text)))))
+
+
+def _environment(breakable: Callable[[object], object], **options: object) -> jinja2.Environment:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
                                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, **options)
-    environment.filters.update(number=format_number, count=format_count, short_hash=short_hash)
+    environment.filters.update(number=format_number, count=format_count, short_hash=short_hash, breakable=breakable)
     return environment
 
 
@@ -47,8 +59,8 @@ class OutputFormat:
 
 FORMATS: Registry[OutputFormat] = Registry("report format")
 """Registry: format name -> how to write it."""
-FORMATS.add("html", OutputFormat("html", "report.html.j2", lambda: _environment(autoescape=True)))
-FORMATS.add("md", OutputFormat("md", "report.md.j2", lambda: _environment(autoescape=False,
+FORMATS.add("html", OutputFormat("html", "report.html.j2", lambda: _environment(breakable_html, autoescape=True)))
+FORMATS.add("md", OutputFormat("md", "report.md.j2", lambda: _environment(lambda text: text, autoescape=False,
                                                                        finalize=markdown_finalize)))
 
 

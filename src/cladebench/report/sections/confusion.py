@@ -3,6 +3,9 @@
 Counted from the predictions of zero-shot runs: among scored images whose top-1 label is wrong, the
 (true label, predicted label) pairs by count, per group. The share is of the true label's scored
 images in that group, so a pair that takes most of a species' images stands out even when the species is rare.
+Labels are named by their species (:mod:`..taxon_names`: a ``taxon``-style label's binomial), with the whole
+label on hover and the closest taxon the two share beside them, so a mix-up of sister species reads apart from one
+across kingdoms.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
+from cladebench.report.taxon_names import TaxonName, run_name_style, taxon_name
 
 TOP_PAIRS = 10
 """Pairs listed per group and run."""
@@ -29,6 +33,24 @@ class ConfusedPair:
     count: int
     share: float
     """count / scored images of the true label in the group."""
+    true_name: TaxonName | None = None
+    """The true label as a species name and lineage."""
+    predicted_name: TaxonName | None = None
+    """The predicted label as a species name and lineage."""
+
+    @property
+    def shared(self) -> str | None:
+        """The deepest name both labels' lineages hold; "none" when they share none; None when the labels hold no
+        lineage (a style other than ``taxon``), where words in common would say nothing."""
+        if self.true_name is None or self.predicted_name is None or None in (self.true_name.lineage,
+                                                                            self.predicted_name.lineage):
+            return None
+        common = "none"
+        for a, b in zip(self.true_name.label.split(), self.predicted_name.label.split(), strict=False):
+            if a != b:
+                break
+            common = a
+        return common
 
 
 @dataclass(frozen=True)
@@ -55,11 +77,13 @@ def confused_pairs(run: ReportRun, top: int = TOP_PAIRS) -> list[GroupConfusion]
         counts = errors.setdefault(group, Counter())
         if not correct:
             counts[(truth, predicted)] += 1
+    style = run_name_style(run.record.provenance)
     out = []
     for group, counts in errors.items():
         # Most frequent first; ties by name, so the list does not depend on row order.
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
-        pairs = tuple(ConfusedPair(true_label=t, predicted=p, count=c, share=c / support[group][t])
+        pairs = tuple(ConfusedPair(true_label=t, predicted=p, count=c, share=c / support[group][t],
+                                   true_name=taxon_name(t, style), predicted_name=taxon_name(p, style))
                       for (t, p), c in ranked)
         out.append(GroupConfusion(run=run, group=str(group), errors=sum(counts.values()),
                                   scored=sum(support[group].values()), pairs=pairs))

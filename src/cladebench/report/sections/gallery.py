@@ -1,5 +1,6 @@
 """Error galleries: the worst predictions of each run, with the photo, what was true, what was predicted, the
-score, and the photo's license and attribution.
+score, and the photo's license and attribution. A photo without a recorded license or attribution is said once per
+gallery (how many), not on every card. Zero-shot labels are named by their species, the whole label on hover.
 
 Which predictions are the worst depends on the task, so each task registers a picker in
 :data:`GALLERIES`: zero-shot shows the images with the lowest probability on their true label; rerank
@@ -20,6 +21,7 @@ from cladebench.registry import Registry
 from cladebench.report.formatting import format_number
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
+from cladebench.report.taxon_names import TaxonName, run_name_style, taxon_name
 from cladebench.report.thumbnails import Photo, read_photos
 
 
@@ -29,8 +31,8 @@ class GalleryItem:
 
     uuid: str
     """Dataset row of the photo."""
-    fields: tuple[tuple[str, str], ...]
-    """(label, value) pairs shown under the photo: truth, prediction, score..."""
+    fields: tuple[tuple[str, str | TaxonName], ...]
+    """(label, value) pairs shown under the photo: truth, prediction, score... (a taxon label as its name)"""
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,11 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     # Sorted and cut in Arrow: a run may hold hundreds of thousands of rows, a gallery a dozen.
     order = pc.sort_indices(table, sort_keys=[("true_prob", "ascending"), ("uuid", "ascending")])
     rows = table.take(order[:most]).to_pylist()
+    style = run_name_style(run.record.provenance)
     items = tuple(GalleryItem(uuid=r["uuid"], fields=(
         *((("group", _text(r["group"])),) if "group" in r else ()),
-        ("truth", _text(r["true_label"])),
-        ("predicted", _text(r["pred_label"])),
+        ("truth", taxon_name(_text(r["true_label"]), style)),
+        ("predicted", taxon_name(_text(r["pred_label"]), style)),
         ("P(truth)", format_number(r["true_prob"])),
         ("P(predicted)", format_number((r["top5_probs"] or [math.nan])[0])),
     )) for r in rows)
@@ -126,6 +129,19 @@ class Gallery:
     ordering: str
     entries: tuple[tuple[GalleryItem, Photo | None], ...]
     note: str | None
+
+    @property
+    def photos(self) -> int:
+        """Cards whose row was found in the dataset."""
+        return sum(photo is not None for _, photo in self.entries)
+
+    @property
+    def without_attribution(self) -> int:
+        return sum(photo is not None and not photo.attribution for _, photo in self.entries)
+
+    @property
+    def without_license(self) -> int:
+        return sum(photo is not None and not (photo.license_name or photo.license_link) for _, photo in self.entries)
 
 
 def run_gallery(run: ReportRun, most: int) -> Gallery | None:

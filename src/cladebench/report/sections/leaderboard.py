@@ -12,13 +12,19 @@ on different images says nothing about the models).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from markupsafe import Markup
 
 from cladebench.errors import CladebenchError
-from cladebench.report.formatting import estimate_value, format_interval, format_value, lower_is_better
+from cladebench.report.formatting import (
+    estimate_value,
+    format_interval,
+    format_value,
+    lower_is_better,
+    split_metric,
+)
 from cladebench.report.headline import headline_metrics
 from cladebench.report.runs import ReportRun, by_task
 from cladebench.report.sections.base import ReportContext, register_section
@@ -41,6 +47,13 @@ MARKS: dict[str, str] = {
 """Mark -> what it means; the legend printed under every leaderboard."""
 
 
+MAX_COLUMNS = 5
+"""Most metric columns side by side in one table: with the run's name they fit a 1,400 px window. A part with more
+metrics is turned (metrics as rows) when it has at most this many runs, or else split into tables of this many."""
+SAID_ONCE = ("not compared", "not tested")
+"""Marks said once above a table, not in every cell, when every marked cell of the table has the same one."""
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run's value of one metric."""
@@ -59,6 +72,29 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One table of a task's leaderboard: some of its metrics for the runs that have any of them."""
+
+    caption: str | None
+    """What the table holds (per challenge group, pooled), or None when the task has one table."""
+    metrics: tuple[str, ...]
+    """Full metric names, in column (or, turned, row) order."""
+    headers: tuple[str, ...]
+    """What each metric is called in its header: the group alone in a per-group table (the caption names the metric)."""
+    rows: tuple[Row, ...]
+    turned: bool
+    """Metrics as rows and runs as columns (a part with many metrics and few runs)."""
+    said_once: str | None
+    """The mark every marked cell had (``not compared``...), said once for the table; the cells then show none."""
+
+    @property
+    def columns(self) -> tuple[tuple[str, str, tuple[Cell | None, ...]], ...]:
+        """(metric, header, one cell per row) per metric: the turned table's rows."""
+        return tuple((metric, header, tuple(row.cells[i] for row in self.rows))
+                     for i, (metric, header) in enumerate(zip(self.metrics, self.headers, strict=True)))
+
+
+@dataclass(frozen=True)
 class Board:
     """The leaderboard of one task."""
 
@@ -66,6 +102,8 @@ class Board:
     metrics: tuple[str, ...]
     rows: tuple[Row, ...]
     notes: tuple[str, ...]
+    parts: tuple[Part, ...] = ()
+    """The tables the board is shown as (see :func:`split_board`)."""
 
 
 def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
@@ -127,7 +165,50 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
                 metric=metric, value=format_value(metric, estimate), interval=format_interval(metric, estimate),
                 n=estimate.get("n"), mark=marks.get((run.index, metric), "")))
         rows.append(Row(run=run, cells=tuple(cells)))
-    return Board(task=task, metrics=metrics, rows=tuple(rows), notes=tuple(dict.fromkeys(notes)))
+    whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=tuple(dict.fromkeys(notes)))
+    return replace(whole, parts=split_board(whole))
+
+
+def _part(board: Board, caption: str | None, metrics: Sequence[str], headers: Sequence[str], *,
+          turn: bool) -> Part:
+    positions = [board.metrics.index(m) for m in metrics]
+    rows = [Row(run=row.run, cells=tuple(row.cells[i] for i in positions)) for row in board.rows
+            if any(row.cells[i] is not None for i in positions)]
+    marks = {cell.mark for row in rows for cell in row.cells if cell is not None and cell.mark}
+    said_once = next(iter(marks)) if len(marks) == 1 and next(iter(marks)) in SAID_ONCE else None
+    if said_once:
+        rows = [Row(run=row.run, cells=tuple(None if c is None else replace(c, mark="") for c in row.cells))
+                for row in rows]
+    return Part(caption=caption, metrics=tuple(metrics), headers=tuple(headers), rows=tuple(rows),
+                turned=turn and len(metrics) > MAX_COLUMNS, said_once=said_once)
+
+
+def split_board(board: Board) -> tuple[Part, ...]:
+    """The board as tables that fit the page: the per-group numbers of grouped runs apart from the pooled numbers
+    (different kinds of number, on different examples), and a table of more than :data:`MAX_COLUMNS` metrics
+    turned (metrics as rows) when it has few runs, or else cut into tables of at most that many metrics."""
+    grouped = [m for m in board.metrics if split_metric(m)[0]]
+    pooled = [m for m in board.metrics if not split_metric(m)[0]]
+    kinds = []
+    if grouped:
+        bases = list(dict.fromkeys(split_metric(m)[1] for m in grouped))
+        one_base = len(bases) == 1
+        kinds.append((f"per challenge group: {', '.join(bases)}", grouped,
+                      [split_metric(m)[0] if one_base else m for m in grouped]))
+    if pooled:
+        kinds.append(("pooled over all evaluated examples" if grouped else None, pooled, pooled))
+    parts = []
+    for caption, metrics, headers in kinds:
+        runs = sum(1 for row in board.rows if any(row.cells[board.metrics.index(m)] is not None for m in metrics))
+        if len(metrics) <= MAX_COLUMNS or runs <= MAX_COLUMNS:
+            parts.append(_part(board, caption, metrics, headers, turn=True))
+            continue
+        for start in range(0, len(metrics), MAX_COLUMNS):
+            piece = slice(start, start + MAX_COLUMNS)
+            end = min(start + MAX_COLUMNS, len(metrics))
+            numbered = f"{caption or 'metrics'} ({start + 1}-{end} of {len(metrics)})"
+            parts.append(_part(board, numbered, metrics[piece], headers[piece], turn=False))
+    return tuple(parts)
 
 
 @register_section("leaderboard", "Leaderboard", order=10)
@@ -135,4 +216,5 @@ def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> An
     boards = [board(task, task_runs) for task, task_runs in by_task(runs).items()]
     # The legend is this module's own text, not data: passed as safe so Markdown keeps it as written.
     legend = {mark: Markup(meaning) for mark, meaning in MARKS.items()}
-    return context.render("leaderboard", boards=boards, marks=legend, n_resamples=N_RESAMPLES, alpha=ALPHA)
+    return context.render("leaderboard", boards=boards, marks=legend, n_resamples=N_RESAMPLES, alpha=ALPHA,
+                          said_once={mark: Markup(MARKS[mark]) for mark in SAID_ONCE})

@@ -4,7 +4,9 @@ What the Fine-Grained Challenges card asks every evaluation to state (split, sam
 model revision, prompts, metric) and what a reader needs to rerun it: the dataset (URI, version,
 fingerprint of the whole dataset and of the evaluated rows), the filter, the model id and revision with
 its image-embedding column, the prompt templates and name style, the metric definitions, the software
-versions and the command. All are read from the run record as written; nothing is recomputed.
+versions and the command. All are read from the run record as written; nothing is recomputed. Structured values
+are shown as what they are: the task's settings as a table of their own, a mapping (the image preprocessing) as
+``key: value`` entries, a list as its items, never as a JSON blob.
 """
 
 from __future__ import annotations
@@ -27,11 +29,17 @@ class LabelSetRow:
     source: str
 
 
+Fact = str | tuple[tuple[str, str], ...]
+"""A fact's value: text, or (key, text) entries for a mapping."""
+
+
 @dataclass(frozen=True)
 class RunProvenance:
     run: ReportRun
-    facts: tuple[tuple[str, str], ...]
-    """(what, value) in reading order; values are text (structures as compact JSON)."""
+    facts: tuple[tuple[str, Fact], ...]
+    """(what, value) in reading order; values are text, or (key, text) entries for a mapping."""
+    settings: tuple[tuple[str, str], ...]
+    """The task's settings as recorded (``provenance["task"]``): (setting, value as text)."""
     label_sets: tuple[LabelSetRow, ...]
     templates: tuple[str, ...]
     metrics: tuple[tuple[str, str], ...]
@@ -41,11 +49,29 @@ class RunProvenance:
 
 
 def _text(value: Any) -> str:
+    """A value as text: a list of plain values as its items, a deeper structure as compact JSON."""
     if value is None:
         return "—"
+    if isinstance(value, (list, tuple)) and all(not isinstance(v, (dict, list, tuple)) for v in value):
+        return ", ".join(_text(v) for v in value) if value else "none"
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, ensure_ascii=False, default=str)
     return str(value)
+
+
+def _entries(value: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A mapping as (key, text) entries; a nested mapping's keys joined with a dot."""
+    out: list[tuple[str, str]] = []
+    for key, item in value.items():
+        if isinstance(item, Mapping) and item:
+            out.extend((f"{key}.{inner}", text) for inner, text in _entries(item))
+        else:
+            out.append((str(key), _text(item)))
+    return tuple(out)
+
+
+def _fact(value: Any) -> Fact:
+    return _entries(value) if isinstance(value, Mapping) else _text(value)
 
 
 def _label_sets(provenance: Mapping[str, Any]) -> tuple[LabelSetRow, ...]:
@@ -94,14 +120,14 @@ def run_provenance(run: ReportRun) -> RunProvenance:
                         if model.get("logit_scale") is not None else None),
         ("name style", prompts.get("name_style")),
         ("prompt template set", prompts.get("templates_name")),
-        ("task settings", p.get("task")),
         ("predictions", f"{predictions.get('file')}: {predictions.get('rows')} rows, sha256 {predictions.get('sha256')}"
                         if predictions else None),
         ("command", p.get("command")),
     ]
     return RunProvenance(
         run=run,
-        facts=tuple((what, _text(value)) for what, value in facts if value not in (None, "", [], {})),
+        facts=tuple((what, _fact(value)) for what, value in facts if value not in (None, "", [], {})),
+        settings=_entries(p.get("task") or {}),
         label_sets=_label_sets(p),
         templates=tuple(str(t) for t in prompts.get("templates") or ()),
         metrics=tuple((str(k), str(v)) for k, v in (p.get("metrics") or {}).items()),
@@ -109,6 +135,10 @@ def run_provenance(run: ReportRun) -> RunProvenance:
     )
 
 
+LONG_VALUE = 240
+"""A setting's value longer than this (a list of per-split choices) is folded in HTML, its start shown."""
+
+
 @register_section("provenance", "Provenance", order=90)
 def provenance_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
-    return context.render("provenance", provenances=[run_provenance(run) for run in runs])
+    return context.render("provenance", provenances=[run_provenance(run) for run in runs], long_value=LONG_VALUE)
