@@ -19,8 +19,12 @@ from cladebench.synthetic import WorldConfig, make_world
 
 
 def test_registry_names_the_published_benchmarks() -> None:
-    assert {name: b.task for name, b in BENCHMARKS.items()} == {"inquire-rerank": "rerank",
-                                                                "inat-coobserved": "lineage"}
+    assert {name: b.tasks for name, b in BENCHMARKS.items()} == {
+        "fine-grained-challenges": ("zeroshot", "fewshot", "retrieval"),
+        "test-fine-grained-challenges": ("zeroshot", "fewshot", "retrieval"),
+        **{f"crypticbio-{subset}": ("zeroshot",) for subset in ("common", "commonunseen", "endangered", "invasive")},
+        "inquire-rerank": ("rerank",), "inat-coobserved": ("lineage",)}
+    assert {b.release for b in BENCHMARKS.values() if "fine-grained" in b.name} == {"v0.1.0"}
 
 
 def test_inat_coobserved_runs_the_lineage_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

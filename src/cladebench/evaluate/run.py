@@ -61,7 +61,7 @@ class EvalConfig:
 
     dataset: str
     """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model), or the
-    name of a benchmark (inquire-rerank, inat-coobserved)."""
+    name of a benchmark (see `cladebench benchmarks`)."""
     out: Path = field(metadata=OPTION)
     """Directory for run.json and predictions.parquet."""
     model: str | None = None
@@ -89,6 +89,9 @@ class EvalConfig:
     not_seen_by: str | None = None
     """Only rows not seen in training by this model (as named in seen_in_training, e.g. bioclip-2); rows without
     a list (unknown exposure) are left out."""
+    data: Path | None = None
+    """A named benchmark's local mirror: a folder in its published layout (default: $CLADEBENCH_MIRROR/<name> when
+    that folder exists, else the published source)."""
 
     def __post_init__(self) -> None:
         # The task config mixed in after this class checks its own settings (ranges, names) first; then the
@@ -297,9 +300,10 @@ def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
 
 def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Path]:
     """Predict, score, and write the run record; returns it and the path of run.json."""
-    from cladebench.evaluate.benchmarks import resolve
+    from cladebench.evaluate.benchmarks import resolve, with_benchmark_defaults
     from cladebench.tasks import get_task
 
+    config = with_benchmark_defaults(config)  # a benchmark's protocol settings count in the checks below
     check_out_outside_dataset(config.out, config.dataset)
     store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
     if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
@@ -382,6 +386,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         "command": command_line(),
     }
     provenance["dataset"]["benchmark"] = benchmark.name if benchmark is not None else None
+    provenance["dataset"]["benchmark_source"] = benchmark.provenance if benchmark is not None else None
     record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config),
                        label=None if config.label is None else config.label.strip(), inspection=inspection)
     path = record.write(config.out, table)

@@ -6,6 +6,7 @@ readable when a write dies midway.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -88,6 +89,25 @@ def lance_storage_options(uri: str, storage_options: Mapping[str, str] | None) -
     return options
 
 
+_HF_REVISION = re.compile(r"^(hf://[^/]+/[^/]+/[^/@]+)@([^/]+)(/.*)?$")
+
+
+def hf_revision(uri: str) -> tuple[str, str | None]:
+    """``hf://datasets/ORG/NAME@REV/path`` -> (the URI without ``@REV``, REV); other URIs come back as they are.
+
+    The Hub's own clients write a pinned revision (a tag, a branch or a commit) this way; Lance reads it from the
+    ``hf_revision`` storage option instead, so a URI keeps the pin wherever it is recorded or reopened.
+
+    Example:
+        >>> hf_revision("hf://datasets/imageomics/fine-grained-challenges@v0.1.0/data/challenges.lance")
+        ('hf://datasets/imageomics/fine-grained-challenges/data/challenges.lance', 'v0.1.0')
+    """
+    found = _HF_REVISION.match(uri)
+    if found is None:
+        return uri, None
+    return found[1] + (found[3] or ""), found[2]
+
+
 def open_dataset(uri: str | Path, *, version: int | str | None = None,
                  storage_options: Mapping[str, str] | None = None) -> lance.LanceDataset:
     """Open a Lance dataset at a local path, ``hf://`` or ``s3://`` URI, optionally at a version or tag.
@@ -106,8 +126,12 @@ def open_dataset(uri: str | Path, *, version: int | str | None = None,
             raise DatasetNotFoundError(f"no dataset at {uri}: the path does not exist")
         if not (path / "_versions").is_dir():
             raise DatasetNotFoundError(f"{uri} is not a Lance dataset (it has no _versions directory)")
+    options = lance_storage_options(uri, storage_options)
+    lance_uri, revision = hf_revision(uri)
+    if revision is not None:  # hf://datasets/ORG/NAME@REV/path: Lance takes the revision as a storage option
+        options = {**(options or {}), "hf_revision": revision}
     try:
-        return lance.dataset(uri, version=version, storage_options=lance_storage_options(uri, storage_options))
+        return lance.dataset(lance_uri, version=version, storage_options=options)
     except (ValueError, OSError) as exc:
         message = str(exc).split(", /")[0]  # Lance appends Rust source locations
         if version is not None and ("not found" in message.lower() or "version" in message.lower()):

@@ -7,16 +7,20 @@ with the store, below ``embed`` and the tasks, so that a task reads a column wit
 writes it.
 
 Published columns: Fine-Grained Challenges ships ``emb_bioclip``, ``emb_bioclip2`` and ``emb_bioclip2p5``:
-vectors made by the Imageomics models, stored as plain lists with no record of the model on the field.
-Evaluating them with the matching model saves encoding the images again, but only if the column is known to
-hold that model's vectors; :data:`PUBLISHED_EMBEDDING_COLUMNS` says which, so a mismatch is still refused
-rather than guessed.
+vectors made by the Imageomics models, as plain lists. Evaluating them with the matching model saves encoding
+the images again, but only if the column is known to hold that model's vectors: :data:`PUBLISHED_EMBEDDING_COLUMNS`
+says which model each name stands for. The publisher records the model and its revision twice, in each field's
+Arrow metadata and in a sidecar beside the ``.lance`` folder (``challenges.embedding_models.json`` next to
+``challenges.lance``); :func:`published_metadata` reads both, and :func:`check_published_embeddings` refuses a
+column whose recorded model or revision is not the one cladebench pins (vectors of other weights are not
+comparable with the pinned model's text tower, and a benchmark's numbers would silently describe another model).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +30,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cladebench.errors import SchemaError
-from cladebench.models.registry import resolve_model
+from cladebench.models.registry import HF_HUB_PREFIX, resolve_model
+from cladebench.models.spec import ModelSpec
 from cladebench.registry import Registry
 from cladebench.store.dataset import is_remote, read
+from cladebench.store.schema import embedding_metadata
 from cladebench.store.sql import sql_identifier
 
 if TYPE_CHECKING:
@@ -51,16 +57,125 @@ for _column, _model in (("emb_bioclip", "bioclip"), ("emb_bioclip2", "bioclip-2"
     register_published_column(_column, _model)
 
 
-def published_metadata(column: str) -> dict[str, Any]:
-    """Metadata for a published column, in the shape ``cladebench embed`` writes; empty when unknown.
+PUBLISHED_SIDECAR_SUFFIX = ".embedding_models.json"
+"""The publisher's sidecar sits beside the ``.lance`` folder and is named after it:
+``data/challenges.lance`` -> ``data/challenges.embedding_models.json``."""
 
-    The revision is left out: the publisher does not record which weights they used beyond the model.
+_MODEL_KEYS = ("model", "model_id", "model_name")
+"""Keys a publisher may name the model with (field metadata or sidecar entry); the first present wins."""
+_REVISION_KEYS = ("revision", "model_revision", "hf_revision")
+"""Keys a publisher may name the model's revision with; the first present wins."""
+
+
+def published_sidecar_path(uri: str) -> Path | None:
+    """The publisher's sidecar beside a local ``.lance`` folder, or None (remote URI, or no such file)."""
+    if is_remote(uri):
+        return None
+    folder = Path(uri.removeprefix("file://"))
+    path = folder.with_name(folder.name.removesuffix(".lance") + PUBLISHED_SIDECAR_SUFFIX)
+    return path if path.is_file() else None
+
+
+def read_published_sidecar(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The sidecar's entries by column. Accepted shapes: ``{column: entry}``, ``{"columns": {column: entry}}`` and
+    a list of entries that each name their ``column``. Anything else is a :class:`SchemaError` naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SchemaError(f"{path}: not a readable JSON sidecar of embedding models ({exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("columns"), (dict, list)):
+        data = data["columns"]
+    if isinstance(data, list) and all(isinstance(e, dict) and isinstance(e.get("column"), str) for e in data):
+        data = {e["column"]: e for e in data}
+    if not isinstance(data, dict) or not all(isinstance(e, dict) for e in data.values()):
+        raise SchemaError(f"{path}: expected one entry (an object) per embedding column, keyed by the column's name")
+    return {str(column): dict(entry) for column, entry in data.items()}
+
+
+def _recorded(entry: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
+    """The first non-empty value of ``keys`` in a record, as text (an empty revision means none was recorded)."""
+    for key in keys:
+        value = (entry or {}).get(key)
+        if value not in (None, ""):
+            return str(value).strip()
+    return None
+
+
+def _names_model(recorded: str, alias: str, spec: ModelSpec) -> bool:
+    """Whether a recorded model name is the registered one, in any spelling (alias, ``ORG/NAME``, ``hf-hub:``)."""
+    name = recorded.strip().lower()
+    known = {alias.lower(), spec.id.lower(), spec.id.lower().removeprefix(HF_HUB_PREFIX)}
+    return name in known or name.removeprefix(HF_HUB_PREFIX) in known
+
+
+def _same_revision(a: str, b: str) -> bool:
+    """Two revisions name the same commit: equal, or one an abbreviation (7+ hex digits) of the other."""
+    a, b = a.lower(), b.lower()
+    short, long = sorted((a, b), key=len)
+    return a == b or (len(short) >= 7 and long.startswith(short) and all(c in "0123456789abcdef" for c in short))
+
+
+def published_metadata(column: str, recorded: Mapping[str, Any] | None = None, *,
+                       sidecar_entry: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a published column holds, in the shape ``cladebench embed`` writes; empty when the column is not a
+    published one, or when its field metadata (``recorded``, decoded) already names the model as cladebench
+    spells it (a column ``cladebench embed`` wrote: its own record stands).
+
+    The revision is the one the publisher recorded, in the field metadata or the sidecar entry, or None when
+    neither records one. Checking it against the pin is :func:`check_published_embeddings`'s job.
     """
-    model = PUBLISHED_EMBEDDING_COLUMNS.get(column)
-    if model is None:
+    alias = PUBLISHED_EMBEDDING_COLUMNS.get(column)
+    if alias is None:
         return {}
-    return {"model": resolve_model(model).id, "source": "published with the dataset", "revision": None}
+    spec = resolve_model(alias)
+    named = _recorded(recorded, _MODEL_KEYS)
+    if named == spec.id or (named is not None and not _names_model(named, alias, spec)):
+        return {}  # cladebench's own record, or another model's vectors under a published name: read as recorded
+    revision = _recorded(recorded, _REVISION_KEYS) or _recorded(sidecar_entry, _REVISION_KEYS)
+    return {**(recorded or {}), "model": spec.id, "revision": revision,
+            "source": (recorded or {}).get("source") or "published with the dataset"}
 
+
+def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[str, Mapping[str, Any]] | None,
+                               sidecar_name: str, uri: str | None = None) -> dict[str, dict[str, Any]]:
+    """Each published column of ``dataset`` with the model and revision its publisher recorded, checked.
+
+    A :class:`SchemaError` (one line) when a record names another model than the column's name stands for,
+    when the field metadata and the sidecar (``sidecar_name`` in messages) disagree on the revision, or when the
+    recorded revision is not the one cladebench pins for the model: such vectors are not the pinned model's,
+    and scoring them against its text tower, or reporting them under its name, would be wrong. A column whose
+    publisher records no revision is kept, with ``revision`` None and ``pinned`` False, as the record says.
+    """
+    uri = uri or dataset.uri
+    checked: dict[str, dict[str, Any]] = {}
+    for field in dataset.schema:
+        alias = PUBLISHED_EMBEDDING_COLUMNS.get(field.name)
+        if alias is None:
+            continue
+        spec = resolve_model(alias)
+        field_record = embedding_metadata(field)
+        entry = (sidecar or {}).get(field.name)
+        records = {"its Arrow field metadata": field_record, sidecar_name: entry}
+        for where, record in records.items():
+            named = _recorded(record, _MODEL_KEYS)
+            if named is not None and not _names_model(named, alias, spec):
+                raise SchemaError(f"{uri}: column {field.name!r} is recorded in {where} as embeddings of {named}, "
+                                  f"but the benchmark publishes {alias} ({spec.id}) there; refusing to read it")
+        revisions = {where: rev for where, record in records.items()
+                     if (rev := _recorded(record, _REVISION_KEYS)) is not None}
+        found = list(revisions.items())
+        if len(found) == 2 and not _same_revision(found[0][1], found[1][1]):
+            raise SchemaError(f"{uri}: column {field.name!r}: {found[0][0]} records revision {found[0][1]} of "
+                              f"{alias} but {found[1][0]} records {found[1][1]}; the release is inconsistent")
+        if found and spec.revision and not _same_revision(found[0][1], spec.revision):
+            raise SchemaError(f"{uri}: column {field.name!r} holds {alias} embeddings of revision {found[0][1]} "
+                              f"(as {found[0][0]} records), but cladebench pins {alias} at {spec.revision}; "
+                              "refusing vectors of other weights")
+        checked[field.name] = {"model": spec.id, "alias": alias, "revision": found[0][1] if found else None,
+                               "pinned_revision": spec.revision, "recorded_in": sorted(revisions),
+                               "pinned": bool(found)}
+    return checked
 
 # --- the state beside a dataset -----------------------------------------------------------------------
 

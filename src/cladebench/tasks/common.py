@@ -23,7 +23,12 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.store.embeddings import normalise_rows, published_metadata
+from cladebench.store.embeddings import (
+    normalise_rows,
+    published_metadata,
+    published_sidecar_path,
+    read_published_sidecar,
+)
 from cladebench.taxonomy import Lineage, Rank
 
 if TYPE_CHECKING:
@@ -279,9 +284,12 @@ def score_labels(encoder: Encoder, image_vectors: np.ndarray, rows: pa.Table, la
 
 
 def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
-    """What is known of an embedding column: its field metadata, else what the publisher's column name says."""
+    """What is known of an embedding column: its field metadata, or, for a published column, the model its name
+    stands for with the revision its publisher recorded (field metadata, or the sidecar beside the dataset)."""
     meta = store.embedding_metadata(dataset.schema.field(column))
-    return meta if meta.get("model") else (published_metadata(column) or meta)
+    sidecar = published_sidecar_path(dataset.uri)
+    entry = read_published_sidecar(sidecar).get(column) if sidecar is not None else None
+    return published_metadata(column, meta, sidecar_entry=entry) or meta
 
 
 def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:

@@ -1,0 +1,93 @@
+"""CrypticBio's four benchmarks: the published CSVs, their photos fetched once into the cache, zero-shot per name
+style with results per taxonomic group and per cryptic group.
+
+``gmanolache/CrypticBio`` publishes ``CrypticBio-Benchmark/CrypticBio-{Common,CommonUnseen,Endangered,Invasive}
+.csv`` (one row per photo, its URL, lineage, place, date and vernacular names; see
+:mod:`cladebench.curate.sources.crypticbio`). The first use of a benchmark fetches its CSV, downloads the photos
+through the downloader into the cache (``downloads/``, shared by every build, so a photo is fetched once) and
+builds the dataset. A mirror is a folder holding the CSV (at any depth, as the builder ``cladebench build
+crypticbio`` writes it or under ``CrypticBio-Benchmark/`` as published) and, when known, ``cryptic_groups.tsv``
+(``anchor<TAB>species,species,...``), which gives each row its cryptic group.
+
+The paper reports zero-shot top-1 with 95% binomial intervals under scientific, common and mixed names: the
+protocol runs the three name styles (``sci``, ``com``, ``mixed``), and breaks each down by ``taxonomic_group``
+(the seven groups, Squamata included) and ``cryptic_group`` (a species and its look-alikes), pooled over the
+benchmark's species otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from cladebench.errors import CladebenchError, DatasetNotFoundError
+from cladebench.evaluate.benchmarks.base import Benchmark, Protocol, register_benchmark
+
+REPO = "gmanolache/CrypticBio"
+"""The Hub dataset that publishes the benchmark CSVs."""
+LOOKUP_FILE = "cryptic_groups.tsv"
+"""The cryptic-group lookup a mirror may hold beside the CSVs (as ``cladebench build crypticbio`` writes it)."""
+NAME_STYLES = ("sci", "com", "mixed")
+"""The name styles the paper reports, in its order."""
+
+PROTOCOL = Protocol(
+    "zeroshot",
+    {"rank": "species", "group_by": "none", "breakdown": ("taxonomic_group", "cryptic_group"), "name_style": "sci"},
+    runs=tuple({"name_style": style} for style in NAME_STYLES),
+)
+
+
+def _find(folder: Path, name: str) -> Path | None:
+    """The file called ``name`` in ``folder`` at any depth (hidden folders left out), or None."""
+    for root, folders, files in os.walk(folder):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        if name in files:
+            return Path(root) / name
+    return None
+
+
+def _build(csv_path: Path, lookup: Path | None, out: Path, subset: str) -> None:
+    from cladebench.cache import cache_dir
+    from cladebench.curate.sources.crypticbio import build_crypticbio_dataset
+
+    build_crypticbio_dataset(csv_path, out, lookup=lookup, download_dir=cache_dir("downloads"), subset=subset)
+
+
+def _register(name: str, file_name: str, subset: str, what: str) -> None:
+    def from_mirror(folder: Path, out: Path) -> None:
+        csv_path = _find(folder, file_name)
+        if csv_path is None:
+            raise DatasetNotFoundError(f"{folder}: no {file_name} (a mirror of {name} holds the published "
+                                       f"CrypticBio-Benchmark/{file_name}, and optionally {LOOKUP_FILE})")
+        _build(csv_path, _find(folder, LOOKUP_FILE), out, subset)
+
+    def fetch(out: Path) -> dict[str, Any]:
+        if os.environ.get("HF_HUB_OFFLINE") == "1":
+            raise CladebenchError(
+                f"benchmark {name} is not built on this machine and HF_HUB_OFFLINE=1 forbids fetching it; download "
+                f"CrypticBio-Benchmark/{file_name} of {REPO} into a folder and pass it with --data DIR (its photos "
+                "are then fetched from their URLs), then rerun")
+        from huggingface_hub import hf_hub_download
+
+        path = Path(hf_hub_download(repo_id=REPO, repo_type="dataset", filename=f"CrypticBio-Benchmark/{file_name}"))
+        _build(path, None, out, subset)
+        return {"repo": REPO, "revision": path.parent.parent.name}  # snapshots/<commit>/CrypticBio-Benchmark/...
+
+    register_benchmark(Benchmark(
+        name=name, source=f"hf://datasets/{REPO}/CrypticBio-Benchmark/{file_name}", release=None,
+        description=f"CrypticBio-{what} ({REPO}): cryptic species groups; zero-shot top-1 under scientific, "
+                    "common and mixed names, per taxonomic group and cryptic group",
+        protocols=(PROTOCOL,),
+        mirror_layout=f"CrypticBio-Benchmark/{file_name} (photo URLs inside) and optionally {LOOKUP_FILE}",
+        fetch=fetch, from_mirror=from_mirror,
+    ))
+
+
+for _name, _file, _subset, _what in (
+    ("crypticbio-common", "CrypticBio-Common.csv", "common", "Common"),
+    ("crypticbio-commonunseen", "CrypticBio-CommonUnseen.csv", "common-unseen", "CommonUnseen"),
+    ("crypticbio-endangered", "CrypticBio-Endangered.csv", "endangered", "Endangered"),
+    ("crypticbio-invasive", "CrypticBio-Invasive.csv", "invasive", "Invasive"),
+):
+    _register(_name, _file, _subset, _what)

@@ -1,0 +1,116 @@
+"""Fine-Grained Challenges and its public test copy: one Lance table on the Hub, opened where it is published.
+
+``imageomics/fine-grained-challenges`` (and ``thompsonmj/test-fine-grained-challenges``, the copy its mechanics
+were checked on) publish ``data/challenges.lance``: WebP images, seven ranks (``species`` the binomial, null for
+the genus-only camera-trap rows), ``challenge_group`` (Peromyscus, Ixodidae, the zebras), ``seen_in_training``,
+and image embeddings of the BioCLIP family in ``emb_bioclip``, ``emb_bioclip2`` and ``emb_bioclip2p5``, whose
+model and revision are recorded in each field's Arrow metadata and in ``data/challenges.embedding_models.json``.
+
+How it is read:
+
+- **Remotely, at its release.** The dataset is opened at ``hf://datasets/ORG/NAME@v0.1.0/data/challenges.lance``
+  (the tag in the URI, so every record and reopening keeps the pin); tasks read only the columns and rows they
+  need (Lance's projection and filter pushdown), never the whole table. A mirror (``--data DIR``) is a folder in
+  the published layout, read in place.
+- **Its embeddings as what they are.** Before any model loads, every published column's recorded model and
+  revision are checked against the pins (:func:`cladebench.store.embeddings.check_published_embeddings`): a
+  mismatch is refused in one line. Few-shot, retrieval and ``compare-columns`` then need no model at all (the
+  column stands for it: ``emb_bioclip2`` by default), and zero-shot with ``--model bioclip-2`` uses only its text
+  tower on ``emb_bioclip2``. Nothing is embedded into a published dataset: a model without a column there is
+  refused with the commands that make a local copy to embed.
+- **Per group, never pooled.** Each ``challenge_group`` is its own benchmark with its own label set; genus-only
+  rows are never scored for species (zero-shot puts them in the inspection table), and ``--unseen-only`` /
+  ``--not-seen-by`` select on ``seen_in_training``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from cladebench import store
+from cladebench.errors import DatasetNotFoundError
+from cladebench.evaluate.benchmarks.base import Benchmark, Located, Protocol, register_benchmark
+from cladebench.store.embeddings import (
+    PUBLISHED_EMBEDDING_COLUMNS,
+    PUBLISHED_SIDECAR_SUFFIX,
+    check_published_embeddings,
+    read_published_sidecar,
+)
+
+RELEASE = "v0.1.0"
+"""The release tag both repositories are pinned to."""
+DATA_PATH = "data/challenges.lance"
+"""The table inside the published repository."""
+SIDECAR_PATH = DATA_PATH.removesuffix(".lance") + PUBLISHED_SIDECAR_SUFFIX
+"""The embeddings' sidecar beside the table: ``data/challenges.embedding_models.json``."""
+DEFAULT_COLUMN = "emb_bioclip2"
+"""The published column few-shot and retrieval read when no model names one (the one both repositories hold)."""
+
+_GROUPED = {"group_by": "challenge_group"}
+_EXPOSURE_RUNS = ({}, {"unseen_only": True})
+PROTOCOLS = (
+    Protocol("zeroshot", {**_GROUPED, "rank": "species"}, runs=_EXPOSURE_RUNS),
+    Protocol("fewshot", {**_GROUPED, "rank": "species", "shots": (1, 5), "column": DEFAULT_COLUMN},
+             runs=_EXPOSURE_RUNS, needs_model=False),
+    Protocol("retrieval", {**_GROUPED, "rank": "species", "column": DEFAULT_COLUMN}, needs_model=False),
+)
+"""The card's protocol: zero-shot per challenge group, few-shot (1 and 5 shots) and retrieval on the published
+embeddings per group, each on all rows and on rows no listed model was trained on."""
+
+
+def _sidecar_from_hub(repo: str) -> dict[str, dict[str, Any]] | None:
+    """The release's sidecar, fetched once into the Hub's cache; None when the release has none."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        path = hf_hub_download(repo_id=repo, repo_type="dataset", filename=SIDECAR_PATH, revision=RELEASE)
+    except EntryNotFoundError:
+        return None
+    return read_published_sidecar(path)
+
+
+def _locate(benchmark: Benchmark, mirror: Path | None) -> Located:
+    repo = benchmark.source.removeprefix("hf://datasets/").split("/data/")[0]
+    if mirror is not None:
+        path = mirror / DATA_PATH
+        if not (path / "_versions").is_dir():
+            raise DatasetNotFoundError(f"{mirror}: no Lance table at {DATA_PATH} (a mirror of {benchmark.name} "
+                                       f"holds {benchmark.mirror_layout})")
+        uri = str(path)
+        dataset = store.open_dataset(uri)
+        sidecar_file = mirror / SIDECAR_PATH
+        sidecar = read_published_sidecar(sidecar_file) if sidecar_file.is_file() else None
+        provenance: dict[str, Any] = {"kind": "mirror", "folder": str(mirror.resolve()), "source": benchmark.source,
+                                      "release": None, "pinned_release": RELEASE}
+    else:
+        uri = f"hf://datasets/{repo}@{RELEASE}/{DATA_PATH}"
+        dataset = store.open_dataset(uri)  # offline or unreachable: one line, within seconds
+        sidecar = None if os.environ.get("HF_HUB_OFFLINE") == "1" else _sidecar_from_hub(repo)
+        provenance = {"kind": "published", "source": benchmark.source, "release": RELEASE}
+    checked = check_published_embeddings(dataset, sidecar=sidecar, sidecar_name=SIDECAR_PATH.rsplit("/", 1)[-1],
+                                         uri=uri)
+    provenance["sidecar"] = SIDECAR_PATH if sidecar is not None else None
+    provenance["published_embeddings"] = checked
+    return Located(benchmark.name, uri, provenance)
+
+
+_LAYOUT = (f"{DATA_PATH} (the Lance table, emb_bioclip* columns with their field metadata) and {SIDECAR_PATH}")
+_PUBLISHED = ", ".join(f"{column} ({model})" for column, model in PUBLISHED_EMBEDDING_COLUMNS.items())
+
+register_benchmark(Benchmark(
+    name="fine-grained-challenges", source=f"hf://datasets/imageomics/fine-grained-challenges/{DATA_PATH}",
+    release=RELEASE,
+    description="Fine-Grained Challenges (imageomics/fine-grained-challenges): Peromyscus, Ixodidae and zebra "
+                f"challenge groups, each its own benchmark; published embeddings {_PUBLISHED}",
+    protocols=PROTOCOLS, mirror_layout=_LAYOUT, remote=True, publishes_embeddings=True, locate_remote=_locate,
+))
+register_benchmark(Benchmark(
+    name="test-fine-grained-challenges",
+    source=f"hf://datasets/thompsonmj/test-fine-grained-challenges/{DATA_PATH}", release=RELEASE,
+    description="Fine-Grained Challenges test copy (thompsonmj/test-fine-grained-challenges): the same layout on "
+                "fewer images, for checking a setup end to end",
+    protocols=PROTOCOLS, mirror_layout=_LAYOUT, remote=True, publishes_embeddings=True, locate_remote=_locate,
+))
