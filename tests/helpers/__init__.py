@@ -8,6 +8,8 @@
 - images, planted_embeddings, rerank_data: pictures, datasets with planted vectors, planted rerank datasets.
 - huge_png, ray_local: decompression-bomb PNGs; a local Ray for one test module.
 - source_imports: who imports whom in src/cladebench, read from the text (the shape and layout tests).
+- devtools: headless Chromium over the DevTools pipe (open a page at a width, evaluate JS, screenshot).
+- report_runs: real run records that make a report wide, for the report layout tests.
 
 Fixtures that tests of several packages use (``tiny_model``, ``lineage_photos``, ``lineage_endpoint``) live in
 tests/conftest.py.
