@@ -68,7 +68,7 @@ def test_eval_task_help_lists_only_its_own_options(task: str, own: str, foreign:
     assert f"usage: cladebench eval {task}" in text and own in text and "--breakdown" in text
     options = {word.rstrip(",") for word in text.split() if word.startswith("-")}
     assert not options & set(foreign), options & set(foreign)
-    assert len(text.splitlines()) < 130  # the old single `eval --help` was about 200 lines
+    assert len(text.splitlines()) < 140  # the old single `eval --help` was about 200 lines
 
 
 def test_another_task_s_option_is_refused_not_ignored(dataset: Path, tmp_path: Path,

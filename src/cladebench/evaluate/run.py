@@ -72,8 +72,8 @@ class EvalConfig:
     revision: str | None = None
     """Model revision instead of the pinned one."""
     label: str | None = None
-    """Short name of the run in reports and comparisons (one line); default: the model as named (a local-dir:
-    checkpoint by its folder's name) and the settings that differ from the task's defaults, e.g. 'bioclip · sci'."""
+    """Name of the run in reports and comparisons; default: the model as named and the settings that differ from
+    the task's defaults (e.g. 'bioclip · sci')."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
     where: str | None = None
