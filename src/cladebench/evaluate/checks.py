@@ -104,13 +104,21 @@ def check_task_columns(dataset: Any, settings: Any) -> None:
         from cladebench.tasks.geo.fusion import location_column
 
         location_column(names, location)  # the one loc_emb_* column, found (or missed) as the task will
-    for option, value in (("--labels", getattr(settings, "labels", None)),
+    labels = getattr(settings, "labels", None)
+    tree_of_life = labels is not None and _tree_of_life_labels(labels, settings)
+    for option, value in (("--labels", None if tree_of_life else labels),
                           ("--lineage-candidates", getattr(settings, "lineage_candidates", "benchmark"))):
         if value is not None and value != "benchmark" and "://" not in value and not Path(value).is_file():
             raise CladebenchError(f"{option}: file not found: {value}")
-    labels = getattr(settings, "labels", None)
-    if labels is not None and "://" not in labels:
+    if labels is not None and "://" not in labels and not tree_of_life:
         check_label_file(Path(labels), getattr(settings, "rank", "species"))
+
+
+def _tree_of_life_labels(labels: str, settings: Any) -> bool:
+    """Zero-shot's tree-of-life label sets are checked by the task's own rule (False: a label file)."""
+    from cladebench.tasks.zeroshot import check_labels
+
+    return hasattr(settings, "stream") and check_labels(labels, getattr(settings, "rank", "species"))
 
 
 def check_label_file(path: Path, rank: str) -> None:
