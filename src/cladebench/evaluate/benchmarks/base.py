@@ -134,10 +134,10 @@ class Benchmark:
         if mirror_root is not None and (mirror_root / self.name).is_dir():
             where.append(f"mirrored ({mirror_root / self.name})")
         if self.remote:
-            where.append(f"remote (opened at {self.release})" if self.release else "remote")
+            where.append("not mirrored: opened remotely, nothing to build" if not where else "")
         elif self.dataset_path().is_dir():
-            where.append("built (cache)")
-        return ", ".join(where) or "not built (the first eval fetches and builds it)"
+            where.append(f"built ({self.dataset_path()})")
+        return "; ".join(w for w in where if w) or "not built (the first eval fetches and builds it)"
 
 
 BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
