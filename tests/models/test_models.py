@@ -232,8 +232,12 @@ def test_online_fetch_takes_config_one_weights_file_and_tokenizer_only(tmp_path,
             raise ConnectionError("network unreachable")
         return repo_files[repo]
 
+    def fake_model_info(self, repo, revision=None, timeout=None):  # the one quick request before a download
+        fake_list_repo_files(self, repo, revision)
+
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", fake_list_repo_files)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", fake_model_info)
 
     folder, commit = hub.fetch_snapshot("BGLab/BioTrove-CLIP", None)
     assert commit == "a" * 40 and folder.name == commit

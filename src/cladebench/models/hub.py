@@ -12,11 +12,21 @@ the repo has it) and small tokenizer files. Some repos hold several gigabytes of
 
 Environment variables are read at call time, not import time as ``huggingface_hub`` does, so a test
 or a notebook can set ``HF_HUB_OFFLINE`` or ``HF_HOME`` after the import and be obeyed.
+
+Offline without ``HF_HUB_OFFLINE`` is fast too. Listing a repo's files goes through huggingface_hub's
+backoff: six attempts over about 23 s (1, 2, 4, 8, 8 s apart), a warning line each, when the network is down.
+So before the first download a model that is not cached costs one request with a short deadline
+(:data:`PROBE_TIMEOUT_S`): the repo's info at the revision, which is one small JSON answer and is not
+retried. No answer in time (no route, a refused port, a proxy or server that never answers, a name lookup
+that hangs) is the one line of :class:`ModelUnavailableError` at once; any answer (the repo, or the Hub
+saying it has no such repo or revision) means the network is there, and the download goes on with
+huggingface_hub's retries, which then serve their purpose.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from cladebench.models.registry import ModelLoadError, ModelUnavailableError
@@ -32,6 +42,12 @@ SMALL_FILE_PATTERNS = (
 a wildcard would also fetch whatever large JSON or text files a model repo keeps beside its weights."""
 
 _TRUE = {"1", "true", "yes", "on"}
+
+PROBE_TIMEOUT_S = 2.0
+"""Seconds the Hub has to answer the one request made before downloading a model that is not cached: the
+whole request, name lookup included. The Hub answers a repo's info in well under a second; a model that is
+not cached then fails within about this long when the network is down, instead of after huggingface_hub's
+retries."""
 
 
 def hub_offline() -> bool:
@@ -89,6 +105,56 @@ def _remote_error(repo: str, revision: str | None, error: Exception) -> ModelUna
     return ModelUnavailableError(f"model {_describe(repo, revision)}: {reason}")
 
 
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT).rstrip("/")
+
+
+def check_hub_answers(repo: str, revision: str | None) -> None:
+    """Ask the Hub for the repo's info at ``revision`` once, giving it :data:`PROBE_TIMEOUT_S` seconds.
+
+    Returns when the Hub knows the repo and revision. Raises :class:`ModelUnavailableError` at once when it
+    does not answer in time or cannot be reached (no retries: a down network gets the same answer every time),
+    and the same error as a later listing would when it answers that the repo or revision does not exist.
+    The request runs in a daemon thread so that the deadline holds for a name lookup too, which no HTTP
+    timeout covers; a request still hanging past the deadline is left to end on its own.
+    """
+    from huggingface_hub import HfApi
+
+    outcome: list[BaseException | None] = []
+
+    def ask() -> None:
+        try:
+            HfApi().model_info(repo, revision=revision, timeout=PROBE_TIMEOUT_S)
+        except Exception as error:  # reported by the caller's thread, below
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=ask, name="cladebench-hub-probe", daemon=True)
+    thread.start()
+    thread.join(PROBE_TIMEOUT_S)
+    if not outcome:
+        raise ModelUnavailableError(
+            f"model {_describe(repo, revision)}: the Hub ({_endpoint()}) did not answer within "
+            f"{PROBE_TIMEOUT_S:g} s, and the model is not in the Hugging Face cache ({hub_cache_dir()}); connect "
+            "to the network once to cache it, or set HF_HOME to a cache that holds it"
+        )
+    error = outcome[0]
+    if error is None:
+        return
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(error, HfHubHTTPError):  # the Hub answered: no such repo or revision, gated, a server error
+        raise _remote_error(repo, revision, error) from error
+    raise ModelUnavailableError(
+        f"model {_describe(repo, revision)}: the Hub ({_endpoint()}) could not be reached ({type(error).__name__}: "
+        f"{error}), and the model is not in the Hugging Face cache ({hub_cache_dir()}); connect to the network "
+        "once to cache it, or set HF_HOME to a cache that holds it"
+    ) from error
+
+
 def fetch_snapshot(repo: str, revision: str | None) -> tuple[Path, str]:
     """A local folder holding the repo's open_clip config and weights at ``revision``, and its commit.
 
@@ -111,6 +177,7 @@ def fetch_snapshot(repo: str, revision: str | None) -> tuple[Path, str]:
             return folder, commit_of(folder) or folder.name
     if hub_offline():
         raise _offline_error(repo, revision, cache, "the open_clip config and weights are")
+    check_hub_answers(repo, revision)
 
     from huggingface_hub import HfApi
 
@@ -146,6 +213,7 @@ def fetch_file(repo: str, filenames: tuple[str, ...], revision: str | None) -> t
         return Path(path), commit_of(path)
     if hub_offline():
         raise _offline_error(repo, revision, cache, f"{' or '.join(filenames)} is")
+    check_hub_answers(repo, revision)
 
     from huggingface_hub import HfApi
 
