@@ -41,7 +41,7 @@ import scipy
 import scipy.sparse
 
 from _timing import MB, timed
-from cladebench.taxonomy import RANKS, Lineage, Membership, Rank, membership_matrix
+from cladebench.taxonomy import RANKS, Lineage, LineageRuns, Membership, Rank, lineage_runs, membership_matrix, top_taxa
 
 INAT_COLUMNS = ("kingdom", "phylum", "class", "order", "family", "genus", "specificEpithet")
 TOLERANCE = 1e-5
@@ -66,8 +66,8 @@ def load_species(limit: int | None, seed: int) -> list[Lineage]:
     table = table.unify_dictionaries().combine_chunks()
     codes = [table.column(c).chunk(0).indices.fill_null(-1).to_numpy() for c in INAT_COLUMNS]
     order = np.lexsort(codes[::-1])
-    if limit is not None and limit < len(order):
-        order = np.sort(np.random.default_rng(seed).choice(order, size=limit, replace=False))
+    if limit is not None and limit < len(order):  # a sample of positions, so it stays in lineage order
+        order = order[np.sort(np.random.default_rng(seed).choice(len(order), size=limit, replace=False))]
     table = table.take(pa.array(order))
     names = [table.column(c).to_pylist() for c in INAT_COLUMNS]
     ids = table.column("id").to_pylist()
@@ -169,6 +169,66 @@ def sparse_roll_up(probs: scipy.sparse.csr_matrix, memberships: Sequence[Members
     return top_taxon, top_prob, kept
 
 
+def runs_sparse(probs: scipy.sparse.csr_matrix, runs: LineageRuns, ranks: Sequence[Rank], keep_rows: int
+                ) -> tuple[np.ndarray, np.ndarray, list[scipy.sparse.csr_matrix]]:
+    """The library on sparse input, lineage runs: ``runs.roll_up(probs_csr)`` (segmented sums over each row's
+    stored entries, every rank in one pass), then ``top_taxa`` per rank."""
+    rolled = runs.roll_up(probs)
+    top_taxon = np.empty((probs.shape[0], len(ranks)), dtype=np.int64)
+    top_prob = np.empty((probs.shape[0], len(ranks)))
+    for r, rank in enumerate(ranks):
+        top_taxon[:, r], top_prob[:, r] = top_taxa(rolled[rank])
+    return top_taxon, top_prob, [rolled[rank][:keep_rows] for rank in ranks]
+
+
+def runs_dense_blocks(probs: scipy.sparse.csr_matrix, runs: LineageRuns, ranks: Sequence[Rank], chunk: int,
+                      keep_rows: int, tail: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray,
+                                                                                list[list[np.ndarray]]]:
+    """The library on dense blocks, lineage runs: ``chunk`` images at a time as one species-major block (species x
+    images, the streaming scorer's layout) rolled up through every rank by ``runs.roll_up_columns``.
+
+    Without ``tail`` a block is the sparse probabilities densified (zeros elsewhere); with it, a full softmax
+    row: ``tail`` (every species' share of half the mass) plus half the sparse probabilities, so every species
+    has probability, as a softmax over all 1.1M gives. Only the roll-up and the top taxa are timed (seconds
+    returned first), not the filling of the block.
+    """
+    images = probs.shape[0]
+    buffer = np.empty((probs.shape[1], min(chunk, images)), dtype=np.float32)
+    top_taxon = np.empty((images, len(ranks)), dtype=np.int64)
+    top_prob = np.empty((images, len(ranks)))
+    kept: list[list[np.ndarray]] = [[] for _ in ranks]
+    seconds = 0.0
+    for start in range(0, images, chunk):
+        stop = min(start + chunk, images)
+        block = buffer[:, : stop - start]
+        part = probs[start:stop]
+        if tail is None:
+            block.fill(0.0)
+            block[part.indices, np.repeat(np.arange(stop - start), np.diff(part.indptr))] = part.data
+        else:
+            block[:] = tail[:, None]
+            block[part.indices, np.repeat(np.arange(stop - start), np.diff(part.indptr))] += 0.5 * part.data
+        began = time.perf_counter()
+        rolled = runs.roll_up_columns(block)
+        for r, rank in enumerate(ranks):
+            taxa = rolled[rank]
+            best = taxa.argmax(axis=0)
+            top_taxon[start:stop, r] = best
+            top_prob[start:stop, r] = taxa[best, np.arange(stop - start)]
+            if start < keep_rows:
+                kept[r].append(taxa[:, : keep_rows - start].T.copy())
+        seconds += time.perf_counter() - began
+    return seconds, top_taxon, top_prob, kept
+
+
+def full_softmax_rows(probs: scipy.sparse.csr_matrix, tail: np.ndarray) -> scipy.sparse.csr_matrix:
+    """The full softmax rows of :func:`runs_dense_blocks` with ``tail``, as CSR with every species stored (what
+    pybioclip's loop visits: every species above its ``min_prob`` of 1e-9)."""
+    dense = np.tile(tail, (probs.shape[0], 1))
+    dense += 0.5 * probs.toarray()
+    return scipy.sparse.csr_matrix(dense)
+
+
 def row(label: str, seconds: float, images: int, peak_mb: float | None, baseline_seconds: float | None) -> str:
     peak = "-" if peak_mb is None else f"{peak_mb:,.0f}"
     ratio = "-" if baseline_seconds is None else f"{baseline_seconds / seconds:.1f}"
@@ -197,6 +257,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--species", type=positive_int, default=None,
                         help="a seeded random sample of this many species (default: all 1.1M)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the probabilities (default 0)")
+    parser.add_argument("--dense-baseline-images", type=positive_int, default=2,
+                        help="images the dict loop runs on for dense input (every species has probability; about "
+                             "10 s an image at 1.1M species), extrapolated per image (default 2)")
     parser.add_argument("--quick", action="store_true",
                         help="a small run: 100,000 species, 1,000 images, dict loop on 64, dense path on 128")
     args = parser.parse_args(argv)
@@ -218,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         seconds, _, membership = timed(membership_matrix, species, rank, trace=False)
         build.append((rank, seconds, membership))
     memberships = [m for _, _, m in build]
+    runs_s, runs_peak, runs = timed(lineage_runs, species)
     # Build memory traced on a second build of the widest rank (tracing slows the Python loop, so untimed).
     _, build_peak, _ = timed(membership_matrix, species, ranks[-1])
     probs = make_probabilities(args.images, len(species), args.top, args.seed)
@@ -233,6 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         label = f"build membership_matrix({rank.column}): {membership.matrix.shape[1]:,} taxa"
         print(row(label, seconds, 0, build_peak if rank == ranks[-1] else None, None))
     print(row("build, all ranks", sum(s for _, s, _ in build), 0, None, None))
+    print(row("build lineage_runs, all ranks (lineage order checked)", runs_s, 0, runs_peak, None))
     print("-" * len(header))
 
     # The dict loop is timed untraced (tracemalloc slows its many small allocations); its memory traced on 8 images.
@@ -248,10 +313,20 @@ def main(argv: list[str] | None = None) -> None:
     def scaled(n: int) -> str:
         return "" if n == args.images else f"; {n:,} images, x{args.images / n:.3g} extrapolated"
 
+    runs_sparse_s, runs_sparse_peak, (runs_taxon, runs_top, runs_rows) = timed(
+        runs_sparse, probs, runs, ranks, baseline_images)
+    _, runs_dense_peak, runs_dense_out = timed(runs_dense_blocks, probs, runs, ranks, args.chunk, baseline_images)
+    runs_dense_s, runs_dense_taxon, runs_dense_top, runs_dense_rows = runs_dense_out
+
     print(row(f"dict loop, pybioclip's way{scaled(baseline_images)}", baseline_s, args.images, loop_peak, baseline_s))
-    print(row("roll_up(probs_csr), sparse in, sparse out  [library]", sparse_s, args.images, sparse_peak, baseline_s))
-    print(row(f"roll_up on dense blocks of {args.chunk}{scaled(dense_images)}  [library]", dense_total, args.images,
-              dense_peak, baseline_s))
+    print(row("Membership.roll_up(probs_csr), sparse in, sparse out", sparse_s, args.images, sparse_peak,
+              baseline_s))
+    print(row(f"Membership.roll_up on dense blocks of {args.chunk}{scaled(dense_images)}", dense_total,
+              args.images, dense_peak, baseline_s))
+    print(row("LineageRuns.roll_up(probs_csr) + top_taxa, sparse in  [library]", runs_sparse_s, args.images,
+              runs_sparse_peak, baseline_s))
+    print(row(f"LineageRuns.roll_up_columns, densified blocks of {args.chunk} (fill untimed)  [library]",
+              runs_dense_s, args.images, runs_dense_peak, baseline_s))
     print("roll-up rows: all ranks, each image's top taxon per rank kept; ratio = dict loop seconds / step seconds;")
     print("peak MB = tracemalloc peak of the allocations made during the step (the dict loop's on 8 images, the "
           f"build's for {ranks[-1].column})")
@@ -280,6 +355,64 @@ def main(argv: list[str] | None = None) -> None:
           f"{same_taxa:,} images; largest |top probability difference| dense vs sparse roll_up {top_diff:.1e}")
     assert max(worst_dense, worst_sparse, loop_top_diff, top_diff) < TOLERANCE, "roll-ups disagree"
     assert same_taxa == dense_images, "top taxa differ between dense and sparse roll_up"
+
+    # Lineage runs: every taxon on the dict loop's images, top taxa on all images against Membership's sparse path.
+    worst_runs = 0.0
+    for r, membership in enumerate(memberships):
+        column_of = {taxon: j for j, taxon in enumerate(membership.taxa)}
+        sparse_block, dense_block = runs_rows[r].toarray(), np.concatenate(runs_dense_rows[r])
+        for i in range(baseline_images):
+            reference = np.zeros(len(membership.taxa))
+            for taxon, p in loop_rolled[i][r].items():
+                reference[column_of[taxon]] = p
+            worst_runs = max(worst_runs, float(np.abs(sparse_block[i] - reference).max()),
+                             float(np.abs(dense_block[i] - reference).max()))
+    runs_same = int(((runs_taxon == sparse_taxon) | (np.abs(runs_top - sparse_top) < TOLERANCE)).all(axis=1).sum())
+    runs_dense_same = int((runs_dense_taxon == runs_taxon).all(axis=1).sum())
+    runs_top_diff = max(float(np.abs(runs_top - sparse_top).max()), float(np.abs(runs_dense_top - runs_top).max()))
+    print(f"same answers, lineage runs: largest |rolled probability difference| vs the dict loop on its "
+          f"{baseline_images:,} images, every rank and taxon, sparse and dense {worst_runs:.1e}; top taxon at every "
+          f"rank equal to Membership's sparse path for {runs_same:,} of {args.images:,} images (ties within "
+          f"{TOLERANCE:g} allowed), dense runs = sparse runs for {runs_dense_same:,}; largest |top probability "
+          f"difference| {runs_top_diff:.1e}")
+    assert worst_runs < TOLERANCE and runs_top_diff < TOLERANCE, "lineage runs disagree"
+    assert runs_same == args.images and runs_dense_same == args.images, "lineage runs' top taxa differ"
+
+    # Dense input: a softmax over all species gives every species probability; pybioclip's loop visits them all.
+    tail = np.random.default_rng(args.seed + 1).random(len(species)).astype(np.float32)
+    tail *= 0.5 / tail.sum(dtype=np.float64)
+    dense_baseline = min(args.dense_baseline_images, args.images)
+    full_rows = full_softmax_rows(probs[:dense_baseline], tail)
+    loop_dense_s, _, (loop_dense_rolled, loop_dense_top) = timed(dict_loop, full_rows, species, ranks, trace=False)
+    loop_dense_total = loop_dense_s * args.images / dense_baseline
+    runs_full_s, runs_full_peak, full_out = timed(runs_dense_blocks, probs, runs, ranks, args.chunk, dense_baseline,
+                                                  tail)
+    full_s, _, full_top, full_kept = full_out
+    print(f"\n== dense input: every species has probability (half the mass spread over all {len(species):,}, half "
+          f"as above), {args.images:,} images in species-major blocks of {args.chunk} "
+          f"({len(species) * args.chunk * 4 / MB:,.0f} MB each; 10,000 x {len(species):,} float32 whole would be "
+          f"{args.images * len(species) * 4 / 2**30:,.1f} GiB)")
+    print(header)
+    print("-" * len(header))
+    print(row(f"dict loop, pybioclip's way (min_prob 1e-9: every species){scaled(dense_baseline)}",
+              loop_dense_total, args.images, None, loop_dense_total))
+    print(row("LineageRuns.roll_up_columns + top taxa, dense blocks (fill untimed)  [library]", full_s,
+              args.images, runs_full_peak, loop_dense_total))
+    print(f"(the dense run's wall time with filling the blocks: {runs_full_s:.1f} s)")
+    worst_full = 0.0
+    for r, membership in enumerate(memberships):
+        column_of = {taxon: j for j, taxon in enumerate(membership.taxa)}
+        block = np.concatenate(full_kept[r])
+        for i in range(dense_baseline):
+            reference = np.zeros(len(membership.taxa))
+            for taxon, p in loop_dense_rolled[i][r].items():
+                reference[column_of[taxon]] = p
+            worst_full = max(worst_full, float(np.abs(block[i] - reference).max()))
+    top_full = float(np.abs(full_top[:dense_baseline] - loop_dense_top).max())
+    print(f"same answers, dense input, on the {dense_baseline:,} dict-loop images: largest |rolled probability "
+          f"difference| every rank and taxon {worst_full:.1e}, top-taxon probability {top_full:.1e} (tolerance "
+          f"{TOLERANCE:g})")
+    assert worst_full < TOLERANCE and top_full < TOLERANCE, "dense lineage runs disagree with the dict loop"
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nprocess max RSS {rss_after:,.0f} MB (grew by {rss_after - rss_before:,.0f} MB); "
           f"total {time.perf_counter() - started:.0f} s")

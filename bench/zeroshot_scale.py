@@ -9,7 +9,7 @@ softmax, argsort), and what does the full (images x labels) probability matrix c
 ``classify`` computes float32 logits and softmaxes them in place, so the full probability matrix is
 float32 (10,000 x 10,000 is 381 MB) with no full-size temporaries beside it. ``top_k_hits`` does not
 sort rows: it counts, per image, the labels scoring above the true one plus the tied ones at a lower
-index (a stable descending sort's answer). Also timed on the library's probabilities: ``_top(probs, 5)``,
+index (a stable descending sort's answer). Also timed on the library's probabilities: ``top_k_indices(probs, 5)``,
 the argpartition + lexsort with which ``zero_shot`` picks each image's top-5 labels.
 
 Beside them, one variant that is not in the library: a chunked pass that never holds more than one
@@ -17,7 +17,7 @@ block of images' probabilities, calling ``classify`` per block and scoring top-1
 maximum, i.e. the same tie rule) and top-5 by ``top_k_hits`` on the block.
 
 Every candidate's answers are checked against the reference on the measured data: the baseline's
-top-5 label lists against the library's (``_top``), and the chunked variant's top-1/top-5 hits against
+top-5 label lists against the library's (``top_k_indices``), and the chunked variant's top-1/top-5 hits against
 the library's. See bench/README.md for the figures measured here and how to run it.
 """
 
@@ -38,7 +38,7 @@ from _timing import MB, timed
 from cladebench.metrics import top_k_hits
 from cladebench.store.embeddings import normalise_rows
 from cladebench.tasks.common import classify
-from cladebench.tasks.zeroshot import _top
+from cladebench.tasks.streaming import top_k_indices
 
 PROB_TOLERANCE = 1e-5
 """The loop's float32 dot products sum 512 terms in another order than the matrix product does, and the
@@ -102,10 +102,10 @@ def library_path(image_vectors: np.ndarray, label_vectors: np.ndarray, scale: fl
 
 
 def top5_lists(probs: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """``_top(probs, 5)``, zero_shot's top-5 label lists: seconds, peak MB beyond ``probs``, and the lists."""
+    """``top_k_indices(probs, 5)``, zero_shot's top-5 label lists: seconds, peak MB beyond ``probs``, and the lists."""
     tracemalloc.start()
     start = time.perf_counter()
-    order = _top(probs, 5)
+    order = top_k_indices(probs, 5)
     seconds = time.perf_counter() - start
     peak = tracemalloc.get_traced_memory()[1] / MB
     tracemalloc.stop()
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     print(row("  of which classify (float32, in-place softmax)", classify_s, args.images, classify_peak, baseline_s))
     print(row("  of which top_k_hits x2 (rank count, no sort; MB beyond probs)", topk_s, args.images,
               topk_peak, baseline_s))
-    print(row("_top(probs, 5), zero_shot's top-5 lists (MB beyond probs)  [library]", top_s, args.images,
+    print(row("top_k_indices(probs, 5), zero_shot's top-5 lists (MB beyond probs)  [library]", top_s, args.images,
               top_peak, baseline_s))
     print(row(f"chunked, {args.chunk:,} images/block: classify, argmax, top_k_hits k=5  [not in library]",
               chunk_s, args.images, chunk_peak, baseline_s))
@@ -218,13 +218,13 @@ def main(argv: list[str] | None = None) -> None:
         for start in range(0, args.images, args.chunk))
     print(f"\nsame answers, loop vs library on the {baseline_images:,} looped images: top-5 label lists identical "
           f"{same_top5}; largest |difference| of their probabilities {prob_diff:.1e} (tolerance {PROB_TOLERANCE:g})")
-    print(f"same answers, _top vs a full stable argsort of the library's probabilities on all {args.images:,} "
+    print(f"same answers, top_k_indices vs a full stable argsort of the library's probabilities on all {args.images:,} "
           f"images: top-5 label lists identical {top_same_as_sort}")
     print(f"same answers, chunked vs library on all {args.images:,} images: top-1 hits identical "
           f"{np.array_equal(chunk_hits1, hits1)}, top-5 hits identical {np.array_equal(chunk_hits5, hits5)}")
     print(f"top-1 {hits1.mean():.3f}, top-5 {hits5.mean():.3f} (the data's difficulty, not a result)")
     assert same_top5 and prob_diff < PROB_TOLERANCE, "the loop and the library disagree"
-    assert top_same_as_sort, "_top differs from a stable descending sort"
+    assert top_same_as_sort, "top_k_indices differs from a stable descending sort"
     assert np.array_equal(chunk_hits1, hits1) and np.array_equal(chunk_hits5, hits5), "chunked variant disagrees"
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nprocess max RSS {rss_after:,.0f} MB (grew by {rss_after - rss_before:,.0f} MB); "

