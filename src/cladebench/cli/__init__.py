@@ -7,6 +7,8 @@ per group (:mod:`~cladebench.cli.data`, :mod:`~cladebench.cli.curate`, :mod:`~cl
 :mod:`~cladebench.cli.verbs`. Heavy modules are imported inside each verb, so ``cladebench --help`` starts in a
 fraction of a second. Abbreviated options
 (``--out`` as ``--o``) are refused everywhere: a script that relies on one breaks when an option is added.
+What the libraries underneath log and warn stays off the terminal unless ``--verbose`` is given, before or
+after the verb (:mod:`cladebench.quiet`).
 
 Exit codes a script can trust: 0 success; 1 a failure of the input or environment; 2 a usage error
 (bad arguments, unknown name); 3 no dataset at the path; 4 a schema error; 5 a remote URI (dataset
@@ -38,6 +40,7 @@ from cladebench.errors import (
     environment_error,
     unknown_name,
 )
+from cladebench.quiet import third_party_output
 
 __all__ = ["FAMILIES", "VERBS", "Family", "Verb", "build_parser", "main", "verb"]
 
@@ -67,22 +70,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"cladebench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name in sorted({*VERBS, *FAMILIES}):
         if name in FAMILIES:
             family = FAMILIES[name]
             family_parser = sub.add_parser(name, help=family.help, description=family.help, allow_abbrev=False)
+            _add_late_verbose(family_parser)
             kinds = family_parser.add_subparsers(dest="kind", metavar=family.metavar, required=True)
             for kind, member in family.members().items():
                 member_parser = kinds.add_parser(kind, help=member.help, allow_abbrev=False,
                                                  description=(member.config.__doc__ or member.help).strip())
                 add_config_arguments(member_parser, member.config)
+                _add_late_verbose(member_parser)
             continue
         v = VERBS[name]
         verb_parser = sub.add_parser(name, help=v.help, description=(v.config.__doc__ or v.help).strip(),
                                      allow_abbrev=False)
         add_config_arguments(verb_parser, v.config)
+        _add_late_verbose(verb_parser)
     return parser
+
+
+VERBOSE_HELP = ("show what the libraries underneath log and warn (Lance, huggingface_hub, open_clip); "
+                "without it only cladebench's own lines and errors reach the terminal")
+
+
+def _add_late_verbose(parser: argparse.ArgumentParser) -> None:
+    """``--verbose`` after the verb too (``cladebench info DS --verbose``). SUPPRESS as the default: a
+    sub-parser's default would overwrite the ``--verbose`` given before the verb."""
+    parser.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
 
 
 def _old_forms_rewritten(argv: Sequence[str]) -> list[str]:
@@ -124,6 +141,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cladebench eval: error: {exc}", file=sys.stderr)
         return exc.exit_code
     debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
+    with third_party_output(verbose=args.verbose):  # before any verb imports lance: it reads LANCE_LOG once
+        return _run(parser, args, extra, debug)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str], debug: bool) -> int:
+    """The chosen verb run on the parsed arguments; its exit code, every failure as one line."""
     chosen = FAMILIES[args.verb].members()[args.kind] if args.verb in FAMILIES else VERBS[args.verb]
     extra = take_late_positionals(chosen.config, args, extra)
     if extra:

@@ -46,7 +46,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -160,13 +162,33 @@ def _lance_message(exc: BaseException) -> str:
 def vector_index_partitions(dataset: lance.LanceDataset, column: str) -> int | None:
     """Number of IVF partitions of the vector index on ``column`` (the largest over its segments), or None.
 
-    This reads the index statistics, which is not free; resolve it once rather than per query.
+    This reads the index statistics, which is not free; resolve it once rather than per query. The statistics
+    are asked for without the centroids (one vector per partition, which only the partition count is wanted
+    from here), unless ``LANCE_INCLUDE_VECTOR_CENTROIDS`` says otherwise; Lance warns on every call that
+    leaves that variable unset.
     """
     for index in dataset.describe_indices():
         if column in list(index.field_names) and str(index.index_type).upper().startswith("IVF"):
-            stats = dataset.stats.index_stats(index.name)
+            with _without_centroids():
+                stats = dataset.stats.index_stats(index.name)
             return max(int(segment["num_partitions"]) for segment in stats["indices"])
     return None
+
+
+_CENTROIDS_VARIABLE = "LANCE_INCLUDE_VECTOR_CENTROIDS"
+
+
+@contextlib.contextmanager
+def _without_centroids() -> Iterator[None]:
+    """``LANCE_INCLUDE_VECTOR_CENTROIDS=false`` for one statistics call (Lance reads it per call), unless set."""
+    if _CENTROIDS_VARIABLE in os.environ:
+        yield
+        return
+    os.environ[_CENTROIDS_VARIABLE] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop(_CENTROIDS_VARIABLE, None)
 
 
 # --- indexed (Lance) search ------------------------------------------------------------------------

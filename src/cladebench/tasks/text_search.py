@@ -62,6 +62,8 @@ class SearchResult:
     """Whether this search built the IVF index (it is kept for the next search)."""
     exact: bool = False
     """Whether every row was compared (no index): the exact nearest rows."""
+    version: int | None = None
+    """The dataset version searched: the new one that building the index wrote, when ``index_built``."""
 
 
 def ensure_index(dataset: lance.LanceDataset, column: str) -> tuple[lance.LanceDataset, bool]:
@@ -105,7 +107,7 @@ def search_text(dataset: lance.LanceDataset, encoder: Encoder, texts: Sequence[s
         positions = np.flatnonzero(query_index == q)
         ranks[positions] = np.arange(1, len(positions) + 1)
     return SearchResult(hits=hits.append_column("rank", pa.array(ranks)), column=column, index_built=built,
-                        exact=exact)
+                        exact=exact, version=dataset.version)
 
 
 def fullrank(dataset: lance.LanceDataset, encoder: Encoder, queries: pa.Table, annotations: pa.Table, *,
