@@ -30,11 +30,13 @@ def _run(path: Path) -> dict:
     return json.loads((path / "run.json").read_text())
 
 
-def test_fewshot_by_name_from_a_mirror_needs_no_model_and_never_pools_groups(mirror, tmp_path, monkeypatch):
+def test_fewshot_by_name_from_a_mirror_needs_no_model_and_never_pools_groups(mirror, tmp_path, monkeypatch,
+                                                                              capsys):
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"
     assert main(["eval", "fine-grained-challenges", "--task", "fewshot", "--data", str(mirror), "--out", str(out),
                  *ARGS]) == 0
+    assert "cladebench eval fewshot fine-grained-challenges --data" in capsys.readouterr().err  # the canonical form
     record = _run(out)
     table = store.read(store.open_dataset(mirror / "data/challenges.lance"),
                        columns=["uuid", "challenge_group", "species"])
@@ -90,8 +92,7 @@ def test_a_release_whose_revision_is_not_the_pin_is_refused(where, tmp_path, mon
         entries["emb_bioclip2"]["revision"] = "0123456789abcdef"
         sidecar.write_text(json.dumps(entries))
     out = tmp_path / "run"
-    code = main(["eval", "fine-grained-challenges", "--task", "fewshot", "--data", str(folder), "--out", str(out),
-                 *ARGS])
+    code = main(["eval", "fewshot", "fine-grained-challenges", "--data", str(folder), "--out", str(out), *ARGS])
     err = capsys.readouterr().err.strip()
     assert code == 4 and len(err.splitlines()) == 1 and "'emb_bioclip2'" in err and "0123456789abcdef" in err
     assert ("inconsistent" if where == "sidecar" else "pins bioclip-2 at") in err
@@ -108,20 +109,19 @@ def test_a_model_without_a_published_column_is_refused_before_it_loads(mirror, t
 
 
 def test_wrong_uses_of_a_named_benchmark_are_usage_errors(mirror, tmp_path, capsys):
-    assert main(["eval", "fine-grained-challenges", "--task", "rerank", "--data", str(mirror), "--out",
+    assert main(["eval", "rerank", "fine-grained-challenges", "--data", str(mirror), "--out",
                  str(tmp_path / "a")]) == 2
     assert "evaluated with zeroshot, fewshot, retrieval, not rerank" in capsys.readouterr().err
     dataset = mirror / "data/challenges.lance"
     assert main(["eval", "fewshot", str(dataset), "--data", str(mirror), "--out", str(tmp_path / "b"), *ARGS]) == 2
     assert "drop --data" in capsys.readouterr().err
-    assert main(["eval", "fine-grained-challenges", "--task", "fewshot", "--data", str(tmp_path / "none"), "--out",
+    assert main(["eval", "fewshot", "fine-grained-challenges", "--data", str(tmp_path / "none"), "--out",
                  str(tmp_path / "c"), *ARGS]) == 3
 
 
 def test_without_a_mirror_the_release_is_opened_remotely(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("CLADEBENCH_MIRROR", raising=False)
-    assert main(["eval", "test-fine-grained-challenges", "--task", "fewshot", "--out", str(tmp_path / "r"),
-                 *ARGS]) == 5
+    assert main(["eval", "fewshot", "test-fine-grained-challenges", "--out", str(tmp_path / "r"), *ARGS]) == 5
     assert "hf://datasets/thompsonmj/test-fine-grained-challenges@v0.1.0/data/challenges.lance" in \
         capsys.readouterr().err

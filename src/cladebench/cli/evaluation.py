@@ -52,9 +52,10 @@ def benchmark_config(benchmark: Benchmark) -> type[EvalConfig]:
     return dataclasses.make_dataclass(
         base.__name__, [("dataset", str, dataclasses.field(default=benchmark.name, init=False))], bases=(base,),
         frozen=True, kw_only=True,
-        namespace={"__doc__": f"{benchmark.description}. Tasks {', '.join(benchmark.tasks)} (--task picks one; "
-                              f"default {benchmark.task}); read from --data DIR (a mirror) or the published source; "
-                              "the benchmark's reporting settings apply where no option is given."})
+        namespace={"__doc__": f"{benchmark.description}. Tasks {', '.join(benchmark.tasks)} (default "
+                              f"{benchmark.task}; `eval TASK {benchmark.name}` runs another); read from --data "
+                              "DIR (a mirror) or the published source; the benchmark's reporting settings apply "
+                              "where no option is given."})
 
 
 def _eval_members() -> dict[str, Verb]:
@@ -105,8 +106,6 @@ def new_eval_form(words: Sequence[str]) -> list[str]:
             kept.append(word)
     if task is None and (words[0] in BENCHMARKS or _mistyped_task(words[0])):
         return words  # a benchmark, or a task name with a typo: the parser names the closest
-    if task is not None and words[0] in BENCHMARKS and not Path(words[0]).exists():
-        return [task, *kept]  # `eval BENCHMARK --task T`: the benchmark's protocol for task T, not the old form
     task = task or "zeroshot"
     if task in EVAL_CONFIGS:
         print(f"cladebench eval: note: `eval DATASET --task T` is the old form; this runs as "
