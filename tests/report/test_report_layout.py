@@ -57,6 +57,16 @@ def test_taxon_labels_read_back_as_binomial_and_lineage() -> None:
     assert taxon_name("Anchoa mitchilli", "sci").name == "Anchoa mitchilli"
 
 
+def test_a_note_shared_by_many_metrics_is_said_once() -> None:
+    from cladebench.report.sections.leaderboard import merge_notes
+
+    reason = "not a mean of per-example hits: no paired test"
+    notes = [(f"G{i}/simpleshot_1shot", reason) for i in range(8)] + [("knn_1shot", "other"), ("G0/simpleshot_1shot",
+                                                                                                reason)]
+    assert merge_notes(notes) == (f"G0/simpleshot_1shot, G1/simpleshot_1shot, G2/simpleshot_1shot and 5 more: {reason}",
+                                  "knn_1shot: other")
+
+
 # --- the wide runs --------------------------------------------------------------------------------------
 
 

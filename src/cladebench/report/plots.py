@@ -120,6 +120,15 @@ def wrap_label(text: str, width: int, max_lines: int = MAX_LINES) -> str | None:
     return "\n".join(lines)
 
 
+LEGEND_CHARACTERS = 30
+"""Legend entries beside a bar chart wrap at word breaks onto lines of about this many characters."""
+
+
+def legend_label(text: str) -> str:
+    """A run's name for a legend beside the axes: wrapped at word breaks (three lines at most), else shortened."""
+    return wrap_label(shorten(text, 3 * LEGEND_CHARACTERS), LEGEND_CHARACTERS) or shorten(text)
+
+
 def _renderer(figure: Any) -> Any:
     """A renderer to measure text with (Agg's: the same font metrics the SVG's glyph outlines are drawn with)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -181,7 +190,7 @@ def bar_chart(categories: Sequence[str], series: Sequence[Series], *, ylabel: st
             whiskers = _whiskers(entry, values)
             container = axes.bar(offsets[defined], values[defined], bar * 0.95,
                                  yerr=None if whiskers is None else whiskers[:, defined], capsize=2,
-                                 label=shorten(entry.label), error_kw={"elinewidth": 0.8, "alpha": 0.8})
+                                 label=legend_label(entry.label), error_kw={"elinewidth": 0.8, "alpha": 0.8})
             for patch, category in zip(container.patches, np.flatnonzero(defined), strict=True):
                 patch.set_gid(f"bar-{i}-{category}")
             for category in np.flatnonzero(~defined):

@@ -28,7 +28,7 @@ TEMPLATES_DIR = Path(__file__).parent / "templates"
 """Page and section templates: ``<name>.<format>.j2``."""
 
 
-BREAK_AFTER = re.compile(r"([|/_=.,;])")
+BREAK_AFTER = re.compile(r"([|/_=;])")
 """Characters after which a long name in a table header may wrap (``Animalia|Plantae/top1_species``)."""
 
 

@@ -114,7 +114,7 @@ def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
     return list(groups.values())
 
 
-def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> tuple[dict[int, str], str | None]:
+def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> tuple[dict[int, str], tuple[str, str] | None]:
     """Mark per run index for one metric among runs on the same examples, and a note when not all were tested."""
     present = [r for r in cohort if estimate_value(r.record.metrics.get(metric)) is not None]
     if len(present) < 2:
@@ -127,10 +127,10 @@ def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> tuple[dict[int, str]
         comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,
                                   alpha=ALPHA)
     except CladebenchError as exc:
-        return {r.index: "not compared" for r in present}, f"{metric}: not compared ({exc})"
+        return {r.index: "not compared" for r in present}, (metric, f"not compared ({exc})")
     entry = comparison.metrics[0]
     if entry.columns is None:
-        return {r.index: "not tested" for r in present}, f"{metric}: {entry.note}" if entry.note else None
+        return {r.index: "not tested" for r in present}, (metric, entry.note) if entry.note else None
     marks = {ordered[0].index: "best"}
     by_position = {d.run: d for d in entry.differences}
     for position, run in enumerate(ordered[1:], start=1):
@@ -142,14 +142,32 @@ def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> tuple[dict[int, str]
         else:
             worse = difference.paired.difference < 0 if reverse else difference.paired.difference > 0
             marks[run.index] = "worse" if worse else "differs"
-    return marks, f"{metric}: {entry.note}" if entry.note else None
+    return marks, (metric, entry.note) if entry.note else None
+
+
+NOTE_METRICS = 3
+"""Metrics named in a note before the rest are counted (a note shared by every group's metric is said once)."""
+
+
+def merge_notes(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """``metric: reason`` notes with one line per reason, naming its metrics (the first few, then how many more)."""
+    by_reason: dict[str, list[str]] = {}
+    for metric, reason in notes:
+        if metric not in by_reason.setdefault(reason, []):
+            by_reason[reason].append(metric)
+    out = []
+    for reason, metrics in by_reason.items():
+        named = ", ".join(metrics[:NOTE_METRICS])
+        more = len(metrics) - NOTE_METRICS
+        out.append(f"{named}{f' and {more} more' if more > 0 else ''}: {reason}")
+    return tuple(out)
 
 
 def board(task: str, runs: Sequence[ReportRun]) -> Board:
     """The leaderboard of one task's runs."""
     metrics = tuple(dict.fromkeys(m for run in runs for m in headline_metrics(run)))
     marks: dict[tuple[int, str], str] = {}
-    notes: list[str] = []
+    notes: list[tuple[str, str]] = []
     for cohort in cohorts(runs):
         for metric in metrics:
             cohort_marks, note = _tie_marks(metric, cohort)
@@ -165,7 +183,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
                 metric=metric, value=format_value(metric, estimate), interval=format_interval(metric, estimate),
                 n=estimate.get("n"), mark=marks.get((run.index, metric), "")))
         rows.append(Row(run=run, cells=tuple(cells)))
-    whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=tuple(dict.fromkeys(notes)))
+    whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=merge_notes(notes))
     return replace(whole, parts=split_board(whole))
 
 
