@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cladebench import store
-from cladebench.errors import DatasetNotFoundError
+from cladebench.errors import DatasetNotFoundError, RemoteUnavailableError
 from cladebench.evaluate.benchmarks.base import Benchmark, Located, Protocol, register_benchmark
 from cladebench.store.embeddings import (
     PUBLISHED_EMBEDDING_COLUMNS,
@@ -63,12 +63,14 @@ embeddings per group, each on all rows and on rows no listed model was trained o
 def _sidecar_from_hub(repo: str) -> dict[str, dict[str, Any]] | None:
     """The release's sidecar, fetched once into the Hub's cache; None when the release has none."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
 
     try:
         path = hf_hub_download(repo_id=repo, repo_type="dataset", filename=SIDECAR_PATH, revision=RELEASE)
     except EntryNotFoundError:
         return None
+    except (HfHubHTTPError, OSError) as exc:  # the table opened, but its sidecar could not be fetched
+        raise RemoteUnavailableError(f"cannot fetch {SIDECAR_PATH} of {repo} at {RELEASE}: {exc}") from None
     return read_published_sidecar(path)
 
 
