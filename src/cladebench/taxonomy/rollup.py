@@ -114,6 +114,9 @@ class RankRuns:
     matrix: Any
     """CSR float32 (runs x positions of the narrower rank): row j has ones over run j's contiguous positions, so
     ``matrix @ columns`` is the segmented sum of a species-major block (see :class:`LineageRuns`)."""
+    run_of_position: Any
+    """int32: for every position of the narrower rank (for the rank just above the labels: every species), the run
+    it is in; a gather with it moves entries up one rank."""
 
     @property
     def labels(self) -> list[str]:
@@ -145,7 +148,7 @@ class LineageRuns:
     ranks: tuple[RankRuns, ...]
     """Narrowest rank first (genus for species labels), up to kingdom."""
     run_of_species: Any
-    """int64: the run of the narrowest rank each species column is in."""
+    """int32: the run of the narrowest rank each species column is in (its ``run_of_position``)."""
 
     def rank(self, rank: Rank | str) -> RankRuns:
         """The runs of one rank."""
@@ -193,21 +196,32 @@ class LineageRuns:
         if not probs.has_sorted_indices:
             probs = probs.sorted_indices()
         n_rows = probs.shape[0]
-        row = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(probs.indptr))
-        run = self.run_of_species[probs.indices]
+        indptr = np.asarray(probs.indptr, dtype=np.int64)
+        run = self.ranks[0].run_of_position[probs.indices]
         data = probs.data
         out: dict[Rank, Any] = {}
         for level, runs in enumerate(self.ranks):
             if level:  # the runs of this rank that hold each run of the narrower one
-                run = np.searchsorted(runs.starts, run, side="right") - 1
-            # Entries are sorted by row, then by run (columns are in lineage order): each (row, run) is one segment.
-            key = row * (len(runs.taxon_of_run) + 1) + run
-            first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if key.size else key
-            data, run, row = np.add.reduceat(data, first) if key.size else data, run[first], row[first]
+                run = runs.run_of_position[run]
+            # Entries are sorted by row, then by run (columns are in lineage order): a segment starts where the
+            # run changes or a row starts.
+            new = np.empty(run.size, dtype=bool)
+            if run.size:
+                new[0] = True
+                np.not_equal(run[1:], run[:-1], out=new[1:])
+                new[indptr[1:-1][indptr[1:-1] < run.size]] = True
+            first = np.flatnonzero(new)
+            data = np.add.reduceat(data, first) if first.size else data
+            run = run[first]
+            indptr = np.searchsorted(first, indptr)  # each row's first segment
             taxon = runs.taxon_of_run[run]
+            if len(runs.taxa) == len(runs.taxon_of_run):  # every run is a taxon: nothing to leave out
+                out[runs.rank] = scipy.sparse.csr_matrix((data, taxon, indptr), shape=(n_rows, len(runs.taxa)))
+                continue
             kept = taxon >= 0
-            indptr = np.concatenate(([0], np.cumsum(np.bincount(row[kept], minlength=n_rows))))
-            out[runs.rank] = scipy.sparse.csr_matrix((data[kept], taxon[kept], indptr),
+            kept_before = np.concatenate(([0], np.cumsum(kept)))  # named segments before each position
+            picked = np.flatnonzero(kept)
+            out[runs.rank] = scipy.sparse.csr_matrix((data[picked], taxon[picked], kept_before[indptr]),
                                                      shape=(n_rows, len(runs.taxa)))
         return out
 
@@ -277,12 +291,9 @@ def lineage_runs(species: Sequence[Lineage], label_rank: Rank | str = Rank.SPECI
         matrix = scipy.sparse.csr_matrix(
             (np.ones(positions, dtype=np.float32), np.arange(positions), np.append(local, positions)),
             shape=(len(local), positions))
+        run_of_position = np.repeat(np.arange(len(local), dtype=np.int32), np.diff(np.append(local, positions)))
         built.append(RankRuns(rank=rank, starts=local, named=named, taxa=tuple(keys[i] for i in named),
-                              taxon_of_run=taxon_of_run, matrix=matrix))
+                              taxon_of_run=taxon_of_run, matrix=matrix, run_of_position=run_of_position))
         narrower = starts
-    run_of_species = np.zeros(n, dtype=np.int64)
-    if built and n:
-        first = np.zeros(n, dtype=np.int64)
-        first[starts_by_rank[-1]] = 1
-        run_of_species = np.cumsum(first) - 1
+    run_of_species = built[0].run_of_position if built else np.zeros(n, dtype=np.int32)
     return LineageRuns(n_species=n, ranks=tuple(built), run_of_species=run_of_species)
