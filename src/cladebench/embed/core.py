@@ -28,6 +28,7 @@ from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.models.registry import resolve_encoder
 from cladebench.paths import atomic_write, atomic_write_parquet
 from cladebench.provenance import software_versions
+from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.embeddings import STATE_DIR, failures_path, state_dir
 
 if TYPE_CHECKING:
@@ -322,3 +323,4 @@ def write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> 
     entries = json.loads(path.read_text()) if path.exists() else {}
     entries[column] = {"column": column, "dim": dim, **metadata}
     atomic_write(path, (json.dumps(entries, indent=2, sort_keys=True) + "\n").encode())
+    write_datasets_card(path.parent, store.open_dataset(uri).schema)  # the new column, for Hugging Face `datasets`

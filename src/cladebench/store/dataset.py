@@ -24,6 +24,7 @@ from cladebench.errors import (
     environment_error,
 )
 from cladebench.store.checks import conform, duplicate_uuids
+from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.species import check_appendable, columns_to_read, holds_epithets, species_filter, with_binomials
 from cladebench.store.sql import check_filter
 
@@ -232,7 +233,7 @@ def write_dataset(
     created_dir = local and mode in ("create", "overwrite") and not Path(uri).exists()
     reader = pa.RecordBatchReader.from_batches(schema, checked())
     try:
-        return lance.write_dataset(
+        written = lance.write_dataset(
             reader, uri, schema=schema, mode=mode,
             storage_options=lance_storage_options(uri, storage_options), max_rows_per_file=max_rows_per_file,
         )
@@ -243,6 +244,9 @@ def write_dataset(
         if error is exc:
             raise
         raise error from None
+    if local:  # how Hugging Face `datasets` should type the columns (`image`: an image, not a video)
+        write_datasets_card(Path(uri.removeprefix("file://")), written.schema)
+    return written
 
 
 def _check_local_target(path: Path, mode: WriteMode) -> None:

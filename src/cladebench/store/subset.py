@@ -26,6 +26,7 @@ from cladebench.store.dataset import (
     open_dataset,
     write_error,
 )
+from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.files import check_writable, process_alive
 from cladebench.store.schema import (
     CANONICAL_BY_NAME,
@@ -181,6 +182,7 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
             result = lance.write_dataset(copy, str(out_path), schema=schema, mode=mode)
         except BaseException as exc:
             raise write_error(exc, out_path) from None
+        write_datasets_card(out_path, result.schema)
         if sidecar is not None and sidecar.exists():
             atomic_write(out_path / EMBEDDING_SIDECAR, sidecar.read_bytes())
         return result
@@ -189,7 +191,7 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
     staging = _staging_path(out_path)
     try:
         staging.mkdir()
-        lance.write_dataset(copy, str(staging), schema=schema, mode="create")
+        write_datasets_card(staging, lance.write_dataset(copy, str(staging), schema=schema, mode="create").schema)
         if sidecar is not None and sidecar.exists():
             shutil.copyfile(sidecar, staging / EMBEDDING_SIDECAR)
         os.rename(staging, out_path)  # over nothing, or over an empty folder
