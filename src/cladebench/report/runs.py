@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError
-from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.labels import distinct_labels
+from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.report.formatting import is_breakdown, split_metric
 
 
