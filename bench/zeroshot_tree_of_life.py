@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> None:
         baseline = min(args.baseline_images, args.images)
         loop_s, _, looped = timed(pybioclip_loop, images[:baseline], labels, args.scale, species, runs, trace=False)
         loop_total = loop_s * args.images / baseline
-        bound = (args.image_block * args.label_block * 5 + args.label_block * args.dim * 4
-                 + 1.25 * args.image_block * genus_runs * 8) / MB
+        bound = (8 * args.image_block * args.label_block + 8 * args.label_block * args.dim  # as streaming states it
+                 + 10 * args.image_block * genus_runs + args.images * (2 * 5 + 2 * len(runs.ranks)) * 8) / MB
         print(f"\n== full size: {args.images:,} images x {len(species):,} species, dim {args.dim}, scale "
               f"{args.scale:g}; an images x species float32 matrix would be "
               f"{args.images * len(species) * 4 / 2**30:,.1f} GiB; blocks {args.image_block} images x "

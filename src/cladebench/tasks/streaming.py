@@ -16,14 +16,16 @@ Peak memory, with B = ``image_block``, M = ``label_block``, d the embedding widt
 just above the labels (129,303 genera and a few hundred unnamed runs for the iNaturalist taxonomy), k the
 top-k and n the images:
 
-    B x M x 4 bytes (the scores, logits then probabilities in place) + B x M bytes (top-k candidates)
-    + M x d x 4 (one block of unit label vectors) + 1.25 x B x R x 8 (the roll-up sums, float64, and at most a
-    quarter of them copied when their images' maximum grows) + n x (2k + 2 x ranks) x 8 (the answers)
+    2 x B x M x 4 bytes (the scores, logits then probabilities in place, and a copy of the columns of the images
+    whose top-k changes) + 2 x M x d x 4 (one block of label vectors as read and normalised)
+    + 1.25 x B x R x 8 (the roll-up sums, float64, and at most a quarter of them copied when their images'
+    maximum grows) + n x (2k + 2 x ranks) x 8 (the answers)
 
 and nothing that grows with the number of labels except R. With the defaults (B 256, M 16,384, d 512) and the
-iNaturalist taxonomy that is 16 + 4 + 32 + 331 MB. The label vectors themselves are read block by block, so a
-memory-mapped cache file (:func:`cladebench.models.text.class_text_embeddings` with ``mmap=True``) counts as
-page cache, not as the process's memory. ``bench/zeroshot_scale.py --tree-of-life`` measures it.
+iNaturalist taxonomy that is 32 + 64 + 331 MB, plus the answers (2 MB at 10,000 images). The label vectors
+themselves are read block by block, so a memory-mapped cache file
+(:func:`cladebench.models.text.class_text_embeddings` with ``mmap=True``) counts as page cache, not as the
+process's memory. ``bench/zeroshot_tree_of_life.py`` measures it.
 """
 
 from __future__ import annotations
