@@ -97,6 +97,11 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
 
 
 _SHORT_KEY = "cladebench.short"
+_REPEAT_KEY = "cladebench.repeat"
+REPEATABLE: dict[str, bool] = {_REPEAT_KEY: True}
+"""Field metadata for a required tuple ``--option`` that may be given several times, each adding its values:
+``model: tuple[str, ...] = field(metadata={**OPTION, **REPEATABLE})`` takes ``--model A --model B`` (and
+``--model A B``); without it the last one given would silently win."""
 _BARE_KEY = "cladebench.bare"
 
 
@@ -148,6 +153,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             item = get_args(annotation)[0] if get_args(annotation) else str
             kwargs["nargs"] = "+"
             kwargs["type"] = _converter(item)
+            if field.metadata.get(_REPEAT_KEY):
+                kwargs["action"] = "extend"
         else:
             kwargs["type"] = _converter(annotation)
             kwargs["metavar"] = field.name.upper()
@@ -155,9 +162,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs.pop("metavar", None)
             parser.add_argument(field.name, **kwargs)
             continue
-        if field.metadata.get(_POSITIONAL_KEY):
+        if field.metadata.get(_POSITIONAL_KEY):  # optional: one value, or any number for a tuple
             kwargs.pop("metavar", None)
-            parser.add_argument(field.name, nargs="?", default=default, **kwargs)
+            parser.add_argument(field.name, nargs="*" if kwargs.pop("nargs", None) else "?", default=default, **kwargs)
             continue
         if not has_default:
             kwargs["required"] = True
@@ -196,8 +203,10 @@ def take_late_positionals(cls: type, args: argparse.Namespace, extra: list[str])
     for field in dataclasses.fields(cls):
         if not words:
             break
-        if field.metadata.get(_POSITIONAL_KEY) and getattr(args, field.name, None) in (None, field.default):
-            setattr(args, field.name, words.pop(0))
+        if field.metadata.get(_POSITIONAL_KEY) and getattr(args, field.name, None) in (None, field.default, []):
+            several = get_origin(_unwrap_optional(typing.get_type_hints(cls)[field.name])[0]) in (tuple, list)
+            setattr(args, field.name, words if several else words.pop(0))
+            words = [] if several else words
     return rest + words
 
 

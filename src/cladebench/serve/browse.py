@@ -1,0 +1,145 @@
+"""The grid: a page of thumbnails of the rows that pass the filters, the taxonomy tree and the facets beside it.
+
+Pages of :data:`~cladebench.serve.filters.PAGE_SIZE`. A page reads only its 100 rows' small columns from Lance
+(``offset``/``limit`` pushed down with the filter), makes the thumbnails it lacks in one take of their images,
+and links each cell to its image page. The counts beside the grid (the tree's children, groups, licenses,
+sources) come from one scan of those few columns per filter, kept for the server's life: the dataset does not
+change under a running server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, Response
+
+from cladebench.errors import UsageError
+from cladebench.serve.areas import AREAS, Area
+from cladebench.serve.filters import PAGE_SIZE, Filters, group_columns_of
+from cladebench.serve.pages import ENVIRONMENT, STATIC_DIR, render
+from cladebench.serve.state import AppState, ServeState
+from cladebench.serve.thumbs import ensure, thumbnail_file
+from cladebench.taxonomy import RANK_COLUMNS
+
+router = APIRouter()
+
+GRID_COLUMNS = ("uuid", "scientific_name", "species", "genus", "common_name")
+"""What a cell shows: the name (the deepest known) and, on hover, the common name."""
+FACET_COLUMNS = ("license_name", "source_dataset")
+"""Columns counted beside the grid (with every ``*_group`` column and the next rank of the tree)."""
+FACET_VALUES = 60
+"""Most values listed per facet (the commonest first); the rest are reachable with the where box."""
+
+ENVIRONMENT.filters.setdefault("q", lambda text: quote(str(text), safe=""))
+
+
+def checked_filter(state: ServeState, filters: Filters) -> str | None:
+    """The SQL of ``filters``, planned by Lance on this dataset before any row is read (errors as one line)."""
+    from cladebench.evaluate.checks import check_filter_on_schema
+
+    sql = filters.sql(state.columns)
+    if filters.where is not None:
+        check_filter_on_schema(state.dataset, filters.where, option="where")
+    return sql
+
+
+def count(state: ServeState, sql: str | None) -> int:
+    """Rows passing ``sql`` (kept per filter)."""
+    return state.remembered(("count", sql), lambda: state.dataset.count_rows(filter=sql))
+
+
+def facet_counts(state: ServeState, sql: str | None, columns: tuple[str, ...]) -> dict[str, list[tuple[Any, int]]]:
+    """Column -> (value, rows) commonest first, over the rows passing ``sql`` (one scan, kept per filter)."""
+    present = tuple(c for c in columns if c in state.columns)
+
+    def scan() -> dict[str, list[tuple[Any, int]]]:
+        table = state.dataset.to_table(columns=list(present), filter=sql) if present else pa.table({})
+        result = {}
+        for column in present:
+            counts = table.column(column).value_counts()
+            pairs = [(v["values"].as_py(), v["counts"].as_py()) for v in counts]
+            result[column] = sorted(pairs, key=lambda p: (-p[1], "" if p[0] is None else str(p[0])))
+        return result
+
+    return state.remembered(("facets", sql, present), scan)
+
+
+def next_rank(filters: Filters) -> str | None:
+    """The rank whose names the tree lists: the one below the deepest chosen (kingdom when none is)."""
+    chosen = [RANK_COLUMNS.index(r) for r, _ in filters.ranks]
+    at = max(chosen) + 1 if chosen else 0
+    return RANK_COLUMNS[at] if at < len(RANK_COLUMNS) else None
+
+
+def page_rows(state: ServeState, sql: str | None, page: int) -> pa.Table:
+    """The rows of page ``page`` (from 1) with their Lance row ids."""
+    shown = [c for c in GRID_COLUMNS if c in state.columns]
+    return state.dataset.to_table(columns=shown, filter=sql, offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE,
+                                  with_row_id=True)
+
+
+def display_name(row: dict[str, Any]) -> str:
+    """The deepest name a row has: its scientific name, its species, or its genus."""
+    for column in ("scientific_name", "species", "genus"):
+        if row.get(column):
+            return str(row[column])
+    return "(no name)"
+
+
+def cells(state: ServeState, table: pa.Table) -> list[dict[str, Any]]:
+    """One dict per row for the grid template, thumbnails made for those that lack one."""
+    rows = table.to_pylist()
+    uuids = [r["uuid"] for r in rows]
+    have = ensure(state, uuids, [r["_rowid"] for r in rows])
+    return [{"uuid": r["uuid"], "name": display_name(r), "common": r.get("common_name") or "",
+             "thumb": r["uuid"] in have} for r in rows]
+
+
+def page_number(value: str | None) -> int:
+    try:
+        page = int(value or 1)
+    except ValueError:
+        raise UsageError(f"page must be a whole number, got {value!r}") from None
+    if page < 1:
+        raise UsageError(f"page must be at least 1, got {page}")
+    return page
+
+
+@router.get("/")
+def grid(request: Request, state: AppState) -> Response:
+    """The grid of the rows passing the filters in the query."""
+    query = dict(request.query_params)
+    filters = Filters.from_query(query, state.columns)
+    page = page_number(query.get("page"))
+    error = None
+    try:
+        sql = checked_filter(state, filters)
+        total = count(state, sql)
+    except UsageError as exc:  # a where that does not plan: said as text above an empty grid
+        error, sql, total = str(exc), None, 0
+    pages = max(1, -(-total // PAGE_SIZE))
+    rows = cells(state, page_rows(state, sql, page)) if error is None and page <= pages else []
+    rank = next_rank(filters)
+    facets = {} if error else facet_counts(state, sql, (*group_columns_of(state.dataset), *FACET_COLUMNS,
+                                                        *((rank,) if rank else ())))
+    return render(request, "browse/grid.html", filters=filters, rows=rows, total=total, page=page, pages=pages,
+                  error=error, rank=rank, tree=facets.get(rank, [])[:FACET_VALUES] if rank else [],
+                  groups={c: facets.get(c, [])[:FACET_VALUES] for c in group_columns_of(state.dataset)},
+                  licenses=facets.get("license_name", [])[:FACET_VALUES],
+                  sources=facets.get("source_dataset", [])[:FACET_VALUES], ranks=RANK_COLUMNS,
+                  has_seen="seen_in_training" in state.columns)
+
+
+@router.get("/thumb/{uuid:path}")
+def thumb(uuid: str, state: AppState) -> Response:
+    """A row's thumbnail (made on first request), or the placeholder when its image does not decode."""
+    path = thumbnail_file(state, uuid)
+    if path is None:
+        return FileResponse(STATIC_DIR / "no-image.svg", media_type="image/svg+xml")
+    return FileResponse(path, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+
+
+AREAS.add("browse", Area(router=router, title="Browse", path="/", order=10))

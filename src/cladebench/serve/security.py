@@ -1,0 +1,181 @@
+"""Who may use the app, checked on every request before any handler runs.
+
+- Bound to this machine (127.0.0.1, ::1, localhost) without a token file, the app answers only requests whose
+  ``Host`` names this machine: a web page elsewhere cannot reach it through a DNS name that points here.
+- Bound to any other address, every request must carry a token: the ``X-Cladebench-Token`` header, or the cookie
+  a first visit with ``?token=...`` sets (the visit is then redirected to the same page without the token, so
+  the token does not stay in the address bar or the history). Without ``--token-file`` one token is made and
+  printed once, in the URL the server prints.
+- The person behind a request is the owner of its token (``request.state.user``), or the local user when there
+  are no tokens: never a name typed into a form.
+- A write (any method but GET, HEAD and OPTIONS) also needs the ``X-Cladebench-CSRF`` header with the value the
+  pages carry, which a page of another site cannot read or send.
+
+Every response says no to framing and sniffing and allows scripts, styles and images from this server only.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hmac
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from cladebench.errors import CladebenchError, UsageError
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+"""Addresses that reach only this machine: binding to them needs no token."""
+TOKEN_HEADER = "x-cladebench-token"
+CSRF_HEADER = "x-cladebench-csrf"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; script-src 'self'; "
+                                 b"style-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+)
+
+
+def is_local(host: str) -> bool:
+    """Whether binding to ``host`` keeps the server on this machine."""
+    return host.strip("[]").lower() in LOCAL_HOSTS or host.startswith("127.")
+
+
+def new_token() -> str:
+    """A fresh random token (32 bytes of the OS's randomness, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may use a server: tokens and their owners, or none (a server bound to this machine)."""
+
+    owners: Mapping[str, str] = field(default_factory=dict)
+    """Token -> the name of the person it belongs to; empty: no token is asked for."""
+    local_user: str = "local"
+    """The person behind every request when no token is asked for."""
+    cookie: str = "cladebench_token"
+    """The cookie that carries the token (named per port: two servers on one host keep theirs apart)."""
+
+    @property
+    def required(self) -> bool:
+        return bool(self.owners)
+
+    def owner(self, token: str | None) -> str | None:
+        """The owner of ``token``, compared in constant time; None for no or a wrong token."""
+        if not token:
+            return None
+        found = None
+        for known, name in self.owners.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                found = name
+        return found
+
+
+def read_token_file(path: Path) -> dict[str, str]:
+    """Token -> owner from a file of ``OWNER TOKEN`` lines (``#`` starts a comment); one line per person."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CladebenchError(f"--token-file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CladebenchError(f"--token-file {path}: cannot read it ({exc})") from None
+    owners: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise UsageError(f"--token-file {path}, line {number}: expected 'OWNER TOKEN', got {len(words)} words")
+        owner, token = words
+        if len(token) < 16:
+            raise UsageError(f"--token-file {path}, line {number}: a token must be at least 16 characters")
+        if token in owners:
+            raise UsageError(f"--token-file {path}, line {number}: this token is already {owners[token]!r}'s")
+        owners[token] = owner
+    if not owners:
+        raise UsageError(f"--token-file {path}: no 'OWNER TOKEN' line in it")
+    return owners
+
+
+def local_user() -> str:
+    """The name of the person running the server, for requests that carry no token."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment (a container): still one person
+        return "local"
+
+
+def _host_name(headers: Mapping[str, str]) -> str:
+    host = headers.get("host", "")
+    if host.startswith("["):
+        return host[1:host.find("]")].lower()
+    return host.rsplit(":", 1)[0].lower() if host.count(":") == 1 else host.lower()
+
+
+class Guard:
+    """ASGI middleware: the checks of the module docstring, then the app; security headers on every answer."""
+
+    def __init__(self, app: Any, access: Access, csrf: str) -> None:
+        self.app = app
+        self.access = access
+        self.csrf = csrf
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        refused = self._refusal(scope, headers)
+        if refused is not None:
+            await refused(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+    def _refusal(self, scope: dict[str, Any], headers: dict[str, str]) -> Any:
+        """An ASGI response refusing the request, or None when it may go on (``scope['state']['user']`` set)."""
+        from starlette.responses import PlainTextResponse, RedirectResponse
+
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if not self.access.required:
+            if _host_name(headers) not in LOCAL_HOSTS and not _host_name(headers).startswith("127."):
+                return PlainTextResponse("refused: this server answers requests addressed to this machine only\n",
+                                         status_code=403)
+            user = self.access.local_user
+        else:
+            cookies = SimpleCookie()
+            try:
+                cookies.load(headers.get("cookie", ""))
+            except Exception:
+                cookies = SimpleCookie()
+            cookie = cookies.get(self.access.cookie)
+            user = self.access.owner(headers.get(TOKEN_HEADER)) or self.access.owner(cookie.value if cookie else None)
+            if user is None and scope["method"] == "GET" and "token" in query:
+                owner = self.access.owner(query["token"])
+                if owner is not None:  # a first visit: keep the token in a cookie, drop it from the address
+                    rest = urlencode([(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+                                      if k != "token"])
+                    response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), status_code=303)
+                    response.set_cookie(self.access.cookie, query["token"], httponly=True, samesite="strict")
+                    return response
+            if user is None:
+                return PlainTextResponse("refused: this server needs a token (open the URL it printed, or send the "
+                                         "X-Cladebench-Token header)\n", status_code=401)
+        if scope["method"] not in SAFE_METHODS and not hmac.compare_digest(
+                headers.get(CSRF_HEADER, "").encode(), self.csrf.encode()):
+            return PlainTextResponse("refused: a write needs the X-Cladebench-CSRF header of this server's pages\n",
+                                     status_code=403)
+        scope.setdefault("state", {})["user"] = user
+        return None
