@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from cladebench import __version__
-from cladebench.cli import benchmarks, curate, data, demo, evaluation, reviews, serve  # noqa: F401  (each registers)
+from cladebench.cli import benchmarks, curate, data, demo, evaluation, serve  # noqa: F401  (each registers its verbs)
 from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
 from cladebench.config import add_config_arguments, config_from_args, take_late_positionals
 from cladebench.errors import (
