@@ -1,0 +1,90 @@
+"""The verb ``reviews``: export the expert reviews of a dataset (``cladebench serve``'s review area writes them).
+
+Every review ever made (changes of mind included, in the order they were committed), the rows every reviewer
+agrees on, or the rows where reviewers disagree, as CSV (to stdout by default) or Parquet. A file is written
+whole or not at all. The reviews table is read, never written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cladebench.cli.verbs import verb
+from cladebench.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ReviewsConfig:
+    """Export the expert reviews of a dataset (made in `cladebench serve`): every review, the agreed labels, or the
+    disagreements, as CSV or Parquet."""
+
+    dataset: str
+    """Path or URI of the Lance dataset whose reviews are exported (they are kept in DATASET/_cladebench)."""
+    format: Literal["csv", "parquet"] = "csv"
+    """csv (to stdout unless --out) or parquet (needs --out)."""
+    out: Path | None = None
+    """File to write; CSV goes to stdout when omitted."""
+    view: Literal["all", "agreed", "disagreements"] = "all"
+    """all: every review in commit order (changes of mind included); agreed: one row per row whose reviewers
+    agree (the latest review); disagreements: each reviewer's current label on every disputed row."""
+
+    def __post_init__(self) -> None:
+        if self.format == "parquet" and self.out is None:
+            raise UsageError("--format parquet needs --out FILE (Parquet is not written to a terminal)")
+        if self.out is not None and self.out.is_dir():
+            raise UsageError(f"--out {self.out} is a folder; give a file name")
+
+
+def _csv_ready(table: object) -> object:
+    """The table with the suggestions list as JSON text (CSV has no lists)."""
+    import pyarrow as pa
+
+    assert isinstance(table, pa.Table)
+    if "suggestions" not in table.column_names:
+        return table
+    text = pa.array([None if s is None else json.dumps(s, ensure_ascii=False)
+                     for s in table.column("suggestions").to_pylist()], pa.string())
+    return table.set_column(table.column_names.index("suggestions"), "suggestions", text)
+
+
+@verb("reviews", ReviewsConfig, "export the expert reviews of a dataset (all, agreed, or disagreements) as CSV or "
+                                "Parquet")
+def _reviews(config: ReviewsConfig) -> int:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from cladebench import store
+    from cladebench.paths import atomic_write, atomic_write_parquet
+    from cladebench.store.reviews import read_reviews, review_summary, reviews_path
+
+    store.open_dataset(config.dataset)  # no dataset there: exit 3, not an empty export
+    table = read_reviews(reviews_path(config.dataset))
+    summary = review_summary(table)
+    if config.view == "agreed":
+        table = pa.Table.from_pylist(list(summary.agreed.values()), schema=table.schema)
+    elif config.view == "disagreements":
+        rows = [row for by_reviewer in summary.disagreements.values() for _, row in sorted(by_reviewer.items())]
+        table = pa.Table.from_pylist(rows, schema=table.schema)
+    note = (f"{summary.reviews} reviews of {len(summary.current)} rows by "
+            f"{len({r for by in summary.current.values() for r in by})} reviewers; {len(summary.agreed)} rows agreed, "
+            f"{len(summary.disagreements)} disputed")
+    if config.format == "parquet":
+        assert config.out is not None
+        atomic_write_parquet(config.out, table)
+    else:
+        buffer = io.BytesIO()
+        pacsv.write_csv(_csv_ready(table), buffer)  # type: ignore[arg-type]
+        if config.out is None:
+            sys.stdout.write(buffer.getvalue().decode("utf-8"))
+            sys.stdout.flush()
+            print(f"reviews: {note}", file=sys.stderr)
+            return 0
+        atomic_write(config.out, buffer.getvalue())
+    print(f"reviews: {note}; {table.num_rows} rows ({config.view}) written to {config.out}")
+    return 0
