@@ -132,6 +132,7 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
                     read_id_list(con, Path(config.exclude_photo_ids), "photo_id", "BIGINT", "excluded")
                 if config.tol_species is not None:
                     read_id_list(con, Path(config.tol_species), "scientific_name", "VARCHAR", "tol")
+                stages.photo_ids()
                 stages.photos()
                 stages.candidates()
                 stages.observations()

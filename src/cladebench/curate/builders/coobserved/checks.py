@@ -46,7 +46,8 @@ CHECKED_TYPES: dict[str, tuple[str, ...]] = {
     "observers": ("observer_id",),
 }
 """Per file, the typed columns whose values the build relies on; a row where one does not parse is
-``invalid_value``. The other typed columns (``photo_uuid``, ``width``, ``height``, ``position``,
+``invalid_value``. Each is cast once per row, and the stages use that cast value too (:func:`typed_column`).
+The other typed columns (``photo_uuid``, ``width``, ``height``, ``position``,
 ``anomaly_score``, ``rank_level``) are cast where they are written, a value that does not parse becoming
 null there: checking them on every row of a full export would cost a third of the build for columns
 nothing is decided on."""
@@ -57,15 +58,21 @@ def _any_null(columns: Iterable[str]) -> str:
     return " OR ".join(f'"{c}" IS NULL' for c in columns)
 
 
+def typed_column(column: str) -> str:
+    """The quoted name under which a file's rows carry ``column`` cast to its type, once per row
+    (:meth:`cladebench.curate.builders.coobserved.stages.ExportFile.rows`): the checks and the stages read
+    that one cast instead of casting the text again."""
+    return f'"{column}::typed"'
+
+
 def _bad_types(columns: Iterable[str]) -> str:
-    return " OR ".join(f"(\"{c}\" IS NOT NULL AND TRY_CAST(\"{c}\" AS {inat_export.SQL_TYPES[c]}) IS NULL)"
-                       for c in columns)
+    return " OR ".join(f'("{c}" IS NOT NULL AND {typed_column(c)} IS NULL)' for c in columns)
 
 
 def _row_checks(table: str) -> tuple[Check, ...]:
     invalid = _bad_types(CHECKED_TYPES[table])
     if table == "observations":
-        invalid += " OR abs(TRY_CAST(latitude AS DOUBLE)) > 90 OR abs(TRY_CAST(longitude AS DOUBLE)) > 180"
+        invalid += f" OR abs({typed_column('latitude')}) > 90 OR abs({typed_column('longitude')}) > 180"
     checks = [
         Check("missing_fields", _any_null(inat_export.REQUIRED[table]),
               "a required field is empty (or the line short)"),
@@ -158,4 +165,5 @@ __all__ = [
     "TAXON_CHECKS",
     "Check",
     "case_sql",
+    "typed_column",
 ]

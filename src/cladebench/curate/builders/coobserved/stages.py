@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cladebench.curate import inat_export
-from cladebench.curate.builders.coobserved.checks import GROUP_CHECKS, PHOTO_CHECKS, ROW_CHECKS, TAXON_CHECKS, case_sql
+from cladebench.curate.builders.coobserved.checks import (
+    GROUP_CHECKS,
+    PHOTO_CHECKS,
+    ROW_CHECKS,
+    TAXON_CHECKS,
+    case_sql,
+    typed_column,
+)
 from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.store import sql_literal
@@ -48,20 +55,32 @@ class ExportFile:
     """The ``.csv.gz`` beside a ``.csv`` of the same table, which is not read (the ``.csv`` always is)."""
 
     def scan(self, *, record_rejects: bool) -> str:
-        """A ``read_csv`` of the file, every column text. The first scan records the lines it cannot split;
-        later scans skip those same lines (they are counted once)."""
+        """A ``read_csv`` of the file, every column text. With ``record_rejects`` the lines it cannot split are
+        recorded (in ``rejects_<table>``); without, they are skipped. DuckDB reads only the columns a query uses,
+        and splits the file between its threads."""
         columns = "{" + ", ".join(f"'{c}': 'VARCHAR'" for c in self.header) + "}"
         rejects = (f"store_rejects=true, rejects_table='rejects_{self.table}', rejects_scan='scans_{self.table}'"
                    if record_rejects else "ignore_errors=true")
         return (f"read_csv({sql_literal(str(self.path))}, delim='\\t', quote='', escape='', header=true, "
                 f"auto_detect=false, columns={columns}, null_padding=true, {rejects})")
 
+    def rows(self, *, record_rejects: bool = True, where: str | None = None) -> str:
+        """The file's rows (:meth:`scan`): every column as text and each typed column also cast to its type once
+        (:func:`~.checks.typed_column`; null where it does not parse), so the row checks and the values a stage
+        keeps share one cast. Casts no query uses are dropped by DuckDB. ``where`` (SQL over the text columns)
+        keeps only some rows, before anything is cast: DuckDB would otherwise cast every row, then filter."""
+        casts = "".join(f", TRY_CAST(\"{c}\" AS {inat_export.SQL_TYPES[c]}) AS {typed_column(c)}"
+                        for c in self.header if c in inat_export.SQL_TYPES)
+        source = self.scan(record_rejects=record_rejects)
+        if where is not None:
+            source = f"(SELECT * FROM {source} WHERE {where})"
+        return f"(SELECT *{casts} FROM {source})"
+
     def typed(self, column: str) -> str:
-        """A column cast to its type (null where it does not parse), or null when the header lacks it."""
+        """A column of :meth:`rows` as its type (null where it does not parse), or null when the header lacks it."""
         if column not in self.header:
             return "NULL"
-        sql_type = inat_export.SQL_TYPES.get(column)
-        return f'TRY_CAST("{column}" AS {sql_type})' if sql_type else f'"{column}"'
+        return typed_column(column) if column in inat_export.SQL_TYPES else f'"{column}"'
 
     def issue(self) -> str:
         return case_sql(ROW_CHECKS[self.table])
@@ -174,45 +193,85 @@ class Stages:
                 self.row_issues[table][issue] += int(n)
         self.rows_read[table] = total
 
-    def photos(self) -> None:
-        """Every photo id's rows: how many observations, how many bad or duplicate rows, whether they agree.
-        One row per photo id in ``photo_groups``, except the photos on one observation, which share one row
-        (``photo_id`` null, ``n_ids`` of them); the rows without a photo id have a row of their own (both
-        ``photo_id`` and ``outcome`` null)."""
+    def photo_ids(self) -> None:
+        """First scan of photos.csv, the one over every row: how many rows each photo id has and whether one is bad.
+
+        A photo id on one valid row (nearly all of an export) is settled here, as ``single_observation``; only
+        the others (``photo_ids.photo_id`` where not ``single``: several rows, or a bad one) and the rows without
+        a photo id are looked at again, in :meth:`photos`. Keeping one count and one flag per photo id is what
+        makes this aggregate over every photo id cheap: carrying the observations, attributes and details of
+        every photo through it instead cost more than reading the file twice (bench/README.md)."""
         f = self.files["photos"]
+        self.sql(f"""
+            CREATE TABLE photo_ids AS
+            WITH per_id AS (
+                SELECT photo_id, count(*) AS n_rows, bool_or(issue IS NOT NULL) AS bad
+                FROM (SELECT {f.typed('photo_id')} AS photo_id, {f.issue()} AS issue FROM {f.rows()})
+                GROUP BY photo_id
+            ), settled AS (
+                SELECT *, photo_id IS NOT NULL AND n_rows = 1 AND NOT bad AS single FROM per_id
+            )
+            SELECT CASE WHEN single THEN NULL ELSE photo_id END AS photo_id, single, count(*) AS n_ids,
+                   sum(n_rows)::BIGINT AS n_rows
+            FROM settled GROUP BY ALL
+        """)
+
+    def photos(self) -> None:
+        """Every photo id's rows: how many observations, how many bad or duplicate rows, whether they agree, and a
+        candidate's details (uuid, observer, license, size). One row per photo id in ``photo_groups``, except the
+        photos on one observation, which share one row (``photo_id`` null, ``n_ids`` of them); the rows without a
+        photo id have a row of their own (both ``photo_id`` and ``outcome`` null).
+
+        Second scan of photos.csv: only the rows of the photo ids :meth:`photo_ids` did not settle are kept
+        (whole rows, checked and aggregated as the first scan did), the file's other rows are dropped as soon as
+        their photo id is read. A photo id's distinct observations among its valid rows are its observations;
+        its valid rows beyond those are duplicates (a ``(photo_id, observation)`` row seen twice)."""
+        f = self.files["photos"]
+        valid = "FILTER (issue IS NULL)"
+        details = ("photo_uuid", "observer_id", "extension", "license", "width", "height")
+        photo_id = f'TRY_CAST("photo_id" AS {inat_export.SQL_TYPES["photo_id"]})'
         self.sql(f"""
             CREATE TABLE photo_groups AS
             WITH rows AS (
                 SELECT {f.typed('photo_id')} AS photo_id, {f.typed('observation_uuid')} AS observation_uuid,
-                       {f.issue()} AS issue, hash(observer_id, license, extension) AS attrs
-                FROM {f.scan(record_rejects=True)}
-            ), pairs AS (
-                SELECT photo_id, observation_uuid, count(*) AS n_rows,
-                       count(*) FILTER (issue IS NULL) AS n_valid,
+                       {f.issue()} AS issue, hash(observer_id, license, extension) AS attrs,
+                       {f.typed('photo_uuid')} AS photo_uuid, {f.typed('observer_id')} AS observer_id, extension,
+                       license, {f.typed('width')} AS width, {f.typed('height')} AS height
+                -- The lines the first scan rejected (and counted) are skipped here.
+                FROM {f.rows(record_rejects=False, where=f"{photo_id} IS NULL OR {photo_id} IN (SELECT photo_id "
+                                                         "FROM photo_ids WHERE photo_id IS NOT NULL)")}
+            ), groups AS (
+                SELECT photo_id, count(*) AS n_rows,
                        count(*) FILTER (issue = 'missing_fields') AS n_missing,
                        count(*) FILTER (issue = 'invalid_value') AS n_invalid,
-                       min(attrs) FILTER (issue IS NULL) AS attrs_min, max(attrs) FILTER (issue IS NULL) AS attrs_max
-                FROM rows GROUP BY ALL
-            )
-            , groups AS (
-                SELECT photo_id, sum(n_rows)::BIGINT AS n_rows, sum(n_missing)::BIGINT AS n_missing,
-                       sum(n_invalid)::BIGINT AS n_invalid, sum(greatest(n_valid - 1, 0))::BIGINT AS n_duplicate,
-                       count(*) FILTER (n_valid > 0) AS n_observations,
-                       min(observation_uuid) FILTER (n_valid > 0) AS obs_a,
-                       max(observation_uuid) FILTER (n_valid > 0) AS obs_b,
-                       min(attrs_min) AS attrs_min, max(attrs_max) AS attrs_max
-                FROM pairs GROUP BY photo_id
-            )
-            , judged AS (
-                SELECT *, CASE WHEN photo_id IS NOT NULL THEN {case_sql(GROUP_CHECKS)} END AS outcome FROM groups
+                       count(*) {valid} AS n_valid, count(DISTINCT observation_uuid) {valid} AS n_observations,
+                       min(observation_uuid) {valid} AS obs_a, max(observation_uuid) {valid} AS obs_b,
+                       min(attrs) {valid} AS attrs_min, max(attrs) {valid} AS attrs_max,
+                       min(photo_uuid) AS photo_uuid, min(observer_id) AS observer_id, min(extension) AS extension,
+                       min(license) AS license, max(width) AS width, max(height) AS height
+                FROM rows GROUP BY photo_id
+            ), judged AS (
+                SELECT photo_id, CASE WHEN photo_id IS NOT NULL THEN {case_sql(GROUP_CHECKS)} END AS outcome,
+                       1 AS n_ids, n_rows, n_missing, n_invalid, n_valid - n_observations AS n_duplicate, obs_a,
+                       obs_b, {", ".join(details)}
+                FROM groups
+                UNION ALL
+                SELECT NULL, 'single_observation', n_ids, n_rows, 0, 0, 0, NULL, NULL, {", ".join(["NULL"] * 6)}
+                FROM photo_ids WHERE single
             )
             -- Photos on one observation (nearly all of an export) are only counted: one row for all of them.
             SELECT CASE WHEN outcome = 'single_observation' THEN NULL ELSE photo_id END AS photo_id, outcome,
-                   count(*) AS n_ids, sum(n_rows)::BIGINT AS n_rows, sum(n_missing)::BIGINT AS n_missing,
+                   sum(n_ids)::BIGINT AS n_ids, sum(n_rows)::BIGINT AS n_rows, sum(n_missing)::BIGINT AS n_missing,
                    sum(n_invalid)::BIGINT AS n_invalid, sum(n_duplicate)::BIGINT AS n_duplicate,
-                   min(obs_a) AS obs_a, min(obs_b) AS obs_b
+                   min(obs_a) AS obs_a, min(obs_b) AS obs_b,
+                   {", ".join(f"min({c}) FILTER (photo_id IS NOT NULL AND outcome IS NULL) AS {c}" for c in details)}
             FROM judged GROUP BY ALL
         """)
+        seen, again = self.one("SELECT (SELECT sum(n_rows) FROM photo_ids WHERE NOT single), "
+                               "(SELECT sum(n_rows) FROM photo_groups) - (SELECT sum(n_rows) FROM photo_ids "
+                               "WHERE single)")
+        if (seen or 0) != (again or 0):  # both scans must apply the same checks to the same lines
+            raise AssertionError(f"the second scan of photos.csv read {again} rows of unsettled photo ids, not {seen}")
         rejected = self._count_rejects("photos")
         n_rows, missing, invalid, duplicate = self.one(
             "SELECT sum(n_rows), sum(n_missing), sum(n_invalid), sum(n_duplicate) FROM photo_groups")
@@ -221,27 +280,18 @@ class Stages:
             self.row_issues["photos"][reason] += int(n or 0)
 
     def candidates(self) -> None:
-        """The photos on exactly two observations: their details from a second scan, joined on photo id."""
-        f = self.files["photos"]
-        self.sql(f"""
+        """The photos on exactly two observations, with their details, and how many photos share their pair."""
+        self.sql("""
             CREATE TABLE candidates AS
-            WITH c AS (SELECT photo_id, obs_a, obs_b FROM photo_groups WHERE photo_id IS NOT NULL AND outcome IS NULL),
-            details AS (
-                SELECT {f.typed('photo_id')} AS photo_id, min({f.typed('photo_uuid')}) AS photo_uuid,
-                       min({f.typed('observer_id')}) AS observer_id, min(extension) AS extension,
-                       min(license) AS license, max({f.typed('width')}) AS width, max({f.typed('height')}) AS height
-                FROM {f.scan(record_rejects=False)}
-                -- A candidate's rows all passed the row checks in the first scan: no need to check them again.
-                WHERE {f.typed('photo_id')} IN (SELECT photo_id FROM c)
-                GROUP BY 1
-            )
-            SELECT c.*, d.* EXCLUDE (photo_id),
-                   count(*) OVER (PARTITION BY c.obs_a, c.obs_b) AS n_sharing
-            FROM c JOIN details d USING (photo_id)
+            SELECT photo_id, obs_a, obs_b, photo_uuid, observer_id, extension, license, width, height,
+                   count(*) OVER (PARTITION BY obs_a, obs_b) AS n_sharing
+            FROM photo_groups WHERE photo_id IS NOT NULL AND outcome IS NULL
         """)
 
     def observations(self) -> None:
-        """One scan: row counts by issue for the whole file, and the rows of the candidates' observations."""
+        """One scan: row counts by issue for the whole file (rows of ``observation_groups`` without a uuid), and
+        the rows of the candidates' observations, grouped by uuid and issue. The scan feeds both aggregates; only
+        the candidates' rows (found by a semi-join on the uuid) reach the second."""
         f = self.files["observations"]
         values = {
             "observer_id": f.typed("observer_id"), "taxon_id": f.typed("taxon_id"),
@@ -254,14 +304,17 @@ class Stages:
             rows AS (
                 SELECT {f.typed('observation_uuid')} AS uuid, {f.issue()} AS issue,
                        {", ".join(f"{sql} AS {name}" for name, sql in values.items())}
-                FROM {f.scan(record_rejects=True)}
+                FROM {f.rows()}
             )
-            SELECT w.uuid AS observation_uuid, r.issue, count(*) AS n,
-                   {", ".join(f"min(r.{name}) FILTER (w.uuid IS NOT NULL) AS {name}" for name in values)}
-            FROM rows r LEFT JOIN wanted w ON w.uuid = r.uuid
-            GROUP BY ALL
+            SELECT NULL::UUID AS observation_uuid, issue, count(*) AS n,
+                   {", ".join(f"NULL AS {name}" for name in values)}
+            FROM rows GROUP BY issue
+            UNION ALL
+            SELECT uuid, issue, count(*), {", ".join(f"min({name})" for name in values)}
+            FROM rows WHERE uuid IN (SELECT uuid FROM wanted) GROUP BY ALL
         """)
-        self._tally("observations", "SELECT issue, sum(n) FROM observation_groups GROUP BY ALL")
+        self._tally("observations", "SELECT issue, sum(n) FROM observation_groups WHERE observation_uuid IS NULL "
+                                    "GROUP BY ALL")
         self.sql(f"""
             CREATE TABLE observations_found AS
             SELECT observation_uuid, sum(n)::BIGINT AS n, bool_or(issue IS NOT NULL) AS bad,
@@ -276,7 +329,7 @@ class Stages:
             CREATE TABLE taxa_rows AS
             SELECT {f.typed('taxon_id')} AS taxon_id, ancestry, lower(trim(rank)) AS rank, name,
                    {f.typed('active')} AS active, {f.issue()} AS issue
-            FROM {f.scan(record_rejects=True)}
+            FROM {f.rows()}
         """)
         self._tally("taxa", "SELECT issue, count(*) FROM taxa_rows GROUP BY ALL")
         self.sql("""
@@ -339,7 +392,7 @@ class Stages:
         self.sql(f"""
             CREATE TABLE observer_rows AS
             SELECT {f.typed('observer_id')} AS observer_id, login, name, {f.issue()} AS issue
-            FROM {f.scan(record_rejects=True)}
+            FROM {f.rows()}
         """)
         self.sql("""
             CREATE TABLE observer_groups AS
@@ -421,10 +474,6 @@ class Stages:
             counts[outcome] += int(n)
         for outcome, n in self.sql("SELECT coalesce(outcome, ''), count(*) FROM evaluated GROUP BY ALL").fetchall():
             counts[outcome] += int(n)
-        candidates = self.one("SELECT count(*) FROM candidates")[0]
-        expected = self.one("SELECT count(*) FROM photo_groups WHERE photo_id IS NOT NULL AND outcome IS NULL")
-        if candidates != expected[0]:  # both scans apply the same checks to the same lines
-            raise AssertionError("the second scan of photos.csv lost candidates")
         return dict(counts)
 
     def eligible(self) -> list[tuple[Any, ...]]:
