@@ -19,7 +19,8 @@ defaults. Three channels, one rule for each:
   libraries attach their own handlers (huggingface_hub does) and a handler on the root would not reach them;
   cladebench itself reports through its own lines and errors, not through logging. Verbose: INFO and above
   are shown on stderr as ``LEVEL name: message``, once each (a library with its own handler keeps it).
-- **Python warnings.** Quiet: ignored. Verbose: shown as Python shows them.
+- **Python warnings.** Quiet: ignored, here and (``PYTHONWARNINGS=ignore`` unless set) in the Python processes
+  the command starts. Verbose: shown as Python shows them.
 
 Everything is restored when the command ends, so a test (or a notebook) that runs the CLI in-process gets its
 logging and warnings back as they were.
@@ -34,9 +35,10 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-QUIET_ENVIRONMENT: dict[str, str] = {"LANCE_LOG": "error"}
+QUIET_ENVIRONMENT: dict[str, str] = {"LANCE_LOG": "error", "PYTHONWARNINGS": "ignore"}
 """Variables set for a quiet command when the user has not set them: Lance reads ``LANCE_LOG`` at import, for
-its Rust log and for the level of its Python logger ``pylance``."""
+its Rust log and for the level of its Python logger ``pylance``; ``PYTHONWARNINGS`` reaches the Python
+processes a command starts (Ray's workers, spawned pools), whose warnings filters are not this process's."""
 
 VERBOSE_FORMAT = "%(levelname)s %(name)s: %(message)s"
 """How a library's log record reads with ``--verbose``: which library said it, at which level."""

@@ -41,11 +41,13 @@ def test_quiet_drops_library_logs_and_warnings_and_restores_everything(library_w
                                                                         monkeypatch):
     library, printed = library_with_its_own_handler
     monkeypatch.delenv("LANCE_LOG", raising=False)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
     disabled_before = logging.root.manager.disable
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with third_party_output(verbose=False):
             assert os.environ["LANCE_LOG"] == "error"  # what Lance's Rust side reads at import
+            assert os.environ["PYTHONWARNINGS"] == "ignore"  # for the Python processes the command starts
             logging.getLogger("pylance").warning("Final create_index rust time: 0.02s")
             library.warning("Retrying in 1s [Retry 1/5].")
             warnings.warn("lance is not fork-safe. If you are using multiprocessing, use spawn", stacklevel=1)
@@ -54,7 +56,7 @@ def test_quiet_drops_library_logs_and_warnings_and_restores_everything(library_w
         assert [str(w.message) for w in caught] == ["after the block"]
     assert capfd.readouterr().err == ""
     assert printed.getvalue() == ""
-    assert "LANCE_LOG" not in os.environ
+    assert "LANCE_LOG" not in os.environ and "PYTHONWARNINGS" not in os.environ
     assert logging.root.manager.disable == disabled_before
     library.warning("after the block")
     assert printed.getvalue() == "after the block\n"
@@ -62,9 +64,10 @@ def test_quiet_drops_library_logs_and_warnings_and_restores_everything(library_w
 
 def test_quiet_never_overrides_what_the_user_set(monkeypatch):
     monkeypatch.setenv("LANCE_LOG", "debug")
+    monkeypatch.setenv("PYTHONWARNINGS", "default")
     with third_party_output(verbose=False):
-        assert os.environ["LANCE_LOG"] == "debug"
-    assert os.environ["LANCE_LOG"] == "debug"
+        assert os.environ["LANCE_LOG"] == "debug" and os.environ["PYTHONWARNINGS"] == "default"
+    assert os.environ["LANCE_LOG"] == "debug" and os.environ["PYTHONWARNINGS"] == "default"
 
 
 def test_verbose_shows_library_info_once_with_its_name(library_with_its_own_handler, capfd, monkeypatch):
