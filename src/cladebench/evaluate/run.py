@@ -37,6 +37,7 @@ from cladebench.evaluate.record import (
     dataset_provenance,
     metric_definitions,
 )
+from cladebench.evaluate.reviewed import check_labels_from_reviews, reviewed_labels
 from cladebench.evaluate.selection import and_filters, exposure_filter, select_groups
 from cladebench.metrics import display_scale
 from cladebench.models import registry as model_registry
@@ -92,6 +93,10 @@ class EvalConfig:
     data: Path | None = None
     """A named benchmark's local mirror: a folder in its published layout (default: $CLADEBENCH_MIRROR/<name> when
     that folder exists, else the published source)."""
+    labels_from_reviews: bool = False
+    """Score against the labels experts gave in `cladebench serve` instead of the dataset's: only reviewed rows
+    whose reviewers agree are scored (disagreements, 'not identifiable' and unknown uuids are counted, not scored);
+    recorded as such in the run record."""
 
     def __post_init__(self) -> None:
         # The task config mixed in after this class checks its own settings (ranges, names) first; then the
@@ -101,6 +106,7 @@ class EvalConfig:
             parent()
         check_eval_settings(self)
         check_label(self.label)
+        check_labels_from_reviews(self)
 
 
 EVAL_CONFIGS: Registry[type[EvalConfig]] = Registry("task")
@@ -318,6 +324,9 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     task = get_task(config.task or "zeroshot")
     settings = task_config(task.config, config)
     _require_model(config, task, settings, encoder)
+    reviewed = reviewed_labels(uri, config.out) if config.labels_from_reviews else None
+    if reviewed is not None:  # the task runs on a clone holding the reviewed labels; only reviewed rows are scored
+        uri = reviewed.uri
     dataset = store.open_dataset(uri)
     where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
@@ -342,6 +351,8 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
             if group is None:
                 raise
             raise type(error)(f"{group_column} {group!r}: {error}") from None
+        if reviewed is not None:
+            predictions = reviewed.restrict(predictions)
         prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
         for name, estimate in {**task.metrics(predictions),
                                **_breakdown_metrics(task, predictions, dataset, config.breakdown,
@@ -384,6 +395,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         "metrics": metric_definitions(sorted({name.rsplit(GROUP_SEPARATOR, 1)[-1] for name in metrics})),
         "software": software_versions(),
         "command": command_line(),
+        "labels_from_reviews": None if reviewed is None else reviewed.provenance,
     }
     provenance["dataset"]["benchmark"] = benchmark.name if benchmark is not None else None
     provenance["dataset"]["benchmark_source"] = benchmark.provenance if benchmark is not None else None
