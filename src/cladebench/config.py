@@ -102,6 +102,11 @@ REPEATABLE: dict[str, bool] = {_REPEAT_KEY: True}
 """Field metadata for a required tuple ``--option`` that may be given several times, each adding its values:
 ``model: tuple[str, ...] = field(metadata={**OPTION, **REPEATABLE})`` takes ``--model A --model B`` (and
 ``--model A B``); without it the last one given would silently win."""
+_REPEAT_KEY = "cladebench.repeat"
+REPEATABLE: dict[str, bool] = {_REPEAT_KEY: True}
+"""Field metadata for a required tuple ``--option`` that may be given several times, each adding its values:
+``model: tuple[str, ...] = field(metadata={**OPTION, **REPEATABLE})`` takes ``--model A --model B`` (and
+``--model A B``); without it the last one given would silently win."""
 _BARE_KEY = "cladebench.bare"
 
 
@@ -153,6 +158,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             item = get_args(annotation)[0] if get_args(annotation) else str
             kwargs["nargs"] = "+"
             kwargs["type"] = _converter(item)
+            if field.metadata.get(_REPEAT_KEY):
+                kwargs["action"] = "extend"
             if field.metadata.get(_REPEAT_KEY):
                 kwargs["action"] = "extend"
         else:

@@ -3,7 +3,7 @@
 This package presents the command on purpose: :func:`main` (what ``cladebench`` runs), :func:`build_parser`,
 and the registries :data:`VERBS` and :data:`FAMILIES` it builds the parser from. The verbs live in one module
 per group (:mod:`~cladebench.cli.data`, :mod:`~cladebench.cli.curate`, :mod:`~cladebench.cli.evaluation`,
-:mod:`~cladebench.cli.benchmarks`, :mod:`~cladebench.cli.demo`) and register themselves in
+:mod:`~cladebench.cli.benchmarks`, :mod:`~cladebench.cli.suite`, :mod:`~cladebench.cli.demo`) and register themselves in
 :mod:`~cladebench.cli.verbs`. Heavy modules are imported inside each verb, so ``cladebench --help`` starts in a
 fraction of a second. Abbreviated options
 (``--out`` as ``--o``) are refused everywhere: a script that relies on one breaks when an option is added.
@@ -29,7 +29,15 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from cladebench import __version__
-from cladebench.cli import benchmarks, curate, data, demo, evaluation, serve  # noqa: F401  (each registers its verbs)
+from cladebench.cli import (  # noqa: F401  (each registers its verbs)
+    benchmarks,
+    curate,
+    data,
+    demo,
+    evaluation,
+    serve,
+    suite,
+)
 from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
 from cladebench.config import add_config_arguments, config_from_args, take_late_positionals
 from cladebench.errors import (

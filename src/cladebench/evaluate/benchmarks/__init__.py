@@ -25,14 +25,16 @@ from cladebench.evaluate.benchmarks.base import (
     BENCHMARKS,
     MIRROR_ENV,
     Benchmark,
+    Headline,
     Located,
     Protocol,
+    PublishedFigure,
     mirror_folder,
     register_benchmark,
 )
 
-__all__ = ["BENCHMARKS", "MIRROR_ENV", "Benchmark", "Located", "Protocol", "get_benchmark", "register_benchmark",
-           "resolve", "with_benchmark_defaults"]
+__all__ = ["BENCHMARKS", "MIRROR_ENV", "Benchmark", "Headline", "Located", "Protocol", "PublishedFigure",
+           "get_benchmark", "register_benchmark", "resolve", "with_benchmark_defaults"]
 
 
 def get_benchmark(name: str) -> Benchmark | None:

@@ -52,6 +52,38 @@ class Protocol:
 
 
 @dataclass(frozen=True)
+class Headline:
+    """The one number a benchmark is read by on a suite's leaderboard (one column per challenge group of a grouped
+    benchmark: its groups are separate problems, never pooled)."""
+
+    task: str
+    """The protocol's task the number comes from."""
+    metric: str
+    """The metric's name without group prefix (``top1_species``, ``ap@100``)."""
+    run: Mapping[str, Any] = field(default_factory=dict)
+    """Which of the protocol's :attr:`Protocol.runs` (e.g. ``{"name_style": "sci"}``); ``{}`` the first, all rows."""
+
+
+@dataclass(frozen=True)
+class PublishedFigure:
+    """A number a paper or card publishes for a model under this benchmark's protocol, shown beside ours (marked
+    published), never mixed into our results. Only figures read in the cited source belong here."""
+
+    model: str
+    """The model as ``--model`` names it (an alias such as ``bioclip-2``): shown beside runs of that model."""
+    metric: str
+    """The full metric name as our run records name it (``Peromyscus/top1_species``), on the headline's run."""
+    value: float
+    """The published value, on our scale (a fraction for accuracies: 0.5 is 50%)."""
+    citation: str
+    """Where it is published: paper or card, table, and the setting as the source states it."""
+    low: float | None = None
+    """The published interval's low end, when one is published."""
+    high: float | None = None
+    """The published interval's high end, when one is published."""
+
+
+@dataclass(frozen=True)
 class Located:
     """A benchmark's data found on this machine: the dataset to open and where it came from."""
 
@@ -89,6 +121,10 @@ class Benchmark:
     """Builds the dataset at the second path from a mirror folder; None for a remote benchmark."""
     locate_remote: Callable[[Benchmark, Path | None], Located] | None = None
     """For a remote benchmark: the dataset in a mirror folder (given) or at its release (None), checked."""
+    headline: Headline | None = None
+    """The number a suite's leaderboard shows for it; None: its first protocol's first run and first metric."""
+    published: tuple[PublishedFigure, ...] = ()
+    """Figures its paper or card publishes for named models under :attr:`headline`, with their citations."""
 
     @property
     def task(self) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cladebench.errors import CladebenchError, DatasetNotFoundError
-from cladebench.evaluate.benchmarks.base import Benchmark, Protocol, register_benchmark
+from cladebench.evaluate.benchmarks.base import Benchmark, Headline, Protocol, PublishedFigure, register_benchmark
 
 REPO = "gmanolache/CrypticBio"
 """The Hub dataset that publishes the benchmark CSVs."""
@@ -36,6 +36,11 @@ PROTOCOL = Protocol(
     {"rank": "species", "group_by": "none", "breakdown": ("taxonomic_group", "cryptic_group"), "name_style": "sci"},
     runs=tuple({"name_style": style} for style in NAME_STYLES),
 )
+HEADLINE = Headline("zeroshot", "top1_species", {"name_style": "sci"})
+"""Zero-shot species top-1 under scientific names, pooled over the benchmark's species (as the paper's tables)."""
+PUBLISHED: tuple[PublishedFigure, ...] = ()
+"""No published figure is listed: the paper's zero-shot tables could not be checked here against this protocol
+(its label set and prompts), so none is shown beside our numbers rather than one that may not compare."""
 
 
 def _find(folder: Path, name: str) -> Path | None:
@@ -78,7 +83,7 @@ def _register(name: str, file_name: str, subset: str, what: str) -> None:
         name=name, source=f"hf://datasets/{REPO}/CrypticBio-Benchmark/{file_name}", release=None,
         description=f"CrypticBio-{what} ({REPO}): cryptic species groups; zero-shot top-1 under scientific, "
                     "common and mixed names, per taxonomic group and cryptic group",
-        protocols=(PROTOCOL,),
+        protocols=(PROTOCOL,), headline=HEADLINE, published=PUBLISHED,
         mirror_layout=f"CrypticBio-Benchmark/{file_name} (photo URLs inside) and optionally {LOOKUP_FILE}",
         fetch=fetch, from_mirror=from_mirror,
     ))

@@ -31,7 +31,14 @@ from typing import Any
 
 from cladebench import store
 from cladebench.errors import DatasetNotFoundError, RemoteUnavailableError
-from cladebench.evaluate.benchmarks.base import Benchmark, Located, Protocol, register_benchmark
+from cladebench.evaluate.benchmarks.base import (
+    Benchmark,
+    Headline,
+    Located,
+    Protocol,
+    PublishedFigure,
+    register_benchmark,
+)
 from cladebench.store.embeddings import (
     PUBLISHED_EMBEDDING_COLUMNS,
     PUBLISHED_SIDECAR_SUFFIX,
@@ -50,14 +57,22 @@ DEFAULT_COLUMN = "emb_bioclip2"
 
 _GROUPED = {"group_by": "challenge_group"}
 _EXPOSURE_RUNS = ({}, {"unseen_only": True})
+# One few-shot run per shot count and exposure: the unseen rows of a group may be too few for 5 shots, and that
+# run alone is then skipped (with its reason), not the 1-shot run beside it.
+_FEWSHOT_RUNS = tuple({"shots": (shots,), **exposure} for exposure in _EXPOSURE_RUNS for shots in (1, 5))
 PROTOCOLS = (
     Protocol("zeroshot", {**_GROUPED, "rank": "species"}, runs=_EXPOSURE_RUNS),
     Protocol("fewshot", {**_GROUPED, "rank": "species", "shots": (1, 5), "column": DEFAULT_COLUMN},
-             runs=_EXPOSURE_RUNS, needs_model=False),
+             runs=_FEWSHOT_RUNS, needs_model=False),
     Protocol("retrieval", {**_GROUPED, "rank": "species", "column": DEFAULT_COLUMN}, needs_model=False),
 )
 """The card's protocol: zero-shot per challenge group, few-shot (1 and 5 shots) and retrieval on the published
 embeddings per group, each on all rows and on rows no listed model was trained on."""
+HEADLINE = Headline("zeroshot", "top1_species")
+"""Zero-shot species top-1 on all rows, one leaderboard column per challenge group."""
+PUBLISHED: tuple[PublishedFigure, ...] = ()
+"""No published figure: neither repository's card publishes results under this protocol at v0.1.0, and the
+BioCLIP 2 paper predates the dataset; nothing is shown beside our numbers."""
 
 
 def _sidecar_from_hub(repo: str) -> dict[str, dict[str, Any]] | None:
@@ -108,6 +123,7 @@ register_benchmark(Benchmark(
     description="Fine-Grained Challenges (imageomics/fine-grained-challenges): Peromyscus, Ixodidae and zebra "
                 f"challenge groups, each its own benchmark; published embeddings {_PUBLISHED}",
     protocols=PROTOCOLS, mirror_layout=_LAYOUT, remote=True, publishes_embeddings=True, locate_remote=_locate,
+    headline=HEADLINE, published=PUBLISHED,
 ))
 register_benchmark(Benchmark(
     name="test-fine-grained-challenges",
@@ -115,4 +131,5 @@ register_benchmark(Benchmark(
     description="Fine-Grained Challenges test copy (thompsonmj/test-fine-grained-challenges): the same layout on "
                 "fewer images, for checking a setup end to end",
     protocols=PROTOCOLS, mirror_layout=_LAYOUT, remote=True, publishes_embeddings=True, locate_remote=_locate,
+    headline=HEADLINE, published=PUBLISHED,
 ))

@@ -18,6 +18,7 @@ from cladebench.report.sections import (  # noqa: F401  (imported to register th
     provenance,
     ranks,
     rerank_ap,
+    suite,
 )
 from cladebench.report.sections.base import SECTIONS, Section
 

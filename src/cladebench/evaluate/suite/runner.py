@@ -1,0 +1,225 @@
+"""Running a suite: each planned run reused, skipped with its reason, or evaluated by ``run_eval``, benchmark by
+benchmark, with the results table brought up to date as runs finish.
+
+Why a module of its own: this is the part that meets time and failure. A run counts as finished only when its
+``run.json`` is there (``RunRecord.write`` renames it into place whole), so a Ctrl-C at any moment leaves finished
+runs, which a rerun reuses, and an unfinished one, which it computes again. A run that cannot run (too few unseen
+images for 5 shots, an endpoint on a task that takes encoders, a model without vectors in a published dataset)
+is recorded as skipped (``skipped.json``, whole) with the reason and not tried again unless asked; a failure that
+may pass (a remote that cannot be reached, data not found, a model that cannot be built now) is shown but not
+recorded. Every evaluation goes through :func:`cladebench.evaluate.run.run_eval`, the code ``cladebench eval``
+runs; a model is built once per suite (with eval's own builder) and handed to the runs that score with it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cladebench import store
+from cladebench.errors import EXIT_INTERRUPTED, CladebenchError, UsageError
+from cladebench.evaluate.record import RUN_FILE, RunRecord
+from cladebench.evaluate.run import load_model, run_eval
+from cladebench.evaluate.suite.plan import PlannedRun, SuiteConfig, plan_suite
+from cladebench.evaluate.suite.results import RESULTS_FILE, finished_rows, skipped_row, update_results
+from cladebench.paths import atomic_write
+
+SKIP_FILE = "skipped.json"
+"""Beside where a run's record would be: why the run could not run (written whole, read by later suites)."""
+NOT_RECORDED_EXIT_CODES = frozenset({3, 5, 6, EXIT_INTERRUPTED})
+"""Failures that may pass on another try (data not found, remote unreachable, a model that cannot be built now):
+shown, never recorded as a skip, so the next suite tries again. A failure of the run itself (too few images for the
+shots: a task's refusal, exit 1; a setting or model the benchmark refuses, exit 2; a schema error, exit 4) is
+recorded."""
+
+
+@dataclass
+class SuiteSummary:
+    """What a suite did."""
+
+    runs: list[PlannedRun]
+    """Every planned run, in order."""
+    executed: list[str] = field(default_factory=list)
+    """Keys of the runs evaluated by this suite."""
+    reused: list[str] = field(default_factory=list)
+    """Keys of the runs whose record an earlier suite wrote."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Key -> why the run did not run (this suite's skips and earlier recorded ones)."""
+    results: Path | None = None
+    """The results table."""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def duration(seconds: float) -> str:
+    """``1 h 5 min``, ``3 min 20 s``, ``12 s``."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def _finished(planned: PlannedRun) -> RunRecord | None:
+    """The run's record when an earlier run finished it (a record that cannot be read counts as unfinished)."""
+    path = planned.folder / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        return RunRecord.read(path)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _recorded_skip(planned: PlannedRun) -> str | None:
+    path = planned.folder / SKIP_FILE
+    if not path.is_file():
+        return None
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _recorded(error: CladebenchError) -> bool:
+    """Whether a run's failure is its own, recorded and not tried again unless asked: every failure but those of
+    :data:`NOT_RECORDED_EXIT_CODES` (a full disk is exit 1 too: ``--retry-skipped`` runs such a run again)."""
+    return error.exit_code not in NOT_RECORDED_EXIT_CODES
+
+
+def _record_skip(planned: PlannedRun, reason: str, exit_code: int) -> None:
+    planned.folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(planned.folder / SKIP_FILE, json.dumps(
+        {"reason": reason, "exit_code": exit_code, "key": planned.key, "benchmark": planned.benchmark.name,
+         "protocol": planned.protocol, "model": planned.model, "recorded_at": _now()}, indent=2) + "\n")
+
+
+class _Models:
+    """Each model built once per suite, when a run first scores with it (a build failure is kept and repeated)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.built: dict[str, Any] = {}
+
+    def get(self, planned: PlannedRun) -> Any:
+        found = self.built.get(planned.model)
+        if found is None:
+            try:
+                found = load_model(planned.spec, planned.eval_config(self.device))
+            except CladebenchError as error:
+                found = error
+            self.built[planned.model] = found
+        if isinstance(found, CladebenchError):
+            raise found
+        return found
+
+
+def _uses_encoder(task: str) -> bool:
+    from cladebench.tasks import get_task
+
+    return get_task(task).uses_encoder
+
+
+def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = None) -> SuiteSummary:
+    """Run ``config``'s suite into ``config.out``; returns what was run, reused and skipped. Interrupted, the table
+    keeps every run finished so far, and the next suite continues from there."""
+    planned = plan_suite(config)
+    _refuse_same_weights(planned)
+    store.check_writable(config.out, folder=True)
+    config.out.mkdir(parents=True, exist_ok=True)
+    summary = SuiteSummary(runs=planned, results=config.out / RESULTS_FILE)
+    say = progress or (lambda line: None)
+    finished = {p.key: _finished(p) for p in planned}
+    recorded = {p.key: None if config.retry_skipped else _recorded_skip(p) for p in planned}
+    to_run = [p for p in planned if finished[p.key] is None and recorded[p.key] is None and p.unsupported is None]
+    benchmarks = list(dict.fromkeys(p.benchmark.name for p in planned))
+    say(f"[suite] {len(config.model)} model{'s' * (len(config.model) != 1)} × {len(benchmarks)} benchmark"
+        f"{'s' * (len(benchmarks) != 1)}: {len(planned)} runs, {len(planned) - len(to_run)} finished or skipped "
+        f"before, {len(to_run)} to run")
+    models = _Models(config.device)
+    spent, executed_count = 0.0, 0
+    left = len(to_run)
+    for number, name in enumerate(benchmarks, start=1):
+        runs = [p for p in planned if p.benchmark.name == name]
+        started = time.monotonic()
+        counts = {"run": 0, "reused": 0, "skipped": 0}
+        location_error = _locate_once([p for p in runs if p in to_run])
+        keys: list[str] = []
+        rows: list[dict[str, Any]] = []
+        try:
+            for p in runs:
+                if p in to_run:
+                    left -= 1
+                record = finished[p.key]
+                if record is not None:
+                    summary.reused.append(p.key)
+                    counts["reused"] += 1
+                    keys.append(p.key)
+                    rows += finished_rows(p, record, p.folder / RUN_FILE, config.out)
+                    continue
+                reason = recorded[p.key] or p.unsupported or location_error
+                if reason is None:
+                    run_started = time.monotonic()
+                    try:
+                        encoder = models.get(p) if _uses_encoder(p.task) else None
+                        record, path = run_eval(p.eval_config(config.device), encoder=encoder)
+                    except CladebenchError as error:
+                        reason = str(error)
+                        if _recorded(error):
+                            _record_skip(p, reason, error.exit_code)
+                    else:
+                        (p.folder / SKIP_FILE).unlink(missing_ok=True)  # an earlier skip of this run, now run
+                        summary.executed.append(p.key)
+                        counts["run"] += 1
+                        update_results(config.out, [p.key], finished_rows(p, record, path, config.out))
+                        continue
+                    finally:
+                        spent += time.monotonic() - run_started
+                        executed_count += 1
+                elif p.unsupported is not None and recorded[p.key] is None:
+                    _record_skip(p, reason, 2)
+                summary.skipped[p.key] = reason
+                counts["skipped"] += 1
+                keys.append(p.key)
+                rows.append(skipped_row(p, reason, _now()))
+        finally:
+            if keys:  # reused and skipped runs, also when interrupted (evaluated ones are written as they finish)
+                update_results(config.out, keys, rows)
+        eta = (f"about {duration(spent / executed_count * left)} left for {left} run{'s' * (left != 1)}"
+               if executed_count and left else "done" if not left else f"{left} runs left")
+        say(f"[suite] {number}/{len(benchmarks)} {name}: {len(runs)} runs ({counts['run']} run, {counts['reused']} "
+            f"reused, {counts['skipped']} skipped) in {duration(time.monotonic() - started)}; suite {eta}")
+    if not (config.out / RESULTS_FILE).exists():
+        update_results(config.out, [], [])
+    return summary
+
+
+def _locate_once(pending: list[PlannedRun]) -> str | None:
+    """Find (and build once, when it is built from files) the data of a benchmark with runs to make; why not, when
+    it cannot be found. Its runs then each open it without building anything."""
+    if not pending:
+        return None
+    benchmark = pending[0].benchmark
+    try:
+        benchmark.locate(pending[0].data)
+    except CladebenchError as error:
+        return str(error)
+    return None
+
+
+def _refuse_same_weights(planned: list[PlannedRun]) -> None:
+    """Two --model names for the same weights would be one run under two names: a usage error."""
+    by_id: dict[tuple[str, str | None], str] = {}
+    for p in planned:
+        other = by_id.setdefault((p.spec.id, p.spec.revision), p.model)
+        if other != p.model:
+            raise UsageError(f"--model {other} and --model {p.model} name the same model ({p.spec.id}); give it once")
+

@@ -1,0 +1,188 @@
+"""The suite leaderboard: models × benchmarks, one headline number per benchmark (per challenge group of a grouped
+benchmark), with its interval, the best and its Holm ties per column, and published figures beside ours.
+
+Why a section of its own: a suite's report opens with the one table a reader compares models by; the per-task
+leaderboard (:mod:`.leaderboard`) shows every headline metric of every run, which across eight benchmarks is too
+much to read at once. Each column is one benchmark's :class:`~cladebench.evaluate.benchmarks.Headline` (zero-shot
+species top-1 per Fine-Grained Challenges group, never pooled; CrypticBio under scientific names; INQUIRE-Rerank
+AP@100; Co-Observed exact lineage completion). Values are the run records' own (read from the suite's results
+table, which copies them); ties are decided exactly as the leaderboard decides them (:func:`.leaderboard._tie_marks`:
+paired bootstrap against the best run of the column, Holm-corrected, among runs on the same examples). A figure
+that the benchmark's paper or card publishes for the same model under the same protocol is shown beside ours,
+marked *published*, with its citation; it never takes part in the ties.
+
+The section applies only to a suite's report (:mod:`cladebench.report.suite` puts the table in the context); any
+other report has no suite and no such section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, Headline, PublishedFigure
+from cladebench.evaluate.suite.plan import protocol_name
+from cladebench.report.formatting import format_interval, format_value
+from cladebench.report.runs import ReportRun
+from cladebench.report.sections.base import ReportContext, register_section
+from cladebench.report.sections.leaderboard import ALPHA, MARKS, N_RESAMPLES, _tie_marks, cohorts
+
+SUITE_KEY = "suite"
+"""Key of :attr:`ReportContext.cache` under which a suite's report passes its :class:`SuiteData`."""
+
+
+@dataclass(frozen=True)
+class SuiteData:
+    """What the section reads: the suite's finished result rows and its runs as loaded for the report."""
+
+    rows: Sequence[Mapping[str, Any]]
+    """Rows of the results table with status finished."""
+    runs: Mapping[str, ReportRun]
+    """Each row's ``run`` (run.json relative to the suite folder) -> the run loaded for the report."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One leaderboard column: a benchmark's headline (one group of it, for a grouped benchmark)."""
+
+    benchmark: str
+    group: str | None
+    metric: str
+    """The full metric name in the run records (``Duska/top1_species``)."""
+    protocol: str
+    """The protocol run the number comes from (``zeroshot · name_style=sci``)."""
+
+
+@dataclass(frozen=True)
+class Published:
+    value: str
+    interval: str
+    citation: str
+
+
+@dataclass(frozen=True)
+class SuiteCell:
+    value: str
+    interval: str
+    n: Any
+    mark: str
+    raw: float | None
+    """The stored value (for a reader of the page's data attributes)."""
+    run: ReportRun
+    published: Published | None
+
+
+def headline(benchmark: Benchmark) -> Headline:
+    """The benchmark's headline; without one, its first protocol's first run and the first metric it reports."""
+    if benchmark.headline is not None:
+        return benchmark.headline
+    first = benchmark.protocols[0]
+    return Headline(first.task, "", dict(first.runs[0]) if first.runs else {})
+
+
+def _protocol_of(benchmark: Benchmark, chosen: Headline) -> str:
+    run = chosen.run
+    if not run:
+        protocol = benchmark.protocol(chosen.task)
+        run = protocol.runs[0] if protocol.runs else {}
+    return protocol_name(chosen.task, run)
+
+
+def _group_of(metric: str, base: str) -> tuple[bool, str | None]:
+    """Whether ``metric`` is the headline ``base`` pooled or for one challenge group (not a breakdown)."""
+    if metric == base:
+        return True, None
+    group, separator, name = metric.rpartition("/")
+    if separator and name == base and "=" not in group:
+        return True, group
+    return False, None
+
+
+def _latest(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    """(model, protocol, metric) -> the most recently recorded row (a run under other --setting values is older or
+    newer; the newest stands for the model)."""
+    out: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: str(r.get("recorded_at") or "")):
+        out[(row["model"], row["protocol"], row["metric"])] = row
+    return out
+
+
+def _published(benchmark: Benchmark, metric: str, model_id: str, revision: str | None) -> Published | None:
+    from cladebench.models.registry import resolve_model
+
+    for figure in benchmark.published:
+        spec = resolve_model(figure.model)
+        if figure.metric == metric and spec.id == model_id and spec.revision in (None, revision):
+            return _shown(figure, metric)
+    return None
+
+
+def _shown(figure: PublishedFigure, metric: str) -> Published:
+    estimate = {"value": figure.value, "low": figure.low, "high": figure.high}
+    return Published(value=str(format_value(metric, estimate)), interval=str(format_interval(metric, estimate)),
+                     citation=figure.citation)
+
+
+def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[str, int], SuiteCell], list[str]]:
+    """Columns, models (in the order they entered the table), cells by (model, column index), and notes."""
+    rows = [r for r in data.rows if r.get("status") == "finished" and r.get("metric")]
+    models = list(dict.fromkeys(r["model"] for r in sorted(rows, key=lambda r: str(r.get("recorded_at") or ""))))
+    latest = _latest(rows)
+    columns: list[Column] = []
+    notes: list[str] = []
+    known = list(BENCHMARKS)
+    for name in sorted(dict.fromkeys(r["benchmark"] for r in rows),
+                       key=lambda n: (known.index(n) if n in known else len(known), n)):
+        benchmark = BENCHMARKS.get(name)
+        if benchmark is None:
+            notes.append(f"{name}: no such benchmark in this version of cladebench; left out of the leaderboard")
+            continue
+        chosen = headline(benchmark)
+        protocol = _protocol_of(benchmark, chosen)
+        mine = [r for r in rows if r["benchmark"] == name and r["protocol"] == protocol]
+        base = chosen.metric or (mine[0]["metric"].rpartition("/")[2] if mine else "")
+        for metric in dict.fromkeys(r["metric"] for r in mine):
+            matches, group = _group_of(metric, base)
+            if matches:
+                columns.append(Column(benchmark=name, group=group, metric=metric, protocol=protocol))
+    cells: dict[tuple[str, int], SuiteCell] = {}
+    for index, column in enumerate(columns):
+        present = {m: latest[(m, column.protocol, column.metric)] for m in models
+                   if (m, column.protocol, column.metric) in latest
+                   and latest[(m, column.protocol, column.metric)]["run"] in data.runs}
+        runs = {m: data.runs[row["run"]] for m, row in present.items()}
+        marks: dict[int, str] = {}
+        for cohort in cohorts(list(runs.values())):
+            cohort_marks, note = _tie_marks(column.metric, cohort)
+            marks.update(cohort_marks)
+            if note:
+                notes.append(f"{column.benchmark} {column.metric}: {note[1]}")
+        benchmark = BENCHMARKS[column.benchmark]
+        for model, row in present.items():
+            run = runs[model]
+            estimate = run.record.metrics.get(column.metric)  # the record's own numbers, as the table copies them
+            cells[(model, index)] = SuiteCell(
+                value=str(format_value(column.metric, estimate)), interval=str(format_interval(column.metric,
+                                                                                               estimate)),
+                n=(estimate or {}).get("n"), mark=marks.get(run.index, ""),
+                raw=(estimate or {}).get("value"), run=run,
+                published=_published(benchmark, column.metric, row["model_id"], row.get("revision")))
+    return columns, models, cells, list(dict.fromkeys(notes))
+
+
+@register_section(SUITE_KEY, "Suite leaderboard", order=5)
+def suite_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+    data = context.cache.get(SUITE_KEY)
+    if not isinstance(data, SuiteData):
+        return None  # not a suite's report
+    columns, models, cells, notes = suite_board(data)
+    if not columns:
+        return None
+    legend = {mark: Markup(MARKS[mark]) for mark in ("best", "tied", "worse", "differs", "not compared")}
+    unpublished = [b.name for b in BENCHMARKS.values() if not b.published
+                   and b.name in {column.benchmark for column in columns}]
+    return context.render(SUITE_KEY, columns=columns, models=models, cells=cells, notes=notes, marks=legend,
+                          n_resamples=N_RESAMPLES, alpha=ALPHA, unpublished=unpublished)

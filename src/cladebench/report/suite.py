@@ -1,0 +1,89 @@
+"""The report of a suite folder (``DIR/report.html``): the models × benchmarks leaderboard at the top, then each
+benchmark's own sections, as ``cladebench report`` draws them for that benchmark's runs.
+
+Why a module of its own: a suite's report is made of every finished run in its results table, which may come from
+several suites (a model added next week joins the same leaderboard), and its runs are read once and shared by the
+leaderboard and by each benchmark's sections. Each benchmark's sections get a context of their own (a section's
+cached comparison belongs to its benchmark's runs) and anchors named after the benchmark, on the same page template
+as every report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from cladebench import __version__
+from cladebench.errors import CladebenchError
+from cladebench.evaluate.suite.results import require_results
+from cladebench.paths import atomic_write
+
+REPORT_FILE = "report.html"
+"""The report's file in the suite folder."""
+
+
+def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
+    """The HTML report of the suite folder ``root``."""
+    from cladebench.report.render import FORMATS
+    from cladebench.report.runs import load_runs
+    from cladebench.report.sections import ordered_sections
+    from cladebench.report.sections.base import ReportContext
+    from cladebench.report.sections.suite import SUITE_KEY, SuiteData
+
+    rows = [r for r in require_results(root).to_pylist() if r["status"] == "finished" and r["run"]]
+    paths = list(dict.fromkeys(r["run"] for r in rows))
+    output = FORMATS.get_named("html")
+    environment = output.environment()
+    if not paths:
+        runs: tuple = ()
+        sections: list = []
+    else:
+        runs = load_runs([root / p for p in paths])
+        by_path = dict(zip(paths, runs, strict=True))
+        context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery,
+                                cache={SUITE_KEY: SuiteData(rows=rows, runs=by_path)})
+        everything = ordered_sections()
+        suite_section = next(s for s in everything if s.name == SUITE_KEY)
+        sections = []
+        fragment = suite_section.render(runs, context)
+        if fragment is not None:
+            sections.append((suite_section, fragment))
+        for benchmark in benchmark_order(rows):
+            mine = [by_path[p] for p in dict.fromkeys(r["run"] for r in rows if r["benchmark"] == benchmark)]
+            own = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)
+            for section in everything:
+                if section.name == SUITE_KEY:
+                    continue
+                fragment = section.render(mine, own)
+                if fragment is not None:
+                    named = dataclasses.replace(section, name=f"{benchmark}-{section.name}",
+                                                title=f"{benchmark}: {section.title}")
+                    sections.append((named, fragment))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    benchmarks = list(dict.fromkeys(r["benchmark"] for r in rows))
+    title = (f"cladebench suite: {len(models)} model{'s' * (len(models) != 1)} × {len(benchmarks)} "
+             f"benchmark{'s' * (len(benchmarks) != 1)}")
+    return environment.get_template(output.page).render(title=title, runs=runs, sections=sections,
+                                                        version=__version__)
+
+
+def benchmark_order(rows: list[dict]) -> list[str]:
+    """The benchmarks of the rows in the order `cladebench benchmarks` lists them (unknown names last)."""
+    from cladebench.evaluate.benchmarks import BENCHMARKS
+
+    known = list(BENCHMARKS)
+    names = dict.fromkeys(r["benchmark"] for r in rows)
+    return sorted(names, key=lambda name: (known.index(name) if name in known else len(known), name))
+
+
+def write_suite_report(root: str | Path, out: str | Path | None = None, *, max_gallery: int = 12) -> Path:
+    """Write the report of the suite folder ``root`` to ``out`` (``root/report.html``), whole or not at all."""
+    root = Path(root)
+    out = Path(out) if out is not None else root / REPORT_FILE
+    try:
+        import jinja2  # noqa: F401
+        import matplotlib  # noqa: F401
+    except ImportError as missing:
+        raise CladebenchError(f"reports need {missing.name}: pip install 'cladebench[report]'") from None
+    text = render_suite_report(root, max_gallery=max_gallery)
+    return atomic_write(out, text)
