@@ -35,6 +35,7 @@ from cladebench.cli import (  # noqa: F401  (each registers its verbs)
     data,
     demo,
     evaluation,
+    reviews,
     serve,
     suite,
 )
