@@ -58,7 +58,7 @@ def child_generate(export_dir: str, n_photos: int, seed: int, chunk_rows: int) -
 def child_scan(export_dir: str, memory_limit: str, threads: int | None) -> dict:
     import duckdb
 
-    from cladebench.curate.builders.coobserved.stages import export_files
+    from cladebench.curate.builders.coobserved.reading import export_files
 
     files = export_files(Path(export_dir))
     con = duckdb.connect()

@@ -11,7 +11,8 @@ The package, one module per job, in the order a build uses them:
 
 - :mod:`.config`: the options (``cladebench build coobserved --help``) and the constants they refer to;
 - :mod:`.checks`: every reason a row or photo is left out, as SQL, in the order they are applied;
-- :mod:`.stages`: reading the export into DuckDB and the SQL stages that find and check the photos;
+- :mod:`.reading`: reading the export's files into DuckDB (as text, each typed column cast once) and the id lists;
+- :mod:`.stages`: the SQL stages that find and check the photos;
 - :mod:`.sampling`: the per-rank, capped, seeded choice among eligible photos;
 - :mod:`.published`: a kept photo as a row of the published dataset's layout;
 - :mod:`.card`: the summary (``build.json``) and the dataset card (``README.md``);

@@ -63,8 +63,9 @@ from cladebench.curate.builders.coobserved.config import (
     CoObservedBuildConfig,
 )
 from cladebench.curate.builders.coobserved.published import PUBLISHED_SCHEMA, published_row
+from cladebench.curate.builders.coobserved.reading import export_files, read_id_list
 from cladebench.curate.builders.coobserved.sampling import sample
-from cladebench.curate.builders.coobserved.stages import Stages, export_files, read_id_list
+from cladebench.curate.builders.coobserved.stages import Stages
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
 from cladebench.curate.staging import OutputTarget, staged_output, work_dir
 from cladebench.store import fingerprint_uuids
