@@ -17,8 +17,14 @@ each step, then the growth from the smallest to the largest size at each limit, 
 build of one export gave the same rows (the same fingerprint) whatever the limit. With memory
 bounded, the build's peak RSS follows the limit, not the number of rows.
 
+With ``--baseline-src DIR`` each export is also built by the cladebench of another source tree (an older
+commit's ``src/``), right after this one's build under the same limit: the script prints the speed-up and whether
+both builds wrote the same rows in the same order (the same uuid fingerprint, the same SHA-256 of every row of
+``data/coobserved.parquet`` and ``dropped.parquet``) and the same counts. Every build also reports the wall time
+of each stage (``Stages`` method), the profile of where the time goes.
+
     .venv/bin/python bench/coobserved_builder.py [--sizes 1000000 10000000] [--memory-limit 256MB 1GB]
-                                                 [--threads N] [--seed 0] [--workdir DIR]
+                                                 [--threads N] [--seed 0] [--workdir DIR] [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -72,26 +78,66 @@ def child_scan(export_dir: str, memory_limit: str, threads: int | None) -> dict:
     return {"wall_s": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(), "rows": rows}
 
 
-def child_build(export_dir: str, out: str, memory_limit: str, threads: int | None, seed: int) -> dict:
-    from cladebench.curate.builders.coobserved.build import build_coobserved
-    from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
+STAGES = ("photo_ids", "photos", "candidates", "observations", "taxa", "lineages", "observers", "licenses",
+          "evaluate", "outcomes", "eligible", "rows", "dropped")
+"""Methods of ``Stages`` timed in a build (those a source tree lacks are skipped: an older one may not have them)."""
 
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    text = json.dumps(pq.read_table(path).to_pylist(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def child_build(export_dir: str, out: str, memory_limit: str, threads: int | None, seed: int) -> dict:
+    import functools
+
+    from cladebench.curate.builders.coobserved import stages
+    from cladebench.curate.builders.coobserved.build import build_coobserved
+    from cladebench.curate.builders.coobserved.config import DATA_FILE, CoObservedBuildConfig
+
+    seconds: dict[str, float] = {}
+    for name in STAGES:  # each stage's wall time, the profile of the build
+        method = getattr(stages.Stages, name, None)
+        if method is None:
+            continue
+
+        @functools.wraps(method)
+        def timed(self, *args, _method=method, _name=name, **kwargs):
+            began = time.perf_counter()
+            try:
+                return _method(self, *args, **kwargs)
+            finally:
+                seconds[_name] = seconds.get(_name, 0.0) + time.perf_counter() - began
+
+        setattr(stages.Stages, name, timed)
     before = _peak_rss_mb()
     started = time.perf_counter()
     summary = build_coobserved(CoObservedBuildConfig(Path(export_dir), Path(out), seed=seed, overwrite=True),
                                memory_limit=memory_limit, threads=threads)
     return {"wall_s": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": before,
             "rows": summary.rows, "eligible": summary.eligible, "photo_ids": summary.photo_ids,
-            "fingerprint": summary.fingerprint, "photo_rows": summary.files["photos"]["rows"]}
+            "fingerprint": summary.fingerprint, "photo_rows": summary.files["photos"]["rows"],
+            "data_sha256": _digest(Path(out) / DATA_FILE), "dropped_sha256": _digest(Path(out) / "dropped.parquet"),
+            "summary": {k: v for k, v in summary.as_dict().items()
+                        if k in ("row_issues", "photo_outcomes", "notes", "eligible_per_rank", "kept_per_rank")},
+            "stage_s": seconds, "source": stages.__file__}
 
 
 CHILDREN = {"generate": child_generate, "scan": child_scan, "build": child_build}
 
 
-def run_child(step: str, *args: object) -> dict:
-    """One step in a fresh interpreter; its last stdout line is the step's JSON."""
+def run_child(step: str, *args: object, src: Path | None = None) -> dict:
+    """One step in a fresh interpreter; its last stdout line is the step's JSON. ``src``: import cladebench from
+    that source tree instead (``--baseline-src``)."""
     command = [sys.executable, __file__, "--child", step, json.dumps([*args])]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         raise SystemExit(f"{step} failed:\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -114,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--chunk-rows", type=int, default=100_000, help="observations generated at a time")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the exports here (default: a temp dir)")
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="also build each export with the cladebench of this source tree (its src/ folder, e.g. "
+                             "from git archive of an older commit), for the speed-up and the same-output check")
     parser.add_argument("--child", nargs=2, metavar=("STEP", "ARGS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -136,12 +185,15 @@ def main(argv: list[str] | None = None) -> int:
                 generated = run_child("generate", str(export_dir), size, args.seed, args.chunk_rows)
             scanned = run_child("scan", str(export_dir), args.memory_limit[-1], args.threads)
             for limit in args.memory_limit:
-                built = run_child("build", str(export_dir), str(workdir / f"out-{size}"), limit, args.threads,
-                                  args.seed)
-                results.append((size, limit, generated, scanned, built))
+                build_args = (str(export_dir), str(workdir / f"out-{size}"), limit, args.threads, args.seed)
+                built = run_child("build", *build_args)
+                baseline = None if args.baseline_src is None else run_child("build", *build_args,
+                                                                            src=args.baseline_src)
+                results.append((size, limit, generated, scanned, built, baseline))
                 print(f"  {size:,} photo rows, memory_limit {limit}: generate {generated['wall_s']:.1f} s, "
                       f"scan {scanned['wall_s']:.1f} s, build {built['wall_s']:.1f} s "
-                      f"({built['rows']:,} of {built['eligible']:,} eligible kept)", flush=True)
+                      f"({built['rows']:,} of {built['eligible']:,} eligible kept)"
+                      + ("" if baseline is None else f", baseline build {baseline['wall_s']:.1f} s"), flush=True)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -149,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"{'photo rows':>12} {'export MB':>10} {'gen s':>7} {'gen MB':>7} {'scan s':>7} {'limit':>6} "
               f"{'build s':>8} {'build/scan':>10} {'rows/s':>10} {'build MB':>9} {'kept':>6}")
     print("\n" + header + "\n" + "-" * len(header))
-    for size, limit, generated, scanned, built in results:
+    for size, limit, generated, scanned, built, _ in results:
         print(f"{size:>12,} {generated['bytes'] / MB:>10,.0f} {generated['wall_s']:>7.1f} "
               f"{generated['peak_rss_mb']:>7.0f} {scanned['wall_s']:>7.1f} {limit:>6} {built['wall_s']:>8.1f} "
               f"{built['wall_s'] / scanned['wall_s']:>10.1f} {size / built['wall_s']:>10,.0f} "
@@ -164,8 +216,25 @@ def main(argv: list[str] | None = None) -> int:
                   f"x{last['wall_s'] / first['wall_s']:.1f}, build peak RSS x{growth:.2f}"
                   f" ({first['peak_rss_mb']:.0f} -> {last['peak_rss_mb']:.0f} MB; "
                   f"{first['rss_after_imports_mb']:.0f} MB of it is the interpreter and imports)")
-    same = all(len({r[4]["fingerprint"] for r in results if r[0] == s}) == 1 for s in sizes)
+    same = all(len({(r[4]["fingerprint"], r[4]["data_sha256"]) for r in results if r[0] == s}) == 1 for s in sizes)
     print(f"same rows and fingerprint under every memory limit: {same}")
+    print("\nwhere a build's time goes (seconds per stage; scan = reading photos.csv and observations.csv once, "
+          "as text, every field parsed):")
+    for size, limit, _, scanned, built, baseline in results:
+        for label, run in (("build", built), ("baseline", baseline)):
+            if run is None:
+                continue
+            stages = ", ".join(f"{k} {v:.1f}" for k, v in run["stage_s"].items() if v >= 0.05)
+            print(f"  {size:,} rows, {limit}, {label}: {stages}; scan {scanned['wall_s']:.1f}")
+    if args.baseline_src is not None:
+        print(f"\nagainst the builder in {args.baseline_src} (run in the same session, alternating):")
+        for size, limit, _, _, built, baseline in results:
+            keys = ("fingerprint", "data_sha256", "dropped_sha256", "summary")
+            identical = all(built[k] == baseline[k] for k in keys)
+            print(f"  {size:,} rows, {limit}: {baseline['wall_s']:.1f} s -> {built['wall_s']:.1f} s, speed-up "
+                  f"x{baseline['wall_s'] / built['wall_s']:.2f}, {size / built['wall_s']:,.0f} vs "
+                  f"{size / baseline['wall_s']:,.0f} photo rows/s, peak RSS {baseline['peak_rss_mb']:.0f} -> "
+                  f"{built['peak_rss_mb']:.0f} MB; same rows, order, uuids, dropped rows and counts: {identical}")
     print(f"total wall time {time.perf_counter() - started:.0f} s")
     return 0
 
