@@ -21,20 +21,41 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     assert main(["demo", "--out", str(out), "--images", "192", "--pairs", "16"]) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["steps"]) >= {"fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot",
-                                     "rerank", "geo", "coobserved-export", "lineage", "report"}
-    assert summary["steps"]["embed"]["column"] == "emb_demo"
-    assert summary["steps"]["embed"]["datasets"]["fine-grained"] == {
-        **summary["steps"]["embed"]["datasets"]["fine-grained"], "valid": 192, "failed": 0}
+    assert list(summary["steps"]) == ["fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot",
+                                      "retrieval", "rerank", "geo", "coobserved-export", "lineage", "report"]
+    embed = summary["steps"]["embed"]
+    assert [m["label"] for m in embed["models"]] == ["demo", "demo · early"]
+    assert [m["column"] for m in embed["models"]] == ["emb_demo", "emb_demo_early"]
+    assert embed["datasets"]["fine-grained emb_demo"]["valid"] == 192
+    assert embed["datasets"]["fine-grained emb_demo_early"] == {
+        **embed["datasets"]["fine-grained emb_demo_early"], "valid": 192, "failed": 0}
+    assert "--model demo" in printed  # the alias the demo recorded: the next command needs no path
+
     zeroshot = summary["steps"]["zeroshot"]
-    assert zeroshot["metrics"]["top1_species"] > 10 * zeroshot["chance_top1"]
-    assert zeroshot["metrics"]["top1_kingdom"] > zeroshot["metrics"]["top1_species"]
-    record = RunRecord.read(zeroshot["run"])
-    assert record.metrics["top1_species"]["value"] == pytest.approx(zeroshot["metrics"]["top1_species"], abs=1e-4)
-    assert record.provenance["model"]["image_embeddings"]["column"] == "emb_demo"
-    fewshot = summary["steps"]["fewshot"]
-    assert fewshot["classes"] >= 10 and fewshot["metrics"]["simpleshot_1shot"] > 10 * fewshot["chance"]
-    assert "simpleshot_2shot" in printed
+    demo, early = zeroshot["runs"]["demo"], zeroshot["runs"]["demo · early"]
+    grouped, pooled = RunRecord.read(demo["grouped"]), RunRecord.read(demo["pooled"])
+    # Per challenge group (each its own label set), and a pooled run beside it that says it is a summary.
+    assert grouped.label == "demo" and pooled.label == "demo · pooled (summary)"
+    assert grouped.provenance["groups"]["pooled"] is False and len(demo["by_group"]) >= 4
+    assert all(f"{group}/top1_species" in grouped.metrics for group in demo["by_group"])
+    assert pooled.provenance["groups"]["pooled"] is True and "top1_species" in pooled.metrics
+    chance = 1.0 / pooled.provenance["label_set"]["size"]
+    assert demo["pooled_value"] > 10 * chance and pooled.metrics["top1_kingdom"]["value"] > demo["pooled_value"]
+    assert pooled.provenance["model"]["image_embeddings"]["column"] == "emb_demo"
+    # The early checkpoint is worse, and the paired tests find both differences and ties among the groups.
+    assert early["pooled_value"] < demo["pooled_value"]
+    assert set(zeroshot["paired"]) == set(demo["by_group"])
+    assert "better" in zeroshot["paired"].values() and "tied" in zeroshot["paired"].values()
+    assert "paired per group" in printed and "pooled (summary)" in printed
+    for task, headline in (("fewshot", "simpleshot_1shot"), ("retrieval", "map_species")):
+        runs = summary["steps"][task]["runs"]
+        assert set(runs) == {"demo", "demo · early"}
+        assert runs["demo"]["pooled_value"] > runs["demo · early"]["pooled_value"] > 0
+        record = RunRecord.read(runs["demo · early"]["grouped"])
+        assert record.label == "demo · early" and record.provenance["model"]["image_embeddings"]["column"] == (
+            "emb_demo_early")
+        assert all(f"{group}/{headline}" in record.metrics for group in runs["demo"]["by_group"])
+
     rerank = summary["steps"]["rerank"]
     assert rerank["queries"] >= 4 and rerank["metrics"]["ap@100"] > 1.5 * 100 * rerank["positive_share"]
     assert "AP@100" in printed
@@ -45,8 +66,10 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     assert geo["fused_top1"] - geo["image_top1"] == pytest.approx(geo["gain"]["value"], abs=1e-3)
     assert "with the prior" in printed
     report = summary["steps"]["report"]
-    assert report["runs"] == 5 and Path(report["html"]).stat().st_size > 10_000
-    assert f"{report['html']}" in printed and "| " in Path(report["markdown"]).read_text()
+    assert report["runs"] == 3 * 4 + 3 and Path(report["html"]).stat().st_size > 10_000
+    markdown = Path(report["markdown"]).read_text()
+    assert f"{report['html']}" in printed and "| " in markdown
+    assert "(tied)" in markdown and "(worse)" in markdown  # the leaderboard's marks: a tie and a difference
     built = summary["steps"]["coobserved-export"]
     assert 0 < built["photos"] <= built["eligible"] and sum(built["kept_per_rank"].values()) == built["photos"]
     assert "trained on this synthetic world" in printed and "say nothing about real organisms" in printed

@@ -9,6 +9,7 @@ checks that it learned the world: far above chance on photos and observers it ne
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import subprocess
 import sys
@@ -59,6 +60,8 @@ def world():
     ({"vision_tower": "cnn"}, "vision tower"),
     ({"seed": dm.HELD_OUT_DRAW_SEED - dm.TRAINING_DRAW_OFFSET}, "held-out draw"),
     ({"steps": 0}, "steps"),
+    ({"stop_after": 0}, "stop_after"),
+    ({"steps": 10, "stop_after": 11}, "stop_after"),
 ])
 def test_config_is_validated(changes, message):
     with pytest.raises((ValueError, CladebenchError), match=message):
@@ -185,6 +188,38 @@ def test_same_seed_gives_identical_weights_and_another_seed_does_not(small_dir, 
     first, again = (json.loads((d / "training.json").read_text()) for d in (small_dir, same))
     assert first["loss"]["curve"] == again["loss"]["curve"]
     assert first["data"]["fingerprint"] == again["data"]["fingerprint"]
+
+
+def test_an_early_checkpoint_is_the_same_training_stopped_early(small_dir, tmp_path):
+    from safetensors.numpy import load_file
+
+    early = dataclasses.replace(SMALL, stop_after=2)
+    folder = dm.train_demo_model(early, tmp_path / "early", progress=False)
+    full = json.loads((small_dir / "training.json").read_text())
+    record = json.loads((folder / "training.json").read_text())
+    # The same batches and schedule: its loss curve is the full training's first steps, to the last digit.
+    assert record["loss"]["curve"] == full["loss"]["curve"][:2] and len(full["loss"]["curve"]) == SMALL.steps
+    assert record["config"]["stop_after"] == 2 and record["config"]["steps"] == SMALL.steps
+    weights = load_file(str(folder / "open_clip_model.safetensors"))
+    final = load_file(str(small_dir / "open_clip_model.safetensors"))
+    assert any(not np.array_equal(weights[name], final[name]) for name in final)
+    assert "early checkpoint" in (folder / "README.md").read_text()
+
+
+def test_the_early_checkpoint_is_cached_beside_the_full_model_under_its_own_key(tmp_path):
+    early = dm.early_config(dm.DemoModelConfig())
+    assert early.stop_after == round(dm.EARLY_FRACTION * early.steps) and dm.trained_steps(early) == early.stop_after
+    assert dm.early_config(SMALL).stop_after == 1  # never zero steps
+    assert dm.cache_key(early) != dm.cache_key(dm.DemoModelConfig())
+    # A full training's key is computed as before the field existed, so a full model cached then is still found.
+    world = dm.demo_world(0)
+    fields = {k: v for k, v in SMALL.to_dict().items() if k not in ("workers", "stop_after")}
+    before = {"recipe": dm.RECIPE_VERSION, "config": fields, "world": dm.world_identity(world)}
+    assert dm.cache_key(SMALL, world) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
+    full_dir = dm.demo_model_dir(tmp_path)
+    early_dir = dm.demo_model_dir(tmp_path, config=early)
+    assert early_dir.parent == full_dir.parent and early_dir.name.endswith(f"-step{early.stop_after}")
+    assert not full_dir.name.endswith(f"-step{early.stop_after}")
 
 
 def test_torch_settings_are_restored_after_training(tmp_path):

@@ -20,7 +20,8 @@ class DemoModelCommand:
     action: Literal["train"]
     """What to do: train."""
     out: Path | None = None
-    """Folder for the checkpoint; by default the cache folder that `cladebench demo` and the tests reuse."""
+    """Folder for the checkpoint; by default the cache folder that `cladebench demo` and the tests reuse, where the
+    early checkpoint the demo ranks against it (the same training stopped early) is cached too."""
     seed: int = 0
     """Seed of the weights, the training draw, the batch order and the captions."""
     world_seed: int = 0
@@ -35,7 +36,7 @@ class DemoModelCommand:
 def _demo_model(command: DemoModelCommand) -> int:
     import dataclasses as dc
 
-    from cladebench.demo.model import DemoModelConfig, demo_model_id, train_demo_model
+    from cladebench.demo.model import DemoModelConfig, demo_model_id, early_config, train_demo_model
 
     config = DemoModelConfig(seed=command.seed, world_seed=command.world_seed)
     if command.steps is not None:
@@ -46,6 +47,9 @@ def _demo_model(command: DemoModelCommand) -> int:
         model_id = demo_model_id(config=config)
         path = Path(model_id.removeprefix("local-dir:"))
         record_demo_model(path)  # `--model demo` is now this checkpoint
+        early = early_config(config)
+        print(f"early checkpoint (step {early.stop_after} of {early.steps}, which the demo ranks against it): "
+              f"{demo_model_id(config=early)}")
     else:
         path = train_demo_model(config, command.out, overwrite=command.overwrite)
     record = json.loads((path / "training.json").read_text())

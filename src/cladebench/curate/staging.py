@@ -28,7 +28,8 @@ Every builder (``build coobserved``, ``build crypticbio``, ``build finegrained``
   inputs turn out to be unreadable; no builder has a temp name, marker or rename of its own.
 
 Folders that are written in place (``demo``: its run records name its datasets by path, so it cannot
-be renamed afterwards) use :func:`prepare_in_place`: the same checks, then the marker first.
+be renamed afterwards) use :func:`prepare_in_place`: the same checks, the previous output set aside in one
+rename and removed, then the marker first.
 
 Example:
     >>> import tempfile
@@ -298,18 +299,29 @@ def _discard(staging: Path, out: Path) -> None:
 
 
 def prepare_in_place(target: OutputTarget) -> Path:
-    """For outputs written in place: check, remove a previous output of the same writer (``overwrite``), create
-    the folder and mark it first, so a run killed midway leaves a folder a rerun with ``overwrite`` may
-    replace. Returns the folder."""
+    """For outputs written in place: check, clean a killed run's leftovers, remove a previous output of the same
+    writer (``overwrite``), create the folder and mark it first, so a run killed midway leaves a folder a rerun
+    with ``overwrite`` may replace. The previous output is moved into a staging folder in one rename before it
+    is removed: an interrupted removal never leaves half of it, marker gone, where the next run would refuse it
+    (what it left aside, the next run's :func:`clean_leftovers` removes or, before the new folder exists, puts
+    back). Returns the folder."""
     check_output(target)
+    clean_leftovers(target.out, target.writer)
     out = Path(target.out)
+    aside = None
     try:
         if out.is_dir() and _entries(out):
-            shutil.rmtree(out)
+            aside = _make_staging(target)
+            os.rename(out, aside / PREVIOUS_NAME)
         out.mkdir(parents=True, exist_ok=True)
         write_marker(out, target.writer)
     except OSError as error:
+        if aside is not None:
+            _discard(aside, out)
         raise CladebenchError(f"cannot write {target.out}: {_describe_os_error(error)}") from None
+    if aside is not None:  # the previous output first, the marked staging folder last
+        shutil.rmtree(aside / PREVIOUS_NAME, ignore_errors=True)
+        shutil.rmtree(aside, ignore_errors=True)
     return out
 
 

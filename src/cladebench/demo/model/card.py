@@ -47,7 +47,9 @@ def model_card(config: DemoModelConfig, world: World, record: dict[str, Any]) ->
         f"text transformer {config.text_layers} x {config.text_width}, context {config.context_length}; "
         f"{config.embed_dim}-d embeddings.",
         f"- Training: {config.steps} steps of {config.batch_size} photos, AdamW at {config.lr} with "
-        f"{config.warmup} warm-up steps and cosine decay, open_clip `ClipLoss`, seed {config.seed}.",
+        f"{config.warmup} warm-up steps and cosine decay, open_clip `ClipLoss`, seed {config.seed}."
+        + ("" if config.stop_after is None else
+           f" **An early checkpoint**: stopped after step {config.stop_after} of the {config.steps}."),
         f"- Data: {config.training_images} photos from observation draw {training_draw_seed(config.seed)}, "
         "without the held-out observers; captions in the name styles "
         f"{', '.join(config.name_styles)} and {len(config.templates)} templates; {config.coarse_fraction:.0%} of "

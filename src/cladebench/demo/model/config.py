@@ -75,6 +75,10 @@ class DemoModelConfig:
     """Seed of the world (``make_world(WorldConfig(seed=world_seed))``, names ``auto``): the demo's world."""
     steps: int = 480
     """Optimizer steps."""
+    stop_after: int | None = None
+    """Stop after this many of the ``steps`` steps, the learning-rate schedule still that of ``steps``: the same
+    training's weights at that step (training is deterministic), an early checkpoint of the full model. The
+    demo ranks one against the full model so its leaderboard has a difference to find. None: train to the end."""
     batch_size: int = 64
     """Photos per contrastive batch; at most the number of species, since no species repeats in a batch.
     At equal time, 480 steps of 64 matched 260 steps of 128 at species and beat them at higher ranks."""
@@ -137,6 +141,8 @@ class DemoModelConfig:
                      "vision_layers", "text_width", "text_layers", "embed_dim", "context_length", "threads"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.stop_after is not None and not 1 <= self.stop_after <= self.steps:
+            raise ValueError(f"stop_after must be between 1 and steps ({self.steps}), got {self.stop_after}")
         if self.seed < 0 or self.world_seed < 0:
             raise ValueError("seed and world_seed must be >= 0")
         if training_draw_seed(self.seed) == HELD_OUT_DRAW_SEED:
@@ -162,6 +168,21 @@ class DemoModelConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+def trained_steps(config: DemoModelConfig) -> int:
+    """Optimizer steps a config actually runs: ``stop_after`` when set, else ``steps``."""
+    return config.steps if config.stop_after is None else config.stop_after
+
+
+EARLY_FRACTION = 0.2
+"""The demo's early checkpoint stops after this share of the full training's steps (96 of 480)."""
+
+
+def early_config(config: DemoModelConfig) -> DemoModelConfig:
+    """The early checkpoint of ``config``'s training: the same recipe, stopped after :data:`EARLY_FRACTION` of
+    its steps."""
+    return dataclasses.replace(config, stop_after=max(1, round(EARLY_FRACTION * config.steps)))
 
 
 def training_draw_seed(seed: int) -> int:
@@ -236,10 +257,12 @@ def architecture_name(model_cfg: dict[str, Any]) -> str:
 def cache_key(config: DemoModelConfig, world: World | None = None) -> str:
     """SHA-256 hex of what a trained checkpoint depends on: recipe version, config and world identity.
 
-    ``workers`` is left out: it changes how fast the photos are drawn, never which.
+    ``workers`` is left out: it changes how fast the photos are drawn, never which; so is ``stop_after`` when it
+    is None (a full training), so the key of a full training did not change when early checkpoints came.
     """
     world = world or demo_world(config.world_seed)
-    fields = {k: v for k, v in config.to_dict().items() if k != "workers"}
+    fields = {k: v for k, v in config.to_dict().items()
+              if k != "workers" and not (k == "stop_after" and v is None)}
     payload = {"recipe": RECIPE_VERSION, "config": fields, "world": world_identity(world)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cladebench.demo.model.config import DemoModelConfig
+from cladebench.demo.model.config import DemoModelConfig, trained_steps
 from cladebench.demo.model.data import BatchPlan
 from cladebench.errors import CladebenchError
 
@@ -148,7 +148,8 @@ def train_weights(config: DemoModelConfig, world: World, pool: np.ndarray, pool_
         loss_fn = open_clip.ClipLoss()
         optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.98),
                                       eps=1e-6, fused=True)
-        bar = tqdm(range(config.steps), desc="training demo model", unit="step", file=sys.stderr,
+        # An early checkpoint stops here; the schedule (_lr_at) is still the full training's.
+        bar = tqdm(range(trained_steps(config)), desc="training demo model", unit="step", file=sys.stderr,
                    disable=not progress)
         for step in bar:
             batch = plan.batch(step)
