@@ -12,7 +12,7 @@ Example:
     ...     get_builder("co-observed")
     ... except Exception as error:
     ...     print(error)
-    unknown builder 'co-observed'; known: coobserved, crypticbio, finegrained. Did you mean 'coobserved'?
+    unknown builder 'co-observed'; known: cameratrap, coobserved, crypticbio, finegrained. Did you mean 'coobserved'?
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ def get_builder(name: str) -> Builder:
     """Look a builder up by name; an unknown name lists the known ones and the closest."""
     return BUILDERS.get_named(name)
 
+
+register(Builder(
+    "cameratrap", "cladebench.curate.builders.cameratrap.build", "CameraTrapBuildConfig", "build_cameratrap",
+    "the camera-trap cohort of Fine-Grained Challenges from LILA collections (COCO Camera Traps + MegaDetector)",
+    config_module="cladebench.curate.builders.cameratrap.config",
+))
 
 register(Builder(
     "coobserved", "cladebench.curate.builders.coobserved.build", "CoObservedBuildConfig", "build_coobserved",
