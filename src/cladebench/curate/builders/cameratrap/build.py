@@ -45,6 +45,7 @@ from cladebench.curate.builders.cameratrap.fetching import (
     ImageTask,
     download_root,
     encoded_images,
+    failure_reason,
     gather_files,
     image_location,
     local_copy,
@@ -134,7 +135,7 @@ def _retrieve(candidates: list[Selected], config: CameraTrapBuildConfig, root: P
     files, failed, counts = gather_files(tasks, root, config.concurrency, config.progress)
     by_key = {s.key: s for s in candidates}
     for key, detail in failed.items():
-        by_key[key].drop("image_not_retrieved", detail)
+        by_key[key].drop(failure_reason(detail), detail)
     workers = (os.cpu_count() or 1) if config.workers is None else config.workers
     for key, result in encoded_images(files, config.max_side, workers):
         if "reason" in result:
@@ -164,6 +165,13 @@ def _screen(cohort: Cohort, retrieved: list[Selected], root: Path, progress: boo
             else:
                 item.conf = conf
     return runs
+
+
+def _source_url(item: Selected) -> str | None:
+    """Where the image was fetched; None for one read from a local image folder (a path is no source)."""
+    assert item.image is not None
+    location = image_location(item.collection, item.image.file_name)
+    return location if is_url(location) else None
 
 
 def _candidates_table(selected: list[Selected]) -> pa.Table:
@@ -205,8 +213,8 @@ def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
         image_counts = _retrieve([s for s in selected if s.reason is None], config, root)
         runs = _screen(cohort, [s for s in selected if s.reason is None], root, config.progress, bad)
         kept = [s for s in selected if s.reason is None]
-        table = rows_table([cohort_row(cohort, s.collection, s.image, s.resolution, image_location(s.collection,
-                                       s.image.file_name), s.encoded, runs[s.collection.name].version, s.conf)
+        table = rows_table([cohort_row(cohort, s.collection, s.image, s.resolution, _source_url(s), s.encoded,
+                                       runs[s.collection.name].version, s.conf)
                             for s in kept if s.image and s.resolution and s.encoded and s.conf is not None])
         table_accounting = accounting([c.name for c in cohort.collections],
                                       ((s.collection.name, s.reason) for s in selected))

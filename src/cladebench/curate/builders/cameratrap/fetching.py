@@ -95,6 +95,12 @@ def gather_files(tasks: Sequence[ImageTask], root: Path, concurrency: int, progr
     return files, failed, counts
 
 
+def failure_reason(detail: str) -> str:
+    """The cohort's reason for an image that could not be had: a body that arrived whole but does not decode (the
+    downloader's ``invalid_image``) is ``image_decode_failed``, anything else ``image_not_retrieved``."""
+    return "image_decode_failed" if detail.startswith("invalid_image:") else "image_not_retrieved"
+
+
 def _encode(task: tuple[str, str, int]) -> tuple[str, dict[str, Any]]:
     """One image file to WebP in a worker process, or the reason it failed (never raises)."""
     from cladebench.curate.builders.finegrained.images import encode_webp
@@ -133,5 +139,5 @@ def encoded_images(files: Mapping[str, str], max_side: int, workers: int) -> Ite
         yield from pool.imap(_encode, tasks, chunksize=4)
 
 
-__all__ = ["METADATA_MAX_BYTES", "ImageTask", "download_root", "encoded_images", "gather_files", "image_location",
-           "local_copy"]
+__all__ = ["METADATA_MAX_BYTES", "ImageTask", "download_root", "encoded_images", "failure_reason", "gather_files",
+           "image_location", "local_copy"]

@@ -5,7 +5,7 @@ A kept image becomes one row of the FGC table's schema
 at the genus (``species`` null, ``scientific_name`` the genus: camera-trap labels of these genera are not
 species identifications), ``seen_in_training = []`` (these collections are in none of the listed models'
 training data as the published card states), ``source_dataset`` ``lila:<collection>``, ``source_id`` the
-metadata's image id, ``source_url`` where the image was fetched, the collection's license and link,
+metadata's image id, ``source_url`` where the image was fetched (null when read from a local image folder), the collection's license and link,
 ``publisher`` the collection, ``basisOfRecord`` ``MachineObservation`` (Darwin Core's term for a camera trap),
 ``img_type`` ``camera-trap`` and ``resolution_status`` the label's resolution status. The columns of
 :data:`CAMERA_FIELDS` follow; on rows of other cohorts they are null. ``location_id`` and ``sequence_id`` are
@@ -65,7 +65,7 @@ def attribution(collection: Collection) -> str:
     return f"{title}{f' ({collection.link})' if collection.link else ''}, {collection.license}"
 
 
-def cohort_row(cohort: Cohort, collection: Collection, image: CctImage, resolution: Resolution, url: str,
+def cohort_row(cohort: Cohort, collection: Collection, image: CctImage, resolution: Resolution, url: str | None,
                encoded: Mapping[str, Any], detector: str, conf: float) -> dict[str, Any]:
     """One kept image as a row of :data:`SCHEMA`."""
     lineage = genus_lineage(resolution)
