@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from cladebench.errors import CladebenchError
-from cladebench.serve import browse  # noqa: F401  (each area registers itself)
+from cladebench.serve import browse, image, review, runs, search  # noqa: F401  (each area registers itself)
 from cladebench.serve.areas import AREAS
 from cladebench.serve.pages import STATIC_DIR, render
 from cladebench.serve.security import Access, Guard

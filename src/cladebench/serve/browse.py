@@ -10,7 +10,6 @@ change under a running server.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 import pyarrow as pa
 from fastapi import APIRouter, Request
@@ -19,7 +18,7 @@ from fastapi.responses import FileResponse, Response
 from cladebench.errors import UsageError
 from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.filters import PAGE_SIZE, Filters, group_columns_of
-from cladebench.serve.pages import ENVIRONMENT, STATIC_DIR, render
+from cladebench.serve.pages import STATIC_DIR, render
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure, thumbnail_file
 from cladebench.taxonomy import RANK_COLUMNS
@@ -32,8 +31,6 @@ FACET_COLUMNS = ("license_name", "source_dataset")
 """Columns counted beside the grid (with every ``*_group`` column and the next rank of the tree)."""
 FACET_VALUES = 60
 """Most values listed per facet (the commonest first); the rest are reachable with the where box."""
-
-ENVIRONMENT.filters.setdefault("q", lambda text: quote(str(text), safe=""))
 
 
 def checked_filter(state: ServeState, filters: Filters) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from fastapi import Request
@@ -32,7 +33,8 @@ def _environment() -> jinja2.Environment:
                                      undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     environment.globals.update(static=_static)
     environment.filters.update(count=lambda n: f"{int(n):,}",
-                               percent=lambda p: "" if p is None else f"{100 * float(p):.1f}%")
+                               percent=lambda p: "" if p is None else f"{100 * float(p):.1f}%",
+                               q=lambda text: quote(str(text), safe=""))  # a uuid as one path segment
     return environment
 
 

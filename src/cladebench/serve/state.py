@@ -35,6 +35,8 @@ class ServeState:
     """Where thumbnails are cached; None: the cache folder (``$CLADEBENCH_CACHE_DIR/serve-thumbnails``)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards :attr:`memo` (requests run in a thread pool)."""
+    encode_lock: threading.Lock = field(default_factory=threading.Lock)
+    """One text encoding at a time (a text tower is not made for concurrent calls)."""
     memo: dict[Any, Any] = field(default_factory=dict)
     """Small results computed once per server (counts, the taxonomy tree, encoders), by key."""
 

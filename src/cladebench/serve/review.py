@@ -1,0 +1,167 @@
+"""The review area: an expert names the taxon of one row after another, by keyboard, with the runs' suggestions.
+
+``/review`` lists the queue (genus-only rows first, least certain first: :mod:`~cladebench.serve.review_queue`)
+with each row's state (yours, agreed, disputed) and the rows where reviewers disagree. ``/review/{uuid}`` shows
+one row: its image, what the dataset says, every loaded run's top-5, the reviews already made, and the form:
+type a taxon (completed from the dataset's taxa and the iNat taxonomy, any rank, or "not identifiable"), an
+optional note and confidence, and save; the next row you have not reviewed opens. A save is one append to the
+reviews table (:mod:`cladebench.store.reviews`), and the page is told it was saved only once that append has
+committed, so a server killed afterwards has lost nothing. The reviewer is the person the request belongs to
+(the token's owner), never a name sent with the form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from cladebench.errors import CladebenchError, UsageError
+from cladebench.serve.areas import AREAS, Area
+from cladebench.serve.pages import render
+from cladebench.serve.review_queue import (
+    QUEUE_PAGE,
+    next_unreviewed,
+    picked_taxon,
+    queue,
+    queue_position,
+    reviews_of,
+    reviews_table,
+    status,
+    suggestions,
+    taxon_index,
+    warm_taxon_index,
+)
+from cladebench.serve.state import AppState, ServeState
+from cladebench.store.reviews import CONFIDENCES, Review, append_review, label_text, review_summary, reviews_path
+from cladebench.store.sql import sql_literal
+from cladebench.taxonomy import RANK_COLUMNS
+
+router = APIRouter()
+
+NOTE_LIMIT = 2000
+"""Characters kept of a note (a longer one is refused, not cut)."""
+
+
+def _user(request: Request) -> str:
+    return str(getattr(request.state, "user", None) or "local")
+
+
+def _path(uuid: str) -> str:
+    return "/review/" + quote(uuid, safe="")
+
+
+def _row(state: ServeState, uuid: str) -> dict[str, Any]:
+    columns = [c for c in ("uuid", *RANK_COLUMNS, "scientific_name", "common_name", "challenge_group")
+               if c in state.columns]
+    table = state.dataset.to_table(columns=columns, filter=f"uuid = {sql_literal(uuid)}", limit=1)
+    if table.num_rows == 0:
+        raise CladebenchError(f"uuid {uuid!r} is not in the dataset")
+    return table.to_pylist()[0]
+
+
+@router.get("/review")
+def review_queue(request: Request, state: AppState) -> Response:
+    """The queue, a page at a time, with each row's review state and the disputed rows."""
+    warm_taxon_index(state)
+    try:
+        page = max(1, int(request.query_params.get("page") or 1))
+    except ValueError:
+        raise UsageError("page must be a whole number") from None
+    rows = queue(state)
+    table = reviews_table(state)
+    states = status(table)
+    mine = {u for u, r in zip(table.column("uuid").to_pylist(), table.column("reviewer").to_pylist(), strict=True)
+            if r == _user(request)}
+    summary = review_summary(table)
+    disputed = [{"uuid": uuid, "path": _path(uuid),
+                 "labels": [(reviewer, label_text(row), row["note"]) for reviewer, row in sorted(by.items())]}
+                for uuid, by in summary.disagreements.items()]
+    first = next_unreviewed(state, _user(request), table=table)
+    pages = max(1, -(-len(rows) // QUEUE_PAGE))
+    shown = rows[(page - 1) * QUEUE_PAGE: page * QUEUE_PAGE]
+    return render(request, "review/queue.html", rows=shown, page=page, pages=pages, states=states, mine=mine,
+                  disputed=disputed, start=None if first is None else _path(first.uuid),
+                  genus_only=sum(r.genus_only for r in rows), total=len(rows), reviews=summary.reviews,
+                  reviewed=len(summary.current), path=_path, table_path=str(reviews_path(state.uri)))
+
+
+@router.get("/review/taxa")
+def taxa(request: Request, state: AppState) -> JSONResponse:
+    """Taxa completing ``q`` (``rank`` to keep one rank), as JSON for the form's list."""
+    text = request.query_params.get("q", "")[:100]
+    rank = request.query_params.get("rank") or None
+    found = taxon_index(state).complete(text, limit=12, rank=rank)
+    return JSONResponse([m.to_dict() for m in found])
+
+
+@router.get("/review/next")
+def next_row(request: Request, state: AppState) -> Response:
+    """The next row you have not reviewed after ``after`` (the queue when none is left)."""
+    found = next_unreviewed(state, _user(request), after=request.query_params.get("after") or None)
+    return RedirectResponse(_path(found.uuid) if found else "/review", status_code=303)
+
+
+@router.get("/review/{uuid:path}")
+def review_row(uuid: str, request: Request, state: AppState) -> Response:
+    """One row to review."""
+    warm_taxon_index(state)
+    row = _row(state, uuid)
+    table = reviews_table(state)
+    position = queue_position(state, uuid)
+    rows = queue(state)
+    previous = rows[position - 2].uuid if position and position > 1 else None
+    following = rows[position].uuid if position and position < len(rows) else None
+    said = suggestions(state, uuid)
+    lineage = [(rank, row[rank]) for rank in RANK_COLUMNS if row.get(rank)]
+    return render(request, "review/row.html", row=row, uuid=uuid, lineage=lineage, said=said,
+                  reviews=reviews_of(table, uuid), position=position, total=len(rows),
+                  previous=None if previous is None else _path(previous),
+                  following=None if following is None else _path(following),
+                  image="/full/" + quote(uuid, safe="") if "image" in AREAS else "/thumb/" + quote(uuid, safe=""),
+                  image_page="/image/" + quote(uuid, safe="") if "image" in AREAS else None,
+                  confidences=CONFIDENCES, save=_path(uuid), label_text=label_text)
+
+
+@router.post("/review/{uuid:path}")
+async def save_review(uuid: str, request: Request, state: AppState) -> JSONResponse:
+    """Append one review; answers only after the append has committed (a refusal is one line, nothing written)."""
+    from starlette.concurrency import run_in_threadpool
+
+    try:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise UsageError("a review is sent as JSON") from None
+        if not isinstance(body, dict):
+            raise UsageError("a review is sent as a JSON object")
+        return await run_in_threadpool(_save, uuid, body, _user(request), state)
+    except CladebenchError as exc:
+        return JSONResponse({"saved": False, "error": str(exc)}, status_code=400)
+
+
+def _save(uuid: str, body: dict[str, Any], user: str, state: ServeState) -> JSONResponse:
+    _row(state, uuid)  # a uuid the dataset does not hold is refused
+    match = picked_taxon(state, body)
+    note = body.get("note") or None
+    if note is not None and (not isinstance(note, str) or len(note) > NOTE_LIMIT):
+        raise UsageError(f"a note is text of at most {NOTE_LIMIT} characters")
+    confidence = body.get("confidence") or None
+    said = suggestions(state, uuid)
+    shown = said[0] if said else None
+    review = Review(uuid=uuid, lineage=None if match is None else match.lineage,
+                    rank=None if match is None else match.rank, reviewer=user, note=note,
+                    confidence=confidence if isinstance(confidence, str) or confidence is None else str(confidence),
+                    run="; ".join(s.label for s in said) or None,
+                    model="; ".join(state.runs[s.run - 1].model_id for s in said) or None,
+                    suggestions=tuple(label for label, _ in shown.top5) if shown else (),
+                    dataset_uri=str(state.uri), dataset_version=state.version)
+    version = append_review(reviews_path(state.uri), review)
+    found = next_unreviewed(state, user, after=uuid)
+    return JSONResponse({"saved": True, "review_id": review.review_id, "reviews_version": version,
+                         "label": label_text(review.row()), "next": _path(found.uuid) if found else "/review"})
+
+
+AREAS.add("review", Area(router=router, title="Review", path="/review", order=40))

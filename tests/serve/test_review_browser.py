@@ -1,0 +1,167 @@
+"""The review area in headless Chromium at 1,400 px, by keyboard only: three genus-only rows reviewed (a taxon typed
+and picked, "not identifiable" with a note, a species picked from the list by arrow keys), the server restarted and
+the reviews found, exported; hostile names and notes shown as text, no script of theirs run. Screenshots go to
+/tmp/shots19r for a person to look at."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from cladebench.cli import main
+from cladebench.store.reviews import read_reviews, reviews_path
+from helpers.devtools import browser
+from helpers.review_data import HOSTILE_GENUS, HOSTILE_NOTE, serving
+
+SHOTS = Path("/tmp/shots19r")
+
+
+@pytest.fixture(scope="module")
+def review_data(tmp_path_factory: pytest.TempPathFactory) -> object:
+    pytest.importorskip("torch")
+    from cladebench.models.tiny import write_tiny_model
+    from helpers.review_data import write_review_data
+
+    root = tmp_path_factory.mktemp("review-browser")
+    model = "local-dir:" + str(write_tiny_model(root / "tiny-clip", seed=0))
+    return write_review_data(root, model)
+
+
+def _until(chrome, session: str, expression: str, timeout: float = 30.0) -> object:
+    """Poll a JavaScript expression until it is truthy (the page's fetches and navigations are asynchronous)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = chrome.evaluate(expression, session)
+        if value:
+            return value
+        time.sleep(0.05)
+    state = chrome.evaluate("[location.pathname, document.readyState, (document.activeElement || {}).id, "
+                            "(document.getElementById('message') || {}).textContent, "
+                            "(document.getElementById('picked') || {}).textContent]", session)
+    raise AssertionError(f"never true: {expression} (page: {state})")
+
+
+def _key(chrome, session: str, key: str, *, code: int, modifiers: int = 0, text: str | None = None) -> None:
+    event = {"key": key, "code": key if len(key) > 1 else f"Digit{key}", "windowsVirtualKeyCode": code,
+             "modifiers": modifiers}
+    chrome.call("Input.dispatchKeyEvent", {"type": "keyDown", **event, **({"text": text} if text else {})}, session)
+    chrome.call("Input.dispatchKeyEvent", {"type": "keyUp", **event}, session)
+
+
+def _enter(chrome, session: str, modifiers: int = 0) -> None:
+    _key(chrome, session, "Enter", code=13, modifiers=modifiers, text="\r")
+
+
+def _type(chrome, session: str, text: str) -> None:
+    chrome.call("Input.insertText", {"text": text}, session)
+
+
+def _wait_for_list(chrome, session: str) -> None:
+    _until(chrome, session, "!document.getElementById('taxa').hidden && document.querySelectorAll('#taxa li').length")
+
+
+def _moved_from(chrome, session: str, path: str) -> str:
+    return _until(chrome, session, f"location.pathname !== {path!r} && document.readyState === 'complete' && "
+                                   "document.getElementById('taxon') === document.activeElement && location.pathname")
+
+
+def test_three_genus_only_rows_reviewed_by_keyboard_survive_a_restart_and_export(review_data, tmp_path, capsys):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    data = review_data
+    first_species = None
+    with serving(data, thumbnails=tmp_path / "thumbs") as (url, started), browser() as chrome:
+        queue_tab = chrome.open(url + "review")
+        chrome.screenshot(queue_tab, SHOTS / "queue.png")
+        start = chrome.evaluate("document.getElementById('start').getAttribute('href')", queue_tab)
+        tab = chrome.open(url.rstrip("/") + start)
+        path = chrome.evaluate("location.pathname", tab)
+        reviewed = []
+        # 1: a genus typed in part, the first completion picked with Enter, saved with Enter
+        genus = chrome.evaluate("document.querySelector('.lineage').textContent", tab)
+        assert chrome.evaluate("document.activeElement.id", tab) == "taxon"
+        table = started.state.dataset.to_table(columns=["genus", "species"], filter="species IS NOT NULL")
+        some_genus = table.column("genus")[0].as_py()
+        _type(chrome, tab, some_genus[:4].lower())
+        _wait_for_list(chrome, tab)
+        chrome.screenshot(tab, SHOTS / "row-completing.png", full_page=False)
+        first_choice = chrome.evaluate("document.querySelector('#taxa li span').textContent", tab)
+        _enter(chrome, tab)
+        assert chrome.evaluate("document.getElementById('picked').textContent", tab).startswith("Picked: ")
+        _enter(chrome, tab)
+        reviewed.append(path)
+        path = _moved_from(chrome, tab, path)
+        # 2: "not identifiable" typed and picked, a hostile note in the next field (Tab), saved with Ctrl+Enter
+        _type(chrome, tab, "not")
+        _wait_for_list(chrome, tab)
+        _enter(chrome, tab)
+        _key(chrome, tab, "Tab", code=9)
+        assert chrome.evaluate("document.activeElement.id", tab) == "note"
+        _type(chrome, tab, HOSTILE_NOTE)
+        _enter(chrome, tab, modifiers=2)
+        reviewed.append(path)
+        path = _moved_from(chrome, tab, path)
+        # 3: a species: its epithet typed, the list walked with the arrow keys, picked and saved with Enter
+        first_species = table.column("species")[0].as_py()
+        _type(chrome, tab, first_species.split()[-1])
+        _wait_for_list(chrome, tab)
+        count = chrome.evaluate("document.querySelectorAll('#taxa li').length", tab)
+        _key(chrome, tab, "ArrowDown", code=40)
+        _key(chrome, tab, "ArrowUp", code=38)
+        assert chrome.evaluate("document.querySelectorAll('#taxa li[aria-selected=true]').length", tab) == 1
+        assert count >= 1
+        _enter(chrome, tab)
+        picked = chrome.evaluate("document.getElementById('picked').textContent", tab)
+        _enter(chrome, tab)
+        reviewed.append(path)
+        path = _moved_from(chrome, tab, path)
+        assert chrome.problems(tab) == [] and chrome.problems(queue_tab) == []
+        assert genus  # the dataset's lineage was on the page
+
+    rows = read_reviews(reviews_path(str(data.dataset))).to_pylist()
+    from urllib.parse import unquote
+
+    assert [r["uuid"] for r in rows] == [unquote(p.removeprefix("/review/")) for p in reviewed]
+    assert all(r["uuid"] in data.genus_only for r in rows)
+    assert rows[0]["taxon"] == first_choice and not rows[0]["not_identifiable"]
+    assert rows[1]["not_identifiable"] and rows[1]["note"] == HOSTILE_NOTE
+    assert picked == f"Picked: {rows[2]['taxon']} ({rows[2]['rank']})"
+
+    # the server restarted: every review is on the pages; the queue marks them as yours
+    with serving(data, thumbnails=tmp_path / "thumbs") as (url, _), browser() as chrome:
+        queue_tab = chrome.open(url + "review")
+        assert chrome.evaluate("document.querySelectorAll('#queue .ok').length", queue_tab) == 3
+        tab = chrome.open(url + "review/" + quote(rows[1]["uuid"], safe=""))
+        listed = chrome.evaluate("document.getElementById('reviews').textContent", tab)
+        assert "not identifiable" in listed and HOSTILE_NOTE in listed  # the note as text
+        assert chrome.evaluate("document.querySelectorAll('#reviews img, #reviews i').length", tab) == 0
+        chrome.screenshot(tab, SHOTS / "row-reviewed.png")
+        assert chrome.evaluate("typeof window.__pwned", tab) == "undefined"
+
+    assert main(["reviews", str(data.dataset)]) == 0
+    exported = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["uuid"] for r in exported] == [r["uuid"] for r in rows]
+
+
+def test_hostile_names_render_as_text_in_the_row_and_the_completion_list(review_data, tmp_path):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with serving(review_data, thumbnails=tmp_path / "thumbs") as (url, _), browser() as chrome:
+        tab = chrome.open(url + "review/" + quote(review_data.hostile_uuid, safe=""))
+        assert HOSTILE_GENUS in chrome.evaluate("document.querySelector('.lineage').textContent", tab)
+        assert chrome.evaluate("document.querySelectorAll('.lineage b, .lineage script').length", tab) == 0
+        _type(chrome, tab, "<script")
+        _wait_for_list(chrome, tab)
+        assert chrome.evaluate("document.querySelector('#taxa li span').textContent", tab) == HOSTILE_GENUS
+        assert chrome.evaluate("document.querySelectorAll('#taxa b, #taxa script').length", tab) == 0
+        chrome.screenshot(tab, SHOTS / "row-hostile.png", full_page=False)
+        width = chrome.evaluate("document.documentElement.scrollWidth", tab)
+        assert width <= 1400  # nothing wider than the window
+        assert chrome.evaluate("typeof window.__pwned", tab) == "undefined"
+        assert chrome.problems(tab) == []

@@ -1,0 +1,168 @@
+"""The app over HTTP, served for real on 127.0.0.1: the grid and its filters, one image, search, the runs' views,
+thumbnails made once, the filter that cannot write, and requests at the same moment."""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from cladebench.serve import thumbs
+from cladebench.serve.vectors import columns_of
+from helpers.serve_data import HOSTILE_ATTRIBUTION, HOSTILE_NAME
+
+
+def get(url: str, path: str, **params: str) -> httpx.Response:
+    return httpx.get(url.rstrip("/") + path, params=params, timeout=60)
+
+
+def test_the_grid_shows_a_page_of_the_dataset_and_counts(served) -> None:
+    url, _started = served
+    page = get(url, "/")
+    assert page.status_code == 200
+    assert page.text.count('class="cell') == 48
+    assert "48 rows" in page.text
+    assert "kingdom" in page.text  # the tree starts at kingdom, with counts
+
+
+def test_a_rank_filter_narrows_the_grid_to_that_taxon(served) -> None:
+    url, started = served
+    table = started.state.dataset.to_table(columns=["genus"])
+    genus = max(set(table.column("genus").to_pylist()), key=table.column("genus").to_pylist().count)
+    expected = table.column("genus").to_pylist().count(genus)
+    page = get(url, "/", genus=genus)
+    assert page.text.count('class="cell') == expected
+    assert f"{expected} row" in page.text
+
+
+def test_a_bad_where_is_one_line_of_text_and_a_write_cannot_pass(served) -> None:
+    url, started = served
+    page = get(url, "/", where="no_such_column = 1")
+    assert page.status_code == 200 and 'class="error"' in page.text and "no_such_column" in page.text
+    assert page.text.count('class="cell') == 0
+    versions = len(started.state.dataset.versions())
+    for attempt in ("1=1; DELETE FROM photos", "1=1; DROP TABLE x", "uuid = 'a'); DELETE FROM t; --"):
+        page = get(url, "/", where=attempt)
+        assert 'class="error"' in page.text
+        assert page.text.count('class="cell') == 0
+    from cladebench.store import open_dataset
+
+    assert len(open_dataset(started.state.uri).versions()) == versions  # nothing was written
+
+
+def test_the_image_page_has_lineage_provenance_neighbours_and_each_run(served, serve_data) -> None:
+    url, started = served
+    uuid = started.state.dataset.to_table(columns=["uuid"], offset=5, limit=1).column(0)[0].as_py()
+    page = get(url, f"/image/{quote(uuid, safe='')}")
+    assert page.status_code == 200
+    assert "Lineage" in page.text and "license_name" in page.text
+    column = columns_of(started.state)[0]
+    assert f'data-column="{column}"' in page.text
+    assert page.text.count('class="cell"') == 12  # the neighbour strip
+    assert f'href="/image/{quote(uuid, safe="")}"' not in page.text.split(f'data-column="{column}"')[1]  # not itself
+    first, second = (run.label for run in started.state.runs)
+    assert f"[1] {first}</b>" in page.text and f"[2] {second}</b>" in page.text  # both runs, by label
+    assert first != second
+    assert "top 5" in page.text
+
+
+def test_hostile_strings_are_escaped_in_the_html(served, serve_data) -> None:
+    url, _ = served
+    page = get(url, f"/image/{quote(serve_data.hostile_uuid, safe='')}")
+    assert HOSTILE_NAME not in page.text and HOSTILE_ATTRIBUTION not in page.text
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page.text
+    assert "<td>javascript:window.__pwned=3</td>" in page.text  # the URL is text, not a link
+    assert 'href="javascript:' not in page.text
+    assert "content-security-policy" in page.headers
+
+
+def test_a_stored_image_browsers_would_run_is_sent_as_png(served) -> None:
+    from cladebench.serve.image import SHOWN_AS_IS
+
+    assert "svg" not in SHOWN_AS_IS and "html" not in SHOWN_AS_IS
+    url, started = served
+    uuid = started.state.dataset.to_table(columns=["uuid"], limit=1).column(0)[0].as_py()
+    full = get(url, f"/full/{quote(uuid, safe='')}")
+    assert full.status_code == 200 and full.headers["content-type"] in ("image/jpeg", "image/png")
+    assert full.headers["x-content-type-options"] == "nosniff"
+
+
+def test_thumbnails_are_made_once_and_kept_under_the_dataset_version(served) -> None:
+    url, started = served
+    state = started.state
+    uuid = state.dataset.to_table(columns=["uuid"], offset=7, limit=1).column(0)[0].as_py()
+    path = thumbs.path_of(state, uuid)
+    assert f"-v{state.version}" in str(path.parent)
+    get(url, "/")
+    assert path.exists()
+    stamp = path.stat().st_mtime_ns
+    assert get(url, f"/thumb/{quote(uuid, safe='')}").content == path.read_bytes()
+    get(url, "/")
+    assert path.stat().st_mtime_ns == stamp  # not made again
+
+
+def test_a_uuid_with_slashes_names_no_path(served, tmp_path) -> None:
+    _, started = served
+    path = thumbs.path_of(started.state, "../../etc/passwd")
+    assert path.parent == thumbs.folder(started.state) and ".." not in path.name
+
+
+def test_search_by_text_and_more_like_this(served) -> None:
+    url, started = served
+    page = get(url, "/search", text="a small brown mammal at night")
+    assert page.status_code == 200 and 'class="error"' not in page.text
+    assert page.text.count('class="cell"') == 48  # fewer rows than a page of hits: every row, nearest first
+    uuid = started.state.dataset.to_table(columns=["uuid"], limit=1).column(0)[0].as_py()
+    like = get(url, "/search", like=uuid, column=columns_of(started.state)[0])
+    assert like.text.count('class="cell"') == 47  # itself left out
+    unknown = get(url, "/search", like=uuid, column="emb_nope")
+    assert "no embedding column 'emb_nope'" in unknown.text.replace("&#39;", "'")
+
+
+def test_the_runs_views_sort_errors_first_and_list_disagreements(served) -> None:
+    url, _started = served
+    errors = get(url, "/runs", run="1", sort="errors")
+    cells = errors.text.split('id="grid"')[1]
+    classes = [chunk.split('"')[0] for chunk in cells.split('class="cell ')[1:]]
+    assert classes and classes == sorted(classes, key=lambda c: c != "wrong")  # every wrong one before any right
+    disagree = get(url, "/runs", run="1", sort="disagree", other="2")
+    assert disagree.status_code == 200 and "| [2]" in disagree.text
+    confusion = get(url, "/runs/confusion", run="1")
+    assert confusion.status_code == 200 and "/runs?run=1&amp;sort=errors&amp;truth=" in confusion.text
+
+
+def test_a_confusion_cell_opens_the_images_behind_it(served) -> None:
+    url, started = served
+    from cladebench.serve.runs_data import by_uuid
+
+    rows = list(by_uuid(started.state, 1).values())
+    truth, pred = rows[0]["true_label"], rows[0]["pred_label"]
+    group = rows[0]["group"]
+    expected = sum(1 for r in rows if (r["true_label"], r["pred_label"], r["group"]) == (truth, pred, group))
+    page = get(url, "/runs", run="1", truth=truth, pred=pred, group_of_run=group)
+    assert page.text.count('class="cell ') == expected
+
+
+def test_two_requests_at_the_same_moment_both_answer(served) -> None:
+    url, _started = served
+    barrier = threading.Barrier(2)
+    results: list[int] = []
+
+    def ask(path: str) -> None:
+        barrier.wait()
+        results.append(get(url, path).status_code)
+
+    threads = [threading.Thread(target=ask, args=(p,)) for p in ("/?seen=unseen", "/runs?sort=least-confident")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert results == [200, 200]
+
+
+@pytest.mark.parametrize("path", ["/nope", "/image/not-a-uuid"])
+def test_unknown_pages_are_404(served, path) -> None:
+    url, _ = served
+    assert get(url, path).status_code == 404
