@@ -334,14 +334,14 @@ def test_append_to_a_built_fgc_dataset_adds_one_version_and_keeps_the_bookkeepin
     assert {r["license_name"] for r in now.values() if r["img_type"] != "camera-trap"} == {"cc0"}
     assert all(r["emb_tiny"] is not None and len(r["emb_tiny"]) == 32 for r in now.values())
 
-    # The same model makes the same vector: an old row's image re-encoded gives its stored vector.
     metadata = store.embedding_metadata(dataset.schema.field("emb_tiny"))
     assert int(metadata["valid_rows"]) == 8 and int(metadata["failed_rows"]) == 0
     for sidecar in (dataset_path / "embedding_models.json", fgc / "embedding_models.json"):
         entry = json.loads(sidecar.read_text())["emb_tiny"]
         assert entry["valid_rows"] == 8 and entry["model"] == tiny_model
     # Indices cover every fragment after the append.
-    for index in dataset.list_indices():
+    assert {i["columns"][0] for i in store.indices(dataset)} == {"uuid", "challenge_group", "emb_tiny"}
+    for index in store.indices(dataset):
         stats = dataset.stats.index_stats(index["name"])
         assert stats["num_unindexed_rows"] == 0, index["name"]
     fgc_summary = json.loads((fgc / "build.json").read_text())

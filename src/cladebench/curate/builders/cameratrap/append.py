@@ -144,12 +144,11 @@ def update_bookkeeping(folder: Path, dataset_path: Path, embedded: dict[str, dic
     if store.indices(dataset):
         dataset.optimize.optimize_indices()
     entries = _entries(dataset_path)
+    dataset = store.open_dataset(dataset_path)
+    updates: dict[str, dict[str, str | None]] = {}
     for column, new in embedded.items():
-        dataset = store.open_dataset(dataset_path)
         metadata = {k.decode(): v.decode() for k, v in (dataset.schema.field(column).metadata or {}).items()}
-        for key in COUNTED_KEYS:
-            metadata[key] = str(int(metadata.get(key, 0) or 0) + int(new[key]))
-        dataset.replace_field_metadata(column, metadata)
+        updates[column] = {key: str(int(metadata.get(key, 0) or 0) + int(new[key])) for key in COUNTED_KEYS}
         entry = entries.setdefault(column, {"column": column})
         for key in COUNTED_KEYS:
             entry[key] = int(entry.get(key, 0) or 0) + int(new[key])
@@ -161,6 +160,8 @@ def update_bookkeeping(folder: Path, dataset_path: Path, embedded: dict[str, dic
 
                 failures = pa.concat_tables([pq.read_table(path), failures.select(pq.read_table(path).column_names)])
             atomic_write_parquet(path, failures)
+    if updates:  # one version for every column's counts
+        dataset.update_field_metadata(updates)
     if embedded:
         text = json.dumps(entries, indent=2, sort_keys=True) + "\n"
         atomic_write(dataset_path / store.EMBEDDING_SIDECAR, text.encode())

@@ -5,12 +5,12 @@ A kept image becomes one row of the FGC table's schema
 at the genus (``species`` null, ``scientific_name`` the genus: camera-trap labels of these genera are not
 species identifications), ``seen_in_training = []`` (these collections are in none of the listed models'
 training data as the published card states), ``source_dataset`` ``lila:<collection>``, ``source_id`` the
-metadata's image id, ``source_url`` where the image was fetched (null when read from a local image folder), the collection's license and link,
-``publisher`` the collection, ``basisOfRecord`` ``MachineObservation`` (Darwin Core's term for a camera trap),
-``img_type`` ``camera-trap`` and ``resolution_status`` the label's resolution status. The columns of
-:data:`CAMERA_FIELDS` follow; on rows of other cohorts they are null. ``location_id`` and ``sequence_id`` are
-the sampling units a split of camera-trap images must group by (images of one burst, or one camera, are
-near-duplicates).
+metadata's image id, ``source_url`` where the image was fetched (null when read from a local image folder),
+the collection's license and link, ``publisher`` the collection, ``basisOfRecord`` ``MachineObservation``
+(Darwin Core's term for a camera trap), ``img_type`` ``camera-trap`` and ``resolution_status`` the label's
+resolution status. The columns of :data:`CAMERA_FIELDS` follow; on rows of other cohorts they are null.
+``location_id`` and ``sequence_id`` are the sampling units a split of camera-trap images must group by (images
+of one burst, or one camera, are near-duplicates).
 
 The uuid is a UUID5 of ``lila:<collection>/<image id>``: the same image gets the same uuid in every build, so a
 second append of the same cohort is refused instead of duplicating rows.
