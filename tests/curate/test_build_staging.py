@@ -44,8 +44,16 @@ def _finegrained(tmp_path: Path, out: Path, overwrite: bool) -> Any:
                   overwrite=overwrite)
 
 
+def _cameratrap(tmp_path: Path, out: Path, overwrite: bool) -> Any:
+    path = tmp_path / "cohort.json"
+    path.write_text(json.dumps({"name": "c", "challenge_group": "P", "taxon": "genus:Peromyscus", "labels": ["p"],
+                                "collections": [{"name": "a", "metadata": "no-metadata.json", "detections": "d.json",
+                                                 "images": "images"}]}), encoding="utf-8")
+    return get_builder("cameratrap").config()(path, out=out, overwrite=overwrite)
+
+
 CONFIGS: dict[str, Callable[[Path, Path, bool], Any]] = {
-    "coobserved": _coobserved, "crypticbio": _crypticbio, "finegrained": _finegrained,
+    "cameratrap": _cameratrap, "coobserved": _coobserved, "crypticbio": _crypticbio, "finegrained": _finegrained,
 }
 
 
@@ -79,7 +87,8 @@ def test_an_existing_folder_without_overwrite_is_refused_the_same_way(name, tmp_
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_an_output_inside_an_input_is_a_usage_error(name, tmp_path):
-    inputs = {"coobserved": "no-export", "crypticbio": "no-metadata.csv", "finegrained": "no-catalog.parquet"}
+    inputs = {"cameratrap": "no-metadata.json", "coobserved": "no-export", "crypticbio": "no-metadata.csv",
+              "finegrained": "no-catalog.parquet"}
     out = tmp_path / inputs[name] / "out"
     with pytest.raises(UsageError):
         get_builder(name).build(CONFIGS[name](tmp_path, out, False))

@@ -37,7 +37,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig
 from cladebench.curate.builders.finegrained.config import DATASET_DIR
-from cladebench.curate.staging import read_marker
+from cladebench.curate.staging import is_output_of
 from cladebench.errors import CladebenchError
 from cladebench.paths import atomic_write, atomic_write_parquet
 from cladebench.store.dataset import existing_uuids
@@ -54,8 +54,7 @@ COUNTED_KEYS = ("valid_rows", "failed_rows")
 
 def target_dataset(folder: Path) -> Path:
     """The table inside a ``build finegrained`` output, checked (exit 1 for another folder, 3 for no table)."""
-    marker = read_marker(folder)
-    if marker is None or marker.get("writer") != FGC_WRITER:
+    if not is_output_of(folder, FGC_WRITER):
         raise CladebenchError(f"--append-to {folder}: not an output of `cladebench {FGC_WRITER}` (its "
                               ".cladebench-output.json does not name it); the cohort is appended only to such a folder")
     dataset_path = folder / DATASET_DIR

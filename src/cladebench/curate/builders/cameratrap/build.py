@@ -194,9 +194,9 @@ def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
     started = time.monotonic()
     cohort = read_cohort(config.cohort)
     out = Path(config.out)
-    target_path = appending.target_dataset(Path(config.append_to)) if config.append_to is not None else None
     target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config, cohort))
-    with staged_output(target) as staging:
+    with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
+        target_path = appending.target_dataset(Path(config.append_to)) if config.append_to is not None else None
         root = download_root(config.download_dir)
         bad: dict[str, dict[str, BadRecords]] = {}
         selected, metadata_files = _select(cohort, root, config.progress, bad)

@@ -66,20 +66,20 @@ class CameraTrapBuildSummary:
         return out
 
 
-def _accounting_table(summary: CameraTrapBuildSummary) -> str:
+def _stage_lines(summary: CameraTrapBuildSummary) -> str:
     names = list(summary.accounting)
     stages = ("selected", "candidates", "retrieved", "screened_out", "kept")
     return markdown_table(["", *names], [(s, *(summary.accounting[n][s] for n in names)) for s in stages])
 
 
-def _reasons_table(summary: CameraTrapBuildSummary) -> str:
+def _reason_lines(summary: CameraTrapBuildSummary) -> str:
     names = list(summary.accounting)
     rows = [(r, *(summary.accounting[n]["reasons"][r] for n in names), doc) for r, doc in REASONS.items()]
     return markdown_table(["reason", *names, "meaning"],
                           [*rows, ("kept", *(summary.accounting[n]["kept"] for n in names), "")])
 
 
-def accounting_section(summary: CameraTrapBuildSummary, heading: str = "##") -> str:
+def outcome_section(summary: CameraTrapBuildSummary, heading: str = "##") -> str:
     """The per-collection accounting: the stages, then every reason."""
     cohort = summary.cohort
     return "\n".join([
@@ -91,9 +91,9 @@ def accounting_section(summary: CameraTrapBuildSummary, heading: str = "##") -> 
         f"person: {cohort['person']}, vehicle: {cohort['vehicle']}). Each selected image is kept or counted under "
         "exactly one reason, the first that applies:",
         "",
-        _accounting_table(summary),
+        _stage_lines(summary),
         "",
-        _reasons_table(summary),
+        _reason_lines(summary),
         "",
         f"Selection reasons: {', '.join(SELECTION_REASONS)}; retrieval: {', '.join(RETRIEVAL_REASONS)}; the rest "
         "are the screening's.",
@@ -135,7 +135,7 @@ def render_card(summary: CameraTrapBuildSummary) -> str:
         markdown_table(["label", "status", "matched name", "rank", "taxon id", "inside the taxon"], resolution_rows)
         if resolution_rows else "No label of any collection was selected.",
         "",
-        accounting_section(summary),
+        outcome_section(summary),
         "",
         "## Malformed records",
         "",
@@ -157,8 +157,8 @@ def appended_section(summary: CameraTrapBuildSummary) -> str:
         f"{append.get('version_final')} with {append.get('rows_final', 0):,} rows. License and link per collection, "
         f"the detector version and the label resolution are in `{summary.out / 'README.md'}`.",
         "",
-        accounting_section(summary, heading="###"),
+        outcome_section(summary, heading="###"),
     ])
 
 
-__all__ = ["CameraTrapBuildSummary", "accounting_section", "appended_section", "render_card"]
+__all__ = ["CameraTrapBuildSummary", "appended_section", "outcome_section", "render_card"]
