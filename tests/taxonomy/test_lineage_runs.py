@@ -73,6 +73,9 @@ def test_dense_and_sparse_roll_ups_equal_the_membership_product_and_the_dict_loo
         assert best.tolist() == sparse_best.tolist()
         np.testing.assert_allclose(sparse_value, value, rtol=1e-6)
         assert value[3] == 0.0
+        chunked_best, chunked_value = runs.top(probs, chunk=3)[rank]  # float64 sums, a few images at a time
+        assert chunked_best.tolist() == best.tolist()
+        np.testing.assert_allclose(chunked_value, value, rtol=1e-6)
 
 
 def test_a_species_without_a_name_at_a_rank_counts_toward_the_broader_ranks_only() -> None:

@@ -49,7 +49,7 @@ from cladebench.tasks.common import (
 )
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
 from cladebench.tasks.tree_of_life import check_source, is_tree_of_life_source, load_source
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs, top_taxa
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs
 
 if TYPE_CHECKING:
     import lance
@@ -212,7 +212,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         order = top_k_indices(probs, 5)
         top_probs = np.take_along_axis(probs, order, axis=1)
         true_probs = np.where(targets >= 0, probs[np.arange(len(targets)), np.maximum(targets, 0)], np.nan)
-        rolled = {r: top_taxa(taxa) for r, taxa in runs.roll_up(probs).items()} if runs.ranks else {}
+        rolled = runs.top(probs)
     reachable = (np.ones(len(targets), dtype=bool) if allowed is None
                  else allowed[np.arange(len(targets)), np.maximum(targets, 0)])
     if not streamed:
