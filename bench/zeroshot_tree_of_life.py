@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         loop_s, _, (*looped, dropped) = timed(pybioclip_loop, images[:baseline], labels, args.scale, species, runs,
                                               trace=False)
         loop_total = loop_s * args.images / baseline
-        bound = (8 * args.image_block * args.label_block + 8 * args.label_block * args.dim  # as streaming states it
+        bound = (20 * args.image_block * args.label_block + 12 * args.label_block * args.dim  # as streaming states
                  + 10 * args.image_block * genus_runs + args.images * (2 * 5 + 2 * len(runs.ranks)) * 8) / MB
         print(f"\n== full size: {args.images:,} images x {len(species):,} species, dim {args.dim}, scale "
               f"{args.scale:g}; an images x species float32 matrix would be "
@@ -205,8 +205,10 @@ def main(argv: list[str] | None = None) -> None:
                  {r: (v[0][:baseline], v[1][:baseline]) for r, v in streamed.rolled.items()})
         print(f"pybioclip's min_prob cut leaves out {dropped.max():.1e} of the probability at most on the loop's "
               "images, so its rolled-up probabilities may fall short by that much")
-        full_ok = agreement(f"streamed vs the per-image loop on its {baseline} images", first, tuple(looped),
-                            LOOP_TOLERANCE + float(dropped.max()))
+        print(f"peak within the stated bound: {stream_peak <= bound}")
+        full_ok = stream_peak <= bound and agreement(
+            f"streamed vs the per-image loop on its {baseline} images", first, tuple(looped),
+            LOOP_TOLERANCE + float(dropped.max()))
 
         # 1. Shared size.
         shared_species = min(args.shared_species, len(species))

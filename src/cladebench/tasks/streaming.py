@@ -16,13 +16,13 @@ Peak memory, with B = ``image_block``, M = ``label_block``, d the embedding widt
 just above the labels (129,303 genera and a few hundred unnamed runs for the iNaturalist taxonomy), k the
 top-k and n the images:
 
-    2 x B x M x 4 bytes (the scores, logits then probabilities in place, and a copy of the columns of the images
-    whose top-k changes) + 2 x M x d x 4 (one block of label vectors as read and normalised)
-    + 1.25 x B x R x 8 (the roll-up sums, float64, and at most a quarter of them copied when their images'
-    maximum grows) + n x (2k + 2 x ranks) x 8 (the answers)
+    20 x B x M bytes (the scores, float32, logits then probabilities in place; when images' top-k changes, a
+    copy of their columns, its negation and an int64 partition of it) + 12 x M x d (one block of label vectors:
+    as read, squared for the norms, normalised) + 10 x B x R (the roll-up sums, float64, and at most a quarter
+    of them copied when their images' maximum grows) + n x (2k + 2 x ranks) x 8 (the answers)
 
 and nothing that grows with the number of labels except R. With the defaults (B 256, M 16,384, d 512) and the
-iNaturalist taxonomy that is 32 + 64 + 331 MB, plus the answers (2 MB at 10,000 images). The label vectors
+iNaturalist taxonomy that is 80 + 96 + 331 MB, plus the answers (2 MB at 10,000 images). The label vectors
 themselves are read block by block, so a memory-mapped cache file
 (:func:`cladebench.models.text.class_text_embeddings` with ``mmap=True``) counts as page cache, not as the
 process's memory. ``bench/zeroshot_tree_of_life.py`` measures it.
@@ -174,14 +174,17 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
         true_probs[a:b] = np.exp(true_logit - maximum) / total
         if sums is not None and runs is not None:
             sums /= total
+            level_sums = sums
             for level, rank_runs in enumerate(ranks):
-                if level:
-                    sums = rank_runs.matrix @ sums
-                taxa = sums[rank_runs.named]
-                if taxa.shape[0]:
-                    best = taxa.argmax(axis=0)
-                    rolled[rank_runs.rank][0][a:b] = best
-                    rolled[rank_runs.rank][1][a:b] = taxa[best, columns]
+                # The broader rank's sums first, then this rank's unnamed runs are put out of the running in place
+                # (no copy of the named ones: at the genus rank that would be the sums' size again).
+                broader = ranks[level + 1].matrix @ level_sums if level + 1 < len(ranks) else None
+                if rank_runs.taxa:
+                    level_sums[rank_runs.taxon_of_run < 0] = -1.0
+                    best = level_sums.argmax(axis=0)
+                    rolled[rank_runs.rank][0][a:b] = rank_runs.taxon_of_run[best]
+                    rolled[rank_runs.rank][1][a:b] = level_sums[best, columns]
+                level_sums = broader
         if progress is not None:
             progress(width)
     return StreamedScores(top_labels=top_labels, top_probs=top_probs, true_probs=true_probs, rolled=rolled)
