@@ -79,12 +79,14 @@ def _finished(planned: PlannedRun) -> RunRecord | None:
         return None
 
 
-def _recorded_skip(planned: PlannedRun) -> str | None:
+def _recorded_skip(planned: PlannedRun) -> tuple[str, str] | None:
+    """The reason and time of an earlier suite's recorded skip of this run, if any."""
     path = planned.folder / SKIP_FILE
     if not path.is_file():
         return None
     try:
-        return str(json.loads(path.read_text(encoding="utf-8"))["reason"])
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        return str(entry["reason"]), str(entry.get("recorded_at") or "")
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -95,11 +97,11 @@ def _recorded(error: CladebenchError) -> bool:
     return error.exit_code not in NOT_RECORDED_EXIT_CODES
 
 
-def _record_skip(planned: PlannedRun, reason: str, exit_code: int) -> None:
+def _record_skip(planned: PlannedRun, reason: str, exit_code: int, when: str) -> None:
     planned.folder.mkdir(parents=True, exist_ok=True)
     atomic_write(planned.folder / SKIP_FILE, json.dumps(
         {"reason": reason, "exit_code": exit_code, "key": planned.key, "benchmark": planned.benchmark.name,
-         "protocol": planned.protocol, "model": planned.model, "recorded_at": _now()}, indent=2) + "\n")
+         "protocol": planned.protocol, "model": planned.model, "recorded_at": when}, indent=2) + "\n")
 
 
 class _Models:
@@ -139,7 +141,7 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
     say = progress or (lambda line: None)
     finished = {p.key: _finished(p) for p in planned}
     recorded = {p.key: None if config.retry_skipped else _recorded_skip(p) for p in planned}
-    to_run = [p for p in planned if finished[p.key] is None and recorded[p.key] is None and p.unsupported is None]
+    to_run = {p.key for p in planned if finished[p.key] is None and recorded[p.key] is None and p.unsupported is None}
     benchmarks = list(dict.fromkeys(p.benchmark.name for p in planned))
     say(f"[suite] {len(config.model)} model{'s' * (len(config.model) != 1)} × {len(benchmarks)} benchmark"
         f"{'s' * (len(benchmarks) != 1)}: {len(planned)} runs, {len(planned) - len(to_run)} finished or skipped "
@@ -151,12 +153,12 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
         runs = [p for p in planned if p.benchmark.name == name]
         started = time.monotonic()
         counts = {"run": 0, "reused": 0, "skipped": 0}
-        location_error = _locate_once([p for p in runs if p in to_run])
+        location_error = _locate_once([p for p in runs if p.key in to_run])
         keys: list[str] = []
         rows: list[dict[str, Any]] = []
         try:
             for p in runs:
-                if p in to_run:
+                if p.key in to_run:
                     left -= 1
                 record = finished[p.key]
                 if record is not None:
@@ -165,7 +167,9 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
                     keys.append(p.key)
                     rows += finished_rows(p, record, p.folder / RUN_FILE, config.out)
                     continue
-                reason = recorded[p.key] or p.unsupported or location_error
+                earlier = recorded[p.key]
+                reason = earlier[0] if earlier else p.unsupported or location_error
+                when = earlier[1] if earlier else _now()
                 if reason is None:
                     run_started = time.monotonic()
                     try:
@@ -174,7 +178,7 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
                     except CladebenchError as error:
                         reason = str(error)
                         if _recorded(error):
-                            _record_skip(p, reason, error.exit_code)
+                            _record_skip(p, reason, error.exit_code, when)
                     else:
                         (p.folder / SKIP_FILE).unlink(missing_ok=True)  # an earlier skip of this run, now run
                         summary.executed.append(p.key)
@@ -185,11 +189,11 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
                         spent += time.monotonic() - run_started
                         executed_count += 1
                 elif p.unsupported is not None and recorded[p.key] is None:
-                    _record_skip(p, reason, 2)
+                    _record_skip(p, reason, 2, when)
                 summary.skipped[p.key] = reason
                 counts["skipped"] += 1
                 keys.append(p.key)
-                rows.append(skipped_row(p, reason, _now()))
+                rows.append(skipped_row(p, reason, when))
         finally:
             if keys:  # reused and skipped runs, also when interrupted (evaluated ones are written as they finish)
                 update_results(config.out, keys, rows)
