@@ -62,7 +62,7 @@ def test_the_queue_puts_genus_only_rows_first_least_certain_first(fresh) -> None
     with serving(fresh) as (url, started), httpx.Client(timeout=60) as client:
         page = client.get(url + "review")
         assert page.status_code == 200
-        listed = [unquote(u) for u in re.findall(r'<td class="name"><a href="/review/([^"]+)">', page.text)]
+        listed = [unquote(u) for u in re.findall(r'<td class="uuid"><a href="/review/([^"]+)">', page.text)]
         genus_only = set(fresh.genus_only)
         assert set(listed[:len(genus_only)]) == genus_only and not genus_only & set(listed[len(genus_only):])
         rows = queue(started.state)

@@ -104,9 +104,10 @@ def reviews_of(table: pa.Table, uuid: str) -> list[dict[str, Any]]:
 
 
 def status(table: pa.Table) -> dict[str, str]:
-    """uuid -> "agreed" or "disputed" for every reviewed row."""
+    """uuid -> "reviewed" (one reviewer), "agreed" (several, one label) or "disputed", for every reviewed row."""
     summary = review_summary(table)
-    return {**{u: "agreed" for u in summary.agreed}, **{u: "disputed" for u in summary.disagreements}}
+    return {**{u: "agreed" if len(summary.current[u]) > 1 else "reviewed" for u in summary.agreed},
+            **{u: "disputed" for u in summary.disagreements}}
 
 
 def suggestions(state: ServeState, uuid: str) -> list[Any]:

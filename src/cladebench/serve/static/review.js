@@ -97,7 +97,7 @@
     if (busy) return;
     if (!choice) { say("Pick a taxon first (type, then Enter).", true); input.focus(); return; }
     const checked = form.querySelector('input[name="confidence"]:checked');
-    const body = choice.not_identifiable ? {not_identifiable: true}
+    const body = (choice.not_identifiable || !choice.rank) ? {not_identifiable: true}
       : {name: choice.name, rank: choice.rank, lineage: choice.lineage};
     body.note = document.getElementById("note").value;
     body.confidence = checked ? checked.value : "";

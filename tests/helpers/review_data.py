@@ -1,0 +1,109 @@
+"""A small real dataset for the review tests: synthetic photos, every fourth labelled only to genus (one of them with a
+hostile genus name), embedded by the tiny CLIP, with one zero-shot run; and a ``cladebench serve`` over it, in a
+thread or in a process of its own (to be killed)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+HOSTILE_GENUS = "<script>window.__pwned=1</script>Mus \"x' & <b>bold</b>"
+"""A genus-only row's genus: markup with a script, quotes and an ampersand, to be shown as text."""
+HOSTILE_NOTE = "<img src=x onerror=\"window.__pwned=2\"> & 'quoted' <i>note</i>"
+"""A review note that must show as text."""
+
+
+@dataclass(frozen=True)
+class ReviewData:
+    """Paths of what :func:`write_review_data` made."""
+
+    dataset: Path
+    run: Path
+    model: str
+    genus_only: tuple[str, ...]
+    """The uuids labelled only to genus."""
+    hostile_uuid: str
+
+
+def write_review_data(root: Path, model: str, rows: int = 32) -> ReviewData:
+    """The dataset (every fourth row genus-only, the first of them with :data:`HOSTILE_GENUS`), emb_tiny, a run."""
+    from cladebench import store
+    from cladebench.cli import main
+    from cladebench.embed import EmbedConfig, embed_dataset
+    from cladebench.synthetic.world import make_world
+
+    table = make_world().to_table(rows, seed=5)
+    columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    genus_only = [i for i in range(rows) if i % 4 == 1]
+    for i in genus_only:
+        columns["species"][i] = None
+        columns["scientific_name"][i] = columns["genus"][i]
+        columns["common_name"][i] = None
+    columns["genus"][genus_only[0]] = HOSTILE_GENUS
+    columns["scientific_name"][genus_only[0]] = HOSTILE_GENUS
+    table = pa.table({name: pa.array(values, table.schema.field(name).type) for name, values in columns.items()},
+                     schema=table.schema)
+    dataset = root / "reviewed.lance"
+    store.write_dataset(table, dataset)
+    embed_dataset(EmbedConfig(dataset=str(dataset), model=model, batch_size=16, device="cpu", progress=False))
+    out = root / "runs" / "species"
+    code = main(["eval", "zeroshot", str(dataset), "--model", model, "--out", str(out), "--device", "cpu",
+                 "--group-by", "none", "--name-style", "sci"])
+    assert code == 0, f"eval zeroshot exited {code}"
+    uuids = table.column("uuid").to_pylist()
+    return ReviewData(dataset=dataset, run=out / "run.json", model=model,
+                      genus_only=tuple(uuids[i] for i in genus_only), hostile_uuid=uuids[genus_only[0]])
+
+
+@contextlib.contextmanager
+def serving(data: ReviewData, *, token_file: Path | None = None, thumbnails: Path | None = None
+            ) -> Iterator[tuple[str, object]]:
+    """A real server over ``data`` on a free port of 127.0.0.1 in a thread: yields (URL as printed, the Started)."""
+    from cladebench.serve.config import ServeConfig
+    from cladebench.serve.server import open_state, start
+
+    config = ServeConfig(dataset=str(data.dataset), runs=(data.run,), port=0, token_file=token_file,
+                         model=data.model, device="cpu")
+    state = open_state(config)
+    if thumbnails is not None:
+        state.thumbnail_root = thumbnails
+    started = start(config, state)
+    thread = started.run_in_thread()
+    try:
+        yield started.url, started
+    finally:
+        started.stop()
+        thread.join(timeout=10)
+        started.sock.close()
+
+
+@contextlib.contextmanager
+def serving_process(data: ReviewData, cache_dir: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``cladebench serve`` in a process of its own (to be killed): yields (its URL, the process); ends it if alive."""
+    env = {**os.environ, "CLADEBENCH_CACHE_DIR": str(cache_dir), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "cladebench", "serve", str(data.dataset), str(data.run),
+                                "--port", "0", "--device", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # the first line names the URL; the socket is bound before it is printed
+        found = re.search(r"at (http://\S+)", line)
+        if found is None:
+            process.kill()
+            raise AssertionError(f"serve printed {line!r}; stderr: {process.stderr.read() if process.stderr else ''}")
+        yield found.group(1), process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
