@@ -171,10 +171,13 @@ def test_an_interrupted_suite_continues_where_it_stopped(suite_env, tmp_path, mo
     assert {r["run"] for r in read_results(out).to_pylist()} == {str(done.relative_to(out))}  # kept as it finished
     stamp = done.stat().st_mtime_ns
     monkeypatch.setattr(suite_runner, "run_eval", real)
-    summary = run_suite(SuiteConfig(model=tuple(suite_env["models"][:2]), out=out, mirror=suite_env["mirrors"].root,
-                                    benchmarks=("inquire-rerank", "inat-coobserved"), device="cpu", report=False,
-                                    progress=False))
-    assert len(summary.runs) == 4 and len(summary.reused) == 1 and len(summary.executed) == 3
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "suite: 4 runs: 3 run now, 1 reused, 0 skipped" in captured.out
+    progress = [line for line in captured.err.splitlines() if line.startswith("[suite]")]
+    assert progress[0].endswith("4 runs, 1 finished or skipped before, 3 to run")
+    assert progress[1].startswith("[suite] 1/2 inquire-rerank: 2 runs (1 run, 1 reused, 0 skipped)")
+    assert "left for 2 runs" in progress[1] and progress[2].endswith("suite done")
     assert done.stat().st_mtime_ns == stamp
     assert len({r["key"] for r in read_results(out).to_pylist() if r["status"] == "finished"}) == 4
 
