@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.serve.areas import AREAS, Area
+from cladebench.serve.image import read_row
 from cladebench.serve.pages import render
 from cladebench.serve.review_queue import (
     QUEUE_PAGE,
@@ -36,7 +37,6 @@ from cladebench.serve.review_queue import (
 )
 from cladebench.serve.state import AppState, ServeState
 from cladebench.store.reviews import CONFIDENCES, Review, append_review, label_text, review_summary, reviews_path
-from cladebench.store.sql import sql_literal
 from cladebench.taxonomy import RANK_COLUMNS
 
 router = APIRouter()
@@ -56,10 +56,7 @@ def _path(uuid: str) -> str:
 def _row(state: ServeState, uuid: str) -> dict[str, Any]:
     columns = [c for c in ("uuid", *RANK_COLUMNS, "scientific_name", "common_name", "challenge_group")
                if c in state.columns]
-    table = state.dataset.to_table(columns=columns, filter=f"uuid = {sql_literal(uuid)}", limit=1)
-    if table.num_rows == 0:
-        raise CladebenchError(f"uuid {uuid!r} is not in the dataset")
-    return table.to_pylist()[0]
+    return read_row(state, uuid, columns)
 
 
 @router.get("/review")
@@ -120,8 +117,7 @@ def review_row(uuid: str, request: Request, state: AppState) -> Response:
                   reviews=reviews_of(table, uuid), position=position, total=len(rows),
                   previous=None if previous is None else _path(previous),
                   following=None if following is None else _path(following),
-                  image="/full/" + quote(uuid, safe="") if "image" in AREAS else "/thumb/" + quote(uuid, safe=""),
-                  image_page="/image/" + quote(uuid, safe="") if "image" in AREAS else None,
+                  image="/full/" + quote(uuid, safe=""), image_page="/image/" + quote(uuid, safe=""),
                   confidences=CONFIDENCES, save=_path(uuid), label_text=label_text)
 
 
