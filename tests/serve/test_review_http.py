@@ -19,6 +19,7 @@ pytest.importorskip("uvicorn")
 
 from cladebench.serve.review_queue import queue
 from cladebench.store.reviews import read_reviews, review_summary, reviews_path
+from cladebench.taxonomy.complete import default_backbone
 from helpers.review_data import HOSTILE_GENUS, HOSTILE_NOTE, serving, serving_process
 
 
@@ -99,6 +100,11 @@ def test_a_review_is_saved_and_the_next_row_named(fresh) -> None:
         assert rows[0]["run"] and rows[0]["model"] and rows[0]["suggestions"]
         assert rows[0]["dataset_version"] == started.state.version
         assert _save(client, url, csrf, second, {"not_identifiable": True}).json()["saved"]
+        if default_backbone() is not None:  # a taxon the dataset lacks, from the iNat taxonomy, at genus
+            felis = next(m for m in client.get(url + "review/taxa", params={"q": "Felis"}).json()
+                         if m["name"] == "Felis" and m["rank"] == "genus")
+            assert felis["source"] == "taxonomy" and felis["lineage"][4] == "Felidae"
+            assert _save(client, url, csrf, second, felis).json()["saved"]
         page = client.get(url + "review/" + quote(first, safe=""))
         assert HOSTILE_NOTE not in page.text and "&lt;img src=x onerror=" in page.text  # escaped
         # refused, nothing written: a lineage that is no known taxon, a bad confidence, an unknown row, no CSRF
@@ -107,7 +113,7 @@ def test_a_review_is_saved_and_the_next_row_named(fresh) -> None:
         assert "confidence" in _save(client, url, csrf, first, {**species, "confidence": "total"}).json()["error"]
         assert _save(client, url, csrf, "no-such-row", species).status_code == 400
         assert client.post(url + "review/" + quote(first, safe=""), content=json.dumps(species)).status_code == 403
-        assert len(read_reviews(reviews_path(str(fresh.dataset)))) == 2
+        assert len(read_reviews(reviews_path(str(fresh.dataset)))) == (3 if default_backbone() else 2)
 
 
 def test_two_reviewers_at_the_same_moment_both_land_under_their_token_names(fresh, tmp_path) -> None:
