@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from tests.helpers.toy_dataset import write_toy_dataset
 
 from cladebench.cli import main
 from cladebench.store.reviews import Review, append_review, reviews_path
 from cladebench.taxonomy import Lineage, Rank
+from helpers.toy_dataset import write_toy_dataset
 
 SP0 = Lineage.from_names(None, None, None, None, None, "Genus", "Genus sp0")
 
