@@ -211,8 +211,10 @@ def take_late_positionals(cls: type, args: argparse.Namespace, extra: list[str])
         if not words:
             break
         if field.metadata.get(_POSITIONAL_KEY) and getattr(args, field.name, None) in (None, field.default, []):
-            several = get_origin(_unwrap_optional(typing.get_type_hints(cls)[field.name])[0]) in (tuple, list)
-            setattr(args, field.name, words if several else words.pop(0))
+            annotation = _unwrap_optional(typing.get_type_hints(cls)[field.name])[0]
+            several = get_origin(annotation) in (tuple, list)
+            item = _converter((get_args(annotation) or (str,))[0])
+            setattr(args, field.name, [item(w) for w in words] if several else words.pop(0))
             words = [] if several else words
     return rest + words
 

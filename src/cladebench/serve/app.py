@@ -9,8 +9,9 @@ from __future__ import annotations
 import secrets
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cladebench.errors import CladebenchError
 from cladebench.serve import browse, image, review, runs, search  # noqa: F401  (each area registers itself)
@@ -34,6 +35,12 @@ def create_app(state: ServeState, access: Access | None = None) -> FastAPI:
         # A filter that does not parse, an unknown column, a uuid not in the dataset: one line, shown as text.
         status = 404 if "not in the dataset" in str(exc) else 400
         return render(request, "error.html", status_code=status, message=str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            return render(request, "error.html", status_code=404, message=f"no page at {request.url.path}")
+        return PlainTextResponse(f"{exc.detail}\n", status_code=exc.status_code)
 
     @app.get("/healthz", include_in_schema=False)
     def _health() -> PlainTextResponse:

@@ -18,7 +18,7 @@ from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import checked_filter, display_name, page_number
 from cladebench.serve.filters import PAGE_SIZE, Filters
 from cladebench.serve.pages import render
-from cladebench.serve.runs_data import by_uuid, run_index, said, usable
+from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure
 from cladebench.store import sql_literal
@@ -89,9 +89,9 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
     for uuid in uuids:
         row = rows.get(uuid, {"uuid": uuid})
         s = said(state, index, by_uuid(state, index)[uuid])
-        tag = f"→ {s.predicted}" + (f" {100 * s.confidence:.0f}%" if s.confidence is not None else "")
+        tag = f"→ {s.predicted_name}" + (f" {100 * s.confidence:.0f}%" if s.confidence is not None else "")
         if other and uuid in theirs:
-            tag += f" | [{other}] {theirs[uuid].get('pred_label')}"
+            tag += f" | [{other}] {short_name(state, other, theirs[uuid].get('pred_label'))}"
         cells.append({"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
                       "thumb": uuid in have, "verdict": s.right, "tag": tag})
     return cells
@@ -150,7 +150,8 @@ def confusion_page(request: Request, state: AppState) -> Response:
     counts = Counter((s.truth, s.predicted) for s in rows)
     truths = [t for t, _ in Counter(s.truth for s in rows).most_common(CONFUSION_LABELS)]
     preds = list(dict.fromkeys([*truths, *(p for _, p in sorted(counts, key=lambda k: -counts[k]))]))[:CONFUSION_LABELS]
-    matrix = [(t, [(p, counts.get((t, p), 0)) for p in preds]) for t in truths]
+    matrix = [(t, short_name(state, index, t), [(p, counts.get((t, p), 0)) for p in preds]) for t in truths]
+    preds = [(p, short_name(state, index, p)) for p in preds]
     return render(request, "runs/confusion.html", index=index, groups=groups, group=group, preds=preds,
                   matrix=matrix, scored=len(rows), right=sum(1 for s in rows if s.right))
 

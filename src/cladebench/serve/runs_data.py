@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cladebench.errors import UsageError
+from cladebench.report.taxon_names import run_name_style, taxon_name
 from cladebench.serve.state import ServeState
 
 NEEDED = ("uuid", "pred_label")
@@ -28,8 +29,11 @@ class Said:
     """The run's label."""
     predicted: str | None
     truth: str | None
-    top5: list[tuple[str, float | None]]
-    """(label, probability) best first; the probability is None when the run recorded none."""
+    top5: list[tuple[str, str, float | None]]
+    """(label, short name, probability) best first; the probability is None when the run recorded none."""
+    predicted_name: str | None
+    """:attr:`predicted` as a reader looks it up (the binomial of a lineage label; the label itself otherwise)."""
+    truth_name: str | None
     right: bool | None
     """Top-1 right; None when the row is not scored (no true label)."""
     confidence: float | None
@@ -64,9 +68,19 @@ def said(state: ServeState, index: int, row: dict[str, Any]) -> Said:
         right = row.get("pred_label") == row.get("true_label")
     if row.get("scored") is False:
         right = None
+
+    def name(label: str | None) -> str | None:
+        return short_name(state, index, label)
+
     return Said(run=index, label=run.label, predicted=row.get("pred_label"), truth=row.get("true_label"),
-                top5=list(zip(labels, probs, strict=False))[:5], right=right,
+                top5=[(label, name(label), p) for label, p in zip(labels, probs, strict=False)][:5], right=right,
+                predicted_name=name(row.get("pred_label")), truth_name=name(row.get("true_label")),
                 confidence=probs[0] if probs and probs[0] is not None else None, group=row.get("group"))
+
+
+def short_name(state: ServeState, index: int, label: str | None) -> str | None:
+    """A label of run ``index`` as a reader looks it up (see :attr:`Said.predicted_name`)."""
+    return None if label is None else taxon_name(label, run_name_style(state.runs[index - 1].record.provenance)).name
 
 
 def said_about(state: ServeState, uuid: str) -> list[Said]:

@@ -1,0 +1,161 @@
+"""The app in a real browser: Playwright driving the system's Chromium (``executable_path``) against a server
+started for real on 127.0.0.1. Load the grid, filter by a rank, open an image and see its neighbours, search by
+text, look at the runs; hostile strings in names and attributions show as text and run nothing. Each step saves a
+screenshot at 1,400 px under /tmp/shots19/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from helpers.devtools import CHROMIUM
+from helpers.serve_data import HOSTILE_ATTRIBUTION, HOSTILE_NAME
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+WIDTH = 1400
+
+
+@pytest.fixture(scope="module")
+def page(served) -> Iterator[object]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
+                                             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+        page = context.new_page()
+        page.problems = []  # type: ignore[attr-defined]
+        page.on("pageerror", lambda error: page.problems.append(str(error)))  # type: ignore[attr-defined]
+        page.on("dialog", lambda dialog: (page.problems.append(f"dialog {dialog.message}"), dialog.dismiss()))
+        page.on("console", lambda message: message.type == "error" and page.problems.append(message.text))
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_problems(page) -> None:
+    page.problems.clear()
+
+
+def eventually(page: object, expression: str, seconds: float = 30.0) -> bool:
+    """Whether ``expression`` becomes true within ``seconds`` (asked over the DevTools protocol: the page's
+    Content-Security-Policy forbids the string evaluation ``wait_for_function`` uses, as it should)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if page.evaluate(expression):
+            return True
+        page.wait_for_timeout(50)
+    return False
+
+
+def no_overflow(page: object) -> None:
+    """Nothing on the page is wider than the window."""
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
+
+
+def test_grid_then_a_rank_then_an_image_with_its_neighbours(served, page, shots: Path) -> None:
+    url, started = served
+    page.goto(url)
+    page.wait_for_selector("#grid .cell img")
+    assert page.locator("#grid .cell").count() == 48
+    assert eventually(page, "Array.from(document.querySelectorAll('#grid img')).every(i => i.complete "
+                            "&& i.naturalWidth > 0)")  # every thumbnail in the window loaded
+    no_overflow(page)
+    page.screenshot(path=str(shots / "01-grid.png"), full_page=False)
+
+    page.click(".tree a:has-text('Animalia')") if page.locator(".tree a:has-text('Animalia')").count() else None
+    page.wait_for_selector(".tree li.path")
+    for _ in range(3):  # down three more ranks by the tree's first child
+        child = page.locator(".tree li.child a").first
+        name = child.inner_text()
+        child.click()
+        page.wait_for_selector(f".tree li.path a:has-text({name!r})")
+    shown = page.locator("#grid .cell").count()
+    assert 0 < shown < 48
+    assert page.locator("#summary").inner_text().startswith(f"{shown} row")
+    page.screenshot(path=str(shots / "02-rank.png"), full_page=False)
+
+    page.locator("#grid .cell").first.click()
+    page.wait_for_selector("section.neighbours .strip .cell img")
+    assert page.locator("section.neighbours .strip .cell").count() == 12
+    assert eventually(page, "document.querySelector('img.full').naturalWidth > 0")
+    assert page.locator("h2:has-text('Runs')").count() == 1 and page.locator(".said").count() == 2
+    no_overflow(page)
+    page.screenshot(path=str(shots / "03-image.png"), full_page=True)
+    page.click("text=more like this")
+    page.wait_for_selector("#grid .cell")
+    assert page.locator("#grid .cell").count() == 47
+    assert page.problems == []
+
+
+def test_search_by_text(served, page, shots: Path) -> None:
+    url, _ = served
+    page.goto(url.rstrip("/") + "/search")
+    page.fill("input[name=text]", "a mouse at night on a camera trap")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector("#grid .cell")
+    assert page.locator("#grid .cell").count() == 48
+    assert "nearest in" in page.locator("#summary").inner_text()
+    page.screenshot(path=str(shots / "04-search.png"), full_page=False)
+    assert page.problems == []
+
+
+def test_hostile_strings_render_as_text_and_run_nothing(served, serve_data, page, shots: Path) -> None:
+    url, _ = served
+    page.goto(url.rstrip("/") + f"/image/{quote(serve_data.hostile_uuid, safe='')}")
+    page.wait_for_selector("h1")
+    assert HOSTILE_NAME in page.locator("h1").inner_text()
+    assert HOSTILE_ATTRIBUTION in page.locator(".attribution").inner_text()
+    assert page.evaluate("window.__pwned === undefined")
+    assert page.locator("main script, img[src=x], h1 b, .attribution i").count() == 0
+    assert page.locator("a[href^='javascript:']").count() == 0
+    page.screenshot(path=str(shots / "05-hostile.png"), full_page=True)
+    page.goto(url + f"?where={quote('scientific_name = ' + chr(39) + HOSTILE_NAME.replace(chr(39), chr(39) * 2) + chr(39))}")
+    page.screenshot(path=str(shots / "05b-hostile-filter.png"), full_page=False)
+    page.wait_for_selector("#grid .cell")
+    assert page.locator("#grid .cell").count() == 1
+    assert page.evaluate("window.__pwned === undefined")
+    page.goto(url)
+    page.click(".side a:has-text('birds')")
+    page.wait_for_selector(".chip")
+    assert '"&\' <u>group</u>' in page.locator(".chips").inner_text()
+    assert page.problems == []
+
+
+def test_runs_errors_first_and_confusion_cells_open_images(served, page, shots: Path) -> None:
+    url, _ = served
+    page.goto(url.rstrip("/") + "/runs")
+    page.wait_for_selector("#grid .cell")
+    classes = page.eval_on_selector_all("#grid .cell", "cells => cells.map(c => c.className)")
+    verdicts = ["wrong" in c for c in classes]
+    assert verdicts == sorted(verdicts, reverse=True)
+    no_overflow(page)
+    page.screenshot(path=str(shots / "06-runs.png"), full_page=False)
+    page.click("text=confusion by group")
+    page.wait_for_selector("table.confusion")
+    page.screenshot(path=str(shots / "07-confusion.png"), full_page=False)
+    link = page.locator("table.confusion td a").first
+    count = int(link.inner_text())
+    link.click()
+    page.wait_for_selector("#grid")
+    assert page.locator("#grid .cell").count() == count
+    assert page.problems == []
+
+
+def test_a_bad_filter_is_shown_as_text(served, page, shots: Path) -> None:
+    url, _ = served
+    page.goto(url)
+    page.fill("input[name=where]", "genus = 'unterminated")
+    page.press("input[name=where]", "Enter")
+    page.wait_for_selector(".error")
+    assert "where" in page.locator(".error").inner_text()
+    page.screenshot(path=str(shots / "08-bad-filter.png"), full_page=False)
