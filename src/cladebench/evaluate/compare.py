@@ -349,7 +349,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                         alpha=alpha, confidence=confidence)
         for name in names)
     labels = distinct_labels([str(record.label) for record in records], [record.config for record in records],
-                             [_folder(path) for path in paths])
+                             [_folder(path) for path in paths], [record.task for record in records])
     runs = tuple(
         ComparedRun(path=path, model_id=record.model_name(), label=label, label_rank=rank,
                     metrics=record.metrics, evaluated_rows=table.num_rows)

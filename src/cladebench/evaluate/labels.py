@@ -234,22 +234,35 @@ def _told(key: str, value: Any) -> str:
     return f"{key.replace('_', '-')} {_shown(value)}"
 
 
-def distinct_labels(labels: Sequence[str], configs: Sequence[Mapping[str, Any]],
-                    folders: Sequence[str]) -> list[str]:
-    """The labels of several runs (a report's, a comparison's), made distinct where two or more share one: first
-    by the config fields that differ between those runs (at most two, e.g. ``dataset birds.lance``), then by the
-    folder each run was written to, and last by its position. Runs with distinct labels keep them as they are."""
+def _telling(value: Any, key: str, defaults: Mapping[str, Any]) -> bool:
+    """Whether a setting's value says something in a label: set, and not the task's default."""
+    return value is not None and not (key in defaults and _plain(value) == defaults[key])
+
+
+def distinct_labels(labels: Sequence[str], configs: Sequence[Mapping[str, Any]], folders: Sequence[str],
+                    tasks: Sequence[str] | None = None) -> list[str]:
+    """The labels of several runs (a report's, a comparison's), made distinct where two or more runs of one task
+    share one: first by the config fields that differ between those runs (at most two, e.g. ``dataset
+    birds.lance``), each named only on the runs where it is set and not the task's default (``bioclip`` beside
+    ``bioclip · where x > 1``, never ``where None``), then by the folder each run was written to, and last by its
+    position. Runs of different ``tasks`` are never told apart by each other's settings (a report names them
+    under their own task). Runs with distinct labels keep them as they are."""
     out = list(labels)
-    shared: dict[str, list[int]] = {}
+    run_tasks = list(tasks) if tasks is not None else [""] * len(labels)
+    shared: dict[tuple[str, str], list[int]] = {}
     for index, label in enumerate(labels):
-        shared.setdefault(label, []).append(index)
-    for label, members in shared.items():
+        shared.setdefault((run_tasks[index], label), []).append(index)
+    for (task, label), members in shared.items():
         if len(members) < 2:
             continue
+        defaults = task_defaults(task) if task else {}
+
         keys = dict.fromkeys(k for i in members for k in configs[i] if k not in _NOT_TELLING)
-        differing = [k for k in keys if len({repr(configs[i].get(k)) for i in members}) > 1][:2]
+        differing = [k for k in keys if len({repr(configs[i].get(k)) for i in members}) > 1
+                     and any(_telling(configs[i].get(k), k, defaults) for i in members)][:2]
         for i in members:
-            out[i] = SEPARATOR.join([label, *(_told(k, configs[i].get(k)) for k in differing)])
+            out[i] = SEPARATOR.join([label, *(_told(k, configs[i].get(k)) for k in differing
+                                            if _telling(configs[i].get(k), k, defaults))])
         if len({out[i] for i in members}) < len(members):  # the same settings: where each run was written
             for i in members:
                 out[i] = f"{out[i]} ({folders[i]})"

@@ -126,7 +126,7 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[ReportRun, ...]:
         raise CladebenchError("a report needs at least one run record")
     runs = [load_run(index, path) for index, path in enumerate(paths, start=1)]
     labels = distinct_labels([str(run.record.label) for run in runs], [run.record.config for run in runs],
-                             [run.path.resolve().parent.name for run in runs])
+                             [run.path.resolve().parent.name for run in runs], [run.task for run in runs])
     return tuple(dataclasses.replace(run, distinct_label=label) for run, label in zip(runs, labels, strict=True))
 
 
