@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         loop_s, _, (*looped, dropped) = timed(pybioclip_loop, images[:baseline], labels, args.scale, species, runs,
                                               trace=False)
         loop_total = loop_s * args.images / baseline
-        bound = (20 * args.image_block * args.label_block + 12 * args.label_block * args.dim  # as streaming states
+        bound = (24 * args.image_block * args.label_block + 12 * args.label_block * args.dim  # as streaming states
                  + 10 * args.image_block * genus_runs + args.images * (2 * 5 + 2 * len(runs.ranks)) * 8) / MB
         print(f"\n== full size: {args.images:,} images x {len(species):,} species, dim {args.dim}, scale "
               f"{args.scale:g}; an images x species float32 matrix would be "

@@ -16,13 +16,14 @@ Peak memory, with B = ``image_block``, M = ``label_block``, d the embedding widt
 just above the labels (129,303 genera and a few hundred unnamed runs for the iNaturalist taxonomy), k the
 top-k and n the images:
 
-    20 x B x M bytes (the scores, float32, logits then probabilities in place; when images' top-k changes, a
-    copy of their columns, its negation and an int64 partition of it) + 12 x M x d (one block of label vectors:
-    as read, squared for the norms, normalised) + 10 x B x R (the roll-up sums, float64, and at most a quarter
-    of them copied when their images' maximum grows) + n x (2k + 2 x ranks) x 8 (the answers)
+    24 x B x M bytes (the scores, float32, logits then probabilities in place; when images' top-k changes, a
+    copy of their columns, its negation and an int64 partition of it; the scores read as float64 by the
+    roll-up) + 12 x M x d (one block of label vectors: as read, squared for the norms, normalised)
+    + 10 x B x R (the roll-up sums, float64, and at most a quarter of them copied when their images' maximum
+    grows) + n x (2k + 2 x ranks) x 8 (the answers)
 
 and nothing that grows with the number of labels except R. With the defaults (B 256, M 16,384, d 512) and the
-iNaturalist taxonomy that is 80 + 96 + 331 MB, plus the answers (2 MB at 10,000 images). The label vectors
+iNaturalist taxonomy that is 96 + 96 + 331 MB, plus the answers (2 MB at 10,000 images). The label vectors
 themselves are read block by block, so a memory-mapped cache file
 (:func:`cladebench.models.text.class_text_embeddings` with ``mmap=True``) counts as page cache, not as the
 process's memory. ``bench/zeroshot_tree_of_life.py`` measures it.
@@ -91,7 +92,9 @@ def _block_runs(runs: LineageRuns, first: int, last: int, start: int, stop: int)
 
     starts = np.clip(runs.ranks[0].starts[first:last + 1] - start, 0, None)
     indptr = np.append(starts, stop - start)
-    return scipy.sparse.csr_matrix((np.ones(stop - start, dtype=np.float32), np.arange(stop - start), indptr),
+    # float64, so each run's part is summed in float64 (a genus of a thousand species summed in float32 drifts by
+    # more than 1e-6); the product then reads the float32 scores as float64, one block at a time.
+    return scipy.sparse.csr_matrix((np.ones(stop - start), np.arange(stop - start), indptr),
                                    shape=(last - first + 1, stop - start))
 
 
@@ -185,6 +188,7 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
                     rolled[rank_runs.rank][0][a:b] = rank_runs.taxon_of_run[best]
                     rolled[rank_runs.rank][1][a:b] = level_sums[best, columns]
                 level_sums = broader
+            del sums, level_sums  # before the next block's sums are made: never two of them at once
         if progress is not None:
             progress(width)
     return StreamedScores(top_labels=top_labels, top_probs=top_probs, true_probs=true_probs, rolled=rolled)
