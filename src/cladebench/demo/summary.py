@@ -67,6 +67,9 @@ def summary_lines(ctx: DemoContext) -> list[str]:
         lines.append(f"note: {DEMO_MODEL_NOTICE}")
     lines.append(f"summary: {ctx.out_dir / 'summary.json'}  ({ctx.summary['seconds']} s)")
     lines.append(f"inspect: cladebench info {ctx.dataset_path('fine-grained')}")
+    zeroshot = (ctx.summary["steps"].get("zeroshot") or {}).get("runs") or {}  # the runs on that dataset
+    shown = "".join(f" {r['grouped']}" for r in zeroshot.values() if isinstance(r, dict) and r.get("grouped"))
+    lines.append(f"browse:  cladebench serve {ctx.dataset_path('fine-grained')}{shown}")
     if ctx.models:
         # The same model with another name style, then compared with the demo's own run on the same images.
         grouped = ctx.summary["steps"]["zeroshot"]["runs"][ctx.models[0].label]["grouped"]
