@@ -32,3 +32,15 @@ def test_display_rules_match_the_metric_s_own_name_and_shares_default_to_percent
         del DISPLAY_SCALES[r"made_up_score"]
     assert display_scale("made_up_score") == (100.0, "%")
 
+
+
+def test_counts_print_as_counts_in_a_process_that_never_imported_their_task() -> None:
+    """A report reads lineage and geo run records without importing those tasks: depths stay counts, not 237.50%."""
+    import subprocess
+    import sys
+
+    code = ("import cladebench.report\n"
+            "from cladebench.metrics.display import display_scale\n"
+            "print([display_scale(n) for n in ('hint_depth', 'g/nohint_lca_distance', 'image_weight')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[(1.0, ''), (1.0, ''), (1.0, '')]"

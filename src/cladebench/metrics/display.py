@@ -29,3 +29,10 @@ def display_scale(name: str) -> tuple[float, str]:
         if pattern.fullmatch(base):
             return multiplier, unit
     return 100.0, "%"
+
+
+# Counts and weights that are not shares, registered here rather than beside the task that computes them: a
+# report or `compare` reads run records in a process that never imported that task, and must print them alike.
+register_display(r"(no)?hint_depth", 1.0, "")  # lineage completion: ranks completed correctly
+register_display(r"(no)?hint_lca_distance", 1.0, "")  # lineage completion: ranks from the truth to the LCA
+register_display(r"image_weight", 1.0, "")  # geo: the fused weight a of log p_image

@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.metrics import accuracy, define_metric, paired_bootstrap, register_display
+from cladebench.metrics import accuracy, define_metric, paired_bootstrap
 from cladebench.tasks.common import (
     Predictions,
     label_set,
@@ -174,7 +174,6 @@ def _definitions() -> None:
                   "validation rows (highest top-1, ties to the larger a); no interval")
     define_metric("prior_fallback", "share of test images whose prior lacked place and/or date (the reason is in the "
                   "name): the available factor, or a uniform prior, was used; Wilson score interval")
-    register_display(r"image_weight", 1.0, "")
 
 
 _definitions()

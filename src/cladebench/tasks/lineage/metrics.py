@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cladebench.metrics import WILSON, Estimate, accuracy, bootstrap_ci, define_metric, register_display
+from cladebench.metrics import WILSON, Estimate, accuracy, bootstrap_ci, define_metric
 from cladebench.tasks.common import Predictions
 from cladebench.tasks.lineage.parse import UNPARSEABLE
 from cladebench.tasks.lineage.targets import CONDITIONS
@@ -48,8 +48,6 @@ def _definitions() -> None:
             define_metric(f"{condition}_{name}", f"{condition}: {text}")
     define_metric("nohint_hint_agreement", "share of targets whose no-hint prediction equals the target's names at "
                   "every hinted rank (down to the divergence rank) with a known name, " + scored + "; " + WILSON)
-    register_display(r"(no)?hint_depth", 1.0, "")
-    register_display(r"(no)?hint_lca_distance", 1.0, "")
 
 
 _definitions()
