@@ -234,7 +234,8 @@ def reliability_diagram(curves: Sequence[tuple[str, Sequence[float], Sequence[fl
         axes.grid(True, axis="both", alpha=0.3)
         if title:
             axes.set_title(shorten(title, 60))
-        axes.legend(fontsize=7, frameon=False, loc="upper left")
+        # Beside the axes, where it covers no curve (a curve per challenge group fills the upper left).
+        axes.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         return svg_data_uri(figure)
 
 
