@@ -3,6 +3,8 @@ drawn over its curves."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,3 +31,41 @@ def test_reliability_legend_covers_no_curve(monkeypatch: pytest.MonkeyPatch) -> 
     legend = axes.get_legend()
     assert legend is not None and len(legend.get_texts()) == 9
     assert not legend.get_window_extent(renderer).overlaps(axes.get_window_extent(renderer))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A zero-shot run of a tiny model kept in a deep checkpoint folder, on a small world with photos."""
+    pytest.importorskip("torch")
+    pytest.importorskip("open_clip")
+    from cladebench import store
+    from cladebench.cli import main
+    from cladebench.embed import EmbedConfig, embed_dataset
+    from cladebench.models.tiny import write_tiny_model
+    from cladebench.synthetic import WorldConfig, make_world
+
+    root = tmp_path_factory.mktemp("gallery")
+    model = "local-dir:" + str(write_tiny_model(root / "deep" / "checkpoints" / "tiny-clip", seed=1))
+    world = make_world(WorldConfig(seed=2, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
+    dataset = root / "world.lance"
+    store.write_dataset(world.to_table(24, seed=3, image_format="jpeg"), dataset)
+    embed_dataset(EmbedConfig(dataset=str(dataset), model=model, column="emb_tiny", workers=0, device="cpu",
+                              progress=False))
+    assert main(["eval", "zeroshot", str(dataset), "--model", model, "--out", str(root / "run"), "--device", "cpu",
+                 "--group-by", "none"]) == 0
+    return root / "run", model.removeprefix("local-dir:")
+
+
+def test_a_gallery_names_its_run_by_label_not_by_the_checkpoint_path(tiny_run: tuple[Path, str],
+                                                                       tmp_path: Path) -> None:
+    from cladebench.cli import main
+
+    run, path = tiny_run
+    out = tmp_path / "report.html"
+    assert main(["report", str(run), "-o", str(out), "--max-gallery", "4"]) == 0
+    text = out.read_text()
+    before = text.split('<section id="provenance">')[0]
+    assert 'class="gallery"' in before
+    visible = re.sub(r"<[^>]*>", "", before)  # what a reader sees; a hover title may hold the full id
+    assert path not in visible
+    assert "tiny-clip: " in visible
