@@ -42,6 +42,8 @@ from cladebench.taxonomy import LineageRuns, Rank
 
 IMAGE_BLOCK = 256
 """Images scored together: the roll-up sums are R x this many float64 (265 MB at the iNat genera)."""
+ARGMAX_IMAGES = 16
+"""Images whose top taxon is taken at once from the roll-up sums (numpy's argmax along the runs copies them)."""
 LABEL_BLOCK = 16_384
 """Labels scored together: the score block is IMAGE_BLOCK x this float32 (16 MB at the defaults)."""
 
@@ -184,7 +186,9 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
                 broader = ranks[level + 1].matrix @ level_sums if level + 1 < len(ranks) else None
                 if rank_runs.taxa:
                     level_sums[rank_runs.taxon_of_run < 0] = -1.0
-                    best = level_sums.argmax(axis=0)
+                    # argmax down the runs copies what it reads into rows: a few images at a time, not all of them.
+                    best = np.concatenate([level_sums[:, i:i + ARGMAX_IMAGES].argmax(axis=0)
+                                           for i in range(0, width, ARGMAX_IMAGES)])
                     rolled[rank_runs.rank][0][a:b] = rank_runs.taxon_of_run[best]
                     rolled[rank_runs.rank][1][a:b] = level_sums[best, columns]
                 level_sums = broader
