@@ -69,3 +69,21 @@ def test_a_gallery_names_its_run_by_label_not_by_the_checkpoint_path(tiny_run: t
     visible = re.sub(r"<[^>]*>", "", before)  # what a reader sees; a hover title may hold the full id
     assert path not in visible
     assert "tiny-clip: " in visible
+
+
+@pytest.mark.parametrize("form", ["html", "md"])
+def test_not_tested_is_said_once_per_table_not_again_below_it(tmp_path: Path, form: str) -> None:
+    """Two few-shot runs on the same splits: every cell is 'not tested', said once above the table; the reason is
+    not repeated as a note below it."""
+    from cladebench.cli import main
+    from helpers.toy_dataset import write_toy_dataset
+
+    toy = write_toy_dataset(tmp_path / "toy.lance")
+    for k in ("1", "3"):
+        assert main(["eval", "fewshot", str(toy), "--column", "emb_toy", "--out", str(tmp_path / k), "--group-by",
+                     "none", "--shots", "1", "--methods", "knn", "--repetitions", "2", "--knn-k", k]) == 0
+    out = tmp_path / f"report.{form}"
+    assert main(["report", str(tmp_path / "1"), str(tmp_path / "3"), "-o", str(out), "--format", form]) == 0
+    board = out.read_text().split("Leaderboard", 1)[1].split("Values and intervals", 1)[0]
+    assert board.count("not tested") == 1
+    assert "no paired test" not in board

@@ -183,8 +183,11 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
                 metric=metric, value=format_value(metric, estimate), interval=format_interval(metric, estimate),
                 n=estimate.get("n"), mark=marks.get((run.index, metric), "")))
         rows.append(Row(run=run, cells=tuple(cells)))
-    whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=merge_notes(notes))
-    return replace(whole, parts=split_board(whole))
+    whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=())
+    parts = split_board(whole)
+    # Why a metric has no paired test is said once above a table whose every cell is "not tested": not again below.
+    said = {metric for part in parts if part.said_once == "not tested" for metric in part.metrics}
+    return replace(whole, parts=parts, notes=merge_notes([note for note in notes if note[0] not in said]))
 
 
 def _part(board: Board, caption: str | None, metrics: Sequence[str], headers: Sequence[str], *,
