@@ -15,6 +15,8 @@ import pytest
 from helpers.devtools import CHROMIUM
 from helpers.serve_data import HOSTILE_ATTRIBUTION, HOSTILE_NAME
 
+from cladebench.serve.pages import STATIC_DIR
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
 WIDTH = 1400
@@ -63,7 +65,7 @@ def no_overflow(page: object) -> None:
 
 
 def test_grid_then_a_rank_then_an_image_with_its_neighbours(served, page, shots: Path) -> None:
-    url, started = served
+    url, _started = served
     page.goto(url)
     page.wait_for_selector("#grid .cell img")
     assert page.locator("#grid .cell").count() == 48
@@ -71,6 +73,10 @@ def test_grid_then_a_rank_then_an_image_with_its_neighbours(served, page, shots:
                             "&& i.naturalWidth > 0)")  # every thumbnail in the window loaded
     no_overflow(page)
     page.screenshot(path=str(shots / "01-grid.png"), full_page=False)
+    sources = page.eval_on_selector_all("script[src], link[rel=stylesheet]", "els => els.map(e => e.src || e.href)")
+    assert sources and all(s.startswith(url.split("?")[0]) for s in sources)  # nothing from elsewhere: offline
+    css = page.request.get(url.rstrip("/") + "/static/serve.css").text()
+    assert css == (STATIC_DIR / "serve.css").read_text()
 
     page.click(".tree a:has-text('Animalia')") if page.locator(".tree a:has-text('Animalia')").count() else None
     page.wait_for_selector(".tree li.path")
@@ -119,7 +125,8 @@ def test_hostile_strings_render_as_text_and_run_nothing(served, serve_data, page
     assert page.locator("main script, img[src=x], h1 b, .attribution i").count() == 0
     assert page.locator("a[href^='javascript:']").count() == 0
     page.screenshot(path=str(shots / "05-hostile.png"), full_page=True)
-    page.goto(url + f"?where={quote('scientific_name = ' + chr(39) + HOSTILE_NAME.replace(chr(39), chr(39) * 2) + chr(39))}")
+    literal = "'" + HOSTILE_NAME.replace("'", "''") + "'"
+    page.goto(url + f"?where={quote('scientific_name = ' + literal)}")
     page.screenshot(path=str(shots / "05b-hostile-filter.png"), full_page=False)
     page.wait_for_selector("#grid .cell")
     assert page.locator("#grid .cell").count() == 1

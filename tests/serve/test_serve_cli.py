@@ -26,7 +26,7 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c_with_exit_0(serve_data
         url = line.rsplit(" at ", 1)[1].strip()
         assert httpx.get(url, timeout=60).status_code == 200
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)
+        _out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()

@@ -23,18 +23,18 @@ def test_a_local_server_answers_only_requests_addressed_to_this_machine(served) 
 
 
 def test_a_write_without_the_csrf_value_is_refused(served) -> None:
-    url, started = served
+    url, _ = served
     refused = httpx.post(url, json={}, timeout=30)
     assert refused.status_code == 403 and "X-Cladebench-CSRF" in refused.text
     page = httpx.get(url, timeout=30).text
     csrf = page.split('<meta name="csrf" content="')[1].split('"')[0]
-    assert csrf == started.server.config.app.state.csrf if hasattr(started.server.config.app, "state") else csrf
+    assert len(csrf) >= 24
     passed = httpx.post(url, json={}, headers={"X-Cladebench-CSRF": csrf}, timeout=30)
     assert passed.status_code == 405  # past the guard: no write at / (the method is not allowed there)
 
 
 def test_a_non_local_bind_needs_the_token_it_printed(serve_data) -> None:
-    with running(serve_data, host="0.0.0.0") as (url, started):
+    with running(serve_data, host="0.0.0.0") as (url, _started):
         assert "?token=" in url
         token = url.split("?token=")[1]
         base = url.split("?")[0]

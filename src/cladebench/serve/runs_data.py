@@ -29,8 +29,10 @@ class Said:
     """The run's label."""
     predicted: str | None
     truth: str | None
-    top5: list[tuple[str, str, float | None]]
-    """(label, short name, probability) best first; the probability is None when the run recorded none."""
+    top5: list[tuple[str, float | None]]
+    """(label, probability) best first; the probability is None when the run recorded none."""
+    top5_names: list[str]
+    """The labels of :attr:`top5` as a reader looks them up (see :attr:`predicted_name`)."""
     predicted_name: str | None
     """:attr:`predicted` as a reader looks it up (the binomial of a lineage label; the label itself otherwise)."""
     truth_name: str | None
@@ -38,6 +40,11 @@ class Said:
     """Top-1 right; None when the row is not scored (no true label)."""
     confidence: float | None
     group: str | None
+
+    @property
+    def top5_named(self) -> list[tuple[str, str, float | None]]:
+        """(label, short name, probability) of :attr:`top5`."""
+        return [(label, name, p) for (label, p), name in zip(self.top5, self.top5_names, strict=True)]
 
 
 def usable(run: Any) -> bool:
@@ -73,7 +80,8 @@ def said(state: ServeState, index: int, row: dict[str, Any]) -> Said:
         return short_name(state, index, label)
 
     return Said(run=index, label=run.label, predicted=row.get("pred_label"), truth=row.get("true_label"),
-                top5=[(label, name(label), p) for label, p in zip(labels, probs, strict=False)][:5], right=right,
+                top5=list(zip(labels, probs, strict=False))[:5], top5_names=[name(label) for label in labels[:5]],
+                right=right,
                 predicted_name=name(row.get("pred_label")), truth_name=name(row.get("true_label")),
                 confidence=probs[0] if probs and probs[0] is not None else None, group=row.get("group"))
 
