@@ -401,7 +401,8 @@ def format_comparison(comparison: Comparison) -> str:
         f"the runs on each metric; 'holds' when adjusted p <= {comparison.alpha:g}, otherwise 'tied'")
     if comparison.intersected:
         lines.append("values are as stored (each run's own examples); deltas use the shared examples")
-    header = (f"{'metric':<16} {'run':>4}  {'value':>8}  {'stored interval':<16}  {'n':>6}  "
+    width = max([16, *(len(entry.metric) for entry in comparison.metrics)])  # per-group names are long
+    header = (f"{'metric':<{width}} {'run':>4}  {'value':>8}  {'stored interval':<16}  {'n':>6}  "
               f"{'delta':>7}  {'interval':<18}  {'p (Holm)':>8}")
     lines += ["", header]
     for entry in comparison.metrics:
@@ -412,7 +413,8 @@ def format_comparison(comparison: Comparison) -> str:
             stored_n = {e["n"] for e in (entry.estimates[0], estimate) if e is not None}
             cell = (_difference_cell(by_run.get(index), index == 0, stored_n, entry.metric) if tested
                     else "" if index else "no paired test")
-            lines.append(f"{name:<16} {f'[{index}]':>4}  {_estimate_cell(estimate, entry.metric)}  {cell}".rstrip())
+            line = f"{name:<{width}} {f'[{index}]':>4}  {_estimate_cell(estimate, entry.metric)}  {cell}"
+            lines.append(line.rstrip())
         if entry.note:
-            lines.append(f"{'':<16} note: {entry.note}")
+            lines.append(f"{'':<{width}} note: {entry.note}")
     return "\n".join(lines)

@@ -48,6 +48,13 @@ UNKNOWN_MODEL = "?"
 """The label of a record that names neither a model nor a column (written by hand, or by a very old version)."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with every line break or other control character (a terminal's escape sequences) made a space, and
+    runs of spaces made one: what a label read from a record that ``--label`` did not check (written by hand, or
+    received from someone) is printed as, so it can neither break a table's row nor drive the terminal."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+
+
 def check_label(label: str | None) -> None:
     """Refuse a ``--label`` that cannot name a run on one line: blank, or holding a line break or another control
     character (a report's table row or a terminal line would break on it)."""
@@ -113,7 +120,7 @@ def _run_model(config: Mapping[str, Any], provenance: Mapping[str, Any]) -> str:
 
 def _shown(value: Any) -> str:
     """A setting's value in a label: lists joined by commas, long text cut."""
-    text = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+    text = one_line(",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value))
     return text if len(text) <= VALUE_WIDTH else text[:VALUE_WIDTH - 1] + "…"
 
 

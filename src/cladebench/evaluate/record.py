@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError, environment_error
 from cladebench.evaluate.jsonsafe import record_json
-from cladebench.evaluate.labels import default_label
+from cladebench.evaluate.labels import default_label, one_line
 from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.provenance import redact
 
@@ -84,8 +84,8 @@ class RunRecord:
     record_version: int = RECORD_VERSION
 
     def __post_init__(self) -> None:
-        if self.label is None or not str(self.label).strip():
-            self.label = default_label(self.task, self.config or {}, self.provenance or {})
+        label = None if self.label is None else one_line(self.label)  # a record's label was not checked
+        self.label = label or one_line(default_label(self.task, self.config or {}, self.provenance or {}))
 
     def redact_secrets(self) -> None:
         """Strip credentials from every URL in the record, in place (see :mod:`cladebench.provenance`)."""
