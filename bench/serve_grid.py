@@ -122,6 +122,7 @@ def main() -> int:
                 config = ServeConfig(dataset=str(dataset), port=0)
                 state = open_state(config)  # nothing counted yet
                 state.thumbnail_root = work / f"thumbs-{name}-{repeat}"  # an empty thumbnail cache
+                shutil.rmtree(state.thumbnail_root, ignore_errors=True)
                 server = start(config, state)
                 thread = server.run_in_thread()
                 base = server.url.rstrip("/")

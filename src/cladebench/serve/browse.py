@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 
 from cladebench.errors import UsageError
@@ -20,7 +21,7 @@ from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.filters import PAGE_SIZE, Filters, group_columns_of
 from cladebench.serve.pages import STATIC_DIR, render
 from cladebench.serve.state import AppState, ServeState
-from cladebench.serve.thumbs import ensure, thumbnail_file
+from cladebench.serve.thumbs import ensure, path_of, thumbnail_file
 from cladebench.taxonomy import RANK_COLUMNS
 
 router = APIRouter()
@@ -131,12 +132,17 @@ def grid(request: Request, state: AppState) -> Response:
 
 
 @router.get("/thumb/{uuid:path}")
-def thumb(uuid: str, state: AppState) -> Response:
-    """A row's thumbnail (made on first request), or the placeholder when its image does not decode."""
-    path = thumbnail_file(state, uuid)
+async def thumb(uuid: str, state: AppState) -> Response:
+    """A row's thumbnail (made on first request), or the placeholder when its image does not decode.
+
+    A cached one (a few kB, in the page cache after the grid made it) is read here on the event loop: a hop to a
+    worker thread and back costs more than the read, and a page asks for 100 of them at once."""
+    path = path_of(state, uuid)
+    if not path.exists():
+        path = await run_in_threadpool(thumbnail_file, state, uuid)
     if path is None:
         return FileResponse(STATIC_DIR / "no-image.svg", media_type="image/svg+xml")
-    return FileResponse(path, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+    return Response(path.read_bytes(), media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
 
 AREAS.add("browse", Area(router=router, title="Browse", path="/", order=10))

@@ -32,12 +32,15 @@ WORKERS = 4
 
 
 def folder(state: ServeState) -> Path:
-    """Where this dataset version's thumbnails are kept (created on first use)."""
-    if state.thumbnail_root is not None:
-        path = state.thumbnail_root / state.key
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return cache_dir("serve-thumbnails", state.key)
+    """Where this dataset version's thumbnails are kept (created on first use, then remembered)."""
+    def make() -> Path:
+        if state.thumbnail_root is not None:
+            path = state.thumbnail_root / state.key
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        return cache_dir("serve-thumbnails", state.key)
+
+    return state.remembered(("thumbnails", state.thumbnail_root), make)
 
 
 def path_of(state: ServeState, uuid: str) -> Path:
