@@ -12,10 +12,9 @@ from urllib.parse import quote
 
 import pytest
 
+from cladebench.serve.pages import STATIC_DIR
 from helpers.devtools import CHROMIUM
 from helpers.serve_data import HOSTILE_ATTRIBUTION, HOSTILE_NAME
-
-from cladebench.serve.pages import STATIC_DIR
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
