@@ -101,12 +101,13 @@ def _group_of(metric: str, base: str) -> tuple[bool, str | None]:
     return False, None
 
 
-def _latest(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
-    """(model, protocol, metric) -> the most recently recorded row (a run under other --setting values is older or
-    newer; the newest stands for the model)."""
-    out: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+def _latest(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], Mapping[str, Any]]:
+    """(benchmark, model, protocol, metric) -> the most recently recorded row (a run under other --setting values is
+    older or newer; the newest stands for the model). The benchmark is part of the key: the four CrypticBio
+    benchmarks share their protocol and metric names, and a column shows its own benchmark's run only."""
+    out: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
     for row in sorted(rows, key=lambda r: str(r.get("recorded_at") or "")):
-        out[(row["model"], row["protocol"], row["metric"])] = row
+        out[(row["benchmark"], row["model"], row["protocol"], row["metric"])] = row
     return out
 
 
@@ -150,9 +151,8 @@ def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[st
                 columns.append(Column(benchmark=name, group=group, metric=metric, protocol=protocol))
     cells: dict[tuple[str, int], SuiteCell] = {}
     for index, column in enumerate(columns):
-        present = {m: latest[(m, column.protocol, column.metric)] for m in models
-                   if (m, column.protocol, column.metric) in latest
-                   and latest[(m, column.protocol, column.metric)]["run"] in data.runs}
+        keys = {m: (column.benchmark, m, column.protocol, column.metric) for m in models}
+        present = {m: latest[key] for m, key in keys.items() if key in latest and latest[key]["run"] in data.runs}
         runs = {m: data.runs[row["run"]] for m, row in present.items()}
         marks: dict[int, str] = {}
         for cohort in cohorts(list(runs.values())):
