@@ -76,14 +76,26 @@ def published_sidecar_path(uri: str) -> Path | None:
     return path if path.is_file() else None
 
 
+MAX_SIDECAR_BYTES = 16 * 1024 * 1024
+"""The largest sidecar read: a few entries take a few kilobytes, so a bigger file is not one (and reading a file of
+gigabytes, or a link to an endless device, whole into memory would take the machine down)."""
+
+
 def read_published_sidecar(path: str | Path) -> dict[str, dict[str, Any]]:
     """The sidecar's entries by column. Accepted shapes: ``{column: entry}``, ``{"columns": {column: entry}}`` and
-    a list of entries that each name their ``column``. Anything else is a :class:`SchemaError` naming the file."""
+    a list of entries that each name their ``column``. Anything else (including a file over
+    :data:`MAX_SIDECAR_BYTES`, or JSON nested too deep to parse) is a :class:`SchemaError` naming the file."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SchemaError(f"{path}: not a readable JSON sidecar of embedding models ({exc})") from None
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SIDECAR_BYTES + 1)
+        if len(raw) > MAX_SIDECAR_BYTES:
+            raise SchemaError(f"{path}: over {MAX_SIDECAR_BYTES // (1024 * 1024)} MiB, not a JSON sidecar of "
+                              "embedding models (one short entry per embedding column)")
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise SchemaError(f"{path}: not a readable JSON sidecar of embedding models ({reason})") from None
     if isinstance(data, dict) and isinstance(data.get("columns"), (dict, list)):
         data = data["columns"]
     if isinstance(data, list) and all(isinstance(e, dict) and isinstance(e.get("column"), str) for e in data):
@@ -97,8 +109,9 @@ def _recorded(entry: Mapping[str, Any] | None, keys: Sequence[str]) -> str | Non
     """The first non-empty value of ``keys`` in a record, as text (an empty revision means none was recorded)."""
     for key in keys:
         value = (entry or {}).get(key)
-        if value not in (None, ""):
-            return str(value).strip()
+        text = "" if value is None else str(value).strip()
+        if text:
+            return text
     return None
 
 

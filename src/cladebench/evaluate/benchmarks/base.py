@@ -191,7 +191,8 @@ def mirror_folder(benchmark: Benchmark, data: str | Path | None) -> Path | None:
     if data is not None:
         folder = Path(data).expanduser()
         if not folder.is_dir():
-            raise DatasetNotFoundError(f"--data {data}: no such folder (a mirror of {benchmark.name} holds "
+            what = "a file, not a folder" if folder.exists() else "no such folder"
+            raise DatasetNotFoundError(f"--data {data}: {what} (a mirror of {benchmark.name} is a folder holding "
                                        f"{benchmark.mirror_layout})")
         return folder
     root = os.environ.get(MIRROR_ENV)

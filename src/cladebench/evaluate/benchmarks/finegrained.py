@@ -94,6 +94,9 @@ def _locate(benchmark: Benchmark, mirror: Path | None) -> Located:
     if mirror is not None:
         path = mirror / DATA_PATH
         if not (path / "_versions").is_dir():
+            if (mirror / "_versions").is_dir():
+                raise DatasetNotFoundError(f"--data {mirror} is the Lance table itself; a mirror of {benchmark.name} "
+                                           f"is the folder holding {DATA_PATH} (pass that folder)")
             raise DatasetNotFoundError(f"{mirror}: no Lance table at {DATA_PATH} (a mirror of {benchmark.name} "
                                        f"holds {benchmark.mirror_layout})")
         uri = str(path)

@@ -1,0 +1,106 @@
+"""Hostile Fine-Grained Challenges mirrors and ``--data`` mistakes: every one ends in one line and a documented exit
+code, never exit 70 (a sidecar nested too deep to parse, one too large to be a sidecar, a blank revision, ``--data``
+naming a file or the Lance table itself). The mirror is written here by hand in the published layout (not by
+``cladebench.synthetic.mirrors``), with the publisher's other sidecar spelling (``model_id``, ``hf_revision``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cladebench.cli import main
+from cladebench.errors import SchemaError
+from cladebench.models.registry import resolve_model
+from cladebench.store import embeddings as store_embeddings
+from cladebench.store.embeddings import check_published_embeddings, read_published_sidecar
+
+PIN = resolve_model("bioclip-2").revision
+SIDECAR = "data/challenges.embedding_models.json"
+
+
+def _mirror(folder: Path, sidecar_text: str, *, field_revision: str | None = PIN) -> Path:
+    """Two challenge groups of two species each (eight rows apiece) and two genus-only rows, with ``emb_bioclip2``
+    planted per species, and ``sidecar_text`` as the release's sidecar."""
+    rng = np.random.default_rng(0)
+    rows = [(group, genus, f"{genus} {epithet}") for group, genus in (("Peromyscus", "Peromyscus"), ("Zebras", "Equus"))
+            for epithet in ("alpha", "beta") for _ in range(8)]
+    rows += [("Peromyscus", "Peromyscus", None), ("Zebras", "Equus", None)]
+    centres = {s: rng.standard_normal(8) for s in {r[2] for r in rows}}
+    metadata = {"model": "imageomics/bioclip-2", **({"revision": field_revision} if field_revision else {})}
+    field = pa.field("emb_bioclip2", pa.list_(pa.float16()), metadata=metadata)
+    table = pa.table({
+        "uuid": [f"u{i}" for i in range(len(rows))], "challenge_group": [r[0] for r in rows],
+        "seen_in_training": pa.array([[] if i % 2 else ["bioclip-2"] for i in range(len(rows))],
+                                     pa.list_(pa.string())),
+        "species": [r[2] for r in rows], "source_id": [str(i) for i in range(len(rows))],
+        "kingdom": ["Animalia"] * len(rows), "phylum": ["Chordata"] * len(rows), "class": ["Mammalia"] * len(rows),
+        "order": ["Rodentia"] * len(rows), "family": ["Cricetidae"] * len(rows), "genus": [r[1] for r in rows],
+        "emb_bioclip2": pa.array([np.asarray(centres[r[2]] + 0.1 * rng.standard_normal(8), np.float16) for r in rows],
+                                 field.type),
+    }).cast(pa.schema([*(pa.field(n, t) for n, t in zip(
+        ["uuid", "challenge_group", "seen_in_training", "species", "source_id", "kingdom", "phylum", "class", "order",
+         "family", "genus"],
+        [pa.string(), pa.string(), pa.list_(pa.string()), *[pa.string()] * 8], strict=True)), field]))
+    lance.write_dataset(table, folder / "data" / "challenges.lance")
+    (folder / SIDECAR).write_text(sidecar_text, encoding="utf-8")
+    return folder
+
+
+def _eval(folder: Path, out: Path, *extra: str) -> int:
+    return main(["eval", "fewshot", "fine-grained-challenges", "--data", str(folder), "--out", str(out),
+                 "--methods", "simpleshot", "--repetitions", "1", "--shots", "1", *extra])
+
+
+def test_a_mirror_in_the_other_sidecar_spelling_is_read_and_checked(tmp_path, capsys):
+    sidecar = json.dumps({"emb_bioclip2": {"model_id": "hf-hub:imageomics/bioclip-2", "hf_revision": PIN}})
+    folder = _mirror(tmp_path / "fgc", sidecar, field_revision=None)
+    assert _eval(folder, tmp_path / "run") == 0
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    checked = record["provenance"]["dataset"]["benchmark_source"]["published_embeddings"]["emb_bioclip2"]
+    assert checked["revision"] == PIN and checked["recorded_in"] == ["challenges.embedding_models.json"]
+    # per group, never pooled; the genus-only rows never scored for species
+    assert {m.split("/")[0] for m in record["metrics"]} == {"Peromyscus", "Zebras"}
+    assert record["provenance"]["task_by_group"]["Zebras"]["rows"]["without_label"] == 1
+
+
+def test_a_sidecar_nested_too_deep_is_a_schema_error_not_a_bug(tmp_path, capsys):
+    folder = _mirror(tmp_path / "fgc", "[" * 100_000 + "]" * 100_000)
+    assert _eval(folder, tmp_path / "run") == 4  # a schema error
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nested too deep" in err and "internal error" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_sidecar_too_large_to_be_one_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_embeddings, "MAX_SIDECAR_BYTES", 1024)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"emb_bioclip2": {"revision": PIN, "pad": "x" * 2000}}), encoding="utf-8")
+    with pytest.raises(SchemaError, match="not a JSON sidecar") as error:
+        read_published_sidecar(path)
+    assert "\n" not in str(error.value)
+    path.write_text(json.dumps({"emb_bioclip2": {"revision": PIN}}), encoding="utf-8")
+    assert read_published_sidecar(path) == {"emb_bioclip2": {"revision": PIN}}
+
+
+def test_a_blank_revision_counts_as_none_recorded(tmp_path):
+    folder = _mirror(tmp_path / "fgc", "{}", field_revision=None)
+    dataset = lance.dataset(str(folder / "data" / "challenges.lance"))
+    checked = check_published_embeddings(dataset, sidecar={"emb_bioclip2": {"revision": "   "}}, sidecar_name="s")
+    assert checked["emb_bioclip2"]["revision"] is None and checked["emb_bioclip2"]["pinned"] is False
+
+
+def test_data_naming_a_file_or_the_table_itself_says_what_to_pass(tmp_path, capsys):
+    folder = _mirror(tmp_path / "fgc", json.dumps({"emb_bioclip2": {"revision": PIN}}))
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine", encoding="utf-8")
+    assert _eval(a_file, tmp_path / "run") == 3
+    assert "a file, not a folder" in capsys.readouterr().err
+    assert _eval(folder / "data" / "challenges.lance", tmp_path / "run") == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is the Lance table itself" in err
+    assert a_file.read_text(encoding="utf-8") == "mine"
