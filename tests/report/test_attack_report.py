@@ -3,6 +3,7 @@ drawn over its curves."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -87,3 +88,27 @@ def test_not_tested_is_said_once_per_table_not_again_below_it(tmp_path: Path, fo
     board = out.read_text().split("Leaderboard", 1)[1].split("Values and intervals", 1)[0]
     assert board.count("not tested") == 1
     assert "no paired test" not in board
+
+
+def test_a_long_unbroken_label_stays_inside_1400_px(tiny_run: tuple[Path, str], tmp_path: Path) -> None:
+    """A label with no break (300 characters) wraps in the runs table, the leaderboard and every heading: nothing
+    makes the page wider than a 1,400 px window."""
+    from cladebench.cli import main
+    from helpers.devtools import browser
+
+    run, _ = tiny_run
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("run.json", "predictions.parquet"):
+        (other / name).write_bytes((run / name).read_bytes())
+    record = json.loads((other / "run.json").read_text())
+    record["label"] = "L" * 300
+    (other / "run.json").write_text(json.dumps(record))
+    out = tmp_path / "report.html"
+    assert main(["report", str(run), str(other), "-o", str(out), "--max-gallery", "2"]) == 0
+    with browser() as chromium:
+        tab = chromium.open(out.resolve().as_uri(), width=1400)
+        width = chromium.evaluate("document.documentElement.scrollWidth", tab)
+        wide = chromium.evaluate("""[...document.querySelectorAll('body *')].filter(e => e.clientWidth > 0
+            && e.scrollWidth > e.clientWidth + 1 && !e.closest('.scroll')).map(e => e.tagName)""", tab)
+    assert width <= 1400 and wide == []
