@@ -94,7 +94,8 @@ class OutputTarget:
     out_option: str = "--out"
     """How the user named the output (``--out``, ``dataset.out``), for messages."""
     overwrite_option: str = "--overwrite"
-    """How the user asks for replacement (``--overwrite``, ``overwrite: true``), for messages."""
+    """How the user asks for replacement (``--overwrite``, ``overwrite: true``), for messages; empty for a writer
+    that replaces its own previous output unasked (the demo), whose messages then name no option."""
     legacy: Callable[[Path], bool] | None = field(default=None, compare=False)
     """Recognises an output of this writer from before markers existed (None: only the marker counts)."""
 
@@ -165,7 +166,8 @@ def check_replaceable(target: OutputTarget) -> None:
         whose = (f"its {MARKER_NAME} names `cladebench {marker.get('writer')}`" if marker is not None
                  else f"it has no {MARKER_NAME} naming it")
         raise CladebenchError(f"{out} is not an output of `cladebench {target.writer}` ({whose}); "
-                              f"{target.overwrite_option} replaces only those, and nothing in it was touched: "
+                              f"{target.overwrite_option or 'a rerun'} replaces only those, and nothing in it "
+                              "was touched: "
                               f"choose another {target.out_option}")
     if not os.access(out, os.W_OK | os.X_OK):  # found now, not after the build: moving it needs write access
         raise CladebenchError(f"cannot replace {out}: it is read-only; choose another {target.out_option}")

@@ -60,7 +60,7 @@ def run_demo(config: DemoConfig) -> dict[str, Any]:
     # Written in place (its run records name its datasets by path), marked first. A previous demo, finished or
     # killed midway, is replaced without being asked (the README's command must work when run again); a folder
     # that is not a demo's is never touched, whatever --overwrite says.
-    out_dir = prepare_in_place(OutputTarget(Path(config.out), writer=WRITER, overwrite=True,
+    out_dir = prepare_in_place(OutputTarget(Path(config.out), writer=WRITER, overwrite=True, overwrite_option="",
                                             legacy=_is_unmarked_demo))
     started = time.perf_counter()
     world = make_world(WorldConfig(seed=config.seed))
