@@ -15,9 +15,10 @@ the same.
 
 **Bad records are counted, never dropped silently.** A record that does not follow the format (not an object,
 no id, a category id that is not an integer, an annotation naming an unknown category or image, an image
-without a file name, an image listed twice) is skipped and counted under its reason in a :class:`BadRecords`,
+without a file name, an image whose file name has a ``..`` segment or a control character (never followed
+out of the image root), an image listed twice) is skipped and counted under its reason in a :class:`BadRecords`,
 with a few examples, so a card can say how many of each there were. A file that is not JSON at all, or that has
-no ``categories``, is an error naming the file.
+no ``categories`` (or no ``annotations`` or ``images`` array), is a one-line error naming the file.
 
 Why a module: the builders that read camera-trap collections (``build cameratrap``) need the format's rules in
 one place; :mod:`.megadetector` reads the detector's output with the same helpers.
@@ -114,9 +115,37 @@ def stream_items(path: str | Path, prefix: str) -> Iterator[Any]:
         try:
             yield from ijson.items(stream, prefix, use_float=True)
         except ijson.JSONError as exc:
-            raise CladebenchError(f"{path}: not valid JSON ({exc})") from None
+            raise CladebenchError(f"{path}: not valid JSON ({one_line(exc)})") from None
         except (OSError, EOFError, zipfile.BadZipFile, gzip.BadGzipFile) as exc:
-            raise CladebenchError(f"{path}: cannot be read to the end ({exc})") from None
+            raise CladebenchError(f"{path}: cannot be read to the end ({one_line(exc)})") from None
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line: yajl's parse errors run over three (the message, the text, a caret)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def has_array(path: str | Path, key: str) -> bool:
+    """Whether the top-level object has ``key`` holding an array (read only as far as that key)."""
+    import ijson
+
+    with open_json_bytes(path) as stream:
+        try:
+            events = ijson.parse(stream)
+            for prefix, event, _ in events:
+                if prefix == key and event != "map_key":
+                    return event == "start_array"
+        except ijson.JSONError as exc:
+            raise CladebenchError(f"{path}: not valid JSON ({one_line(exc)})") from None
+    return False
+
+
+def require_array(path: str | Path, key: str, what: str) -> None:
+    """A :class:`SchemaError` unless the top-level ``key`` is an array (called when no item of it was read: an
+    empty array is allowed, a missing or mistyped one is a file of another format)."""
+    if not has_array(path, key):
+        raise SchemaError(f"{path}: no top-level '{key}' array; {what}")
 
 
 def first_item(path: str | Path, prefix: str) -> Any:
@@ -146,6 +175,12 @@ def normalise_path(value: str) -> str:
     while text.startswith("./"):
         text = text[2:]
     return text.lstrip("/")
+
+
+def unsafe_path(value: str) -> bool:
+    """Whether a normalised relative path could leave the image root (a ``..`` segment) or holds a control
+    character (a NUL ends a path early on most systems): such a ``file_name`` is not followed."""
+    return ".." in value.split("/") or any(ord(ch) < 32 or ord(ch) == 127 for ch in value)
 
 
 # --- the three arrays --------------------------------------------------------------------------------
@@ -183,7 +218,9 @@ def labelled_images(path: str | Path, selected: Collection[int], categories: Map
     """Image id -> the names of its selected categories (in the order first annotated), for every image with an
     annotation of a category in ``selected``. Annotations of other categories are checked and counted, not kept."""
     labels: dict[str, list[str]] = {}
+    seen_any = False
     for record in stream_items(path, "annotations.item"):
+        seen_any = True
         if not isinstance(record, Mapping):
             bad.add("annotation_not_an_object", record)
             continue
@@ -202,6 +239,8 @@ def labelled_images(path: str | Path, selected: Collection[int], categories: Map
             names = labels.setdefault(image_id, [])
             if categories[category_id] not in names:
                 names.append(categories[category_id])
+    if not seen_any:
+        require_array(path, "annotations", "a COCO Camera Traps file lists its labels in 'annotations'")
     return {image_id: tuple(names) for image_id, names in labels.items()}
 
 
@@ -240,7 +279,9 @@ def read_images(path: str | Path, wanted: Mapping[str, tuple[str, ...]], bad: Ba
     twice is counted (``image_duplicate_id``) and the first record kept; malformed records are counted. Records of
     other images are not checked beyond what finding the wanted ones needs: they are not read into memory."""
     found: set[str] = set()
+    seen_any = False
     for record in stream_items(path, "images.item"):
+        seen_any = True
         if not isinstance(record, Mapping):
             bad.add("image_not_an_object", record)
             continue
@@ -253,6 +294,9 @@ def read_images(path: str | Path, wanted: Mapping[str, tuple[str, ...]], bad: Ba
         file_name = record.get("file_name")
         if not isinstance(file_name, str) or not normalise_path(file_name):
             bad.add("image_missing_file_name", record)
+            continue
+        if unsafe_path(normalise_path(file_name)):
+            bad.add("image_unsafe_file_name", record)
             continue
         if image_id in found:
             bad.add("image_duplicate_id", record)
@@ -269,6 +313,8 @@ def read_images(path: str | Path, wanted: Mapping[str, tuple[str, ...]], bad: Ba
             rights_holder=holder.strip() or None if isinstance(holder, str) else None,
             corrupt=record.get("corrupt") is True,
         )
+    if not seen_any and wanted:
+        require_array(path, "images", "a COCO Camera Traps file lists its images in 'images'")
 
 
 def read_description(path: str | Path) -> dict[str, Any]:
@@ -283,11 +329,15 @@ __all__ = [
     "CctImage",
     "as_text_id",
     "first_item",
+    "has_array",
     "labelled_images",
     "normalise_path",
+    "one_line",
     "open_json_bytes",
     "read_categories",
     "read_description",
     "read_images",
+    "require_array",
     "stream_items",
+    "unsafe_path",
 ]

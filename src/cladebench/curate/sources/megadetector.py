@@ -14,7 +14,9 @@ string: the image was not processed; ``detections`` is then null or absent). A d
 A run over a collection lists millions of images; :func:`read_detections` keeps only the files asked for. Records
 that break the format are counted in a :class:`~cladebench.curate.sources.cameratrap.BadRecords` under their
 reason (a detection with an unlisted category counts as ``detection_unlisted_category`` and is treated as no
-detection, as the format says).
+detection, as the format says; a box that is not four numbers inside [0, 1] counts as ``detection_bad_bbox`` and
+a confidence that is not a number in [0, 1] as ``detection_bad_conf``, the detection kept for screening). A file
+without a top-level ``images`` array is a :class:`SchemaError`, as is one without ``detection_categories``.
 
 Why a module: the camera-trap builder screens images by these detections; the format's rules live here, apart
 from the screening policy.
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cladebench.curate.sources.cameratrap import BadRecords, first_item, normalise_path, stream_items
+from cladebench.curate.sources.cameratrap import BadRecords, first_item, normalise_path, require_array, stream_items
 from cladebench.errors import SchemaError
 
 
@@ -73,12 +75,21 @@ class DetectorRun:
                 "categories": dict(self.categories)}
 
 
+BOX_SLACK = 1e-3
+"""How far past the image's edge a box may reach (x + width, y + height) and still count as normalised: the
+detector rounds coordinates to a few decimals."""
+
+
 @dataclass(frozen=True)
 class Detection:
-    """One detection: its category's name, its confidence, its normalised box (None when the box was malformed)."""
+    """One detection: its category's name, its confidence, its normalised box (None when the box was malformed).
+
+    A detection whose ``conf`` is not a number in [0, 1] is kept with ``conf`` None (and counted as
+    ``detection_bad_conf``): the screening then treats a person or vehicle with an unreadable confidence as one
+    at the threshold, and an animal as none, so a malformed record can drop an image but never keep one."""
 
     category: str
-    conf: float
+    conf: float | None
     bbox: tuple[float, float, float, float] | None
 
 
@@ -125,17 +136,26 @@ def _detection(record: Any, run: DetectorRun, file: str, bad: BadRecords) -> Det
         bad.add("detection_unlisted_category", f"{file}: {record!r}")
         return None
     conf = _number(record.get("conf"))
-    if conf is None or not 0.0 <= conf <= 1.0:
+    if conf is None or not 0.0 <= conf <= 1.0:  # kept, unreadable: see Detection
         bad.add("detection_bad_conf", f"{file}: {record!r}")
-        return None
+        conf = None
     box = record.get("bbox")
     numbers = [_number(v) for v in box] if isinstance(box, list) else []
     bbox = None
-    if len(numbers) == 4 and all(v is not None for v in numbers):
+    if _normalised_box(numbers):
         bbox = tuple(float(v) for v in numbers if v is not None)
     else:  # kept for screening all the same: a person with a broken box is still a person
         bad.add("detection_bad_bbox", f"{file}: {record!r}")
     return Detection(category=name, conf=conf, bbox=bbox)  # type: ignore[arg-type]
+
+
+def _normalised_box(numbers: list[float | None]) -> bool:
+    """Four numbers ``x_min, y_min, width, height``, each in [0, 1], the box inside the image (up to
+    :data:`BOX_SLACK`): the format's boxes are normalised, so anything else was written in pixels or broken."""
+    if len(numbers) != 4 or any(v is None for v in numbers):
+        return False
+    x, y, w, h = (float(v) for v in numbers if v is not None)
+    return all(0.0 <= v <= 1.0 for v in (x, y, w, h)) and x + w <= 1.0 + BOX_SLACK and y + h <= 1.0 + BOX_SLACK
 
 
 def read_detections(path: str | Path, wanted: Collection[str], run: DetectorRun,
@@ -145,7 +165,9 @@ def read_detections(path: str | Path, wanted: Collection[str], run: DetectorRun,
     (``image_duplicate_file``); an entry with neither a detections list nor a failure is counted
     (``image_missing_detections``) and left out, so the image reads as not screened."""
     found: dict[str, ImageDetections] = {}
+    seen_any = False
     for record in stream_items(path, "images.item"):
+        seen_any = True
         if not isinstance(record, Mapping):
             bad.add("image_not_an_object", record)
             continue
@@ -168,7 +190,9 @@ def read_detections(path: str | Path, wanted: Collection[str], run: DetectorRun,
             found[file] = ImageDetections(file, detections=tuple(d for d in parsed if d is not None))
         else:
             bad.add("image_missing_detections", record)
+    if not seen_any:
+        require_array(path, "images", "MegaDetector output lists every image it was given in 'images'")
     return found
 
 
-__all__ = ["Detection", "DetectorRun", "ImageDetections", "read_detections", "read_detector_run"]
+__all__ = ["BOX_SLACK", "Detection", "DetectorRun", "ImageDetections", "read_detections", "read_detector_run"]

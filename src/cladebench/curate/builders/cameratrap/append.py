@@ -1,7 +1,10 @@
 """Appending a cohort to a built Fine-Grained Challenges dataset: new rows, never a rewritten one.
 
-What an append does to ``--append-to`` (a ``build finegrained`` output), in this order:
+What an append does to ``--append-to`` (a ``build finegrained`` output), in this order, all of it under an
+exclusive lock on the folder (:func:`append_lock`: a second append to the same folder at the same time is
+refused, exit 1, before it reads anything of the dataset):
 
+0. **An interrupted append is undone first** (:func:`roll_back`): see *Interrupted appends* below.
 1. **Checks, before anything is written**: the folder is a ``build finegrained`` output (its marker says so) with
    a Lance table at ``data/challenges.lance`` that holds binomials; none of the cohort's uuids is in it already
    (a cohort appended twice is refused, naming the version that added it when it was tagged).
@@ -12,13 +15,27 @@ What an append does to ``--append-to`` (a ``build finegrained`` output), in this
    new vectors would not be comparable with the old.
 3. **The commit**: the camera-trap columns the table lacks are added as all-null columns (a schema-only Lance
    version: no data file is rewritten), then the rows are appended as one Lance version through
-   :func:`cladebench.store.append` (checked as every write is: schema, uuids). That version is tagged
-   ``cameratrap-<cohort>``.
+   :func:`cladebench.store.append` (checked as every write is: schema, uuids).
 4. **Bookkeeping**: the scalar and vector indices are brought up to date over the new fragments (Lance's
    ``optimize_indices``, a new version; until then queries scan the new rows unindexed, so results are right at
    every version); each ``emb_*`` field's metadata and ``embedding_models.json`` (beside the data and in the
    folder) count the new valid and failed rows; new rows whose image failed to encode join the column's failures
    table; the folder's ``build.json`` lists the append and its card gains the cohort's section.
+5. **Done**: the appended version is tagged ``cameratrap-<cohort>`` and the journal removed. Only now is the append
+   complete; the tag and the ``build.json`` entry are never there for an append that is not.
+
+**Interrupted appends.** Steps 3 to 5 write in several places (Lance versions, sidecars, ``build.json``, the
+card) that no one transaction covers, so before step 3 the append writes a journal
+(:data:`JOURNAL_DIR` in the folder, made whole by a rename): the dataset's version before, and a copy of every
+bookkeeping file it may change (or that it was absent). An exception or Ctrl-C in steps 3 to 5 rolls back at
+once; after a kill -9 (or a crash in the rollback) the journal stays, and the next append to the folder rolls
+back first: the dataset's version before is restored as a new version (``restore``: the rows, schema, indices
+and field metadata that were there, nothing rewritten; the abandoned versions stay readable by number), the tag
+is deleted if it was made, the bookkeeping files are put back as they were. Then the append runs as if for the
+first time. Should the dataset have more versions after the journal's than an append makes
+(:data:`MAX_APPEND_VERSIONS`: someone wrote to it since), nothing is restored and the append is refused with how
+to restore by hand. Between a kill and the next append, the dataset's latest version may hold the interrupted
+append's rows: its journal, no tag and no ``build.json`` entry say it is not done.
 
 A failure in 1 or 2 leaves the dataset exactly as it was. Earlier versions stay readable by number whatever
 happens later (Lance keeps them).
@@ -28,7 +45,11 @@ Why a module: this is the one place that writes into a dataset another command b
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +71,109 @@ FGC_WRITER = "build finegrained"
 TAG_PREFIX = "cameratrap-"
 """An appended cohort's version is tagged ``cameratrap-<cohort name>``."""
 COUNTED_KEYS = ("valid_rows", "failed_rows")
+JOURNAL_DIR = ".cladebench-append-pending"
+"""The journal of an append in progress, in the ``--append-to`` folder (see the module docstring)."""
+MAX_APPEND_VERSIONS = 4
+"""Lance versions an append makes at most: the new columns, the rows, the indices, the embedding counts."""
+
+
+@contextlib.contextmanager
+def append_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` itself (no lock file; a kill releases it) for a whole append;
+    another append to the folder meanwhile is refused at once (exit 1)."""
+    import fcntl
+
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CladebenchError(f"--append-to {folder}: another `cladebench build cameratrap` is appending to it "
+                                  "now; run this one again when it has finished") from None
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _bookkeeping_files(folder: Path, dataset_path: Path, columns: list[str]) -> list[Path]:
+    """Every file an append changes besides the Lance table."""
+    return [folder / "build.json", folder / "README.md", folder / store.EMBEDDING_SIDECAR,
+            dataset_path / store.EMBEDDING_SIDECAR, *(failures_path(str(dataset_path), c) for c in columns)]
+
+
+def _discard_journal(folder: Path) -> None:
+    """Remove the journal: renamed aside first, so a kill midway never leaves a partial one that looks whole."""
+    journal = folder / JOURNAL_DIR
+    if journal.exists():
+        aside = folder / f"{JOURNAL_DIR}.{os.getpid()}.done.tmp"
+        os.replace(journal, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def begin_journal(folder: Path, dataset_path: Path, cohort: str, columns: list[str]) -> None:
+    """Write the journal of the append about to start (whole, by a rename): the version before and a copy of
+    each bookkeeping file, or that it is absent."""
+    version = store.open_dataset(dataset_path).version
+    staging = folder / f"{JOURNAL_DIR}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "files").mkdir(parents=True)
+    files: dict[str, str | None] = {}
+    for i, path in enumerate(_bookkeeping_files(folder, dataset_path, columns)):
+        relative = str(path.relative_to(folder))
+        files[relative] = None
+        if path.is_file():
+            shutil.copyfile(path, staging / "files" / str(i))
+            files[relative] = f"files/{i}"
+    record = {"cohort": cohort, "tag": TAG_PREFIX + cohort, "version_before": version, "files": files}
+    (staging / "journal.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    os.replace(staging, folder / JOURNAL_DIR)
+
+
+def roll_back(folder: Path, dataset_path: Path) -> dict[str, Any] | None:
+    """Undo an interrupted append whose journal is in ``folder`` (call it holding :func:`append_lock`); returns
+    what was undone, or None when there was nothing to undo."""
+    for leftover in folder.glob(f"{JOURNAL_DIR}.*.tmp"):  # a journal being written or removed when killed
+        shutil.rmtree(leftover, ignore_errors=True)
+    journal = folder / JOURNAL_DIR
+    if not (journal / "journal.json").is_file():
+        shutil.rmtree(journal, ignore_errors=True)
+        return None
+    record = json.loads((journal / "journal.json").read_text(encoding="utf-8"))
+    before = int(record["version_before"])
+    dataset = store.open_dataset(dataset_path)
+    latest = dataset.version
+    if latest > before + MAX_APPEND_VERSIONS:
+        raise CladebenchError(f"{dataset_path}: an append of cohort {record['cohort']!r} was interrupted after "
+                              f"version {before}, and versions up to {latest} were written since; restore version "
+                              f"{before} by hand (lance: dataset.checkout_version({before}).restore()) and remove "
+                              f"{journal}, or remove {journal} to keep the dataset as it is")
+    if store.tags(dataset).get(record["tag"], -1) > before:
+        dataset.tags.delete(record["tag"])
+    if latest != before:
+        dataset.checkout_version(before).restore()
+    for relative, copy in record["files"].items():
+        path = folder / relative
+        if copy is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write(path, (journal / copy).read_bytes())
+    _discard_journal(folder)
+    return {"cohort": record["cohort"], "version_before": before, "version_abandoned": latest,
+            "version_restored": store.open_dataset(dataset_path).version}
+
+
+@contextlib.contextmanager
+def journaled(folder: Path, dataset_path: Path, cohort: str, columns: list[str]) -> Iterator[None]:
+    """The block's writes to the dataset and its folder happen whole or are undone: on an exception (Ctrl-C
+    included) at once, after a kill by the next append's :func:`roll_back`."""
+    begin_journal(folder, dataset_path, cohort, columns)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):  # what cannot be undone now, the next append's roll_back undoes
+            roll_back(folder, dataset_path)
+        raise
+    _discard_journal(folder)
 
 
 def target_dataset(folder: Path) -> Path:
@@ -128,11 +252,11 @@ def _add_missing_columns(dataset_path: Path, fields: list[pa.Field]) -> list[str
 
 
 def commit_rows(dataset_path: Path, table: pa.Table, fields: list[pa.Field], cohort: str) -> dict[str, Any]:
-    """Add the missing columns, append the rows, tag the version; returns the versions written."""
+    """Add the missing columns and append the rows; returns the versions written (the tag is made last, by
+    :func:`tag_appended`)."""
     before = store.open_dataset(dataset_path).version
     added_columns = _add_missing_columns(dataset_path, fields)
     appended = store.append(table, dataset_path)
-    store.tag(appended, TAG_PREFIX + cohort)
     return {"version_before": before, "version_appended": appended.version, "columns_added": added_columns,
             "tag": TAG_PREFIX + cohort}
 
@@ -169,6 +293,11 @@ def update_bookkeeping(folder: Path, dataset_path: Path, embedded: dict[str, dic
     return {"version_final": final.version, "rows_final": final.count_rows(), "indices": store.indices(final)}
 
 
+def tag_appended(dataset_path: Path, append: dict[str, Any]) -> None:
+    """Tag the appended version: the last write of an append."""
+    store.tag(store.open_dataset(dataset_path), append["tag"], append["version_appended"])
+
+
 def extend_folder(folder: Path, entry: dict[str, Any], section: str) -> None:
     """The FGC folder's build.json lists the append; its card gains the cohort's section (both whole or not)."""
     build_json = folder / "build.json"
@@ -180,5 +309,6 @@ def extend_folder(folder: Path, entry: dict[str, Any], section: str) -> None:
     atomic_write(card, (text.rstrip("\n") + "\n\n" + section.strip("\n") + "\n").encode())
 
 
-__all__ = ["FGC_WRITER", "TAG_PREFIX", "commit_rows", "embed_new_rows", "extend_folder", "refuse_present",
-           "target_dataset", "update_bookkeeping"]
+__all__ = ["FGC_WRITER", "JOURNAL_DIR", "MAX_APPEND_VERSIONS", "TAG_PREFIX", "append_lock", "begin_journal",
+           "commit_rows", "embed_new_rows", "extend_folder", "journaled", "refuse_present", "roll_back",
+           "tag_appended", "target_dataset", "update_bookkeeping"]

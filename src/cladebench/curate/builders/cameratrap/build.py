@@ -188,6 +188,69 @@ def _candidates_table(selected: list[Selected]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+@dataclass
+class _Reports:
+    """What the cohort's reports are made of, known before the rows are written."""
+
+    out: Path
+    cohort: Cohort
+    config: CameraTrapBuildConfig
+    selected: list[Selected]
+    accounting: dict[str, dict[str, Any]]
+    resolutions: dict[str, Resolution]
+    runs: dict[str, DetectorRun]
+    bad: dict[str, dict[str, BadRecords]]
+    images: dict[str, Any]
+    started: float
+
+    def write(self, staging: Path, dataset_path: Path, rows: int, embedded: dict[str, dict[str, Any]],
+              append_info: dict[str, Any] | None) -> CameraTrapBuildSummary:
+        """The summary, and OUT's candidates.parquet, resolution.json, card and build.json (in the staging)."""
+        import pyarrow.parquet as pq
+
+        summary = CameraTrapBuildSummary(
+            out=self.out, dataset_path=dataset_path, rows=rows, cohort=self.cohort.as_dict(),
+            accounting=self.accounting,
+            resolutions=[self.resolutions[label].as_dict() for label in sorted(self.resolutions)],
+            detectors={name: run.as_dict() for name, run in self.runs.items()},
+            bad_records={name: {part: records.as_dict() for part, records in parts.items()}
+                         for name, parts in self.bad.items()},
+            images=self.images,
+            embeddings={c: {k: v[k] for k in ("valid_rows", "failed_rows")} for c, v in embedded.items()},
+            append=append_info, config=config_to_dict(self.config),
+            elapsed_s=round(time.monotonic() - self.started, 3))
+        pq.write_table(_candidates_table(self.selected), staging / "candidates.parquet")
+        (staging / "resolution.json").write_text(json.dumps(summary.resolutions, indent=1) + "\n", encoding="utf-8")
+        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
+        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
+        return summary
+
+
+def _append(target_path: Path, table: pa.Table, staging: Path, config: CameraTrapBuildConfig, cohort: Cohort,
+            reports: _Reports) -> CameraTrapBuildSummary:
+    """The append to ``--append-to`` (:mod:`.append`): under its lock, an interrupted append undone first, then
+    every write journaled, so the dataset and its folder are appended to whole or left as they were."""
+    folder = Path(str(config.append_to))
+    with appending.append_lock(folder):
+        recovered = appending.roll_back(folder, target_path)
+        appending.refuse_present(target_path, table.column("uuid").to_pylist(), cohort.name)
+        table, embedded = appending.embed_new_rows(table, target_path, work_dir(staging), config)
+        with appending.journaled(folder, target_path, cohort.name, list(embedded)):
+            append_info: dict[str, Any] = {
+                "target": str(config.append_to),
+                **appending.commit_rows(target_path, table, list(CAMERA_FIELDS), cohort.name)}
+            append_info.update(appending.update_bookkeeping(folder, target_path, embedded))
+            if recovered is not None:
+                append_info["rolled_back"] = recovered
+            summary = reports.write(staging, target_path, table.num_rows, embedded, append_info)
+            appending.extend_folder(folder, {
+                "cohort": cohort.name, "writer": WRITER, "rows": table.num_rows, "out": str(reports.out),
+                "version_appended": append_info["version_appended"], "tag": append_info["tag"],
+                "accounting": reports.accounting}, appended_section(summary))
+            appending.tag_appended(target_path, append_info)
+    return summary
+
+
 def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
     """Build the cohort named by ``config.cohort`` into ``config.out`` (and ``--append-to``); see the module
     docstring."""
@@ -224,40 +287,14 @@ def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
             reasons = Counter(s.reason for s in selected)
             raise CladebenchError(f"nothing to write: of {len(selected):,} selected images none was kept "
                                   f"({dict(reasons.most_common(5))}); the card would describe an empty cohort")
-        embedded: dict[str, dict[str, Any]] = {}
-        append_info = None
-        if target_path is not None:
-            appending.refuse_present(target_path, table.column("uuid").to_pylist(), cohort.name)
-            table, embedded = appending.embed_new_rows(table, target_path, work_dir(staging), config)
-            append_info = {"target": str(config.append_to),
-                           **appending.commit_rows(target_path, table, list(CAMERA_FIELDS), cohort.name)}
-            append_info.update(appending.update_bookkeeping(Path(config.append_to), target_path, embedded))
-            dataset_path = target_path
-        else:
-            dataset_path = out / DATASET_DIR
+        reports = _Reports(out=out, cohort=cohort, config=config, selected=selected, accounting=table_accounting,
+                           resolutions=resolutions, runs=runs, bad=bad, images=image_counts, started=started)
+        if target_path is None:
             (staging / DATASET_DIR).parent.mkdir(parents=True)
             store.write_dataset(table, staging / DATASET_DIR)
-        summary = CameraTrapBuildSummary(
-            out=out, dataset_path=dataset_path, rows=table.num_rows, cohort=cohort.as_dict(),
-            accounting=table_accounting,
-            resolutions=[resolutions[label].as_dict() for label in sorted(resolutions)],
-            detectors={name: run.as_dict() for name, run in runs.items()},
-            bad_records={name: {part: records.as_dict() for part, records in parts.items()}
-                         for name, parts in bad.items()},
-            images=image_counts,
-            embeddings={c: {k: v[k] for k in ("valid_rows", "failed_rows")} for c, v in embedded.items()},
-            append=append_info, config=config_to_dict(config), elapsed_s=round(time.monotonic() - started, 3))
-        import pyarrow.parquet as pq
-
-        pq.write_table(_candidates_table(selected), staging / "candidates.parquet")
-        (staging / "resolution.json").write_text(json.dumps(summary.resolutions, indent=1) + "\n", encoding="utf-8")
-        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
-        if target_path is not None and append_info is not None:
-            appending.extend_folder(Path(config.append_to), {
-                "cohort": cohort.name, "writer": WRITER, "rows": table.num_rows, "out": str(out),
-                "version_appended": append_info["version_appended"], "tag": append_info["tag"],
-                "accounting": table_accounting}, appended_section(summary))
+            summary = reports.write(staging, out / DATASET_DIR, table.num_rows, {}, None)
+        else:
+            summary = _append(target_path, table, staging, config, cohort, reports)
     return summary
 
 

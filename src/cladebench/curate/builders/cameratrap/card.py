@@ -42,7 +42,8 @@ class CameraTrapBuildSummary:
     embeddings: dict[str, dict[str, int]]
     """Per ``emb_*`` column of the target: the new rows' valid and failed counts."""
     append: dict[str, Any] | None
-    """When appended: the target, versions before and after, the tag, columns added, indices."""
+    """When appended: the target, versions before and after, the tag, columns added, indices; ``rolled_back``
+    when an interrupted append to the target was undone first."""
     config: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
@@ -53,6 +54,11 @@ class CameraTrapBuildSummary:
                  f"({per_collection})",
                  f"selected {total['selected']:,}, candidates {total['candidates']:,}, retrieved "
                  f"{total['retrieved']:,}, screened out {total['screened_out']:,}, kept {total['kept']:,}"]
+        undone = (self.append or {}).get("rolled_back")
+        if undone:
+            lines.append(f"an interrupted append of cohort {undone['cohort']!r} was undone first: version "
+                         f"{undone['version_before']} restored as version {undone['version_restored']} (its "
+                         f"versions up to {undone['version_abandoned']} stay readable by number)")
         if self.append is not None:
             lines.append(f"appended as version {self.append['version_appended']} (tag {self.append['tag']}); "
                          f"now version {self.append['version_final']}, {self.append['rows_final']:,} rows")

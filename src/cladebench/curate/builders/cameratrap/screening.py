@@ -21,7 +21,9 @@ ambiguous, else ``label_unresolved``.
 **Screening** (:func:`screen`): a detection counts when its confidence is at least the threshold. With
 ``person: drop`` a counted person detection drops the image (``person_detected``, checked first: no image of a
 person is kept), with ``vehicle: drop`` a counted vehicle does (``vehicle_detected``); an image is kept only with a
-counted animal detection, and its ``detection_conf`` is the highest such confidence.
+counted animal detection, and its ``detection_conf`` is the highest such confidence. A detection whose confidence
+could not be read (the reader counts it as ``detection_bad_conf``) counts as a person or vehicle at the
+threshold and never as an animal: a malformed record may leave an image out, never keep one with a person.
 
 Why a module: these rules are what the card states; they are kept apart from reading and writing.
 """
@@ -79,12 +81,13 @@ def screen(entry: ImageDetections | None, cohort: Cohort) -> tuple[str | None, f
         return "no_detector_result", None
     if entry.failure is not None:
         return "detector_failed", None
-    counted = [d for d in entry.detections if d.conf >= cohort.threshold]
+    # An unreadable confidence (None) counts for a person or vehicle and not for an animal: it can only drop.
+    counted = [d for d in entry.detections if d.conf is None or d.conf >= cohort.threshold]
     if cohort.person == "drop" and any(d.category == "person" for d in counted):
         return "person_detected", None
     if cohort.vehicle == "drop" and any(d.category == "vehicle" for d in counted):
         return "vehicle_detected", None
-    animal = [d.conf for d in counted if d.category == "animal"]
+    animal = [d.conf for d in counted if d.category == "animal" and d.conf is not None]
     if not animal:
         return "no_animal_detection", None
     return None, max(animal)
