@@ -22,7 +22,8 @@ refused, exit 1, before it reads anything of the dataset):
    folder) count the new valid and failed rows; new rows whose image failed to encode join the column's failures
    table; the folder's ``build.json`` lists the append and its card gains the cohort's section.
 5. **Done**: the appended version is tagged ``cameratrap-<cohort>`` and the journal removed. Only now is the append
-   complete; the tag and the ``build.json`` entry are never there for an append that is not.
+   complete: the journal's absence is what says so (a kill after step 4 leaves the ``build.json`` entry and the
+   card's section, which the next append's rollback removes with the rest; the tag is never there before).
 
 **Interrupted appends.** Steps 3 to 5 write in several places (Lance versions, sidecars, ``build.json``, the
 card) that no one transaction covers, so before step 3 the append writes a journal

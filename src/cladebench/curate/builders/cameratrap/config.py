@@ -86,7 +86,8 @@ class Cohort:
     """What the cohort is: its group, its labels, its collections and how detections screen images."""
 
     name: str
-    """The cohort's name: its report folder under ``--append-to``'s ``cameratrap/``, and the tag of its version."""
+    """The cohort's name: the tag of its appended version (``cameratrap-<name>``) and its entry in the target's
+    ``build.json``; its card is written to ``--out``."""
     group: ChallengeGroup
     """The challenge group its rows join, and the taxon a label must resolve inside."""
     labels: tuple[str, ...]
