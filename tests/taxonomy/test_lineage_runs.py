@@ -104,3 +104,14 @@ def test_genus_labels_roll_up_to_the_ranks_above_genus() -> None:
     runs = lineage_runs(genera, Rank.GENUS)
     assert [r.rank for r in runs.ranks] == list(reversed(RANKS[:Rank.GENUS]))
     assert runs.roll_up(np.array([[0.2, 0.3, 0.5]]))[Rank.FAMILY].tolist() == [[1.0]]
+
+
+def test_kingdom_labels_have_no_rank_to_roll_up_to() -> None:
+    from cladebench.tasks.streaming import stream_scores
+
+    kingdoms = [Lineage.from_names(k) for k in ("Animalia", "Plantae")]
+    runs = lineage_runs(kingdoms, Rank.KINGDOM)
+    probs = np.array([[0.4, 0.6]])
+    assert runs.ranks == () and runs.roll_up(probs) == {} and runs.top(probs) == {}
+    streamed = stream_scores(np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32), 2, 10.0, runs=runs)
+    assert streamed.rolled == {} and streamed.top_labels[:, 0].tolist() == [0, 1]

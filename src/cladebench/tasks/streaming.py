@@ -123,6 +123,8 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
     top_labels = np.zeros((n_images, k), dtype=np.int64)
     top_probs = np.zeros((n_images, k), dtype=np.float64)
     true_probs = np.full(n_images, np.nan)
+    if runs is not None and not runs.ranks:  # labels at kingdom: nothing to roll up to
+        runs = None
     ranks = [] if runs is None else list(runs.ranks)
     rolled = {r.rank: (np.zeros(n_images, dtype=np.int64), np.zeros(n_images)) for r in ranks}
     units = normalise_rows(image_vectors)

@@ -158,6 +158,8 @@ class LineageRuns:
     def run_sums(self, columns: Any) -> list[Any]:
         """Per rank (narrowest first), the sum over every run, named or not, of a species-major block
         (species x images); each rank's from the narrower one's."""
+        if not self.ranks:  # labels at kingdom: no rank above them
+            return []
         sums = [self.ranks[0].matrix @ columns]
         for runs in self.ranks[1:]:
             sums.append(runs.matrix @ sums[-1])
