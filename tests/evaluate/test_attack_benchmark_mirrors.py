@@ -104,3 +104,28 @@ def test_data_naming_a_file_or_the_table_itself_says_what_to_pass(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is the Lance table itself" in err
     assert a_file.read_text(encoding="utf-8") == "mine"
+
+
+def test_two_processes_building_one_benchmark_at_once_both_end_with_the_first_build(tmp_path):
+    """Two suites sharing a cache built the same mirror at once: the one that moved its build into place second
+    failed (directory not empty) and its whole suite stopped. Now the second waits for the first and builds
+    nothing."""
+    import multiprocessing
+
+    from helpers.build_race import build_held, build_second
+
+    context = multiprocessing.get_context("spawn")
+    path = tmp_path / "cache" / "bench.lance"
+    started, release = context.Event(), context.Event()
+    first = context.Process(target=build_held, args=(str(path), started, release))
+    first.start()
+    assert started.wait(60)
+    second = context.Process(target=build_second, args=(str(path),))
+    second.start()
+    second.join(5)  # before the fix the second built and moved in at once; now it waits on the first's lock
+    release.set()
+    first.join(60)
+    second.join(60)
+    assert (first.exitcode, second.exitcode) == (0, 0)
+    assert sorted(p.name for p in path.iterdir()) == ["first"]
+    assert not [p.name for p in path.parent.iterdir() if ".partial-" in p.name]

@@ -19,6 +19,7 @@ the cache, a mirror into ``benchmarks/mirrors/<name>-<digest>.lance``, the diges
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -221,10 +222,22 @@ def mirror_digest(folder: Path) -> str:
 def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
     """Build the dataset at ``path`` unless it is there: into a hidden sibling first, moved into place when the
     build has returned, so an interrupted or failed build leaves no dataset that a later run would read. The
-    failures table a build writes beside its output (``<out>.failures.parquet``) moves along. Returns what the
-    build returned (None when the dataset was there)."""
+    failures table a build writes beside its output (``<out>.failures.parquet``) moves along. Two processes
+    building the same dataset at once (two suites or evals sharing a cache) take turns under a lock
+    (``.<name>.lock`` beside it): the second finds the first's dataset and builds nothing. Returns what the build
+    returned (None when the dataset was there)."""
     if path.is_dir():
         return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes, or the process dies
+        return None if path.is_dir() else _build(path, build)
+    finally:
+        os.close(handle)
+
+
+def _build(path: Path, build: Callable[[Path], Any]) -> Any:
     partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     failures = partial.with_name(partial.name + ".failures.parquet")
     for leftover in (partial, failures):  # this process's own earlier attempt, never another file
