@@ -27,6 +27,10 @@ def _suite(config: SuiteConfig) -> int:
     from cladebench.errors import CladebenchError
     from cladebench.evaluate.suite import run_suite
 
+    if config.report:  # a report.html of the user's in --out is refused before any run, not replaced after them
+        from cladebench.report.suite import REPORT_FILE, check_report_target
+
+        check_report_target(config.out / REPORT_FILE)
     summary = run_suite(config, progress=_stderr if config.progress else None)
     runs = {p.key: p for p in summary.runs}
     print(f"suite: {len(summary.runs)} runs: {len(summary.executed)} run now, {len(summary.reused)} reused, "

@@ -14,7 +14,7 @@ import dataclasses
 from pathlib import Path
 
 from cladebench import __version__
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.evaluate.suite.results import require_results
 from cladebench.paths import atomic_write
 
@@ -76,10 +76,32 @@ def benchmark_order(rows: list[dict]) -> list[str]:
     return sorted(names, key=lambda name: (known.index(name) if name in known else len(known), name))
 
 
+def check_report_target(out: Path) -> None:
+    """Refuse to replace ``out`` unless it is absent or a suite report cladebench wrote (its generator line and
+    title say so): a suite folder may be one the user keeps other files in, and a ``report.html`` of theirs there is
+    never overwritten. A usage error, raised before the suite runs anything."""
+    if out.is_dir():
+        raise UsageError(f"{out} is a folder; the suite writes its report to that name: move it or choose another "
+                         "--out")
+    if not out.exists():
+        return
+    try:
+        with open(out, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"{out} cannot be read to check it is a suite report ({exc.strerror}); move it or choose "
+                         "another --out") from None
+    if '<meta name="generator" content="cladebench' not in head or "<title>cladebench suite" not in head:
+        raise UsageError(f"{out} is not a suite report cladebench wrote; the suite would replace it: move it, choose "
+                         "another --out, or pass --no-report")
+
+
 def write_suite_report(root: str | Path, out: str | Path | None = None, *, max_gallery: int = 12) -> Path:
-    """Write the report of the suite folder ``root`` to ``out`` (``root/report.html``), whole or not at all."""
+    """Write the report of the suite folder ``root`` to ``out`` (``root/report.html``), whole or not at all; a file
+    there that is not a suite report cladebench wrote is never replaced (:func:`check_report_target`)."""
     root = Path(root)
     out = Path(out) if out is not None else root / REPORT_FILE
+    check_report_target(out)
     try:
         import jinja2  # noqa: F401
         import matplotlib  # noqa: F401

@@ -26,7 +26,13 @@ from cladebench.errors import EXIT_INTERRUPTED, CladebenchError, UsageError
 from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.run import load_model, run_eval
 from cladebench.evaluate.suite.plan import PlannedRun, SuiteConfig, plan_suite
-from cladebench.evaluate.suite.results import RESULTS_FILE, finished_rows, skipped_row, update_results
+from cladebench.evaluate.suite.results import (
+    RESULTS_FILE,
+    finished_rows,
+    read_results,
+    skipped_row,
+    update_results,
+)
 from cladebench.paths import atomic_write
 
 SKIP_FILE = "skipped.json"
@@ -136,6 +142,7 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
     planned = plan_suite(config)
     _refuse_same_weights(planned)
     store.check_writable(config.out, folder=True)
+    read_results(config.out)  # a results.parquet that is no suite's table is refused before any run, never replaced
     config.out.mkdir(parents=True, exist_ok=True)
     summary = SuiteSummary(runs=planned, results=config.out / RESULTS_FILE)
     say = progress or (lambda line: None)
