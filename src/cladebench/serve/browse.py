@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse, Response
 
 from cladebench.errors import UsageError
 from cladebench.serve.areas import AREAS, Area
-from cladebench.serve.filters import PAGE_SIZE, Filters, group_columns_of
+from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, group_columns_of
 from cladebench.serve.pages import STATIC_DIR, render
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure, path_of, thumbnail_file
@@ -112,17 +112,19 @@ def grid(request: Request, state: AppState) -> Response:
     query = dict(request.query_params)
     filters = Filters.from_query(query, state.columns)
     page = page_number(query.get("page"))
-    error = None
+    error, rows, facets, total = None, [], {}, 0
+    rank = next_rank(filters)
     try:
         sql = checked_filter(state, filters)
-        total = count(state, sql)
-    except UsageError as exc:  # a where that does not plan: said as text above an empty grid
-        error, sql, total = str(exc), None, 0
+        with filter_errors(filters.where):
+            total = count(state, sql)
+            if page <= -(-total // PAGE_SIZE):
+                rows = cells(state, page_rows(state, sql, page))
+            facets = facet_counts(state, sql, (*group_columns_of(state.dataset), *FACET_COLUMNS,
+                                               *((rank,) if rank else ())))
+    except UsageError as exc:  # a where that does not plan, or fails on a row: said as text above an empty grid
+        error, rows, facets, total = str(exc), [], {}, 0
     pages = max(1, -(-total // PAGE_SIZE))
-    rows = cells(state, page_rows(state, sql, page)) if error is None and page <= pages else []
-    rank = next_rank(filters)
-    facets = {} if error else facet_counts(state, sql, (*group_columns_of(state.dataset), *FACET_COLUMNS,
-                                                        *((rank,) if rank else ())))
     return render(request, "browse/grid.html", filters=filters, rows=rows, total=total, page=page, pages=pages,
                   error=error, rank=rank, tree=facets.get(rank, [])[:FACET_VALUES] if rank else [],
                   groups={c: facets.get(c, [])[:FACET_VALUES] for c in group_columns_of(state.dataset)},

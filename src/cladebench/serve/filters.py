@@ -10,7 +10,8 @@ page are written as SQL literals (:func:`cladebench.store.sql_literal`), never p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -94,8 +95,8 @@ class Filters:
             else:
                 parts.append("(seen_in_training IS NULL OR array_length(seen_in_training) = 0)")
         where = check_filter(self.where, option="where")
-        if where is not None:
-            parts.append(f"({where})")
+        if where is not None:  # the line break ends a trailing ``--`` comment before the closing parenthesis
+            parts.append(f"({where}\n)")
         return " AND ".join(parts) or None
 
     @property
@@ -113,6 +114,21 @@ class Filters:
         if self.where:
             chips.append(("where", self.where, self.link(where=None)))
         return chips
+
+
+@contextlib.contextmanager
+def filter_errors(where: str | None) -> Iterator[None]:
+    """Lance's errors while a free filter runs, as one :class:`UsageError` line shown on the page.
+
+    A filter that plans can still fail on a row (``1/0 = 1``, a cast of a value that does not convert); with no free
+    filter an error is not the user's and goes on as it is."""
+    try:
+        yield
+    except (OSError, ValueError, RuntimeError) as exc:
+        if where is None:
+            raise
+        reason = str(exc).split(", /")[0].removeprefix("Invalid user input: ").splitlines()[0]
+        raise UsageError(f"where {where!r}: {reason}") from None
 
 
 def group_columns_of(dataset: Any) -> list[str]:

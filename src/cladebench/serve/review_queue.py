@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from cladebench.errors import UsageError
-from cladebench.serve.runs_data import by_uuid, said_about, usable
+from cladebench.serve.runs_data import by_uuid, said_about, short_name, usable
 from cladebench.serve.state import ServeState
 from cladebench.store.reviews import read_reviews, review_summary, reviews_path
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
@@ -43,6 +43,8 @@ class QueueRow:
     """The first predicting run's top-1 probability; None when no loaded run predicted the row."""
     suggestion: str | None
     """That run's top label."""
+    suggestion_name: str | None = None
+    """:attr:`suggestion` as a reader looks it up (the binomial of a lineage label), as the other pages show it."""
 
 
 def _naming_columns(state: ServeState) -> list[str]:
@@ -54,21 +56,22 @@ def queue(state: ServeState) -> list[QueueRow]:
     def make() -> list[QueueRow]:
         columns = ["uuid", *_naming_columns(state)]
         table = state.dataset.to_table(columns=columns)
-        runs = [by_uuid(state, i) for i in range(1, len(state.runs) + 1) if usable(state.runs[i - 1])]
+        runs = [(i, by_uuid(state, i)) for i in range(1, len(state.runs) + 1) if usable(state.runs[i - 1])]
         rows = []
         for order, row in enumerate(table.to_pylist()):
             genus_only = bool(row.get("genus")) and not row.get("species")
-            predicted = next((r[row["uuid"]] for r in runs if row["uuid"] in r), None)
+            run, predicted = next(((i, r[row["uuid"]]) for i, r in runs if row["uuid"] in r), (None, None))
             probs = (predicted or {}).get("top5_probs") or []
             labels = (predicted or {}).get("top5_labels") or ([predicted["pred_label"]] if predicted else [])
             confidence = float(probs[0]) if probs and probs[0] is not None else None
             name = next((str(row[c]) for c in ("scientific_name", "species", "genus", "family", "order", "class",
                                                "phylum", "kingdom") if row.get(c)), "(no name)")
+            top = labels[0] if labels else None
             rows.append((not genus_only, confidence is None, confidence or 0.0, order, row["uuid"], name, genus_only,
-                         confidence, labels[0] if labels else None))
+                         confidence, top, None if run is None else short_name(state, run, top)))
         rows.sort(key=lambda r: r[:4])
-        return [QueueRow(position=i, uuid=r[4], name=r[5], genus_only=r[6], confidence=r[7], suggestion=r[8])
-                for i, r in enumerate(rows, 1)]
+        return [QueueRow(position=i, uuid=r[4], name=r[5], genus_only=r[6], confidence=r[7], suggestion=r[8],
+                         suggestion_name=r[9]) for i, r in enumerate(rows, 1)]
 
     return state.remembered(("review", "queue"), make)
 

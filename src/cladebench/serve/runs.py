@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import checked_filter, display_name, page_number
-from cladebench.serve.filters import PAGE_SIZE, Filters
+from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors
 from cladebench.serve.pages import render
 from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable
 from cladebench.serve.state import AppState, ServeState
@@ -109,6 +109,8 @@ def runs_page(request: Request, state: AppState) -> Response:
     if other is None and len(state.runs) > 1:
         other = 2 if index == 1 else 1
     sort = query.get("sort") or "errors"
+    if sort not in SORTS:  # before the page is drawn: its tabs name the sort
+        raise UsageError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
     page = page_number(query.get("page"))
     error, cells, total = None, [], 0
     if not usable(state.runs[index - 1]):
@@ -116,8 +118,10 @@ def runs_page(request: Request, state: AppState) -> Response:
         error = f"run [{index}] has no predictions to show ({why})"
     else:
         try:
-            uuids = ordered(state, index, sort, other if sort == "disagree" else None, checked_filter(state, filters),
-                            truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"))
+            with filter_errors(filters.where):
+                uuids = ordered(state, index, sort, other if sort == "disagree" else None,
+                                checked_filter(state, filters), truth=query.get("truth"), pred=query.get("pred"),
+                                group=query.get("group_of_run"))
             total = len(uuids)
             cells = grid_cells(state, index, uuids[(page - 1) * PAGE_SIZE:page * PAGE_SIZE],
                                other if sort == "disagree" else None)

@@ -13,7 +13,7 @@ from fastapi.responses import Response
 from cladebench.errors import CladebenchError
 from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import checked_filter, display_name
-from cladebench.serve.filters import Filters
+from cladebench.serve.filters import Filters, filter_errors
 from cladebench.serve.pages import render
 from cladebench.serve.state import AppState
 from cladebench.serve.thumbs import ensure
@@ -37,12 +37,14 @@ def search_page(request: Request, state: AppState) -> Response:
         try:
             column = check_column(state, column)
             where = checked_filter(state, filters)
-            if like_uuid is not None:
-                found = like(state, column, like_uuid, k=HITS, where=where)
-                if found is None:
-                    raise CladebenchError(f"row {like_uuid!r} has no vector in {column}")
-            else:
-                found = search(state, column, text_vector(state, column, text), k=HITS, where=where)
+            vector = None if like_uuid is not None else text_vector(state, column, text)
+            with filter_errors(filters.where):
+                if vector is None:
+                    found = like(state, column, like_uuid, k=HITS, where=where)
+                    if found is None:
+                        raise CladebenchError(f"row {like_uuid!r} has no vector in {column}")
+                else:
+                    found = search(state, column, vector, k=HITS, where=where)
             have = ensure(state, [h["uuid"] for h in found.hits])
             rows = [{"uuid": h["uuid"], "name": display_name(h), "common": "", "thumb": h["uuid"] in have,
                      "tag": f"cos {h['cosine_similarity']:.3f}"} for h in found.hits]

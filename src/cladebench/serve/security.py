@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import getpass
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,8 +44,17 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 
 
 def is_local(host: str) -> bool:
-    """Whether binding to ``host`` keeps the server on this machine."""
-    return host.strip("[]").lower() in LOCAL_HOSTS or host.startswith("127.")
+    """Whether ``host`` names this machine only: ``localhost`` or a loopback address (``127.0.0.0/8``, ``::1``).
+
+    A name that merely starts like one (``127.0.0.1.attacker.example``) is a DNS name anyone can point anywhere:
+    not local, as a bind address or as the ``Host`` of a request."""
+    name = host.strip("[]").lower()
+    if name in LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def new_token() -> str:
@@ -150,7 +160,7 @@ class Guard:
 
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if not self.access.required:
-            if _host_name(headers) not in LOCAL_HOSTS and not _host_name(headers).startswith("127."):
+            if not is_local(_host_name(headers)):
                 return PlainTextResponse("refused: this server answers requests addressed to this machine only\n",
                                          status_code=403)
             user = self.access.local_user

@@ -52,8 +52,28 @@ def open_state(config: ServeConfig) -> ServeState:
 
     dataset = open_dataset(config.dataset)
     runs = load_runs(config.runs) if config.runs else ()
+    _check_runs_are_over(dataset, config.dataset, runs)
     return ServeState(uri=config.dataset, dataset=dataset, runs=tuple(runs), model=config.model,
                       device=config.device)
+
+
+def _check_runs_are_over(dataset: Any, uri: str, runs: Any) -> None:
+    """Refuse a run none of whose predicted rows is in the dataset (a run over another dataset: every cell of its
+    grid would be a row the app cannot show). A run over part of the dataset is kept."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    checked = [run for run in runs if run.predictions is not None and "uuid" in run.predictions.column_names
+               and run.predictions.num_rows]
+    if not checked:
+        return
+    present = dataset.to_table(columns=["uuid"]).column("uuid")
+    for run in checked:
+        predicted = run.predictions.column("uuid")
+        if not pc.any(pc.is_in(predicted, value_set=pa.chunked_array(present).combine_chunks())).as_py():
+            made_on = run.dataset.get("uri")
+            raise CladebenchError(f"run {run.path}: none of its {predicted.length():,} predicted rows is in {uri}"
+                                  + (f" (it was made on {made_on})" if made_on else ""))
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -1,9 +1,9 @@
 """Nearest neighbours for the app: of a row ("more like this", the strips of the image page) and of a text.
 
 Through the column's vector index when it has one (:func:`cladebench.store.search.nearest`), else by the exact
-scan (:func:`~cladebench.store.search.brute_force_nearest`): the app never builds an index itself, because that
-writes a new version of the dataset and the app only reads (``serve --build-index`` builds the missing ones before
-the dataset is opened, as ``search`` would). A text is encoded by the text tower of the model named on the column
+scan (:func:`~cladebench.store.search.brute_force_nearest`): the app never builds an index, because that writes a
+new version of the dataset and the app only reads it (``cladebench search`` builds a column's missing index; a server
+started afterwards uses it). A text is encoded by the text tower of the model named on the column
 (or ``--model``), loaded once per server.
 """
 
