@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import fcntl
+import html
 import io
 import json
 import math
@@ -152,7 +153,12 @@ def _interval(metric: str, low: float | None, high: float | None) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    return str("" if value is None else value).replace("|", "\\|").replace("\n", " ")
+    """A value as one Markdown table cell: a backslash kept as one (``\\``, so ``\\|`` in a label cannot end the
+    cell), a pipe escaped, line breaks as spaces, and ``<``, ``>``, ``&`` as entities (a label is shown as text,
+    never read as HTML by a Markdown renderer)."""
+    text = html.escape(str("" if value is None else value), quote=False)
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(text.splitlines())  # \n, \r\n, \r and the other line breaks
 
 
 def format_results(table: pa.Table, format: str) -> str:
