@@ -43,3 +43,18 @@ def test_each_benchmark_column_shows_its_own_run_when_benchmarks_share_protocol_
         cell = cells[("m", position)]
         assert cell.raw == value, name
         assert cell.run.path == Path(f"runs/{name}/m-{position + 1}/run.json")
+
+
+def test_the_definition_reads_as_sentences_when_no_figure_is_published():
+    from cladebench.report.render import FORMATS
+    from cladebench.report.sections.base import ReportContext
+    from cladebench.report.sections.suite import SUITE_KEY, suite_section
+
+    path = "runs/crypticbio-common/m-1/run.json"
+    data = SuiteData(rows=[_row("crypticbio-common", path, 0.5, "2025-01-01T00:00:00+00:00")],
+                     runs={path: _run(1, path, 0.5)})
+    output = FORMATS.get_named("html")
+    context = ReportContext(format=output.name, environment=output.environment(), max_gallery=1,
+                            cache={SUITE_KEY: data})
+    text = " ".join(str(suite_section(list(data.runs.values()), context)).split())
+    assert "it takes no part in the ties. No published figure is listed for crypticbio-common" in text
