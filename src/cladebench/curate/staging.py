@@ -31,6 +31,15 @@ Folders that are written in place (``demo``: its run records name its datasets b
 be renamed afterwards) use :func:`prepare_in_place`: the same checks, the previous output set aside in one
 rename and removed, then the marker first.
 
+A finished output changed in place afterwards (``build cameratrap --append-to`` adds a Lance version and
+rewrites the folder's bookkeeping files) cannot be staged either: it goes through :func:`journaled_change`
+under :func:`folder_lock`. The journal is a folder in the output (its name the caller's) holding a copy of each
+file the change may rewrite (or the note that it was absent) and, written last and whole by :func:`atomic_write`,
+:data:`JOURNAL_FILE` with the caller's record: a change is pending exactly when that file is there. An exception
+or Ctrl-C in the block calls the caller's undo at once; after a kill the journal stays, and the next run, holding
+the lock, reads it (:func:`pending_journal`), undoes what the record says (its own part, e.g. a Lance version,
+then :func:`restore_journaled` for the files) and :func:`discard_journal` ends it (the file first, in one unlink).
+
 Example:
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
@@ -59,13 +68,13 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cladebench.errors import CladebenchError
-from cladebench.paths import absolute, check_not_an_input
+from cladebench.paths import absolute, atomic_write, check_not_an_input
 from cladebench.store import process_alive
 
 MARKER_NAME = ".cladebench-output.json"
@@ -77,6 +86,9 @@ PREVIOUS_NAME = ".previous-output"
 WORK_NAME = ".work"
 """Inside a staging folder: scratch space (DuckDB's database and spill files, caches) removed before the
 commit; being inside the staging folder, a killed run's scratch goes with it when a rerun cleans up."""
+JOURNAL_FILE = "journal.json"
+"""Inside a journal folder (:func:`journaled_change`): the record, written last and whole; its presence, and
+nothing else, says a change is pending."""
 
 
 @dataclass(frozen=True)
@@ -327,20 +339,123 @@ def prepare_in_place(target: OutputTarget) -> Path:
     return out
 
 
+# --- journaled in-place changes ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, busy: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` itself for the block (no lock file to leave behind; a kill
+    releases it); while another holds it, a :class:`CladebenchError` (exit 1) saying ``busy``, at once."""
+    import fcntl
+
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CladebenchError(busy) from None
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def pending_journal(folder: Path, name: str) -> dict[str, Any] | None:
+    """The record of the change pending in ``folder`` (journal ``name``), its ``files`` entry included, or None.
+    A journal folder without its :data:`JOURNAL_FILE` (a kill while it was being written or discarded) is no
+    journal: it is removed."""
+    journal = Path(folder) / name
+    path = journal / JOURNAL_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        shutil.rmtree(journal, ignore_errors=True)
+        return None
+    except (OSError, ValueError) as error:
+        raise CladebenchError(f"cannot read the journal {path} of an interrupted change ({error}); remove {journal} "
+                              f"to keep {folder} as it is") from None
+    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+        raise CladebenchError(f"{path} is not a journal (no files entry); remove {journal} to keep {folder} as it is")
+    return record
+
+
+def begin_journal(folder: Path, name: str, record: Mapping[str, Any], files: Iterable[Path]) -> Path:
+    """Write the journal ``name`` in ``folder`` of a change about to start: a copy of each of ``files`` (inside
+    ``folder``) that exists and the note of each that does not, then ``record`` (plus its ``files``) as
+    :data:`JOURNAL_FILE`, the commit point. Call it holding :func:`folder_lock`, after any pending journal was
+    undone (one still pending is a bug, refused). Returns the journal folder."""
+    folder = Path(folder)
+    journal = folder / name
+    if pending_journal(folder, name) is not None:
+        raise RuntimeError(f"{journal}: a journaled change is pending; undo it before beginning another")
+    (journal / "files").mkdir(parents=True)
+    saved: dict[str, str | None] = {}
+    for i, path in enumerate(files):
+        relative = str(Path(path).relative_to(folder))
+        saved[relative] = None
+        if Path(path).is_file():
+            shutil.copyfile(path, journal / "files" / str(i))
+            saved[relative] = f"files/{i}"
+    atomic_write(journal / JOURNAL_FILE, json.dumps({**record, "files": saved}, indent=1))
+    return journal
+
+
+def restore_journaled(folder: Path, name: str, record: Mapping[str, Any]) -> None:
+    """Put each file the journal saved back as it was (each whole); one that was absent is removed."""
+    journal = Path(folder) / name
+    for relative, copy in record["files"].items():
+        path = Path(folder) / relative
+        if copy is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write(path, (journal / copy).read_bytes())
+
+
+def discard_journal(folder: Path, name: str) -> None:
+    """End the change: its :data:`JOURNAL_FILE` goes first (one unlink; from then on nothing is pending), then the
+    copies (a kill between leaves a folder :func:`pending_journal` removes)."""
+    journal = Path(folder) / name
+    (journal / JOURNAL_FILE).unlink(missing_ok=True)
+    shutil.rmtree(journal, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def journaled_change(folder: Path, name: str, record: Mapping[str, Any], files: Iterable[Path],
+                     undo: Callable[[], object]) -> Iterator[Path]:
+    """The block changes ``folder`` in place whole, or is undone: :func:`begin_journal` first; on an exception
+    (Ctrl-C included) ``undo()`` at once (it reads the journal and ends it; should it fail, the journal stays for
+    the next run's undo); on leaving normally, :func:`discard_journal`. Yields the journal folder. Call it
+    holding :func:`folder_lock`."""
+    journal = begin_journal(folder, name, record, files)
+    try:
+        yield journal
+    except BaseException:
+        with contextlib.suppress(Exception):
+            undo()
+        raise
+    discard_journal(folder, name)
+
+
 __all__ = [
+    "JOURNAL_FILE",
     "MARKER_NAME",
     "PREVIOUS_NAME",
     "STAGING_TAG",
     "WORK_NAME",
     "OutputTarget",
+    "begin_journal",
     "check_not_an_input",
     "check_output",
     "check_replaceable",
     "clean_leftovers",
     "commit",
+    "discard_journal",
+    "folder_lock",
     "is_output_of",
+    "journaled_change",
+    "pending_journal",
     "prepare_in_place",
     "read_marker",
+    "restore_journaled",
     "staged_output",
     "staging_folders",
     "work_dir",

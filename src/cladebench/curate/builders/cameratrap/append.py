@@ -27,8 +27,9 @@ refused, exit 1, before it reads anything of the dataset):
 
 **Interrupted appends.** Steps 3 to 5 write in several places (Lance versions, sidecars, ``build.json``, the
 card) that no one transaction covers, so before step 3 the append writes a journal
-(:data:`JOURNAL_DIR` in the folder, made whole by a rename): the dataset's version before, and a copy of every
-bookkeeping file it may change (or that it was absent). An exception or Ctrl-C in steps 3 to 5 rolls back at
+(:data:`JOURNAL_DIR` in the folder, through :func:`cladebench.curate.staging.journaled_change`; pending exactly
+while its ``journal.json`` is there): the dataset's version before, and a copy of every bookkeeping file it may
+change (or that it was absent). An exception or Ctrl-C in steps 3 to 5 rolls back at
 once; after a kill -9 (or a crash in the rollback) the journal stays, and the next append to the folder rolls
 back first: the dataset's version before is restored as a new version (``restore``: the rows, schema, indices
 and field metadata that were there, nothing rewritten; the abandoned versions stay readable by number), the tag
@@ -48,9 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +57,14 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig
 from cladebench.curate.builders.finegrained.config import DATASET_DIR
-from cladebench.curate.staging import is_output_of
+from cladebench.curate.staging import (
+    discard_journal,
+    folder_lock,
+    is_output_of,
+    journaled_change,
+    pending_journal,
+    restore_journaled,
+)
 from cladebench.errors import CladebenchError
 from cladebench.paths import atomic_write, atomic_write_parquet
 from cladebench.store.dataset import existing_uuids
@@ -78,22 +83,11 @@ MAX_APPEND_VERSIONS = 4
 """Lance versions an append makes at most: the new columns, the rows, the indices, the embedding counts."""
 
 
-@contextlib.contextmanager
-def append_lock(folder: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``folder`` itself (no lock file; a kill releases it) for a whole append;
-    another append to the folder meanwhile is refused at once (exit 1)."""
-    import fcntl
-
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CladebenchError(f"--append-to {folder}: another `cladebench build cameratrap` is appending to it "
-                                  "now; run this one again when it has finished") from None
-        yield
-    finally:
-        os.close(handle)  # releases the lock
+def append_lock(folder: Path) -> contextlib.AbstractContextManager[None]:
+    """An exclusive lock on ``folder`` for a whole append (:func:`cladebench.curate.staging.folder_lock`): another
+    append to the folder meanwhile is refused at once (exit 1)."""
+    return folder_lock(folder, f"--append-to {folder}: another `cladebench build cameratrap` is appending to it "
+                               "now; run this one again when it has finished")
 
 
 def _bookkeeping_files(folder: Path, dataset_path: Path, columns: list[str]) -> list[Path]:
@@ -102,48 +96,17 @@ def _bookkeeping_files(folder: Path, dataset_path: Path, columns: list[str]) -> 
             dataset_path / store.EMBEDDING_SIDECAR, *(failures_path(str(dataset_path), c) for c in columns)]
 
 
-def _discard_journal(folder: Path) -> None:
-    """Remove the journal: renamed aside first, so a kill midway never leaves a partial one that looks whole."""
-    journal = folder / JOURNAL_DIR
-    if journal.exists():
-        aside = folder / f"{JOURNAL_DIR}.{os.getpid()}.done.tmp"
-        os.replace(journal, aside)
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def begin_journal(folder: Path, dataset_path: Path, cohort: str, columns: list[str]) -> None:
-    """Write the journal of the append about to start (whole, by a rename): the version before and a copy of
-    each bookkeeping file, or that it is absent."""
-    version = store.open_dataset(dataset_path).version
-    staging = folder / f"{JOURNAL_DIR}.{os.getpid()}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "files").mkdir(parents=True)
-    files: dict[str, str | None] = {}
-    for i, path in enumerate(_bookkeeping_files(folder, dataset_path, columns)):
-        relative = str(path.relative_to(folder))
-        files[relative] = None
-        if path.is_file():
-            shutil.copyfile(path, staging / "files" / str(i))
-            files[relative] = f"files/{i}"
-    record = {"cohort": cohort, "tag": TAG_PREFIX + cohort, "version_before": version, "files": files}
-    (staging / "journal.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
-    os.replace(staging, folder / JOURNAL_DIR)
-
-
 def roll_back(folder: Path, dataset_path: Path) -> dict[str, Any] | None:
     """Undo an interrupted append whose journal is in ``folder`` (call it holding :func:`append_lock`); returns
     what was undone, or None when there was nothing to undo."""
-    for leftover in folder.glob(f"{JOURNAL_DIR}.*.tmp"):  # a journal being written or removed when killed
-        shutil.rmtree(leftover, ignore_errors=True)
-    journal = folder / JOURNAL_DIR
-    if not (journal / "journal.json").is_file():
-        shutil.rmtree(journal, ignore_errors=True)
+    record = pending_journal(folder, JOURNAL_DIR)
+    if record is None:
         return None
-    record = json.loads((journal / "journal.json").read_text(encoding="utf-8"))
     before = int(record["version_before"])
     dataset = store.open_dataset(dataset_path)
     latest = dataset.version
     if latest > before + MAX_APPEND_VERSIONS:
+        journal = folder / JOURNAL_DIR
         raise CladebenchError(f"{dataset_path}: an append of cohort {record['cohort']!r} was interrupted after "
                               f"version {before}, and versions up to {latest} were written since; restore version "
                               f"{before} by hand (lance: dataset.checkout_version({before}).restore()) and remove "
@@ -152,29 +115,22 @@ def roll_back(folder: Path, dataset_path: Path) -> dict[str, Any] | None:
         dataset.tags.delete(record["tag"])
     if latest != before:
         dataset.checkout_version(before).restore()
-    for relative, copy in record["files"].items():
-        path = folder / relative
-        if copy is None:
-            path.unlink(missing_ok=True)
-        else:
-            atomic_write(path, (journal / copy).read_bytes())
-    _discard_journal(folder)
+    restore_journaled(folder, JOURNAL_DIR, record)
+    discard_journal(folder, JOURNAL_DIR)
     return {"cohort": record["cohort"], "version_before": before, "version_abandoned": latest,
             "version_restored": store.open_dataset(dataset_path).version}
 
 
-@contextlib.contextmanager
-def journaled(folder: Path, dataset_path: Path, cohort: str, columns: list[str]) -> Iterator[None]:
-    """The block's writes to the dataset and its folder happen whole or are undone: on an exception (Ctrl-C
-    included) at once, after a kill by the next append's :func:`roll_back`."""
-    begin_journal(folder, dataset_path, cohort, columns)
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(Exception):  # what cannot be undone now, the next append's roll_back undoes
-            roll_back(folder, dataset_path)
-        raise
-    _discard_journal(folder)
+def journaled(folder: Path, dataset_path: Path, cohort: str, columns: list[str]
+              ) -> contextlib.AbstractContextManager[Path]:
+    """The block's writes to the dataset and its folder happen whole or are undone
+    (:func:`cladebench.curate.staging.journaled_change`, the journal recording the version before and the
+    bookkeeping files): on an exception (Ctrl-C included) at once, after a kill by the next append's
+    :func:`roll_back`."""
+    record = {"cohort": cohort, "tag": TAG_PREFIX + cohort,
+              "version_before": store.open_dataset(dataset_path).version}
+    return journaled_change(folder, JOURNAL_DIR, record, _bookkeeping_files(folder, dataset_path, columns),
+                            undo=lambda: roll_back(folder, dataset_path))
 
 
 def target_dataset(folder: Path) -> Path:
@@ -310,6 +266,6 @@ def extend_folder(folder: Path, entry: dict[str, Any], section: str) -> None:
     atomic_write(card, (text.rstrip("\n") + "\n\n" + section.strip("\n") + "\n").encode())
 
 
-__all__ = ["FGC_WRITER", "JOURNAL_DIR", "MAX_APPEND_VERSIONS", "TAG_PREFIX", "append_lock", "begin_journal",
-           "commit_rows", "embed_new_rows", "extend_folder", "journaled", "refuse_present", "roll_back",
+__all__ = ["FGC_WRITER", "JOURNAL_DIR", "MAX_APPEND_VERSIONS", "TAG_PREFIX", "append_lock", "commit_rows",
+           "embed_new_rows", "extend_folder", "journaled", "refuse_present", "roll_back",
            "tag_appended", "target_dataset", "update_bookkeeping"]
