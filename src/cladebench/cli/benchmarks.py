@@ -1,5 +1,6 @@
 """The verb ``benchmarks``: every named benchmark, its tasks, where it is published, its pinned release, and
-whether its data is here (mirrored under ``$CLADEBENCH_MIRROR``, built in the cache, or opened remotely).
+whether its data is here (mirrored under ``$CLADEBENCH_MIRROR``, built in the cache, or opened remotely), and on
+stderr what in ``$CLADEBENCH_MIRROR`` is not read as a mirror (a misspelt folder, a file in a benchmark's place).
 
 It reads the registry and looks at folders; it opens no dataset and sends no request, so it answers offline and
 at once.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,9 +37,41 @@ def benchmark_rows() -> list[dict[str, Any]]:
              "description": b.description} for name, b in BENCHMARKS.items()]
 
 
+def mirror_notes() -> list[str]:
+    """What in ``$CLADEBENCH_MIRROR`` will not be read as a mirror (a root that is not a folder, a folder that names
+    no benchmark, a file in a benchmark's place), so a misspelt mirror is not silently passed over for the published
+    source."""
+    import difflib
+
+    from cladebench.evaluate.benchmarks import BENCHMARKS, MIRROR_ENV
+
+    root = os.environ.get(MIRROR_ENV)
+    if not root:
+        return []
+    folder = Path(root).expanduser()
+    if not folder.is_dir():
+        return [f"{MIRROR_ENV}={root}: no such folder; every benchmark is read from its published source"]
+    notes = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.name in BENCHMARKS:
+            if not entry.is_dir():
+                notes.append(f"{MIRROR_ENV}: {entry.name} is a file, not a mirror folder; {entry.name} is read from "
+                             "its published source")
+            continue
+        if entry.is_dir():
+            close = difflib.get_close_matches(entry.name.lower(), list(BENCHMARKS), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            notes.append(f"{MIRROR_ENV}: folder {entry.name} names no benchmark{hint}; it is not read")
+    return notes
+
+
 @verb("benchmarks", BenchmarksConfig, "the named benchmarks: tasks, source, pinned release, built or mirrored here")
 def _benchmarks(config: BenchmarksConfig) -> int:
     rows = benchmark_rows()
+    for note in mirror_notes():  # on stderr: the table (or JSON) on stdout stays as it is
+        print(f"note: {note}", file=sys.stderr)
     if config.json:
         print(json.dumps(rows, indent=2))
         return 0
