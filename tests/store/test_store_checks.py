@@ -42,14 +42,16 @@ def _leftovers(folder: Path) -> list[str]:
 # --- one filter check ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["1=1; DROP TABLE x", "scientific_name = 'A a';", "\"scientific_name\" = 'A a'; 1"])
+@pytest.mark.parametrize("where", ["1=1; DROP TABLE x", "scientific_name = 'A a';", "\"scientific_name\" = 'A a'; 1",
+                                   "1=1 -- it's\n; DROP TABLE x", "1=1 /* ' */ ; DROP TABLE x"])
 def test_a_semicolon_outside_quotes_is_refused(where: str) -> None:
     with pytest.raises(UsageError, match="one SQL expression"):
         store.check_filter(where)
 
 
 @pytest.mark.parametrize("where", ["scientific_name = 'B b;x'", "scientific_name = 'it''s; fine'",
-                                   "\"odd;name\" IS NULL", "scientific_name = ';'"])
+                                   "\"odd;name\" IS NULL", "scientific_name = ';'", "scientific_name = '--;'",
+                                   "1=1 -- a comment; still one expression"])
 def test_a_semicolon_inside_a_literal_or_identifier_is_kept(where: str) -> None:
     assert store.check_filter(where) == where
 

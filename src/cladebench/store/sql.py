@@ -37,8 +37,9 @@ def check_filter(where: object, *, option: str = "--where") -> str | None:
 
     A filter is one SQL expression. Lance's parser stops at a ``;`` and silently ignores the rest, so
     ``"1=1; DROP TABLE x"`` would select every row: a ``;`` outside a quoted literal or identifier is
-    refused rather than dropped. Every reader of a user's filter (:func:`read`, :func:`subset`,
-    :func:`fingerprint`, search) goes through this one check.
+    refused rather than dropped. Comments (``--`` to the line's end, ``/* */``) are skipped as the parser skips
+    them, so a quote inside one cannot hide a ``;`` after it. Every reader of a user's filter (:func:`read`,
+    :func:`subset`, :func:`fingerprint`, search) goes through this one check.
 
     Example:
         >>> check_filter("name = 'a;b'")
@@ -55,13 +56,24 @@ def check_filter(where: object, *, option: str = "--where") -> str | None:
     if not where.strip():
         return None
     quote: str | None = None
-    for char in where:
+    i = 0
+    while i < len(where):
+        char = where[i]
         if quote is not None:
             if char == quote:  # a doubled quote ('it''s') closes and reopens: the state comes out right
                 quote = None
         elif char in _QUOTES:
             quote = char
+        elif where.startswith("--", i):  # a comment runs to the line's end: a quote inside it opens nothing
+            end = where.find("\n", i)
+            i = len(where) if end < 0 else end
+            continue
+        elif where.startswith("/*", i):
+            end = where.find("*/", i + 2)
+            i = len(where) if end < 0 else end + 2
+            continue
         elif char == ";":
             raise UsageError(f"{option} {where!r}: a filter is one SQL expression; ';' ends it "
                              "(quote a ';' that belongs to a value: 'a;b')")
+        i += 1
     return where
