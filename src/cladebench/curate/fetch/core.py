@@ -13,6 +13,8 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cladebench.curate.fetch.checks import IMAGE_CHECKS
@@ -78,6 +80,20 @@ def _content_length(response: httpx.Response) -> int | None:
 
 
 
+@dataclass(frozen=True)
+class _Body:
+    """A response body, received whole into a spool file of the store (:meth:`DownloadStore.spool_path`)."""
+
+    path: Path
+    """The spool file; renamed under the digest when the body passes its checks, removed otherwise."""
+    sha256: str
+    """SHA-256 of the body, computed as it arrived."""
+    size: int
+    """Bytes in the body."""
+    content_type: str | None
+    """The response's ``Content-Type``."""
+
+
 class _Fetcher:
     """Runs the attempts of every item over one client, persisting each success as it happens (its body, and
     its manifest line unless the store is a bodies-only view)."""
@@ -99,13 +115,13 @@ class _Fetcher:
                 async with self.semaphore:
                     started = time.monotonic()
                     try:
-                        body, content_type = await self._attempt(item, spent)
+                        body = await self._attempt(item, spent)
                     finally:
                         spent += time.monotonic() - started
-                    # In a thread: hashing and decoding a multi-megabyte photo would stall every transfer on
-                    # the loop. Under the semaphore: bodies waiting to be checked then stay bounded in
-                    # number when the network outpaces decoding.
-                    return await asyncio.to_thread(self._finish, item, body, content_type, attempt)
+                    # In a thread: decoding a multi-megabyte photo would stall every transfer on the loop.
+                    # Under the semaphore: bodies waiting to be checked then stay bounded in number when the
+                    # network outpaces decoding.
+                    return await asyncio.to_thread(self._finish, item, body, attempt)
             except _AttemptError as error:
                 failure = error
                 if error.retryable and attempt < policy.max_attempts:
@@ -124,7 +140,7 @@ class _Fetcher:
                 return DownloadFailure(item.key, item.url, failure.reason, failure.detail, failure.status,
                                        failure.exception, attempt)
 
-    async def _attempt(self, item: DownloadItem, spent: float) -> tuple[bytes, str | None]:
+    async def _attempt(self, item: DownloadItem, spent: float) -> _Body:
         """One GET, cut by the wall clock at ``attempt_timeout_s`` or at what is left of the item deadline."""
         config = self.config
         left = self.policy.time_left(spent)
@@ -140,18 +156,21 @@ class _Fetcher:
             raise _AttemptError("timeout", f"attempt took longer than {timeout} s", retryable=True,
                                 exception="TimeoutError") from None
 
-    async def _get(self, item: DownloadItem) -> tuple[bytes, str | None]:
+    async def _get(self, item: DownloadItem) -> _Body:
         import httpx
 
         try:
             async with self.client.stream("GET", item.url) as response:
                 if response.status_code != 200:
                     raise _status_error(response)
-                return await self._read_body(response), response.headers.get("content-type")
+                return await self._read_body(response)
         except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise _classify(exc, self.reasons) from None
 
-    async def _read_body(self, response: httpx.Response) -> bytes:
+    async def _read_body(self, response: httpx.Response) -> _Body:
+        """The body streamed into a spool file of the store and hashed as it arrives, so a body of any size
+        (up to ``max_bytes``) costs one chunk of memory; the spool file is removed on any failure (a timeout's
+        cancellation included)."""
         import httpx
 
         limit = self.config.max_bytes
@@ -159,38 +178,55 @@ class _Fetcher:
         if declared is not None and declared > limit:
             raise _AttemptError("too_large", f"Content-Length {declared} exceeds the cap of {limit} bytes",
                                 retryable=False, status=response.status_code)
-        chunks: list[bytes] = []
+        spool = self.store.spool_path()
+        digest = hashlib.sha256()
         size = 0
         try:
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    raise _AttemptError("too_large", f"body exceeds the cap of {limit} bytes", retryable=False,
-                                        status=response.status_code)
-                chunks.append(chunk)
-        except httpx.TransportError as exc:
+            with open(spool, "xb") as handle:
+                try:
+                    async for chunk in response.aiter_bytes():
+                        size += len(chunk)
+                        if size > limit:
+                            raise _AttemptError("too_large", f"body exceeds the cap of {limit} bytes",
+                                                retryable=False, status=response.status_code)
+                        digest.update(chunk)
+                        handle.write(chunk)
+                except httpx.TransportError as exc:
+                    received = response.num_bytes_downloaded
+                    if declared is not None and received < declared:
+                        raise _AttemptError("truncated", f"connection ended after {received} of {declared} bytes "
+                                            f"({type(exc).__name__})", retryable=True, status=response.status_code,
+                                            exception=type(exc).__name__) from None
+                    raise
+            # Compare on the wire (before any content decoding): that is what Content-Length counts.
             received = response.num_bytes_downloaded
-            if declared is not None and received < declared:
-                raise _AttemptError("truncated", f"connection ended after {received} of {declared} bytes "
-                                    f"({type(exc).__name__})", retryable=True, status=response.status_code,
-                                    exception=type(exc).__name__) from None
+            if declared is not None and received != declared:
+                raise _AttemptError("truncated", f"received {received} bytes, Content-Length said {declared}",
+                                    retryable=True, status=response.status_code)
+        except BaseException:
+            spool.unlink(missing_ok=True)
             raise
-        # Compare on the wire (before any content decoding): that is what Content-Length counts.
-        received = response.num_bytes_downloaded
-        if declared is not None and received != declared:
-            raise _AttemptError("truncated", f"received {received} bytes, Content-Length said {declared}",
-                                retryable=True, status=response.status_code)
-        return b"".join(chunks)
+        return _Body(spool, digest.hexdigest(), size, response.headers.get("content-type"))
 
-    def _finish(self, item: DownloadItem, body: bytes, content_type: str | None, attempt: int) -> Downloaded:
+    def _finish(self, item: DownloadItem, body: _Body, attempt: int) -> Downloaded:
+        """Check a received body and store it under its digest; its spool file is gone afterwards either way."""
+        try:
+            return self._store(item, body, attempt)
+        finally:
+            body.path.unlink(missing_ok=True)
+
+    def _store(self, item: DownloadItem, body: _Body, attempt: int) -> Downloaded:
         from cladebench.images import ImageDecodeError, ImageTooLargeError, sniff_format
 
-        digest = hashlib.sha256(body).hexdigest()
+        digest = body.sha256
         if item.sha256 is not None and digest != item.sha256.lower():
             raise _AttemptError("sha256_mismatch", f"body SHA-256 {digest} differs from the expected {item.sha256}",
                                 retryable=False, status=200)
+        with open(body.path, "rb") as handle:
+            head = handle.read(16)  # enough for every signature sniff_format knows
         try:
-            self.check(body)
+            if self.config.image_check != "none":  # the others decode the image: they need it whole in memory
+                self.check(body.path.read_bytes())
         except ImageTooLargeError as exc:
             # The same image comes back on every attempt: not retried.
             raise _AttemptError("too_many_pixels", exc.reason, retryable=False, status=200,
@@ -199,8 +235,8 @@ class _Fetcher:
             # Often a body cut short by a cache or proxy that then reported the short length; worth another try.
             raise _AttemptError("invalid_image", exc.reason, retryable=True, status=200,
                                 exception=type(exc).__name__) from None
-        self.store.put(body, digest)
-        entry = Downloaded(item.key, item.url, digest, len(body), content_type, sniff_format(body), attempt,
+        self.store.put_file(body.path, digest)
+        entry = Downloaded(item.key, item.url, digest, body.size, body.content_type, sniff_format(head), attempt,
                            time.time())
         if self.store.writes_manifest:
             self.store.record(entry)

@@ -10,9 +10,10 @@ On disk (a :class:`DownloadStore` directory)::
     manifest.jsonl           one JSON line per finished item, appended as each finishes
     failures.parquet         the failures of the latest run
 
-A body is written to a temporary file and renamed into ``objects/`` before its manifest line is
-appended, so a manifest line always points at a complete file; a line torn by a kill is cut off when
-the store is next opened.
+A body is streamed to a temporary file in ``objects/`` as it arrives (:meth:`DownloadStore.spool_path`: a
+multi-gigabyte metadata file is never held in memory) and renamed under its digest
+(:meth:`DownloadStore.put_file`) before its manifest line is appended, so a manifest line always points at a
+complete file; a line torn by a kill is cut off when the store is next opened.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 import json
 import os
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cladebench.errors import CladebenchError
-from cladebench.paths import atomic_write, atomic_write_parquet
+from cladebench.paths import atomic_write_parquet
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -167,13 +169,33 @@ class DownloadStore:
         path = self.object_path(entry.sha256)
         return path.is_file() and path.stat().st_size == entry.size
 
-    def put(self, body: bytes, sha256: str) -> Path:
-        """Store a body under its digest: a temporary file renamed into place, so never half there."""
+    def spool_path(self) -> Path:
+        """A new temporary name in ``objects/`` for a body being received: its name, the digest, is known only once
+        all of it has arrived, when :meth:`put_file` renames it. Unique per call (process, thread, random), so
+        concurrent writers never share one; a kill -9 mid-transfer may leave a hidden ``.incoming-*.tmp``, which
+        is never read as a body."""
+        return self.objects_dir / f".incoming-{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:12]}.tmp"
+
+    def put_file(self, spooled: Path, sha256: str) -> Path:
+        """Store a body received whole into ``spooled`` (a :meth:`spool_path`) under its digest, by one rename: never
+        half there. An identical body already stored is left as it is (``spooled`` is then removed)."""
         path = self.object_path(sha256)
-        if path.is_file() and path.stat().st_size == len(body):
+        if path.is_file() and path.stat().st_size == spooled.stat().st_size:
+            spooled.unlink()
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
-        return atomic_write(path, body)
+        os.replace(spooled, path)
+        return path
+
+    def put(self, body: bytes, sha256: str) -> Path:
+        """Store a body held in memory under its digest (whole: written as a spool file, then :meth:`put_file`)."""
+        spooled = self.spool_path()
+        try:
+            with open(spooled, "xb") as handle:
+                handle.write(body)
+            return self.put_file(spooled, sha256)
+        finally:
+            spooled.unlink(missing_ok=True)
 
     def record(self, entry: Downloaded) -> None:
         """Append one manifest line in a single write (after :meth:`put`, so the line's body exists)."""

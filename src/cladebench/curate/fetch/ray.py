@@ -23,7 +23,7 @@ node needs it installed (see :mod:`cladebench.raycluster`).
 
 A driver killed mid-run loses only the shards not yet gathered: the next run, on Ray or not, resumes
 from the manifest, and bodies already in ``objects/`` without a manifest line are fetched again
-(:meth:`~cladebench.curate.fetch.download_store.DownloadStore.put` leaves an identical body as it is).
+(:meth:`~cladebench.curate.fetch.download_store.DownloadStore.put_file` leaves an identical body as it is).
 """
 
 from __future__ import annotations

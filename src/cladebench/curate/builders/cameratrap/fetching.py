@@ -36,8 +36,9 @@ def download_root(download_dir: Path | None) -> Path:
 
 
 def local_copy(location: str, key: str, root: Path, progress: bool) -> Path:
-    """``location`` itself when it is a path; else the file fetched once into the download store at ``root``
-    (a failure is a remote-unreachable error, exit 5, naming the URL and the reason)."""
+    """``location`` itself when it is a path; else the file fetched once into the download store at ``root``,
+    streamed to disk as it arrives (a collection's metadata may be gigabytes; it is never held in memory; a
+    failure is a remote-unreachable error, exit 5, naming the URL and the reason)."""
     if not is_url(location):
         return Path(location)
     from cladebench.curate.fetch import DownloadConfig, DownloadStore, download
