@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
               f"order); the dense probabilities {len(shared_images) * shared_species * 4 / MB:,.0f} MB")
         print(header)
         print("-" * len(header))
-        print(row("dense path (classify, top_k_indices, LineageRuns.roll_up, top_taxa)", dense_s, len(shared_images),
+        print(row("dense path (classify, top_k_indices, LineageRuns.top)", dense_s, len(shared_images),
                   dense_peak, dense_s))
         print(row("stream_scores  [library]", streamed_s, len(shared_images), streamed_peak, dense_s))
         shared_ok = agreement("streamed vs dense on every image", (small.top_labels, small.top_probs, small.rolled),
