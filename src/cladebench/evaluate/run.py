@@ -46,6 +46,7 @@ from cladebench.provenance import software_versions
 from cladebench.registry import Registry
 from cladebench.tasks.fewshot import FewShotConfig
 from cladebench.tasks.geo.config import GeoPriorConfig
+from cladebench.tasks.labelled_rows import label_digest
 from cladebench.tasks.lineage.config import LineageConfig
 from cladebench.tasks.rerank import RerankConfig
 from cladebench.tasks.retrieval import RetrievalTaskConfig
@@ -364,7 +365,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         tables.append(table)
         info = predictions.info
         infos[group] = info
-        label_sets[group] = {**info.get("label_set", {}), "labels": predictions.labels}
+        label_sets[group] = {**info.get("label_set", {}), **recorded_labels(predictions.labels)}
         if info.get("inspection"):
             inspection[group or "all"] = info["inspection"]
     table = pa.concat_tables(tables, promote_options="permissive")
@@ -403,6 +404,23 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
                        label=None if config.label is None else config.label.strip(), inspection=inspection)
     path = record.write(config.out, table)
     return record, path
+
+
+LABELS_IN_RECORD = 10_000
+"""Label sets up to this size are listed whole in ``run.json``; a larger one (a tree-of-life set has 1.1M species,
+70 MB of JSON) is recorded by its count, its digest and its source (the label set's own fields), which identify it
+as well, without making every reader of the record (report, compare, serve, suite) parse it."""
+
+
+def recorded_labels(labels: Sequence[str]) -> dict[str, Any]:
+    """What a run record keeps of a run's label strings: ``labels`` (the list, or None above
+    :data:`LABELS_IN_RECORD`), ``labels_count`` and ``labels_sha256`` (SHA-256 of the JSON list, as the tasks'
+    ``sha256`` of a label set), so two runs' label sets compare equal or not whatever their size."""
+    labels = list(labels)
+    listed = len(labels) <= LABELS_IN_RECORD
+    return {"labels": labels if listed else None, "labels_count": len(labels), "labels_sha256": label_digest(labels),
+            **({} if listed else {"labels_omitted": f"{len(labels):,} labels, more than the {LABELS_IN_RECORD:,} a "
+                                  "run record lists; labels_sha256 and the label set's source identify them"})}
 
 
 def _task_info(info: dict[str, Any]) -> dict[str, Any]:
