@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.toy_dataset import write_toy_dataset
 
 from cladebench.cli import main
 from cladebench.evaluate import run as run_module
 from cladebench.evaluate.record import RunRecord
 from cladebench.report.runs import load_runs
 from cladebench.tasks.labelled_rows import label_digest
+from helpers.toy_dataset import write_toy_dataset
 
 SPECIES = ["Genus sp0", "Genus sp1", "Genus sp2"]
 """The toy dataset's classes, as the retrieval task names them."""
