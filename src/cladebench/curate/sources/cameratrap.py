@@ -148,6 +148,25 @@ def require_array(path: str | Path, key: str, what: str) -> None:
         raise SchemaError(f"{path}: no top-level '{key}' array; {what}")
 
 
+def stream_records(path: str | Path, key: str, noun: str, bad: BadRecords, missing: str | None, *,
+                   empty_allowed: bool = True) -> Iterator[Mapping[str, Any]]:
+    """Each object of the top-level ``key`` array, in file order: an element that is not an object is counted as
+    ``<noun>_not_an_object`` and skipped. When the array had no element at all, ``missing`` (where the format keeps
+    them) makes it a :class:`SchemaError`: a file without the array (:func:`require_array`), or, unless
+    ``empty_allowed``, also an empty one. With ``missing`` None nothing is required (nothing was asked for)."""
+    seen_any = False
+    for record in stream_items(path, f"{key}.item"):
+        seen_any = True
+        if not isinstance(record, Mapping):
+            bad.add(f"{noun}_not_an_object", record)
+            continue
+        yield record
+    if not seen_any and missing is not None:
+        if not empty_allowed:
+            raise SchemaError(f"{path}: no {key}; {missing}")
+        require_array(path, key, missing)
+
+
 def first_item(path: str | Path, prefix: str) -> Any:
     """The first value under ``prefix`` (a top-level object such as ``info``), or None when there is none."""
     items = stream_items(path, prefix)
@@ -189,12 +208,9 @@ def unsafe_path(value: str) -> bool:
 def read_categories(path: str | Path, bad: BadRecords) -> dict[int, str]:
     """Category id -> name; a file without any category is a :class:`SchemaError`."""
     categories: dict[int, str] = {}
-    seen_any = False
-    for record in stream_items(path, "categories.item"):
-        seen_any = True
-        if not isinstance(record, Mapping):
-            bad.add("category_not_an_object", record)
-            continue
+    for record in stream_records(path, "categories", "category", bad,
+                                 "a COCO Camera Traps file lists them in a top-level 'categories' array",
+                                 empty_allowed=False):
         category_id = record.get("id")
         if isinstance(category_id, bool) or not isinstance(category_id, int) or category_id < 0:
             bad.add("category_bad_id", record)
@@ -207,9 +223,6 @@ def read_categories(path: str | Path, bad: BadRecords) -> dict[int, str]:
             bad.add("category_duplicate_id", record)
             continue
         categories[category_id] = name.strip()
-    if not seen_any:
-        raise SchemaError(f"{path}: no categories; a COCO Camera Traps file lists them in a top-level "
-                          "'categories' array")
     return categories
 
 
@@ -218,12 +231,8 @@ def labelled_images(path: str | Path, selected: Collection[int], categories: Map
     """Image id -> the names of its selected categories (in the order first annotated), for every image with an
     annotation of a category in ``selected``. Annotations of other categories are checked and counted, not kept."""
     labels: dict[str, list[str]] = {}
-    seen_any = False
-    for record in stream_items(path, "annotations.item"):
-        seen_any = True
-        if not isinstance(record, Mapping):
-            bad.add("annotation_not_an_object", record)
-            continue
+    for record in stream_records(path, "annotations", "annotation", bad,
+                                 "a COCO Camera Traps file lists its labels in 'annotations'"):
         image_id = as_text_id(record.get("image_id"))
         if image_id is None:
             bad.add("annotation_missing_image_id", record)
@@ -239,8 +248,6 @@ def labelled_images(path: str | Path, selected: Collection[int], categories: Map
             names = labels.setdefault(image_id, [])
             if categories[category_id] not in names:
                 names.append(categories[category_id])
-    if not seen_any:
-        require_array(path, "annotations", "a COCO Camera Traps file lists its labels in 'annotations'")
     return {image_id: tuple(names) for image_id, names in labels.items()}
 
 
@@ -279,12 +286,8 @@ def read_images(path: str | Path, wanted: Mapping[str, tuple[str, ...]], bad: Ba
     twice is counted (``image_duplicate_id``) and the first record kept; malformed records are counted. Records of
     other images are not checked beyond what finding the wanted ones needs: they are not read into memory."""
     found: set[str] = set()
-    seen_any = False
-    for record in stream_items(path, "images.item"):
-        seen_any = True
-        if not isinstance(record, Mapping):
-            bad.add("image_not_an_object", record)
-            continue
+    missing = "a COCO Camera Traps file lists its images in 'images'" if wanted else None
+    for record in stream_records(path, "images", "image", bad, missing):
         image_id = as_text_id(record.get("id"))
         if image_id is None:
             bad.add("image_missing_id", record)
@@ -313,8 +316,6 @@ def read_images(path: str | Path, wanted: Mapping[str, tuple[str, ...]], bad: Ba
             rights_holder=holder.strip() or None if isinstance(holder, str) else None,
             corrupt=record.get("corrupt") is True,
         )
-    if not seen_any and wanted:
-        require_array(path, "images", "a COCO Camera Traps file lists its images in 'images'")
 
 
 def read_description(path: str | Path) -> dict[str, Any]:
@@ -339,5 +340,6 @@ __all__ = [
     "read_images",
     "require_array",
     "stream_items",
+    "stream_records",
     "unsafe_path",
 ]

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cladebench.curate.sources.cameratrap import BadRecords, first_item, normalise_path, require_array, stream_items
+from cladebench.curate.sources.cameratrap import BadRecords, first_item, normalise_path, stream_records
 from cladebench.errors import SchemaError
 
 
@@ -165,12 +165,8 @@ def read_detections(path: str | Path, wanted: Collection[str], run: DetectorRun,
     (``image_duplicate_file``); an entry with neither a detections list nor a failure is counted
     (``image_missing_detections``) and left out, so the image reads as not screened."""
     found: dict[str, ImageDetections] = {}
-    seen_any = False
-    for record in stream_items(path, "images.item"):
-        seen_any = True
-        if not isinstance(record, Mapping):
-            bad.add("image_not_an_object", record)
-            continue
+    for record in stream_records(path, "images", "image", bad,
+                                 "MegaDetector output lists every image it was given in 'images'"):
         raw_file = record.get("file")
         if not isinstance(raw_file, str) or not normalise_path(raw_file):
             bad.add("image_missing_file", record)
@@ -190,8 +186,6 @@ def read_detections(path: str | Path, wanted: Collection[str], run: DetectorRun,
             found[file] = ImageDetections(file, detections=tuple(d for d in parsed if d is not None))
         else:
             bad.add("image_missing_detections", record)
-    if not seen_any:
-        require_array(path, "images", "MegaDetector output lists every image it was given in 'images'")
     return found
 
 
