@@ -45,6 +45,11 @@ class RemoteUnavailableError(CladebenchError):
     exit_code = 5
 
 
+class NotEvaluableError(CladebenchError):
+    """Rows a task cannot evaluate as asked (too few images per class for the shots). In a grouped run only that
+    group is left out, with this reason; the run fails (exit 1) only when no group can be evaluated."""
+
+
 class UsageError(CladebenchError):
     """Options that do not go together, or one that is missing for what was asked."""
 

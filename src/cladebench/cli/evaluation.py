@@ -34,8 +34,10 @@ def _eval(config: EvalConfig) -> int:
     sizes = label_set_sizes(record)
     groups = record.provenance["groups"]
     if groups["column"] is not None:
-        labels = (f"{len(groups['values'])} {groups['column']} groups evaluated separately"
-                  + (": " + ", ".join(f"{g} {n} labels" for g, n in sizes.items()) if sizes else "") + "; ")
+        left_out = groups.get("left_out") or {}
+        labels = (f"{len(groups['values']) - len(left_out)} {groups['column']} groups evaluated separately"
+                  + (": " + ", ".join(f"{g} {n} labels" for g, n in sizes.items()) if sizes else "")
+                  + (f", {len(left_out)} left out (why: below)" if left_out else "") + "; ")
     else:
         labels = f"{sizes['all']} labels; " if "all" in sizes else ""
     print(f"{record.task} on {config.dataset} with {record.model_name()} "

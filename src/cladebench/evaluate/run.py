@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.config import OPTION, config_to_dict
-from cladebench.errors import CladebenchError, UsageError
+from cladebench.errors import CladebenchError, NotEvaluableError, UsageError
 from cladebench.evaluate.checks import check_before_model, check_eval_settings
 from cladebench.evaluate.labels import check_label
 from cladebench.evaluate.record import (
@@ -38,7 +38,14 @@ from cladebench.evaluate.record import (
     metric_definitions,
 )
 from cladebench.evaluate.reviewed import check_labels_from_reviews, reviewed_labels
-from cladebench.evaluate.selection import and_filters, exposure_filter, select_groups
+from cladebench.evaluate.selection import (
+    LEFT_OUT,
+    and_filters,
+    exposure_filter,
+    left_out_metrics,
+    none_evaluable,
+    select_groups,
+)
 from cladebench.metrics import display_scale
 from cladebench.models import registry as model_registry
 from cladebench.models.spec import ModelSpec, model_kind
@@ -344,10 +351,17 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     metrics: dict[str, Any] = {}
     breakdown_missing: dict[str, int] = {}
     tables, label_sets, inspection, infos = [], {}, {}, {}
+    left_out: dict[str, str] = {}
+    metric_names: list[str] = []
     for group in groups:
         group_where = where if group is None else and_filters(where, group_filters[group])
         try:
             predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
+        except NotEvaluableError as error:
+            if group is None:
+                raise
+            left_out[group] = str(error)  # the protocol is per group: the others are still evaluated
+            continue
         except CladebenchError as error:
             if group is None:
                 raise
@@ -355,7 +369,9 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         if reviewed is not None:
             predictions = reviewed.restrict(predictions)
         prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
-        for name, estimate in {**task.metrics(predictions),
+        task_metrics = task.metrics(predictions)
+        metric_names.extend(name for name in task_metrics if name not in metric_names)
+        for name, estimate in {**task_metrics,
                                **_breakdown_metrics(task, predictions, dataset, config.breakdown,
                                                   breakdown_missing)}.items():
             metrics[prefix + name] = estimate
@@ -368,15 +384,21 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
         label_sets[group] = {**info.get("label_set", {}), **recorded_labels(predictions.labels)}
         if info.get("inspection"):
             inspection[group or "all"] = info["inspection"]
+    if not infos:
+        raise none_evaluable(group_column, left_out)
+    for group, reason in left_out.items():
+        metrics.update(left_out_metrics(metric_names, group, reason, GROUP_SEPARATOR))
     table = pa.concat_tables(tables, promote_options="permissive")
-    info = infos[groups[0]]
+    info = next(iter(infos.values()))
     provenance = {
         "dataset": dataset_provenance(dataset, uri, where=where,
                                       # unique, in first-seen order: few-shot predicts each image once per draw
                                       evaluated_uuids=pc.unique(table.column("uuid")).to_pylist()),
         "exposure": {"unseen_only": config.unseen_only, "not_seen_by": config.not_seen_by},
         "groups": {"column": group_column, "values": [g for g in groups if g is not None],
-                   "rows_without_group": rows_without_group, "pooled": group_column is None},
+                   "rows_without_group": rows_without_group, "pooled": group_column is None,
+                   # group -> why it was not evaluated (its metrics are recorded without a value, with the reason)
+                   "left_out": left_out},
         "breakdown": list(config.breakdown),
         "breakdown_rows_without_value": breakdown_missing,
         "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
@@ -440,10 +462,12 @@ def label_set_sizes(record: RunRecord) -> dict[str, int]:
 
 
 def format_metrics(record: RunRecord) -> str:
-    """One line per metric: value and interval, as percentages, with n."""
+    """One line per metric: value and interval, as percentages, with n; then one line per left-out group, why."""
     lines = []
     width = max((len(name) for name in record.metrics), default=16)
     for name, estimate in record.metrics.items():
+        if estimate.get(LEFT_OUT):  # its group's line below says why, once rather than per metric
+            continue
         scale, unit = display_scale(name)
         extra = f"  std={scale * estimate['std']:.2f}" if estimate.get("std") is not None and np.isfinite(
             estimate["std"]) else ""
@@ -453,4 +477,7 @@ def format_metrics(record: RunRecord) -> str:
         value = estimate.get("value")
         shown = f"{scale * value:6.2f}{unit}" if value is not None and np.isfinite(value) else "undefined"
         lines.append(f"  {name:<{width}} {shown}  {interval}  n={estimate.get('n')}{extra}")
+    groups = record.provenance.get("groups") or {}
+    for group, reason in (groups.get("left_out") or {}).items():
+        lines.append(f"  {group}{GROUP_SEPARATOR}*  n/a: {groups.get('column')} {group!r} left out: {reason}")
     return "\n".join(lines)

@@ -3,18 +3,19 @@
 Why a module of its own: the selection is decided from the dataset's rows before any model loads (a filter or a
 clade that selects nothing is refused in a second, not after the model), and ``run`` only consumes its result.
 The selection is the user's ``--where``, the training-exposure options and ``--within``; the groups are the
-values of the partition column (``--group-by``), each evaluated with its own label set and never pooled.
+values of the partition column (``--group-by``), each evaluated with its own label set and never pooled; a group
+the task cannot evaluate (too few images for the shots) is left out with its reason, and the others still run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from cladebench import store
-from cladebench.errors import CladebenchError, UsageError
+from cladebench.errors import CladebenchError, NotEvaluableError, UsageError
 from cladebench.taxonomy import Rank
 
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
@@ -116,3 +117,23 @@ def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str
             raise CladebenchError(f"no row of {uri} is selected{scope}")
         raise CladebenchError(f"no selected row has a {column} value{scope}; --group-by none evaluates them pooled")
     return column, list(groups), rows_without_group, filters
+
+
+LEFT_OUT = "left_out"
+"""Key of a metric estimate without a value because its group was left out: why (the task's reason)."""
+
+
+def none_evaluable(group_column: str | None, left_out: Mapping[str, str]) -> NotEvaluableError:
+    """The error of a grouped run none of whose groups could be evaluated, each group with its reason (exit 1)."""
+    if len(left_out) == 1:
+        ((group, reason),) = left_out.items()
+        return NotEvaluableError(f"{group_column} {group!r}: {reason}")
+    reasons = "; ".join(f"{group!r}: {reason}" for group, reason in left_out.items())
+    return NotEvaluableError(f"no {group_column} group can be evaluated: {reasons}")
+
+
+def left_out_metrics(names: Sequence[str], group: str, reason: str, separator: str) -> dict[str, Any]:
+    """A left-out group's metrics ``names`` (those the evaluated groups report) without a value and with the reason,
+    so the gap shows where the group's numbers would be (n/a in a report) and is never a silent hole."""
+    return {f"{group}{separator}{name}": {"value": None, "low": None, "high": None, "n": 0, LEFT_OUT: reason}
+            for name in names}

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.metrics import display_scale
 from cladebench.report.formatting import estimate_value, format_interval, format_value
 
@@ -32,6 +33,8 @@ class PanelCell:
     value: str
     interval: str
     n: Any
+    note: str | None = None
+    """Why there is no value, where the run says (a challenge group the task left out, with the task's reason)."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,9 @@ def _cell(metrics: Mapping[str, Any], name: str | None) -> PanelCell | None:
     estimate = None if name is None else metrics.get(name)
     if estimate is None:
         return None
+    left_out = estimate.get(LEFT_OUT)
     return PanelCell(metric=name, value=format_value(name, estimate), interval=format_interval(name, estimate),
-                     n=estimate.get("n"))
+                     n=estimate.get("n"), note=f"left out: {left_out}" if left_out else None)
 
 
 def _scaled(metrics: Mapping[str, Any], name: str | None, key: str) -> float:

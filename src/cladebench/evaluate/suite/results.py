@@ -6,7 +6,8 @@ written replace that run's earlier rows (by run key), every other row is kept, a
 :func:`cladebench.paths.atomic_write_parquet` (a reader sees the old table or the new one, never half of one).
 
 A finished run gives one row per metric of its record, with the value, interval, n, the run's label and the path
-of its ``run.json`` (relative to the suite folder, so the folder can be moved). A skipped run gives one row with
+of its ``run.json`` (relative to the suite folder, so the folder can be moved); a metric of a challenge group the
+task left out (too few images for the shots) has no value and the task's reason. A skipped run gives one row with
 ``status`` ``skipped``, no metric and the reason. :func:`format_results` prints the table for ``cladebench
 results``.
 """
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.evaluate.suite.plan import PlannedRun
 from cladebench.metrics import display_scale
 from cladebench.paths import atomic_write_parquet
@@ -75,7 +77,8 @@ def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: 
         rows.append({**what, "metric": metric, "value": _finite(estimate.get("value")),
                      "low": _finite(estimate.get("low")), "high": _finite(estimate.get("high")),
                      "n": int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None,
-                     "label": record.label, "run": relative, "status": "finished", "reason": None,
+                     "label": record.label, "run": relative, "status": "finished",
+                     "reason": estimate.get(LEFT_OUT),  # a group the task left out: no value, and why
                      "recorded_at": record.created_at})
     return rows
 
@@ -178,8 +181,9 @@ def format_results(table: pa.Table, format: str) -> str:
     lines = ["| benchmark | protocol | model | metric | value | interval | n | label | run |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in finished:
-        cells = (r["benchmark"], r["protocol"], r["model"], r["metric"], _shown(r["metric"], r["value"]),
-                 _interval(r["metric"], r["low"], r["high"]), r["n"], r["label"], r["run"])
+        interval = _interval(r["metric"], r["low"], r["high"]) or (f"left out: {r['reason']}" if r["reason"] else "")
+        cells = (r["benchmark"], r["protocol"], r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
+                 r["n"], r["label"], r["run"])
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     if skipped:
         lines += ["", "Skipped runs:", "", "| benchmark | protocol | model | reason |", "|---|---|---|---|"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, NotEvaluableError
 from cladebench.tasks.common import Predictions, column_metadata, resolve_embedding_column
 from cladebench.tasks.fewshot.config import FewShotConfig
 from cladebench.tasks.fewshot.methods import METHODS, SIMPLESHOT_PROTOCOLS
@@ -40,9 +40,9 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
 
     Returns the prediction table and, per method, what it chose on each split (shots, repetition, details).
     """
-    if len(plan.classes) < 2:
-        raise CladebenchError(f"few-shot needs at least 2 classes with enough images; {len(plan.classes)} qualify "
-                              f"({len(plan.skipped)} skipped: too few groups for {max(plan.shots)} shots)")
+    if len(plan.classes) < 2:  # a grouped run leaves this group out with the reason and evaluates the others
+        raise NotEvaluableError(f"few-shot needs at least 2 classes with enough images; {len(plan.classes)} qualify "
+                                f"({len(plan.skipped)} skipped: too few groups for {max(plan.shots)} shots)")
     vectors = np.asarray(vectors)
     label_array = np.asarray(plan.classes, dtype=object)
     uuid_array = np.asarray(uuids, dtype=object)
