@@ -1,8 +1,8 @@
 """Getting a collection's files: metadata and detections (a path, or fetched once into the download cache), and the
 candidate images (fetched through :mod:`cladebench.curate.fetch`, or read from an image folder), then resized and
-stored as lossless WebP exactly as ``build finegrained`` stores its images
-(:func:`cladebench.curate.builders.finegrained.images.encode_webp`: upright RGB, Lanczos to at most ``max_side``,
-WebP lossless, method 6).
+stored as lossless WebP exactly as ``build finegrained`` stores its images, by that builder's own functions
+(:mod:`cladebench.curate.builders.finegrained.images`: fetched into the download store by ``fetch_originals``,
+encoded by ``encoded_files``: upright RGB, Lanczos to at most ``max_side``, WebP lossless, method 6).
 
 A candidate whose image cannot be had is ``image_not_retrieved`` (the downloader's reason and detail kept), one
 that arrives but does not decode is ``image_decode_failed``; every other candidate comes back with its WebP
@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from cladebench.curate.builders.cameratrap.config import Collection, is_url
+from cladebench.curate.builders.finegrained.images import encoded_files, fetch_originals
 from cladebench.errors import RemoteUnavailableError
 
 METADATA_MAX_BYTES = 16 * 2**30
@@ -71,7 +72,7 @@ class ImageTask:
 def gather_files(tasks: Sequence[ImageTask], root: Path, concurrency: int, progress: bool
                  ) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
     """Each task's local file, or why it could not be had; also the download counts."""
-    from cladebench.curate.fetch import DownloadConfig, DownloadStore, download
+    from cladebench.curate.fetch import DownloadConfig
 
     files: dict[str, str] = {}
     failed: dict[str, str] = {}
@@ -84,15 +85,11 @@ def gather_files(tasks: Sequence[ImageTask], root: Path, concurrency: int, progr
                 failed[task.key] = f"file_missing: no file {task.location}"
     counts: dict[str, Any] = {"local": len(tasks) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
     if remote:
-        store = DownloadStore(root)
-        report = download([(t.key, t.location) for t in remote], store,
-                          DownloadConfig(concurrency=concurrency, progress=progress))
-        counts.update(fetched=report.ok, cached=report.cached, failed=report.failed,
-                      failed_by_reason=report.failed_by_reason, download_dir=str(root))
-        for key, entry in report.downloaded.items():
-            files[key] = str(store.object_path(entry.sha256))
-        for failure in report.failures:
-            failed[failure.key] = f"{failure.reason}: {failure.detail}"
+        fetched, fetch_failed, fetch_counts = fetch_originals(
+            [(t.key, t.location) for t in remote], root, DownloadConfig(concurrency=concurrency, progress=progress))
+        files.update(fetched)
+        failed.update(fetch_failed)
+        counts.update(fetch_counts)
     return files, failed, counts
 
 
@@ -102,42 +99,14 @@ def failure_reason(detail: str) -> str:
     return "image_decode_failed" if detail.startswith("invalid_image:") else "image_not_retrieved"
 
 
-def _encode(task: tuple[str, str, int]) -> tuple[str, dict[str, Any]]:
-    """One image file to WebP in a worker process, or the reason it failed (never raises)."""
-    from cladebench.curate.builders.finegrained.images import encode_webp
-    from cladebench.images import ImageDecodeError
-
-    key, path, max_side = task
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        return key, {"reason": "image_not_retrieved", "detail": f"cannot read {path}: {exc}"}
-    try:
-        webp, size, original = encode_webp(data, max_side)
-    except ImageDecodeError as exc:
-        return key, {"reason": "image_decode_failed", "detail": exc.reason}
-    except Exception as exc:  # decodes but cannot be resized or encoded: still this image's failure
-        return key, {"reason": "image_decode_failed", "detail": f"{type(exc).__name__}: {exc}"}
-    return key, {"image": webp, "width": size[0], "height": size[1], "original_width": original[0],
-                 "original_height": original[1]}
-
-
 def encoded_images(files: Mapping[str, str], max_side: int, workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(key, WebP bytes and sizes, or a reason and detail) per file, in key order; ``workers`` processes (0: here)."""
+    """(key, WebP bytes and sizes, or a reason and detail) per file, in key order; ``workers`` processes (0: here).
+    A file that cannot be read is ``image_not_retrieved`` here (the FGC builder's ``image_file_missing``)."""
     tasks = [(key, files[key], max_side) for key in sorted(files)]
-    if workers == 0 or len(tasks) < 2:
-        yield from map(_encode, tasks)
-        return
-    import multiprocessing
-    import warnings
-
-    # Forked workers only run Pillow on files; they never touch Lance, which is not fork-safe.
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="lance is not fork-safe")
-        pool = context.Pool(min(workers, len(tasks)))
-    with pool:
-        yield from pool.imap(_encode, tasks, chunksize=4)
+    for key, result in encoded_files(tasks, workers):
+        if result.get("reason") == "image_file_missing":
+            result = {**result, "reason": "image_not_retrieved"}
+        yield key, result
 
 
 __all__ = ["METADATA_MAX_BYTES", "ImageTask", "download_root", "encoded_images", "failure_reason", "gather_files",

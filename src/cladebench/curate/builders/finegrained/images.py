@@ -38,6 +38,8 @@ from cladebench.taxonomy import RANK_COLUMNS, Lineage
 if TYPE_CHECKING:
     from PIL import Image
 
+    from cladebench.curate.fetch import DownloadConfig
+
 
 def fit_within(image: Image.Image, max_side: int) -> Image.Image:
     """The image shrunk with Lanczos so its longest side is ``max_side`` (aspect kept); unchanged when it fits."""
@@ -87,8 +89,10 @@ def _encode_file(task: tuple[str, str, int]) -> tuple[str, dict[str, Any]]:
                   "original_height": original[1]}
 
 
-def _encoded(tasks: Sequence[tuple[str, str, int]], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Encoded images in task order, ``workers`` processes at a time (inline when 0)."""
+def encoded_files(tasks: Sequence[tuple[str, str, int]], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(key, path, max_side)`` tasks as ``(key, WebP bytes and sizes)``, or ``(key, reason and detail)`` for a
+    file that cannot be read (``image_file_missing``) or decoded (``image_decode_failed``), in task order,
+    ``workers`` processes at a time (inline when 0). The camera-trap builder stores its images with it too."""
     if workers == 0 or len(tasks) < 2:
         yield from map(_encode_file, tasks)
         return
@@ -109,11 +113,27 @@ def _local_path(value: str, base: Path) -> str:
     return str(path if path.is_absolute() else base / path)
 
 
+def fetch_originals(pairs: Sequence[tuple[str, str]], root: Path, config: DownloadConfig
+                    ) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+    """``(key, url)`` pairs fetched into the download store at ``root`` (the originals stay there, so a rerun
+    fetches only what is missing): each fetched key's file, each failed key's ``"reason: detail"``, and the
+    download counts (``fetched``, ``cached``, ``failed``, ``failed_by_reason``, ``download_dir``)."""
+    from cladebench.curate.fetch import DownloadStore, download
+
+    download_store = DownloadStore(root)
+    report = download(list(pairs), download_store, config)
+    files = {key: str(download_store.object_path(entry.sha256)) for key, entry in report.downloaded.items()}
+    failed = {failure.key: f"{failure.reason}: {failure.detail}" for failure in report.failures}
+    counts = {"fetched": report.ok, "cached": report.cached, "failed": report.failed,
+              "failed_by_reason": report.failed_by_reason, "download_dir": str(root)}
+    return files, failed, counts
+
+
 def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
                    dropped: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every kept row's image file: its local path, or the fetched original. Rows whose fetch failed go to
     ``dropped``; returns the rows with a file and the download counts."""
-    from cladebench.curate.fetch import DownloadConfig, DownloadStore, download
+    from cladebench.curate.fetch import DownloadConfig
 
     catalog = Path(config.catalog)
     base = Path(config.image_dir) if config.image_dir is not None else (catalog if catalog.is_dir() else
@@ -128,18 +148,14 @@ def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig
             from cladebench.cache import cache_dir
 
             root = cache_dir("downloads", "finegrained")
-        download_store = DownloadStore(root)
-        report = download([(r["uuid"], r["source_url"]) for r in remote], download_store,
-                          DownloadConfig(concurrency=config.concurrency, progress=config.progress, ray=config.ray))
-        counts.update(fetched=report.ok, cached=report.cached, failed=report.failed,
-                      failed_by_reason=report.failed_by_reason, download_dir=str(root))
-        for key, entry in report.downloaded.items():
-            files[key] = str(download_store.object_path(entry.sha256))
-        failures = {f.key: f for f in report.failures}
+        fetched, failed, fetch_counts = fetch_originals(
+            [(r["uuid"], r["source_url"]) for r in remote], root,
+            DownloadConfig(concurrency=config.concurrency, progress=config.progress, ray=config.ray))
+        counts.update(fetch_counts)
+        files.update(fetched)
         for row in remote:
-            failure = failures.get(row["uuid"])
-            if failure is not None:
-                dropped.append({**row, "reason": "image_fetch_failed", "detail": f"{failure.reason}: {failure.detail}"})
+            if row["uuid"] in failed:
+                dropped.append({**row, "reason": "image_fetch_failed", "detail": failed[row["uuid"]]})
     with_files = [r for r in kept if r["uuid"] in files]
     for row in with_files:
         row["image_file"] = files[row["uuid"]]
@@ -195,7 +211,7 @@ def output_batches(rows: Sequence[dict[str, Any]], config: FineGrainedBuildConfi
     tasks = [(r["uuid"], r["image_file"], config.max_side) for r in rows]
     pending: list[dict[str, Any]] = []
     with tqdm(total=len(tasks), desc="images", unit="img", disable=not config.progress, file=sys.stderr) as bar:
-        for uuid, result in _encoded(tasks, workers):
+        for uuid, result in encoded_files(tasks, workers):
             bar.update(1)
             row = by_uuid[uuid]
             if "reason" in result:
@@ -210,4 +226,5 @@ def output_batches(rows: Sequence[dict[str, Any]], config: FineGrainedBuildConfi
 
 
 
-__all__ = ["EXTRA_FIELDS", "OUTPUT_SCHEMA", "encode_webp", "fit_within", "image_sources", "output_batches"]
+__all__ = ["EXTRA_FIELDS", "OUTPUT_SCHEMA", "encode_webp", "encoded_files", "fetch_originals", "fit_within",
+           "image_sources", "output_batches"]
