@@ -336,7 +336,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Pat
     if reviewed is not None:  # the task runs on a clone holding the reviewed labels; only reviewed rows are scored
         uri = reviewed.uri
     dataset = store.open_dataset(uri)
-    where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset.schema))
+    where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
     # The groups read one column: a filter that selects nothing is found before a model loads too.
     group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where)

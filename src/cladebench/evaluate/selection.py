@@ -9,10 +9,12 @@ the task cannot evaluate (too few images for the shots) is left out with its rea
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.errors import CladebenchError, NotEvaluableError, UsageError
@@ -41,17 +43,20 @@ def within_filter(within: str | None, names: Sequence[str]) -> str | None:
     return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name.strip())}"
 
 
-def exposure_filter(config: Any, schema: pa.Schema) -> str | None:
+def exposure_filter(config: Any, dataset: Any) -> str | None:
     """SQL for the training-exposure options of an eval config.
 
     A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
     training lists were given), so either option leaves it out rather than calling it unseen; an empty
-    list means no listed model trained on it.
+    list means no listed model trained on it. A ``--not-seen-by`` name that no row's list holds is refused
+    (:func:`check_training_name`): a typo would otherwise keep every row.
     """
     if not (config.unseen_only or config.not_seen_by):
         return None
-    if "seen_in_training" not in schema.names:
+    if "seen_in_training" not in dataset.schema.names:
         raise CladebenchError("--unseen-only/--not-seen-by need a seen_in_training column, which this dataset lacks")
+    if config.not_seen_by:
+        check_training_name(dataset, config.not_seen_by)
     clauses = []
     if config.unseen_only:
         clauses.append("seen_in_training IS NOT NULL AND array_length(seen_in_training) = 0")
@@ -59,6 +64,37 @@ def exposure_filter(config: Any, schema: pa.Schema) -> str | None:
         clauses.append(f"seen_in_training IS NOT NULL AND NOT array_has(seen_in_training, "
                        f"{store.sql_literal(config.not_seen_by)})")
     return and_filters(*clauses)
+
+
+KNOWN_NAMES_SHOWN = 20
+"""Most names of ``seen_in_training`` a refused ``--not-seen-by`` lists (the closest ones are always named)."""
+
+
+def training_names(dataset: Any) -> list[str]:
+    """Every model name any row's ``seen_in_training`` holds, sorted."""
+    lists = store.read(dataset, columns=["seen_in_training"]).column(0)
+    return sorted({str(name) for name in pc.list_flatten(lists).drop_null().to_pylist()})
+
+
+def check_training_name(dataset: Any, name: str) -> None:
+    """Refuse a ``--not-seen-by`` name no row's ``seen_in_training`` holds (exit 2), naming the closest known ones.
+
+    One matching row is enough, so the usual case reads a row; only a refusal reads the whole column.
+    """
+    found = store.read(dataset, columns=["seen_in_training"], limit=1,
+                       where=f"array_has(seen_in_training, {store.sql_literal(name)})")
+    if found.num_rows:
+        return
+    known = training_names(dataset)
+    if not known:
+        raise UsageError(f"--not-seen-by {name!r}: no row's seen_in_training names any model, so no row could be "
+                         "left out; use --unseen-only, or a dataset whose rows list the models trained on them")
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = ("; did you mean " + " or ".join(repr(c) for c in close) + "?") if close else ""
+    shown = ", ".join(known[:KNOWN_NAMES_SHOWN]) + (f" and {len(known) - KNOWN_NAMES_SHOWN} more"
+                                                     if len(known) > KNOWN_NAMES_SHOWN else "")
+    raise UsageError(f"--not-seen-by {name!r}: no row's seen_in_training names it, so it would leave out no row"
+                     f"{hint} (known: {shown})")
 
 
 def partition_column(dataset: Any, group_by: str) -> str | None:
