@@ -1,6 +1,6 @@
 """A small real dataset for the review tests: synthetic photos, every fourth labelled only to genus (one of them with a
-hostile genus name), embedded by the tiny CLIP, with one zero-shot run; and a ``cladebench serve`` over it, in a
-thread or in a process of its own (to be killed)."""
+hostile genus name), embedded by the tiny CLIP, with one zero-shot run; and a ``cladebench serve`` over it in a
+process of its own (to be killed). In a thread, :func:`helpers.serve_data.running` serves it."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ class ReviewData:
     """The uuids labelled only to genus."""
     hostile_uuid: str
 
+    @property
+    def runs(self) -> tuple[Path]:
+        """The one run, as :func:`helpers.serve_data.running` serves runs."""
+        return (self.run,)
+
 
 def write_review_data(root: Path, model: str, rows: int = 32) -> ReviewData:
     """The dataset (every fourth row genus-only, the first of them with :data:`HOSTILE_GENUS`), emb_tiny, a run."""
@@ -61,28 +66,6 @@ def write_review_data(root: Path, model: str, rows: int = 32) -> ReviewData:
     uuids = table.column("uuid").to_pylist()
     return ReviewData(dataset=dataset, run=out / "run.json", model=model,
                       genus_only=tuple(uuids[i] for i in genus_only), hostile_uuid=uuids[genus_only[0]])
-
-
-@contextlib.contextmanager
-def serving(data: ReviewData, *, token_file: Path | None = None, thumbnails: Path | None = None
-            ) -> Iterator[tuple[str, object]]:
-    """A real server over ``data`` on a free port of 127.0.0.1 in a thread: yields (URL as printed, the Started)."""
-    from cladebench.serve.config import ServeConfig
-    from cladebench.serve.server import open_state, start
-
-    config = ServeConfig(dataset=str(data.dataset), runs=(data.run,), port=0, token_file=token_file,
-                         model=data.model, device="cpu")
-    state = open_state(config)
-    if thumbnails is not None:
-        state.thumbnail_root = thumbnails
-    started = start(config, state)
-    thread = started.run_in_thread()
-    try:
-        yield started.url, started
-    finally:
-        started.stop()
-        thread.join(timeout=10)
-        started.sock.close()
 
 
 @contextlib.contextmanager

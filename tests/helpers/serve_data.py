@@ -1,5 +1,6 @@
 """A small real dataset for the ``serve`` tests: synthetic photos with hostile strings planted, embedded by the tiny
-CLIP, with two zero-shot runs over it, and a server started for real on 127.0.0.1 in a thread.
+CLIP, with two zero-shot runs over it, and a server started for real on 127.0.0.1 in a thread (over this data or
+the review tests' :class:`helpers.review_data.ReviewData`).
 
 Hostile strings: one row's species, scientific name and common name are markup with a script; its attribution is
 an ``<img onerror>``; its source URL is a ``javascript:`` URL; a challenge group value carries quotes and an
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+
+from helpers.review_data import ReviewData
 
 HOSTILE_NAME = "<script>window.__pwned=1</script>Peromyscus \"x' & <b>bold</b>"
 HOSTILE_ATTRIBUTION = "<img src=x onerror=\"window.__pwned=2\">(c) O'Hara & <i>co</i>"
@@ -65,9 +68,10 @@ def write_serve_data(root: Path, model: str, rows: int = 48) -> ServeData:
 
 
 @contextlib.contextmanager
-def running(data: ServeData, *, host: str = "127.0.0.1", token_file: Path | None = None,
+def running(data: ServeData | ReviewData, *, host: str = "127.0.0.1", token_file: Path | None = None,
             thumbnails: Path | None = None) -> Iterator[tuple[str, object]]:
-    """A real server over ``data`` on a free port in a thread: yields (its URL as printed, the Started)."""
+    """A real server over ``data`` (the serve or the review tests' data) on a free port in a thread: yields (its URL
+    as printed, the Started)."""
     from cladebench.serve.config import ServeConfig
     from cladebench.serve.server import open_state, start
 

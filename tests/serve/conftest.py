@@ -1,5 +1,6 @@
 """Fixtures of the serve tests: one dataset with runs for the whole session (embedding and two evaluations take
-a while), and a server over it per test module."""
+a while), and a server over it per test module; the review tests' dataset, made afresh for each module that asks
+(each writes reviews into it)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,30 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 
+def _tiny_model(root: Path) -> str:
+    """The tiny CLIP (seed 0) written under ``root``, as a ``local-dir:`` model name; skips without torch."""
+    pytest.importorskip("torch")
+    from cladebench.models.tiny import write_tiny_model
+
+    return "local-dir:" + str(write_tiny_model(root / "tiny-clip", seed=0))
+
+
 @pytest.fixture(scope="session")
 def serve_data(tmp_path_factory: pytest.TempPathFactory) -> object:
     """:class:`helpers.serve_data.ServeData`: 48 synthetic photos (one hostile), emb_tiny, two zero-shot runs."""
-    pytest.importorskip("torch")
-    from cladebench.models.tiny import write_tiny_model
     from helpers.serve_data import write_serve_data
 
     root = tmp_path_factory.mktemp("serve")
-    model = "local-dir:" + str(write_tiny_model(root / "tiny-clip", seed=0))
-    return write_serve_data(root, model)
+    return write_serve_data(root, _tiny_model(root))
+
+
+@pytest.fixture(scope="module")
+def review_data(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """:class:`helpers.review_data.ReviewData`: 32 synthetic photos (every fourth genus-only), emb_tiny, one run."""
+    from helpers.review_data import write_review_data
+
+    root = tmp_path_factory.mktemp("review")
+    return write_review_data(root, _tiny_model(root))
 
 
 @pytest.fixture(scope="module")

@@ -19,20 +19,10 @@ pytest.importorskip("uvicorn")
 from cladebench.cli import main
 from cladebench.store.reviews import read_reviews, reviews_path
 from helpers.devtools import browser
-from helpers.review_data import HOSTILE_GENUS, HOSTILE_NOTE, serving
+from helpers.review_data import HOSTILE_GENUS, HOSTILE_NOTE
+from helpers.serve_data import running
 
 SHOTS = Path("/tmp/shots19r")
-
-
-@pytest.fixture(scope="module")
-def review_data(tmp_path_factory: pytest.TempPathFactory) -> object:
-    pytest.importorskip("torch")
-    from cladebench.models.tiny import write_tiny_model
-    from helpers.review_data import write_review_data
-
-    root = tmp_path_factory.mktemp("review-browser")
-    model = "local-dir:" + str(write_tiny_model(root / "tiny-clip", seed=0))
-    return write_review_data(root, model)
 
 
 def _until(chrome, session: str, expression: str, timeout: float = 30.0) -> object:
@@ -82,7 +72,7 @@ def test_three_genus_only_rows_reviewed_by_keyboard_survive_a_restart_and_export
     SHOTS.mkdir(parents=True, exist_ok=True)
     data = review_data
     first_species = None
-    with serving(data, thumbnails=tmp_path / "thumbs") as (url, started), browser() as chrome:
+    with running(data, thumbnails=tmp_path / "thumbs") as (url, started), browser() as chrome:
         queue_tab = chrome.open(url + "review")
         _until(chrome, queue_tab, "Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
         start = chrome.evaluate("document.getElementById('start').getAttribute('href')", queue_tab)
@@ -138,7 +128,7 @@ def test_three_genus_only_rows_reviewed_by_keyboard_survive_a_restart_and_export
     assert picked == f"Picked: {rows[2]['taxon']} ({rows[2]['rank']})"
 
     # the server restarted: every review is on the pages; the queue marks them as yours
-    with serving(data, thumbnails=tmp_path / "thumbs") as (url, _), browser() as chrome:
+    with running(data, thumbnails=tmp_path / "thumbs") as (url, _), browser() as chrome:
         queue_tab = chrome.open(url + "review")
         assert chrome.evaluate("document.querySelectorAll('#queue .ok').length", queue_tab) == 3
         _until(chrome, queue_tab, "Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
@@ -157,7 +147,7 @@ def test_three_genus_only_rows_reviewed_by_keyboard_survive_a_restart_and_export
 
 def test_hostile_names_render_as_text_in_the_row_and_the_completion_list(review_data, tmp_path):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with serving(review_data, thumbnails=tmp_path / "thumbs") as (url, _), browser() as chrome:
+    with running(review_data, thumbnails=tmp_path / "thumbs") as (url, _), browser() as chrome:
         tab = chrome.open(url + "review/" + quote(review_data.hostile_uuid, safe=""))
         assert HOSTILE_GENUS in chrome.evaluate("document.querySelector('.lineage').textContent", tab)
         assert chrome.evaluate("document.querySelectorAll('.lineage b, .lineage script').length", tab) == 0

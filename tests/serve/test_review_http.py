@@ -20,18 +20,8 @@ pytest.importorskip("uvicorn")
 from cladebench.serve.review_queue import queue
 from cladebench.store.reviews import read_reviews, review_summary, reviews_path
 from cladebench.taxonomy.complete import default_backbone
-from helpers.review_data import HOSTILE_GENUS, HOSTILE_NOTE, serving, serving_process
-
-
-@pytest.fixture(scope="module")
-def review_data(tmp_path_factory: pytest.TempPathFactory) -> object:
-    pytest.importorskip("torch")
-    from cladebench.models.tiny import write_tiny_model
-    from helpers.review_data import write_review_data
-
-    root = tmp_path_factory.mktemp("review")
-    model = "local-dir:" + str(write_tiny_model(root / "tiny-clip", seed=0))
-    return write_review_data(root, model)
+from helpers.review_data import HOSTILE_GENUS, HOSTILE_NOTE, serving_process
+from helpers.serve_data import running
 
 
 @pytest.fixture
@@ -60,7 +50,7 @@ def _save(client: httpx.Client, url: str, csrf: str, uuid: str, body: dict) -> h
 
 
 def test_the_queue_puts_genus_only_rows_first_least_certain_first(fresh) -> None:
-    with serving(fresh) as (url, started), httpx.Client(timeout=60) as client:
+    with running(fresh) as (url, started), httpx.Client(timeout=60) as client:
         page = client.get(url + "review")
         assert page.status_code == 200
         listed = [unquote(u) for u in re.findall(r'<td class="uuid"><a href="/review/([^"]+)">', page.text)]
@@ -73,7 +63,7 @@ def test_the_queue_puts_genus_only_rows_first_least_certain_first(fresh) -> None
 
 
 def test_taxa_complete_at_any_rank_and_not_identifiable(fresh) -> None:
-    with serving(fresh) as (url, _), httpx.Client(timeout=60) as client:
+    with running(fresh) as (url, _), httpx.Client(timeout=60) as client:
         genus = next(g for g in client.get(url + "review/taxa", params={"q": "a"}).json() if g["rank"] == "kingdom")
         assert genus["lineage"][0] == genus["name"]
         found = client.get(url + "review/taxa", params={"q": "not"}).json()
@@ -84,7 +74,7 @@ def test_taxa_complete_at_any_rank_and_not_identifiable(fresh) -> None:
 
 def test_a_review_is_saved_and_the_next_row_named(fresh) -> None:
     first, second = fresh.genus_only[1], fresh.genus_only[2]
-    with serving(fresh) as (url, started), httpx.Client(timeout=60) as client:
+    with running(fresh) as (url, started), httpx.Client(timeout=60) as client:
         csrf = _csrf(client, url)
         species = next(m for m in client.get(url + "review/taxa", params={"q": started.state.dataset.to_table(
             columns=["species"], filter="species IS NOT NULL", limit=1).column(0)[0].as_py()}).json()
@@ -121,7 +111,7 @@ def test_two_reviewers_at_the_same_moment_both_land_under_their_token_names(fres
     token_file = tmp_path / "tokens"
     token_file.write_text("".join(f"{owner} {token}\n" for owner, token in tokens.items()))
     rows = fresh.genus_only[:3]
-    with serving(fresh, token_file=token_file) as (url, _):
+    with running(fresh, token_file=token_file) as (url, _):
         clients = {owner: httpx.Client(timeout=60, headers={"X-Cladebench-Token": token})
                    for owner, token in tokens.items()}
         csrf = _csrf(clients["ana"], url)
