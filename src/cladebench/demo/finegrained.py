@@ -41,8 +41,9 @@ def _task_runs(ctx: DemoContext, config_class: type, task: str, headline: str, s
     for model in ctx.models:
         grouped, grouped_path = _run(ctx, config_class, task, model, pooled=False, **fields)
         pooled, pooled_path = _run(ctx, config_class, task, model, pooled=True, **fields)
+        # A group the task left out (too few images for the shots) is in the record without a value: not counted.
         groups = [g for g in (grouped.provenance.get("groups") or {}).get("values") or []
-                  if f"{g}/{headline}" in grouped.metrics]
+                  if (grouped.metrics.get(f"{g}/{headline}") or {}).get("value") is not None]
         values = [grouped.metrics[f"{g}/{headline}"]["value"] for g in groups]
         by_group = {g: round(v, 4) for g, v in zip(groups, values, strict=True)}
         pooled_value = pooled.metrics[headline]["value"]
@@ -99,48 +100,30 @@ FEW_SHOT = {"shots": (1, 2), "repetitions": 5}
 """The demo's few-shot settings (its seed is the demo's)."""
 
 
-def few_shot_groups(ctx: DemoContext) -> tuple[list[str], list[str]]:
-    """The challenge groups few-shot can evaluate (at least 2 species with enough images for the largest shot, as
-    the task's own split plan decides) and those it cannot: a smaller ``--images`` leaves some groups too small,
-    and a group that cannot be split would stop the whole run."""
-    from cladebench import store
-    from cladebench.store.sql import sql_literal
-    from cladebench.tasks.fewshot import FewShotConfig, plan_splits
-    from cladebench.tasks.labelled_rows import read_labelled_rows
-
-    dataset = store.open_dataset(ctx.dataset_path("fine-grained"))
-    groups = sorted(set(store.read(dataset, columns=["challenge_group"]).column(0).drop_null().to_pylist()))
-    config = FewShotConfig(**FEW_SHOT, seed=ctx.config.seed, column=ctx.models[0].column)
-    kept, left_out = [], []
-    for group in groups:
-        rows = read_labelled_rows(dataset, [ctx.models[0].column], rank=config.rank,
-                                  where=f"challenge_group = {sql_literal(group)}", group_key=config.group_key)
-        (kept if len(plan_splits(rows, config).classes) >= 2 else left_out).append(group)
-    return kept, left_out
-
-
 @DEMO_STEPS.register("fewshot")
 def _fewshot(ctx: DemoContext) -> dict[str, Any]:
     """Few-shot species classification on the stored embeddings (no text): SimpleShot, linear probe, kNN, per
-    challenge group with a pooled summary, for both models, on the groups with enough images."""
+    challenge group with a pooled summary, for both models; a group too small for the shots is left out by the run
+    itself, which says why (a smaller ``--images`` leaves more groups too small)."""
     if not ctx.models:
         return dict(NO_EMBEDDINGS)
     from threadpoolctl import threadpool_limits  # a dependency of scikit-learn, which few-shot needs
 
+    from cladebench.errors import NotEvaluableError
+    from cladebench.evaluate.record import RunRecord
     from cladebench.evaluate.run import FewShotEvalConfig
-    from cladebench.store.sql import sql_literal
 
-    kept, left_out = few_shot_groups(ctx)
-    if not kept:
-        return {"skipped": f"no challenge group has 2 species with {max(FEW_SHOT['shots']) + 1} images or more "
-                           f"(--images {ctx.config.images} is too few for few-shot)"}
-    where = None if not left_out else f"challenge_group IN ({', '.join(sql_literal(g) for g in kept)})"
     # The probes are small (tens of images of 64 numbers): BLAS threads only contend, and on a busy 2-core machine
     # the 16 grouped probes took minutes with them and seconds without.
-    with threadpool_limits(limits=1, user_api="blas"):
-        result = _task_runs(ctx, FewShotEvalConfig, "fewshot", "simpleshot_1shot", 100.0, **FEW_SHOT,
-                            seed=ctx.config.seed, where=where)
-    result["left_out_groups"] = left_out
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            result = _task_runs(ctx, FewShotEvalConfig, "fewshot", "simpleshot_1shot", 100.0, **FEW_SHOT,
+                                seed=ctx.config.seed)
+    except NotEvaluableError as error:
+        return {"skipped": f"{error} (--images {ctx.config.images} is too few for few-shot)"}
+    grouped = RunRecord.read(Path(next(iter(result["runs"].values()))["grouped"]))
+    left_out = (grouped.provenance.get("groups") or {}).get("left_out") or {}
+    result["left_out_groups"] = list(left_out)
     result["report"].append("(accuracy in %, mean of 5 seeded splits, on the species with enough images"
                             + (f"; {len(left_out)} groups too small left out" if left_out else "") + ")")
     return result

@@ -57,8 +57,8 @@ DEFAULT_COLUMN = "emb_bioclip2"
 
 _GROUPED = {"group_by": "challenge_group"}
 _EXPOSURE_RUNS = ({}, {"unseen_only": True})
-# One few-shot run per shot count and exposure: the unseen rows of a group may be too few for 5 shots, and that
-# run alone is then skipped (with its reason), not the 1-shot run beside it.
+# One few-shot run per shot count and exposure: a group too small for 5 shots is left out of that run (with its
+# reason), and when no group is large enough that run alone is skipped, not the 1-shot run beside it.
 _FEWSHOT_RUNS = tuple({"shots": (shots,), **exposure} for exposure in _EXPOSURE_RUNS for shots in (1, 5))
 PROTOCOLS = (
     Protocol("zeroshot", {**_GROUPED, "rank": "species"}, runs=_EXPOSURE_RUNS),

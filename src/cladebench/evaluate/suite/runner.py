@@ -3,12 +3,14 @@ benchmark, with the results table brought up to date as runs finish.
 
 Why a module of its own: this is the part that meets time and failure. A run counts as finished only when its
 ``run.json`` is there (``RunRecord.write`` renames it into place whole), so a Ctrl-C at any moment leaves finished
-runs, which a rerun reuses, and an unfinished one, which it computes again. A run that cannot run (too few unseen
-images for 5 shots, an endpoint on a task that takes encoders, a model without vectors in a published dataset)
-is recorded as skipped (``skipped.json``, whole) with the reason and not tried again unless asked; a failure that
-may pass (a remote that cannot be reached, data not found, a model that cannot be built now) is shown but not
-recorded. Every evaluation goes through :func:`cladebench.evaluate.run.run_eval`, the code ``cladebench eval``
-runs; a model is built once per suite (with eval's own builder) and handed to the runs that score with it.
+runs, which a rerun reuses, and an unfinished one, which it computes again. A run that cannot run (no challenge
+group with enough unseen images for 5 shots, an endpoint on a task that takes encoders, a model without vectors in
+a published dataset) is recorded as skipped (``skipped.json``, whole) with the reason and not tried again unless
+asked; a run where only some groups are too small finishes, its record and results rows carrying those groups' gaps
+and reasons. A failure that may pass (a remote that cannot be reached, data not found, a model that cannot be built
+now) is shown but not recorded. Every evaluation goes through :func:`cladebench.evaluate.run.run_eval`, the code
+``cladebench eval`` runs; a model is built once per suite (with eval's own builder) and handed to the runs that
+score with it.
 """
 
 from __future__ import annotations
