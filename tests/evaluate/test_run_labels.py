@@ -15,25 +15,15 @@ pytest.importorskip("open_clip")
 from cladebench import store
 from cladebench.cache import DEMO_TRAINING_RECORD, record_demo_model
 from cladebench.cli import main
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.record import RunRecord
-from cladebench.models.tiny import write_tiny_model
-from cladebench.synthetic import WorldConfig, make_world
+from helpers.checkpoint_runs import deep_checkpoint_runs
 
 
 @pytest.fixture(scope="module")
 def two_styles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, str]:
     """A small world embedded with a tiny model kept in a deep folder, evaluated with name styles sci and taxon."""
     root = tmp_path_factory.mktemp("labels")
-    model = "local-dir:" + str(write_tiny_model(root / "deep" / "checkpoints" / "tiny-clip", seed=1))
-    world = make_world(WorldConfig(seed=2, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
-    path = root / "world.lance"
-    store.write_dataset(world.to_table(24, seed=3, image_format="jpeg"), path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
-    for style in ("sci", "taxon"):
-        assert main(["eval", "zeroshot", str(path), "--model", model, "--out", str(root / style), "--device", "cpu",
-                     "--group-by", "none", "--name-style", style]) == 0
+    path, model = deep_checkpoint_runs(root, {style: ["--name-style", style] for style in ("sci", "taxon")})
     return root / "sci", root / "taxon", path, model
 
 

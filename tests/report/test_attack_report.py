@@ -39,21 +39,10 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A zero-shot run of a tiny model kept in a deep checkpoint folder, on a small world with photos."""
     pytest.importorskip("torch")
     pytest.importorskip("open_clip")
-    from cladebench import store
-    from cladebench.cli import main
-    from cladebench.embed import EmbedConfig, embed_dataset
-    from cladebench.models.tiny import write_tiny_model
-    from cladebench.synthetic import WorldConfig, make_world
+    from helpers.checkpoint_runs import deep_checkpoint_runs
 
     root = tmp_path_factory.mktemp("gallery")
-    model = "local-dir:" + str(write_tiny_model(root / "deep" / "checkpoints" / "tiny-clip", seed=1))
-    world = make_world(WorldConfig(seed=2, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
-    dataset = root / "world.lance"
-    store.write_dataset(world.to_table(24, seed=3, image_format="jpeg"), dataset)
-    embed_dataset(EmbedConfig(dataset=str(dataset), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
-    assert main(["eval", "zeroshot", str(dataset), "--model", model, "--out", str(root / "run"), "--device", "cpu",
-                 "--group-by", "none"]) == 0
+    _, model = deep_checkpoint_runs(root, {"run": []})
     return root / "run", model.removeprefix("local-dir:")
 
 
