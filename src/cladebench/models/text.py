@@ -18,8 +18,11 @@ A label set at tree-of-life scale (the 1.1M species of the iNaturalist taxonomy)
 CPU, so it is encoded in blocks (``block_labels``): each finished block is written whole into
 ``<k>.parts/``, a rerun after an interruption encodes only the blocks that are missing (resume), a progress
 bar counts labels, and the blocks are joined into the one ``<k>.npy`` at the end (the parts folder, which
-this module made, is then removed). ``mmap=True`` returns the entry memory-mapped, so a caller that reads it
-block by block (:mod:`cladebench.tasks.streaming`) never holds it whole.
+this module made, is then removed). One process encodes a label set in blocks at a time (an ``flock`` on
+``<k>.lock``, released however the process ends): a second one waits for it, then reads the entry. A killed
+run's temporary files (kill -9 leaves them) are removed by the next one, and never read. ``mmap=True`` returns
+the entry memory-mapped, so a caller that reads it block by block (:mod:`cladebench.tasks.streaming`) never
+holds it whole.
 
 This module needs no torch: it works with anything that has ``model_id``, ``revision`` and
 ``encode_texts``.
@@ -27,10 +30,13 @@ This module needs no torch: it works with anything that has ``model_id``, ``revi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -115,13 +121,9 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
     folder = text_cache_dir(cache_dir) / key[:2]
     array_path, info_path = folder / f"{key}.npy", folder / f"{key}.json"
 
-    if array_path.is_file():
-        try:
-            cached = np.load(array_path, allow_pickle=False, mmap_mode="r" if mmap else None)
-        except (OSError, ValueError):
-            cached = None  # unreadable: recompute and overwrite
-        if cached is not None and cached.ndim == 2 and cached.shape[0] == len(labels):
-            return cached if mmap and cached.dtype == np.float32 else cached.astype(np.float32, copy=False)
+    cached = _read_entry(array_path, len(labels), mmap)
+    if cached is not None:
+        return cached
 
     if not labels:
         return np.zeros((0, int(getattr(encoder, "dim", 0))), dtype=np.float32)
@@ -132,24 +134,83 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
     folder.mkdir(parents=True, exist_ok=True)
     if block_labels is None or len(labels) <= block_labels:
         embeddings = encode(labels)
-        write: Callable[[BinaryIO], object] = lambda handle: np.save(handle, embeddings, allow_pickle=False)  # noqa: E731
-        dim = int(embeddings.shape[1])
-    else:
+        _write_entry(info_path, array_path, _entry_info(key, encoder, precision, resolved, labels,
+                                                        int(embeddings.shape[1])),
+                     lambda handle: np.save(handle, embeddings, allow_pickle=False))
+        return embeddings
+    # Blocks take hours at tree-of-life scale: one process encodes a label set at a time (a second waits, then reads
+    # the finished entry), so none removes the parts folder while another still writes or joins its blocks.
+    with _key_lock(folder, key, progress):
+        cached = _read_entry(array_path, len(labels), mmap)  # written by the process this one waited for
+        if cached is not None:
+            return cached
+        _remove_stale_temporaries(folder, key)
         parts = _encode_in_blocks(encode, labels, block_labels, folder / f"{key}.parts", progress)
         dim = int(np.load(parts[0], mmap_mode="r").shape[1])
-        write = lambda handle: _join_parts(handle, parts, len(labels), dim)  # noqa: E731
-    info = {
+        _write_entry(info_path, array_path, _entry_info(key, encoder, precision, resolved, labels, dim),
+                     lambda handle: _join_parts(handle, parts, len(labels), dim))
+        shutil.rmtree(folder / f"{key}.parts", ignore_errors=True)  # the blocks this function wrote, now joined
+    return np.load(array_path, mmap_mode="r") if mmap else np.load(array_path)
+
+
+def _read_entry(array_path: Path, n_labels: int, mmap: bool) -> np.ndarray | None:
+    """The cached entry as float32 (memory-mapped when asked), or None when there is none or it does not read as
+    ``n_labels`` rows (it is then encoded again and replaced)."""
+    if not array_path.is_file():
+        return None
+    try:
+        cached = np.load(array_path, allow_pickle=False, mmap_mode="r" if mmap else None)
+    except (OSError, ValueError, EOFError):
+        return None
+    if cached.ndim != 2 or cached.shape[0] != n_labels:
+        return None
+    return cached if mmap and cached.dtype == np.float32 else cached.astype(np.float32, copy=False)
+
+
+def _entry_info(key: str, encoder: TextEncoder, precision: str, templates: Sequence[str], labels: Sequence[str],
+                dim: int) -> dict[str, object]:
+    """The ``<k>.json`` beside an entry: what its key was made of, readable by a person."""
+    return {
         "key": key, "kind": CACHE_KIND, "model_id": encoder.model_id, "revision": encoder.revision,
-        "precision": precision, "templates": list(resolved), "n_labels": len(labels),
+        "precision": precision, "templates": list(templates), "n_labels": len(labels),
         "labels_sha256": hashlib.sha256("\n".join(labels).encode("utf-8")).hexdigest(),
-        "first_labels": labels[:5], "dim": dim,
+        "first_labels": list(labels[:5]), "dim": dim,
     }
+
+
+def _write_entry(info_path: Path, array_path: Path, info: dict[str, object],
+                 write: Callable[[BinaryIO], object]) -> None:
+    """The description first, then the array: the ``.npy`` present means the entry is whole."""
     atomic_write(info_path, json.dumps(info, indent=2, ensure_ascii=False))
     atomic_write(array_path, write)
-    if block_labels is not None and len(labels) > block_labels:
-        shutil.rmtree(folder / f"{key}.parts", ignore_errors=True)  # the blocks this function wrote, now joined
-        return np.load(array_path, mmap_mode="r") if mmap else np.load(array_path)
-    return embeddings
+
+
+@contextlib.contextmanager
+def _key_lock(folder: Path, key: str, progress: bool) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<k>.lock`` (released when the process ends, however it ends); says so on
+    stderr when it has to wait for another process encoding the same labels."""
+    import fcntl
+
+    handle = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                print("text embeddings: another process is encoding the same labels; waiting for it to finish",
+                      file=sys.stderr)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
+
+
+def _remove_stale_temporaries(folder: Path, key: str) -> None:
+    """Temporary files of this entry left by a killed run (:func:`atomic_write`'s ``.<name>.<id>.tmp``): under the
+    key's lock no other writer of them is alive, so they are this module's leftovers, never read, and removed."""
+    for name in (f"{key}.npy", f"{key}.json"):
+        for leftover in folder.glob(f".{name}.*.tmp"):
+            leftover.unlink(missing_ok=True)
 
 
 def _encode_in_blocks(encode: Callable[[Sequence[str]], np.ndarray], labels: Sequence[str], block: int,
