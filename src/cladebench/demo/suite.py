@@ -7,41 +7,45 @@ the demo runs, that flow works end to end.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from cladebench import store
 from cladebench.demo.steps import DEMO_STEPS, DemoContext, DemoModel, dataset_summary, in_batches, say
 from cladebench.store.sql import sql_literal
 
+if TYPE_CHECKING:
+    import lance
+
+
+def _write_world_dataset(ctx: DemoContext, name: str, rows: Callable[..., pa.Table], total: int, batch: int,
+                         image_format: str) -> lance.LanceDataset:
+    """The demo dataset ``name``: ``total`` rows of the world's draw ``ctx.config.seed`` made by ``rows`` (a table
+    method of the world) ``batch`` at a time, written as one dataset; returns it opened."""
+    seed = ctx.config.seed
+    tables = in_batches(lambda start, n: rows(n, seed=seed, image_format=image_format, start=start),
+                        total, batch, f"{name} images")
+    return store.write_dataset(tables, ctx.dataset_path(name))
+
 
 @DEMO_STEPS.register("fine-grained")
 def _fine_grained(ctx: DemoContext) -> dict[str, Any]:
     """Single-organism WebP images with a challenge group, as the Fine-Grained Challenges table has."""
-    path = ctx.dataset_path("fine-grained")
-    seed = ctx.config.seed
-    tables = in_batches(
-        lambda start, n: ctx.world.to_table(n, seed=seed, image_format="webp", start=start),
-        ctx.config.images, 64, "fine-grained images",
-    )
-    ds = store.write_dataset(tables, path)
+    ds = _write_world_dataset(ctx, "fine-grained", ctx.world.to_table, ctx.config.images, 64, "webp")
     store.create_scalar_index(ds, "uuid", "BTREE")
     store.create_scalar_index(ds, "challenge_group", "BITMAP")
-    ds = store.open_dataset(path)
-    store.tag(ds, "demo")
+    path = ctx.dataset_path("fine-grained")
+    store.tag(store.open_dataset(path), "demo")
     return dataset_summary(path)
 
 
 @DEMO_STEPS.register("co-observed")
 def _co_observed(ctx: DemoContext) -> dict[str, Any]:
     """Photos showing two organisms of different species, as iNat Co-Observed has."""
-    path = ctx.dataset_path("co-observed")
-    seed = ctx.config.seed
-    tables = in_batches(
-        lambda start, n: ctx.world.pair_table(n, seed=seed, image_format="jpeg", start=start),
-        ctx.config.pairs, 32, "co-observed images",
-    )
-    store.write_dataset(tables, path)
-    return dataset_summary(path)
+    _write_world_dataset(ctx, "co-observed", ctx.world.pair_table, ctx.config.pairs, 32, "jpeg")
+    return dataset_summary(ctx.dataset_path("co-observed"))
 
 
 @DEMO_STEPS.register("subset")
