@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> None:
     genus_runs = len(runs.ranks[0].taxon_of_run)
     print(f"backbone: {len(species):,} species in lineage order ({load_s:.1f} s to read), runs of every rank "
           f"({runs_s:.1f} s; {genus_runs:,} at the genus rank, named and unnamed)")
+    if args.workdir is not None:  # a folder named but not there yet is made, as the other benches do
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
         labels = write_label_vectors(Path(folder) / "labels.npy", len(species), args.dim, args.seed)
         images = make_images(labels, args.images, args.noise, args.seed)

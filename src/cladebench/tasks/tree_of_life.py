@@ -15,6 +15,11 @@ Two sources, named by ``--labels``:
   checks the width only, and records the files). They are put in lineage order once, into a memory-mapped copy
   in the cache (``<cache>/label_sets``), keyed by the files' paths, sizes and modification times.
 
+Vectors that are not floating-point, or not finite, and names that do not read as pybioclip's are refused
+(a schema error naming the entry). A dataset naming fewer ranks than the labels (genus and species only) has its
+rows' missing ranks filled in from the labels where one lineage fits (:func:`complete_from_labels`), so its
+rows are scored instead of all left out.
+
 Either way the labels come out in lineage order (every taxon a contiguous run of labels), so the streaming
 zero-shot (:mod:`cladebench.tasks.streaming`) rolls them up by segmented sums. A module of its own because only
 zero-shot reads these sources, and none of it is needed for a benchmark's own taxa.
@@ -137,6 +142,8 @@ def _read_names(path: Path) -> list[Any]:
         names = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CladebenchError(f"{path}: not a readable JSON file: {exc}") from None
+    except RecursionError:
+        raise SchemaError(f"{path}: JSON nested too deep to be a list of names") from None
     if not isinstance(names, list):
         raise SchemaError(f"{path}: expected a list with one entry per species, got {type(names).__name__}")
     return names
@@ -146,8 +153,10 @@ def _check_shape(vectors_path: Path, names: list[Any]) -> tuple[bool, int]:
     """Whether the vectors are columns (pybioclip's width x species) and their width; refuses a mismatch."""
     try:
         array = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CladebenchError(f"{vectors_path}: not a readable .npy file: {exc}") from None
+    except (OSError, ValueError, EOFError, SyntaxError) as exc:  # an empty file ends early; a bad header
+        raise CladebenchError(f"{vectors_path}: not a readable .npy file: {exc or type(exc).__name__}") from None
+    if array.dtype.kind != "f":  # integers, strings or complex numbers would be cast quietly, and wrongly
+        raise SchemaError(f"{vectors_path}: holds {array.dtype} values, not floating-point text embeddings")
     if array.ndim != 2 or len(names) not in array.shape:
         raise SchemaError(f"{vectors_path}: shape {array.shape} does not hold one vector per name of its JSON "
                           f"({len(names)} names)")
@@ -162,7 +171,10 @@ def _lineage(entry: Any, number: int, path: Path, strings: dict[str, str]) -> Li
         raise SchemaError(f"{path}: entry {number}: expected [[kingdom, phylum, class, order, family, genus, "
                           f"epithet], common name], got {str(entry)[:120]}")
     names = tuple(None if n is None else strings.setdefault(n, n) for n in entry[0])
-    return Lineage(names, common_name=entry[1] or None)
+    lineage = Lineage(names, common_name=entry[1] or None)
+    if not any(lineage.names):
+        raise SchemaError(f"{path}: entry {number} names no taxon at any rank: {str(entry)[:120]}")
+    return lineage
 
 
 def _pybioclip(value: str) -> VectorLabelSet:
@@ -185,7 +197,8 @@ def _pybioclip(value: str) -> VectorLabelSet:
     target = cache_dir("label_sets") / f"{key}.npy"
     if not target.is_file():
         source = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
-        atomic_write(target, lambda handle: _write_in_order(handle, source, np.asarray(order), columns, width))
+        atomic_write(target, lambda handle: _write_in_order(handle, source, np.asarray(order), columns, width,
+                                                              vectors_path))
     species = [lineages[i] for i in order]
     return VectorLabelSet(labels=_label_set(species), vectors=np.load(target, mmap_mode="r"), source={
         "kind": "precomputed text embeddings (pybioclip's tree-of-life layout)", "vectors": str(vectors_path),
@@ -194,7 +207,7 @@ def _pybioclip(value: str) -> VectorLabelSet:
         "names_sha256": hashlib.sha256(names_path.read_bytes()).hexdigest()})
 
 
-def _write_in_order(handle: Any, source: np.ndarray, order: np.ndarray, columns: bool, width: int,
+def _write_in_order(handle: Any, source: np.ndarray, order: np.ndarray, columns: bool, width: int, path: Path,
                     block: int = 65_536) -> None:
     """An .npy of the vectors as float32 rows in ``order``, a block at a time (the source stays memory-mapped)."""
     np.lib.format.write_array_header_2_0(handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
@@ -203,4 +216,49 @@ def _write_in_order(handle: Any, source: np.ndarray, order: np.ndarray, columns:
         picked = order[start:start + block]
         sorted_picked = np.sort(picked)  # reads in file order, then put in the wanted order
         rows = np.asarray(source[:, sorted_picked].T if columns else source[sorted_picked], dtype=np.float32)
+        finite = np.isfinite(rows).all(axis=1)
+        if not finite.all():  # a NaN or infinite vector would make every image's softmax NaN
+            bad = int(sorted_picked[np.flatnonzero(~finite)[0]])
+            raise SchemaError(f"{path}: the vector of entry {bad} is not finite (NaN or infinite values)")
         handle.write(np.ascontiguousarray(rows[np.searchsorted(sorted_picked, picked)]).tobytes())
+
+
+def complete_from_labels(lineages: list[Lineage], labels: LabelSet) -> tuple[list[Lineage], int]:
+    """Rows' lineages with the ranks they lack filled in from the label set, and how many were: a dataset that
+    names only genus and species (or leaves a rank blank) is scored against a tree-of-life label set, whose
+    taxa carry every rank, instead of leaving every row unscored.
+
+    A row is completed from the labels that agree with every name it gives, down to its narrowest named rank,
+    when they all share one lineage down to that rank (a homonym in another kingdom leaves the row as it is).
+    Rows whose full lineage is already a taxon of the labels, or that name a rank differently, are left as
+    they are: a differing name is the dataset's own taxonomy, not a gap.
+    """
+    present = set(labels.taxa)
+    wanted: dict[Rank, set[str]] = {}
+    gaps: list[tuple[int, Rank]] = []
+    for i, lineage in enumerate(lineages):
+        named = [r for r in Rank if lineage.names[r] is not None]
+        if not named or lineage.names in present or lineage.key(named[-1]) in present:
+            continue
+        narrowest = named[-1]
+        if all(lineage.names[r] is not None for r in Rank if r <= narrowest):
+            continue  # a full lineage the labels lack: another taxonomy's, not a gap
+        gaps.append((i, narrowest))
+        wanted.setdefault(narrowest, set()).add(str(lineage.names[narrowest]))
+    if not gaps:
+        return lineages, 0
+    prefixes: dict[tuple[Rank, str], set[tuple[str | None, ...]]] = {}
+    for taxon in labels.taxa:  # one pass over the labels; only the names some row needs are kept
+        for rank, names in wanted.items():
+            if taxon[rank] in names:
+                prefixes.setdefault((rank, str(taxon[rank])), set()).add(taxon[: rank + 1])
+    completed, out = 0, list(lineages)
+    for i, narrowest in gaps:
+        lineage = lineages[i]
+        matching = [p for p in prefixes.get((narrowest, str(lineage.names[narrowest])), ())
+                    if all(n is None or n == p[r] for r, n in enumerate(lineage.names[: narrowest + 1]))]
+        if len(matching) == 1:
+            names = (*matching[0], *lineage.names[narrowest + 1:])
+            out[i] = Lineage(names, common_name=lineage.common_name, taxon_id=lineage.taxon_id)
+            completed += 1
+    return out, completed

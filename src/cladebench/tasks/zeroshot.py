@@ -48,7 +48,7 @@ from cladebench.tasks.common import (
     text_image_column,
 )
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
-from cladebench.tasks.tree_of_life import check_source, is_tree_of_life_source, load_source
+from cladebench.tasks.tree_of_life import check_source, complete_from_labels, is_tree_of_life_source, load_source
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs
 
 if TYPE_CHECKING:
@@ -175,6 +175,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         check_source(str(config.labels), rank)
         source = load_source(str(config.labels), encoder, config.name_style, config.templates)
         labels = source.labels
+        lineages, completed = complete_from_labels(lineages, labels)
     else:
         labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
     if len(labels) < 2:
@@ -256,7 +257,8 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
         "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style),
                       "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum()),
-                      **({"vectors": source.source} if source is not None else {})},
+                      **({"vectors": source.source, "rows_completed_from_labels": completed}
+                         if source is not None else {})},
         "scoring": ({"path": "streamed", "image_block": config.image_block, "label_block": config.label_block}
                     if streamed else {"path": "dense"}),
         "within": config.within,
