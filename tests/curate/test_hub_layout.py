@@ -124,15 +124,14 @@ def test_named_benchmarks_fetch_and_build_from_the_hub_layout(tmp_path: Path,
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(huggingface_hub, "snapshot_download", _fake_hub(repos, calls))
 
-    rerank = get_benchmark("inquire-rerank")
-    built = rerank.fetch(rerank.dataset_path())
-    table = store.read(store.open_dataset(built), columns=["split"])
+    rerank = get_benchmark("inquire-rerank").locate(None)  # fetched from the Hub, built once into the cache
+    assert rerank.provenance["fetched"] == {"repo": "evendrow/INQUIRE-Rerank", "revision": "snapshot-of-INQUIRE-Rerank"}
+    table = store.read(store.open_dataset(rerank.uri), columns=["split"])
     assert sorted(table.column("split").to_pylist()) == ["test"] * 3 + ["val"] * 2
     snapshot = tmp_path / "hub" / "snapshot-of-INQUIRE-Rerank" / "data"
     assert sorted(p.name for p in snapshot.iterdir()) == ["test-00000-of-00001.parquet",
                                                           "validation-00000-of-00001.parquet"]  # train not fetched
 
-    pairs = get_benchmark("inat-coobserved")
-    built = pairs.fetch(pairs.dataset_path())
-    assert store.open_dataset(built).count_rows() == len(published_rows()) + len(alias_rows())
+    pairs = get_benchmark("inat-coobserved").locate(None)
+    assert store.open_dataset(pairs.uri).count_rows() == len(published_rows()) + len(alias_rows())
     assert [c["repo_id"] for c in calls] == ["evendrow/INQUIRE-Rerank", "dcher95/inat-coobserved"]
