@@ -111,6 +111,13 @@ def _endpoint() -> str:
     return str(constants.ENDPOINT).rstrip("/")
 
 
+def _is_timeout(error: BaseException | None) -> bool:
+    """Whether the probe ended by its own HTTP timeout, which races the thread's deadline and means the same."""
+    import httpx
+
+    return isinstance(error, (httpx.TimeoutException, TimeoutError))
+
+
 def check_hub_answers(repo: str, revision: str | None) -> None:
     """Ask the Hub for the repo's info at ``revision`` once, giving it :data:`PROBE_TIMEOUT_S` seconds.
 
@@ -135,7 +142,7 @@ def check_hub_answers(repo: str, revision: str | None) -> None:
     thread = threading.Thread(target=ask, name="cladebench-hub-probe", daemon=True)
     thread.start()
     thread.join(PROBE_TIMEOUT_S)
-    if not outcome:
+    if not outcome or _is_timeout(outcome[0]):  # the HTTP timeout and the join's deadline are the same length
         raise ModelUnavailableError(
             f"model {_describe(repo, revision)}: the Hub ({_endpoint()}) did not answer within "
             f"{PROBE_TIMEOUT_S:g} s, and the model is not in the Hugging Face cache ({hub_cache_dir()}); connect "
