@@ -55,6 +55,12 @@ class Observer:
         return self.name or self.login
 
 
+def unresolvable_url(observation_id: int) -> str:
+    """A record's source URL that names it but can never resolve (``.invalid`` is reserved, RFC 2606): the
+    synthetic world's photos link somewhere, as real rows do, without pointing at anyone's server."""
+    return f"https://synthetic.cladebench.invalid/observations/{observation_id}"
+
+
 @dataclass(frozen=True)
 class Observation:
     """One observation with one photo of one organism."""
@@ -84,8 +90,7 @@ class Observation:
 
     @property
     def source_url(self) -> str:
-        """A URL that names the record but can never resolve (``.invalid`` is reserved, RFC 2606)."""
-        return f"https://synthetic.cladebench.invalid/observations/{self.observation_id}"
+        return unresolvable_url(self.observation_id)
 
 
 @dataclass(frozen=True)
@@ -121,5 +126,4 @@ class CoObservation:
 
     @property
     def source_url(self) -> str:
-        """A URL that names the record but can never resolve (``.invalid`` is reserved, RFC 2606)."""
-        return f"https://synthetic.cladebench.invalid/observations/{self.observation_id}"
+        return unresolvable_url(self.observation_id)
