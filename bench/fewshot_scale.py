@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from _args import positive_int
 from _timing import timed
 from cladebench.tasks.fewshot import METHODS, FewShotConfig, SplitPlan, few_shot_splits, predict_splits
 
@@ -78,12 +79,6 @@ def row(label: str, seconds: float, queries: int, peak_mb: float, baseline_secon
     return (f"{label:<58}{seconds:>9.2f}{queries / seconds:>11,.0f}{peak_mb:>10,.0f}"
             f"{baseline_seconds / seconds:>10.1f}")
 
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def main(argv: list[str] | None = None) -> None:

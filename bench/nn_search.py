@@ -28,6 +28,7 @@ os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
 import numpy as np
 import pyarrow as pa
 
+from _args import positive_int
 from cladebench.store import (
     create_scalar_index,
     create_vector_index,
@@ -169,15 +170,6 @@ def run_size(rows: int, args: argparse.Namespace, workdir: Path) -> None:
         print(f"{label:<28}{ms(seconds, 50):>10.2f}{ms(seconds, 95):>10.2f}{ratio:>15.1f}{recall:>11.3f}")
     sys.stdout.flush()
 
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def parse_nprobes(text: str) -> int | str:

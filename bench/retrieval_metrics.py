@@ -41,6 +41,7 @@ import scipy.stats
 import sklearn
 import sklearn.metrics
 
+from _args import positive_int
 from _timing import T, timed
 from cladebench.metrics.retrieval import METRIC_FIELDS, RetrievalConfig, metric_names, score_queries, summarize
 
@@ -177,12 +178,6 @@ def parse_size(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"{text!r} needs positive numbers")
     return queries, candidates
 
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def share(text: str) -> float:

@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 import scipy
 import scipy.sparse
 
+from _args import positive_int
 from _timing import MB, timed
 from cladebench.taxonomy import RANKS, Lineage, LineageRuns, Membership, Rank, lineage_runs, membership_matrix, top_taxa
 
@@ -235,12 +236,6 @@ def row(label: str, seconds: float, images: int, peak_mb: float | None, baseline
     rate = "-" if images == 0 else f"{images / seconds:,.0f}"
     return f"{label:<78}{seconds:>9.2f}{rate:>11}{peak:>10}{ratio:>9}"
 
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def main(argv: list[str] | None = None) -> None:

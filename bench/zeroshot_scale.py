@@ -34,6 +34,7 @@ import tracemalloc
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from _args import positive_int
 from _timing import MB, timed
 from cladebench.metrics import top_k_hits
 from cladebench.store.embeddings import normalise_rows
@@ -136,12 +137,6 @@ def row(label: str, seconds: float, images: int, peak_mb: float | None, baseline
     return (f"{label:<82}{seconds:>9.2f}{images / seconds:>11,.0f}{peak:>10}"
             f"{baseline_seconds / seconds:>10.1f}")
 
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _args import positive_int
 from _timing import MB, timed
 from cladebench.tasks.common import classify
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
@@ -126,12 +127,6 @@ def agreement(name: str, left: tuple, right: tuple, tolerance: float) -> bool:
           f"{tolerance:g}); a different top taxon at some rank {other_taxon} time(s)")
     return same_top5 == len(order_a) and max(prob_diff, taxa_diff) < tolerance and other_taxon == 0
 
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def main(argv: list[str] | None = None) -> None:
