@@ -5,9 +5,6 @@ documented exit code, never 70."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +15,7 @@ from cladebench import store
 from cladebench.cli import main
 from cladebench.cli.evaluation import new_eval_form
 from cladebench.errors import UsageError
+from helpers.before_model import run_before_model
 from helpers.toy_dataset import write_toy_dataset
 
 
@@ -101,18 +99,6 @@ def test_the_note_shows_the_command_that_runs_quoted(capsys: pytest.CaptureFixtu
 
 # --- checked before any model -------------------------------------------------------------------------
 
-BEFORE_MODEL = """
-import json, sys
-from cladebench.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    try:
-        code = main(argv)
-    except SystemExit as exited:
-        code = exited.code
-    results.append([code, "torch" in sys.modules])
-print(json.dumps(results))
-"""
 
 
 def test_more_mistakes_fail_before_torch_loads(dataset: Path, tiny_model: str, tmp_path: Path) -> None:
@@ -158,13 +144,8 @@ def test_more_mistakes_fail_before_torch_loads(dataset: Path, tiny_model: str, t
         (["search", str(dataset), "a bird", "--model", tiny_model, "--templates", "nosuch"], 2,
          "unknown template set"),
     ]
-    result = subprocess.run([sys.executable, "-c", BEFORE_MODEL, json.dumps([argv for argv, _, _ in cases])],
-                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
-                            check=False)
-    assert result.returncode == 0, result.stderr
-    outcomes = json.loads(result.stdout.strip().splitlines()[-1])
-    errors = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(errors) == len(cases), result.stderr  # one line each
+    outcomes, errors = run_before_model([argv for argv, _, _ in cases])
+    assert len(errors) == len(cases), errors  # one line each
     for (argv, code, says), (got, torch_loaded), line in zip(cases, outcomes, errors, strict=True):
         assert (got, torch_loaded) == (code, False), (argv[3:], line)
         assert says in line and "_rowid" not in line, (argv[3:], line)

@@ -4,10 +4,6 @@ is refused before torch is imported."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +14,7 @@ from cladebench.errors import UnknownNameError, UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS
 from cladebench.evaluate.run import EVAL_CONFIGS, GeoEvalConfig, RerankEvalConfig, ZeroShotEvalConfig, eval_config
 from cladebench.registry import Registry
+from helpers.before_model import run_before_model
 from helpers.toy_dataset import write_toy_dataset
 
 
@@ -181,15 +178,6 @@ def test_the_registries_are_registries() -> None:
 
 # --- checked before any model ------------------------------------------------------------------------
 
-BEFORE_MODEL = """
-import json, sys
-from cladebench.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    code = main(argv)
-    results.append([code, "torch" in sys.modules])
-print(json.dumps(results))
-"""
 
 
 def test_mistakes_found_without_a_model_fail_before_torch_loads(dataset: Path, tiny_model: str,
@@ -215,13 +203,8 @@ def test_mistakes_found_without_a_model_fail_before_torch_loads(dataset: Path, t
         (["search", str(dataset), "a bird", "--model", tiny_model, "--where", "nope = 1"], 2),
         (["search", str(dataset), "a bird", "--model", tiny_model, "-k", "0"], 2),
     ]
-    result = subprocess.run([sys.executable, "-c", BEFORE_MODEL, json.dumps([argv for argv, _ in cases])],
-                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
-                            check=False)
-    assert result.returncode == 0, result.stderr
-    outcomes = json.loads(result.stdout.strip().splitlines()[-1])
-    errors = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(errors) == len(cases), result.stderr  # one line each
+    outcomes, errors = run_before_model([argv for argv, _ in cases])
+    assert len(errors) == len(cases), errors  # one line each
     for (argv, code), (got, torch_loaded), line in zip(cases, outcomes, errors, strict=True):
         assert (got, torch_loaded) == (code, False), (argv[3:], line)
         assert "internal error" not in line

@@ -10,6 +10,7 @@
 - source_imports: who imports whom in src/cladebench, read from the text (the shape and layout tests).
 - devtools: headless Chromium over the DevTools pipe (open a page at a width, evaluate JS, screenshot).
 - report_runs: real run records that make a report wide, for the report layout tests.
+- before_model: CLI commands in a fresh Python, each with its exit code and whether torch was imported by then.
 - suite_writer: a writer of a suite's results table, run in processes of their own (the concurrency test).
 
 Fixtures that tests of several packages use (``tiny_model``, ``lineage_photos``, ``lineage_endpoint``) live in
