@@ -19,14 +19,12 @@ unexpected exception, reported as one); 130 interrupted; 141 the output pipe clo
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import os
-import re
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cladebench import __version__
 from cladebench.cli import (  # noqa: F401  (each registers its verbs)
@@ -59,14 +57,14 @@ class _Parser(argparse.ArgumentParser):
     and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it."""
 
     def error(self, message: str) -> NoReturn:
-        choice = _INVALID_CHOICE.fullmatch(message)
-        if choice:  # an unknown verb, task, source or builder: the registry's message, with the closest name
-            argument, name, known = choice.groups()
-            message = str(unknown_name(argument.lower().replace("|", " or "), name, ast.literal_eval(f"({known},)")))
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-
-_INVALID_CHOICE = re.compile(r"argument (.+?): invalid choice: '(.*)' \(choose from (.*)\)", re.DOTALL)
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An unknown verb, task, source or builder is the registry's error (the known names and the closest one),
+        raised where the name is read rather than recovered from argparse's English message."""
+        if action.choices is not None and value not in action.choices:
+            self.error(str(unknown_name((action.metavar or action.dest or "choice").lower().replace("|", " or "),
+                                        value, list(action.choices))))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,15 +109,6 @@ def _add_late_verbose(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
 
 
-def _old_forms_rewritten(argv: Sequence[str]) -> list[str]:
-    """The command line with the old spelling of ``eval`` (``eval DATASET --task T``) in the new form."""
-    argv = list(argv)
-    at = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
-    if at is None or argv[at] != "eval":
-        return argv
-    return [*argv[:at + 1], *evaluation.new_eval_form(argv[at + 1:])]
-
-
 def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
     """For a family (``eval``, ``load``, ``build``), which other members take the options given to the wrong one
     (``--shots is an option of eval fewshot; ``), so the one line says where the option belongs."""
@@ -142,13 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``cladebench`` exits with it)."""
     try:
         parser = build_parser()  # imports every builder's module: a Ctrl-C here is an interrupt too
-        args, extra = parser.parse_known_args(_old_forms_rewritten(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:
         print("cladebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except CladebenchError as exc:  # an old spelling that cannot be rewritten (`eval DATASET --task` alone)
-        print(f"cladebench eval: error: {exc}", file=sys.stderr)
-        return exc.exit_code
     debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
     with third_party_output(verbose=args.verbose):  # before any verb imports lance: it reads LANCE_LOG once
         return _run(parser, args, extra, debug)
