@@ -64,13 +64,21 @@ def test_eval_task_help_lists_only_its_own_options(task: str, own: str, foreign:
     assert f"usage: cladebench eval {task}" in text and own in text and "--breakdown" in text
     options = {word.rstrip(",") for word in text.split() if word.startswith("-")}
     assert not options & set(foreign), options & set(foreign)
-    assert len(text.splitlines()) < 140  # the old single `eval --help` was about 200 lines
+    assert len(text.splitlines()) < 70  # a screen: the first sentence of each option, daily options first
 
 
 def test_another_task_s_option_is_refused_not_ignored(dataset: Path, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     err = usage_error(["eval", "zeroshot", str(dataset), "--out", str(tmp_path / "run"), "--shots", "1"], capsys)
     assert "unrecognized arguments: --shots 1" in err
+
+
+def test_every_eval_help_fits_a_screen_with_the_daily_options_first(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in FAMILIES["eval"].members():
+        text = help_text(["eval", name], capsys)
+        assert len(text.splitlines()) < 70, (name, len(text.splitlines()))
+        options = [line.split()[0] for line in text.splitlines() if line.startswith("  --")]
+        assert options.index("--out") < 5 and options.index("--model") < 5, (name, options[:6])
 
 
 def test_a_benchmark_knows_its_task_and_dataset(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import re
 import textwrap
 import types
 import typing
@@ -96,7 +97,6 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-_SHORT_KEY = "cladebench.short"
 _BARE_KEY = "cladebench.bare"
 _INTERNAL_KEY = "cladebench.internal"
 INTERNAL: dict[str, bool] = {_INTERNAL_KEY: True}
@@ -113,16 +113,49 @@ def bare_value(value: str) -> dict[str, str]:
     return {_BARE_KEY: value}
 
 
-def short(letter: str) -> dict[str, str]:
-    """Field metadata giving an option a one-letter form too: ``field(metadata={**OPTION, **short("o")})``."""
-    return {_SHORT_KEY: letter}
+def _flags(name: str) -> list[str]:
+    """``--long-name``; a one-letter field (``k``) also gets ``-k``."""
+    long = option_name(name)
+    return [f"-{name}", long] if len(name) == 1 else [long]
 
 
-def _flags(name: str, metadata: Any = None) -> list[str]:
-    """``--long-name``; a one-letter field, or one given a ``short`` letter, also gets ``-x``."""
-    long = "--" + name.replace("_", "-")
-    letter = (metadata or {}).get(_SHORT_KEY) or (name if len(name) == 1 else None)
-    return [f"-{letter}", long] if letter else [long]
+_EVERYDAY_KEY = "cladebench.everyday"
+EVERYDAY: dict[str, bool] = {_EVERYDAY_KEY: True}
+"""Field metadata for an option a researcher sets daily: ``--help`` lists it first, before the task's own."""
+_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<=\.)\s+(?=[A-Z(`'])")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a field's docstring, to its first semicolon: what ``--help`` shows in a line or two
+    (the whole docstring, under the field, is the reference).
+
+    Example:
+        >>> first_sentence("Rank of the labels, e.g. genus. The taxa at this rank form the label set.")
+        'Rank of the labels, e.g. genus.'
+    """
+    sentence = _SENTENCE_END.split(" ".join(text.split()), maxsplit=1)[0]
+    depth = 0
+    for at, char in enumerate(sentence):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ";" and depth == 0:
+            return sentence[:at] + "."
+    return sentence
+
+
+def usage_line(prog: str, cls: type) -> str:
+    """``PROG DATASET --out OUT [options]``: the positionals and required options, the rest in ``--help``."""
+    words = [prog]
+    for field in dataclasses.fields(cls):
+        if not field.init or field.metadata.get(_INTERNAL_KEY):
+            continue
+        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        if field.metadata.get(_POSITIONAL_KEY):
+            words.append(f"[{field.name.upper()}]")
+        elif not has_default and field.metadata.get(_OPTION_KEY):
+            words.append(f"{option_name(field.name)} {field.name.upper()}")
+        elif not has_default:
+            words.insert(1, field.name.upper())
+    return " ".join([*words, "[options]"])
 
 
 def option_name(name: str) -> str:
@@ -214,7 +247,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     is built), so :func:`config_from_args` knows which settings the user gave."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
-    for field in dataclasses.fields(cls):
+    fields = sorted(dataclasses.fields(cls), key=lambda f: not f.metadata.get(_EVERYDAY_KEY))  # stable: daily first
+    for field in fields:
         if not field.init or field.metadata.get(_INTERNAL_KEY):
             continue
         annotation, _ = _unwrap_optional(hints[field.name])
@@ -224,7 +258,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             else field.default_factory() if field.default_factory is not dataclasses.MISSING  # type: ignore[misc]
             else None
         )
-        help_text = docs.get(field.name, "")
+        help_text = first_sentence(docs.get(field.name, ""))
         # `is`, not `in`: 0 == False, and a default of 0 is worth showing.
         if has_default and not (default is None or default is False or default == ()):
             help_text += f" (default: {_show(default)})"
@@ -243,7 +277,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["action"] = "extend"  # given twice, the values add up: never the last one alone
         else:
             kwargs["type"] = _typed(annotation, option)
-            kwargs["metavar"] = field.name.upper()
+            kwargs["metavar"] = field.name.rsplit("_", 1)[-1].upper()  # --prior-cell-km KM: short, still telling
         if not has_default and not field.metadata.get(_OPTION_KEY):
             kwargs.pop("metavar", None)
             parser.add_argument(field.name, **kwargs)
@@ -260,7 +294,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         kwargs.setdefault("action", _Once)
         if _BARE_KEY in field.metadata:
             kwargs.update(nargs="?", const=field.metadata[_BARE_KEY])
-        parser.add_argument(*_flags(field.name, field.metadata), dest=field.name, **kwargs)
+        parser.add_argument(*_flags(field.name), dest=field.name, **kwargs)
 
 
 def _show(value: Any) -> str:

@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from cladebench.evaluate.benchmarks import BENCHMARKS, apply_protocol
@@ -136,3 +137,23 @@ def test_a_changed_mirror_is_a_new_run_not_the_old_numbers(suite):
     again = suite["run"]()
     assert len(again.executed) == 1 and not again.reused
     assert len(list(suite["record"].parents[2].glob(f"*/*/{RUN_FILE}"))) == 2
+
+
+def test_the_results_table_marks_an_off_protocol_run_and_reads_older_tables(suite, tmp_path):
+    import pyarrow.parquet as pq
+
+    from cladebench.evaluate.suite.results import RESULTS_FILE, format_results, off_protocol_text, read_results
+
+    record = RunRecord(task="fewshot", metrics={}, config={}, provenance={"plan": {"off_protocol": {
+        "methods": {"protocol": ["simpleshot", "linear"], "run": ["simpleshot"]}}}})
+    assert off_protocol_text(record) == "methods=simpleshot (protocol: simpleshot,linear)"
+    out = suite["record"].parents[3]
+    table = read_results(out)
+    assert set(table.column("off_protocol").to_pylist()) == {None}  # the suite ran its protocol as published
+    older = tmp_path / "older"
+    older.mkdir()
+    pq.write_table(table.drop_columns(["off_protocol"]), older / RESULTS_FILE)
+    assert read_results(older).column("off_protocol").null_count == table.num_rows
+    marked = table.set_column(table.schema.get_field_index("off_protocol"), "off_protocol",
+                              pa.array(["rerank_k=5 (protocol: 100)"] * table.num_rows, pa.string()))
+    assert "(off protocol: rerank_k=5 (protocol: 100))" in format_results(marked, "md")

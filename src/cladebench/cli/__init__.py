@@ -38,7 +38,7 @@ from cladebench.cli import (  # noqa: F401  (each registers its verbs)
     suite,
 )
 from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
-from cladebench.config import add_config_arguments, config_from_args, take_late_positionals
+from cladebench.config import add_config_arguments, config_from_args, take_late_positionals, usage_line
 from cladebench.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_BUG,
@@ -52,9 +52,19 @@ from cladebench.quiet import third_party_output
 __all__ = ["FAMILIES", "VERBS", "Family", "Verb", "build_parser", "main", "verb"]
 
 
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=40, width=120)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, but a mistake on the command line is one line (the option and what is wrong with it)
-    and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it."""
+    and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it, one
+    screen wide whatever the terminal (options and their help side by side)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -87,20 +97,20 @@ def build_parser() -> argparse.ArgumentParser:
             kinds = family_parser.add_subparsers(dest="kind", metavar=family.metavar, required=True)
             for kind, member in family.members().items():
                 member_parser = kinds.add_parser(kind, help=member.help, allow_abbrev=False,
-                                                 description=(member.config.__doc__ or member.help).strip())
+                                                 description=(member.config.__doc__ or member.help).strip(),
+                                                 usage=usage_line(f"cladebench {name} {kind}", member.config))
                 add_config_arguments(member_parser, member.config)
                 _add_late_verbose(member_parser)
             continue
         v = VERBS[name]
         verb_parser = sub.add_parser(name, help=v.help, description=(v.config.__doc__ or v.help).strip(),
-                                     allow_abbrev=False)
+                                     allow_abbrev=False, usage=usage_line(f"cladebench {name}", v.config))
         add_config_arguments(verb_parser, v.config)
         _add_late_verbose(verb_parser)
     return parser
 
 
-VERBOSE_HELP = ("show what the libraries underneath log and warn (Lance, huggingface_hub, open_clip); "
-                "without it only cladebench's own lines and errors reach the terminal")
+VERBOSE_HELP = "also show what the libraries underneath (Lance, huggingface_hub, open_clip) log and warn"
 
 
 def _add_late_verbose(parser: argparse.ArgumentParser) -> None:

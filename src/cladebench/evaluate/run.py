@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.config import INTERNAL, OPTION, config_to_dict
+from cladebench.config import EVERYDAY, INTERNAL, OPTION, config_to_dict
 from cladebench.errors import CladebenchError, NotEvaluableError
 from cladebench.evaluate.checks import check_eval_settings
 from cladebench.evaluate.labels import check_label
@@ -57,25 +57,25 @@ class EvalConfig:
     """What every evaluation needs, whatever the task; each task's eval config adds the task's own fields."""
 
     dataset: str
-    """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model), or the
-    name of a benchmark (see `cladebench benchmarks`)."""
-    out: Path = field(metadata=OPTION)
+    """Path or URI of the Lance dataset, or a benchmark's name (`cladebench benchmarks`). A dataset holds an emb_*
+    column made by `cladebench embed` for this model."""
+    out: Path = field(metadata={**OPTION, **EVERYDAY})
     """Directory for run.json and predictions.parquet."""
-    model: str | None = None
+    model: str | None = field(default=None, metadata=EVERYDAY)
     """The model whose embeddings are evaluated (same forms as for `embed`); fewshot and retrieval on a --column
     need none (the column's metadata names the model in the record)."""
     task: str | None = None
     """Registered task; default: the named benchmark's task, else zeroshot (each task's eval config fixes it)."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
-    label: str | None = None
+    label: str | None = field(default=None, metadata=EVERYDAY)
     """Name of the run in reports and comparisons; default: the model as named and the settings that differ from
     the task's defaults (e.g. 'bioclip · sci')."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
-    where: str | None = None
+    where: str | None = field(default=None, metadata=EVERYDAY)
     """SQL filter selecting the evaluated rows (parsed against the dataset's schema before any model loads)."""
-    group_by: str = "auto"
+    group_by: str = field(default="auto", metadata=EVERYDAY)
     """Evaluate each value of this column as its own benchmark (own label set, metrics GROUP/name, never
     pooled); 'auto' = challenge_group when the dataset has it; 'none' = one pooled evaluation."""
     breakdown: tuple[str, ...] = ()
