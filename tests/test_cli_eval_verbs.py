@@ -230,3 +230,13 @@ def test_a_mistyped_task_or_source_names_the_closest(tmp_path: Path, capsys: pyt
         assert refused.value.code == 2 and f"Did you mean {says}?" in err and len(err.strip().splitlines()) == 1
         assert "old form" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_benchmark_has_one_name_in_build_and_eval_with_the_old_one_kept() -> None:
+    from cladebench.cli import build_parser
+
+    for name, old in (("inat-coobserved", "coobserved"), ("fine-grained-challenges", "finegrained")):
+        assert name in FAMILIES["build"].members() and name in BENCHMARKS
+        assert FAMILIES["build"].member(old).name == name
+    args = build_parser().parse_args(["build", "coobserved", "--export-dir", "x", "--out", "o"])
+    assert FAMILIES["build"].member(args.kind).name == "inat-coobserved"

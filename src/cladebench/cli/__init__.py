@@ -95,8 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
             family_parser = sub.add_parser(name, help=family.help, description=family.help, allow_abbrev=False)
             _add_late_verbose(family_parser)
             kinds = family_parser.add_subparsers(dest="kind", metavar=family.metavar, required=True)
+            aliases = family.aliases()
             for kind, member in family.members().items():
                 member_parser = kinds.add_parser(kind, help=member.help, allow_abbrev=False,
+                                                 aliases=[old for old, new in aliases.items() if new == kind],
                                                  description=(member.config.__doc__ or member.help).strip(),
                                                  usage=usage_line(f"cladebench {name} {kind}", member.config))
                 add_config_arguments(member_parser, member.config)
@@ -152,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str], debug: bool) -> int:
     """The chosen verb run on the parsed arguments; its exit code, every failure as one line."""
-    chosen = FAMILIES[args.verb].members()[args.kind] if args.verb in FAMILIES else VERBS[args.verb]
+    chosen = FAMILIES[args.verb].member(args.kind) if args.verb in FAMILIES else VERBS[args.verb]
     extra = take_late_positionals(chosen.config, args, extra)
     if extra:
         command = f"{parser.prog} {args.verb}" + (f" {args.kind}" if args.verb in FAMILIES else "")

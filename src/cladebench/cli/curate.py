@@ -28,8 +28,14 @@ def _builders() -> dict[str, Verb]:
     return {name: Verb(name=name, help=b.doc, config=b.config(), run=run(b)) for name, b in BUILDERS.items()}
 
 
+def _builder_aliases() -> dict[str, str]:
+    from cladebench.curate.builders import BUILDERS
+
+    return dict(BUILDERS.aliases)
+
+
 FAMILIES.add("build", Family(help="build a benchmark from raw sources (an iNaturalist export, a catalog, a config)",
-                             metavar="BENCHMARK", members=_builders))
+                             metavar="BENCHMARK", members=_builders, aliases=_builder_aliases))
 
 
 # --- load ---------------------------------------------------------------------------------------
