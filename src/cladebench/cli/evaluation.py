@@ -22,7 +22,7 @@ from cladebench.report import ReportConfig
 
 
 def _eval(config: EvalConfig) -> int:
-    from cladebench.evaluate.run import format_metrics, label_set_sizes, run_eval
+    from cladebench.evaluate.run import format_metrics, label_set_sizes, rows_line, run_eval
 
     record, path = run_eval(config)
     sizes = label_set_sizes(record)
@@ -36,6 +36,9 @@ def _eval(config: EvalConfig) -> int:
         labels = f"{sizes['all']} labels; " if "all" in sizes else ""
     print(f"{record.task} on {config.dataset} with {record.model_name()} "
           f"({labels}{record.provenance['dataset']['evaluated_rows']} images)")
+    left_out = rows_line(record)
+    if left_out is not None:
+        print(left_out)
     print(format_metrics(record))
     print(f"label: {record.label}")
     print(f"run record: {path}")

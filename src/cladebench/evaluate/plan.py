@@ -27,7 +27,13 @@ from cladebench.evaluate.benchmarks import Located, apply_protocol, locate, name
 from cladebench.evaluate.checks import check_before_model, check_model_given
 from cladebench.evaluate.record import check_out_outside_dataset
 from cladebench.evaluate.reviewed import reviewed_labels
-from cladebench.evaluate.selection import and_filters, exposure_filter, select_groups
+from cladebench.evaluate.selection import (
+    and_filters,
+    check_unique_uuids,
+    exposure_filter,
+    select_groups,
+    selection_filter,
+)
 from cladebench.models import registry as model_registry
 from cladebench.models.spec import ModelSpec
 
@@ -64,6 +70,8 @@ class EvalPlan:
     """Each group's SQL filter."""
     rows_without_group: int
     """Selected rows with no value in the partition column: in no group, so not evaluated (said, and recorded)."""
+    rows_selected: int
+    """Rows the filter, the exposure options and ``--within`` select (each uuid once: checked)."""
     reviewed: Any = None
     """The experts' labels a ``--labels-from-reviews`` run scores against (None otherwise)."""
 
@@ -131,9 +139,11 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
     group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where)
+    rows_selected = check_unique_uuids(dataset, selection_filter(dataset, where, settings))
     return EvalPlan(config=config, task=task, settings=settings, spec=spec, uri=uri, located=located, given=given,
                     off_protocol=off_protocol, where=where, group_column=group_column, groups=tuple(groups),
-                    group_filters=group_filters, rows_without_group=rows_without_group, reviewed=reviewed)
+                    group_filters=group_filters, rows_without_group=rows_without_group, rows_selected=rows_selected,
+                    reviewed=reviewed)
 
 
 def task_config(task_config_class: type, config: Any) -> Any:

@@ -393,6 +393,7 @@ def _record(plan: EvalPlan, scored: _Scored, encoder: Any) -> RunRecord:
     dataset["benchmark_source"] = plan.located.provenance if plan.located is not None else None
     provenance = {
         "dataset": dataset,
+        "rows": row_accounting(plan, scored.table, len(evaluated)),
         "plan": plan.provenance(),
         "comparability": comparability_key(plan, infos, label_sets, dataset["evaluated_fingerprint"]),
         "exposure": {"unseen_only": config.unseen_only, "not_seen_by": config.not_seen_by},
@@ -440,6 +441,38 @@ def recorded_labels(labels: Sequence[str]) -> dict[str, Any]:
     return {"labels": labels if listed else None, "labels_count": len(labels), "labels_sha256": label_digest(labels),
             **({} if listed else {"labels_omitted": f"{len(labels):,} labels, more than the {LABELS_IN_RECORD:,} a "
                                   "run record lists; labels_sha256 and the label set's source identify them"})}
+
+
+def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str, Any]:
+    """What became of the selected rows: how many were evaluated, and every row left out by reason (no group
+    value; not predicted by the task: no usable vector, e.g. a photo that failed to download, or no label at the
+    rank; predicted but not scored at the label rank, e.g. a genus-only row at species)."""
+    left_out: dict[str, int] = {}
+    if plan.rows_without_group:
+        left_out[f"no {plan.group_column} value"] = plan.rows_without_group
+    not_predicted = plan.rows_selected - plan.rows_without_group - evaluated
+    if not_predicted > 0:
+        reason = ("never a query: support images in every repetition, classes too small for the shots, no usable "
+                  "vector or no label at the rank" if plan.task.name == "fewshot"
+                  else "not predicted: no usable vector (e.g. a photo not retrieved) or no label at the rank")
+        left_out[reason] = not_predicted
+    if "scored" in table.column_names:
+        unscored = table.filter(pc.invert(table.column("scored").fill_null(False)))
+        count = len(pc.unique(unscored.column("uuid")))
+        if count:
+            rank = getattr(plan.settings, "rank", "the label rank")
+            left_out[f"predicted, not scored at {rank}: no {rank} in the label set (e.g. genus-only rows)"] = count
+    return {"selected": plan.rows_selected, "evaluated": evaluated, "left_out": left_out}
+
+
+def rows_line(record: RunRecord) -> str | None:
+    """The console's line on rows left out, by reason (None when every selected row was evaluated and scored)."""
+    rows = record.provenance.get("rows") or {}
+    left_out = rows.get("left_out") or {}
+    if not left_out:
+        return None
+    return (f"{rows.get('evaluated')} of {rows.get('selected')} selected rows evaluated; left out: "
+            + "; ".join(f"{count} {reason}" for reason, count in left_out.items()))
 
 
 def _task_info(info: dict[str, Any]) -> dict[str, Any]:
