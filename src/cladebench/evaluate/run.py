@@ -251,11 +251,13 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
 
 
 def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
-    """The model an evaluation scores with, built from the resolved --model: an encoder (torch is imported here,
-    not before), or a stand-in for a model behind an endpoint."""
+    """The model an evaluation scores with, from the resolved --model: an image-text encoder built on first use of
+    its weights (a run whose text embeddings are all cached never imports torch), or a stand-in for a model
+    behind an endpoint."""
     from cladebench.models.build import build_model
+    from cladebench.models.deferred import DeferredEncoder
 
-    return build_model(spec, device=config.device)
+    return DeferredEncoder(spec, config.device) if spec.kind == "clip" else build_model(spec, device=config.device)
 
 
 def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
