@@ -6,9 +6,10 @@ package's Parquet, or any Parquet in its layout: ``id``, ``kingdom`` .. ``genus`
 ``scientificName``, ``taxonRank``) in one read of it.
 
 How a label is matched: lower case, underscores read as spaces, runs of spaces as one, and a trailing
-qualifier that names no taxon (``sp``, ``sp.``, ``spp``, ``spp.``, ``species``) dropped; with ``authorship``,
-also an author and year after the name (``Vulpes vulpes (Linnaeus, 1758)``, ``Morus L.``), as Darwin Core's
-``scientificName`` writes them. Then compared with the backbone's ``scientificName`` in lower case, at the seven
+qualifier that names no taxon (``sp``, ``sp.``, ``spp``, ``spp.``, ``species``) dropped; with ``authorship``, a
+name that matches nothing so is tried once more without an author and year after it (``Vulpes vulpes (Linnaeus,
+1758)``, ``Morus L.``), as Darwin Core's ``scientificName`` writes them (only then: ``Morus Alba`` is the species,
+not the genus with an author). Then compared with the backbone's ``scientificName`` in lower case, at the seven
 ranks only (a subgenus that shares its genus's name is not a second match). The record's ``status``:
 
 - ``exact``: the label as written (in any case) is one taxon's name;
@@ -145,14 +146,20 @@ def resolve_labels(labels: Iterable[str], backbone: str | Path | None = None, *,
     """Label -> its :class:`Resolution`, every label looked up in one read of the backbone."""
     path = backbone_path(backbone)
     labels = sorted(set(labels))
-    queries = {label: normalise_label(label, authorship=authorship) for label in labels}
+    queries = {label: [normalise_label(label)] for label in labels}
+    if authorship:
+        for label, tried in queries.items():
+            if (bare := normalise_label(label, authorship=True)) != tried[0]:
+                tried.append(bare)
     by_name: dict[str, dict[tuple[str | None, ...], tuple[Rank, Lineage, str]]] = {}
-    for row in _backbone_rows(path, set(queries.values())) if queries else []:
+    wanted = {query for tried in queries.values() for query in tried}
+    for row in _backbone_rows(path, wanted) if wanted else []:
         rank, lineage = _lineage(row)
         key = str(row["scientificName"]).lower()
         by_name.setdefault(key, {}).setdefault(lineage.names, (rank, lineage, str(row["scientificName"])))
     out = {}
-    for label, query in queries.items():
+    for label, tried in queries.items():
+        query = next((q for q in tried if q in by_name), tried[0])
         matches = by_name.get(query, {})
         if not matches:
             out[label] = Resolution(label, query, "unresolved")
