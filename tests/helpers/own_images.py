@@ -63,3 +63,43 @@ def write_small_backbone(path: Path) -> Path:
     table = pa.Table.from_pylist([dict(zip(names, row, strict=True)) for row in rows])
     pq.write_table(table.append_column("infraspecificEpithet", pa.nulls(len(rows), pa.string())), path)
     return path
+
+
+GBIF_DOWNLOAD = "python-dwca-reader/dwca/test/sample_files/gbif-results.zip"
+"""A real GBIF occurrence download (no multimedia.txt), relative to the real-format data folder."""
+MULTIMEDIA_COLUMNS = ["gbifID", "type", "format", "identifier", "references", "title", "description", "source",
+                      "audience", "created", "creator", "contributor", "publisher", "license", "rightsHolder"]
+"""The Simple Multimedia extension's columns in the order GBIF's DWCA downloads write multimedia.txt."""
+_MULTIMEDIA_META = """  <extension encoding="UTF-8" fieldsTerminatedBy="\\t" linesTerminatedBy="\\n" fieldsEnclosedBy=""
+      ignoreHeaderLines="1" rowType="http://rs.gbif.org/terms/1.0/Multimedia">
+    <files><location>multimedia.txt</location></files>
+    <coreid index="0" />
+{fields}
+  </extension>
+</archive>"""
+_TERMS = {"type": "http://purl.org/dc/terms/type", "format": "http://purl.org/dc/terms/format",
+          "identifier": "http://purl.org/dc/terms/identifier", "references": "http://purl.org/dc/terms/references",
+          "title": "http://purl.org/dc/terms/title", "description": "http://purl.org/dc/terms/description",
+          "source": "http://purl.org/dc/terms/source", "audience": "http://purl.org/dc/terms/audience",
+          "created": "http://purl.org/dc/terms/created", "creator": "http://purl.org/dc/terms/creator",
+          "contributor": "http://purl.org/dc/terms/contributor", "publisher": "http://purl.org/dc/terms/publisher",
+          "license": "http://purl.org/dc/terms/license", "rightsHolder": "http://purl.org/dc/terms/rightsHolder"}
+
+
+def gbif_download_with_multimedia(download: Path, out_zip: Path, media: list[dict[str, str]]) -> Path:
+    """The real GBIF download with a multimedia.txt in GBIF's layout added (its rows ``media``, keyed by
+    ``gbifID``, the core's id) and declared in meta.xml, zipped again as GBIF ships it."""
+    import zipfile
+
+    with zipfile.ZipFile(download) as source, zipfile.ZipFile(out_zip, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "meta.xml":
+                fields = "\n".join(f'    <field index="{i}" term="{_TERMS[name]}"/>'
+                                   for i, name in enumerate(MULTIMEDIA_COLUMNS) if name in _TERMS)
+                data = data.decode().replace("</archive>", _MULTIMEDIA_META.format(fields=fields)).encode()
+            target.writestr(item, data)
+        lines = ["\t".join(MULTIMEDIA_COLUMNS)] + ["\t".join(row.get(c, "") for c in MULTIMEDIA_COLUMNS)
+                                                    for row in media]
+        target.writestr("multimedia.txt", "\n".join(lines) + "\n")
+    return out_zip

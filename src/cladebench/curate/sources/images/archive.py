@@ -9,8 +9,9 @@ the occurrence's own ``license`` and ``rightsHolder`` stand in where the image h
 the rest by its Darwin Core terms (:mod:`.columns`): ``scientificName`` (an author and year after the name are
 dropped for resolution), the ranks, ``vernacularName``, ``decimalLatitude``, ``decimalLongitude``,
 ``eventDate``; its ``occurrenceID`` (or ``gbifID``) is the row's ``source_id``, so the images of one occurrence
-stay on one side of a split. An occurrence with no image is a record with the problem ``no_image``: counted,
-not written.
+stay on one side of a split. An archive without the extension may list image URLs in the core's
+``associatedMedia`` (separated by ``|``); one with neither is an error before anything is written. An occurrence
+with no image is a record with the problem ``no_image``: counted, not written.
 
 The download's ``rights.txt`` and ``citations.txt`` (what GBIF asks users to cite and respect) and the titles of
 its source datasets are kept for the card.
@@ -108,6 +109,11 @@ class ArchiveSource:
                     self.notes[name] = handle.read()
         if "label" not in self.mapping and not any(r in self.mapping for r in ("genus", "species")):
             raise SchemaError(f"{self.path}: the core has no scientificName nor rank terms; its terms are {terms}")
+        self.media_term = next((t for t in terms if t.lower() == "associatedmedia"), None)
+        if not has_media and self.media_term is None:
+            raise SchemaError(f"{self.path}: no images: the archive has no Simple Multimedia extension ({MULTIMEDIA}) "
+                              "and its core no associatedMedia; a GBIF download has images in its DWCA format "
+                              "(multimedia.txt), not in Simple CSV")
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
         with open_archive(self.path) as archive:
@@ -115,7 +121,8 @@ class ArchiveSource:
                 for number, row in enumerate(archive, 1):
                     yield from self._occurrence(number, row)
             except _errors() as exc:
-                raise SchemaError(f"{self.path}: cannot be read on: {type(exc).__name__}: {exc}") from None
+                raise SchemaError(f"{self.path}: not a readable Darwin Core Archive: {type(exc).__name__}: "
+                                  f"{exc}") from None
 
     def _occurrence(self, number: int, row: Any) -> Iterator[ImageRecord]:
         cells = _cells(row.data)
@@ -124,6 +131,9 @@ class ArchiveSource:
         mapped.values["source_id"] = mapped.values.get("source_id") or occurrence
         media = [_cells(e.data) for e in row.extensions if e.rowtype == MULTIMEDIA]
         media = [m for m in media if _is_image(m)]
+        if not media and self.media_term is not None:  # the core's own list of image URLs
+            media = [{"identifier": url.strip()} for url in (text(cells.get(self.media_term)) or "").split("|")
+                     if url.strip()]
         where = f"occurrence {occurrence} (core row {number})"
         if not media:
             yield ImageRecord(key=f"occurrence:{occurrence}", where=where, label=mapped.label, ranks=mapped.ranks,

@@ -45,7 +45,7 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "observed_on": ("eventdate", "observedon", "date", "observationdate", "dateobserved", "datetime"),
     "license": ("license", "licence", "licensename", "dctermslicense", "rights"),
     "attribution": ("attribution", "rightsholder", "dctermsrightsholder", "creator", "dctermscreator", "author",
-                    "photographer", "recordedby"),
+                    "photographer"),
     "group": ("observationid", "occurrenceid", "gbifid", "sequenceid", "seqid", "sequence", "eventid", "siteid",
               "site", "locationid"),
     "source_url": ("references", "sourceurl", "observationurl", "occurrenceurl"),
