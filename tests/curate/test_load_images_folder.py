@@ -119,6 +119,18 @@ def test_another_backbone_in_the_same_layout(tmp_path: Path) -> None:
     assert (rows["morus_alba"]["kingdom"], rows["morus_alba"]["species"]) == ("Plantae", "Morus alba")
 
 
+def test_your_own_license_and_name_stand_in_where_the_source_has_none(tmp_path: Path) -> None:
+    root = tmp_path / "photos"
+    (root / "Bufo bufo").mkdir(parents=True)
+    (root / "Bufo bufo" / "toad.jpg").write_bytes(_jpeg())
+    assert main(["load", "images", str(root), "--out", str(tmp_path / "out"), "--license", "CC BY 4.0",
+                 "--attribution", "Jane Doe"]) == 0
+    (row,) = store.open_dataset(tmp_path / "out").to_table().to_pylist()
+    assert (row["license_name"], row["license_link"], row["attribution"]) == (
+        "cc-by", "https://creativecommons.org/licenses/by/4.0/", "Jane Doe")
+    assert "no license" not in (tmp_path / "out" / "README.md").read_text()
+
+
 def test_a_missing_backbone_or_source_is_one_line_before_anything_is_written(tmp_path: Path) -> None:
     (tmp_path / "photos" / "Vulpes vulpes").mkdir(parents=True)
     with pytest.raises(CladebenchError, match="taxonomy backbone not found"):

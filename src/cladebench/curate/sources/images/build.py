@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from cladebench.curate.fetch import DownloadConfig, DownloadItem, DownloadReport, download
 from cladebench.curate.sources.images.card import ImagesLoadSummary, render_card
-from cladebench.curate.sources.images.columns import parse_overrides
+from cladebench.curate.sources.images.columns import license_columns, parse_overrides
 from cladebench.curate.sources.images.kinds import ImageSource, open_source
 from cladebench.curate.sources.images.labels import EXTRA_COLUMNS, taxon_columns
 from cladebench.curate.sources.images.records import ImageRecord, Uuids
@@ -75,6 +75,8 @@ class _Writer:
         self.failures: list[dict[str, Any]] = []
         self.download_failures = {f.key: f for f in report.failures} if report is not None else {}
         self.check = IMAGE_CHECKS.get_named(image_check)
+        self.defaults: dict[str, Any] = {}
+        """Values for the rows whose source gives none (``--license``, ``--attribution``)."""
 
     def fail(self, record: ImageRecord, uuid: str | None, reason: str, detail: str) -> None:
         self.summary.failed_by_reason[reason] += 1
@@ -134,6 +136,9 @@ class _Writer:
         from cladebench.images import sniff_format
 
         values = {k: v for k, v in record.values.items() if not k.startswith("_")}
+        if not values.get("license_name"):
+            values.update({k: v for k, v in self.defaults.items() if k.startswith("license")})
+        values["attribution"] = values.get("attribution") or self.defaults.get("attribution")
         row = {**values, **taxon_columns(record, self.resolutions), "uuid": uuid, "image": data,
                "image_format": sniff_format(data), "source_dataset": values.get("source_dataset") or "own-images"}
         row["source_id"] = row.get("source_id") or record.key
@@ -148,6 +153,13 @@ class _Writer:
         return row
 
 
+def _defaults(license: str | None, attribution: str | None) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"attribution": attribution}
+    if license is not None:
+        defaults["license_name"], defaults["license_link"] = license_columns(license)
+    return defaults
+
+
 def _lift(dataset_dir: Path, folder: Path) -> None:
     """Move a Lance dataset's entries up into ``folder`` (its paths inside are relative, so it stays whole)."""
     for entry in dataset_dir.iterdir():
@@ -158,9 +170,10 @@ def _lift(dataset_dir: Path, folder: Path) -> None:
 def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto", columns: Sequence[str] = (),
                          images_dir: str | Path | None = None, taxonomy: str | Path | None = None,
                          limit: int | None = None, download_dir: str | Path | None = None,
-                         download_config: DownloadConfig | None = None, overwrite: bool = False
-                         ) -> ImagesLoadSummary:
-    """Load the images of ``path`` into a Lance dataset at ``out`` (see the module docstring)."""
+                         download_config: DownloadConfig | None = None, license: str | None = None,
+                         attribution: str | None = None, overwrite: bool = False) -> ImagesLoadSummary:
+    """Load the images of ``path`` into a Lance dataset at ``out`` (see the module docstring); ``license`` and
+    ``attribution`` stand in for the rows whose source names none."""
     from cladebench import store
     from cladebench.paths import atomic_write_parquet
 
@@ -195,6 +208,7 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
             summary.download = report
         writer = _Writer(source, summary, summary.resolutions, report, sorted(extras), limit,
                          download_config.image_check)
+        writer.defaults = _defaults(license, attribution)
         batches = writer.batches()
         first = next(batches, None)
         if first is None:
