@@ -107,3 +107,41 @@ def test_a_wrong_or_missing_column_exits_4_naming_the_columns(tmp_path: Path,
         build_images_dataset(bare, tmp_path / "o2")
     assert main(["load", "images", str(table), "--out", str(tmp_path / "o3"), "--column", "colour=x"]) == 2
     assert not any((tmp_path / name).exists() for name in ("o1", "o2", "o3"))
+
+
+def test_ctrl_c_while_fetching_leaves_no_output_and_a_rerun_fetches_only_the_rest(tmp_path: Path) -> None:
+    """A real SIGINT to the command while its downloads are in flight: exit 130, no OUT and no staging folder
+    beside it; the rerun refetches none of the images the first run finished."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import cladebench
+    from helpers.image_host import hold
+
+    with image_host() as host:
+        host.state.routes["/quick.jpg"] = ok(JPEG)
+        for i in range(4):
+            host.state.routes[f"/slow-{i}.jpg"] = hold(30, ok(PNG, "image/png"))
+        rows = [["/quick.jpg", "Vulpes vulpes"]] + [[f"/slow-{i}.jpg", "Canis lupus"] for i in range(4)]
+        table = _write_csv(tmp_path / "photos.csv", ["url", "scientificName"],
+                           [[host.url(path), name] for path, name in rows])
+        out, downloads = tmp_path / "out.lance", tmp_path / "downloads"
+        command = [sys.executable, "-m", "cladebench", "load", "images", str(table), "--out", str(out),
+                   "--download-dir", str(downloads), "--concurrency", "1"]
+        env = {**os.environ, "PYTHONPATH": str(Path(cladebench.__file__).parents[1])}
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while host.state.requests["/slow-0.jpg"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host.state.requests["/quick.jpg"] == 1  # fetched; the first slow one is in flight
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 130, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["downloads", "photos.csv"]  # no OUT, no staging
+        for i in range(4):
+            host.state.routes[f"/slow-{i}.jpg"] = ok(PNG, "image/png")
+        summary = build_images_dataset(table, out, download_dir=downloads, download_config=FAST)
+    assert summary.written == 5 and host.state.requests["/quick.jpg"] == 1
