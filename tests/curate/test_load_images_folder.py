@@ -131,6 +131,16 @@ def test_your_own_license_and_name_stand_in_where_the_source_has_none(tmp_path: 
     assert "no license" not in (tmp_path / "out" / "README.md").read_text()
 
 
+def test_nested_folders_keep_the_folders_above_the_taxon_as_split_folder(tmp_path: Path) -> None:
+    for split, seed in (("train", 1), ("val", 2)):
+        (tmp_path / "photos" / split / "Bufo bufo").mkdir(parents=True)
+        (tmp_path / "photos" / split / "Bufo bufo" / "toad.jpg").write_bytes(_jpeg(seed))
+    build_images_dataset(tmp_path / "photos", tmp_path / "out")
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["split_folder", "species", "source_id"])
+    assert sorted(zip(*rows.to_pydict().values(), strict=True)) == [
+        ("train", "Bufo bufo", "train/Bufo bufo/toad.jpg"), ("val", "Bufo bufo", "val/Bufo bufo/toad.jpg")]
+
+
 def test_a_missing_backbone_or_source_is_one_line_before_anything_is_written(tmp_path: Path) -> None:
     (tmp_path / "photos" / "Vulpes vulpes").mkdir(parents=True)
     with pytest.raises(CladebenchError, match="taxonomy backbone not found"):
@@ -139,7 +149,7 @@ def test_a_missing_backbone_or_source_is_one_line_before_anything_is_written(tmp
     assert not (tmp_path / "out").exists()
 
 
-def _jpeg() -> bytes:
+def _jpeg(seed: int = 0) -> bytes:
     from helpers.images import picture
 
-    return picture(0)
+    return picture(seed)

@@ -141,8 +141,6 @@ class ArchiveSource:
             return
         for i, item in enumerate(media, 1):
             values = dict(mapped.values)
-            if mapped.dropped:
-                values["_dropped"] = mapped.dropped
             license_name, license_link = license_columns(item.get("license"))
             if license_name is not None:
                 values["license_name"], values["license_link"] = license_name, license_link
@@ -151,7 +149,7 @@ class ArchiveSource:
             url = text(item.get("identifier"))
             values["source_url"] = text(item.get("references")) or url
             record = ImageRecord(key=f"{occurrence}:{url or i}", where=f"{where}, image {i}", label=mapped.label,
-                                 ranks=mapped.ranks, values=values)
+                                 ranks=mapped.ranks, values=values, set_null=mapped.dropped)
             if url is None:
                 record.problem = ("no_image", "the multimedia row has no identifier (URL)")
             elif url.startswith(("http://", "https://")):

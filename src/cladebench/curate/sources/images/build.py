@@ -135,7 +135,7 @@ class _Writer:
     def row(self, record: ImageRecord, uuid: str, data: bytes) -> dict[str, Any]:
         from cladebench.images import sniff_format
 
-        values = {k: v for k, v in record.values.items() if not k.startswith("_")}
+        values = dict(record.values)
         if not values.get("license_name"):
             values.update({k: v for k, v in self.defaults.items() if k.startswith("license")})
         values["attribution"] = values.get("attribution") or self.defaults.get("attribution")
@@ -149,7 +149,7 @@ class _Writer:
             summary.rows_by_label[record.label] += 1
         summary.licenses[row.get("license_name") or "none"] += 1
         summary.without_attribution += not row.get("attribution")
-        summary.values_set_null.update(record.values.get("_dropped", ()))
+        summary.values_set_null.update(record.set_null)
         return row
 
 

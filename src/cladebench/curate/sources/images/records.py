@@ -37,6 +37,8 @@ class ImageRecord:
     """A local file to read, when the source points to one."""
     url: str | None = None
     """An http(s) URL to fetch through the downloader, when the source points to one."""
+    set_null: list[str] = field(default_factory=list)
+    """Fields the source gives but that could not be read (a latitude of 95), left null and counted in the card."""
     problem: tuple[str, str] | None = None
     """(reason, detail) when the record cannot become a row (no image given, an unreadable value)."""
 

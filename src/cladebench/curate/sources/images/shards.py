@@ -99,6 +99,7 @@ class ShardSource:
                 mapping = map_columns(list(cells), present, where=f"{where}.json")
                 mapped = mapped_values(cells, mapping)
                 record.label, record.ranks, record.values = mapped.label, mapped.ranks, mapped.values
+                record.set_null = mapped.dropped
         label = next((text(parts[p].decode("utf-8", "replace")) for p in _LABEL_PARTS if p in parts), None)
         record.label = label or record.label
         if record.label is None and "cls" in parts:

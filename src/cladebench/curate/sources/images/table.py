@@ -125,32 +125,30 @@ class TableSource:
             yield from pq.ParquetFile(path).iter_batches(batch_size=_BATCH_ROWS)
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
-        number = 0
         for path in self.files:
             base = self.images_dir or path.parent
+            name = path.relative_to(self.path).as_posix() if self.path.is_dir() else path.name
+            number = 0  # 1-based data row of this file, as the failures table names it
             try:
                 for batch in self._batches(path):
                     for cells in batch.to_pylist():
                         number += 1
-                        yield self._record(cells, number, path, base, images)
+                        yield self._record(cells, f"{name} row {number}", base, images)
             except (OSError, pa.ArrowInvalid) as exc:
                 raise SchemaError(f"{path}: cannot be read as a table after row {number}: {exc}") from None
 
-    def _record(self, cells: dict[str, Any], number: int, path: Path, base: Path, images: bool) -> ImageRecord:
+    def _record(self, cells: dict[str, Any], where: str, base: Path, images: bool) -> ImageRecord:
         for column, names in self.class_names.items():
             value = cells.get(column)
             if isinstance(value, int) and 0 <= value < len(names):
                 cells[column] = names[value]
         mapped = mapped_values(cells, self.mapping)
-        where = f"{path.name} row {number}"
-        record = ImageRecord(key=where, where=where, label=mapped.label, ranks=mapped.ranks, values=mapped.values)
-        if mapped.dropped:
-            record.values["_dropped"] = mapped.dropped
+        record = ImageRecord(key=where, where=where, label=mapped.label, ranks=mapped.ranks, values=mapped.values,
+                             set_null=mapped.dropped)
         cell = cells.get(self.mapping["image"])
         if isinstance(cell, dict):  # a Hugging Face Image feature
             if cell.get("bytes"):
                 record.image = cell["bytes"] if images else b""
-                record.key = f"{path.name}:{number}"
                 return record
             cell = cell.get("path")
         location = text(cell)
