@@ -65,17 +65,17 @@ def _row_schema(extras: Sequence[str]) -> pa.Schema:
 class _Writer:
     """The second pass: records to row batches, failures and counts gathered on the way."""
 
-    def __init__(self, source: ImageSource, summary: ImagesLoadSummary, resolutions: dict[str, Any],
-                 report: DownloadReport | None, extras: Sequence[str], limit: int | None, image_check: str) -> None:
+    def __init__(self, source: ImageSource, summary: ImagesLoadSummary, report: DownloadReport | None,
+                 extras: Sequence[str], limit: int | None, image_check: str, defaults: dict[str, Any]) -> None:
         from cladebench.curate.fetch.checks import IMAGE_CHECKS
 
-        self.source, self.summary, self.resolutions = source, summary, resolutions
+        self.source, self.summary, self.resolutions = source, summary, summary.resolutions
         self.report, self.limit = report, limit
         self.schema = _row_schema(extras)
         self.failures: list[dict[str, Any]] = []
         self.download_failures = {f.key: f for f in report.failures} if report is not None else {}
         self.check = IMAGE_CHECKS.get_named(image_check)
-        self.defaults: dict[str, Any] = {}
+        self.defaults = defaults
         """Values for the rows whose source gives none (``--license``, ``--attribution``)."""
 
     def fail(self, record: ImageRecord, uuid: str | None, reason: str, detail: str) -> None:
@@ -206,9 +206,8 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
                 download_dir = cache_dir("downloads")
             report = download(items, download_dir, download_config)
             summary.download = report
-        writer = _Writer(source, summary, summary.resolutions, report, sorted(extras), limit,
-                         download_config.image_check)
-        writer.defaults = _defaults(license, attribution)
+        writer = _Writer(source, summary, report, sorted(extras), limit, download_config.image_check,
+                         _defaults(license, attribution))
         batches = writer.batches()
         first = next(batches, None)
         if first is None:
