@@ -25,6 +25,7 @@ Why a module: the one kind whose records join two files, through the library tha
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -66,22 +67,18 @@ def _errors() -> tuple[type[BaseException], ...]:
             IndexError, ValueError, AttributeError, TypeError)
 
 
-@contextlib.contextmanager
-def open_archive(path: Path) -> Iterator[Any]:
-    """The archive opened by ``python-dwca-reader``; its failures as one :class:`SchemaError` line."""
+def open_archive(path: Path) -> Any:
+    """The archive opened by ``python-dwca-reader`` (a zip or tgz unpacked once, to a temporary folder its
+    ``close`` removes); its failures as one :class:`SchemaError` line."""
     try:
         from dwca.read import DwCAReader
     except ImportError:
         raise CladebenchError("reading a Darwin Core Archive needs python-dwca-reader: pip install "
                               "'cladebench[dwca]'") from None
     try:
-        reader = DwCAReader(str(path))
+        return DwCAReader(str(path))
     except _errors() as exc:
         raise SchemaError(f"{path}: not a readable Darwin Core Archive: {type(exc).__name__}: {exc}") from None
-    try:
-        yield reader
-    finally:
-        reader.close()
 
 
 class ArchiveSource:
@@ -94,19 +91,26 @@ class ArchiveSource:
         if not self.path.exists():
             raise CladebenchError(f"{self.path}: no such file or folder")
         self.overrides = dict(overrides)
-        with open_archive(self.path) as archive:
-            terms = sorted(_term(t) for t in archive.core_file.file_descriptor.terms)
-            self.mapping = map_columns(terms, self.overrides, where=f"{self.path} (core)")
-            has_media = any(f.file_descriptor.type == MULTIMEDIA
-                            for f in archive.extension_files)
-            self.notes: dict[str, Any] = {
-                "archive": str(self.path), "core": archive.descriptor.core.type if archive.descriptor else None,
-                "multimedia_extension": has_media,
-                "source_datasets": sorted(_title(eml) for eml in (archive.source_metadata or {}).values()),
-            }
-            for name in INCLUDED_TEXTS:
-                with contextlib.suppress(*_errors()), archive.open_included_file(name, encoding="utf-8") as handle:
-                    self.notes[name] = handle.read()
+        self.archive = open_archive(self.path)
+        self._close = weakref.finalize(self, self.archive.close)  # read twice, unpacked once
+        try:
+            self._describe(self.archive)
+        except BaseException:
+            self._close()
+            raise
+
+    def _describe(self, archive: Any) -> None:
+        terms = sorted(_term(t) for t in archive.core_file.file_descriptor.terms)
+        self.mapping = map_columns(terms, self.overrides, where=f"{self.path} (core)")
+        has_media = any(f.file_descriptor.type == MULTIMEDIA for f in archive.extension_files)
+        self.notes: dict[str, Any] = {
+            "archive": str(self.path), "core": archive.descriptor.core.type if archive.descriptor else None,
+            "multimedia_extension": has_media,
+            "source_datasets": sorted(_title(eml) for eml in (archive.source_metadata or {}).values()),
+        }
+        for name in INCLUDED_TEXTS:
+            with contextlib.suppress(*_errors()), archive.open_included_file(name, encoding="utf-8") as handle:
+                self.notes[name] = handle.read()
         if "label" not in self.mapping and not any(r in self.mapping for r in ("genus", "species")):
             raise SchemaError(f"{self.path}: the core has no scientificName nor rank terms; its terms are {terms}")
         self.media_term = next((t for t in terms if t.lower() == "associatedmedia"), None)
@@ -116,13 +120,12 @@ class ArchiveSource:
                               "(multimedia.txt), not in Simple CSV")
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
-        with open_archive(self.path) as archive:
-            try:
-                for number, row in enumerate(archive, 1):
-                    yield from self._occurrence(number, row)
-            except _errors() as exc:
-                raise SchemaError(f"{self.path}: not a readable Darwin Core Archive: {type(exc).__name__}: "
-                                  f"{exc}") from None
+        try:
+            for number, row in enumerate(self.archive, 1):
+                yield from self._occurrence(number, row)
+        except _errors() as exc:
+            raise SchemaError(f"{self.path}: not a readable Darwin Core Archive: {type(exc).__name__}: "
+                              f"{exc}") from None
 
     def _occurrence(self, number: int, row: Any) -> Iterator[ImageRecord]:
         cells = _cells(row.data)
