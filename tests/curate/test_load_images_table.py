@@ -1,5 +1,5 @@
 """``cladebench load images`` on tables: a CSV of URLs in Darwin Core terms fetched from a real HTTP server on
-127.0.0.1 (one URL gone, one host unreachable: failures rows, not an abort), a flat folder with a TSV of labels,
+127.0.0.1 (one URL gone, one host unreachable: failures rows, not an abort), a flat folder with a table of labels,
 Parquet with a column named by an option, and tables with a wrong or missing column."""
 
 from __future__ import annotations
@@ -68,12 +68,13 @@ def test_a_darwin_core_csv_of_urls_is_fetched_and_a_failed_url_is_a_failures_row
     assert "| http_404 | 1 |" in card and "**1 rows have no license.**" in card and "| latitude | 1 |" in card
 
 
-def test_a_flat_folder_with_a_tsv_of_labels_beside_it(tmp_path: Path) -> None:
+def test_a_flat_folder_with_a_table_of_labels_beside_it(tmp_path: Path) -> None:
+    """Tab-separated under a .csv name, as GBIF writes its simple CSV: the header says which."""
     photos = tmp_path / "season-2024"
     photos.mkdir()
     for i in range(3):
         (photos / f"IMG_{i}.jpg").write_bytes(picture(i))
-    labels = _write_csv(tmp_path / "labels.tsv", ["file", "species", "common name", "site"],
+    labels = _write_csv(tmp_path / "labels.csv", ["file", "species", "common name", "site"],
                         [["IMG_0.jpg", "Canis lupus", "wolf", "north"], ["IMG_1.jpg", "canis_lupus", "", "north"],
                          ["IMG_2.jpg", "Quercus robur", "oak", "south"], ["IMG_9.jpg", "Canis lupus", "", "south"]],
                         delimiter="\t")
@@ -84,7 +85,7 @@ def test_a_flat_folder_with_a_tsv_of_labels_beside_it(tmp_path: Path) -> None:
         ("north", "Canis lupus", "Animalia", "wolf"), ("north", "Canis lupus", "Animalia", None),
         ("south", "Quercus robur", "Plantae", "oak")]
     failures = pq.read_table(tmp_path / "out.lance" / "failures.parquet").to_pylist()
-    assert [(f["where"], f["reason"]) for f in failures] == [("labels.tsv row 4", "missing_file")]
+    assert [(f["where"], f["reason"]) for f in failures] == [("labels.csv row 4", "missing_file")]
 
 
 def test_parquet_with_a_column_named_by_an_option(tmp_path: Path) -> None:

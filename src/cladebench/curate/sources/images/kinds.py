@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.table import TABLE_SUFFIXES
 from cladebench.errors import CladebenchError, UsageError
 
 
@@ -67,7 +68,7 @@ def detect_kind(path: Path) -> str:
     """The kind of ``path`` (see the module docstring)."""
     name = path.name.lower()
     if path.is_file():
-        if name.endswith((".csv", ".tsv", ".txt", ".tab", ".parquet", ".arrow")):
+        if name.endswith(TABLE_SUFFIXES):
             return "table"
         if name.endswith((".zip", ".tgz")) or (name.endswith(".tar.gz") and "dwca" in name):
             return "dwca"

@@ -30,8 +30,10 @@ from cladebench.curate.sources.images.columns import RANK_FIELDS, SPELLINGS, map
 from cladebench.curate.sources.images.records import ImageRecord
 from cladebench.errors import CladebenchError, SchemaError
 
-TEXT_SUFFIXES = {".csv": ",", ".tsv": "\t", ".txt": "\t", ".tab": "\t"}
-"""Delimited text files by suffix, and their delimiter."""
+TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".tab")
+"""Delimited text files, by suffix; the delimiter is the header's (:func:`_text_batches`)."""
+TABLE_SUFFIXES = (*TEXT_SUFFIXES, ".parquet", ".arrow")
+"""Files read as a table."""
 _BATCH_ROWS = 256
 
 
@@ -115,7 +117,7 @@ class TableSource:
     def _batches(self, path: Path) -> Iterator[pa.RecordBatch]:
         suffix = path.suffix.lower()
         if suffix in TEXT_SUFFIXES:
-            yield from _text_batches(path, TEXT_SUFFIXES[suffix])
+            yield from _text_batches(path)
         elif suffix == ".arrow":
             with pa.memory_map(str(path)) as source:
                 yield from pa.ipc.open_stream(source)
@@ -165,12 +167,17 @@ class TableSource:
         return record
 
 
-def _text_batches(path: Path, delimiter: str) -> Iterator[pa.RecordBatch]:
-    """A delimited text file a batch at a time, every column as text (no type guessed from the first rows)."""
+def _text_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """A delimited text file a batch at a time, every column as text (no type guessed from the first rows).
+
+    Tab-separated when its header has more tabs than commas, whatever the suffix (GBIF's "simple CSV" download is
+    tab-separated), and then read without quoting, as GBIF writes it; otherwise CSV with quotes.
+    """
     import pyarrow.csv as pacsv
 
     with utf8_errors(path), open(path, encoding="utf-8-sig") as handle:
         header = next(iter(handle), "").rstrip("\r\n")
+    delimiter = "\t" if header.count("\t") > header.count(",") else ","
     names = header.split(delimiter) if delimiter == "\t" else next(csv.reader([header]), [])
     parse = pacsv.ParseOptions(delimiter=delimiter, quote_char='"' if delimiter == "," else False,
                                newlines_in_values=delimiter == ",")
@@ -181,4 +188,4 @@ def _text_batches(path: Path, delimiter: str) -> Iterator[pa.RecordBatch]:
         yield from reader
 
 
-__all__ = ["TEXT_SUFFIXES", "TableSource", "saved_dataset_files"]
+__all__ = ["TABLE_SUFFIXES", "TEXT_SUFFIXES", "TableSource", "saved_dataset_files"]
