@@ -141,6 +141,17 @@ def test_nested_folders_keep_the_folders_above_the_taxon_as_split_folder(tmp_pat
         ("train", "Bufo bufo", "train/Bufo bufo/toad.jpg"), ("val", "Bufo bufo", "val/Bufo bufo/toad.jpg")]
 
 
+def test_a_decompression_bomb_and_an_empty_file_are_left_out_with_their_reasons(tmp_path: Path) -> None:
+    from helpers.huge_png import huge_png
+
+    (tmp_path / "photos" / "Bufo bufo").mkdir(parents=True)
+    (tmp_path / "photos" / "Bufo bufo" / "toad.jpg").write_bytes(_jpeg())
+    (tmp_path / "photos" / "Bufo bufo" / "bomb.png").write_bytes(huge_png(30_000, 30_000))
+    (tmp_path / "photos" / "Bufo bufo" / "empty.jpg").write_bytes(b"")
+    summary = build_images_dataset(tmp_path / "photos", tmp_path / "out")
+    assert summary.written == 1 and summary.failed_by_reason == {"too_many_pixels": 1, "undecodable": 1}
+
+
 def test_a_missing_backbone_or_source_is_one_line_before_anything_is_written(tmp_path: Path) -> None:
     (tmp_path / "photos" / "Vulpes vulpes").mkdir(parents=True)
     with pytest.raises(CladebenchError, match="taxonomy backbone not found"):

@@ -86,7 +86,7 @@ class _Writer:
 
     def image_of(self, record: ImageRecord, uuid: str) -> bytes | None:
         """The record's bytes, checked; None (and a failure) when there are none to write."""
-        from cladebench.images import ImageDecodeError
+        from cladebench.images import ImageDecodeError, ImageTooLargeError
 
         if record.image is not None:
             data = record.image
@@ -109,8 +109,9 @@ class _Writer:
             return None
         try:
             self.check(data)
-        except ImageDecodeError as exc:
-            self.fail(record, uuid, "undecodable", exc.reason)
+        except ImageDecodeError as exc:  # the downloader's reasons, for the same refusals
+            self.fail(record, uuid, "too_many_pixels" if isinstance(exc, ImageTooLargeError) else "undecodable",
+                      exc.reason)
             return None
         return data
 

@@ -34,7 +34,8 @@ TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".tab")
 """Delimited text files, by suffix; the delimiter is the header's (:func:`_text_batches`)."""
 TABLE_SUFFIXES = (*TEXT_SUFFIXES, ".parquet", ".arrow")
 """Files read as a table."""
-_BATCH_ROWS = 256
+_BATCH_ROWS = 64
+"""Rows turned into Python values at once: a Hugging Face dataset's rows hold their images."""
 
 
 def _hf_features(schema: pa.Schema) -> dict[str, Any]:
@@ -133,9 +134,10 @@ class TableSource:
             number = 0  # 1-based data row of this file, as the failures table names it
             try:
                 for batch in self._batches(path):
-                    for cells in batch.to_pylist():
-                        number += 1
-                        yield self._record(cells, f"{name} row {number}", base, images)
+                    for start in range(0, batch.num_rows, _BATCH_ROWS):  # an Arrow file's batch may be large
+                        for cells in batch.slice(start, _BATCH_ROWS).to_pylist():
+                            number += 1
+                            yield self._record(cells, f"{name} row {number}", base, images)
             except (OSError, pa.ArrowInvalid) as exc:
                 raise SchemaError(f"{path}: cannot be read as a table after row {number}: {exc}") from None
 
