@@ -98,6 +98,20 @@ def test_parquet_with_a_column_named_by_an_option(tmp_path: Path) -> None:
     assert store.open_dataset(out).to_table().to_pylist()[0]["genus"] == "Bufo"
 
 
+def test_a_homonym_is_settled_by_the_rows_own_kingdom(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"{i}.jpg").write_bytes(picture(i))
+    table = _write_csv(tmp_path / "t.csv", ["file", "genus", "kingdom"],
+                       [["0.jpg", "Morus", "Plantae"], ["1.jpg", "Morus", "animalia"], ["2.jpg", "Morus", ""]])
+    summary = build_images_dataset(table, tmp_path / "out.lance")
+    rows = {r["source_id"]: r for r in store.open_dataset(tmp_path / "out.lance").to_table().to_pylist()}
+    assert [(rows[f"{i}.jpg"]["label_status"], rows[f"{i}.jpg"]["family"], rows[f"{i}.jpg"]["taxon_id"])
+            for i in range(3)] == [("disambiguated", "Moraceae", 56091), ("disambiguated", "Sulidae", 3800),
+                                   ("ambiguous", None, None)]
+    assert summary.resolutions["Morus"].status == "ambiguous"
+    assert summary.rows_by_status == {"disambiguated": 2, "ambiguous": 1}
+
+
 def test_a_wrong_or_missing_column_exits_4_naming_the_columns(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     table = _write_csv(tmp_path / "t.csv", ["path", "scientificName"], [["a.jpg", "Bufo bufo"]])

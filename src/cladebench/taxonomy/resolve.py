@@ -62,6 +62,9 @@ class Resolution:
     """Its lineage down to ``rank``, when resolved."""
     candidates: tuple[str, ...] = ()
     """When ambiguous: each taxon bearing the name, as ``kingdom: name (rank, id)``, so a person can choose."""
+    matches: tuple[Lineage, ...] = ()
+    """When ambiguous: each taxon bearing the name, as its lineage (its ``taxon_id`` set), in the order of
+    ``candidates``; a source that gives other ranks of its own may settle which one it means."""
 
     @property
     def resolved(self) -> bool:
@@ -164,9 +167,11 @@ def resolve_labels(labels: Iterable[str], backbone: str | Path | None = None, *,
         if not matches:
             out[label] = Resolution(label, query, "unresolved")
         elif len(matches) > 1:
-            candidates = tuple(sorted(f"{lineage.names[0]}: {name} ({rank.column}, {lineage.taxon_id})"
-                                      for rank, lineage, name in matches.values()))
-            out[label] = Resolution(label, query, "ambiguous", candidates=candidates)
+            found = sorted(matches.values(), key=lambda m: (str(m[1].names[0]), m[1].taxon_id or 0))
+            candidates = tuple(f"{lineage.names[0]}: {name} ({rank.column}, {lineage.taxon_id})"
+                               for rank, lineage, name in found)
+            out[label] = Resolution(label, query, "ambiguous", candidates=candidates,
+                                    matches=tuple(lineage for _, lineage, _ in found))
         else:
             ((rank, lineage, name),) = matches.values()
             status = "exact" if " ".join(label.split()).lower() == query else "normalised"

@@ -19,7 +19,8 @@ from typing import Any
 
 from cladebench.curate.builders.cards import markdown_table
 from cladebench.curate.fetch import DownloadReport
-from cladebench.taxonomy.resolve import STATUSES, Resolution
+from cladebench.curate.sources.images.labels import ROW_STATUSES
+from cladebench.taxonomy.resolve import Resolution
 
 
 @dataclass
@@ -93,7 +94,7 @@ class ImagesLoadSummary:
 
 
 def _status_order(status: str) -> int:
-    return STATUSES.index(status) if status in STATUSES else len(STATUSES)
+    return ROW_STATUSES.index(status) if status in ROW_STATUSES else len(ROW_STATUSES)
 
 
 def render_card(summary: ImagesLoadSummary) -> str:
@@ -111,7 +112,8 @@ def render_card(summary: ImagesLoadSummary) -> str:
     parts += ["", "## Labels", "",
               "Each distinct label resolved against the backbone: `exact` (the name as written), `normalised` "
               "(after case, underscores, a trailing `sp.` or an author and year), `ambiguous` (several taxa bear "
-              "it; the row keeps the source's own ranks, if any), `unresolved` (no taxon bears it; the row keeps "
+              "it; a row whose own rank columns agree with one of them is `disambiguated` to it, the others keep "
+              "the source's own ranks, if any), `unresolved` (no taxon bears it; the row keeps "
               "its label as `scientific_name`). Rows record `source_label` and `label_status`.", "",
               markdown_table(["status", "rows"], sorted(s.rows_by_status.items(), key=lambda kv: _status_order(kv[0]))),
               "", markdown_table(
