@@ -55,7 +55,8 @@ class FolderSource:
             if path.suffix.lower() not in IMAGE_SUFFIXES:
                 record.problem = ("not_an_image_file", f"{path.suffix or 'no suffix'} is not an image file name")
             elif record.label is None:
-                record.problem = ("no_label", "directly in the root folder; put it in a folder named after its taxon")
+                record.problem = ("no_label", "directly in the root folder: put it in a folder named after its "
+                                              "taxon, or load a table of labels (--images-dir: where the files are)")
             yield record
 
 

@@ -1,10 +1,10 @@
 """The kinds of image source, by name, and which kind a path is when none is named.
 
 ``--layout auto`` (the default) looks at the path: a ``.csv``/``.tsv``/``.txt``/``.parquet``/``.arrow`` file is a
-table; a ``.zip``, ``.tgz`` or a folder with a ``meta.xml`` is a Darwin Core Archive; a ``.tar`` (or
-``.tar.gz``) file, or a folder of them, is WebDataset shards; a folder with a ``state.json`` or
-``dataset_dict.json`` (what ``datasets``' ``save_to_disk`` writes) or with Parquet files is a table; any other
-folder is a folder tree. A file that is none of these is a usage error naming the kinds.
+table; a ``.zip``, ``.tgz`` or a folder with a ``meta.xml`` is a Darwin Core Archive; a ``.tar`` (or ``.tar.gz``)
+file, or a folder of them without subfolders (other files there are not read), is WebDataset shards; a folder with a
+``state.json`` or ``dataset_dict.json`` (what ``datasets``' ``save_to_disk`` writes) or with Parquet files is a
+table; any other folder is a folder tree. A file that is none of these is a usage error naming the kinds.
 
 Why a module: the one place that knows the kinds, so the build and the CLI's ``--layout`` choices agree.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.shards import SHARD_SUFFIXES
 from cladebench.curate.sources.images.table import TABLE_SUFFIXES
 from cladebench.errors import CladebenchError, UsageError
 
@@ -81,7 +82,7 @@ def detect_kind(path: Path) -> str:
     if (path / "meta.xml").is_file():
         return "dwca"
     entries = [p for p in path.iterdir() if not p.name.startswith(".")]
-    if entries and all(p.is_file() and p.name.endswith((".tar", ".tar.gz", ".tgz")) for p in entries):
+    if any(p.name.endswith(SHARD_SUFFIXES) for p in entries) and not any(p.is_dir() for p in entries):
         return "webdataset"
     saved = (path / "state.json").is_file() or (path / "dataset_dict.json").is_file()
     if saved or any(p.is_file() and p.suffix == ".parquet" for p in entries) or \
