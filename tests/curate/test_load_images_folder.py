@@ -152,6 +152,22 @@ def test_a_decompression_bomb_and_an_empty_file_are_left_out_with_their_reasons(
     assert summary.written == 1 and summary.failed_by_reason == {"too_many_pixels": 1, "undecodable": 1}
 
 
+def test_rows_across_several_write_batches_are_each_written_once(tmp_path: Path) -> None:
+    from cladebench.curate.sources.images.build import BATCH_ROWS
+    from helpers.images import picture
+
+    count = 2 * BATCH_ROWS + 5
+    for i in range(count):
+        folder = tmp_path / "photos" / ("Bufo bufo" if i % 2 else "Vulpes vulpes")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:04d}.png").write_bytes(picture(i, size=(16, 16), fmt="PNG"))
+    build_images_dataset(tmp_path / "photos", tmp_path / "out")
+    table = store.open_dataset(tmp_path / "out").to_table(columns=["uuid", "source_id", "image"])
+    assert table.num_rows == count == len(set(table.column("uuid").to_pylist()))
+    for key, image in zip(table.column("source_id").to_pylist(), table.column("image").to_pylist(), strict=True):
+        assert image == (tmp_path / "photos" / key).read_bytes()
+
+
 def test_a_missing_backbone_or_source_is_one_line_before_anything_is_written(tmp_path: Path) -> None:
     (tmp_path / "photos" / "Vulpes vulpes").mkdir(parents=True)
     with pytest.raises(CladebenchError, match="taxonomy backbone not found"):
