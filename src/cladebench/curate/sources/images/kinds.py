@@ -6,7 +6,7 @@ file, or a folder of them without subfolders (other files there are not read), i
 ``state.json`` or ``dataset_dict.json`` (what ``datasets``' ``save_to_disk`` writes) or with Parquet files is a
 table; any other folder is a folder tree. A file that is none of these is a usage error naming the kinds.
 
-Why a module: the one place that knows the kinds, so the build and the CLI's ``--layout`` choices agree.
+Why a module: the one place that knows the kinds (the ``--layout`` choices of ``load images`` are tested to be these).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from cladebench.curate.sources.images.records import ImageRecord
 from cladebench.curate.sources.images.shards import SHARD_SUFFIXES
 from cladebench.curate.sources.images.table import TABLE_SUFFIXES
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.registry import Registry
 
 
 class ImageSource(Protocol):
@@ -33,36 +34,38 @@ class ImageSource(Protocol):
         ...
 
 
+Opener = Callable[[Path, Mapping[str, str], "Path | None"], ImageSource]
+"""A reader's constructor: ``(path, column overrides, images dir) -> ImageSource``."""
+KINDS: Registry[Opener] = Registry("layout")
+"""Kind -> its reader's constructor; each imports its module only when used."""
+
+
+@KINDS.register("folder")
 def _folder(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.folder import FolderSource
 
     return FolderSource(path)
 
 
+@KINDS.register("table")
 def _table(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.table import TableSource
 
     return TableSource(path, overrides, images_dir)
 
 
+@KINDS.register("webdataset")
 def _shards(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.shards import ShardSource
 
     return ShardSource(path, overrides)
 
 
+@KINDS.register("dwca")
 def _archive(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.archive import ArchiveSource
 
     return ArchiveSource(path, overrides)
-
-
-KINDS: dict[str, Callable[[Path, Mapping[str, str], Path | None], ImageSource]] = {
-    "folder": _folder, "table": _table, "webdataset": _shards, "dwca": _archive,
-}
-"""Kind -> its reader's constructor ``(path, column overrides, images dir)``."""
-KIND_CHOICES = ("auto", *KINDS)
-"""What ``--layout`` takes."""
 
 
 def detect_kind(path: Path) -> str:
@@ -94,11 +97,9 @@ def detect_kind(path: Path) -> str:
 def open_source(path: Path, kind: str = "auto", overrides: Mapping[str, str] | None = None,
                 images_dir: Path | None = None) -> ImageSource:
     """The reader of ``path`` as ``kind`` (``auto``: :func:`detect_kind`)."""
-    if kind not in KIND_CHOICES:
-        raise UsageError(f"unknown layout {kind!r}; layouts: {', '.join(KIND_CHOICES)}")
     path = Path(path)
-    chosen = detect_kind(path) if kind == "auto" else kind
-    return KINDS[chosen](path, overrides or {}, images_dir)
+    opener = KINDS.get_named(detect_kind(path) if kind == "auto" else kind)  # an unknown one: exit 2, the known
+    return opener(path, overrides or {}, images_dir)
 
 
-__all__ = ["KINDS", "KIND_CHOICES", "ImageSource", "detect_kind", "open_source"]
+__all__ = ["KINDS", "ImageSource", "detect_kind", "open_source"]
