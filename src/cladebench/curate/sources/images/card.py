@@ -71,7 +71,8 @@ class ImagesLoadSummary:
     @property
     def notes(self) -> list[str]:
         """What the CLI prints after the counts."""
-        lines = [f"labels: {', '.join(f'{n:,} rows {s}' for s, n in sorted(self.rows_by_status.items()))}; "
+        by_status = sorted(self.rows_by_status.items(), key=lambda kv: _status_order(kv[0]))
+        lines = [f"labels: {', '.join(f'{n:,} rows {status}' for status, n in by_status)}; "
                  f"the card is {self.dataset_path / 'README.md'}"]
         if self.without_license:
             lines.append(f"{self.without_license:,} rows have no license (kept, flagged in the card)")
