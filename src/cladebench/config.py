@@ -47,7 +47,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from cladebench.errors import UsageError
+from cladebench.errors import UsageError, unknown_name
 
 C = TypeVar("C")
 
@@ -186,7 +186,7 @@ def parse_text(annotation: Any, text: str, option: str) -> Any:
     if origin is Literal:
         choices = get_args(annotation)
         if text not in [str(c) for c in choices]:
-            raise UsageError(f"{option}: {text!r} is not one of {', '.join(map(str, choices))}")
+            raise UsageError(f"{option}: {unknown_name('value', text, map(str, choices))}")
         return type(choices[0])(text)
     if annotation is bool:
         lowered = text.strip().lower()

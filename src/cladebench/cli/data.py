@@ -10,12 +10,14 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cladebench.cli.verbs import verb
 from cladebench.config import OPTION, POSITIONAL, at_least, at_most
-from cladebench.embed import EmbedConfig
 from cladebench.errors import CladebenchError, UsageError
+
+if TYPE_CHECKING:
+    from cladebench.embed.config import EmbedConfig
 
 # --- info ----------------------------------------------------------------------------------------
 
@@ -76,7 +78,7 @@ def _subset(config: SubsetConfig) -> int:
 
 # --- embed ---------------------------------------------------------------------------------------
 
-@verb("embed", EmbedConfig, "encode every image once into an emb_<model> column (resumable)")
+@verb("embed", "cladebench.embed.config:EmbedConfig", "encode every image once into an emb_<model> column (resumable)")
 def _embed(config: EmbedConfig) -> int:
     from cladebench.embed import embed_dataset
 

@@ -10,13 +10,16 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cladebench.cli.verbs import FAMILIES, Family, Verb, verb
 from cladebench.config import at_least
 from cladebench.errors import UsageError
-from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark
-from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig
-from cladebench.report import ReportConfig
+
+if TYPE_CHECKING:
+    from cladebench.evaluate.benchmarks import Benchmark
+    from cladebench.evaluate.configs import EvalConfig
+    from cladebench.report import ReportConfig
 
 # --- eval ----------------------------------------------------------------------------------------
 
@@ -47,6 +50,8 @@ def _eval(config: EvalConfig) -> int:
 
 def benchmark_config(benchmark: Benchmark) -> type[EvalConfig]:
     """The eval config of ``benchmark``'s task with the dataset fixed to the benchmark (no DATASET argument)."""
+    from cladebench.evaluate.configs import EVAL_CONFIGS
+
     base = EVAL_CONFIGS.get_named(benchmark.task)
     return dataclasses.make_dataclass(
         base.__name__, [("dataset", str, dataclasses.field(default=benchmark.name, init=False))], bases=(base,),
@@ -58,6 +63,9 @@ def benchmark_config(benchmark: Benchmark) -> type[EvalConfig]:
 
 
 def _eval_members() -> dict[str, Verb]:
+    from cladebench.evaluate.benchmarks import BENCHMARKS
+    from cladebench.evaluate.configs import EVAL_CONFIGS
+
     members = {name: Verb(name=name, help=(config.__doc__ or name).split(";")[0].strip(), config=config, run=_eval)
                for name, config in EVAL_CONFIGS.items()}
     for name, benchmark in BENCHMARKS.items():
@@ -112,8 +120,9 @@ def _compare(config: CompareConfig) -> int:
 
 # --- report --------------------------------------------------------------------------------------
 
-@verb("report", ReportConfig, "one self-contained HTML page (or Markdown tables) of run records: leaderboard with "
-                              "ties, charts, calibration, galleries, provenance")
+@verb("report", "cladebench.report:ReportConfig",
+      "one self-contained HTML page (or Markdown tables) of run records: leaderboard with ties, charts, "
+      "calibration, galleries, provenance")
 def _report(config: ReportConfig) -> int:
     from cladebench.report import run_report
 
