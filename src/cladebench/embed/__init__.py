@@ -24,6 +24,12 @@ Why it is built this way:
   quoting in any filter), the types of ``uuid`` (string) and ``image`` (binary), the uuids themselves
   (non-null, unique, no newline: as the store's writer checks them) and, for a local dataset, that its
   folder is writable.
+- **Rows that arrive later are encoded later, alone.** A run encodes the rows of the version it read; rows
+  another process appends meanwhile are committed without a vector, and the run says how many. A later run
+  without ``--overwrite`` encodes only the rows of the column that have neither a vector nor a recorded
+  failure, with the settings the column records (others are refused: one column, one embedding space), and
+  writes them in place (a Lance ``Update`` of that column in their fragments: row order and fingerprint stay).
+  ``--ray`` leaves such a fill to this path.
 - **Failures are recorded, never dropped.** A corrupt, truncated or empty image gets a null
   embedding (the marker: it is not among the column's valid rows), a row in the failures table
   ``<dataset>/_cladebench/failures/<column>.parquet`` with its reason, and a count in the summary

@@ -17,6 +17,7 @@ import shutil
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from cladebench.models.registry import resolve_encoder
 from cladebench.paths import atomic_write, atomic_write_parquet
 from cladebench.provenance import software_versions
 from cladebench.store.datasets_card import write_datasets_card
-from cladebench.store.embeddings import STATE_DIR, failures_path, state_dir
+from cladebench.store.embeddings import STATE_DIR, failures, failures_path, state_dir
 
 if TYPE_CHECKING:
     import lance
@@ -203,10 +204,38 @@ def check_dataset(dataset: lance.LanceDataset, uri: str, column: str, *, overwri
         found = schema.field(required).type
         if not ok(found):
             raise SchemaError(f"{uri}: column {required!r} has type {found}; embed needs {kind}")
-    if column in schema.names and not overwrite:
-        raise CladebenchError(f"{uri} already has column {column!r}; pass --overwrite to recompute it")
     if dataset.count_rows() == 0:
         raise CladebenchError(f"{uri} has no rows to embed")
+    if column in schema.names and not overwrite and not rows_without_vector(dataset, uri, column):
+        raise CladebenchError(f"{uri} already has column {column!r} (every row has a vector or a recorded "
+                              "failure); pass --overwrite to recompute it")
+
+
+def rows_without_vector(dataset: lance.LanceDataset, uri: str, column: str) -> set[str]:
+    """The uuids of rows that ``column`` has no vector for and no recorded failure: rows added after its run read
+    the dataset (by another process while it encoded, or by an append since). A run without ``--overwrite``
+    encodes these and nothing else; a row whose image failed keeps its failure (decoding it again would fail
+    again)."""
+    if column not in dataset.schema.names:
+        return set()
+    missing = store.read(dataset, columns=["uuid"], where=f"{column} IS NULL").column("uuid").to_pylist()
+    return set(missing) - set(failures(uri, column).column("uuid").to_pylist()) if missing else set()
+
+
+def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str, Any], rows: int) -> None:
+    """Rows added to an existing column must be encoded as the column was: the same model, revision,
+    preprocessing and precision (its field metadata records them). Otherwise the column would hold two
+    embedding spaces under one model's name."""
+    recorded = store.embedding_metadata(dataset.schema.field(column))
+    made = {"model": recorded.get("model"), "revision": str(recorded.get("revision") or "") or None,
+            "preprocessing": recorded.get("preprocessing"), "precision": recorded.get("precision")}
+    wanted = {**key, "revision": str(key.get("revision") or "") or None}
+    differ = [name for name in made if made[name] != wanted[name]]
+    if differ:
+        said = "; ".join(f"{name} {made[name]!r} there, {wanted[name]!r} in this run" for name in differ)
+        raise CladebenchError(f"{rows:,} row(s) of {column!r} have no vector, but the column was made with other "
+                              f"settings ({said}); rerun with the column's settings to encode only them, or "
+                              "pass --overwrite to recompute the whole column")
 
 
 def prepare(config: EmbedConfig, storage_options: dict[str, str] | None) -> tuple[str, lance.LanceDataset, str]:
@@ -261,6 +290,54 @@ def decode_block(uuids: list[str], images: list[bytes | None], transform: Any) -
 
 
 # --- describing the finished column --------------------------------------------------------------
+
+
+@dataclass
+class NormSums:
+    """Count, sum, sum of squares, min and max of embedding norms: mergeable across fragments (``--ray``), and
+    with a finished column's own statistics when a later run adds the vectors of rows that had none."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+    low: float = float("inf")
+    high: float = float("-inf")
+
+    def add(self, vectors: np.ndarray) -> None:
+        if len(vectors) == 0:
+            return
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+        self.n += len(norms)
+        self.total += float(norms.sum())
+        self.squares += float(np.square(norms).sum())
+        self.low = min(self.low, float(norms.min()))
+        self.high = max(self.high, float(norms.max()))
+
+    def merge(self, other: NormSums) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.squares += other.squares
+        self.low = min(self.low, other.low)
+        self.high = max(self.high, other.high)
+
+    @classmethod
+    def from_stats(cls, stats: dict[str, Any], n: int) -> NormSums:
+        """The sums behind a column's ``norm_stats`` of ``n`` vectors (what :meth:`to_stats` wrote)."""
+        if n == 0 or not stats:
+            return cls()
+        mean, std = float(stats["mean"]), float(stats["std"])
+        return cls(n=n, total=mean * n, squares=(std * std + mean * mean) * n, low=float(stats["min"]),
+                   high=float(stats["max"]))
+
+    def to_stats(self) -> dict[str, float]:
+        """The ``norm_stats`` of the field metadata (population std, as the single-process path)."""
+        if self.n == 0:
+            return {}
+        mean = self.total / self.n
+        return {"mean": mean, "std": float(np.sqrt(max(0.0, self.squares / self.n - mean * mean))),
+                "min": self.low, "max": self.high}
+
+
 
 
 def all_failed(uri: str, column: str, failed: pa.Table, model: str, *, column_exists: bool) -> CladebenchError:

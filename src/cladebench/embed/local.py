@@ -25,7 +25,9 @@ import pyarrow.parquet as pq
 from cladebench import store
 from cladebench.embed.config import EmbedSummary
 from cladebench.embed.core import (
+    NormSums,
     all_failed,
+    check_fill_settings,
     check_no_other_staging,
     check_uuid_values,
     column_metadata,
@@ -33,6 +35,7 @@ from cladebench.embed.core import (
     exclusive_run,
     read_state,
     remove_staging,
+    rows_without_vector,
     run_key,
     staging_dir,
     unproven_note,
@@ -41,6 +44,7 @@ from cladebench.embed.core import (
 )
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.paths import atomic_write, atomic_write_parquet
+from cladebench.store.embeddings import failures
 
 if TYPE_CHECKING:
     import lance
@@ -287,13 +291,15 @@ def embed_locally(config: EmbedConfig, encoder: Encoder | None, storage_options:
     with exclusive_run(config, storage_options) as (uri, dataset, column):
         fragment_uuids, present = _fragment_uuids(dataset, uri)
         check_no_other_staging(uri, column, ray=False, restart=config.restart)
+        # Without --overwrite an existing column is filled: only its rows without a vector are encoded.
+        fill = rows_without_vector(dataset, uri, column) if not config.overwrite else None
         return _encode_and_commit(config, encoder, storage_options, uri, dataset, column, fragment_uuids, present,
-                                  started)
+                                  started, fill)
 
 
 def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None,
                        uri: str, dataset: lance.LanceDataset, column: str, fragment_uuids: list[list[str]],
-                       present: set[str], started: float) -> EmbedSummary:
+                       present: set[str], started: float, fill: set[str] | None) -> EmbedSummary:
     import torch
     from tqdm import tqdm
 
@@ -303,13 +309,17 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
         encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
                                device=config.device, precision=config.precision)
     described = encoder.describe()
-    staging = _Staging(staging_dir(uri, column), run_key(described, config), dim_hint=encoder.dim)
+    key = run_key(described, config)
+    if fill:
+        check_fill_settings(dataset, column, key, len(fill))
+    staging = _Staging(staging_dir(uri, column), key, dim_hint=encoder.dim)
     done, note = staging.open(config.restart)
     if note:
         print(f"cladebench embed: {note}", file=sys.stderr)
-    blocks, total_rows = _pending_blocks(fragment_uuids, done, config.batch_size)
+    wanted = fill or present  # the rows this run encodes: every row, or those of the column without a vector
+    blocks, total_rows = _pending_blocks(fragment_uuids, done | (present - wanted), config.batch_size)
     pending_rows = sum(len(b) for b in blocks)
-    resumed = total_rows - pending_rows  # staged rows of uuids the dataset no longer has are not counted
+    resumed = len(wanted) - pending_rows  # staged rows of uuids the dataset no longer has are not counted
 
     buffer_uuids: list[str] = []
     buffer_vectors: list[np.ndarray | None] = []
@@ -370,21 +380,30 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     flush()
     bar.close()
 
-    staged = _exactly_once(staging.read(), present)
+    staged = _exactly_once(staging.read(), wanted)
     model = described.get("model_id", config.model)
-    if staged.num_rows == total_rows and staged.column("embedding").null_count == total_rows:
+    if not fill and staged.num_rows == total_rows and staged.column("embedding").null_count == total_rows:
         error = all_failed(uri, column, staged.select(["uuid", "error"]).rename_columns(["uuid", "reason"]), model,
                            column_exists=column in dataset.schema.names)
         staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
         raise error
-    summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
+    if fill:
+        summary = _commit_fill(uri, dataset, column, staged, described, config, storage_options, len(fill))
+    else:
+        summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
     staging.remove()
+    arrived = len(rows_without_vector(store.open_dataset(uri, storage_options=storage_options), uri, column))
+    if arrived:
+        print(f"cladebench embed: {arrived:,} row(s) were added to {uri} while this run encoded version "
+              f"{dataset.version}; they have no vector in {column!r} yet: run embed again (without --overwrite) to "
+              "encode only them", file=sys.stderr)
     seconds = time.perf_counter() - started
     return EmbedSummary(
-        column=column, rows=total_rows, valid=summary["valid"], failed=summary["failed"],
+        column=column, rows=summary["rows"], valid=summary["valid"], failed=summary["failed"],
         encoded_now=encoded_now, resumed=resumed, seconds=round(seconds, 3),
         rows_per_second=round(encoded_now / seconds, 2) if seconds > 0 else 0.0,
         version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
+        arrived=arrived,
     )
 
 
@@ -434,5 +453,60 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table
     current.merge(table, left_on="uuid")
     current = store.open_dataset(uri, storage_options=storage_options)
     write_sidecar(uri, column, dim, metadata)
-    return {"valid": metadata["valid_rows"], "failed": metadata["failed_rows"], "version": current.version,
+    return {"rows": total_rows, "valid": metadata["valid_rows"], "failed": metadata["failed_rows"],
+            "version": current.version, "failures_path": str(failures_path) if failures_path else None,
+            "metadata": metadata}
+
+
+def _commit_fill(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table, described: dict[str, Any],
+                 config: EmbedConfig, storage_options: dict[str, str] | None, wanted: int) -> dict[str, Any]:
+    """Write the vectors of the rows an existing column had none for, in place: one Lance ``Update`` of the column
+    in the fragments that hold them (the other columns, the other rows and the row order stay as they are), then
+    the column's counts, norm statistics, failures and sidecar, which now describe the whole column."""
+    import lance
+
+    if staged.num_rows != wanted:
+        raise CladebenchError(f"{uri}: {staged.num_rows} rows staged for the {wanted} rows of {column!r} without a "
+                              "vector; rerun to finish")
+    current = store.open_dataset(uri, storage_options=storage_options)
+    field = current.schema.field(column)
+    embeddings = staged.column("embedding").combine_chunks()
+    if embeddings.type.list_size != field.type.list_size:
+        raise CladebenchError(f"model {described.get('model_id', config.model)} produced dimension "
+                              f"{embeddings.type.list_size}, but {column!r} holds {field.type.list_size}")
+    table = pa.Table.from_arrays([staged.column("uuid"), embeddings.cast(field.type)],
+                                 schema=pa.schema([pa.field("uuid", pa.string()), field]))
+    filled = set(staged.column("uuid").to_pylist())
+    targets = current.to_table(columns=["uuid"], filter=f"{column} IS NULL", with_row_address=True)
+    fragment_ids = sorted({address >> 32 for address, row_uuid in zip(  # a row address is fragment id << 32 | offset
+        targets.column("_rowaddr").to_pylist(), targets.column("uuid").to_pylist(), strict=True) if row_uuid in filled})
+    updated, modified = [], set()
+    for fragment_id in fragment_ids:
+        fragment, fields = current.get_fragment(fragment_id).update_columns(table, left_on="uuid", right_on="uuid")
+        updated.append(fragment)
+        modified.update(fields)
+    lance.LanceDataset.commit(current.uri, lance.LanceOperation.Update(updated_fragments=updated,
+                                                                       fields_modified=sorted(modified)),
+                              read_version=current.version,
+                              storage_options=store.lance_storage_options(uri, storage_options))
+
+    valid_mask = pc.is_valid(embeddings).to_numpy(zero_copy_only=False)
+    recorded = store.embedding_metadata(field)
+    sums = NormSums.from_stats(recorded.get("norm_stats") or {}, int(recorded.get("valid_rows") or 0))
+    sums.add(embeddings.filter(pa.array(valid_mask)).flatten().to_numpy(zero_copy_only=False)
+             .reshape(-1, embeddings.type.list_size))
+    model = described.get("model_id", config.model)
+    new_failures = staged.filter(pa.array(~valid_mask)).select(["uuid", "error"]).rename_columns(["uuid", "reason"])
+    all_failures = pa.concat_tables([failures(uri, column).select(["uuid", "reason"]), new_failures])
+    failures_path = write_failures(uri, column, all_failures, model)
+    metadata = column_metadata(uri, described, config, norm_stats=sums.to_stats(), valid=sums.n,
+                               failed=all_failures.num_rows, failures_path=failures_path,
+                               source_version=dataset.version)
+    described_field = store.embedding_field(column, field.type.list_size, metadata)
+    latest = store.open_dataset(uri, storage_options=storage_options)
+    latest.update_field_metadata({column: {k.decode(): v.decode() for k, v in described_field.metadata.items()}},
+                                 replace=True)
+    latest = store.open_dataset(uri, storage_options=storage_options)
+    write_sidecar(uri, column, field.type.list_size, metadata)
+    return {"rows": latest.count_rows(), "valid": sums.n, "failed": all_failures.num_rows, "version": latest.version,
             "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}

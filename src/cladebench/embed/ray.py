@@ -46,6 +46,7 @@ import pyarrow as pa
 from cladebench import errors, store
 from cladebench.embed.config import EmbedSummary
 from cladebench.embed.core import (
+    NormSums,
     all_failed,
     check_no_other_staging,
     check_uuids_streamed,
@@ -53,13 +54,14 @@ from cladebench.embed.core import (
     exclusive_run,
     read_state,
     remove_staging,
+    rows_without_vector,
     run_key,
     staging_dir,
     unproven_note,
     write_failures,
     write_sidecar,
 )
-from cladebench.embed.ray_actor import FragmentEncoder, NormSums
+from cladebench.embed.ray_actor import FragmentEncoder
 from cladebench.errors import CladebenchError
 from cladebench.paths import atomic_write
 from cladebench.raycluster import cluster_cpus, cluster_gpus, ray_session
@@ -187,6 +189,10 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
     """Run ``embed --ray`` (see the module docstring); ``encoder`` (on the driver) only describes the model."""
     started = time.perf_counter()
     with exclusive_run(config, storage_options) as (uri, dataset, column):
+        if column in dataset.schema.names and not config.overwrite:  # a column with rows to fill (else refused)
+            missing = len(rows_without_vector(dataset, uri, column))
+            raise CladebenchError(f"{missing:,} row(s) of {column!r} have no vector yet; embed without --ray encodes "
+                                  "only them (on Ray, --overwrite recomputes the whole column)")
         check_uuids_streamed(dataset, uri)
         check_no_other_staging(uri, column, ray=True, restart=config.restart)
         return _run(config, encoder, storage_options, uri, dataset, column, started)
