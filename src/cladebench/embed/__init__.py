@@ -45,7 +45,8 @@ Why it is built this way:
 This package presents the API on purpose: :class:`EmbedConfig`, :class:`EmbedSummary`, :func:`embed_dataset`
 (which chooses the path) and :func:`column_for_model`. The rest lives in modules with one job each:
 :mod:`~cladebench.embed.config` (the config and summary), :mod:`~cladebench.embed.core` (what both paths
-share), :mod:`~cladebench.embed.local` (this process) and :mod:`~cladebench.embed.ray` (a Ray cluster). The two
+share), :mod:`~cladebench.embed.local` (this process), :mod:`~cladebench.embed.fill` (the rows an existing
+column lacks, written in place) and :mod:`~cladebench.embed.ray` (a Ray cluster). The two
 paths import ``core`` and ``config``, never this package or each other. The failures table and the reading of
 finished columns belong to the store (:mod:`cladebench.store.embeddings`).
 """

@@ -222,22 +222,6 @@ def rows_without_vector(dataset: lance.LanceDataset, uri: str, column: str) -> s
     return set(missing) - set(failures(uri, column).column("uuid").to_pylist()) if missing else set()
 
 
-def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str, Any], rows: int) -> None:
-    """Rows added to an existing column must be encoded as the column was: the same model, revision,
-    preprocessing and precision (its field metadata records them). Otherwise the column would hold two
-    embedding spaces under one model's name."""
-    recorded = store.embedding_metadata(dataset.schema.field(column))
-    made = {"model": recorded.get("model"), "revision": str(recorded.get("revision") or "") or None,
-            "preprocessing": recorded.get("preprocessing"), "precision": recorded.get("precision")}
-    wanted = {**key, "revision": str(key.get("revision") or "") or None}
-    differ = [name for name in made if made[name] != wanted[name]]
-    if differ:
-        said = "; ".join(f"{name} {made[name]!r} there, {wanted[name]!r} in this run" for name in differ)
-        raise CladebenchError(f"{rows:,} row(s) of {column!r} have no vector, but the column was made with other "
-                              f"settings ({said}); rerun with the column's settings to encode only them, or "
-                              "pass --overwrite to recompute the whole column")
-
-
 def prepare(config: EmbedConfig, storage_options: dict[str, str] | None) -> tuple[str, lance.LanceDataset, str]:
     """The dataset's URI, the dataset and the column name, after the checks every run makes first (nothing is
     written before them)."""

@@ -25,9 +25,7 @@ import pyarrow.parquet as pq
 from cladebench import store
 from cladebench.embed.config import EmbedSummary
 from cladebench.embed.core import (
-    NormSums,
     all_failed,
-    check_fill_settings,
     check_no_other_staging,
     check_uuid_values,
     column_metadata,
@@ -42,9 +40,9 @@ from cladebench.embed.core import (
     write_failures,
     write_sidecar,
 )
+from cladebench.embed.fill import check_fill_settings, commit_fill
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.paths import atomic_write, atomic_write_parquet
-from cladebench.store.embeddings import failures
 
 if TYPE_CHECKING:
     import lance
@@ -388,7 +386,7 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
         staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
         raise error
     if fill:
-        summary = _commit_fill(uri, dataset, column, staged, described, config, storage_options, len(fill))
+        summary = commit_fill(uri, dataset, column, staged, described, config, storage_options, len(fill))
     else:
         summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
     staging.remove()
@@ -456,57 +454,3 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table
     return {"rows": total_rows, "valid": metadata["valid_rows"], "failed": metadata["failed_rows"],
             "version": current.version, "failures_path": str(failures_path) if failures_path else None,
             "metadata": metadata}
-
-
-def _commit_fill(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table, described: dict[str, Any],
-                 config: EmbedConfig, storage_options: dict[str, str] | None, wanted: int) -> dict[str, Any]:
-    """Write the vectors of the rows an existing column had none for, in place: one Lance ``Update`` of the column
-    in the fragments that hold them (the other columns, the other rows and the row order stay as they are), then
-    the column's counts, norm statistics, failures and sidecar, which now describe the whole column."""
-    import lance
-
-    if staged.num_rows != wanted:
-        raise CladebenchError(f"{uri}: {staged.num_rows} rows staged for the {wanted} rows of {column!r} without a "
-                              "vector; rerun to finish")
-    current = store.open_dataset(uri, storage_options=storage_options)
-    field = current.schema.field(column)
-    embeddings = staged.column("embedding").combine_chunks()
-    if embeddings.type.list_size != field.type.list_size:
-        raise CladebenchError(f"model {described.get('model_id', config.model)} produced dimension "
-                              f"{embeddings.type.list_size}, but {column!r} holds {field.type.list_size}")
-    table = pa.Table.from_arrays([staged.column("uuid"), embeddings.cast(field.type)],
-                                 schema=pa.schema([pa.field("uuid", pa.string()), field]))
-    filled = set(staged.column("uuid").to_pylist())
-    targets = current.to_table(columns=["uuid"], filter=f"{column} IS NULL", with_row_address=True)
-    fragment_ids = sorted({address >> 32 for address, row_uuid in zip(  # a row address is fragment id << 32 | offset
-        targets.column("_rowaddr").to_pylist(), targets.column("uuid").to_pylist(), strict=True) if row_uuid in filled})
-    updated, modified = [], set()
-    for fragment_id in fragment_ids:
-        fragment, fields = current.get_fragment(fragment_id).update_columns(table, left_on="uuid", right_on="uuid")
-        updated.append(fragment)
-        modified.update(fields)
-    lance.LanceDataset.commit(current.uri, lance.LanceOperation.Update(updated_fragments=updated,
-                                                                       fields_modified=sorted(modified)),
-                              read_version=current.version,
-                              storage_options=store.lance_storage_options(uri, storage_options))
-
-    valid_mask = pc.is_valid(embeddings).to_numpy(zero_copy_only=False)
-    recorded = store.embedding_metadata(field)
-    sums = NormSums.from_stats(recorded.get("norm_stats") or {}, int(recorded.get("valid_rows") or 0))
-    sums.add(embeddings.filter(pa.array(valid_mask)).flatten().to_numpy(zero_copy_only=False)
-             .reshape(-1, embeddings.type.list_size))
-    model = described.get("model_id", config.model)
-    new_failures = staged.filter(pa.array(~valid_mask)).select(["uuid", "error"]).rename_columns(["uuid", "reason"])
-    all_failures = pa.concat_tables([failures(uri, column).select(["uuid", "reason"]), new_failures])
-    failures_path = write_failures(uri, column, all_failures, model)
-    metadata = column_metadata(uri, described, config, norm_stats=sums.to_stats(), valid=sums.n,
-                               failed=all_failures.num_rows, failures_path=failures_path,
-                               source_version=dataset.version)
-    described_field = store.embedding_field(column, field.type.list_size, metadata)
-    latest = store.open_dataset(uri, storage_options=storage_options)
-    latest.update_field_metadata({column: {k.decode(): v.decode() for k, v in described_field.metadata.items()}},
-                                 replace=True)
-    latest = store.open_dataset(uri, storage_options=storage_options)
-    write_sidecar(uri, column, field.type.list_size, metadata)
-    return {"rows": latest.count_rows(), "valid": sums.n, "failed": all_failures.num_rows, "version": latest.version,
-            "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
