@@ -193,9 +193,8 @@ def _is_binary(t: pa.DataType) -> bool:
                                                                          lambda _: False)(t)
 
 
-def check_dataset(dataset: lance.LanceDataset, uri: str, column: str, *, overwrite: bool) -> None:
-    """What a dataset needs before a run touches anything: a string ``uuid``, binary ``image``, some rows, and
-    no ``column`` yet unless ``overwrite``."""
+def check_dataset(dataset: lance.LanceDataset, uri: str) -> None:
+    """What a dataset needs before a run touches anything: a string ``uuid``, binary ``image`` and some rows."""
     schema = dataset.schema
     for required, kind, ok in (("uuid", "string", store.is_string_type), ("image", "binary (the encoded image bytes)",
                                                                  _is_binary)):
@@ -206,9 +205,18 @@ def check_dataset(dataset: lance.LanceDataset, uri: str, column: str, *, overwri
             raise SchemaError(f"{uri}: column {required!r} has type {found}; embed needs {kind}")
     if dataset.count_rows() == 0:
         raise CladebenchError(f"{uri} has no rows to embed")
-    if column in schema.names and not overwrite and not rows_without_vector(dataset, uri, column):
+
+
+def rows_to_fill(dataset: lance.LanceDataset, uri: str, column: str, *, overwrite: bool) -> set[str] | None:
+    """None when the run makes the whole column (it is new, or ``overwrite``); else the rows it lacks a vector for
+    (:func:`rows_without_vector`), and when there are none the column is finished: refused."""
+    if column not in dataset.schema.names or overwrite:
+        return None
+    missing = rows_without_vector(dataset, uri, column)
+    if not missing:
         raise CladebenchError(f"{uri} already has column {column!r} (every row has a vector or a recorded "
                               "failure); pass --overwrite to recompute it")
+    return missing
 
 
 def rows_without_vector(dataset: lance.LanceDataset, uri: str, column: str) -> set[str]:
@@ -228,21 +236,22 @@ def prepare(config: EmbedConfig, storage_options: dict[str, str] | None) -> tupl
     column = column_name(config)
     uri = str(config.dataset)
     dataset = store.open_dataset(uri, storage_options=storage_options)
-    check_dataset(dataset, uri, column, overwrite=config.overwrite)
+    check_dataset(dataset, uri)
     return uri, dataset, column
 
 
 @contextmanager
 def exclusive_run(config: EmbedConfig, storage_options: dict[str, str] | None
-                  ) -> Iterator[tuple[str, lance.LanceDataset, str]]:
+                  ) -> Iterator[tuple[str, lance.LanceDataset, str, set[str] | None]]:
     """:func:`prepare`, then the column's lock (held until the block ends), then the dataset as it is under the
-    lock, checked again: a run that finished meanwhile may have added the column."""
+    lock, checked again, with the rows to fill (:func:`rows_to_fill`): a run that finished meanwhile may have
+    added the column. The rows are read under the lock only: finding them reads the column's vectors."""
     uri, _, column = prepare(config, storage_options)
     check_writable(uri)
     with embedding_lock(uri, column):
         dataset = store.open_dataset(uri, storage_options=storage_options)
-        check_dataset(dataset, uri, column, overwrite=config.overwrite)
-        yield uri, dataset, column
+        check_dataset(dataset, uri)
+        yield uri, dataset, column, rows_to_fill(dataset, uri, column, overwrite=config.overwrite)
 
 
 def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:

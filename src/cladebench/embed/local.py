@@ -286,11 +286,9 @@ def embed_locally(config: EmbedConfig, encoder: Encoder | None, storage_options:
                    ) -> EmbedSummary:
     """Run ``embed`` in this process (see the package docstring); ``encoder`` may be a loaded model."""
     started = time.perf_counter()
-    with exclusive_run(config, storage_options) as (uri, dataset, column):
+    with exclusive_run(config, storage_options) as (uri, dataset, column, fill):
         fragment_uuids, present = _fragment_uuids(dataset, uri)
         check_no_other_staging(uri, column, ray=False, restart=config.restart)
-        # Without --overwrite an existing column is filled: only its rows without a vector are encoded.
-        fill = rows_without_vector(dataset, uri, column) if not config.overwrite else None
         return _encode_and_commit(config, encoder, storage_options, uri, dataset, column, fragment_uuids, present,
                                   started, fill)
 

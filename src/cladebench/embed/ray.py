@@ -54,7 +54,6 @@ from cladebench.embed.core import (
     exclusive_run,
     read_state,
     remove_staging,
-    rows_without_vector,
     run_key,
     staging_dir,
     unproven_note,
@@ -188,10 +187,9 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
                  storage_options: dict[str, str] | None = None) -> EmbedSummary:
     """Run ``embed --ray`` (see the module docstring); ``encoder`` (on the driver) only describes the model."""
     started = time.perf_counter()
-    with exclusive_run(config, storage_options) as (uri, dataset, column):
-        if column in dataset.schema.names and not config.overwrite:  # a column with rows to fill (else refused)
-            missing = len(rows_without_vector(dataset, uri, column))
-            raise CladebenchError(f"{missing:,} row(s) of {column!r} have no vector yet; embed without --ray encodes "
+    with exclusive_run(config, storage_options) as (uri, dataset, column, fill):
+        if fill:
+            raise CladebenchError(f"{len(fill):,} row(s) of {column!r} have no vector yet; embed without --ray encodes "
                                   "only them (on Ray, --overwrite recomputes the whole column)")
         check_uuids_streamed(dataset, uri)
         check_no_other_staging(uri, column, ray=True, restart=config.restart)
@@ -212,7 +210,7 @@ def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str
     total_rows = dataset.count_rows()
     runner: dict[str, Any] = {"kind": "ray", "address": config.ray}
     with ray_session(config.ray) as ray:  # connected before anything changes: a cluster out of reach drops nothing
-        if column in dataset.schema.names:  # --overwrite (prepare refused otherwise): a Merge cannot replace a field
+        if column in dataset.schema.names:  # --overwrite (else refused): a Merge cannot replace a field
             dataset.drop_columns([column])
             dataset = store.open_dataset(uri, storage_options=storage_options)
         staging = _FragmentStaging(staging_dir(uri, column, fragments=True), key)
