@@ -469,3 +469,25 @@ def test_on_ray_rows_without_a_vector_are_sent_to_the_local_path(tmp_path: Path,
     with pytest.raises(CladebenchError, match=r"1 row\(s\) of 'emb_tiny' have no vector yet; embed without --ray"):
         embed_dataset(_config(path, tiny_model, ray="default"))
     assert store.open_dataset(path).version == version and _vectors(path)["late"] is None
+
+
+def test_rows_added_at_the_moment_of_the_commit_are_merged_around(tmp_path: Path, tiny_model: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append landing between the run's last look at the dataset and its merge made Lance refuse the merge
+    (a commit conflict, exit 70): the merge is made again on what the other writer committed."""
+    import lance
+
+    path = tmp_path / "moment.lance"
+    write_images(path, _images(6))
+    merge = lance.LanceDataset.merge
+    appended: list[bool] = []
+
+    def append_then_merge(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not appended:
+            appended.append(True)
+            store.append(pa.table({"uuid": ["late"], "image": pa.array([picture(60)], pa.large_binary())}), path)
+        return merge(self, *args, **kwargs)
+
+    monkeypatch.setattr(lance.LanceDataset, "merge", append_then_merge)
+    summary = embed_dataset(_config(path, tiny_model))
+    assert (summary.valid, summary.arrived) == (6, 1) and _vectors(path)["late"] is None

@@ -29,7 +29,8 @@ Why it is built this way:
   without ``--overwrite`` encodes only the rows of the column that have neither a vector nor a recorded
   failure, with the settings the column records (others are refused: one column, one embedding space), and
   writes them in place (a Lance ``Update`` of that column in their fragments: row order and fingerprint stay).
-  ``--ray`` leaves such a fill to this path.
+  ``--ray`` leaves such a fill to this path; its one ``Merge`` must list every fragment, so rows appended while
+  it encodes are encoded in the same run (said, and committed together).
 - **Failures are recorded, never dropped.** A corrupt, truncated or empty image gets a null
   embedding (the marker: it is not among the column's valid rows), a row in the failures table
   ``<dataset>/_cladebench/failures/<column>.parquet`` with its reason, and a count in the summary

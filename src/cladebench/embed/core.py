@@ -254,6 +254,15 @@ def exclusive_run(config: EmbedConfig, storage_options: dict[str, str] | None
         yield uri, dataset, column, rows_to_fill(dataset, uri, column, overwrite=config.overwrite)
 
 
+def commit_conflict(exc: BaseException) -> bool:
+    """Whether Lance refused a commit because another writer committed first (an append by another process while
+    a run encoded): ``CommitConflictError`` from ``LanceDataset.commit``, a plain ``OSError`` saying so from
+    ``merge``. Such a commit is made again on the new version; any other error is not this."""
+    from lance.commit import CommitConflictError
+
+    return isinstance(exc, CommitConflictError) or (isinstance(exc, OSError) and "commit conflict" in str(exc))
+
+
 def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:
     """What staged rows must agree on to be resumed: the same model, revision, preprocessing and precision."""
     return {"model": described.get("model_id", config.model), "revision": described.get("revision"),

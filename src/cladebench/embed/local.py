@@ -29,6 +29,7 @@ from cladebench.embed.core import (
     check_no_other_staging,
     check_uuid_values,
     column_metadata,
+    commit_conflict,
     decode_block,
     exclusive_run,
     read_state,
@@ -445,8 +446,17 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table
     current = store.open_dataset(uri, storage_options=storage_options)
     if column in current.schema.names:
         current.drop_columns([column])
+    for attempt in range(3):  # another process appending at this very moment: merge into what it committed
         current = store.open_dataset(uri, storage_options=storage_options)
-    current.merge(table, left_on="uuid")
+        try:
+            current.merge(table, left_on="uuid")
+            break
+        except OSError as exc:
+            if not commit_conflict(exc):
+                raise
+            if attempt == 2:
+                raise CladebenchError(f"{uri} kept changing while the column was committed; every row is staged: "
+                                      "rerun to commit it") from None
     current = store.open_dataset(uri, storage_options=storage_options)
     write_sidecar(uri, column, dim, metadata)
     return {"rows": total_rows, "valid": metadata["valid_rows"], "failed": metadata["failed_rows"],
