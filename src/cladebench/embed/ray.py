@@ -15,6 +15,8 @@ Why it is built this way:
   never referenced; ``lance``'s ``cleanup_old_versions(delete_unverified=True)`` removes them.
   The field's run statistics (valid and failed rows, norm statistics) are only known at the end, and a
   Merge cannot change them, so they follow in a second, metadata-only version.
+  A Merge lists every fragment, so one appended by another process meanwhile makes Lance refuse it: the
+  driver says how many rows arrived, encodes the new fragments too and commits again.
 - **Resumable.** The driver stages each fragment's result as it arrives (JSON, written atomically)
   under ``<dataset>/_cladebench/staging/<column>.fragments/`` (for an ``s3://`` dataset, in the driver's
   cache folder, so resume from the same machine or a shared ``CLADEBENCH_CACHE_DIR``); a rerun skips the
