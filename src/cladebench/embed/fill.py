@@ -34,10 +34,18 @@ def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str,
     wanted = {**key, "revision": str(key.get("revision") or "") or None}
     differ = [name for name in made if made[name] != wanted[name]]
     if differ:
-        said = "; ".join(f"{name} {made[name]!r} there, {wanted[name]!r} in this run" for name in differ)
+        said = "; ".join(_difference(name, made[name], wanted[name]) for name in differ)
         raise CladebenchError(f"{rows:,} row(s) of {column!r} have no vector, but the column was made with other "
                               f"settings ({said}); rerun with the column's settings to encode only them, or "
                               "pass --overwrite to recompute the whole column")
+
+
+def _difference(name: str, there: Any, here: Any) -> str:
+    """One setting that differs, said briefly: of a preprocessing (a dict), only the entries that differ."""
+    if isinstance(there, dict) and isinstance(here, dict):
+        keys = [k for k in sorted({*there, *here}) if there.get(k) != here.get(k)]
+        return "; ".join(f"{name} {k} {there.get(k)!r} there, {here.get(k)!r} in this run" for k in keys)
+    return f"{name} {there!r} there, {here!r} in this run"
 
 
 def commit_fill(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table, described: dict[str, Any],
