@@ -59,7 +59,7 @@ def nan_when(condition: Any):
 
 
 def rerank(dataset: Path, model: str, out: Path) -> int:
-    return main(["eval", str(dataset), "--model", model, "--task", "rerank", "--group-by", "none", "--out", str(out)])
+    return main(["eval", "rerank", str(dataset), "--model", model, "--group-by", "none", "--out", str(out)])
 
 
 def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Path, endpoint: ChatServer,
@@ -128,7 +128,7 @@ def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Pat
     basic = "Basic " + base64.b64encode(b"alice:hunter2-secret").decode()
     assert {s.authorization for s in endpoint.state.seen} <= {basic, "Bearer sk-never-written-4417"}
 
-    assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "report.html")]) == 0
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report.html")]) == 0
     written = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
     written["report.html"] = (tmp_path / "report.html").read_bytes()
     written.update({p.name: p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file()})
@@ -158,7 +158,7 @@ def test_vlm_deadline_from_the_command_line_bounds_a_silent_endpoint(dataset: Pa
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     endpoint.state.hold_s = 30.0
     started = time.monotonic()
-    code = main(["eval", str(dataset), "--model", endpoint.model_id(), "--task", "rerank", "--group-by", "none",
+    code = main(["eval", "rerank", str(dataset), "--model", endpoint.model_id(), "--group-by", "none",
                  "--out", str(tmp_path / "run"), "--vlm-deadline-s", "1", "--vlm-concurrency", "2"])
     err = capsys.readouterr().err
     assert code == 1 and "request deadline of 1.0 s" in err, err

@@ -47,6 +47,12 @@ class Family:
     metavar: str
     members: Callable[[], dict[str, Verb]]
     """Name -> verb; called when the parser is built, so members can live in a registry elsewhere."""
+    aliases: Callable[[], dict[str, str]] = dict
+    """Former name -> member name: accepted on the command line, shown beside the member in ``--help``."""
+
+    def member(self, name: str) -> Verb:
+        """The member called ``name`` or by a former name of it."""
+        return self.members()[self.aliases().get(name, name)]
 
 
 FAMILIES: Registry[Family] = Registry("verb")

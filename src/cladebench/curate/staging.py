@@ -129,7 +129,7 @@ def write_marker(folder: Path, writer: str) -> Path:
     from cladebench import __version__
 
     marker = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(), "host": socket.gethostname(),
-              "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+              "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
     path = Path(folder) / MARKER_NAME
     path.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
     return path

@@ -149,7 +149,7 @@ def embedding_lock(uri: str, column: str) -> Iterator[Path]:
             raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
         handle.seek(0)
         handle.truncate()
-        started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         handle.write(f"pid {os.getpid()} on {os.uname().nodename} since {started}\n")
         handle.flush()
         yield path
@@ -372,7 +372,7 @@ def column_metadata(uri: str, described: dict[str, Any], config: EmbedConfig, *,
         "failed_rows": failed,
         "failures": str(failures_path.relative_to(folder.parent)) if failures_path and "://" not in uri
         else (str(failures_path) if failures_path else ""),
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "source_version": source_version,
     }
     return {k: v for k, v in metadata.items() if v is not None}

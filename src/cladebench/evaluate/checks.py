@@ -185,6 +185,18 @@ def check_eval_settings(config: Any) -> None:
         Rank.parse(rank_name.strip())
 
 
+def check_model_given(task: Any, settings: Any, *, model_named: bool) -> None:
+    """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
+    stored vectors only to find the column holding the model's embeddings."""
+    if model_named:
+        return
+    if task.uses_encoder:
+        raise UsageError(f"the {task.name} task needs --model (its text tower or endpoint scores the images)")
+    if getattr(settings, "column", None) is None:
+        raise UsageError(f"the {task.name} task needs --column emb_* (the stored vectors to evaluate) or --model "
+                         "(to find the column holding its embeddings)")
+
+
 def check_prior_dataset(dataset: Any, settings: Any) -> None:
     """The geo prior's other dataset opens (exit 3 when it is not there) and --prior-fit-where plans on the
     dataset it selects from."""

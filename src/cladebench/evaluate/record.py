@@ -80,7 +80,7 @@ class RunRecord:
     written before labels existed reads with the label a new one would get). The model id stays in provenance."""
     inspection: dict[str, Any] = field(default_factory=dict)
     """Tables for a person to look at, per group: e.g. genus-only rows' predicted species and least certain images."""
-    created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
 
     def __post_init__(self) -> None:

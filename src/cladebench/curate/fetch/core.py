@@ -148,7 +148,7 @@ class _Fetcher:
         timeout = min(limits) if limits else None
         try:
             return await asyncio.wait_for(self._get(item), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if left is not None and timeout == left and left != config.attempt_timeout_s:
                 raise _AttemptError("deadline", f"the item deadline of {config.item_deadline_s} s passed during an "
                                     f"attempt (after {spent:.1f} s on earlier attempts and waits)",

@@ -13,7 +13,7 @@ Example:
     ...     get_source("cryptic")
     ... except Exception as error:
     ...     print(error)
-    unknown source 'cryptic'; known: crypticbio, inat-coobserved, inquire-rerank. Did you mean 'crypticbio'?
+    unknown source 'cryptic'; known: crypticbio, images, inat-coobserved, inquire-rerank. Did you mean 'crypticbio'?
 """
 
 from __future__ import annotations
@@ -212,4 +212,10 @@ register(Source(
     "inat-coobserved", "cladebench.curate.sources.coobserved", "read_inat_coobserved", "build_inat_coobserved",
     "iNat Co-Observed Parquet files (dcher95/inat-coobserved): iNat photos of two organisms of different species",
     "CoObservedLoadConfig",
+))
+register(Source(
+    "images", "cladebench.curate.sources.images.build", "build_images_dataset", "build_images_dataset",
+    "your own images: a folder per taxon, a table of paths or URLs (CSV, TSV, Parquet, a Hugging Face dataset), "
+    "WebDataset shards or a Darwin Core Archive (a GBIF download); labels resolved offline to taxa",
+    "ImagesLoadConfig",
 ))

@@ -48,10 +48,15 @@ SCHEMA = pa.schema([
     pa.field("low", pa.float64()), pa.field("high", pa.float64()), pa.field("n", pa.int64()),
     pa.field("label", pa.string()), pa.field("run", pa.string()), pa.field("key", pa.string()),
     pa.field("status", pa.string()), pa.field("reason", pa.string()), pa.field("recorded_at", pa.string()),
+    pa.field("off_protocol", pa.string()),
 ])
 """Columns: what was run (benchmark, task, protocol: the task and the run's own settings, settings: every setting as
 JSON, the model as named, its id and revision), the number (metric, value, low, high, n), the run (label, run: its
-run.json relative to the suite folder, key), and status (finished or skipped, with the reason)."""
+run.json relative to the suite folder, key), status (finished or skipped, with the reason), and off_protocol (the
+settings in which the run departs from its benchmark's protocol, e.g. ``methods=simpleshot (protocol:
+simpleshot,linear,knn)``; null on protocol)."""
+ADDED_COLUMNS = frozenset({"off_protocol"})
+"""Columns added after the first tables were written: a table without them is read with them null."""
 
 
 def _finite(value: Any) -> float | None:
@@ -66,9 +71,21 @@ def _what(planned: PlannedRun) -> dict[str, Any]:
             "model_id": planned.spec.id, "revision": planned.spec.revision, "key": planned.key}
 
 
+def off_protocol_text(record: RunRecord) -> str | None:
+    """How a run departs from its benchmark's protocol, in one short line (None when it does not)."""
+    departures = (record.provenance.get("plan") or {}).get("off_protocol") or {}
+    shown = [f"{name}={_setting(v.get('run'))} (protocol: {_setting(v.get('protocol'))})"
+             for name, v in departures.items()]
+    return "; ".join(shown) or None
+
+
+def _setting(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: Path) -> list[dict[str, Any]]:
     """One row per metric of a finished run's record."""
-    what = _what(planned)
+    what = {**_what(planned), "off_protocol": off_protocol_text(record)}
     relative = os.path.relpath(run_path, root)
     rows = []
     for metric, estimate in record.metrics.items():
@@ -86,7 +103,7 @@ def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: 
 def skipped_row(planned: PlannedRun, reason: str, when: str) -> dict[str, Any]:
     """The row of a run that could not run, with why."""
     return {**_what(planned), "metric": None, "value": None, "low": None, "high": None, "n": None, "label": None,
-            "run": None, "status": "skipped", "reason": reason, "recorded_at": when}
+            "run": None, "status": "skipped", "reason": reason, "recorded_at": when, "off_protocol": None}
 
 
 @contextlib.contextmanager
@@ -110,9 +127,11 @@ def read_results(root: Path) -> pa.Table:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise SchemaError(f"{path} is not a results table: {exc}") from None
-    missing = [name for name in SCHEMA.names if name not in table.column_names]
+    missing = [name for name in SCHEMA.names if name not in table.column_names and name not in ADDED_COLUMNS]
     if missing:
         raise SchemaError(f"{path} is not a suite's results table: no column {', '.join(missing)}")
+    for name in ADDED_COLUMNS - set(table.column_names):
+        table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
     return table.select(SCHEMA.names).cast(SCHEMA)
 
 
@@ -182,7 +201,8 @@ def format_results(table: pa.Table, format: str) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in finished:
         interval = _interval(r["metric"], r["low"], r["high"]) or (f"left out: {r['reason']}" if r["reason"] else "")
-        cells = (r["benchmark"], r["protocol"], r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
+        protocol = r["protocol"] + (f" (off protocol: {r['off_protocol']})" if r.get("off_protocol") else "")
+        cells = (r["benchmark"], protocol, r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
                  r["n"], r["label"], r["run"])
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     if skipped:

@@ -275,7 +275,7 @@ class VLMClient:
                         answer = await asyncio.wait_for(self._send(url, payload), policy.time_left(spent))
                     finally:
                         spent += time.monotonic() - started
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts in {spent:.1f} s: "
                                     f"no complete answer within the request deadline of {deadline} s "
                                     "(VLMConfig.request_deadline_s)") from None
