@@ -11,7 +11,7 @@ import pytest
 from cladebench.cli import FAMILIES, VERBS, main
 from cladebench.errors import UnknownNameError, UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS
-from cladebench.evaluate.run import EVAL_CONFIGS, GeoEvalConfig, RerankEvalConfig, ZeroShotEvalConfig, eval_config
+from cladebench.evaluate.configs import EVAL_CONFIGS, GeoEvalConfig, RerankEvalConfig, ZeroShotEvalConfig, eval_config
 from cladebench.registry import Registry
 from helpers.before_model import run_before_model
 from helpers.toy_dataset import write_toy_dataset

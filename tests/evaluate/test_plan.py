@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from cladebench.evaluate.benchmarks import BENCHMARKS, apply_protocol
+from cladebench.evaluate.configs import ZeroShotEvalConfig, eval_config
 from cladebench.evaluate.plan import given_settings
-from cladebench.evaluate.run import ZeroShotEvalConfig, eval_config
 
 # --- what the user gave is kept ---------------------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ pytest.importorskip("open_clip")
 
 from cladebench.cli import main
 from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate.configs import eval_config
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import eval_config, run_eval
+from cladebench.evaluate.run import run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from helpers.http_local import ChatEndpoint, ChatRequest, serving, yes_no_reply

@@ -15,7 +15,7 @@ from cladebench.cli.verbs import FAMILIES, Family, Verb, verb
 from cladebench.config import at_least
 from cladebench.errors import UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark
-from cladebench.evaluate.run import EVAL_CONFIGS, EvalConfig
+from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig
 from cladebench.report import ReportConfig
 
 # --- eval ----------------------------------------------------------------------------------------

@@ -30,19 +30,17 @@ This module needs no torch: it works with anything that has ``model_id``, ``revi
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write, held_lock
 from cladebench.templates import PLACEHOLDER, get_templates
 
 CACHE_KIND = "class_text_embeddings/v1"
@@ -173,7 +171,12 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
         return embeddings
     # Blocks take hours at tree-of-life scale: one process encodes a label set at a time (a second waits, then reads
     # the finished entry), so none removes the parts folder while another still writes or joins its blocks.
-    with _key_lock(folder, key, progress):
+    def waiting() -> None:
+        if progress:
+            print("text embeddings: another process is encoding the same labels; waiting for it to finish",
+                  file=sys.stderr)
+
+    with held_lock(folder / f"{key}.lock", on_wait=waiting):
         cached = _read_entry(array_path, len(labels), mmap)  # written by the process this one waited for
         if cached is not None:
             return cached
@@ -217,26 +220,6 @@ def _write_entry(info_path: Path, array_path: Path, info: dict[str, object],
     """The description first, then the array: the ``.npy`` present means the entry is whole."""
     atomic_write(info_path, json.dumps(info, indent=2, ensure_ascii=False))
     atomic_write(array_path, write)
-
-
-@contextlib.contextmanager
-def _key_lock(folder: Path, key: str, progress: bool) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<k>.lock`` (released when the process ends, however it ends); says so on
-    stderr when it has to wait for another process encoding the same labels."""
-    import fcntl
-
-    handle = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress:
-                print("text embeddings: another process is encoding the same labels; waiting for it to finish",
-                      file=sys.stderr)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)
 
 
 def _remove_stale_temporaries(folder: Path, key: str) -> None:

@@ -19,7 +19,6 @@ the cache, a mirror into ``benchmarks/mirrors/<name>-<digest>.lance``, the diges
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -31,6 +30,7 @@ from typing import Any
 
 from cladebench.cache import cache_dir
 from cladebench.errors import DatasetNotFoundError, UsageError
+from cladebench.paths import held_lock
 from cladebench.registry import Registry
 from cladebench.store.embeddings import unverified_note
 
@@ -235,12 +235,8 @@ def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
     if path.is_dir():
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes, or the process dies
+    with held_lock(path.with_name(f".{path.name}.lock")):
         return None if path.is_dir() else _build(path, build)
-    finally:
-        os.close(handle)
 
 
 def _build(path: Path, build: Callable[[Path], Any]) -> Any:

@@ -28,7 +28,7 @@ from cladebench.config import OPTION, parse_text
 from cladebench.errors import UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, mirror_folder
 from cladebench.evaluate.benchmarks.base import mirror_digest
-from cladebench.evaluate.run import EVAL_CONFIGS, EvalConfig, eval_config
+from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig, eval_config
 from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.models.registry import resolve_model
 from cladebench.models.spec import ModelSpec, column_key

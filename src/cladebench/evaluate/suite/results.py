@@ -14,15 +14,13 @@ results``.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import fcntl
 import html
 import io
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,7 @@ from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.evaluate.suite.plan import PlannedRun
 from cladebench.metrics import display_scale
-from cladebench.paths import atomic_write_parquet
+from cladebench.paths import atomic_write_parquet, held_lock
 
 RESULTS_FILE = "results.parquet"
 """The table's file in the suite folder."""
@@ -106,18 +104,6 @@ def skipped_row(planned: PlannedRun, reason: str, when: str) -> dict[str, Any]:
             "run": None, "status": "skipped", "reason": reason, "recorded_at": when, "off_protocol": None}
 
 
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """Hold the suite folder's results lock (waits for another suite's merge, which takes milliseconds)."""
-    root.mkdir(parents=True, exist_ok=True)
-    handle = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)  # releases the lock
-
-
 def read_results(root: Path) -> pa.Table:
     """The suite folder's table (empty, with the schema, when there is none yet)."""
     path = Path(root) / RESULTS_FILE
@@ -138,7 +124,8 @@ def read_results(root: Path) -> pa.Table:
 def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
     """Replace every row of the runs ``keys`` by ``rows``, keep every other row, and write the table whole."""
     root = Path(root)
-    with _locked(root):
+    root.mkdir(parents=True, exist_ok=True)
+    with held_lock(root / LOCK_FILE):  # waits for another suite's merge, which takes milliseconds
         table = read_results(root)
         replaced = set(keys)
         kept = table.filter(pa.array([k not in replaced for k in table.column("key").to_pylist()], pa.bool_()))
