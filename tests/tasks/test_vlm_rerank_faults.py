@@ -164,3 +164,50 @@ def test_vlm_deadline_from_the_command_line_bounds_a_silent_endpoint(dataset: Pa
     assert code == 1 and "request deadline of 1.0 s" in err, err
     assert time.monotonic() - started < 25  # the default deadline (60 s) would not be reached
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_answers_without_logprobs_are_counted_like_other_unusable_answers(dataset: Path, endpoint: ChatServer,
+                                                                         tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """An endpoint leaving logprobs out of some answers aborted the run, and every rerun again."""
+    first_query = min(store.open_dataset(dataset).to_table(columns=["query"]).column("query").to_pylist())
+
+    def reply(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
+        seen = decode_request(body, None)
+        answer = completion(seen, default_top)
+        if first_query in seen.prompt:
+            del answer["choices"][0]["logprobs"]
+        send_json(handler, 200, answer)
+        return True
+
+    endpoint.state.reply = reply
+    total = QUERIES * CANDIDATES
+    for run in ("first", "again"):  # the rerun asks again only the answers that had none
+        assert rerank(dataset, endpoint.model_id(), tmp_path / run) == 0
+        assert f"{CANDIDATES} of {total} candidates have no score (no_logprobs {CANDIDATES})" in capsys.readouterr().err
+        assert RunRecord.read(tmp_path / run).provenance["task"]["outcomes"] == {"no_logprobs": CANDIDATES,
+                                                                                 "scored": total - CANDIDATES}
+    assert endpoint.state.requests == total + CANDIDATES
+
+
+def test_an_endpoint_out_of_reach_exits_5(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = main(["eval", "rerank", str(dataset), "--model", f"openai-compatible:m@http://127.0.0.1:{port}/v1",
+                 "--group-by", "none", "--out", str(tmp_path / "run")])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and not line.startswith("asking")]
+    assert code == 5 and len(err) == 1 and "gave up" in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("prompt", ["Is this a bird? Answer Yes or No.", "Does it show {query} in {place}?",
+                                    "Does it show {query"])
+def test_a_prompt_without_the_query_is_a_usage_error_before_the_dataset_is_read(
+        tmp_path: Path, prompt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["eval", "rerank", str(tmp_path / "not-read.lance"), "--model",
+                 "openai-compatible:m@http://127.0.0.1:9/v1", "--out", str(tmp_path / "run"), "--vlm-prompt", prompt])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--vlm-prompt" in err[0], err  # not "no dataset" (3): it was not read

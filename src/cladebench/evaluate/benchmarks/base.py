@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from cladebench.cache import cache_dir
 from cladebench.errors import DatasetNotFoundError, UsageError
 from cladebench.paths import held_lock
 from cladebench.registry import Registry
+from cladebench.store.embeddings import unverified_note
 
 MIRROR_ENV = "CLADEBENCH_MIRROR"
 """Environment variable naming a folder that holds one mirror folder per benchmark, each named like it."""
@@ -151,7 +153,11 @@ class Benchmark:
     def locate(self, mirror: Path | None) -> Located:
         """The benchmark's data: from ``mirror`` when given, else from the published source (built once)."""
         if self.locate_remote is not None:
-            return self.locate_remote(self, mirror)
+            located = self.locate_remote(self, mirror)
+            note = unverified_note(located.provenance.get("published_embeddings") or {})
+            if note:  # read, but on one record only: the person running it is told, as the record tells a reader
+                print(f"cladebench eval: {self.name}: {note}", file=sys.stderr)
+            return located
         assert self.fetch is not None and self.from_mirror is not None
         if mirror is not None:
             digest = mirror_digest(mirror)
