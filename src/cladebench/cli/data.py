@@ -95,7 +95,7 @@ def _embed(config: EmbedConfig) -> int:
         + (f" (see {summary.failures_path})" if summary.failures_path else "")
         + f"; dataset version {summary.version}"
         + (f"; {summary.arrived:,} row(s) added meanwhile without a vector (run embed again to encode them)"
-           if getattr(summary, "arrived", 0) else "")
+           if summary.arrived else "")
         + (f"; on Ray: {summary.runner['actors']} actor(s) x {summary.runner['cpus_per_actor']} CPU"
            f"{' + 1 GPU' if summary.runner['gpus_per_actor'] else ''}, {summary.runner['fragments']} fragments "
            f"({summary.runner['fragments_resumed']} resumed)" if summary.runner.get("kind") == "ray" else "")
