@@ -157,3 +157,26 @@ def test_the_results_table_marks_an_off_protocol_run_and_reads_older_tables(suit
     marked = table.set_column(table.schema.get_field_index("off_protocol"), "off_protocol",
                               pa.array(["rerank_k=5 (protocol: 100)"] * table.num_rows, pa.string()))
     assert "(off protocol: rerank_k=5 (protocol: 100))" in format_results(marked, "md")
+
+
+def test_results_never_show_a_number_its_record_and_predictions_do_not_give(suite, capsys):
+    import pyarrow.parquet as pq
+
+    from cladebench.evaluate.suite.results import RESULTS_FILE, read_results, require_results
+
+    out = suite["record"].parents[3]
+    table = read_results(out)
+    assert set(require_results(out).column("status").to_pylist()) == {"finished"}
+    values = table.column("value").to_pylist()
+    edited = next(i for i, v in enumerate(values) if v is not None)
+    values[edited] = 0.999
+    pq.write_table(table.set_column(table.schema.get_field_index("value"), "value", pa.array(values)),
+                   out / RESULTS_FILE)
+    checked = require_results(out).to_pylist()
+    assert checked[edited]["status"] == "unverified" and checked[edited]["value"] is None
+    assert "results.parquet gives 0.999" in checked[edited]["reason"]
+    assert main(["results", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "0.999" in shown and "99.90" not in shown  # named as the refused value, never shown as a result
+    (suite["record"].parent / PREDICTIONS_FILE).unlink()
+    assert {r["status"] for r in require_results(out).to_pylist()} == {"unverified"}

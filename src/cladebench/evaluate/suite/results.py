@@ -140,11 +140,42 @@ def _sort_key(table: pa.Table) -> Any:
 
 
 def require_results(root: Path) -> pa.Table:
-    """The table of a suite folder a user named; none there is a one-line error."""
+    """The table of a suite folder a user named, each number checked against its run record and the record
+    against its predictions (:func:`checked_against_records`); none there is a one-line error."""
     if not (Path(root) / RESULTS_FILE).is_file():
         raise CladebenchError(f"no results table at {Path(root) / RESULTS_FILE}: run `cladebench suite --model M "
                               f"--out {root}` first")
-    return read_results(root)
+    return checked_against_records(read_results(root), Path(root))
+
+
+def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
+    """The table with every finished row's number checked: its run record must agree with its predictions
+    (:func:`~cladebench.evaluate.verify.verify_record`) and the row must give the record's value and count. A row
+    that does not is shown without a value, with status ``unverified`` and why, never as a number."""
+    from cladebench.evaluate.verify import verify_record
+
+    problems: dict[str, str | None] = {}
+    records: dict[str, RunRecord] = {}
+    rows = table.to_pylist()
+    for row in rows:
+        run = row["run"]
+        if row["status"] != "finished" or not run:
+            continue
+        if run not in problems:
+            problems[run] = verify_record(root / run)
+            if problems[run] is None:
+                records[run] = RunRecord.read(root / run)
+        problem = problems[run]
+        if problem is None:
+            stored = records[run].metrics.get(row["metric"]) or {}
+            value, n = stored.get("value"), stored.get("n")
+            same = (row["value"] is None) == (value is None) and (value is None or abs(row["value"] - value) <= 1e-9)
+            if not same or (n is not None and row["n"] != n):
+                problem = (f"results.parquet gives {row['value']} on n = {row['n']}, its run record {value} on "
+                           f"n = {n}")
+        if problem is not None:
+            row.update(value=None, low=None, high=None, status="unverified", reason=problem)
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
 def _shown(metric: str, value: float | None) -> str:
@@ -183,7 +214,8 @@ def format_results(table: pa.Table, format: str) -> str:
         writer.writerows(rows)
         return buffer.getvalue().rstrip("\n")
     finished = [r for r in rows if r["status"] == "finished"]
-    skipped = [r for r in rows if r["status"] != "finished"]
+    unverified = [r for r in rows if r["status"] == "unverified"]
+    skipped = [r for r in rows if r["status"] not in ("finished", "unverified")]
     lines = ["| benchmark | protocol | model | metric | value | interval | n | label | run |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in finished:
@@ -192,6 +224,12 @@ def format_results(table: pa.Table, format: str) -> str:
         cells = (r["benchmark"], protocol, r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
                  r["n"], r["label"], r["run"])
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    if unverified:
+        lines += ["", "Not shown: the run record or its predictions do not give these numbers (run the suite again "
+                  "to recompute them):", "", "| benchmark | protocol | model | metric | why |", "|---|---|---|---|---|"]
+        for r in unverified:
+            lines.append("| " + " | ".join(_md_cell(r[c]) for c in ("benchmark", "protocol", "model", "metric",
+                                                                     "reason")) + " |")
     if skipped:
         lines += ["", "Skipped runs:", "", "| benchmark | protocol | model | reason |", "|---|---|---|---|"]
         for r in skipped:
