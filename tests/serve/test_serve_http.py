@@ -166,3 +166,24 @@ def test_two_requests_at_the_same_moment_both_answer(served) -> None:
 def test_unknown_pages_are_404(served, path) -> None:
     url, _ = served
     assert get(url, path).status_code == 404
+
+
+@pytest.mark.parametrize("kept", [("image", "scientific_name", "emb_tinyclip"), ("image",), ("image", "genus")],
+                         ids=["readme-subset", "uuid-and-image", "genus-only"])
+def test_every_page_answers_on_a_dataset_without_the_optional_columns(serve_data, tmp_path, kept) -> None:
+    """The README's own ``subset --columns image scientific_name emb_...`` makes such a dataset."""
+    from dataclasses import replace
+
+    from cladebench.store import subset
+    from helpers.serve_data import running
+
+    path = tmp_path / "subset.lance"
+    subset(str(serve_data.dataset), str(path), columns=list(kept))
+    data = replace(serve_data, dataset=path)
+    with running(data, thumbnails=tmp_path / "thumbs") as (url, started):
+        uuid = quote(started.state.dataset.to_table(columns=["uuid"], limit=1).column(0)[0].as_py(), safe="")
+        paths = ["/", f"/image/{uuid}", f"/full/{uuid}", f"/thumb/{uuid}", "/review", f"/review/{uuid}",
+                 "/runs", "/runs?sort=disagree", "/runs/confusion", "/search", f"/search?like={uuid}",
+                 "/?where=uuid IS NOT NULL"]
+        answers = {p: get(url, p).status_code for p in paths}
+        assert answers == dict.fromkeys(paths, 200)

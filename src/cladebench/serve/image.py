@@ -46,12 +46,22 @@ def safe_link(value: Any) -> str | None:
     return text if text.lower().startswith(("http://", "https://")) else None
 
 
-def read_row(state: ServeState, uuid: str, columns: list[str]) -> dict[str, Any]:
-    """The row ``uuid`` (``columns`` of it); a 404 page when no row has that uuid."""
+class Row(dict):  # type: ignore[type-arg]
+    """A dataset row for the pages: a column the dataset lacks reads as None, as a null value does.
+
+    Every column but ``uuid`` and ``image`` is optional (``subset --columns`` keeps any few), so a template that
+    shows ``row.common_name`` must get "unknown", not an error, from a dataset without that column."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
+def read_row(state: ServeState, uuid: str, columns: list[str]) -> Row:
+    """The row ``uuid`` (``columns`` of it, any other reading as None); a 404 page when no row has that uuid."""
     table = state.dataset.to_table(columns=columns, filter=f"uuid = {sql_literal(uuid)}", limit=1)
     if table.num_rows == 0:
         raise CladebenchError(f"uuid {uuid!r} is not in the dataset")
-    return table.to_pylist()[0]
+    return Row(table.to_pylist()[0])
 
 
 def lineage(row: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 from cladebench.errors import CladebenchError, UsageError
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
-"""The addresses ``serve --help`` promises need no token when bound to (any other bind address asks for one)."""
+"""The addresses the help of the verb promises need no token when bound to (any other bind address asks for one)."""
 TOKEN_HEADER = "x-cladebench-token"
 CSRF_HEADER = "x-cladebench-csrf"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
