@@ -118,6 +118,38 @@ def suggestions(state: ServeState, uuid: str) -> list[Any]:
     return said_about(state, uuid)
 
 
+def _genera(state: ServeState) -> dict[str, str]:
+    """Species binomial -> its genus, as the dataset's own lineages say (made once per server)."""
+    def make() -> dict[str, str]:
+        if not {"species", "genus"} <= set(state.columns):
+            return {}
+        table = state.dataset.to_table(columns=["species", "genus"], filter="species IS NOT NULL AND genus IS NOT NULL")
+        return dict(zip(table.column("species").to_pylist(), table.column("genus").to_pylist(), strict=True))
+
+    return state.remembered(("review", "genera"), make)
+
+
+def genus_of(state: ServeState, name: str | None) -> str | None:
+    """The genus of a suggestion's name (a binomial as a reader looks it up): the dataset's lineage of that species,
+    else the binomial's first word; None for a name that is no binomial (a common name, a higher taxon)."""
+    if not name:
+        return None
+    known = _genera(state).get(name)
+    if known:
+        return known
+    words = name.split()
+    return words[0] if len(words) >= 2 and words[0][:1].isupper() and words[1][:1].islower() else None
+
+
+def genus_mark(state: ServeState, row_genus: str | None, name: str | None) -> str | None:
+    """Whether a suggestion lies inside the row's labelled genus: "in", "out", or None when either is unknown (a row
+    without a genus, a suggestion that names no species)."""
+    genus = genus_of(state, name)
+    if not row_genus or genus is None:
+        return None
+    return "in" if genus == row_genus else "out"
+
+
 # --- taxa --------------------------------------------------------------------------------------------------------
 
 
