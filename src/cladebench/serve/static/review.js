@@ -6,12 +6,12 @@
   const form = document.getElementById("review-form");
   if (!form) {  // the queue: Enter opens the next row to review
     const start = document.getElementById("start");
-    if (start) start.focus();
+    if (start) start.focus({preventScroll: true});
     return;
   }
   const blind = form.hasAttribute("data-blind"), hidden = form.hasAttribute("data-hidden");
   const onward = document.getElementById("next-unreviewed");
-  if (onward) onward.focus();
+  if (onward) onward.focus({preventScroll: true});
   const input = document.getElementById("taxon");
   const list = document.getElementById("taxa");
   const picked = document.getElementById("picked");
