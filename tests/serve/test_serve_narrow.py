@@ -24,7 +24,8 @@ def _pages(served, serve_data) -> dict[str, str]:
     return {"grid": "/", "image": f"/image/{uuid}", "hostile": f"/image/{quote(serve_data.hostile_uuid, safe='')}",
             "search": f"/search?like={uuid}", "runs": "/runs", "disagree": "/runs?sort=disagree",
             "confusion": "/runs/confusion", "review-queue": "/review", "review-row": f"/review/{uuid}",
-            "bad-filter": "/?where=" + quote("genus = 'unterminated")}
+            "bad-filter": "/?where=" + quote("genus = 'unterminated"), "overlay": "/?run=1&conf_max=40",
+            "image-in-view": f"/image/{uuid}?run=1&view=browse"}
 
 
 @pytest.mark.parametrize("width", [PHONE_WIDTH, 1400])

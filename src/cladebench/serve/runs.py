@@ -15,8 +15,8 @@ from fastapi.responses import Response
 
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.serve.areas import AREAS, Area
-from cladebench.serve.browse import checked_filter, display_name, page_number
-from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors
+from cladebench.serve.browse import checked_filter, display_name, page_number, view_uuids
+from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, view_link
 from cladebench.serve.pages import render
 from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable
 from cladebench.serve.state import AppState, ServeState
@@ -41,8 +41,7 @@ def _passing(state: ServeState, sql: str | None) -> set[str] | None:
     """uuids passing ``sql`` (None: no filter, every row passes)."""
     if sql is None:
         return None
-    return state.remembered(("uuids", sql), lambda: set(
-        state.dataset.to_table(columns=["uuid"], filter=sql).column("uuid").to_pylist()))
+    return state.remembered(("uuid set", sql), lambda: set(view_uuids(state, sql)))
 
 
 def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: str | None,
@@ -90,10 +89,14 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
         row = rows.get(uuid, {"uuid": uuid})
         s = said(state, index, by_uuid(state, index)[uuid])
         tag = f"→ {s.predicted_name}" + (f" {100 * s.confidence:.0f}%" if s.confidence is not None else "")
-        if other and uuid in theirs:
-            tag += f" | [{other}] {short_name(state, other, theirs[uuid].get('pred_label'))}"
-        cells.append({"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
-                      "thumb": uuid in have, "verdict": s.right, "tag": tag})
+        cell = {"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
+                "thumb": uuid in have, "verdict": s.right, "tag": tag, "other_tag": None}
+        if other and uuid in theirs:  # both runs' predictions, the active run's first and marked
+            t = said(state, other, theirs[uuid])
+            cell["tag"] = f"[{index}] {tag}"
+            cell["other_tag"] = f"[{other}] → {t.predicted_name}" + (
+                f" {100 * t.confidence:.0f}%" if t.confidence is not None else "")
+        cells.append(cell)
     return cells
 
 
@@ -130,7 +133,9 @@ def runs_page(request: Request, state: AppState) -> Response:
     return render(request, "runs/grid.html", filters=filters, index=index, other=other, sort=sort, sorts=SORTS,
                   rows=cells, total=total, page=page, pages=max(1, -(-total // PAGE_SIZE)), error=error,
                   truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"),
-                  groups=groups_of(state, index))
+                  groups=groups_of(state, index),
+                  view=view_link("", [*filters.params(), ("run", str(index)), ("sort", sort),
+                                      *((("other", str(other)),) if other else ())], "runs"))
 
 
 def groups_of(state: ServeState, index: int) -> list[str]:
