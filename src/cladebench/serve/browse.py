@@ -144,7 +144,7 @@ def grid(request: Request, state: AppState) -> Response:
     page = page_number(query.get("page"))
     error, rows, facets, total = None, [], {}, 0
     rank = next_rank(filters)
-    overlay = PredictionFilter.from_query(query, state) if state.runs else None
+    overlay = PredictionFilter.from_query(query, state)
     try:
         sql = checked_filter(state, filters)
         with filter_errors(filters.where):

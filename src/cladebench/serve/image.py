@@ -116,7 +116,7 @@ def view_order(state: ServeState, query: dict[str, str]) -> list[str] | None:
             return ordered(state, index, sort, other if sort == "disagree" else None, checked_filter(state, filters),
                            truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"))
     filters = Filters.from_query(query, state.columns, keep=OVERLAY)
-    overlay = PredictionFilter.from_query(query, state) if state.runs else None
+    overlay = PredictionFilter.from_query(query, state)
     with filter_errors(filters.where):
         uuids = view_uuids(state, checked_filter(state, filters))
     return overlay.select(state, uuids) if overlay is not None and overlay.narrows else uuids
