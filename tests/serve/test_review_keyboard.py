@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
+from cladebench.serve.review_queue import queue
 from cladebench.store.reviews import read_reviews, reviews_path
 from helpers.playwright_page import chromium_page, eventually
 from helpers.serve_data import running
@@ -35,7 +36,8 @@ def test_the_whole_queue_is_worked_by_keyboard_alone(review_data, tmp_path) -> N
     SHOTS.mkdir(parents=True, exist_ok=True)
     reviews = reviews_path(str(review_data.dataset))
     with running(review_data, thumbnails=tmp_path / "thumbs") as (url, started), chromium_page() as page:
-        total = len(started.state.dataset.to_table(columns=["uuid"]))
+        total = len(queue(started.state))  # every row of the dataset is in the queue
+        assert total == started.state.dataset.count_rows()
         page.goto(url + "review")
         assert _focused(page) == "start"  # Enter opens the first row to review
         page.keyboard.press("Enter")
