@@ -66,7 +66,8 @@ def test_colours_by_rank_run_and_group_and_a_bad_one_is_refused(served) -> None:
     group = dict(map(tuple, _points(url, color="group:challenge_group").json()["legend"]))
     assert group["mammals"] == 24
     refused = _points(url, color="rank:nonsense")
-    assert refused.status_code == 400 and "color must be one of" in refused.text
+    assert refused.status_code == 400 and refused.json()["error"].startswith("color must be one of")
+    assert "no embedding column 'emb_x<b>'" in _points(url, column="emb_x<b>").json()["error"]
 
 
 def test_a_box_on_the_map_becomes_a_where_filter_the_grid_shows(served) -> None:
@@ -80,7 +81,9 @@ def test_a_box_on_the_map_becomes_a_where_filter_the_grid_shows(served) -> None:
     grid = httpx.get(url.rstrip("/") + selected["browse"], timeout=60)
     assert f">{inside} row" in grid.text, re.findall(r"id=.summary.>[^<]*", grid.text)
     assert grid.text.count("<a class=\"cell") == inside, grid.text.split("id=\"grid\"")[1][:3000]
-    assert httpx.get(url.rstrip("/") + "/map/select", params={"box": "1,2,x"}, timeout=60).status_code == 400
+    for bad in ("1,2,x", "nan,0,1,1", "0,0,inf,1"):
+        refused = httpx.get(url.rstrip("/") + "/map/select", params={"box": bad}, timeout=60)
+        assert refused.status_code == 400 and refused.json()["error"].startswith("box must be"), bad
 
 
 def test_the_map_in_a_browser_hover_click_and_a_box_to_browse(served) -> None:

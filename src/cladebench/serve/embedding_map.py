@@ -22,7 +22,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from cladebench.cache import cache_dir
-from cladebench.errors import UsageError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.paths import atomic_write_parquet
 from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import display_name
@@ -159,7 +159,23 @@ def map_page(request: Request, state: AppState) -> Response:
                   choices=_colour_choices(state))
 
 
+def _json_errors(handler: Any) -> Any:
+    """``handler`` answering a user's mistake as ``{"error": line}`` with status 400 (the page's script shows the
+    line), not as an HTML page."""
+    import functools
+
+    @functools.wraps(handler)
+    def wrapped(request: Request, state: AppState) -> JSONResponse:
+        try:
+            return handler(request, state)
+        except CladebenchError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+
+    return wrapped
+
+
 @router.get("/map/points")
+@_json_errors
 def points(request: Request, state: AppState) -> JSONResponse:
     """Every point of a column's map: x, y, uuid, name and category (an index into ``legend``), as JSON."""
     column = check_column(state, request.query_params.get("column") or None)
@@ -196,6 +212,7 @@ def _box(text: str | None) -> tuple[float, float, float, float]:
 
 
 @router.get("/map/select")
+@_json_errors
 def select(request: Request, state: AppState) -> JSONResponse:
     """The rows inside a box of the map (``box=x0,y0,x1,y1`` in the map's coordinates): how many, the ``--where``
     filter that selects them, and a link to browse them (up to :data:`BROWSE_LIMIT` rows)."""

@@ -93,6 +93,7 @@
           {credentials: "same-origin"})
       .then(function (r) { return r.json(); })
       .then(function (answer) {
+        if (answer.error) { status.textContent = answer.error; return; }
         const section = document.getElementById("map-selection");
         section.hidden = false;
         document.getElementById("map-selected").textContent = answer.rows + " row" + (answer.rows === 1 ? "" : "s") +
@@ -140,7 +141,9 @@
   const started = performance.now();
   fetch("/map/points?column=" + encodeURIComponent(canvas.dataset.column) + "&color=" +
         encodeURIComponent(canvas.dataset.color), {credentials: "same-origin"})
-    .then(function (r) { return r.ok ? r.json() : r.text().then(function (t) { throw new Error(t); }); })
+    .then(function (r) {
+      return r.json().then(function (answer) { if (!r.ok) throw new Error(answer.error || "HTTP " + r.status); return answer; });
+    })
     .then(function (answer) {
       data = answer;
       draw();
