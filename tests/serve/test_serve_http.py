@@ -129,7 +129,8 @@ def test_the_runs_views_sort_errors_first_and_list_disagreements(served) -> None
     classes = [chunk.split('"')[0] for chunk in cells.split('class="cell ')[1:]]
     assert classes and classes == sorted(classes, key=lambda c: c != "wrong")  # every wrong one before any right
     disagree = get(url, "/runs", run="1", sort="disagree", other="2")
-    assert disagree.status_code == 200 and "<span class=\"tag\">[2] → " in disagree.text
+    assert disagree.status_code == 200 and re.search(r'<span class="tag">\[2\] \d+% → ', disagree.text)
+    assert re.search(r'<span class="tag active">\[1\] \d+% → ', disagree.text)
     confusion = get(url, "/runs/confusion", run="1")
     assert confusion.status_code == 200 and "/runs?run=1&amp;sort=errors&amp;truth=" in confusion.text
 

@@ -18,7 +18,7 @@ from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import checked_filter, display_name, page_number, view_uuids
 from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, view_link
 from cladebench.serve.pages import render
-from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable
+from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable, verdict_and_tag
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure
 from cladebench.store import sql_literal
@@ -87,15 +87,12 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
     cells = []
     for uuid in uuids:
         row = rows.get(uuid, {"uuid": uuid})
-        s = said(state, index, by_uuid(state, index)[uuid])
-        tag = f"→ {s.predicted_name}" + (f" {100 * s.confidence:.0f}%" if s.confidence is not None else "")
+        right, tag = verdict_and_tag(state, index, uuid)  # type: ignore[misc]  (the run predicted every uuid here)
         cell = {"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
-                "thumb": uuid in have, "verdict": s.right, "tag": tag, "other_tag": None}
+                "thumb": uuid in have, "verdict": right, "tag": tag, "other_tag": None}
         if other and uuid in theirs:  # both runs' predictions, the active run's first and marked
-            t = said(state, other, theirs[uuid])
             cell["tag"] = f"[{index}] {tag}"
-            cell["other_tag"] = f"[{other}] → {t.predicted_name}" + (
-                f" {100 * t.confidence:.0f}%" if t.confidence is not None else "")
+            cell["other_tag"] = f"[{other}] {verdict_and_tag(state, other, uuid)[1]}"  # type: ignore[index]
         cells.append(cell)
     return cells
 
