@@ -174,6 +174,15 @@ def test_each_suggestion_is_marked_inside_or_outside_the_rows_labelled_genus(fre
                 marks[expected] += 1
             assert f"the labelled genus <i>{genus}</i>" in page
         assert marks["in"] and marks["out"]  # both kinds are met on these rows
+        listed = client.get(url + "review").text  # the queue marks each genus-only row's top suggestion too
+        for row in queue(state):
+            cells = re.search(rf'{re.escape(quote(row.uuid, safe=""))}">{re.escape(row.uuid)}</a>.*?</tr>', listed,
+                              re.S)
+            if row.genus_only and row.suggestion_name:
+                expected = "in" if genus_of(state, row.suggestion_name) == row.genus else "out"
+                assert f'data-genus="{expected}"' in cells.group(0), row
+            else:
+                assert "data-genus" not in cells.group(0), row
 
 
 def test_blind_mode_hides_label_suggestions_and_reviews_until_answered(fresh) -> None:

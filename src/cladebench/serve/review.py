@@ -102,6 +102,7 @@ def review_queue(request: Request, state: AppState) -> Response:
                   disputed=disputed, start=None if first is None else _path(first.uuid, blind),
                   genus_only=sum(r.genus_only for r in rows), total=len(rows), reviews=summary.reviews,
                   reviewed=len(summary.current), path=lambda uuid: _path(uuid, blind), blind=blind,
+                  marks={r.uuid: r.mark(state) for r in shown},
                   reviewers={u: len(by) for u, by in summary.current.items()},
                   agreement=reviewer_agreement(summary), table_path=str(reviews_path(state.uri)))
 

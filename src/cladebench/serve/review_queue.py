@@ -45,6 +45,12 @@ class QueueRow:
     """That run's top label."""
     suggestion_name: str | None = None
     """:attr:`suggestion` as a reader looks it up (the binomial of a lineage label), as the other pages show it."""
+    genus: str | None = None
+    """The row's labelled genus."""
+
+    def mark(self, state: ServeState) -> str | None:
+        """Whether the top suggestion lies inside the row's labelled genus (:func:`genus_mark`)."""
+        return genus_mark(state, self.genus, self.suggestion_name)
 
 
 def _naming_columns(state: ServeState) -> list[str]:
@@ -68,10 +74,10 @@ def queue(state: ServeState) -> list[QueueRow]:
                                                "phylum", "kingdom") if row.get(c)), "(no name)")
             top = labels[0] if labels else None
             rows.append((not genus_only, confidence is None, confidence or 0.0, order, row["uuid"], name, genus_only,
-                         confidence, top, None if run is None else short_name(state, run, top)))
+                         confidence, top, None if run is None else short_name(state, run, top), row.get("genus")))
         rows.sort(key=lambda r: r[:4])
         return [QueueRow(position=i, uuid=r[4], name=r[5], genus_only=r[6], confidence=r[7], suggestion=r[8],
-                         suggestion_name=r[9]) for i, r in enumerate(rows, 1)]
+                         suggestion_name=r[9], genus=r[10]) for i, r in enumerate(rows, 1)]
 
     return state.remembered(("review", "queue"), make)
 
