@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.errors import CladebenchError, NotEvaluableError, SchemaError, UsageError
-from cladebench.taxonomy import Rank
+from cladebench.taxonomy import Rank, parse_within
 
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
 """Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
@@ -36,11 +36,10 @@ def within_filter(within: str | None, names: Sequence[str]) -> str | None:
     stripped, as this does); ``None`` otherwise, where the task's own comparison is the only one."""
     if within is None:
         return None
-    rank_name, _, name = within.partition("=")
-    rank = Rank.parse(rank_name.strip())
+    rank, name = parse_within(within)
     if rank == Rank.SPECIES or rank.column not in names:
         return None
-    return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name.strip())}"
+    return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name)}"
 
 
 def exposure_filter(config: Any, dataset: Any) -> str | None:

@@ -26,6 +26,7 @@ from cladebench.taxonomy.lineage import (
     divergence_rank,
     get_name_style,
     name_style,
+    parse_within,
 )
 from cladebench.taxonomy.rollup import (
     LineageRuns,
@@ -41,6 +42,7 @@ from cladebench.taxonomy.rollup import (
 __all__ = [
     "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "LineageRuns", "Membership", "NameStyle", "Rank", "RankRuns",
     "ancestry_from_parents", "divergence_rank", "get_name_style", "inat_lineages", "inat_rank_table",
-    "lineage_order", "lineage_runs", "lineages_from_table", "membership_matrix", "name_style", "read_inat_taxa",
+    "lineage_order", "lineage_runs", "lineages_from_table", "membership_matrix", "name_style", "parse_within",
+    "read_inat_taxa",
     "top_taxa", "unique_species",
 ]
