@@ -466,6 +466,20 @@ def test_overwrite_replaces_its_own_previous_output(export, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_overwrite_keeps_what_the_user_added_to_the_output(export, tmp_path, capsys):
+    out = tmp_path / "out"
+    _build(export.export_dir, out, per_rank=1)
+    (out / "notes.txt").write_text("which photos I checked")
+    (out / "coobserved.lance" / "_versions").mkdir(parents=True)
+    (out / "coobserved.lance" / "_versions" / "1.manifest").write_bytes(b"rows I fetched")
+    before = _listing(out)
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(out), "--overwrite") == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "coobserved.lance, notes.txt" in error
+    assert _listing(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_an_output_path_that_is_a_file_is_refused(export, tmp_path, capsys):
     file = tmp_path / "out.parquet"
     file.write_bytes(b"mine")
