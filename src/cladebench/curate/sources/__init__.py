@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, reading
 from cladebench.registry import Registry
 
 
@@ -91,6 +91,24 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
     if missing:
         raise CladebenchError(f"{what} Parquet file(s) not found: {missing}")
     return paths
+
+
+def parquet_batches(path: Path, *, batch_rows: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The record batches of one Parquet file, one row group in memory at a time; a file that cannot be read (a
+    corrupt page, a truncated file, gone meanwhile) is one line naming it (:func:`cladebench.errors.reading`),
+    wherever in the file the damage is. Only the reading is covered: what the caller does with a batch is not."""
+    import pyarrow.parquet as pq
+
+    with reading(path):
+        # pre_buffer (pyarrow's default) keeps every column chunk read for the reader's life: a whole shard
+        # (hundreds of MB) would stay in memory. Without it memory stays at one row group.
+        batches = pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=columns)
+    while True:
+        with reading(path):
+            batch = next(batches, None)
+        if batch is None:
+            return
+        yield batch
 
 
 def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.curate.sources import check_out_apart, input_paths, parquet_files, with_stats
+from cladebench.curate.sources import check_out_apart, input_paths, parquet_batches, parquet_files, with_stats
 from cladebench.curate.sources.inquire.columns import (
     DEFAULT_BATCH_ROWS,
     IMAGE_FIELDS,
@@ -318,8 +318,6 @@ def iter_inquire_rerank_batches(
     first batch is yielded. A directory is searched at every depth (the Hub's ``data/`` layout); which of its
     files are read is :func:`shard_paths`'s rule.
     """
-    import pyarrow.parquet as pq
-
     if batch_rows < 1:
         raise CladebenchError(f"batch_rows must be positive, got {batch_rows}")
     if split is not None and split not in SPLIT_NAMES.values():
@@ -334,10 +332,7 @@ def iter_inquire_rerank_batches(
         stats.files.append(shard.path.name)
         columns = [c for c in shard.columns if images or c != "image"]
         first_row = 0
-        # pre_buffer (pyarrow's default) caches every column chunk read for the life of the reader: a
-        # whole shard (~400 MB) would stay in memory. Without it memory stays at one row group.
-        parquet = pq.ParquetFile(shard.path, pre_buffer=False)
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns):
+        for batch in parquet_batches(shard.path, batch_rows=batch_rows, columns=columns):
             yield rerank_pass.batch(batch, shard, first_row, images)
             first_row += batch.num_rows
 
