@@ -411,6 +411,21 @@ def test_build_verb_writes_the_same_output(export, uncapped, tmp_path, capsys):
     assert main(["build", "coobserved", "--export-dir", str(export.export_dir), "--out", str(out)]) == 1  # exists
 
 
+def test_an_export_reduced_to_candidate_photos_builds_the_same_rows(tmp_path):
+    """A researcher shares an export already cut down to the photos on two or more rows: no photo is on a
+    single observation, and the accounting must not need one."""
+    export = write_export(tmp_path / "export", ExportConfig(n_photos=300, n_coobserved=6, n_defects=1))
+    full, full_table = _build(export.export_dir, tmp_path / "full", **UNCAPPED)
+    photos = export.export_dir / "photos.csv"
+    header, *lines = photos.read_text().splitlines()
+    rows_per_id = Counter(line.split("\t")[1] for line in lines)
+    photos.write_text("\n".join([header, *(line for line in lines if rows_per_id[line.split("\t")[1]] > 1)]) + "\n")
+    reduced, reduced_table = _build(export.export_dir, tmp_path / "reduced", **UNCAPPED)
+    assert reduced.photo_outcomes["single_observation"] == 0 < full.photo_outcomes["single_observation"]
+    assert sorted(reduced_table.column("photo_id").to_pylist()) == sorted(full_table.column("photo_id").to_pylist())
+    assert reduced.rows == full.rows > 0
+
+
 # --- the output folder: what --overwrite may replace, inputs, killed runs -------------------------
 
 
