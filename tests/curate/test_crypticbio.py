@@ -124,6 +124,9 @@ def test_real_lookup_attaches_a_cryptic_group_to_every_anchor(common, realdata: 
     ("vernacularName", "['unclosed", "field 'vernacularName'"),
     ("url", "", "field 'url': empty"),
     ("scientificName", " ", "field 'scientificName': empty"),
+    ("genus", "Lacerta", "field 'scientificName': 'Podarcis muralis' is not in the row's genus 'Lacerta'"),
+    ("kingdom", "Plantae", "field 'scientificName': 'Podarcis muralis' is filed under kingdom 'Plantae' here and "
+                           "under 'Animalia' at row 1"),
 ])
 def test_bad_values_name_file_row_and_field(tmp_path: Path, field: str, value: str, message: str) -> None:
     path = write_csv(tmp_path / "CrypticBio-Invasive.csv", [GOOD_ROW, GOOD_ROW | {field: value}])
@@ -147,6 +150,14 @@ def test_bad_structure_is_an_error(tmp_path: Path) -> None:
     lookup.write_text("Podarcis muralis\tPodarcis liolepis\nno tab here\n")
     with pytest.raises(SchemaError, match="line 2: expected 'anchor<TAB>"):
         read_cryptic_lookup(lookup)
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "CrypticBio-Common.csv"
+    header = ",".join([*CSV_COLUMNS, "genus"])
+    path.write_text(header + "\n" + ",".join([f'"{GOOD_ROW[c]}"' for c in CSV_COLUMNS] + ["Lacerta"]) + "\n")
+    with pytest.raises(SchemaError, match="the header names 'genus' more than once"):
+        read_crypticbio(path)
 
 
 def test_missing_date_parts_give_a_null_date_and_are_counted(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,7 +183,7 @@ def csv_records(path: Path, required: Sequence[str], *, what: str, other_columns
     allowed: pandas writes its index as a column named ``""``). A row with more or fewer fields than the
     header is an error naming the row. Bytes that are not UTF-8, and what the csv module refuses (a field over
     ``csv.field_size_limit()``, 131,072 characters by default; a NUL byte), are a :class:`SchemaError` naming
-    the line of the file.
+    the line of the file; so is a header naming a column twice.
     """
     with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
@@ -195,6 +196,10 @@ def csv_records(path: Path, required: Sequence[str], *, what: str, other_columns
 def _checked_records(reader: csv.DictReader, path: Path, required: Sequence[str], what: str, other_columns: bool,
                      ignored: Sequence[str]) -> Iterator[tuple[Row, dict[str, str]]]:
     header = reader.fieldnames or []
+    repeated = sorted(c for c, n in Counter(header).items() if n > 1)
+    if repeated:  # a dict per row would keep the last of them for every row, without a word
+        raise SchemaError(f"{path}: the header names {', '.join(map(repr, repeated))} more than once; which of "
+                          "the columns holds the value is ambiguous: keep one of each")
     missing = [c for c in required if c not in header]
     if missing:
         raise SchemaError(f"{path}: not {what}: missing column(s) {missing}; header is {header}")
