@@ -653,17 +653,28 @@ def test_duplicate_observer_ids_are_counted_and_resolved_whatever_the_order(expo
     assert len(names) == 1
 
 
-def test_with_both_csv_and_gz_the_card_says_which_was_read(export, tmp_path):
+def test_with_both_csv_and_gz_the_build_is_refused(export, tmp_path, capsys):
     copy = _copy_export(export, tmp_path)
     with open(copy / "photos.csv", "rb") as source, gzip.open(copy / "photos.csv.gz", "wb") as target:
-        target.write(source.read()[:200])  # a different file: reading it would show
-    summary, _ = _build(copy, tmp_path / "out", per_rank=1)
-    assert summary.files["photos"]["file"].endswith("photos.csv")
-    assert summary.files["photos"]["not_read"].endswith("photos.csv.gz")
-    assert "not_read" not in summary.files["taxa"]
-    card = summary.card_path.read_text(encoding="utf-8")
-    assert "`photos.csv` was read, `photos.csv.gz` was not" in card
-    assert "read photos.csv, not photos.csv.gz" in summary.describe()
+        target.write(source.read())
+    (copy / "photos.csv").write_text((copy / "photos.csv").read_text().splitlines()[0] + "\n")  # a stale one
+    assert _cli("--export-dir", str(copy), "--out", str(tmp_path / "out")) == 1
+    assert "both photos.csv and photos.csv.gz; keep the one that is the export" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("table", "make", "said"), [
+    ("photos", lambda p: p.mkdir(), "a folder"),
+    ("taxa", lambda p: os.mkfifo(p), "not a regular file"),
+    ("observers", lambda p: p.symlink_to(p.parent / "gone.csv"), "a link to nothing"),
+])
+def test_an_export_table_that_is_not_a_file_says_what_it_is(export, tmp_path, capsys, table, make, said):
+    copy = _copy_export(export, tmp_path)
+    (copy / f"{table}.csv").unlink()
+    make(copy / f"{table}.csv")
+    assert _cli("--export-dir", str(copy), "--out", str(tmp_path / "out")) == 1
+    error = capsys.readouterr().err
+    assert f"{copy / (table + '.csv')}: {said}" in error and "no " + table not in error
 
 
 def test_a_list_option_that_is_a_folder_or_missing_names_itself(export, tmp_path, capsys):
