@@ -458,6 +458,8 @@ def test_missing_column_names_file_and_column_and_writes_nothing(shards: dict[st
     ({"inat24_image_id": 9001}, r"row 2 \(1-based data row\), field 'inat24_image_id': image 9001 is already a "
                                 r"candidate of val query 26 \(validation-00000-of-00001\.parquet row 1\)"),
     ({"query": "another text"}, r"row 2 \(1-based data row\), field 'query': 'another text' differs"),
+    ({"clip_score": float("inf")}, r"row 2 \(1-based data row\), field 'clip_score': inf is not a finite number"),
+    ({"clip_score": float("-inf")}, r"row 2 \(1-based data row\), field 'clip_score': -inf is not a finite number"),
 ])
 def test_bad_values_are_errors(shards: dict[str, Any], tmp_path: Path, change: dict[str, Any],
                                message: str) -> None:

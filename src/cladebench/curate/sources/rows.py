@@ -104,11 +104,14 @@ def integer(value: Any, field_name: str, row: Row) -> int:
 
 
 def number_or_none(value: Any, field_name: str, row: Row) -> float | None:
-    """A float from a typed number; null and NaN are null (iNat data writes an unknown value as NaN)."""
+    """A float from a typed number; null and NaN are null (iNat data writes an unknown value as NaN); an
+    infinity is an error, as it is in text (:func:`number_from_text`): no stored number is infinite."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise row.error(field_name, f"{value!r} is not a number")
+    if math.isinf(value):
+        raise row.error(field_name, f"{value!r} is not a finite number")
     return None if math.isnan(value) else float(value)
 
 
