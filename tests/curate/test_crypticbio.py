@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import csv
 import datetime
 import hashlib
@@ -158,6 +159,20 @@ def test_a_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
     path.write_text(header + "\n" + ",".join([f'"{GOOD_ROW[c]}"' for c in CSV_COLUMNS] + ["Lacerta"]) + "\n")
     with pytest.raises(SchemaError, match="the header names 'genus' more than once"):
         read_crypticbio(path)
+
+
+def test_a_gzip_csv_is_read_decompressed_whatever_its_name(tmp_path: Path) -> None:
+    plain = write_csv(tmp_path / "CrypticBio-Common.csv", [GOOD_ROW, GOOD_ROW | {"url": GOOD_ROW["url"] + "?2"}])
+    for name in ("CrypticBio-Common.csv.gz", "compressed/CrypticBio-Common.csv"):
+        packed = tmp_path / name
+        packed.parent.mkdir(exist_ok=True)
+        packed.write_bytes(gzip.compress(plain.read_bytes()))
+        assert read_crypticbio(packed, subset="common").equals(read_crypticbio(plain, subset="common"))
+    cut = tmp_path / "cut" / "CrypticBio-Common.csv"
+    cut.parent.mkdir()
+    cut.write_bytes(gzip.compress(plain.read_bytes())[:-12])
+    with pytest.raises(SchemaError, match=r"cannot read .*: a gzip file that is cut short or damaged"):
+        read_crypticbio(cut)
 
 
 def test_missing_date_parts_give_a_null_date_and_are_counted(tmp_path: Path) -> None:

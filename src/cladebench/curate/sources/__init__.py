@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import gzip
 import importlib
+import io
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -141,8 +144,8 @@ def first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
     Read in blocks; the bytes of a character cut by a block's end are carried into the next block, and the
     file's end counts as an end of input, so a file cut inside a character names that character's first byte.
     """
-    offset, line, pending = 0, 1, b""  # offset: where ``pending`` starts in the file
-    with open(path, "rb") as handle:
+    offset, line, pending = 0, 1, b""  # offset: where ``pending`` starts in the (decompressed) text
+    with _open_bytes(path) as handle:
         while True:
             block = handle.read(1 << 20)
             data, final = pending + block, not block
@@ -155,6 +158,29 @@ def first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
             pending = data[consumed:]
             if final:
                 return line, offset, 0
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first bytes of a gzip file, whatever its name."""
+
+
+def _open_bytes(path: str | Path) -> IO[bytes]:
+    """``path``'s bytes, decompressed when it is gzip (sniffed, not by name: ``.csv`` files arrive compressed)."""
+    with open(path, "rb") as probe:
+        compressed = probe.read(2) == GZIP_MAGIC
+    return gzip.open(path, "rb") if compressed else open(path, "rb")
+
+
+@contextlib.contextmanager
+def open_text(path: str | Path, error: type[CladebenchError] = SchemaError) -> Iterator[IO[str]]:
+    """A text file (CSV, TSV) for reading as UTF-8, gzip or not, inside :func:`utf8_errors`; a gzip file that
+    ends early or is corrupt is ``error`` naming the file."""
+    try:
+        with utf8_errors(path, error), _open_bytes(path) as raw, \
+                io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as handle:
+            yield handle
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise error(f"cannot read {path}: a gzip file that is cut short or damaged ({exc})") from None
 
 
 @contextlib.contextmanager

@@ -72,7 +72,7 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.curate.fetch import DownloadConfig, DownloadReport, DownloadStore, download
-from cladebench.curate.sources import check_out_apart, failures_path_for, stats_of, utf8_errors, with_stats
+from cladebench.curate.sources import check_out_apart, failures_path_for, open_text, stats_of, with_stats
 from cladebench.curate.sources.rows import (
     Row,
     coordinates,
@@ -144,7 +144,7 @@ def read_cryptic_lookup(path: str | Path) -> dict[str, tuple[str, ...]]:
     """
     groups: dict[str, tuple[str, ...]] = {}
     _check_input_file(path, "--lookup", "the cryptic-group lookup (anchor<TAB>species,...)")
-    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
+    with open_text(path) as handle:
         for line_number, line in enumerate(handle, 1):
             line = line.rstrip("\r\n")
             if not line.strip():

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cladebench.curate.sources import utf8_errors
+from cladebench.curate.sources import open_text
 from cladebench.errors import SchemaError
 
 ROW_COUNTING = "1-based data row"
@@ -184,11 +184,12 @@ def csv_records(path: Path, required: Sequence[str], *, what: str, other_columns
     ``what`` names the format in messages (``a CrypticBio benchmark CSV``). A header without a ``required``
     column is an error; so is one with other columns unless ``other_columns`` (``ignored`` columns are always
     allowed: pandas writes its index as a column named ``""``). A row with more or fewer fields than the
-    header is an error naming the row. Bytes that are not UTF-8, and what the csv module refuses (a field over
+    header is an error naming the row. A gzip file is read decompressed, whatever its name. Bytes that are
+    not UTF-8, and what the csv module refuses (a field over
     ``csv.field_size_limit()``, 131,072 characters by default; a NUL byte), are a :class:`SchemaError` naming
     the line of the file; so is a header naming a column twice.
     """
-    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
+    with open_text(path) as handle:
         reader = csv.DictReader(handle)
         try:
             yield from _checked_records(reader, path, required, what, other_columns, ignored)
