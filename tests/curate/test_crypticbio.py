@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import gzip
 import csv
 import datetime
+import gzip
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator
