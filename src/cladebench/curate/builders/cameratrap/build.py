@@ -43,6 +43,7 @@ from cladebench.curate.builders.cameratrap.card import (
 from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, Cohort, Collection, is_url, read_cohort
 from cladebench.curate.builders.cameratrap.fetching import (
     ImageTask,
+    check_image_folders,
     download_root,
     encoded_images,
     failure_reason,
@@ -259,6 +260,7 @@ def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
     out = Path(config.out)
     target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config, cohort))
     with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
+        check_image_folders(cohort)
         target_path = appending.target_dataset(Path(config.append_to)) if config.append_to is not None else None
         root = download_root(config.download_dir)
         bad: dict[str, dict[str, BadRecords]] = {}
