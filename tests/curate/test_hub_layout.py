@@ -72,6 +72,18 @@ def test_the_reader_says_what_it_read_and_what_it_skipped(tmp_path: Path) -> Non
         read_inquire_rerank(only_train.parent)
 
 
+def test_load_inquire_rerank_says_how_many_photos_are_in_no_image_format(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "snap" / "data"
+    data.mkdir(parents=True)
+    bodies = [b"<!DOCTYPE html><html>rate limited</html>", bytes(range(7, 250)), flat_jpeg((10, 90, 160))]
+    write_shard(data / "test-00000-of-00001.parquet",
+                [candidate(HERMIT_QUERY, 27, 9101 + i, body, HERMIT, int(i == 0)) for i, body in enumerate(bodies)])
+    assert main(["load", "inquire-rerank", str(tmp_path / "snap"), "--out", str(tmp_path / "r.lance")]) == 0
+    printed = capsys.readouterr().out
+    assert "3 rows written" in printed and "2 of 3 rows hold image bytes in no known image format" in printed
+
+
 def _coobserved_snapshot(root: Path) -> Path:
     data = root / "data"
     write_published(data / "train-00000-of-00001.parquet", published_rows())

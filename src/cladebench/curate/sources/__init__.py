@@ -222,6 +222,17 @@ def stats_of(table: pa.Table, key: bytes) -> dict[str, Any]:
     return {} if raw is None else json.loads(raw)
 
 
+def unknown_format_notes(stats: Mapping[str, Any], rows: int) -> list[str]:
+    """The line a load prints when rows hold image bytes in no format the tool recognises (an HTML error page
+    or random bytes saved as a photo): they are written, and every later decode of them fails, so a person
+    hears of it now, not from a failures table after an hour of embedding. Empty when there are none."""
+    unknown = int(stats.get("unknown_image_format") or 0)
+    if not unknown:
+        return []
+    return [f"{unknown:,} of {rows:,} rows hold image bytes in no known image format (an HTML page, random bytes?): "
+            "they are written with a null image_format, and decoding them will fail"]
+
+
 def failures_path_for(out: str | Path) -> Path:
     """Where the failures of a build into ``out`` go: ``<out>.failures.parquet``, beside the dataset."""
     out = Path(out)

@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.curate.sources import check_out_apart, input_paths, parquet_batches, parquet_files, with_stats
+from cladebench.curate.sources import (
+    check_out_apart,
+    input_paths,
+    parquet_batches,
+    parquet_files,
+    unknown_format_notes,
+    with_stats,
+)
 from cladebench.curate.sources.inquire.columns import (
     DEFAULT_BATCH_ROWS,
     IMAGE_FIELDS,
@@ -374,12 +381,14 @@ class InquireRerankBuild:
 
     @property
     def notes(self) -> list[str]:
-        """What a person should know about the build beyond its row count: the files it did not read."""
+        """What a person should know about the build beyond its row count: the files it did not read, and rows
+        whose image bytes are in no known format."""
         skipped = self.stats.get("skipped_files") or []
+        notes = unknown_format_notes(self.stats, self.rows)
         if not skipped:
-            return []
+            return notes
         return [f"skipped {len(skipped)} file(s) whose names name a split INQUIRE-Rerank does not have (its splits "
-                f"are validation and test): {', '.join(Path(f).name for f in skipped)}"]
+                f"are validation and test): {', '.join(Path(f).name for f in skipped)}", *notes]
 
 
 def build_inquire_rerank(
