@@ -137,6 +137,11 @@ def test_subset_refuses_an_output_that_is_a_file_and_leaves_it(good: Path, tmp_p
     assert target.read_text() == "mine"
 
 
+def test_subset_keeps_a_column_named_twice_once(good: Path, tmp_path: Path) -> None:
+    copy = store.subset(good, tmp_path / "copy.lance", columns=["scientific_name", "scientific_name", "uuid"])
+    assert copy.schema.names == ["uuid", "scientific_name"] and copy.count_rows() == 3
+
+
 def test_subset_into_an_existing_empty_folder(good: Path, tmp_path: Path) -> None:
     out = tmp_path / "empty"
     out.mkdir()
