@@ -118,6 +118,16 @@ def test_a_collection_whose_image_folder_is_missing_is_refused_naming_it(planted
     assert not out.exists() and host.requests == Counter()  # refused before anything was fetched
 
 
+def test_a_fetched_file_of_the_wrong_kind_is_named_by_its_url(planted, capsys) -> None:
+    root, cohort_path, taxonomy, host = planted
+    metadata_url = host.url("/meta/nacti.json.gz")
+    cohort_path.write_text(cohort_path.read_text().replace(host.url("/md/nacti.json"), metadata_url))
+    rc = main(["build", "cameratrap", str(cohort_path), "--out", str(root / "cohort-out"), "--taxonomy",
+               str(taxonomy), "--download-dir", str(root / "downloads"), "--workers", "0", "--no-progress"])
+    error = capsys.readouterr().err
+    assert rc == 4 and f"{metadata_url}: no detection_categories" in error and "downloads" not in error
+
+
 def test_a_second_run_over_the_same_out_is_refused_without_overwrite(planted) -> None:
     root, cohort_path, taxonomy, _ = planted
     config = CameraTrapBuildConfig(cohort=cohort_path, out=root / "o", taxonomy=taxonomy,

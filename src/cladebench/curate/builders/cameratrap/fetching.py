@@ -14,6 +14,7 @@ stays apart from the selection and screening rules.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,18 @@ def check_image_folders(cohort: Cohort) -> None:
         what = "is not a folder" if Path(root).exists() else "does not exist"
         raise CladebenchError(f"collection {collection.name!r}: its images folder {root} {what}; give the folder "
                               "its file names are relative to, or the URL prefix they are served under")
+
+
+@contextlib.contextmanager
+def named_as_given(location: str, path: Path) -> Iterator[None]:
+    """An error reading ``path``, the local copy of ``location``, names ``location`` (the URL the cohort file
+    gives), not the download store's object file, which the user never named and cannot fix."""
+    try:
+        yield
+    except CladebenchError as error:
+        if str(path) == location or str(path) not in str(error):
+            raise
+        raise type(error)(str(error).replace(str(path), location)) from None
 
 
 def image_location(collection: Collection, file_name: str) -> str:
@@ -122,4 +135,4 @@ def encoded_images(files: Mapping[str, str], max_side: int, workers: int) -> Ite
 
 
 __all__ = ["METADATA_MAX_BYTES", "ImageTask", "check_image_folders", "download_root", "encoded_images",
-           "failure_reason", "gather_files", "image_location", "local_copy"]
+           "failure_reason", "gather_files", "image_location", "local_copy", "named_as_given"]
