@@ -101,6 +101,16 @@ def test_load_inat_coobserved_reads_a_snapshot_root(tmp_path: Path, capsys: pyte
     assert store.open_dataset(out).count_rows() == len(published_rows())
 
 
+def test_two_snapshots_under_one_folder_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _inquire_snapshot(tmp_path / "downloads" / "INQUIRE-Rerank")
+    shutil.copytree(tmp_path / "downloads" / "INQUIRE-Rerank", tmp_path / "downloads" / "INQUIRE-Rerank (1)")
+    assert main(["load", "inquire-rerank", str(tmp_path / "downloads"), "--out", str(tmp_path / "r.lance")]) == 1
+    error = capsys.readouterr().err
+    assert "are two copies of one INQUIRE-Rerank file" in error and "duplicate uuid" not in error
+    assert f"{tmp_path / 'downloads' / 'INQUIRE-Rerank'} and {tmp_path / 'downloads' / 'INQUIRE-Rerank (1)'}" in error
+    assert not (tmp_path / "r.lance").exists()
+
+
 def _fake_hub(repos: dict[str, Path], calls: list[dict[str, Any]]):
     """``snapshot_download`` as the Hub client does it, from local folders: the same pattern filter, the same
     relative paths, into a fresh snapshot folder."""

@@ -78,7 +78,9 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
     A directory is searched at every depth, because a Hugging Face Hub snapshot keeps its files in ``data/``
     (``data/test-00000-of-00004.parquet``) or in one folder per config or split; hidden files and folders
     (``.cache/``, the Hub client's download state, ``.git/``) are left out. An error names ``what`` when there
-    are no files or a path given is missing.
+    are no files or a path given is missing, and names the folders when a folder given holds two copies of one
+    file (the same name and size in two places: two snapshots downloaded side by side), whose rows would all
+    be read twice.
     """
     given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
     paths: list[Path] = []
@@ -93,7 +95,20 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise CladebenchError(f"{what} Parquet file(s) not found: {missing}")
+    _refuse_copies(paths, what)
     return paths
+
+
+def _refuse_copies(paths: list[Path], what: str) -> None:
+    seen: dict[tuple[str, int], Path] = {}
+    for path in paths:
+        first = seen.setdefault((path.name, path.stat().st_size), path)
+        if first != path:
+            common = Path(os.path.commonpath([first, path]))
+            folders = [str(common / p.relative_to(common).parts[0]) for p in (first, path)]
+            raise CladebenchError(f"{first} and {path} are two copies of one {what} file (same name and size): "
+                                  f"{folders[0]} and {folders[1]} look like two downloads of the same files; "
+                                  "give one of them")
 
 
 def parquet_batches(path: Path, *, batch_rows: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
