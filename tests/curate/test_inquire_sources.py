@@ -473,7 +473,8 @@ def test_bad_values_are_errors(shards: dict[str, Any], tmp_path: Path, change: d
 
 def test_query_ids_from_the_query_files_when_the_shard_has_none(shards: dict[str, Any], tmp_path: Path) -> None:
     path = write_shard(tmp_path / "test-00000-of-00001.parquet", shards["by_name"]["test_b"], drop=("query_id",))
-    with pytest.raises(SchemaError, match=r"missing column\(s\) \['query_id'\] \(pass queries="):
+    with pytest.raises(SchemaError, match=r"missing column\(s\) \['query_id'\] \(give the INQUIRE query CSVs, "
+                                          r"with --queries or queries= from Python"):
         read_inquire_rerank(path)
     queries = tmp_path / "inquire_queries_test.csv"
     queries.write_text(f",query_id,query_text,supercategory,category,iconic_group\n0,3,{MONGOOSE_QUERY},Behavior,"

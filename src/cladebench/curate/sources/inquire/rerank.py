@@ -139,7 +139,8 @@ def _open_shard(path: Path, split: str | None, fill_query_ids: bool) -> _Shard:
     required = [*RERANK_COLUMNS, *([] if fill_query_ids else ["query_id"])]
     missing = [c for c in required if c not in names]
     if missing:
-        hint = " (pass queries=... to take query ids from the query CSVs)" if missing == ["query_id"] else ""
+        hint = (" (give the INQUIRE query CSVs, with --queries or queries= from Python, to take the query ids from "
+                "them)" if missing == ["query_id"] else "")
         raise SchemaError(f"{path}: not an INQUIRE-Rerank Parquet file: missing column(s) {missing}{hint}; "
                           f"it has {schema.names}")
     image_type = schema.field("image").type
@@ -150,8 +151,8 @@ def _open_shard(path: Path, split: str | None, fill_query_ids: bool) -> _Shard:
         raise SchemaError(f"{path}: column 'image': expected struct<bytes, path> or binary, found {image_type}")
     split = split or split_from_name(path)
     if split is None:
-        raise SchemaError(f"{path}: cannot tell the split from the file name (expected validation-* or test-*); "
-                          "pass split='val' or split='test'")
+        raise SchemaError(f"{path}: cannot tell the split from the file name; name it validation-*.parquet or "
+                          "test-*.parquet (or pass split='val' or 'test' from Python)")
     optional = {extra: next((s for s in sources if s in names), None)
                 for extra, sources in RERANK_OPTIONAL_COLUMNS.items()}
     columns = [*RERANK_COLUMNS, *(["query_id"] if "query_id" in names else []),
