@@ -14,7 +14,7 @@ import pytest
 
 from cladebench import store
 from cladebench.cli import main
-from cladebench.curate.sources.inquire import read_inquire_rerank, read_stats, shard_paths
+from cladebench.curate.sources.inquire import build_inquire_rerank, read_inquire_rerank, read_stats, shard_paths
 from cladebench.errors import CladebenchError
 from helpers.coobserved_rows import ALIAS_SCHEMA, alias_rows, published_rows, write_published
 from helpers.inquire_rows import CONDOR, CONDOR_QUERY, HERMIT, HERMIT_QUERY, candidate, flat_jpeg, write_shard
@@ -109,6 +109,16 @@ def test_two_snapshots_under_one_folder_are_named(tmp_path: Path, capsys: pytest
     assert "are two copies of one INQUIRE-Rerank file" in error and "duplicate uuid" not in error
     assert f"{tmp_path / 'downloads' / 'INQUIRE-Rerank'} and {tmp_path / 'downloads' / 'INQUIRE-Rerank (1)'}" in error
     assert not (tmp_path / "r.lance").exists()
+
+
+def test_a_split_asked_for_that_the_files_lack_is_named(tmp_path: Path) -> None:
+    root = _inquire_snapshot(tmp_path / "mirror")
+    (root / "data" / "test-00000-of-00001.parquet").unlink()
+    with pytest.raises(CladebenchError, match=r"no test-\*\.parquet shard in .*: it holds only "
+                                              r"\['validation-00000-of-00001\.parquet'\]"):
+        build_inquire_rerank(root, tmp_path / "r.lance", splits=("test",))
+    assert not (tmp_path / "r.lance").exists()
+    assert build_inquire_rerank(root, tmp_path / "r.lance", splits=("val",)).rows == 2
 
 
 def _fake_hub(repos: dict[str, Path], calls: list[dict[str, Any]]):

@@ -315,6 +315,7 @@ def iter_inquire_rerank_batches(
     images: bool = True,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     stats: RerankStats | None = None,
+    splits: Sequence[str] = (),
 ) -> Iterator[pa.Table]:
     """Stream INQUIRE-Rerank shards as canonical tables of at most ``batch_rows`` rows, in file order.
 
@@ -333,6 +334,12 @@ def iter_inquire_rerank_batches(
     query_ids = None if queries is None else query_ids_by_text(queries)
     paths, skipped = shard_paths(parquet_paths, split=split)
     shards = [_open_shard(p, split, query_ids is not None) for p in paths]
+    absent = [s for s in splits if s not in {shard.split for shard in shards}]
+    if absent:
+        words = [next((word for word, name in SPLIT_NAMES.items() if name == s), s) for s in absent]
+        raise CladebenchError(f"no {' or '.join(f'{word}-*.parquet' for word in words)} shard in "
+                              f"{[str(p) for p in input_paths(parquet_paths)]}: it holds only "
+                              f"{sorted({shard.path.name for shard in shards})}")
     stats = stats if stats is not None else RerankStats()
     stats.skipped_files.extend(str(p) for p in skipped)
     rerank_pass = _RerankPass(stats, query_ids)
@@ -399,20 +406,22 @@ def build_inquire_rerank(
     split: str | None = None,
     queries: pa.Table | str | Path | Sequence[str | Path] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    splits: Sequence[str] = (),
 ) -> InquireRerankBuild:
     """Write INQUIRE-Rerank shards (files, or a directory of them) to a Lance dataset at ``out``.
 
     The shards stream through :func:`cladebench.store.write_dataset` a batch at a time, so memory
     stays bounded. Every shard's columns are checked before a byte is written; a bad value found
     later aborts the write and, the dataset being committed only at the end, leaves nothing at
-    ``out``. ``out`` must not exist yet.
+    ``out``. ``out`` must not exist yet. ``splits`` (``"val"``, ``"test"``) must each have a shard among the
+    files, or nothing is written and the error names the files found (a mirror without its test shards).
     """
     out = Path(out)
     check_out_apart(out, [*input_paths(parquet_paths),
                           *(input_paths(queries) if not isinstance(queries, pa.Table) else [])])
     stats = RerankStats()
     batches = iter_inquire_rerank_batches(parquet_paths, split=split, queries=queries, images=True,
-                                          batch_rows=batch_rows, stats=stats)
+                                          batch_rows=batch_rows, stats=stats, splits=splits)
     dataset = store.write_dataset(batches, out)
     return InquireRerankBuild(dataset_path=out, rows=dataset.count_rows(), fingerprint=store.fingerprint(dataset),
                               stats=stats.as_dict())
