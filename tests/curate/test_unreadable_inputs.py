@@ -3,6 +3,7 @@ input) end every loader and builder with one line naming the file and exit 1, ne
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -78,3 +79,13 @@ def test_reading_names_the_file_and_passes_other_errors(tmp_path: Path) -> None:
     assert str(loop) in str(refused.value) and refused.value.exit_code == 1
     with pytest.raises(ValueError, match="a bug"), reading(loop):
         raise ValueError("a bug, not the file")
+
+
+@pytest.mark.parametrize(("source", "name"), [("crypticbio", "CrypticBio-Common.csv"),
+                                              ("inquire-rerank", "test-00000-of-00001.parquet")])
+def test_a_pipe_given_as_the_input_is_refused_not_waited_on(tmp_path: Path, capsys, source, name) -> None:
+    pipe = tmp_path / name
+    os.mkfifo(pipe)
+    assert main(["load", source, str(pipe), "--out", str(tmp_path / "out.lance")]) == 1
+    error = capsys.readouterr().err
+    assert str(pipe) in error and ("not a regular file" in error or "not regular files" in error)

@@ -92,9 +92,12 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
     if not paths:
         raise CladebenchError(f"no {what} Parquet files in {[str(p) for p in given]} (searched at every depth, "
                               "hidden folders left out)")
-    missing = [str(p) for p in paths if not p.is_file()]
+    missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise CladebenchError(f"{what} Parquet file(s) not found: {missing}")
+    special = [str(p) for p in paths if not p.is_file()]
+    if special:
+        raise CladebenchError(f"{what} Parquet path(s) that are not regular files (a pipe or a device): {special}")
     _refuse_copies(paths, what)
     return paths
 

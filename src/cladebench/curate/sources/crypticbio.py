@@ -169,6 +169,8 @@ def _check_input_file(path: str | Path, option: str, what: str) -> None:
         raise CladebenchError(f"{option} {path} is a folder; give {what}")
     if not path.exists():
         raise CladebenchError(f"{option} {path}: no such file")
+    if not path.is_file():  # a FIFO or a device: reading it would wait for a writer, or never end
+        raise CladebenchError(f"{option} {path} is not a regular file (a pipe or a device); give {what}")
 
 
 # --- one row -------------------------------------------------------------------------------------
