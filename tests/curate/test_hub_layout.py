@@ -121,6 +121,15 @@ def test_a_split_asked_for_that_the_files_lack_is_named(tmp_path: Path) -> None:
     assert build_inquire_rerank(root, tmp_path / "r.lance", splits=("val",)).rows == 2
 
 
+def test_load_inat_coobserved_says_how_many_photos_are_in_no_image_format(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = published_rows()
+    rows[0]["image"] = {"bytes": b"<html>gone</html>", "path": "x.jpg"}
+    write_published(tmp_path / "snap" / "data" / "train-00000-of-00001.parquet", rows)
+    assert main(["load", "inat-coobserved", str(tmp_path / "snap"), "--out", str(tmp_path / "p.lance")]) == 0
+    assert f"1 of {len(rows)} rows hold image bytes in no known image format" in capsys.readouterr().out
+
+
 def _fake_hub(repos: dict[str, Path], calls: list[dict[str, Any]]):
     """``snapshot_download`` as the Hub client does it, from local folders: the same pattern filter, the same
     relative paths, into a fresh snapshot folder."""
