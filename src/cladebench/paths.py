@@ -38,6 +38,15 @@ def absolute(path: str | Path) -> Path:
     return Path(os.path.abspath(Path(path).expanduser()))
 
 
+def resolved(path: str | Path) -> Path:
+    """``path`` made absolute with every symbolic link followed; a loop of links (which Python reports as a
+    ``RuntimeError`` or an ``OSError`` by version) is one line naming the path, exit 1."""
+    try:
+        return absolute(path).resolve()
+    except (RuntimeError, OSError):
+        raise CladebenchError(f"{path}: a loop of symbolic links; name the file itself") from None
+
+
 def relation(out: Path, source: Path) -> str | None:
     """How ``out`` overlaps ``source`` ("is", "is inside", "contains"), or None when they do not."""
     if out == source:
@@ -52,11 +61,11 @@ def relation(out: Path, source: Path) -> str | None:
 def check_not_an_input(out: str | Path, inputs: Iterable[str | Path | None], out_option: str = "--out") -> None:
     """A :class:`UsageError` when ``out`` is an input, is inside one or contains one (symbolic links followed,
     so a link cannot hide the overlap). ``None`` inputs (options not given) are skipped."""
-    out_paths = {absolute(out), absolute(out).resolve()}
+    out_paths = {absolute(out), resolved(out)}
     for source in inputs:
         if source is None:
             continue
-        for source_path in {absolute(source), absolute(source).resolve()}:
+        for source_path in {absolute(source), resolved(source)}:
             for out_path in out_paths:
                 found = relation(out_path, source_path)
                 if found is not None:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cladebench.errors import SchemaError
+from cladebench.errors import SchemaError, reading
 from cladebench.models.registry import HF_HUB_PREFIX, resolve_model
 from cladebench.models.spec import ModelSpec
 from cladebench.registry import Registry
@@ -264,7 +264,8 @@ def failures(uri: str, column: str) -> pa.Table:
     path = failures_path(uri, column)
     if not path.exists():
         return pa.table({"uuid": pa.array([], pa.string()), "reason": pa.array([], pa.string())})
-    return pq.read_table(path)
+    with reading(path):
+        return pq.read_table(path)
 
 
 # --- reading vectors ------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.store.checks import uuid_problem
 from cladebench.store.embeddings import state_dir
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -95,8 +96,8 @@ class Review:
     """Identifies this review: a retried append that did land is read back once."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.uuid, str) or not self.uuid or "\n" in self.uuid:
-            raise UsageError(f"a review needs the row's uuid, got {self.uuid!r}")
+        if uuid_problem(self.uuid) is not None:
+            raise UsageError(f"a review needs the row's uuid, got {self.uuid!r} (it {uuid_problem(self.uuid)})")
         if not isinstance(self.reviewer, str) or not self.reviewer.strip():
             raise UsageError("a review needs a reviewer name")
         if (self.lineage is None) != (self.rank is None):

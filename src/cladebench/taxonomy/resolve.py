@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, reading
 from cladebench.taxonomy.backbone import BACKBONE_COLUMNS, bundled_backbone_path
 from cladebench.taxonomy.lineage import RANKS, Lineage, Rank
 
@@ -127,7 +127,8 @@ def _backbone_rows(path: Path, queries: set[str]) -> list[dict[str, Any]]:
     lowered = pc.utf8_lower(pc.field("scientificName"))
     condition = (pc.is_in(lowered, value_set=pa.array(sorted(queries), pa.string()))
                  & pc.is_in(pc.field("taxonRank"), value_set=pa.array([r.column for r in RANKS], pa.string())))
-    return dataset.to_table(columns=needed, filter=condition).to_pylist()
+    with reading(path):  # a corrupt page names the file, one line
+        return dataset.to_table(columns=needed, filter=condition).to_pylist()
 
 
 def _lineage(row: dict[str, Any]) -> tuple[Rank, Lineage]:
