@@ -41,10 +41,7 @@ def _info(config: InfoConfig) -> int:
     from cladebench import store
     from cladebench.store import info
 
-    version: int | str | None = config.version
-    if isinstance(version, str) and version.isdigit():
-        version = int(version)
-    dataset = store.open_dataset(config.dataset, version=version)
+    dataset = store.open_dataset(config.dataset, version=config.version)  # digits a version, else a tag
     description = info.describe(dataset, config.dataset, with_fingerprint=config.fingerprint)
     print(json.dumps(description, indent=2, default=str) if config.json else info.format_description(description))
     return 0
