@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.tasks.common import has_direction, label_set
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
+from cladebench.taxonomy import RANK_COLUMNS, Rank, lineages_from_table
 
 if TYPE_CHECKING:
     import lance
@@ -119,7 +119,7 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
                                   f"{without_direction:,} are all zeros (a vector without a direction)")
 
     rank = Rank.parse(rank)
-    lineages = [Lineage.from_row(r) for r in rows.select([c for c in wanted if c != "uuid"]).to_pylist()]
+    lineages = lineages_from_table(rows.select([c for c in wanted if c != "uuid"]))
     labels_in_order = label_set(lineages, rank)
     texts = labels_in_order.texts(LABEL_STYLE)
     text_of = dict(zip(labels_in_order.taxa, texts, strict=True))

@@ -50,7 +50,7 @@ from cladebench.tasks.common import (
 )
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
 from cladebench.tasks.tree_of_life import check_source, complete_from_labels, is_tree_of_life_source, load_source
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs, parse_within
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs, lineages_from_table, parse_within
 
 if TYPE_CHECKING:
     import lance
@@ -140,7 +140,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     wanted = list(dict.fromkeys(("uuid", *naming, *((config.candidates,) if config.candidates else ()))))
     rows, image_vectors = valid_embeddings(dataset, column, where=config.where, columns=wanted,
                                            dim=getattr(encoder, "dim", None))
-    lineages = [Lineage.from_row(r) for r in rows.select(naming).to_pylist()]
+    lineages = lineages_from_table(rows.select(naming))
     check_vectors(image_vectors, rows.column("uuid").to_pylist(), column)
     within = None if config.within is None else parse_within(config.within)
     if within is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cladebench.errors import SchemaError
 from cladebench.taxonomy.lineage import RANK_COLUMNS, Lineage
@@ -19,8 +19,17 @@ if TYPE_CHECKING:
 
 
 def lineages_from_table(table: pa.Table) -> list[Lineage]:
-    """One lineage per row of a table with rank columns (TreeOfLife, Rare Species, CrypticBio)."""
-    return [Lineage.from_row(row) for row in table.to_pylist()]
+    """One lineage per row of a table with rank columns (TreeOfLife, Rare Species, CrypticBio, a benchmark's rows):
+    each distinct row parsed once, since a benchmark repeats a few thousand lineages over many images."""
+    parsed: dict[tuple[Any, ...], Lineage] = {}
+    out = []
+    for row in table.to_pylist():
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in row.values())
+        lineage = parsed.get(key)
+        if lineage is None:
+            lineage = parsed[key] = Lineage.from_row(row)
+        out.append(lineage)
+    return out
 
 
 def ancestry_from_parents(parents: Mapping[int, int | None]) -> dict[int, str]:

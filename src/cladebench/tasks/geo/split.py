@@ -23,7 +23,7 @@ from cladebench.tasks.geo.config import AUTO_GROUP_KEY, DATE, LATITUDE, LONGITUD
 from cladebench.tasks.geo.prior import (
     year_fractions,
 )
-from cladebench.taxonomy import RANK_COLUMNS, Lineage
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, lineages_from_table
 
 if TYPE_CHECKING:
     import lance
@@ -134,7 +134,7 @@ def plan_split(dataset: lance.LanceDataset, rows: pa.Table, labels: LabelSet, gr
     if len(config.prior_split) != 3:
         raise CladebenchError(f"prior_split takes three shares (fit, validation, test), got {config.prior_split}")
     groups = group_values(rows, group_key)
-    lineages = [Lineage.from_row(r) for r in rows.select(naming_columns(rows.column_names)).to_pylist()]
+    lineages = lineages_from_table(rows.select(naming_columns(rows.column_names)))
     separate = config.prior_dataset is not None or config.prior_fit_where is not None
     base = {"seed": config.prior_seed, "sampling_unit": group_key, "group_key": config.prior_group_key,
             "shares": list(config.prior_split)}
@@ -161,7 +161,7 @@ def plan_split(dataset: lance.LanceDataset, rows: pa.Table, labels: LabelSet, gr
         overlap = np.array([u in fit_uuids or g in fit_groups for u, g in zip(uuids, groups, strict=True)], dtype=bool)
         parts = assign_parts(groups, (0.0, *config.prior_split[1:]), config.prior_seed)
         parts[overlap] = -1
-        fit_lineages = [Lineage.from_row(r) for r in fit_rows.select(naming_columns(fit_rows.column_names)).to_pylist()]
+        fit_lineages = lineages_from_table(fit_rows.select(naming_columns(fit_rows.column_names)))
         info = {**base, "kind": "seeded SHA-256 of each observation group into validation / test",
                 "prior_fit_source": {"dataset": config.prior_dataset or "the evaluated dataset",
                                      "where": config.prior_fit_where, "rows": fit_rows.num_rows},

@@ -56,7 +56,7 @@ from cladebench.tasks.geo.prior import (
     usable_location,
 )
 from cladebench.tasks.geo.split import Place, group_values, label_indices, naming_columns, plan_split, resolve_group_key
-from cladebench.taxonomy import Lineage, Rank
+from cladebench.taxonomy import Rank, lineages_from_table
 
 if TYPE_CHECKING:
     import lance
@@ -101,7 +101,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
                                      dim=getattr(encoder, "dim", None))
     if rows.num_rows == 0:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
-    lineages = [Lineage.from_row(r) for r in rows.select(naming_columns(rows.column_names)).to_pylist()]
+    lineages = lineages_from_table(rows.select(naming_columns(rows.column_names)))
     labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
     if len(labels) < 2:
         raise CladebenchError(f"the geo task needs at least 2 labels at rank {rank.column}; found {len(labels)}")
