@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -163,3 +164,74 @@ def held_lock(path: str | Path, *, wait_s: float | None = None, busy: str | Call
         yield handle
     finally:
         os.close(handle)  # releases the lock
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` may still run: only a pid proven gone is dead (this process, another user's, a
+    pid of 0 or less, and any on Windows, where probing would terminate it, count as alive). A zombie (killed,
+    its exit not yet collected by its parent) is dead: it answers a signal probe but runs nothing, and a folder
+    it left would otherwise look busy until its parent exits."""
+    if pid == os.getpid() or pid <= 0 or os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` is a zombie, where /proc says (Linux); False where it cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 1:].split()[:1] == ["Z"]  # the state follows the command, which may hold ")"
+
+
+STAGING_SEPARATOR = "-"
+"""Between a staging folder's tag, the pid of the process that made it and a random part:
+``.<out>.<tag>-<pid>-<random>``."""
+
+
+def remove_dead_staging(out: str | Path, tag: str) -> list[Path]:
+    """Remove what a killed process left beside ``out`` under :func:`staged_folder`'s naming (folders and the files
+    named after them), only where that process is gone; returns what was removed."""
+    out = absolute(out)
+    prefix = f".{out.name}.{tag}{STAGING_SEPARATOR}"
+    removed = []
+    if not out.parent.is_dir():
+        return removed
+    for candidate in out.parent.iterdir():
+        if not candidate.name.startswith(prefix):
+            continue
+        pid = candidate.name[len(prefix):].split(STAGING_SEPARATOR, 1)[0]
+        if not pid.isdigit() or process_alive(int(pid)):
+            continue
+        if candidate.is_dir() and not candidate.is_symlink():
+            shutil.rmtree(candidate, ignore_errors=True)
+        else:
+            candidate.unlink(missing_ok=True)
+        removed.append(candidate)
+    return removed
+
+
+@contextlib.contextmanager
+def staged_folder(out: str | Path, *, tag: str) -> Iterator[Path]:
+    """A hidden folder beside ``out`` to write a whole output into: renamed onto ``out`` when the block ends
+    (over nothing, or over an empty folder; an ``OSError`` if ``out`` holds something), removed when the block
+    raises (Ctrl-C too). A reader sees no output or all of it; what a killed run left is removed by the next
+    (:func:`remove_dead_staging`). The one folder staging under every whole-folder output; ``curate/staging.py``
+    adds the markers and the replacing of a previous output that the builders need."""
+    out = absolute(out)
+    remove_dead_staging(out, tag)
+    staging = out.parent / f".{out.name}.{tag}{STAGING_SEPARATOR}{os.getpid()}{STAGING_SEPARATOR}{uuid.uuid4().hex[:8]}"
+    staging.mkdir(mode=0o755)
+    try:
+        yield staging
+        os.rename(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

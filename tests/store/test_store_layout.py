@@ -101,7 +101,7 @@ def test_a_killed_process_not_yet_reaped_is_not_alive() -> None:
     import sys
     import time
 
-    from cladebench.store import process_alive
+    from cladebench.paths import process_alive
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -77,8 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from cladebench.errors import CladebenchError
-from cladebench.paths import absolute, atomic_write, check_not_an_input
-from cladebench.store import process_alive
+from cladebench.paths import absolute, atomic_write, check_not_an_input, process_alive
 
 MARKER_NAME = ".cladebench-output.json"
 """File in every output folder naming the command that wrote it; ``--overwrite`` trusts nothing else."""

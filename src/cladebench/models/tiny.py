@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from cladebench.paths import staged_folder
 
 TINY_WEIGHTS_NAME = "open_clip_model.safetensors"
 TINY_CONFIG_NAME = "open_clip_config.json"
@@ -105,15 +104,10 @@ def tiny_model_id(cache_dir: str | Path | None = None, *, seed: int = 0, image_s
         root.mkdir(parents=True, exist_ok=True)
     target = root / f"tiny-clip-s{seed}-{image_size}px"
     if not (target / TINY_WEIGHTS_NAME).is_file():
-        staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=root))
         try:
-            staging.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
-            write_tiny_model(staging, seed=seed, image_size=image_size)
-            try:
-                os.rename(staging, target)
-            except OSError:
-                if not (target / TINY_WEIGHTS_NAME).is_file():  # not a lost race with another writer
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            with staged_folder(target, tag="building") as staging:
+                write_tiny_model(staging, seed=seed, image_size=image_size)
+        except OSError:
+            if not (target / TINY_WEIGHTS_NAME).is_file():  # not a lost race with another writer
+                raise
     return f"local-dir:{target.resolve()}"

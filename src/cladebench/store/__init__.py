@@ -43,7 +43,7 @@ from cladebench.store.dataset import (
     read,
     write_dataset,
 )
-from cladebench.store.files import check_writable, process_alive
+from cladebench.store.files import check_writable
 from cladebench.store.indices import (
     ScalarIndexKind,
     VectorMetric,
@@ -80,6 +80,6 @@ __all__ = [
     "VectorMetric", "WriteMode", "append", "canonical_fields", "check_filter", "check_uuid_type", "check_uuid_values",
     "check_writable", "column_field", "conform", "create_scalar_index", "create_vector_index", "embedding_columns",
     "embedding_field", "embedding_metadata", "embedding_type", "fingerprint", "fingerprint_uuids", "group_columns",
-    "indices", "is_remote", "is_string_type", "lance_storage_options", "open_dataset", "process_alive", "read",
+    "indices", "is_remote", "is_string_type", "lance_storage_options", "open_dataset", "read",
     "sql_identifier", "sql_literal", "subset", "tag", "tags", "version_or_tag", "versions", "write_dataset",
 ]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
-import re
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write, staged_folder
 from cladebench.store.checks import check_uuid_type, check_values, duplicate_uuids
 from cladebench.store.dataset import (
     WriteMode,
@@ -27,7 +25,7 @@ from cladebench.store.dataset import (
     write_error,
 )
 from cladebench.store.datasets_card import write_datasets_card
-from cladebench.store.files import check_writable, process_alive
+from cladebench.store.files import check_writable
 from cladebench.store.schema import (
     CANONICAL_BY_NAME,
     EMBEDDING_SIDECAR,
@@ -88,25 +86,6 @@ def _checked_copy(reader: pa.RecordBatchReader, schema: pa.Schema, seen: set[str
         seen.update(uuids)
         offset += table.num_rows
         yield from table.to_batches()
-
-
-_STAGING_INFIX = ".subset-"
-
-
-def _staging_path(out: Path) -> Path:
-    return out.parent / f".{out.name}{_STAGING_INFIX}{os.getpid()}"
-
-
-def _remove_stale_staging(out: Path) -> None:
-    """Staging folders this function left beside ``out`` when a run was killed (named with the dead run's pid)."""
-    pattern = re.compile(re.escape(f".{out.name}{_STAGING_INFIX}") + r"(\d+)")
-    if not out.parent.is_dir():
-        return
-    for candidate in out.parent.iterdir():
-        match = pattern.fullmatch(candidate.name)
-        if match is None or not candidate.is_dir() or process_alive(int(match.group(1))):
-            continue
-        shutil.rmtree(candidate, ignore_errors=True)
 
 
 def _created_parents(path: Path) -> list[Path]:
@@ -187,17 +166,13 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         if sidecar is not None and sidecar.exists():
             atomic_write(out_path / EMBEDDING_SIDECAR, sidecar.read_bytes())
         return result
-    _remove_stale_staging(out_path)
     created = _created_parents(out_path)
-    staging = _staging_path(out_path)
     try:
-        staging.mkdir()
-        write_datasets_card(staging, lance.write_dataset(copy, str(staging), schema=schema, mode="create").schema)
-        if sidecar is not None and sidecar.exists():
-            shutil.copyfile(sidecar, staging / EMBEDDING_SIDECAR)
-        os.rename(staging, out_path)  # over nothing, or over an empty folder
+        with staged_folder(out_path, tag="subset") as staging:  # renamed over nothing, or over an empty folder
+            write_datasets_card(staging, lance.write_dataset(copy, str(staging), schema=schema, mode="create").schema)
+            if sidecar is not None and sidecar.exists():
+                shutil.copyfile(sidecar, staging / EMBEDDING_SIDECAR)
     except BaseException as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         for folder in created:
             with contextlib.suppress(OSError):
                 folder.rmdir()

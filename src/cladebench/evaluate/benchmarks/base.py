@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any
 
 from cladebench.cache import cache_dir
 from cladebench.errors import DatasetNotFoundError, UsageError
-from cladebench.paths import held_lock
+from cladebench.paths import held_lock, staged_folder
 from cladebench.registry import Registry
 from cladebench.store.embeddings import unverified_note
 
@@ -240,21 +239,16 @@ def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
 
 
 def _build(path: Path, build: Callable[[Path], Any]) -> Any:
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    failures = partial.with_name(partial.name + ".failures.parquet")
-    for leftover in (partial, failures):  # this process's own earlier attempt, never another file
-        if leftover.is_dir():
-            shutil.rmtree(leftover)
-        elif leftover.exists():
-            leftover.unlink()
+    failures = None
     try:
-        result = build(partial)
-        if failures.exists():
-            os.replace(failures, path.with_name(path.name + ".failures.parquet"))
-        os.replace(partial, path)
+        with staged_folder(path, tag="partial") as partial:  # a killed build's folder goes with the next build
+            failures = partial.with_name(partial.name + ".failures.parquet")
+            result = build(partial)
+            if failures.exists():
+                os.replace(failures, path.with_name(path.name + ".failures.parquet"))
     finally:
-        if partial.is_dir():
-            shutil.rmtree(partial)
+        if failures is not None:
+            failures.unlink(missing_ok=True)  # a failed build's table, never the one moved into place
     return _summary(result)
 
 

@@ -1,0 +1,48 @@
+"""The one folder staging: a whole folder or nothing, removed on any failure, and what a killed run left is
+removed by the next run (only where that run is gone)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cladebench.paths import staged_folder
+
+KILLED = """
+import os, sys
+from cladebench.paths import staged_folder
+with staged_folder(sys.argv[1], tag="t") as staging:
+    (staging / "half.bin").write_bytes(b"x")
+    print(staging, flush=True)
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_whole_folder_or_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with staged_folder(out, tag="t") as staging:
+        (staging / "a.txt").write_text("a")
+        assert not out.exists()
+    assert (out / "a.txt").read_text() == "a"
+    with pytest.raises(KeyboardInterrupt), staged_folder(tmp_path / "other", tag="t") as staging:
+        (staging / "b.txt").write_text("b")
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with pytest.raises(OSError), staged_folder(out, tag="t"):  # never over a folder that holds something
+        pass
+    assert (out / "a.txt").read_text() == "a" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_killed_run_s_folder_is_removed_by_the_next(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    killed = subprocess.run([sys.executable, "-c", KILLED, str(out)], capture_output=True, text=True, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    left = Path(killed.stdout.strip())
+    assert left.is_dir() and not out.exists()
+    with staged_folder(out, tag="t") as staging:
+        (staging / "c.txt").write_text("c")
+    assert not left.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
