@@ -56,3 +56,13 @@ def test_a_run_of_every_row_says_nothing_left_out(tmp_path: Path, capsys, group_
                  "--group-key", "uuid", "--group-by", group_by]) == 0
     assert "left out" not in capsys.readouterr().out
     assert RunRecord.read(tmp_path / "run").provenance["rows"]["left_out"] == {}
+
+
+@pytest.mark.parametrize("column", ["emb_toy", "image"])
+def test_a_breakdown_by_vectors_or_bytes_is_refused_before_any_work(tmp_path: Path, capsys, column: str) -> None:
+    toy = write_toy_dataset(tmp_path / "toy.lance")
+    code = main(["eval", "retrieval", str(toy), "--column", "emb_toy", "--out", str(tmp_path / "run"), "-k", "2",
+                 "--breakdown", column])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot name groups" in err, err
+    assert not (tmp_path / "run").exists()

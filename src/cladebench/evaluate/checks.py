@@ -65,10 +65,18 @@ def check_group_by(dataset: Any, group_by: str) -> None:
 
 
 def check_breakdown(dataset: Any, columns: tuple[str, ...]) -> None:
-    """Every --breakdown column is in the dataset."""
+    """Every --breakdown column is in the dataset and holds values that name groups: a string, number or boolean,
+    or a list of names (CrypticBio's cryptic_group, joined into one group); never vectors or image bytes, found
+    here rather than after every prediction is made."""
     for column in columns:
         if column not in dataset.schema.names:
             raise UsageError(f"--breakdown {column!r}: no such column in {dataset.uri}")
+        kind = dataset.schema.field(column).type
+        names = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
+            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type))
+        if not (_groupable(kind) or names):
+            raise UsageError(f"--breakdown {column!r}: a column of type {kind} cannot name groups; use "
+                             f"{GROUPABLE_TYPES}, or a list of names")
 
 
 def check_task_columns(dataset: Any, settings: Any) -> None:
