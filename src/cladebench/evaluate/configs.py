@@ -152,4 +152,5 @@ def eval_config(*, task: str | None = None, **fields: Any) -> EvalConfig:
 
         benchmark = named_benchmark(str(fields.get("dataset", "")))
         task = benchmark.task if benchmark is not None else "zeroshot"
-    return EVAL_CONFIGS.get_named(task)(**fields, given=tuple(name for name in fields if name != "given"))
+    fields.setdefault("given", tuple(fields))  # the keywords passed are the settings given
+    return EVAL_CONFIGS.get_named(task)(**fields)
