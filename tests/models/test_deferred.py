@@ -36,3 +36,21 @@ def test_a_cached_run_needs_no_weights_and_gives_the_same_numbers(tmp_path: Path
     assert second.metrics == first.metrics
     assert second.provenance["model"]["logit_scale"] == first.provenance["model"]["logit_scale"]
     assert second.provenance["model"]["id"] == first.provenance["model"]["id"] == model
+
+
+def test_embedding_with_a_deferred_model_records_the_built_model(tmp_path: Path, monkeypatch) -> None:
+    """A benchmark embedded on first use gets the deferred model of the run: the column's metadata must describe
+    the weights that encoded it (preprocessing, dimension), not the facts a cached run knows."""
+    from cladebench.models.deferred import DeferredEncoder
+    from cladebench.models.registry import resolve_model
+    from cladebench.tasks.common import column_metadata
+
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    model = "local-dir:" + str(write_tiny_model(tmp_path / "tiny", seed=1))
+    path = tmp_path / "world.lance"
+    store.write_dataset(make_world(WorldConfig(seed=1)).to_table(8, seed=1), path)
+    deferred = DeferredEncoder(resolve_model(model), "cpu")
+    summary = embed_dataset(EmbedConfig(dataset=str(path), model=model, device="cpu", progress=False),
+                            encoder=deferred)
+    meta = column_metadata(store.open_dataset(path), summary.column)
+    assert meta["model"] == model and meta.get("preprocessing") and "loaded" not in meta

@@ -72,6 +72,10 @@ def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
     """Run ``embed`` (see the module docstring) here or on Ray (``config.ray``); ``encoder`` may be passed to
     reuse a loaded model. A file-system refusal (permissions, a read-only or full disk: what
     :func:`cladebench.errors.environment_error` recognises) ends the run with one line, not as a bug."""
+    from cladebench.models.deferred import DeferredEncoder
+
+    if isinstance(encoder, DeferredEncoder):  # encoding images needs the weights, and the column their provenance
+        encoder = encoder.model()
     try:
         if config.ray is not None:
             from cladebench.embed.ray import embed_on_ray
