@@ -22,10 +22,13 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from cladebench.errors import CladebenchError
 
@@ -109,3 +112,20 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 __all__ = ["RETRYABLE_STATUSES", "RetryPolicy", "parse_retry_after", "retryable_status"]
+
+
+_T = TypeVar("_T")
+
+
+async def gather_or_cancel(coroutines: list[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """``asyncio.gather`` that cancels the other tasks when one fails (or on Ctrl-C), so none runs on after the
+    error, against a closed client, each printing its own traceback as the loop shuts down: the one way a batch of
+    requests is awaited (downloads, endpoint questions). The results are in the order of ``coroutines``."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -24,7 +24,7 @@ from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, view_lin
 from cladebench.serve.pages import STATIC_DIR, render
 from cladebench.serve.runs import KEEP as RUNS_KEEP
 from cladebench.serve.runs import ordered
-from cladebench.serve.runs_data import PredictionFilter, run_index, said_about
+from cladebench.serve.runs_data import PredictionFilter, run_pair, said_about
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure
 from cladebench.serve.vectors import columns_of, like
@@ -107,10 +107,7 @@ def view_order(state: ServeState, query: dict[str, str]) -> list[str] | None:
         return None
     if view == "runs":
         filters = Filters.from_query(query, state.columns, keep=RUNS_KEEP)
-        index = run_index(state, query.get("run"))
-        other = run_index(state, query.get("other"), option="other") if query.get("other") else None
-        if other is None and len(state.runs) > 1:
-            other = 2 if index == 1 else 1
+        index, other = run_pair(state, query)
         sort = query.get("sort") or "errors"
         with filter_errors(filters.where):
             return ordered(state, index, sort, other if sort == "disagree" else None, checked_filter(state, filters),

@@ -18,7 +18,7 @@ from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import checked_filter, display_name, page_number, view_uuids
 from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, view_link
 from cladebench.serve.pages import render
-from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable, verdict_and_tag
+from cladebench.serve.runs_data import by_uuid, run_index, run_pair, said, short_name, usable, verdict_and_tag
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure
 from cladebench.store import sql_literal
@@ -104,10 +104,7 @@ def runs_page(request: Request, state: AppState) -> Response:
         return render(request, "runs/none.html")
     query = dict(request.query_params)
     filters = Filters.from_query(query, state.columns, keep=KEEP)
-    index = run_index(state, query.get("run"))
-    other = run_index(state, query.get("other"), option="other") if query.get("other") else None
-    if other is None and len(state.runs) > 1:
-        other = 2 if index == 1 else 1
+    index, other = run_pair(state, query)
     sort = query.get("sort") or "errors"
     if sort not in SORTS:  # before the page is drawn: its tabs name the sort
         raise UsageError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")

@@ -102,6 +102,16 @@ def said_about(state: ServeState, uuid: str) -> list[Said]:
     return found
 
 
+def run_pair(state: ServeState, query: dict[str, str]) -> tuple[int, int | None]:
+    """The run a view shows (``run``) and the one it is set against (``other``: by default the second run, or
+    the first when the second is shown), None when only one run is loaded."""
+    index = run_index(state, query.get("run"))
+    other = run_index(state, query.get("other"), option="other") if query.get("other") else None
+    if other is None and len(state.runs) > 1:
+        other = 2 if index == 1 else 1
+    return index, other
+
+
 def run_index(state: ServeState, value: str | None, *, option: str = "run") -> int:
     """A run's position from a query parameter (1 when there is one run and none is named)."""
     if not state.runs:

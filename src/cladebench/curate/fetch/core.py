@@ -26,7 +26,7 @@ from cladebench.curate.fetch.download_store import (
     DownloadReport,
     DownloadStore,
 )
-from cladebench.retry import parse_retry_after, retryable_status
+from cladebench.retry import gather_or_cancel, parse_retry_after, retryable_status
 
 if TYPE_CHECKING:
     import httpx
@@ -292,16 +292,7 @@ async def fetch_pending(pending: list[DownloadItem], store: DownloadStore, confi
     http = _client(config) if own else client
     try:
         fetcher = _Fetcher(http, store, config, on_done)
-        tasks = [asyncio.ensure_future(fetcher.fetch(i)) for i in pending]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            # Ctrl-C or a bug: the other items stop here, not later against a closed client, where each would
-            # print its own traceback as the loop shuts down.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return await gather_or_cancel([fetcher.fetch(i) for i in pending])
     finally:
         if own:
             await http.aclose()

@@ -99,7 +99,6 @@ from cladebench.models.vlm.client import (
     VLMClient,
     chat,
     chat_async,
-    gather_or_cancel,
     score_yes_no,
     score_yes_no_async,
 )
@@ -132,7 +131,6 @@ __all__ = [
     "chat",
     "chat_async",
     "chat_from_response",
-    "gather_or_cancel",
     "normalise_token",
     "prepare_image",
     "request_key",

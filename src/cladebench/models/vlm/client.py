@@ -31,7 +31,7 @@ from cladebench.models.vlm.errors import (
     LogprobsUnsupportedError,
 )
 from cladebench.models.vlm.images import prepare_image
-from cladebench.retry import parse_retry_after, retryable_status
+from cladebench.retry import gather_or_cancel, parse_retry_after, retryable_status
 
 if TYPE_CHECKING:
     import httpx
@@ -335,18 +335,6 @@ class VLMClient:
         return body
 
 
-async def gather_or_cancel(coroutines: list[Coroutine[Any, Any, _T]]) -> list[_T]:
-    """``asyncio.gather`` that cancels the other tasks when one fails, so none runs on after the error (one
-    failure, such as a 4xx or retries exhausted, stops the rest of a batch of requests; answers already in stay
-    cached). The results are in the order of ``coroutines``."""
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 # --- the entry points ----------------------------------------------------------------------------
 

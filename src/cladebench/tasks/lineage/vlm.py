@@ -90,7 +90,8 @@ async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config:
 
     from cladebench.images import ImageDecodeError
     from cladebench.models.endpoint import parse_endpoint
-    from cladebench.models.vlm import InvalidResponseError, VLMClient, VLMConfig, gather_or_cancel
+    from cladebench.models.vlm import InvalidResponseError, VLMClient, VLMConfig
+    from cladebench.retry import gather_or_cancel
 
     vlm_config = VLMConfig(concurrency=config.vlm_concurrency, request_deadline_s=config.vlm_deadline_s,
                            max_response_bytes=config.vlm_max_response_bytes)

@@ -1,4 +1,4 @@
-"""``models.vlm.gather_or_cancel``: the one way a batch of endpoint requests is awaited (the VLM client's yes/no
+"""``retry.gather_or_cancel``: the one way a batch of endpoint requests is awaited (the VLM client's yes/no
 scoring and the lineage task's questions): results in order, and one failure cancels the rest."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from cladebench.models.vlm import gather_or_cancel
+from cladebench.retry import gather_or_cancel
 
 
 def test_results_come_in_the_order_asked() -> None:
