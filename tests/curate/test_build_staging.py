@@ -52,8 +52,13 @@ def _cameratrap(tmp_path: Path, out: Path, overwrite: bool) -> Any:
     return get_builder("cameratrap").config()(path, out=out, overwrite=overwrite)
 
 
+WRITERS = {"inat-coobserved": "coobserved", "fine-grained-challenges": "finegrained"}
+"""The builders' names in their outputs' markers: the names the outputs were first written under, kept so that an
+earlier output stays the builder's own (both names work on the command line)."""
+
 CONFIGS: dict[str, Callable[[Path, Path, bool], Any]] = {
-    "cameratrap": _cameratrap, "coobserved": _coobserved, "crypticbio": _crypticbio, "finegrained": _finegrained,
+    "cameratrap": _cameratrap, "inat-coobserved": _coobserved, "crypticbio": _crypticbio,
+    "fine-grained-challenges": _finegrained,
 }
 
 
@@ -70,7 +75,7 @@ def test_a_folder_of_someone_elses_files_is_refused_before_any_input_is_read(nam
     with pytest.raises(CladebenchError) as refused:  # the inputs do not exist: reading any would fail otherwise
         builder.build(CONFIGS[name](tmp_path, out, True))
     assert refused.value.exit_code == 1
-    assert f"is not an output of `cladebench build {name}`" in str(refused.value)
+    assert f"is not an output of `cladebench build {WRITERS.get(name, name)}`" in str(refused.value)
     assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
     assert not [p for p in tmp_path.iterdir() if STAGING_TAG in p.name]
 
@@ -87,8 +92,8 @@ def test_an_existing_folder_without_overwrite_is_refused_the_same_way(name, tmp_
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_an_output_inside_an_input_is_a_usage_error(name, tmp_path):
-    inputs = {"cameratrap": "no-metadata.json", "coobserved": "no-export", "crypticbio": "no-metadata.csv",
-              "finegrained": "no-catalog.parquet"}
+    inputs = {"cameratrap": "no-metadata.json", "inat-coobserved": "no-export", "crypticbio": "no-metadata.csv",
+              "fine-grained-challenges": "no-catalog.parquet"}
     out = tmp_path / inputs[name] / "out"
     with pytest.raises(UsageError):
         get_builder(name).build(CONFIGS[name](tmp_path, out, False))
@@ -107,7 +112,7 @@ def test_a_killed_runs_staging_folder_is_cleaned_by_the_next_run_of_the_same_bui
     pid = _dead_pid()
     leftover = tmp_path / f".out{STAGING_TAG}{pid}-abc"
     (leftover / WORK_NAME).mkdir(parents=True)
-    (leftover / MARKER_NAME).write_text(json.dumps({"writer": f"build {name}", "pid": pid,
+    (leftover / MARKER_NAME).write_text(json.dumps({"writer": f"build {WRITERS.get(name, name)}", "pid": pid,
                                                     "host": socket.gethostname()}))
     other = tmp_path / f".out{STAGING_TAG}{pid}-xyz"  # another command's: not this builder's to remove
     other.mkdir()
