@@ -13,8 +13,9 @@ Example:
 
 Beyond single proportions: class-balanced scores (:func:`balanced_accuracy`, :func:`macro_f1`), percentile
 bootstrap intervals over examples or groups of examples (:func:`bootstrap_ci`), paired differences between two
-runs on the same examples (:func:`paired_bootstrap`), Holm's correction when several differences are tested at
-once (:func:`holm`), and mean +- t-interval over repeated runs (:func:`mean_std_ci`).
+runs on the same examples (:func:`paired_bootstrap`; many pairs at once: :func:`paired_bootstraps`), Holm's
+correction when several differences are tested at once (:func:`holm`), and mean +- t-interval over repeated runs
+(:func:`mean_std_ci`).
 
 This package ``__init__`` presents the public API on purpose: callers import ``from cladebench.metrics import
 accuracy``. The code lives in one module per job: :mod:`~cladebench.metrics.definitions` (the definition
@@ -45,6 +46,7 @@ from cladebench.metrics.intervals import (
     holm,
     mean_std_ci,
     paired_bootstrap,
+    paired_bootstraps,
     wilson_interval,
 )
 
@@ -52,5 +54,5 @@ __all__ = [
     "CHUNK_ELEMENTS", "DISPLAY_SCALES", "METRIC_DEFINITIONS", "PAIRED_P_VALUE", "PERCENTILE_BOOTSTRAP", "T_INTERVAL",
     "WILSON", "Estimate", "HolmResult", "PairedComparison", "RepeatedEstimate", "Statistic", "accuracy",
     "balanced_accuracy", "bootstrap_ci", "define_metric", "display_scale", "holm", "macro_f1", "mean_std_ci",
-    "paired_bootstrap", "register_display", "top_k_hits", "wilson_interval",
+    "paired_bootstrap", "paired_bootstraps", "register_display", "top_k_hits", "wilson_interval",
 ]
