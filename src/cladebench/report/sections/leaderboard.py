@@ -18,11 +18,11 @@ from typing import Any
 from markupsafe import Markup
 
 from cladebench.errors import CladebenchError
+from cladebench.metrics import lower_is_better
 from cladebench.report.formatting import (
     estimate_value,
     format_interval,
     format_value,
-    lower_is_better,
     split_metric,
 )
 from cladebench.report.headline import headline_metrics
