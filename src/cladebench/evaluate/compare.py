@@ -360,10 +360,10 @@ def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
         or record.provenance.get("label_set") or {}
     size, candidates = label_set.get("size"), label_set.get("candidates")
     rank = label_set.get("rank") or "class"
-    told = "/".join(str(k) for k in shots) if isinstance(shots, list) else str(shots)
-    if size is not None and candidates is not None and size < candidates:
-        return f"{told}-shot scores {size} of {candidates} {rank}"
-    return f"{told}-shot"
+    shots = shots if isinstance(shots, list) else [shots]
+    if size is not None and candidates is not None and size < candidates:  # the most shots decide the classes
+        return f"{max(shots)}-shot scores {size} of {candidates} {rank}"
+    return "/".join(str(k) for k in shots) + "-shot"
 
 
 def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str | None:
@@ -399,7 +399,9 @@ def label_set_size(record: RunRecord, group: str = "") -> int | None:
 def computed_on(record: RunRecord, metric: str, unit: str | None = None) -> str:
     """What one stored number was computed on, in words: ``45 images, 9 classes``, ``5 reps of 120 query images,
     3 classes``, ``250 queries``. ``unit`` names what the task's paired test resamples (images by default)."""
-    estimate = record.metrics.get(metric) or {}
+    estimate = record.metrics.get(metric)
+    if not estimate:
+        return ""
     group = metric.rpartition(GROUP_SEPARATOR)[0]
     parts = []
     n = estimate.get("n")
