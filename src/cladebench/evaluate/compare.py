@@ -116,6 +116,8 @@ class MetricComparison:
     """What the paired test resamples ("images", "queries", "query images"), None when there is no test."""
     computed_on: tuple[str, ...] = ()
     """Per run, what its stored value was computed on (:func:`computed_on`): ``45 images, 9 classes``."""
+    unpaired: tuple[tuple[int, str], ...] = ()
+    """(run, why in words) for each run that reports the metric but cannot be paired with the reference."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "columns": list(self.columns) if self.columns else None,
@@ -427,6 +429,7 @@ class _Job:
     notes: list[str]
     columns: tuple[str, str] | None
     unit: str | None
+    unpaired: list[tuple[int, str]]
 
 
 class _Runs:
@@ -467,6 +470,7 @@ class _Runs:
                 return "not a mean of per-example hits nor of per-unit values: no paired test"
             unit = getattr(self.task, "unit", "images")
         notes: list[str] = []
+        unpaired: list[tuple[int, str]] = []
         testable = []
         for index, estimate in enumerate(estimates):
             if estimate is None or estimate.get("value") is None:
@@ -477,6 +481,7 @@ class _Runs:
                 reason = incomparable(self.records[reference], self.records[index], group)
                 if reason:
                     notes.append(f"run [{index}] not paired: {reason}")
+                    unpaired.append((index, reason))
                     continue
             if columns is not None:
                 table = self.full_tables[index]
@@ -491,7 +496,7 @@ class _Runs:
         if columns is not None and self.tables is None:
             notes.append("the predictions hold several rows per example, so examples cannot be paired")
         if reference not in testable or (columns is not None and self.tables is None):
-            return _Job(metric, reference, [], [], notes, columns, unit)
+            return _Job(metric, reference, [], [], notes, columns, unit, unpaired)
         runs, pairs = [], []
         reference_units = self.units(reference, metric, columns)
         for index in testable:
@@ -504,7 +509,7 @@ class _Runs:
                 continue
             runs.append(index)
             pairs.append((a, b))
-        return _Job(metric, reference, runs, pairs, notes, columns, unit)
+        return _Job(metric, reference, runs, pairs, notes, columns, unit, unpaired)
 
 
 def _reason(estimate: dict[str, Any]) -> str:
@@ -579,7 +584,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
         else:
             metrics.append(MetricComparison(name, job.columns or ("per-unit", name), estimates, next(tested),
                                             note="; ".join(job.notes) or None, unit=job.unit or "images",
-                                            computed_on=on))
+                                            computed_on=on, unpaired=tuple(job.unpaired)))
     labels = distinct_labels([str(record.label) for record in records], [record.config for record in records],
                              [_folder(path) for path in paths], [record.task for record in records])
     compared = tuple(
