@@ -582,7 +582,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
         if isinstance(job, str):
             metrics.append(MetricComparison(name, None, estimates, (), note=job, computed_on=on))
         else:
-            metrics.append(MetricComparison(name, job.columns or ("per-unit", name), estimates, next(tested),
+            metrics.append(MetricComparison(name, job.columns or ("per-query", name), estimates, next(tested),
                                             note="; ".join(job.notes) or None, unit=job.unit or "images",
                                             computed_on=on, unpaired=tuple(job.unpaired)))
     labels = distinct_labels([str(record.label) for record in records], [record.config for record in records],

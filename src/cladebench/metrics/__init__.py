@@ -27,7 +27,7 @@ Modules inside the package import their siblings directly, never this ``__init__
 
 from __future__ import annotations
 
-from cladebench.metrics.classification import balanced_accuracy, macro_f1, top_k_hits
+from cladebench.metrics.classification import balanced_accuracy, macro_f1, top_k_hits, top_k_undefined
 from cladebench.metrics.definitions import METRIC_DEFINITIONS, define_metric
 from cladebench.metrics.display import DISPLAY_SCALES, LOWER_IS_BETTER, display_scale, lower_is_better, register_display
 from cladebench.metrics.intervals import (
@@ -55,5 +55,5 @@ __all__ = [
     "PERCENTILE_BOOTSTRAP", "T_INTERVAL", "WILSON", "Estimate", "HolmResult", "PairedComparison", "RepeatedEstimate",
     "Statistic", "accuracy", "balanced_accuracy", "bootstrap_ci", "define_metric", "display_scale", "holm",
     "lower_is_better", "macro_f1", "mean_std_ci", "paired_bootstrap", "paired_bootstraps", "register_display",
-    "top_k_hits", "wilson_interval",
+    "top_k_hits", "top_k_undefined", "wilson_interval",
 ]

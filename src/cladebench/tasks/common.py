@@ -71,20 +71,38 @@ class LabelSet:
     def __len__(self) -> int:
         return len(self.taxa)
 
+    def index_of(self, wanted: Sequence[Lineage] | None = None) -> dict[tuple[str | None, ...], int]:
+        """Label index by :meth:`~cladebench.taxonomy.Lineage.match_key` (case ignored), limited to the taxa of
+        ``wanted`` when given (a tree-of-life set has a million labels; only the evaluated rows' are looked up)."""
+        keys = None if wanted is None else {lin.match_key(self.rank) for lin in wanted if lin.names[self.rank]}
+        names = None if keys is None else {key[-1] for key in keys}
+        out: dict[tuple[str | None, ...], int] = {}
+        for i, lineage in enumerate(self.lineages):
+            if names is not None and (lineage.names[self.rank] or "").casefold() not in names:
+                continue  # one name compared first: a million labels cost a million casefolds, not seven
+            key = lineage.match_key(self.rank)
+            if (keys is None or key in keys) and key not in out:
+                out[key] = i
+        return out
+
 
 def label_set(lineages: Sequence[Lineage], rank: Rank | str) -> LabelSet:
-    """Distinct taxa at ``rank`` among ``lineages``, sorted by their names (so the order is reproducible)."""
+    """Distinct taxa at ``rank`` among ``lineages``, sorted by their names (so the order is reproducible).
+
+    Taxa are told apart by :meth:`~cladebench.taxonomy.Lineage.match_key`: two spellings of one taxon that differ
+    only in case (or in Unicode composition or spacing, which lineages already normalise) are one label, spelled as
+    first seen; rows are matched to labels the same way (:meth:`LabelSet.index_of`)."""
     rank = Rank.parse(rank)
     chosen: dict[tuple[str | None, ...], Lineage] = {}
     for lineage in lineages:
         if lineage.names[rank] is None:
             continue
-        key = lineage.key(rank)
+        key = lineage.match_key(rank)
         if key not in chosen:
             kept = lineage if rank == Rank.SPECIES else lineage.truncate(rank)
             chosen[key] = kept
-    keys = sorted(chosen, key=lambda k: tuple("" if n is None else n for n in k))
-    return LabelSet(rank=rank, taxa=tuple(keys), lineages=tuple(chosen[k] for k in keys))
+    kept_lineages = sorted(chosen.values(), key=lambda lin: tuple("" if n is None else n for n in lin.key(rank)))
+    return LabelSet(rank=rank, taxa=tuple(lin.key(rank) for lin in kept_lineages), lineages=tuple(kept_lineages))
 
 
 def _name_at(lineage: Lineage, rank: Rank) -> str | None:
