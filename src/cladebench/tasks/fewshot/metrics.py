@@ -60,11 +60,12 @@ def _define(method: str, shots: int, balanced: bool) -> str:
 
 def few_shot_summary(table: pa.Table, methods: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """Accuracy and balanced accuracy per method and shot count from a prediction table (see the module docstring)."""
-    slim = table.select(["method", "shots", "repetition", "true_label", "correct"])
+    truth = "true_index" if "true_index" in table.column_names else "true_label"  # classes are label indices
+    slim = table.select(["method", "shots", "repetition", truth, "correct"])
     slim = slim.set_column(4, "correct", pc.cast(slim.column("correct"), pa.float64()))
     keys = ["method", "shots", "repetition"]
     per_rep = slim.group_by(keys).aggregate([("correct", "mean"), ("correct", "count")])
-    per_class = slim.group_by([*keys, "true_label"]).aggregate([("correct", "mean")])
+    per_class = slim.group_by([*keys, truth]).aggregate([("correct", "mean")])
     balanced = per_class.group_by(keys).aggregate([("correct_mean", "mean")])
     accuracy: dict[tuple[str, int], dict[int, tuple[float, int]]] = {}
     for row in per_rep.to_pylist():
