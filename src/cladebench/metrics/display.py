@@ -32,7 +32,7 @@ def display_scale(name: str) -> tuple[float, str]:
 
 
 LOWER_IS_BETTER: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
-    r"(no)?hint_lca_distance", r".*_unparseable", r".*named_other", r"prior_fallback_.*",
+    r"(no)?hint_lca_distance", r".*_unparseable", r".*_unusable", r".*named_other", r"prior_fallback_.*",
 ))
 """Metrics (their own name, after any ``GROUP/``) where a smaller value is the better one; every other is
 read as higher is better. Only used to say which run is best."""

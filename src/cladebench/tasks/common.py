@@ -37,6 +37,12 @@ if TYPE_CHECKING:
     from cladebench.models import Encoder
 
 
+MAX_UNUSABLE_SHARE = 0.5
+"""Largest share of a model's answers that may be unusable (unscored candidates, unreadable or refused answers) for
+metrics still to be reported: beyond it the numbers would measure the failures, not the model, so each metric is
+recorded without a value and with the reason."""
+
+
 @dataclass(frozen=True)
 class Predictions:
     """Per-example predictions of a run, plus what is needed to interpret them."""
