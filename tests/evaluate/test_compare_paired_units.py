@@ -173,3 +173,21 @@ def test_metric_matches_in_every_group_and_the_verdict_counts_groups(tmp_path: P
     with pytest.raises(CladebenchError) as error:
         compare_runs(paths, metric="top1_specie")
     assert "top1_species" in str(error.value) and "birds/" not in str(error.value)
+
+
+def test_name_styles_of_one_label_set_pair_and_other_label_sets_do_not(tmp_path: Path) -> None:
+    import json
+
+    rates = {"birds": 0.5, "mammals": 0.6}
+    sci = grouped_zero_shot_run(tmp_path / "sci", rates, seed=12)
+    paths = [sci, grouped_zero_shot_run(tmp_path / "com", rates, seed=13),
+             grouped_zero_shot_run(tmp_path / "wider", rates, seed=14)]
+    for path, style, digest, size in zip(paths, ("sci", "com", "sci"), ("a", "b", "c"), (6, 6, 9), strict=True):
+        record = json.loads(path.read_text())
+        for entry in record["provenance"]["label_sets"].values():
+            entry.update(name_style=style, sha256=digest, size=size)
+        path.write_text(json.dumps(record))
+    comparison = compare_runs(paths, metric="birds/top1_species", n_resamples=500)
+    (entry,) = comparison.metrics
+    assert [d.run for d in entry.differences] == [1]
+    assert entry.unpaired == ((2, "different label sets (9 vs 6 labels)"),)

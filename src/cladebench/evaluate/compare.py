@@ -342,7 +342,7 @@ def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
         entry = _scoped(stored.get("groups") or stored, group) if group else stored
         if isinstance(entry, dict) and any(key in entry for key in COMPARABILITY_KEYS):
             return {key: entry.get(key) for key in COMPARABILITY_KEYS}
-    label_set = (_scoped(provenance.get("label_sets"), group) if group else None) or provenance.get("label_set") or {}
+    label_set = _label_set_entry(record, group)
     task = provenance.get("task") or {}
     split = (_scoped(provenance.get("split_by_group"), group) if group else None) or provenance.get("split") or {}
     shots = record.config.get("shots", task.get("shots"))
@@ -358,8 +358,7 @@ def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
 
 
 def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
-    label_set = (_scoped(record.provenance.get("label_sets"), group) if group else None) \
-        or record.provenance.get("label_set") or {}
+    label_set = _label_set_entry(record, group)
     size, candidates = label_set.get("size"), label_set.get("candidates")
     rank = label_set.get("rank") or "class"
     shots = shots if isinstance(shots, list) else [shots]
@@ -381,8 +380,12 @@ def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str
         reasons.append(f"{_shots_words(other, group, b['shots'])} vs {_shots_words(reference, group, a['shots'])}")
     elif a["label_set_sha256"] != b["label_set_sha256"] and a["rank"] == b["rank"]:
         sizes = [label_set_size(record, group) for record in (other, reference)]
-        told = f" ({sizes[0]} vs {sizes[1]} labels)" if None not in sizes else ""
-        reasons.append(f"different label sets{told}")
+        styles = [_name_style(record, group) for record in (other, reference)]
+        # A digest of label strings differs between name styles of the same taxa (sci vs com): those runs compare
+        # the styles on the same images and labels, which is what such a comparison is for.
+        if sizes[0] != sizes[1] or styles[0] == styles[1] or None in styles:
+            told = f" ({sizes[0]} vs {sizes[1]} labels)" if None not in sizes else ""
+            reasons.append(f"different label sets{told}")
     if a["split_sha256"] != b["split_sha256"] and a["shots"] == b["shots"]:
         reasons.append("different few-shot splits (support and query images drawn differently)")
     if a["gallery"] != b["gallery"]:
@@ -390,10 +393,20 @@ def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str
     return "; ".join(reasons) or None
 
 
+def _label_set_entry(record: RunRecord, group: str) -> dict[str, Any]:
+    return (_scoped(record.provenance.get("label_sets"), group) if group else None) \
+        or record.provenance.get("label_set") or {}
+
+
+def _name_style(record: RunRecord, group: str) -> str | None:
+    style = _label_set_entry(record, group).get("name_style") or (record.provenance.get("prompts") or {}).get(
+        "name_style") or record.config.get("name_style")
+    return str(style) if style else None
+
+
 def label_set_size(record: RunRecord, group: str = "") -> int | None:
     """Labels a run (one group of it) was scored against, or None where the record does not say."""
-    label_set = (_scoped(record.provenance.get("label_sets"), group) if group else None) \
-        or record.provenance.get("label_set") or {}
+    label_set = _label_set_entry(record, group)
     size = label_set.get("size", label_set.get("labels_count"))
     return int(size) if isinstance(size, int) else None
 
