@@ -69,6 +69,8 @@ class Cell:
     """What the value was computed on: ``45 images, 9 classes``, ``5 reps of 600 query images in all``."""
     unit: str = ""
     """What the paired test behind the mark resamples (``images``, ``queries``), empty when none."""
+    reason: str = ""
+    """Why the value is n/a, where the record says (top-5 over five labels, most answers unusable...)."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,7 @@ def merge_notes(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
 def board(task: str, runs: Sequence[ReportRun]) -> Board:
     """The leaderboard of one task's runs."""
     metrics = tuple(dict.fromkeys(m for run in runs for m in headline_metrics(run)))
-    from cladebench.evaluate.compare import computed_on
+    from cladebench.evaluate.compare import computed_on, label_set_size
 
     marks: dict[tuple[int, str], str] = {}
     units: dict[tuple[int, str], str] = {}
@@ -242,8 +244,14 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
             cells.append(None if estimate is None else Cell(
                 metric=metric, value=format_value(metric, estimate), interval=format_interval(metric, estimate),
                 n=estimate.get("n"), mark=marks.get((run.index, metric), ""),
-                on=computed_on(run.record, metric, unit), unit=units.get((run.index, metric), "")))
+                on=computed_on(run.record, metric, unit), unit=units.get((run.index, metric), ""),
+                reason=str(estimate.get("reason") or "") if estimate.get("value") is None else ""))
         rows.append(Row(run=run, cells=tuple(cells)))
+    for metric in metrics:  # one column, several label sets: the numbers are not of one problem
+        sizes = {label_set_size(run.record, split_metric(metric)[0]) for run in runs if metric in run.record.metrics}
+        if len(sizes - {None}) > 1:
+            told = " vs ".join(str(n) for n in sorted(sizes - {None}))
+            notes.append((metric, f"runs score different label sets ({told} labels): not one problem"))
     whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=())
     parts = split_board(whole)
     # Why a metric has no paired test is said once above a table whose every cell is "not tested": not again below.
