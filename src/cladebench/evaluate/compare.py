@@ -555,7 +555,8 @@ def _matching(metric: str, names: Sequence[str]) -> list[str]:
 
 
 def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resamples: int = 10_000, seed: int = 0,
-                 alpha: float = 0.05, confidence: float = 0.95, intersect: bool = False) -> Comparison:
+                 alpha: float = 0.05, confidence: float = 0.95, intersect: bool = False,
+                 in_every_group: bool = True) -> Comparison:
     """Compare run records of one task on the same examples; the first run is the reference.
 
     Every metric of the reference (or only ``metric``, in every group that reports it) is listed for every run
@@ -565,6 +566,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     rank, label set, split or shots: :func:`incomparable`) are shown and said, never paired. Runs evaluated on
     different examples are an error unless ``intersect``, which compares on the examples every run evaluated. The
     verdict (:class:`Verdict`) names the best run of each metric and its paired difference to every other run.
+    ``in_every_group`` False compares ``metric`` alone, not also that metric of every group (a report's cell).
     """
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
@@ -578,7 +580,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                                   "only runs of the same task can be compared")
     names = list(records[0].metrics)
     if metric is not None:
-        names = _matching(metric, names)
+        names = [metric] if not in_every_group and metric in names else _matching(metric, names)
         if not names:
             bases = dict.fromkeys(name.rpartition(GROUP_SEPARATOR)[2] for name in records[0].metrics)
             raise unknown_name("metric", metric, bases)
@@ -636,12 +638,16 @@ def _verdicts(runs: _Runs, metrics: Sequence[MetricComparison], *, n_resamples: 
         if not any(wins):
             continue
         best = max(range(n_runs), key=lambda i: (wins[i], -i))
-        jobs = [runs.job(entry.metric, best) for entry in entries]
-        real = [(entry, job) for entry, job in zip(entries, jobs, strict=True) if isinstance(job, _Job)]
-        results = _tested([job for _, job in real], n_resamples=n_resamples, seed=seed, alpha=alpha,
-                          confidence=confidence)
+        if best == 0:  # the reference is the best: its tests are the ones already made
+            tested_against = [(entry, entry.differences) for entry in entries]
+        else:
+            jobs = [runs.job(entry.metric, best) for entry in entries]
+            real = [(entry, job) for entry, job in zip(entries, jobs, strict=True) if isinstance(job, _Job)]
+            results = _tested([job for _, job in real], n_resamples=n_resamples, seed=seed, alpha=alpha,
+                              confidence=confidence)
+            tested_against = [(entry, differences) for (entry, _), differences in zip(real, results, strict=True)]
         against: dict[int, dict[str, Any]] = {}
-        for (entry, _), differences in zip(real, results, strict=True):
+        for entry, differences in tested_against:
             pooled = not entry.metric.rpartition(GROUP_SEPARATOR)[0]
             for difference in differences:
                 tally = against.setdefault(difference.run, {"better": 0, "tied": 0, "worse": 0, "groups": 0,

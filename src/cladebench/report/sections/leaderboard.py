@@ -173,7 +173,7 @@ def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
 
     try:
         comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,
-                                  alpha=ALPHA)
+                                  alpha=ALPHA, in_every_group=False)
     except CladebenchError as exc:
         return Ties({r.index: "not compared" for r in present}, (metric, f"not compared ({exc})"), "")
     entry = next(e for e in comparison.metrics if e.metric == metric)
