@@ -59,3 +59,13 @@ def test_a_genus_rank_run_is_not_compared_with_species_rank_runs(tmp_path: Path)
     top1 = shown.metrics.index("top1_species")
     assert shown.rows[0].cells[top1].on == f"{N} images, 12 classes"
     assert shown.rows[0].cells[top1].unit == "images"
+
+
+def test_the_board_opens_with_its_verdict(tmp_path: Path) -> None:
+    paths = [zero_shot_run(tmp_path / "weak", 0.3, rank="species", labels=12, seed=4),
+             zero_shot_run(tmp_path / "strong", 0.9, rank="species", labels=12, seed=5)]
+    shown = board("zeroshot", load_runs(paths))
+    first, against = shown.verdict
+    assert first.startswith("top1_species: best [2] model-5")
+    assert against.startswith("vs [1] model-4: +") and "points [" in against and "(unadjusted)" in against
+    assert "better in" not in against  # one pooled value, no groups to count

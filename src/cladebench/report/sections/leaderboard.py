@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from markupsafe import Markup
 
 from cladebench.errors import CladebenchError
-from cladebench.metrics import lower_is_better
+from cladebench.metrics import display_scale, lower_is_better
 from cladebench.report.formatting import (
     estimate_value,
     format_interval,
@@ -112,6 +112,9 @@ class Board:
     notes: tuple[str, ...]
     parts: tuple[Part, ...] = ()
     """The tables the board is shown as (see :func:`split_board`)."""
+    verdict: tuple[str, ...] = ()
+    """The answer first: on the headline metric, the best run and how each other comparable run compares to it
+    (the paired difference on the pooled value, better / tied / worse in how many groups)."""
 
 
 def _facts(run: ReportRun) -> tuple[Any, ...]:
@@ -160,13 +163,15 @@ class Ties(NamedTuple):
     """(metric, why some runs were not tested), when some were not."""
     unit: str
     """What the paired test resamples, empty when there was none."""
+    differences: dict[int, Any]
+    """Run index -> its paired difference from the best run (run - best, a PairedComparison), where tested."""
 
 
 def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
     """Mark per run index for one metric among runs on the same examples, and a note when not all were tested."""
     present = [r for r in cohort if estimate_value(r.record.metrics.get(metric)) is not None]
     if len(present) < 2:
-        return Ties({r.index: "not compared" for r in present}, None, "")
+        return Ties({r.index: "not compared" for r in present}, None, "", {})
     reverse = not lower_is_better(metric)
     ordered = sorted(present, key=lambda r: estimate_value(r.record.metrics[metric]), reverse=reverse)
     from cladebench.evaluate.compare import compare_runs
@@ -175,12 +180,14 @@ def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
         comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,
                                   alpha=ALPHA, in_every_group=False)
     except CladebenchError as exc:
-        return Ties({r.index: "not compared" for r in present}, (metric, f"not compared ({exc})"), "")
+        return Ties({r.index: "not compared" for r in present}, (metric, f"not compared ({exc})"), "", {})
     entry = next(e for e in comparison.metrics if e.metric == metric)
     if entry.columns is None:
-        return Ties({r.index: "not tested" for r in present}, (metric, entry.note) if entry.note else None, "")
+        return Ties({r.index: "not tested" for r in present}, (metric, entry.note) if entry.note else None, "", {})
     marks = {ordered[0].index: "best"}
     by_position = {d.run: d for d in entry.differences}
+    differences = {run.index: by_position[position].paired for position, run in enumerate(ordered)
+                   if position in by_position}
     unpaired = dict(entry.unpaired)
     notes = []
     for position, run in enumerate(ordered[1:], start=1):
@@ -196,9 +203,9 @@ def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
             worse = difference.paired.difference < 0 if reverse else difference.paired.difference > 0
             marks[run.index] = "worse" if worse else "differs"
     if notes:
-        return Ties(marks, (metric, "; ".join(notes)), entry.unit or "")
+        return Ties(marks, (metric, "; ".join(notes)), entry.unit or "", differences)
     other = [n for n in (entry.note or "").split("; ") if n and "not paired:" not in n]
-    return Ties(marks, (metric, "; ".join(other)) if other else None, entry.unit or "")
+    return Ties(marks, (metric, "; ".join(other)) if other else None, entry.unit or "", differences)
 
 
 NOTE_METRICS = 3
@@ -226,6 +233,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
 
     marks: dict[tuple[int, str], str] = {}
     units: dict[tuple[int, str], str] = {}
+    differences: dict[tuple[int, str], Any] = {}
     notes: list[tuple[str, str]] = []
     groups = cohorts(runs)
     for cohort in groups:
@@ -233,6 +241,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
             ties = _tie_marks(metric, cohort)
             marks.update({(index, metric): mark for index, mark in ties.marks.items()})
             units.update({(index, metric): ties.unit for index in ties.marks})
+            differences.update({(index, metric): d for index, d in ties.differences.items()})
             if ties.note:
                 notes.append(ties.note)
     rows = []
@@ -256,8 +265,56 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
     parts = split_board(whole)
     # Why a metric has no paired test is said once above a table whose every cell is "not tested": not again below.
     said = {metric for part in parts if part.said_once == "not tested" for metric in part.metrics}
-    return replace(whole, parts=parts,
+    return replace(whole, parts=parts, verdict=verdict(runs, metrics, marks, differences),
                    notes=(*apart(groups), *merge_notes([note for note in notes if note[0] not in said])))
+
+
+def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple[int, str], str],
+            differences: dict[tuple[int, str], Any]) -> tuple[str, ...]:
+    """The headline metric's answer: the run best in the most groups (or on the pooled value), its paired difference
+    to each other run (best - run, unadjusted interval) and how many groups it is better, tied or worse in."""
+    if not metrics:
+        return ()
+    base = split_metric(metrics[0])[1]
+    entries = [m for m in metrics if split_metric(m)[1] == base]
+    wins: dict[int, int] = {}
+    for metric in entries:
+        for run in runs:
+            if marks.get((run.index, metric)) == "best":
+                wins[run.index] = wins.get(run.index, 0) + 1
+    if not wins:
+        return ()
+    best = max(wins, key=lambda index: (wins[index], -index))
+    name = {run.index: run.name for run in runs}
+    pooled = base if base in entries else (entries[0] if len(entries) == 1 else None)
+    lines = [f"{base}: best {name[best]}" + (f" (best in {wins[best]} of {len(entries)} groups)"
+                                             if len(entries) > 1 else "")]
+    for run in runs:
+        if run.index == best:
+            continue
+        tally = {"better": 0, "tied": 0, "worse": 0}
+        for metric in entries:
+            mine, theirs = marks.get((best, metric)), marks.get((run.index, metric))
+            if mine == "best" and theirs in ("tied", "worse"):
+                tally["better" if theirs == "worse" else "tied"] += 1
+            elif theirs == "best" and mine in ("tied", "worse"):
+                tally["worse" if mine == "worse" else "tied"] += 1
+        compared = sum(tally.values())
+        said = []
+        difference = differences.get((run.index, pooled)) if pooled and marks.get((best, pooled)) == "best" else None
+        if difference is not None:
+            scale, unit = display_scale(pooled)
+            points = " points" if unit == "%" else ""
+            said.append(f"{-scale * difference.difference:+.2f}{points} [{-scale * difference.high:+.2f}, "
+                        f"{-scale * difference.low:+.2f}] (unadjusted)")
+        if len(entries) > 1 and compared:
+            said.append(f"better in {tally['better']} of {compared} groups (tied in {tally['tied']}, worse in "
+                        f"{tally['worse']})")
+        elif not said and not compared:
+            said.append("not compared")
+        if said:
+            lines.append(f"vs {name[run.index]}: " + ", ".join(said))
+    return tuple(lines)
 
 
 def _task(name: str) -> Any:
