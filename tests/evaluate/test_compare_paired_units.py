@@ -77,6 +77,8 @@ def test_few_shot_runs_with_other_shots_or_splits_are_not_paired(tmp_path: Path)
     assert entry.differences == ()
     assert "run [1] not paired: 5-shot scores 3 of 12 species vs 1-shot" in entry.note
     assert "run [2] not paired: different few-shot splits" in entry.note
+    # the 5-shot run scores higher on its 3 species, but is no rival: the verdict's best is among comparable runs
+    assert all(verdict.best == 0 and verdict.against == () for verdict in comparison.verdicts)
     assert "shots" not in (incomparable(RunRecord.read(one), RunRecord.read(other_split)) or "")
 
 

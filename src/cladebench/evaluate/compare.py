@@ -632,7 +632,11 @@ def _verdicts(runs: _Runs, metrics: Sequence[MetricComparison], *, n_resamples: 
         n_runs = len(runs.records)
         wins = [0] * n_runs
         for entry in entries:
-            best = _best(base, entry.estimates, range(n_runs))
+            group = entry.metric.rpartition(GROUP_SEPARATOR)[0]
+            # the best among the runs that can be paired with the reference: a run at another rank is not a rival
+            among = [i for i in range(n_runs)
+                     if i == 0 or incomparable(runs.records[0], runs.records[i], group) is None]
+            best = _best(base, entry.estimates, among)
             if best is not None:
                 wins[best] += 1
         if not any(wins):
