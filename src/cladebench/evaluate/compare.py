@@ -2,16 +2,25 @@
 
 Two models a point apart on a few hundred images are usually tied. Runs evaluated on the same
 examples are compared pairwise against the first run (the reference) with a paired bootstrap over
-examples (:func:`cladebench.metrics.paired_bootstrap`): both runs are resampled with the same draw,
-so what they share cancels. When several runs are compared against the reference on one metric,
-their p-values are adjusted together by Holm's method, and a difference "holds" when Holm rejects;
-otherwise the runs are reported as tied (BioBench marks ties the same way).
+the units the task scores (:func:`cladebench.metrics.paired_bootstraps`: images for zero-shot hits,
+query images for few-shot on identical splits, queries for retrieval and rerank, targets for
+lineage): both runs are resampled with the same draw, so what they share cancels. When several runs
+are compared against the reference on one metric of one group, their p-values are adjusted together
+by Holm's method (that is the family), and a difference "holds" when Holm rejects; otherwise the runs
+are reported as tied (BioBench marks ties the same way). Intervals are each difference's own,
+unadjusted.
 
-Pairing needs the same examples. Predictions are aligned by ``uuid``, not by row order, so runs
-written in different orders still pair correctly; runs on different example sets are refused unless
-the comparison is explicitly restricted to the examples they share. Only metrics that are means of a
-per-example 0/1 column can be tested (see :func:`accuracy_columns`); the others are shown untested.
-"""
+Pairing needs comparable runs (:func:`comparability_of`): the same examples, rank, label set, split,
+shots and gallery. Predictions are aligned by ``uuid``, not by row order, so runs written in different
+orders still pair correctly; runs on different example sets are refused unless the comparison is
+explicitly restricted to the examples they share; a run that differs otherwise is shown, said in words
+(:func:`incomparable`) and not paired. Metrics that are neither means of a per-example 0/1 column
+(:func:`accuracy_columns`) nor of a task's per-unit values are shown untested. The text ends with the
+verdict: the best run, its paired difference to each other run, better in how many groups.
+
+One module on purpose: reading the runs, deciding which can be paired, pairing them and the verdict are
+one chain that ``compare``, the report's leaderboard and the suite board call as one, and the text is
+the comparison's own rendering; split, each piece would reach into the others' intermediate state."""
 
 from __future__ import annotations
 
@@ -683,7 +692,7 @@ def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
     low, high = estimate.get("low"), estimate.get("high")
     interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None else ""
     value = estimate.get("value")  # null in run.json where the value was not a finite number
-    shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'n/a':>8}"
+    shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'undefined':>8}"
     return f"{shown}  {interval:<16}"
 
 
