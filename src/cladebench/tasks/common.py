@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +165,7 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
         return label_set(lineages, rank)
     lineages, unknown = [], []
     for number, line in enumerate(text.splitlines(), start=1):
-        name = line.split("#", 1)[0].strip()
+        name = " ".join(unicodedata.normalize("NFC", line.split("#", 1)[0]).split())  # as lineages spell names
         if not name:
             continue
         if name in ambiguous:
