@@ -13,8 +13,6 @@ import pytest
 
 from cladebench import store
 from cladebench.cli import main
-from cladebench.cli.evaluation import new_eval_form
-from cladebench.errors import UsageError
 from helpers.before_model import run_before_model
 from helpers.toy_dataset import write_toy_dataset
 
@@ -59,42 +57,19 @@ def test_an_option_no_member_takes_names_only_the_help(capsys: pytest.CaptureFix
                                  "(see cladebench eval retrieval --help)"]
 
 
-# --- the old spelling -------------------------------------------------------------------------------------
+# --- one spelling ----------------------------------------------------------------------------------------
 
 
-def test_a_dataset_named_like_a_task_in_the_old_form(tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    """`eval fewshot --task retrieval` where ./fewshot is the dataset: the old form, not the fewshot task."""
-    (tmp_path / "fewshot").symlink_to(dataset, target_is_directory=True)
-    monkeypatch.chdir(tmp_path)
-    code, err = run(["eval", "fewshot", "--task", "retrieval", "--column", "emb_toy", "--out", "run", "-k", "2",
-                     "--group-by", "none"], capsys)
-    assert code == 0, err
-    assert len(err) == 1 and "`cladebench eval retrieval fewshot --column emb_toy" in err[0]
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["task"] == "retrieval"
-
-
-def test_the_task_named_twice_or_without_its_name_is_one_line(tmp_path: Path, dataset: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_old_eval_form_is_one_line_and_writes_nothing(tmp_path: Path, dataset: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     out = str(tmp_path / "run")
-    for argv, says in ((["eval", "zeroshot", str(dataset), "--out", out, "--task", "fewshot"], "named twice"),
-                       (["eval", str(dataset), "--out", out, "--task"], "--task needs a task name"),
-                       (["eval", str(dataset), "--task", "--out", out], "--task needs a task name")):
+    for argv in (["eval", "zeroshot", str(dataset), "--out", out, "--task", "fewshot"],
+                 ["eval", str(dataset), "--out", out, "--task"],
+                 ["eval", str(dataset), "--task", "--out", out]):
         code, err = run(argv, capsys)
-        assert code == 2 and len(err) == 1 and says in err[0], (argv, err)
-        assert "note" not in err[0]
+        assert code == 2 and len(err) == 1, (argv, err)
+        assert "--task" in err[0] or "unknown task or benchmark" in err[0], err
     assert not Path(out).exists()
-    with pytest.raises(UsageError):
-        new_eval_form(["DS", "--task"])
-
-
-def test_the_note_shows_the_command_that_runs_quoted(capsys: pytest.CaptureFixture[str]) -> None:
-    """Options before the dataset, `--task=T`, a path with spaces: the note is a command one can paste."""
-    words = new_eval_form(["--out", "o", "/data/my benchmark.lance", "--task=fewshot", "--shots", "1"])
-    assert words == ["fewshot", "--out", "o", "/data/my benchmark.lance", "--shots", "1"]
-    note = capsys.readouterr().err.strip()
-    assert "`cladebench eval fewshot --out o '/data/my benchmark.lance' --shots 1`" in note
-    assert "`cladebench eval fewshot --out ...`" not in note  # the old note showed the first word, an option
 
 
 # --- checked before any model -------------------------------------------------------------------------

@@ -153,7 +153,7 @@ def test_ctrl_c_while_the_cli_starts_is_an_interrupt(monkeypatch: pytest.MonkeyP
     assert capsys.readouterr().err == "cladebench: interrupted\n"
     monkeypatch.setitem(sys.modules, "cladebench.cli", cli)
 
-    def interrupted() -> None:
+    def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "build_parser", interrupted)
@@ -182,3 +182,22 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(dataset_path: Path
     process.stdout.close()  # the reader goes away before anything is printed
     stderr = process.communicate(timeout=120)[1].decode()
     assert process.returncode == 141 and stderr == "", stderr
+
+
+LIGHT_COMMANDS = [["--help"], ["nosuch"], ["info", "--help"], ["subset", "--help"], ["report", "--help"],
+                  ["compare", "--help"], ["serve", "--help"], ["reviews", "--help"], ["benchmarks", "--help"],
+                  ["demo-model", "--help"], ["info"]]
+"""Commands that only print help or refuse the command line: the verb's config is all they import."""
+
+
+def test_help_and_usage_errors_import_no_heavy_library() -> None:
+    """`cladebench --help`, a verb's help and a usage error build only the parser of the verb named: none of Lance,
+    pyarrow, scipy, torch or open_clip is imported (the modules are asserted, not the time)."""
+    script = ("import json, sys\nfrom cladebench.cli import main\nargv = json.loads(sys.argv[1])\n"
+              "try:\n    main(argv)\nexcept SystemExit:\n    pass\n"
+              "print(json.dumps(sorted(m for m in ('lance', 'pyarrow', 'scipy', 'torch', 'open_clip') "
+              "if m in sys.modules)), file=sys.stderr)")
+    for argv in LIGHT_COMMANDS:
+        result = subprocess.run([sys.executable, "-c", script, json.dumps(argv)], capture_output=True, text=True,
+                                timeout=120, check=False)
+        assert json.loads(result.stderr.strip().splitlines()[-1]) == [], (argv, result.stderr)

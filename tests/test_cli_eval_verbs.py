@@ -1,5 +1,5 @@
 """Verbs shaped by task: `eval <task>` and `load <source>` take only their own options, abbreviations are
-refused, the old `eval DATASET --task T` still runs (with a note), and whatever can be checked without a model
+refused, the old `eval DATASET --task T` is refused in one line, and whatever can be checked without a model
 is refused before torch is imported."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from cladebench.cli import FAMILIES, VERBS, main
-from cladebench.cli.evaluation import new_eval_form
 from cladebench.errors import UnknownNameError, UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS
-from cladebench.evaluate.run import EVAL_CONFIGS, GeoEvalConfig, RerankEvalConfig, ZeroShotEvalConfig, eval_config
+from cladebench.evaluate.configs import EVAL_CONFIGS, GeoEvalConfig, RerankEvalConfig, ZeroShotEvalConfig, eval_config
 from cladebench.registry import Registry
 from helpers.before_model import run_before_model
 from helpers.toy_dataset import write_toy_dataset
@@ -65,13 +64,21 @@ def test_eval_task_help_lists_only_its_own_options(task: str, own: str, foreign:
     assert f"usage: cladebench eval {task}" in text and own in text and "--breakdown" in text
     options = {word.rstrip(",") for word in text.split() if word.startswith("-")}
     assert not options & set(foreign), options & set(foreign)
-    assert len(text.splitlines()) < 140  # the old single `eval --help` was about 200 lines
+    assert len(text.splitlines()) < 70  # a screen: the first sentence of each option, daily options first
 
 
 def test_another_task_s_option_is_refused_not_ignored(dataset: Path, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     err = usage_error(["eval", "zeroshot", str(dataset), "--out", str(tmp_path / "run"), "--shots", "1"], capsys)
     assert "unrecognized arguments: --shots 1" in err
+
+
+def test_every_eval_help_fits_a_screen_with_the_daily_options_first(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in FAMILIES["eval"].members():
+        text = help_text(["eval", name], capsys)
+        assert len(text.splitlines()) < 70, (name, len(text.splitlines()))
+        options = [line.split()[0] for line in text.splitlines() if line.startswith("  --")]
+        assert options.index("--out") < 5 and options.index("--model") < 5, (name, options[:6])
 
 
 def test_a_benchmark_knows_its_task_and_dataset(capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,35 +107,37 @@ def test_config_values_are_refused_when_the_config_is_built() -> None:
         ZeroShotEvalConfig(dataset="d", out=Path("o"), where="1=1; DROP TABLE x")
 
 
-# --- the old spelling ------------------------------------------------------------------------------
+# --- one spelling ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    (["DS", "--task", "fewshot", "--out", "o"], ["fewshot", "DS", "--out", "o"]),
-    (["DS", "--out", "o"], ["zeroshot", "DS", "--out", "o"]),
-    (["--model", "m", "DS", "--task=geo"], ["geo", "--model", "m", "DS"]),
-    (["inquire-rerank", "--task", "rerank", "--model", "m"], ["rerank", "inquire-rerank", "--model", "m"]),
+@pytest.mark.parametrize("argv", [
+    ["eval", "DS", "--task", "fewshot", "--out", "o"],
+    ["eval", "zeroshot", "DS", "--out", "o", "--task", "fewshot"],
 ])
-def test_the_old_eval_form_is_rewritten_with_a_note(old: list[str], new: list[str],
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert new_eval_form(old) == new
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and f"cladebench eval {new[0]} " in err and "old form" in err
+def test_the_old_eval_form_is_refused_in_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(argv, capsys)
+    assert "unknown task or benchmark 'DS'" in err or "unrecognized arguments: --task fewshot" in err
 
 
-@pytest.mark.parametrize("words", [["zeroshot", "DS", "--out", "o"], ["inquire-rerank", "--model", "m"],
-                                   ["--help"], []])
-def test_the_new_eval_form_is_left_alone(words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert new_eval_form(words) == words
-    assert capsys.readouterr().err == ""
+@pytest.mark.parametrize(("argv", "message"), [
+    (["eval", "zeroshot", "DS", "--out", "o", "--rank", "genus", "--rank", "family"], "argument --rank: given twice"),
+    (["eval", "zeroshot", "DS", "--out", "o", "--out", "p"], "argument --out: given twice"),
+    (["eval", "zeroshot", "DS", "--out", "o", "--unseen-only", "--no-unseen-only"], "are both given"),
+])
+def test_a_setting_given_twice_is_refused_not_overwritten(argv: list[str], message: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in usage_error(argv, capsys)
 
 
-def test_the_old_eval_form_still_runs_the_task_it_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["eval", str(tmp_path / "missing.lance"), "--task", "fewshot", "--out", str(tmp_path / "run"),
-                 "--shots", "0"])
-    note, error = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and "--shots must be at least 1" in error  # fewshot's own check ran: the task was taken
-    assert "cladebench eval fewshot" in note
+def test_a_repeated_list_option_accumulates() -> None:
+    from cladebench.cli import build_parser
+    from cladebench.config import config_from_args
+
+    args = build_parser().parse_args(["eval", "zeroshot", "DS", "--out", "o", "--breakdown", "genus",
+                                      "--breakdown", "family", "--rank", "genus"])
+    config = config_from_args(ZeroShotEvalConfig, args)
+    assert config.breakdown == ("genus", "family")
+    assert set(config.given) == {"dataset", "out", "breakdown", "rank"}  # the defaults left alone are not given
 
 
 # --- no abbreviations ----------------------------------------------------------------------------------
@@ -221,3 +230,13 @@ def test_a_mistyped_task_or_source_names_the_closest(tmp_path: Path, capsys: pyt
         assert refused.value.code == 2 and f"Did you mean {says}?" in err and len(err.strip().splitlines()) == 1
         assert "old form" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_benchmark_has_one_name_in_build_and_eval_with_the_old_one_kept() -> None:
+    from cladebench.cli import build_parser
+
+    for name, old in (("inat-coobserved", "coobserved"), ("fine-grained-challenges", "finegrained")):
+        assert name in FAMILIES["build"].members() and name in BENCHMARKS
+        assert FAMILIES["build"].member(old).name == name
+    args = build_parser().parse_args(["build", "coobserved", "--export-dir", "x", "--out", "o"])
+    assert FAMILIES["build"].member(args.kind).name == "inat-coobserved"

@@ -58,7 +58,7 @@ def test_bad_values_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit) as exc:
         parse("d", "--out", "o", "--style", "latin")
     assert exc.value.code == 2
-    assert "invalid choice" in capsys.readouterr().err
+    assert "argument --style: unknown value 'latin'; known: com, sci." in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parse("d")  # --out is required
 

@@ -26,8 +26,9 @@ pytest.importorskip("open_clip")
 
 from cladebench.demo.model import demo_model_id, demo_world, held_out_table
 from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate.configs import ZeroShotEvalConfig
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
+from cladebench.evaluate.run import run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.store.embeddings import valid_embeddings
 from cladebench.tasks.common import classify, label_set

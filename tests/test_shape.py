@@ -18,6 +18,7 @@ their package; the import reader is :mod:`helpers.source_imports`.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 from helpers.source_imports import (
@@ -243,3 +244,15 @@ def test_every_test_module_lives_in_the_folder_of_the_package_it_tests() -> None
         elif (SRC / (only := subjects.pop())).is_dir():
             misplaced.append(f"{relative}: tests only cladebench.{only}; move it to tests/{only}/")
     assert not misplaced, "\n".join(misplaced)
+
+
+def test_the_declared_python_floor_is_the_one_linted() -> None:
+    """``requires-python`` and ruff's ``target-version`` name the same minimum: ruff then refuses syntax and
+    standard-library names newer than the floor (``datetime.UTC`` is 3.11), so what is declared is what is checked."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    floor = project["project"]["requires-python"].removeprefix(">=")
+    assert project["tool"]["ruff"]["target-version"] == "py" + floor.replace(".", "")
+    major, minor = (int(part) for part in floor.split("."))
+    assert sys.version_info >= (major, minor)

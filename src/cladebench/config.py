@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import re
 import textwrap
 import types
 import typing
@@ -46,7 +47,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from cladebench.errors import UsageError
+from cladebench.errors import UsageError, unknown_name
 
 C = TypeVar("C")
 
@@ -96,18 +97,13 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-_SHORT_KEY = "cladebench.short"
-_REPEAT_KEY = "cladebench.repeat"
-REPEATABLE: dict[str, bool] = {_REPEAT_KEY: True}
-"""Field metadata for a required tuple ``--option`` that may be given several times, each adding its values:
-``model: tuple[str, ...] = field(metadata={**OPTION, **REPEATABLE})`` takes ``--model A --model B`` (and
-``--model A B``); without it the last one given would silently win."""
-_REPEAT_KEY = "cladebench.repeat"
-REPEATABLE: dict[str, bool] = {_REPEAT_KEY: True}
-"""Field metadata for a required tuple ``--option`` that may be given several times, each adding its values:
-``model: tuple[str, ...] = field(metadata={**OPTION, **REPEATABLE})`` takes ``--model A --model B`` (and
-``--model A B``); without it the last one given would silently win."""
 _BARE_KEY = "cladebench.bare"
+_INTERNAL_KEY = "cladebench.internal"
+INTERNAL: dict[str, bool] = {_INTERNAL_KEY: True}
+"""Field metadata for a field the command line never offers (it is filled by the code that builds the config)."""
+GIVEN = "given"
+"""Name of the field in which a config that declares it receives the names of the settings the user gave (the
+command line's options typed, or the keywords of a Python call): a default is then never mistaken for a choice."""
 
 
 def bare_value(value: str) -> dict[str, str]:
@@ -117,85 +113,194 @@ def bare_value(value: str) -> dict[str, str]:
     return {_BARE_KEY: value}
 
 
-def short(letter: str) -> dict[str, str]:
-    """Field metadata giving an option a one-letter form too: ``field(metadata={**OPTION, **short("o")})``."""
-    return {_SHORT_KEY: letter}
+def _flags(name: str) -> list[str]:
+    """``--long-name``; a one-letter field (``k``) also gets ``-k``."""
+    long = option_name(name)
+    return [f"-{name}", long] if len(name) == 1 else [long]
 
 
-def _flags(name: str, metadata: Any = None) -> list[str]:
-    """``--long-name``; a one-letter field, or one given a ``short`` letter, also gets ``-x``."""
-    long = "--" + name.replace("_", "-")
-    letter = (metadata or {}).get(_SHORT_KEY) or (name if len(name) == 1 else None)
-    return [f"-{letter}", long] if letter else [long]
+_EVERYDAY_KEY = "cladebench.everyday"
+EVERYDAY: dict[str, bool] = {_EVERYDAY_KEY: True}
+"""Field metadata for an option a researcher sets daily: ``--help`` lists it first, before the task's own."""
+_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<=\.)\s+(?=[A-Z(`'])")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a field's docstring, to its first semicolon: what ``--help`` shows in a line or two
+    (the whole docstring, under the field, is the reference).
+
+    Example:
+        >>> first_sentence("Rank of the labels, e.g. genus. The taxa at this rank form the label set.")
+        'Rank of the labels, e.g. genus.'
+    """
+    sentence = _SENTENCE_END.split(" ".join(text.split()), maxsplit=1)[0]
+    depth = 0
+    for at, char in enumerate(sentence):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ";" and depth == 0:
+            return sentence[:at] + "."
+    return sentence
+
+
+def usage_line(prog: str, cls: type) -> str:
+    """``PROG DATASET --out OUT [options]``: the positionals and required options, the rest in ``--help``."""
+    words = [prog]
+    for field in dataclasses.fields(cls):
+        if not field.init or field.metadata.get(_INTERNAL_KEY):
+            continue
+        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        if field.metadata.get(_POSITIONAL_KEY):
+            words.append(f"[{field.name.upper()}]")
+        elif not has_default and field.metadata.get(_OPTION_KEY):
+            words.append(f"{option_name(field.name)} {field.name.upper()}")
+        elif not has_default:
+            words.insert(1, field.name.upper())
+    return " ".join([*words, "[options]"])
+
+
+def option_name(name: str) -> str:
+    """The option a field is typed as: ``name_style`` -> ``--name-style``."""
+    return "--" + name.replace("_", "-")
+
+
+def parse_text(annotation: Any, text: str, option: str) -> Any:
+    """``text`` as a value of a field's type: the one conversion of typed words (an option's value on the command
+    line, a suite's ``--setting NAME=VALUE``). A tuple takes comma-separated items; ``none`` is None where the
+    field allows it. A word that is not of the type is a usage error naming the option.
+
+    Example:
+        >>> parse_text(tuple[int, ...], "1,5", "--shots")
+        (1, 5)
+        >>> parse_text(int, "five", "--shots")
+        Traceback (most recent call last):
+        ...
+        cladebench.errors.UsageError: --shots: expected an integer, got 'five'
+    """
+    annotation, optional = _unwrap_optional(annotation)
+    if optional and text.strip().lower() in ("none", "null", ""):
+        return None
+    origin = get_origin(annotation)
+    if origin in (tuple, list):
+        item = get_args(annotation)[0] if get_args(annotation) else str
+        return tuple(parse_text(item, part.strip(), option) for part in text.split(",") if part.strip())
+    if origin is Literal:
+        choices = get_args(annotation)
+        if text not in [str(c) for c in choices]:
+            raise UsageError(f"{option}: {unknown_name('value', text, map(str, choices))}")
+        return type(choices[0])(text)
+    if annotation is bool:
+        lowered = text.strip().lower()
+        if lowered not in ("true", "false", "1", "0", "yes", "no"):
+            raise UsageError(f"{option}: expected true or false, got {text!r}")
+        return lowered in ("true", "1", "yes")
+    if annotation in (int, float):
+        try:
+            return annotation(text)
+        except ValueError:
+            kind = "an integer" if annotation is int else "a number"
+            raise UsageError(f"{option}: expected {kind}, got {text!r}") from None
+    if annotation is Path:
+        return Path(text)
+    return text
+
+
+class _Once(argparse.Action):
+    """Store an option's value, refusing it given twice with different values: the last one would silently win."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) not in (None, values):
+            raise argparse.ArgumentError(self, f"given twice ({getattr(namespace, self.dest)!r} and {values!r}); "
+                                               "give it once")
+        setattr(namespace, self.dest, values)
+
+
+class _OnceFlag(argparse.BooleanOptionalAction):
+    """``--flag/--no-flag``, refusing both (or either twice with another meaning) on one command line."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        value = not (option_string or "").startswith("--no-")
+        if getattr(namespace, self.dest, None) not in (None, value):
+            raise argparse.ArgumentError(self, f"{self.option_strings[0]} and {self.option_strings[1]} are both "
+                                               "given; give one")
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _typed(annotation: Any, option: str) -> Any:
+    """:func:`parse_text` as argparse's ``type``: its refusal becomes argparse's, which names the option."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse_text(annotation, text, option)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+
+    convert.__name__ = getattr(annotation, "__name__", "value")  # argparse names the type in its own messages
+    return convert
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Add one argument per field of the dataclass ``cls`` to ``parser``."""
+    """Add one argument per field of the dataclass ``cls`` to ``parser``.
+
+    An option left out is absent from the parsed namespace (its default is the dataclass's, filled when the config
+    is built), so :func:`config_from_args` knows which settings the user gave."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
-    for field in dataclasses.fields(cls):
-        if not field.init:
+    fields = sorted(dataclasses.fields(cls), key=lambda f: not f.metadata.get(_EVERYDAY_KEY))  # stable: daily first
+    for field in fields:
+        if not field.init or field.metadata.get(_INTERNAL_KEY):
             continue
-        annotation, optional = _unwrap_optional(hints[field.name])
+        annotation, _ = _unwrap_optional(hints[field.name])
         has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
         default = (
             field.default if field.default is not dataclasses.MISSING
             else field.default_factory() if field.default_factory is not dataclasses.MISSING  # type: ignore[misc]
             else None
         )
-        help_text = docs.get(field.name, "")
+        help_text = first_sentence(docs.get(field.name, ""))
         # `is`, not `in`: 0 == False, and a default of 0 is worth showing.
         if has_default and not (default is None or default is False or default == ()):
             help_text += f" (default: {_show(default)})"
+        option = option_name(field.name)
         kwargs: dict[str, Any] = {"help": help_text}
         origin = get_origin(annotation)
         if annotation is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
+            kwargs["action"] = _OnceFlag
         elif origin is Literal:
-            kwargs["choices"] = list(get_args(annotation))
-            kwargs["type"] = type(get_args(annotation)[0])
+            kwargs["type"] = _typed(annotation, option)
+            kwargs["metavar"] = "{" + ",".join(map(str, get_args(annotation))) + "}"
         elif origin in (tuple, list):
             item = get_args(annotation)[0] if get_args(annotation) else str
             kwargs["nargs"] = "+"
-            kwargs["type"] = _converter(item)
-            if field.metadata.get(_REPEAT_KEY):
-                kwargs["action"] = "extend"
-            if field.metadata.get(_REPEAT_KEY):
-                kwargs["action"] = "extend"
+            kwargs["type"] = _typed(item, option)
+            kwargs["action"] = "extend"  # given twice, the values add up: never the last one alone
         else:
-            kwargs["type"] = _converter(annotation)
-            kwargs["metavar"] = field.name.upper()
+            kwargs["type"] = _typed(annotation, option)
+            kwargs["metavar"] = field.name.rsplit("_", 1)[-1].upper()  # --prior-cell-km KM: short, still telling
         if not has_default and not field.metadata.get(_OPTION_KEY):
             kwargs.pop("metavar", None)
             parser.add_argument(field.name, **kwargs)
             continue
         if field.metadata.get(_POSITIONAL_KEY):  # optional: one value, or any number for a tuple
             kwargs.pop("metavar", None)
+            kwargs.pop("action", None)
             parser.add_argument(field.name, nargs="*" if kwargs.pop("nargs", None) else "?", default=default, **kwargs)
             continue
         if not has_default:
             kwargs["required"] = True
         else:
-            kwargs["default"] = default
-        if optional and "metavar" in kwargs:
-            kwargs["metavar"] = field.name.upper()
+            kwargs["default"] = argparse.SUPPRESS  # absent unless typed: the dataclass's default fills it
+        kwargs.setdefault("action", _Once)
         if _BARE_KEY in field.metadata:
             kwargs.update(nargs="?", const=field.metadata[_BARE_KEY])
-        parser.add_argument(*_flags(field.name, field.metadata), dest=field.name, **kwargs)
+        parser.add_argument(*_flags(field.name), dest=field.name, **kwargs)
 
 
 def _show(value: Any) -> str:
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value)
     return str(value)
-
-
-def _converter(annotation: Any) -> Any:
-    if annotation in (int, float, str):
-        return annotation
-    if annotation is Path:
-        return Path
-    return str
 
 
 def take_late_positionals(cls: type, args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -213,14 +318,15 @@ def take_late_positionals(cls: type, args: argparse.Namespace, extra: list[str])
         if field.metadata.get(_POSITIONAL_KEY) and getattr(args, field.name, None) in (None, field.default, []):
             annotation = _unwrap_optional(typing.get_type_hints(cls)[field.name])[0]
             several = get_origin(annotation) in (tuple, list)
-            item = _converter((get_args(annotation) or (str,))[0])
+            item = _typed((get_args(annotation) or (str,))[0], field.name)
             setattr(args, field.name, [item(w) for w in words] if several else words.pop(0))
             words = [] if several else words
     return rest + words
 
 
 def config_from_args(cls: type[C], args: argparse.Namespace) -> C:
-    """Build the config from parsed arguments; tuple fields get tuples, so the config stays hashable."""
+    """Build the config from parsed arguments; tuple fields get tuples, so the config stays hashable. A config
+    with a :data:`GIVEN` field gets the names of the options typed in it."""
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
@@ -231,6 +337,8 @@ def config_from_args(cls: type[C], args: argparse.Namespace) -> C:
         if isinstance(value, list) and get_origin(annotation) is tuple:
             value = tuple(value)
         values[field.name] = value
+    if any(f.name == GIVEN for f in dataclasses.fields(cls)):
+        values[GIVEN] = tuple(name for name in values if name != GIVEN)
     return cls(**values)
 
 

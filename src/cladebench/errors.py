@@ -6,11 +6,12 @@ without a traceback and exit with a code that says which kind of failure it was.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import errno
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 EXIT_BUG = 70
 """Exit code of an unexpected exception: a bug, reported as one."""
@@ -75,7 +76,7 @@ def unknown_name(kind: str, name: str, known: Iterable[str]) -> UnknownNameError
 
 ENVIRONMENT_ERRNOS: frozenset[int] = frozenset({
     errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EISDIR, errno.ENOTDIR, errno.EEXIST,
-    errno.ENOTEMPTY, errno.ENOENT, errno.ENAMETOOLONG, errno.EMFILE, errno.ENFILE, errno.EFBIG,
+    errno.ENOTEMPTY, errno.ENOENT, errno.ENAMETOOLONG, errno.EMFILE, errno.ENFILE, errno.EFBIG, errno.ELOOP,
 })
 """Error numbers that describe the machine or the paths given (permissions, a full or read-only disk, a file
 where a folder was expected), not a bug: they end a command with exit 1 and one line."""
@@ -116,3 +117,30 @@ def environment_error(exc: BaseException, path: object = None) -> CladebenchErro
             errno.EDQUOT: "free some space or write elsewhere"}.get(number)
     where = f"{name}: " if name is not None else ""
     return CladebenchError(f"{where}{reason}" + (f" ({hint})" if hint else ""))
+
+
+def _is_arrow_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is Arrow's report on its input (``ArrowInvalid`` is a ``ValueError``; a corrupt page an
+    ``OSError``), without importing pyarrow where nothing read a file with it."""
+    return any(kind.__module__.startswith("pyarrow") for kind in type(exc).__mro__)
+
+
+@contextlib.contextmanager
+def reading(path: object, error: type[CladebenchError] = CladebenchError) -> Iterator[None]:
+    """A file that cannot be read while the block reads it (gone, unreadable, a loop of symbolic links, a corrupt
+    Parquet page, a truncated ``.gz``) ends the command with one line naming ``path`` and the documented code
+    (:func:`environment_error`'s for the machine's failures, ``error``'s for a file that is not what it should
+    be), not as a bug. Errors the block raises on purpose (a :class:`CladebenchError`) pass unchanged."""
+    try:
+        yield
+    except CladebenchError:
+        raise
+    except (OSError, ValueError) as exc:
+        if not isinstance(exc, OSError) and not _is_arrow_error(exc):
+            raise
+        environment = environment_error(exc, path)
+        if environment is not None:
+            raise environment from None
+        lines = (getattr(exc, "strerror", None) or str(exc)).strip().splitlines()
+        raise error(f"cannot read {path}: {lines[0] if lines else type(exc).__name__}") from None
+

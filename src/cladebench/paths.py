@@ -18,14 +18,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from cladebench.errors import UsageError
+from cladebench.errors import CladebenchError, UsageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,6 +36,15 @@ if TYPE_CHECKING:
 def absolute(path: str | Path) -> Path:
     """``path`` made absolute (``~`` expanded) without following symbolic links."""
     return Path(os.path.abspath(Path(path).expanduser()))
+
+
+def resolved(path: str | Path) -> Path:
+    """``path`` made absolute with every symbolic link followed; a loop of links (which Python reports as a
+    ``RuntimeError`` or an ``OSError`` by version) is one line naming the path, exit 1."""
+    try:
+        return absolute(path).resolve()
+    except (RuntimeError, OSError):
+        raise CladebenchError(f"{path}: a loop of symbolic links; name the file itself") from None
 
 
 def relation(out: Path, source: Path) -> str | None:
@@ -50,11 +61,11 @@ def relation(out: Path, source: Path) -> str | None:
 def check_not_an_input(out: str | Path, inputs: Iterable[str | Path | None], out_option: str = "--out") -> None:
     """A :class:`UsageError` when ``out`` is an input, is inside one or contains one (symbolic links followed,
     so a link cannot hide the overlap). ``None`` inputs (options not given) are skipped."""
-    out_paths = {absolute(out), absolute(out).resolve()}
+    out_paths = {absolute(out), resolved(out)}
     for source in inputs:
         if source is None:
             continue
-        for source_path in {absolute(source), absolute(source).resolve()}:
+        for source_path in {absolute(source), resolved(source)}:
             for out_path in out_paths:
                 found = relation(out_path, source_path)
                 if found is not None:
@@ -104,3 +115,51 @@ def atomic_write_parquet(path: str | Path, table: pa.Table, *, durable: bool = F
     import pyarrow.parquet as pq
 
     return atomic_write(path, lambda handle: pq.write_table(table, handle), durable=durable)
+
+
+LOCK_POLL_S = 0.05
+"""How often a bounded wait for a lock tries again."""
+
+
+@contextlib.contextmanager
+def held_lock(path: str | Path, *, wait_s: float | None = None, busy: str | Callable[[int], str] = "",
+              on_wait: Callable[[], None] | None = None) -> Iterator[int]:
+    """Hold an exclusive ``flock`` on ``path`` for the block: the one lock of the package. A folder is locked
+    itself (no lock file is left behind); any other path is a lock file, created when missing. The operating
+    system releases the lock when the holder ends, however it ends (kill -9 too), so no stale lock survives.
+
+    ``wait_s``: None waits as long as it takes, 0 refuses at once, a number refuses after that many seconds; a
+    refusal is a :class:`~cladebench.errors.CladebenchError` (exit 1) saying ``busy`` (or what ``busy`` makes of
+    the lock file's descriptor). ``on_wait`` is called once when the lock is held by another. Yields the open
+    descriptor (a holder may write who it is into a lock file)."""
+    import fcntl
+
+    path = Path(path)
+    folder = path.is_dir()
+    try:
+        handle = os.open(path, os.O_RDONLY) if folder else os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+    try:
+        waited = 0.0
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if wait_s is not None or on_wait else 0))
+                break
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                    on_wait = None
+                if wait_s is not None and waited >= wait_s:
+                    raise CladebenchError(busy(handle) if callable(busy) else busy
+                                          or f"{path} is locked by another process") from None
+                if wait_s is None:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    break
+                time.sleep(LOCK_POLL_S)
+                waited += LOCK_POLL_S
+            except OSError as exc:  # a file system without locks (some network mounts)
+                raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+        yield handle
+    finally:
+        os.close(handle)  # releases the lock

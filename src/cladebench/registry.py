@@ -34,6 +34,12 @@ class Registry(dict[str, T]):
     def __init__(self, kind: str) -> None:
         super().__init__()
         self.kind = kind
+        self.aliases: dict[str, str] = {}
+        """Former spellings -> the name they now stand for: found by :meth:`get_named`, never listed."""
+
+    def alias(self, old: str, name: str) -> None:
+        """Accept ``old`` wherever ``name`` is looked up (a name that changed keeps working)."""
+        self.aliases[old] = name
 
     def add(self, name: str, item: T) -> T:
         """Register ``item`` under ``name`` and return it (so it can serve as a decorator's result)."""
@@ -49,6 +55,6 @@ class Registry(dict[str, T]):
     def get_named(self, name: str) -> T:
         """The item called ``name``; an unknown name raises UnknownNameError listing the known ones."""
         try:
-            return self[name]
+            return self[self.aliases.get(name, name)]
         except KeyError:
             raise unknown_name(self.kind, name, self) from None

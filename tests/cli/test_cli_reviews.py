@@ -74,3 +74,31 @@ def test_user_mistakes_are_one_line_with_their_exit_code(tmp_path: Path, capsys:
     with pytest.raises(SystemExit) as exited:  # argparse's choice check exits from the parser
         main(["reviews", str(dataset), "--view", "some"])
     assert exited.value.code == 2 and "known: agreed, all, disagreements" in capsys.readouterr().err
+
+
+
+FORMULAS = ("=HYPERLINK(\"http://evil.example\",\"x\")", "+1+1", "-2+3", "@SUM(1)")
+"""Notes a spreadsheet would run as formulas."""
+
+
+def test_a_cell_a_spreadsheet_would_run_as_a_formula_is_exported_as_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = write_toy_dataset(tmp_path / "toy.lance")
+    path = reviews_path(str(dataset))
+    for i, note in enumerate(FORMULAS):
+        append_review(path, Review(uuid=f"u0{i}", lineage=None, rank=None, reviewer="=cmd|' /C calc'!A0", note=note))
+    for uuid in ("\tu4", "\ru5"):  # a tab or a carriage return first: OWASP's list names them too
+        append_review(path, Review(uuid=uuid, lineage=SP0, rank=Rank.SPECIES, reviewer="ana", note="fine - really"))
+    assert main(["reviews", str(dataset)]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    # OWASP's CSV-injection rule: a cell starting with = + - @ tab or CR is written with a leading ', the rest kept
+    assert [r["note"] for r in rows] == [*("'" + n for n in FORMULAS), "fine - really", "fine - really"]
+    assert [r["reviewer"] for r in rows] == ["'=cmd|' /C calc'!A0"] * 4 + ["ana", "ana"]
+    assert [r["uuid"] for r in rows] == ["u00", "u01", "u02", "u03", "'\tu4", "'\ru5"]
+    assert rows[4]["taxon"] == "Genus sp0" and rows[0]["not_identifiable"] == "true"  # other cells as they were
+    out = tmp_path / "reviews.csv"
+    assert main(["reviews", str(dataset), "--out", str(out)]) == 0
+    assert next(csv.DictReader(out.open(encoding="utf-8", newline="")))["note"] == "'" + FORMULAS[0]
+    parquet = tmp_path / "reviews.parquet"  # Parquet holds data, not formulas: kept as written
+    assert main(["reviews", str(dataset), "--format", "parquet", "--out", str(parquet)]) == 0
+    assert pq.read_table(parquet).column("note")[0].as_py() == FORMULAS[0]

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from cladebench.cli import main
-from cladebench.cli.suite import SuiteConfig
 from cladebench.config import add_config_arguments, config_from_args
+from cladebench.evaluate.suite.plan import SuiteConfig
 from cladebench.evaluate.suite.results import SCHEMA, read_results, update_results
 from cladebench.metrics import display_scale
 

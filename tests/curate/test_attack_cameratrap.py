@@ -110,6 +110,7 @@ def test_detections_without_an_images_array_are_a_schema_error(tmp_path: Path, c
 def test_broken_metadata_is_one_line_and_exit_1(tmp_path: Path, capsys, text: str) -> None:
     """yajl's parse errors run over three lines (message, text, caret); the user gets the first, once."""
     (tmp_path / "md.json").write_text(json.dumps(md_output([])))
+    (tmp_path / "images").mkdir()
     cohort = _cohort(tmp_path, "images", {}, md_output([]))
     (tmp_path / "meta.json").write_text(text)
     assert _build(tmp_path, cohort) == 1

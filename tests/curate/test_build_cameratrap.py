@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -104,6 +105,27 @@ def test_standalone_build_keeps_the_known_set_and_counts_every_reason(planted) -
     card = (out / "README.md").read_text()
     assert "| person_detected | 2 | 0 | 0 | 2 |" in card
     assert "v1000.0.0-redwood" in card and "CDLA-Permissive-1.0" in card
+
+
+def test_a_collection_whose_image_folder_is_missing_is_refused_naming_it(planted, capsys) -> None:
+    root, cohort_path, taxonomy, host = planted
+    shutil.rmtree(root / "nacti-images")
+    out = root / "cohort-out"
+    rc = main(["build", "cameratrap", str(cohort_path), "--out", str(out), "--taxonomy", str(taxonomy),
+               "--download-dir", str(root / "downloads"), "--workers", "0", "--no-progress"])
+    error = capsys.readouterr().err
+    assert rc == 1 and f"collection 'nacti': its images folder {root / 'nacti-images'} does not exist" in error
+    assert not out.exists() and host.requests == Counter()  # refused before anything was fetched
+
+
+def test_a_fetched_file_of_the_wrong_kind_is_named_by_its_url(planted, capsys) -> None:
+    root, cohort_path, taxonomy, host = planted
+    metadata_url = host.url("/meta/nacti.json.gz")
+    cohort_path.write_text(cohort_path.read_text().replace(host.url("/md/nacti.json"), metadata_url))
+    rc = main(["build", "cameratrap", str(cohort_path), "--out", str(root / "cohort-out"), "--taxonomy",
+               str(taxonomy), "--download-dir", str(root / "downloads"), "--workers", "0", "--no-progress"])
+    error = capsys.readouterr().err
+    assert rc == 4 and f"{metadata_url}: no detection_categories" in error and "downloads" not in error
 
 
 def test_a_second_run_over_the_same_out_is_refused_without_overwrite(planted) -> None:

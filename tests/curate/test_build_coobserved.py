@@ -411,6 +411,21 @@ def test_build_verb_writes_the_same_output(export, uncapped, tmp_path, capsys):
     assert main(["build", "coobserved", "--export-dir", str(export.export_dir), "--out", str(out)]) == 1  # exists
 
 
+def test_an_export_reduced_to_candidate_photos_builds_the_same_rows(tmp_path):
+    """A researcher shares an export already cut down to the photos on two or more rows: no photo is on a
+    single observation, and the accounting must not need one."""
+    export = write_export(tmp_path / "export", ExportConfig(n_photos=300, n_coobserved=6, n_defects=1))
+    full, full_table = _build(export.export_dir, tmp_path / "full", **UNCAPPED)
+    photos = export.export_dir / "photos.csv"
+    header, *lines = photos.read_text().splitlines()
+    rows_per_id = Counter(line.split("\t")[1] for line in lines)
+    photos.write_text("\n".join([header, *(line for line in lines if rows_per_id[line.split("\t")[1]] > 1)]) + "\n")
+    reduced, reduced_table = _build(export.export_dir, tmp_path / "reduced", **UNCAPPED)
+    assert reduced.photo_outcomes["single_observation"] == 0 < full.photo_outcomes["single_observation"]
+    assert sorted(reduced_table.column("photo_id").to_pylist()) == sorted(full_table.column("photo_id").to_pylist())
+    assert reduced.rows == full.rows > 0
+
+
 # --- the output folder: what --overwrite may replace, inputs, killed runs -------------------------
 
 
@@ -463,6 +478,20 @@ def test_overwrite_replaces_its_own_previous_output(export, tmp_path):
     second, table = _build(export.export_dir, out, per_rank=1, overwrite=True)
     assert table.num_rows == second.rows < first.rows
     assert json.loads((out / "build.json").read_text())["config"]["per_rank"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_overwrite_keeps_what_the_user_added_to_the_output(export, tmp_path, capsys):
+    out = tmp_path / "out"
+    _build(export.export_dir, out, per_rank=1)
+    (out / "notes.txt").write_text("which photos I checked")
+    (out / "coobserved.lance" / "_versions").mkdir(parents=True)
+    (out / "coobserved.lance" / "_versions" / "1.manifest").write_bytes(b"rows I fetched")
+    before = _listing(out)
+    assert _cli("--export-dir", str(export.export_dir), "--out", str(out), "--overwrite") == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "coobserved.lance, notes.txt" in error
+    assert _listing(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
@@ -624,17 +653,28 @@ def test_duplicate_observer_ids_are_counted_and_resolved_whatever_the_order(expo
     assert len(names) == 1
 
 
-def test_with_both_csv_and_gz_the_card_says_which_was_read(export, tmp_path):
+def test_with_both_csv_and_gz_the_build_is_refused(export, tmp_path, capsys):
     copy = _copy_export(export, tmp_path)
     with open(copy / "photos.csv", "rb") as source, gzip.open(copy / "photos.csv.gz", "wb") as target:
-        target.write(source.read()[:200])  # a different file: reading it would show
-    summary, _ = _build(copy, tmp_path / "out", per_rank=1)
-    assert summary.files["photos"]["file"].endswith("photos.csv")
-    assert summary.files["photos"]["not_read"].endswith("photos.csv.gz")
-    assert "not_read" not in summary.files["taxa"]
-    card = summary.card_path.read_text(encoding="utf-8")
-    assert "`photos.csv` was read, `photos.csv.gz` was not" in card
-    assert "read photos.csv, not photos.csv.gz" in summary.describe()
+        target.write(source.read())
+    (copy / "photos.csv").write_text((copy / "photos.csv").read_text().splitlines()[0] + "\n")  # a stale one
+    assert _cli("--export-dir", str(copy), "--out", str(tmp_path / "out")) == 1
+    assert "both photos.csv and photos.csv.gz; keep the one that is the export" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("table", "make", "said"), [
+    ("photos", lambda p: p.mkdir(), "a folder"),
+    ("taxa", lambda p: os.mkfifo(p), "not a regular file"),
+    ("observers", lambda p: p.symlink_to(p.parent / "gone.csv"), "a link to nothing"),
+])
+def test_an_export_table_that_is_not_a_file_says_what_it_is(export, tmp_path, capsys, table, make, said):
+    copy = _copy_export(export, tmp_path)
+    (copy / f"{table}.csv").unlink()
+    make(copy / f"{table}.csv")
+    assert _cli("--export-dir", str(copy), "--out", str(tmp_path / "out")) == 1
+    error = capsys.readouterr().err
+    assert f"{copy / (table + '.csv')}: {said}" in error and "no " + table not in error
 
 
 def test_a_list_option_that_is_a_folder_or_missing_names_itself(export, tmp_path, capsys):

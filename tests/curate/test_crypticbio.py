@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import gzip
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -124,6 +125,9 @@ def test_real_lookup_attaches_a_cryptic_group_to_every_anchor(common, realdata: 
     ("vernacularName", "['unclosed", "field 'vernacularName'"),
     ("url", "", "field 'url': empty"),
     ("scientificName", " ", "field 'scientificName': empty"),
+    ("genus", "Lacerta", "field 'scientificName': 'Podarcis muralis' is not in the row's genus 'Lacerta'"),
+    ("kingdom", "Plantae", "field 'scientificName': 'Podarcis muralis' is filed under kingdom 'Plantae' here and "
+                           "under 'Animalia' at row 1"),
 ])
 def test_bad_values_name_file_row_and_field(tmp_path: Path, field: str, value: str, message: str) -> None:
     path = write_csv(tmp_path / "CrypticBio-Invasive.csv", [GOOD_ROW, GOOD_ROW | {field: value}])
@@ -147,6 +151,28 @@ def test_bad_structure_is_an_error(tmp_path: Path) -> None:
     lookup.write_text("Podarcis muralis\tPodarcis liolepis\nno tab here\n")
     with pytest.raises(SchemaError, match="line 2: expected 'anchor<TAB>"):
         read_cryptic_lookup(lookup)
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "CrypticBio-Common.csv"
+    header = ",".join([*CSV_COLUMNS, "genus"])
+    path.write_text(header + "\n" + ",".join([f'"{GOOD_ROW[c]}"' for c in CSV_COLUMNS] + ["Lacerta"]) + "\n")
+    with pytest.raises(SchemaError, match="the header names 'genus' more than once"):
+        read_crypticbio(path)
+
+
+def test_a_gzip_csv_is_read_decompressed_whatever_its_name(tmp_path: Path) -> None:
+    plain = write_csv(tmp_path / "CrypticBio-Common.csv", [GOOD_ROW, GOOD_ROW | {"url": GOOD_ROW["url"] + "?2"}])
+    for name in ("CrypticBio-Common.csv.gz", "compressed/CrypticBio-Common.csv"):
+        packed = tmp_path / name
+        packed.parent.mkdir(exist_ok=True)
+        packed.write_bytes(gzip.compress(plain.read_bytes()))
+        assert read_crypticbio(packed, subset="common").equals(read_crypticbio(plain, subset="common"))
+    cut = tmp_path / "cut" / "CrypticBio-Common.csv"
+    cut.parent.mkdir()
+    cut.write_bytes(gzip.compress(plain.read_bytes())[:-12])
+    with pytest.raises(SchemaError, match=r"cannot read .*: a gzip file that is cut short or damaged"):
+        read_crypticbio(cut)
 
 
 def test_missing_date_parts_give_a_null_date_and_are_counted(tmp_path: Path) -> None:

@@ -170,6 +170,26 @@ def test_unreachable_host_and_bad_url(tmp_path: Path) -> None:
     assert (by_key["ftp"].reason, by_key["ftp"].attempts) == ("bad_url", 1)
 
 
+def test_a_redirect_loop_and_a_body_that_fails_to_decode_are_one_failure_row_each(
+        server: ImageHost, tmp_path: Path, capfd) -> None:
+    """httpx raises TooManyRedirects and DecodingError, which are not transport errors: each is its URL's failure,
+    never the end of the run, and no asyncio traceback reaches the terminal."""
+    server.state.routes["/loop"] = lambda handler, number: send(handler, 302, b"", headers={"Location": "/loop"})
+    server.state.routes["/gzip.jpg"] = lambda handler, number: send(handler, 200, JPEG,
+                                                                    headers={"Content-Encoding": "gzip"})
+    server.state.routes["/a.jpg"] = ok(JPEG)
+    items = [*((f"loop{i}", server.url("/loop")) for i in range(8)),
+             *((f"gzip{i}", server.url("/gzip.jpg")) for i in range(8)), ("good", server.url("/a.jpg"))]
+    report = download(items, tmp_path, FAST)
+    assert report.failed_by_reason == {"redirects": 8, "decoding": 8} and report.ok == 1
+    by_key = {f.key: f for f in report.failures}
+    assert (by_key["loop0"].exception, by_key["loop0"].attempts) == ("TooManyRedirects", 1)
+    assert (by_key["gzip0"].exception, by_key["gzip0"].status, by_key["gzip0"].attempts) == ("DecodingError", 200, 1)
+    assert pq.read_table(DownloadStore(tmp_path).failures_path).num_rows == 16
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err and "Traceback" not in captured.out
+
+
 def test_an_image_over_the_pixel_limit_is_one_recorded_failure(server: ImageHost, tmp_path: Path) -> None:
     bomb = huge_png(20_000, 20_000)  # 400 MP in a few dozen KB
     server.state.routes.update({"/bomb.png": ok(bomb, "image/png"), "/a.jpg": ok(JPEG)})

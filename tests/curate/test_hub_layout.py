@@ -14,7 +14,7 @@ import pytest
 
 from cladebench import store
 from cladebench.cli import main
-from cladebench.curate.sources.inquire import read_inquire_rerank, read_stats, shard_paths
+from cladebench.curate.sources.inquire import build_inquire_rerank, read_inquire_rerank, read_stats, shard_paths
 from cladebench.errors import CladebenchError
 from helpers.coobserved_rows import ALIAS_SCHEMA, alias_rows, published_rows, write_published
 from helpers.inquire_rows import CONDOR, CONDOR_QUERY, HERMIT, HERMIT_QUERY, candidate, flat_jpeg, write_shard
@@ -72,6 +72,18 @@ def test_the_reader_says_what_it_read_and_what_it_skipped(tmp_path: Path) -> Non
         read_inquire_rerank(only_train.parent)
 
 
+def test_load_inquire_rerank_says_how_many_photos_are_in_no_image_format(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "snap" / "data"
+    data.mkdir(parents=True)
+    bodies = [b"<!DOCTYPE html><html>rate limited</html>", bytes(range(7, 250)), flat_jpeg((10, 90, 160))]
+    write_shard(data / "test-00000-of-00001.parquet",
+                [candidate(HERMIT_QUERY, 27, 9101 + i, body, HERMIT, int(i == 0)) for i, body in enumerate(bodies)])
+    assert main(["load", "inquire-rerank", str(tmp_path / "snap"), "--out", str(tmp_path / "r.lance")]) == 0
+    printed = capsys.readouterr().out
+    assert "3 rows written" in printed and "2 of 3 rows hold image bytes in no known image format" in printed
+
+
 def _coobserved_snapshot(root: Path) -> Path:
     data = root / "data"
     write_published(data / "train-00000-of-00001.parquet", published_rows())
@@ -87,6 +99,35 @@ def test_load_inat_coobserved_reads_a_snapshot_root(tmp_path: Path, capsys: pyte
     assert main(["load", "inat-coobserved", str(root), "--out", str(out)]) == 0
     assert f"{len(published_rows())} rows written" in capsys.readouterr().out
     assert store.open_dataset(out).count_rows() == len(published_rows())
+
+
+def test_two_snapshots_under_one_folder_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _inquire_snapshot(tmp_path / "downloads" / "INQUIRE-Rerank")
+    shutil.copytree(tmp_path / "downloads" / "INQUIRE-Rerank", tmp_path / "downloads" / "INQUIRE-Rerank (1)")
+    assert main(["load", "inquire-rerank", str(tmp_path / "downloads"), "--out", str(tmp_path / "r.lance")]) == 1
+    error = capsys.readouterr().err
+    assert "are two copies of one INQUIRE-Rerank file" in error and "duplicate uuid" not in error
+    assert f"{tmp_path / 'downloads' / 'INQUIRE-Rerank'} and {tmp_path / 'downloads' / 'INQUIRE-Rerank (1)'}" in error
+    assert not (tmp_path / "r.lance").exists()
+
+
+def test_a_split_asked_for_that_the_files_lack_is_named(tmp_path: Path) -> None:
+    root = _inquire_snapshot(tmp_path / "mirror")
+    (root / "data" / "test-00000-of-00001.parquet").unlink()
+    with pytest.raises(CladebenchError, match=r"no test-\*\.parquet shard in .*: it holds only "
+                                              r"\['validation-00000-of-00001\.parquet'\]"):
+        build_inquire_rerank(root, tmp_path / "r.lance", splits=("test",))
+    assert not (tmp_path / "r.lance").exists()
+    assert build_inquire_rerank(root, tmp_path / "r.lance", splits=("val",)).rows == 2
+
+
+def test_load_inat_coobserved_says_how_many_photos_are_in_no_image_format(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = published_rows()
+    rows[0]["image"] = {"bytes": b"<html>gone</html>", "path": "x.jpg"}
+    write_published(tmp_path / "snap" / "data" / "train-00000-of-00001.parquet", rows)
+    assert main(["load", "inat-coobserved", str(tmp_path / "snap"), "--out", str(tmp_path / "p.lance")]) == 0
+    assert f"1 of {len(rows)} rows hold image bytes in no known image format" in capsys.readouterr().out
 
 
 def _fake_hub(repos: dict[str, Path], calls: list[dict[str, Any]]):

@@ -458,6 +458,8 @@ def test_missing_column_names_file_and_column_and_writes_nothing(shards: dict[st
     ({"inat24_image_id": 9001}, r"row 2 \(1-based data row\), field 'inat24_image_id': image 9001 is already a "
                                 r"candidate of val query 26 \(validation-00000-of-00001\.parquet row 1\)"),
     ({"query": "another text"}, r"row 2 \(1-based data row\), field 'query': 'another text' differs"),
+    ({"clip_score": float("inf")}, r"row 2 \(1-based data row\), field 'clip_score': inf is not a finite number"),
+    ({"clip_score": float("-inf")}, r"row 2 \(1-based data row\), field 'clip_score': -inf is not a finite number"),
 ])
 def test_bad_values_are_errors(shards: dict[str, Any], tmp_path: Path, change: dict[str, Any],
                                message: str) -> None:
@@ -471,7 +473,8 @@ def test_bad_values_are_errors(shards: dict[str, Any], tmp_path: Path, change: d
 
 def test_query_ids_from_the_query_files_when_the_shard_has_none(shards: dict[str, Any], tmp_path: Path) -> None:
     path = write_shard(tmp_path / "test-00000-of-00001.parquet", shards["by_name"]["test_b"], drop=("query_id",))
-    with pytest.raises(SchemaError, match=r"missing column\(s\) \['query_id'\] \(pass queries="):
+    with pytest.raises(SchemaError, match=r"missing column\(s\) \['query_id'\] \(give the INQUIRE query CSVs, "
+                                          r"with --queries or queries= from Python"):
         read_inquire_rerank(path)
     queries = tmp_path / "inquire_queries_test.csv"
     queries.write_text(f",query_id,query_text,supercategory,category,iconic_group\n0,3,{MONGOOSE_QUERY},Behavior,"

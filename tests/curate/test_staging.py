@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -87,6 +88,34 @@ def test_a_users_folder_is_never_replaced(tmp_path: Path) -> None:
     assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
     assert _tree(precious) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis"]
+
+
+def test_overwrite_refuses_what_the_writer_did_not_write_and_names_it(tmp_path: Path) -> None:
+    out = _build(tmp_path / "out", "first")
+    assert read_marker(out)["contents"] == ["rows.txt"]
+    (out / "notes.txt").write_text("my notes")
+    (out / "mine.lance" / "data").mkdir(parents=True)
+    (out / "mine.lance" / "data" / "a.lance").write_bytes(b"rows")
+    before = _tree(out)
+    with pytest.raises(CladebenchError, match=r"mine\.lance, notes\.txt") as refused:
+        _build(out, "second", overwrite=True)
+    assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
+    assert _tree(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    (out / "notes.txt").unlink()
+    shutil.rmtree(out / "mine.lance")
+    _build(out, "second", overwrite=True)
+    assert (out / "rows.txt").read_text() == "second"
+
+
+def test_a_marker_without_contents_is_replaced_whole_as_before(tmp_path: Path) -> None:
+    out = _build(tmp_path / "out", "first")
+    marker = read_marker(out)
+    del marker["contents"]
+    (out / MARKER_NAME).write_text(json.dumps(marker))
+    (out / "extra.txt").write_text("from an older version")
+    _build(out, "second", overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == [MARKER_NAME, "rows.txt"]
 
 
 def test_another_commands_output_is_not_replaced(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -357,6 +358,40 @@ def test_demo_model_id_trains_once_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoint, "train_demo_model", fail)
     assert dm.demo_model_id(tmp_path, config=SMALL, progress=False) == model_id
     assert not [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith(".")]  # no staging left
+
+
+def test_a_killed_trainings_staging_folder_beside_a_cached_model_is_removed(tmp_path):
+    """Once the model is in the cache no call trains it again, so leftovers are cleaned on every call; a
+    training killed by its parent and not yet reaped (a zombie) counts as dead."""
+    model_id = dm.demo_model_id(tmp_path, config=SMALL, progress=False)
+    folder = Path(model_id.removeprefix("local-dir:"))
+    fields = {f.name: getattr(SMALL, f.name) for f in dataclasses.fields(SMALL)}
+    script = f"""
+import os, shutil, signal, sys
+from pathlib import Path
+from cladebench.demo import model as dm
+from cladebench.demo.model import checkpoint
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)  # kill -9 while training
+checkpoint.train_weights = die
+dm.train_demo_model(dm.DemoModelConfig(**{fields!r}), Path(sys.argv[1]), progress=False, overwrite=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", script, str(folder)])
+    try:
+        deadline = time.monotonic() + 120
+        while _state(child.pid) != "Z":  # killed, not reaped: its pid still answers a signal probe
+            assert time.monotonic() < deadline, "the child never reached its kill"
+            time.sleep(0.05)
+        [left] = [p for p in tmp_path.iterdir() if ".building-" in p.name]
+        assert dm.demo_model_id(tmp_path, config=SMALL, progress=False) == model_id
+        assert not left.exists() and (folder / "training.json").is_file()
+    finally:
+        child.wait()
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (``Z``: a zombie)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_cache_key_names_the_world_and_the_config():

@@ -384,3 +384,110 @@ def test_a_full_disk_while_staging_is_one_line_not_a_bug(tmp_path: Path, tiny_mo
     assert main(_argv(path, tiny_model)) == 1
     lines = _error_lines(capsys.readouterr().err)
     assert len(lines) == 1 and "cannot write" in lines[0] and "No space left on device" in lines[0], lines
+
+
+# --- rows added by another process while a run encodes ----------------------------------------------
+
+
+def _append_once(path: Path, images: dict[str, bytes]) -> Any:
+    """A stand-in for `_Staging.write` that, at the run's first flush, lets another writer append ``images`` (what a
+    second process adding rows to the dataset does while the run encodes), then stages as usual."""
+    write = embed_local._Staging.write
+    appended: list[bool] = []
+
+    def write_and_append(self: Any, *args: Any, **kwargs: Any) -> None:
+        if not appended:
+            appended.append(True)
+            store.append(pa.table({"uuid": list(images),
+                                   "image": pa.array(list(images.values()), pa.large_binary())}), path)
+        write(self, *args, **kwargs)
+
+    return write_and_append
+
+
+def _vectors(path: Path) -> dict[str, list[float] | None]:
+    return {r["uuid"]: r[COLUMN] for r in store.open_dataset(path).to_table(columns=["uuid", COLUMN]).to_pylist()}
+
+
+def test_rows_added_during_a_run_are_said_and_a_later_run_encodes_only_them(
+        tmp_path: Path, tiny_model: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows appended while embed ran were committed with null vectors under "16 of 16 rows embedded", and only
+    --overwrite (encoding everything again) filled them. The run commits what it encoded against the version it
+    read, says how many rows arrived meanwhile, and the next run encodes only those."""
+    first = {**_images(16), "broken": b"not an image"}
+    late = {f"late-{i}": picture(100 + i) for i in range(5)}
+    path = tmp_path / "growing.lance"
+    write_images(path, first)
+    monkeypatch.setattr(embed_local._Staging, "write", _append_once(path, late))
+    summary = embed_dataset(_config(path, tiny_model, checkpoint_rows=4))
+    monkeypatch.undo()
+    assert (summary.rows, summary.valid, summary.failed, summary.arrived) == (17, 16, 1, 5)
+    note = capsys.readouterr().err
+    assert "5 row(s) were added" in note and "embed again" in note, note
+    vectors = _vectors(path)
+    assert [u for u, v in vectors.items() if v is None] == ["broken", *late]
+    fingerprint = store.fingerprint(store.open_dataset(path))
+
+    filled = embed_dataset(_config(path, tiny_model))  # no --overwrite: only the rows without a vector
+    assert (filled.encoded_now, filled.rows, filled.valid, filled.failed, filled.arrived) == (5, 22, 21, 1, 0)
+    after = _vectors(path)
+    assert all(after[u] == v for u, v in vectors.items() if v is not None)  # the first run's vectors, bit for bit
+    reference = reference_embeddings(tiny_model, late)
+    for row_uuid, expected in reference.items():
+        np.testing.assert_allclose(np.asarray(after[row_uuid], np.float32), expected, rtol=1e-4, atol=1e-5)
+    dataset = store.open_dataset(path)
+    assert after["broken"] is None and store.fingerprint(dataset) == fingerprint  # rows stay where they were
+    metadata = store.embedding_metadata(dataset.schema.field(COLUMN))
+    assert (metadata["valid_rows"], metadata["failed_rows"]) == (21, 1)
+    assert sorted(failures(str(path), COLUMN).column("uuid").to_pylist()) == ["broken"]
+    assert not embed_core.staging_dir(str(path), COLUMN).exists()
+
+    with pytest.raises(CladebenchError, match=f"already has column {COLUMN!r}"):  # nothing left to encode
+        embed_dataset(_config(path, tiny_model))
+
+
+def test_rows_without_a_vector_are_not_filled_with_other_settings(tmp_path: Path, tiny_model: str) -> None:
+    """A column is one model's, all through: rows filled with another preprocessing would be another space."""
+    path = tmp_path / "settings.lance"
+    write_images(path, _images(6))
+    embed_dataset(_config(path, tiny_model))
+    store.append(pa.table({"uuid": ["late"], "image": pa.array([picture(50)], pa.large_binary())}), path)
+    version = store.open_dataset(path).version
+    with pytest.raises(CladebenchError, match=r"1 row\(s\) of 'emb_tiny' have no vector.*preprocessing"):
+        embed_dataset(_config(path, tiny_model, preprocessing="tol"))
+    assert store.open_dataset(path).version == version
+
+
+def test_on_ray_rows_without_a_vector_are_sent_to_the_local_path(tmp_path: Path, tiny_model: str) -> None:
+    """The Ray path commits whole fragments' columns; it refuses, before connecting, a column it would have to
+    drop to add a few rows, and says which path fills them."""
+    path = tmp_path / "ray-fill.lance"
+    write_images(path, _images(4))
+    embed_dataset(_config(path, tiny_model))
+    store.append(pa.table({"uuid": ["late"], "image": pa.array([picture(50)], pa.large_binary())}), path)
+    version = store.open_dataset(path).version
+    with pytest.raises(CladebenchError, match=r"1 row\(s\) of 'emb_tiny' have no vector yet; embed without --ray"):
+        embed_dataset(_config(path, tiny_model, ray="default"))
+    assert store.open_dataset(path).version == version and _vectors(path)["late"] is None
+
+
+def test_rows_added_at_the_moment_of_the_commit_are_merged_around(tmp_path: Path, tiny_model: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append landing between the run's last look at the dataset and its merge made Lance refuse the merge
+    (a commit conflict, exit 70): the merge is made again on what the other writer committed."""
+    import lance
+
+    path = tmp_path / "moment.lance"
+    write_images(path, _images(6))
+    merge = lance.LanceDataset.merge
+    appended: list[bool] = []
+
+    def append_then_merge(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not appended:
+            appended.append(True)
+            store.append(pa.table({"uuid": ["late"], "image": pa.array([picture(60)], pa.large_binary())}), path)
+        return merge(self, *args, **kwargs)
+
+    monkeypatch.setattr(lance.LanceDataset, "merge", append_then_merge)
+    summary = embed_dataset(_config(path, tiny_model))
+    assert (summary.valid, summary.arrived) == (6, 1) and _vectors(path)["late"] is None

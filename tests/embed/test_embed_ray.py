@@ -345,3 +345,33 @@ def test_every_image_failing_on_ray_ends_as_without_ray(cluster: Any, tiny_model
     assert store.open_dataset(path).version == version  # no column of nulls
     assert sorted(failures(str(path), COLUMN).column("uuid").to_pylist()) == [f"bad-{i}" for i in range(5)]
     assert not (path / "_cladebench" / "staging" / f"{COLUMN}.fragments").exists()
+
+
+def test_rows_added_while_a_ray_run_encodes_are_encoded_in_the_same_run(
+        cluster: Any, template: Path, tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Another process appending rows while the fragments were encoded made the one Merge fail (a Lance commit
+    conflict, exit 70): a Merge lists every fragment, and the new ones had no column file. The run says what
+    arrived, encodes the new fragments too, and commits them all at once."""
+    path = _copy(template, tmp_path)
+    late = {f"late-{i}": picture(900 + i, size=(96, 80)) for i in range(3)}
+    run_pool = embed_ray._run_pool
+    appended: list[bool] = []
+
+    def pool_then_append(*args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        yield from run_pool(*args, **kwargs)
+        if not appended:  # as another process would, between the last fragment and the commit
+            appended.append(True)
+            store.append(pa.table({"uuid": list(late), "image": pa.array(list(late.values()), pa.large_binary())}),
+                         path)
+
+    monkeypatch.setattr(embed_ray, "_run_pool", pool_then_append)
+    rows = store.open_dataset(path).count_rows()
+    summary = embed_dataset(_config(path, tiny_model, ray="default", ray_cpus_per_actor=1))
+    assert "3 row(s) were added" in capsys.readouterr().err
+    got = _column(path)
+    assert summary.rows == rows + 3 and summary.arrived == 0
+    vectors = dict(zip(got["uuids"], got["vectors"], strict=True))
+    assert all(vectors[u] is not None for u in late)
+    assert got["metadata"]["valid_rows"] == summary.valid and not embed_ray.staging_dir(
+        str(path), COLUMN, fragments=True).exists()

@@ -129,3 +129,34 @@ def test_two_processes_building_one_benchmark_at_once_both_end_with_the_first_bu
     assert (first.exitcode, second.exitcode) == (0, 0)
     assert sorted(p.name for p in path.iterdir()) == ["first"]
     assert not [p.name for p in path.parent.iterdir() if ".partial-" in p.name]
+
+
+@pytest.mark.parametrize(("sidecar", "why"), [
+    ("missing", "there is no challenges.embedding_models.json"),
+    ("", "challenges.embedding_models.json has no entry for it (it is empty)"),
+    (json.dumps({"emb_bioclip": {"revision": PIN}}), "has no entry for it (its entries: emb_bioclip)"),
+    ("folder", "challenges.embedding_models.json is a folder, not a file"),
+])
+def test_a_column_without_its_sidecar_entry_is_said_unverified_and_recorded_so(tmp_path, capsys, sidecar, why):
+    """A mirror without the sidecar, with an empty one, one keyed by other columns or a folder in its place was read
+    as the pinned model's without a word: the field metadata alone vouched for it."""
+    folder = _mirror(tmp_path / "fgc", sidecar if sidecar not in ("missing", "folder") else "{}")
+    if sidecar in ("missing", "folder"):
+        (folder / SIDECAR).unlink()
+    if sidecar == "folder":
+        (folder / SIDECAR).mkdir()
+    assert _eval(folder, tmp_path / "run") == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "not verified" in line]
+    assert len(said) == 1 and "emb_bioclip2" in said[0] and why in said[0], said
+    source = json.loads((tmp_path / "run" / "run.json").read_text())["provenance"]["dataset"]["benchmark_source"]
+    entry = source["published_embeddings"]["emb_bioclip2"]
+    assert (entry["pinned"], entry["verified"]) == (True, False) and why in entry["unverified_reason"]
+    assert source["unverified_embeddings"] == ["emb_bioclip2"]
+
+
+def test_a_column_its_sidecar_vouches_for_is_verified_without_a_word(tmp_path, capsys):
+    folder = _mirror(tmp_path / "fgc", json.dumps({"emb_bioclip2": {"revision": PIN}}))
+    assert _eval(folder, tmp_path / "run") == 0
+    assert "not verified" not in capsys.readouterr().err
+    source = json.loads((tmp_path / "run" / "run.json").read_text())["provenance"]["dataset"]["benchmark_source"]
+    assert source["published_embeddings"]["emb_bioclip2"]["verified"] and source["unverified_embeddings"] == []

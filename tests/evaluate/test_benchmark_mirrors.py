@@ -15,7 +15,8 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.embed import EmbedConfig, embed_dataset
-from cladebench.evaluate.run import eval_config, run_eval
+from cladebench.evaluate.configs import eval_config
+from cladebench.evaluate.run import run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import make_world
 from cladebench.synthetic.mirrors import MIRROR_WORLD, write_crypticbio_mirror, write_mirrors

@@ -13,7 +13,8 @@ pytest.importorskip("open_clip")
 
 from cladebench.cli import main
 from cladebench.evaluate.benchmarks import BENCHMARKS, get_benchmark
-from cladebench.evaluate.run import eval_config, run_eval
+from cladebench.evaluate.configs import eval_config
+from cladebench.evaluate.run import run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
 

@@ -34,9 +34,8 @@ def test_fewshot_by_name_from_a_mirror_needs_no_model_and_never_pools_groups(mir
                                                                               capsys):
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    assert main(["eval", "fine-grained-challenges", "--task", "fewshot", "--data", str(mirror), "--out", str(out),
+    assert main(["eval", "fewshot", "fine-grained-challenges", "--data", str(mirror), "--out", str(out),
                  *ARGS]) == 0
-    assert "cladebench eval fewshot fine-grained-challenges --data" in capsys.readouterr().err  # the canonical form
     record = _run(out)
     table = store.read(store.open_dataset(mirror / "data/challenges.lance"),
                        columns=["uuid", "challenge_group", "species"])

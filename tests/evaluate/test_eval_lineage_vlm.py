@@ -22,7 +22,7 @@ def test_lineage_with_a_vlm_prints_its_summary_and_exits_0(lineage_photos, linea
     path, _, _ = lineage_photos
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     model = f"openai-compatible:tiny-vlm@http://127.0.0.1:{lineage_endpoint.server_address[1]}/v1"
-    code = main(["eval", str(path), "--task", "lineage", "--model", model, "--out", str(tmp_path / "run"),
+    code = main(["eval", "lineage", str(path), "--model", model, "--out", str(tmp_path / "run"),
                  "--group-by", "none", "--vlm-concurrency", "2"])
     printed = capsys.readouterr()
     assert code == 0, printed.err

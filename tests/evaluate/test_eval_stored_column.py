@@ -41,7 +41,7 @@ def test_fewshot_on_a_column_runs_without_a_model(stored: Path, tmp_path: Path, 
 
     monkeypatch.setattr("cladebench.models.registry.resolve_model", no_model)
     monkeypatch.setattr("cladebench.models.load_encoder", no_model)
-    code, out, err = run(["eval", str(stored), "--task", "fewshot", "--column", "emb_planted", "--out",
+    code, out, err = run(["eval", "fewshot", str(stored), "--column", "emb_planted", "--out",
                           str(tmp_path / "fs"), "--shots", "1", "3", "--repetitions", "2"], capsys)
     assert code == 0, err
     assert out.splitlines()[0].startswith(f"fewshot on {stored} with planted-model (6 labels; ")
@@ -58,7 +58,7 @@ def test_fewshot_on_a_column_runs_without_a_model(stored: Path, tmp_path: Path, 
 
 
 def test_retrieval_on_a_column_without_metadata(stored: Path, tmp_path: Path, capsys) -> None:
-    code, out, err = run(["eval", str(stored), "--task", "retrieval", "--column", "emb_bare", "--out",
+    code, out, err = run(["eval", "retrieval", str(stored), "--column", "emb_bare", "--out",
                           str(tmp_path / "ret"), "-k", "3"], capsys)
     assert code == 0, err
     assert out.splitlines()[0].startswith(f"retrieval on {stored} with column emb_bare (no model named) (")
@@ -70,7 +70,7 @@ def test_retrieval_on_a_column_without_metadata(stored: Path, tmp_path: Path, ca
 
 
 def test_both_methods_of_simpleshot_in_one_run(stored: Path, tmp_path: Path, capsys) -> None:
-    code, out, err = run(["eval", str(stored), "--task", "fewshot", "--column", "emb_bare", "--out",
+    code, out, err = run(["eval", "fewshot", str(stored), "--column", "emb_bare", "--out",
                           str(tmp_path / "both"), "--shots", "1", "--repetitions", "2", "--methods", "simpleshot",
                           "simpleshot-biobench"], capsys)
     assert code == 0, err
@@ -91,13 +91,13 @@ def test_compare_columns_needs_no_model(stored: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--task", "fewshot"], "needs --column"),
-    (["--task", "retrieval"], "needs --column"),
-    (["--task", "zeroshot", "--column", "emb_planted"], "needs --model"),
-    (["--task", "fewshot", "--column", "emb_planted", "--model", "hf-hub:imageomics/bioclip"], "not of --model"),
+    (["fewshot"], "needs --column"),
+    (["retrieval"], "needs --column"),
+    (["zeroshot", "--column", "emb_planted"], "needs --model"),
+    (["fewshot", "--column", "emb_planted", "--model", "hf-hub:imageomics/bioclip"], "not of --model"),
 ])
 def test_what_needs_a_model_says_so(stored: Path, tmp_path: Path, capsys, args: list[str], says: str) -> None:
-    _, task, *options = args  # --task T: the task is the word after eval
+    task, *options = args
     code, _, err = run(["eval", task, str(stored), "--out", str(tmp_path / "run"), *options], capsys)
     assert code == 2
     assert says in err and len(err.strip().splitlines()) == 1
@@ -106,7 +106,7 @@ def test_what_needs_a_model_says_so(stored: Path, tmp_path: Path, capsys, args: 
 
 def test_compare_names_runs_of_columns_without_a_model(stored: Path, tmp_path: Path, capsys) -> None:
     for column in ("emb_planted", "emb_bare"):
-        assert run(["eval", str(stored), "--task", "retrieval", "--column", column, "--out",
+        assert run(["eval", "retrieval", str(stored), "--column", column, "--out",
                     str(tmp_path / column), "-k", "3"], capsys)[0] == 0
     code, out, err = run(["compare", str(tmp_path / "emb_planted"), str(tmp_path / "emb_bare"), "--json",
                           "--resamples", "50"], capsys)

@@ -21,8 +21,9 @@ pytest.importorskip("open_clip")
 from cladebench.cli import main
 from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.compare import compare_runs
+from cladebench.evaluate.configs import ZeroShotEvalConfig
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
+from cladebench.evaluate.run import run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.store.embeddings import PUBLISHED_EMBEDDING_COLUMNS, register_published_column
 from cladebench.synthetic import WorldConfig, make_world

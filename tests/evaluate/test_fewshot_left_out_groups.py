@@ -64,7 +64,7 @@ def test_a_group_too_small_for_the_shots_is_left_out_and_the_others_are_evaluate
     # The report shows the group as n/a with the reason, in Markdown and in HTML.
     for form in ("md", "html"):
         report = tmp_path / f"report.{form}"
-        assert main(["report", str(out), "-o", str(report), "--format", form, "--max-gallery", "0"]) == 0
+        assert main(["report", str(out), "--out", str(report), "--format", form, "--max-gallery", "0"]) == 0
         text = report.read_text()
         assert "left out: few-shot needs at least 2 classes" in text
     markdown = (tmp_path / "report.md").read_text()
@@ -78,7 +78,8 @@ def test_no_group_large_enough_fails_the_run_naming_each_group(thin_mirror, tmp_
     out = tmp_path / "run"
     code = main(["eval", "fewshot", "fine-grained-challenges", "--data", str(folder), "--out", str(out),
                  "--unseen-only", *ARGS])
-    err = capsys.readouterr().err.strip().splitlines()
+    off, *err = capsys.readouterr().err.strip().splitlines()
+    assert off.startswith("[eval] off protocol: fine-grained-challenges run as asked with --shots 5")
     assert code == 1 and len(err) == 1
     assert "no challenge_group group can be evaluated" in err[0]
     assert all(f"{group!r}: few-shot needs at least 2 classes" in err[0] for group in groups)
@@ -90,5 +91,6 @@ def test_a_pooled_run_too_small_still_fails(thin_mirror, tmp_path, monkeypatch, 
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     code = main(["eval", "fewshot", "fine-grained-challenges", "--data", str(folder), "--out", str(tmp_path / "run"),
                  "--group-by", "none", "--where", f"challenge_group = {sql_literal(small)}", *ARGS])
-    err = capsys.readouterr().err.strip().splitlines()
+    off, *err = capsys.readouterr().err.strip().splitlines()
+    assert "off protocol" in off and "--group-by none (protocol: challenge_group)" in off
     assert code == 1 and len(err) == 1 and "too few groups for 5 shots" in err[0]

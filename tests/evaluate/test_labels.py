@@ -184,25 +184,16 @@ def test_label_is_stored_by_eval_and_the_default_names_the_column(toy: Path, tmp
     assert RunRecord.read(tmp_path / "default").label == "emb_toy · 1 shots · simpleshot · 2 reps"
 
 
-def test_label_in_the_old_eval_form(toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["eval", str(toy), "--task", "fewshot", "--column", "emb_toy", "--out", str(tmp_path / "old"),
-            "--group-by", "none", "--shots", "1", "--repetitions", "2", "--group-key", "uuid", "--label", "old form"]
-    assert main(argv) == 0
-    assert RunRecord.read(tmp_path / "old").label == "old form"
-
-
 @pytest.mark.parametrize("form", ["zeroshot", "fewshot", "retrieval", "rerank", "lineage", "geo", "inquire-rerank",
-                                  "inat-coobserved", "old"])
+                                  "inat-coobserved"])
 @pytest.mark.parametrize("bad", ["", "  ", "a\nb"])
 def test_a_blank_or_multiline_label_is_refused_on_every_form(form: str, bad: str, toy: Path, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    head = ["eval", str(toy), "--task", "zeroshot"] if form == "old" else ["eval", form]
-    if form not in ("old", "inquire-rerank", "inat-coobserved"):
+    head = ["eval", form]
+    if form not in ("inquire-rerank", "inat-coobserved"):
         head.append(str(toy))
     code = main([*head, "--model", "bioclip", "--out", str(tmp_path / "run"), "--label", bad])
     err = capsys.readouterr().err
-    if form == "old":  # the old form's note on the new form comes first
-        err = err.split("cladebench eval: error: ", 1)[-1]
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and "--label" in err, err
     assert not (tmp_path / "run").exists()

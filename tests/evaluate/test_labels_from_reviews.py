@@ -22,7 +22,8 @@ pytest.importorskip("open_clip")
 
 from cladebench.cli import main
 from cladebench.embed import EmbedConfig, embed_dataset
-from cladebench.evaluate.run import RerankEvalConfig, ZeroShotEvalConfig, run_eval
+from cladebench.evaluate.configs import RerankEvalConfig, ZeroShotEvalConfig
+from cladebench.evaluate.run import run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
 

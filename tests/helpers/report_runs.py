@@ -37,7 +37,8 @@ def build_wide_runs(root: Path) -> dict[str, Any]:
     """Write the dataset, embed it with two tiny models and run the evaluations; returns the run paths by name and
     what the tests need to know about them (the groups, the group left out, the metric made undefined)."""
     from cladebench.embed import EmbedConfig, embed_dataset
-    from cladebench.evaluate.run import eval_config, run_eval
+    from cladebench.evaluate.configs import eval_config
+    from cladebench.evaluate.run import run_eval
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
 

@@ -71,7 +71,7 @@ def write_serve_data(root: Path, model: str, rows: int = 48) -> ServeData:
 def running(data: ServeData | ReviewData, *, host: str = "127.0.0.1", token_file: Path | None = None,
             thumbnails: Path | None = None) -> Iterator[tuple[str, object]]:
     """A real server over ``data`` (the serve or the review tests' data) on a free port in a thread: yields (its URL
-    as printed, the Started)."""
+    as printed, the Started). With ``thumbnails``, thumbnails and embedding maps are cached under that folder."""
     from cladebench.serve.config import ServeConfig
     from cladebench.serve.server import open_state, start
 
@@ -80,6 +80,7 @@ def running(data: ServeData | ReviewData, *, host: str = "127.0.0.1", token_file
     state = open_state(config)
     if thumbnails is not None:
         state.thumbnail_root = thumbnails
+        state.map_root = thumbnails / "maps"
     started = start(config, state)
     thread = started.run_in_thread()
     try:

@@ -63,9 +63,12 @@ class ChatState:
 
 
 def logprobs_for(prompt: str, image: bytes | None) -> tuple[float, float]:
-    """The server's Yes and No logprobs: a deterministic function of the prompt and the image bytes."""
+    """The server's Yes and No logprobs: a deterministic function of the prompt and the image bytes, shifted
+    together so that P(Yes) + P(No) is 0.99 (with the other top tokens of :func:`default_top`, a distribution)."""
     digest = hashlib.sha256(prompt.encode() + (image or b"")).digest()
-    return -0.05 - digest[0] / 40.0, -0.05 - digest[1] / 40.0
+    yes, no = -0.05 - digest[0] / 40.0, -0.05 - digest[1] / 40.0
+    shift = math.log(math.exp(yes) + math.exp(no)) + 0.01
+    return yes - shift, no - shift
 
 
 def expected_score(prompt: str, image: bytes) -> float:

@@ -140,7 +140,7 @@ def test_cli_says_an_unsupported_scheme_is_not_supported(tmp_path, capsys):
     path = tmp_path / "d.lance"
     store.write_dataset(make_world(WorldConfig(seed=1)).to_table(8, seed=1), path)
     for args in (["embed", str(path), "--model", "ftp://host/w.pt"],
-                 ["eval", str(path), "--model", "openai-compatible:m@ftp://host/v1", "--task", "rerank",
+                 ["eval", "rerank", str(path), "--model", "openai-compatible:m@ftp://host/v1",
                   "--out", str(tmp_path / "out")]):
         assert main(args) == 2
         err = capsys.readouterr().err

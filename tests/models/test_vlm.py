@@ -126,10 +126,12 @@ def test_score_is_the_yes_share_of_the_first_token(server: ChatServer, config: V
 
 
 def test_token_variants_are_summed(server: ChatServer, config: VLMConfig) -> None:
-    server.state.top_for = lambda yes, no: [("Yes", yes), (" yes", yes - 1), ("YES", yes - 2), ("\u2581Yes", -4.0),
-                                            ("No", no), (" no", no - 1.5), ("Yes.", -0.9), ("Nope", -1.1)]
+    # Yes and No lowered by 1.5, so that the variants and the near misses still sum to at most 1.
+    server.state.top_for = lambda yes, no: [
+        ("Yes", yes - 1.5), (" yes", yes - 2.5), ("YES", yes - 3.5), ("\u2581Yes", -4.0), ("No", no - 1.5),
+        (" no", no - 3.0), ("Yes.", -1.9), ("Nope", -2.1)]
     (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
-    yes, no = logprobs_for(PROMPT.format("a fox"), JPEGS[0])
+    yes, no = (value - 1.5 for value in logprobs_for(PROMPT.format("a fox"), JPEGS[0]))
     p_yes = math.exp(yes) + math.exp(yes - 1) + math.exp(yes - 2) + math.exp(-4.0)
     p_no = math.exp(no) + math.exp(no - 1.5)
     assert result.score == pytest.approx(p_yes / (p_yes + p_no), rel=1e-12)
@@ -143,7 +145,7 @@ def test_only_yes_among_the_top_tokens_scores_one(server: ChatServer, config: VL
 
 
 def test_neither_yes_nor_no_is_an_explicit_outcome(server: ChatServer, config: VLMConfig) -> None:
-    server.state.top_for = lambda yes, no: [("The", -0.2), ("This", -1.9), ("Yeah", -2.5)]
+    server.state.top_for = lambda yes, no: [("The", -0.3), ("This", -1.9), ("Yeah", -2.5)]
     (result,) = score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
     assert (result.outcome, result.score, result.token) == ("no_yes_no", None, "The")
     assert "neither Yes nor No" in result.reason and "'This'" in result.reason
@@ -570,3 +572,60 @@ def test_a_server_that_echoes_the_credentials_in_its_error_does_not_put_them_on_
     assert "401" in message and "bad credentials" in message
     for secret in ("sk-t0p-s3cret", "pa55word"):
         assert secret not in message, message
+
+
+# --- answers that cannot be probabilities, answers without logprobs, endpoints out of reach -------------------
+
+
+def test_top_logprobs_summing_over_one_are_refused_and_never_cached(server: ChatServer, config: VLMConfig) -> None:
+    """Three tokens at probability 0.99 each (P(Yes) 1.98 from two spellings of Yes) are no distribution: the answer
+    is an unusable outcome, never a score, and never kept."""
+    server.state.top_for = lambda yes, no: [("Yes", math.log(0.99)), (" Yes", math.log(0.99)), ("No", math.log(0.99))]
+    items = [("a", JPEGS[0], "a fox")]
+    (result,) = score_yes_no(items, server.model_id(), config)
+    assert (result.outcome, result.score, result.cached) == ("invalid_response", None, False)
+    assert "sum to 2.97" in result.reason and "not cached" in result.reason
+    assert not list(Path(config.cache_dir).rglob("*.json"))
+    server.state.top_for = lambda yes, no: [("Yes", math.log(0.6)), ("No", math.log(0.4000004))]  # rounding: kept
+    (rounded,) = score_yes_no(items, server.model_id(), config)
+    assert rounded.outcome == "scored" and rounded.score == pytest.approx(0.6, abs=1e-6)
+
+
+def test_answers_without_logprobs_among_others_are_unscored_not_an_abort(server: ChatServer,
+                                                                         config: VLMConfig) -> None:
+    """An endpoint that leaves logprobs out of one answer in ten stopped the whole batch, and every rerun again.
+    Such a candidate is an unusable answer like the others (outcome ``no_logprobs``), asked again next time;
+    only an endpoint that sends logprobs for none of the answers is refused as one that cannot score."""
+    def every_third_without(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
+        seen = decode_request(body, None)
+        answer = completion(seen, default_top)
+        if "owl" in seen.prompt:
+            answer["choices"][0]["logprobs"] = None
+        send_json(handler, 200, answer)
+        return True
+
+    server.state.reply = every_third_without
+    items = [("fox", JPEGS[0], "a fox"), ("owl", JPEGS[1], "an owl"), ("elk", JPEGS[2], "an elk")]
+    results = score_yes_no(items, server.model_id(), config)
+    assert [r.outcome for r in results] == ["scored", "no_logprobs", "scored"]
+    assert results[1].score is None and "logprobs" in results[1].reason
+    again = score_yes_no(items, server.model_id(), config)
+    assert [r.cached for r in again] == [True, False, True] and server.state.requests == 4
+
+
+def test_an_endpoint_out_of_reach_is_remote_unavailable(config: VLMConfig) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(EndpointError) as caught:
+        score_yes_no([("a", JPEGS[0], "a fox")], f"openai-compatible:m@http://127.0.0.1:{port}/v1", config)
+    assert caught.value.exit_code == 5 and "gave up after 3 attempts" in str(caught.value)
+
+
+def test_a_redirect_is_reported_with_where_it_points(server: ChatServer, config: VLMConfig) -> None:
+    server.state.reply = fail_first(10, 302, "", {"Location": "https://gateway.example/v2/chat/completions"})
+    with pytest.raises(EndpointError, match=r"HTTP 302 Found \(Location: https://gateway.example/v2/chat/completions\)$"):
+        score_yes_no([("a", JPEGS[0], "a fox")], server.model_id(), config)
+    assert server.state.requests == 1

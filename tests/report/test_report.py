@@ -189,7 +189,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pytest.importorskip("torch")
     pytest.importorskip("open_clip")
     from cladebench.embed import EmbedConfig, embed_dataset
-    from cladebench.evaluate.run import eval_config, run_eval
+    from cladebench.evaluate.configs import eval_config
+    from cladebench.evaluate.run import run_eval
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
 

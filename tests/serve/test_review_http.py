@@ -154,3 +154,79 @@ def test_a_killed_server_lost_no_acknowledged_review(fresh, tmp_path) -> None:
     with serving_process(fresh, tmp_path / "cache") as (url, _), httpx.Client(timeout=60) as client:
         page = client.get(url + "review/" + quote(uuid, safe=""))
         assert "kill me" in page.text and "not identifiable" in page.text
+
+
+def test_each_suggestion_is_marked_inside_or_outside_the_rows_labelled_genus(fresh) -> None:
+    from cladebench.serve.review_queue import genus_of, suggestions
+
+    with running(fresh) as (url, started), httpx.Client(timeout=60) as client:
+        state = started.state
+        marks = {"in": 0, "out": 0}
+        for uuid in fresh.genus_only[1:]:
+            genus = state.dataset.to_table(columns=["genus"], filter=f"uuid = '{uuid}'").column(0)[0].as_py()
+            page = client.get(url + "review/" + quote(uuid, safe="")).text
+            items = re.findall(r'<li><button type="button" class="suggestion".*?</li>', page, re.S)
+            said = suggestions(state, uuid)[0]
+            assert len(items) == len(said.top5_names) > 0
+            for item, name in zip(items, said.top5_names, strict=True):
+                expected = "in" if genus_of(state, name) == genus else "out"
+                assert f'data-genus="{expected}"' in item, (name, genus)
+                marks[expected] += 1
+            assert f"the labelled genus <i>{genus}</i>" in page
+        assert marks["in"] and marks["out"]  # both kinds are met on these rows
+        listed = client.get(url + "review").text  # the queue marks each genus-only row's top suggestion too
+        for row in queue(state):
+            cells = re.search(rf'{re.escape(quote(row.uuid, safe=""))}">{re.escape(row.uuid)}</a>.*?</tr>', listed,
+                              re.S)
+            if row.genus_only and row.suggestion_name:
+                expected = "in" if genus_of(state, row.suggestion_name) == row.genus else "out"
+                assert f'data-genus="{expected}"' in cells.group(0), row
+            else:
+                assert "data-genus" not in cells.group(0), row
+
+
+def test_blind_mode_hides_label_suggestions_and_reviews_until_answered(fresh) -> None:
+    uuid = fresh.genus_only[1]
+    with running(fresh) as (url, started), httpx.Client(timeout=60) as client:
+        genus = started.state.dataset.to_table(columns=["genus"], filter=f"uuid = '{uuid}'").column(0)[0].as_py()
+        queue_page = client.get(url + "review", params={"blind": "1"}).text
+        assert "dataset says" not in queue_page and "top suggestion" not in queue_page
+        assert re.search(r'id="start" href="/review/[^"]+\?blind=1"', queue_page)
+        hidden = client.get(url + "review/" + quote(uuid, safe=""), params={"blind": "1"}).text
+        assert 'id="blind-note"' in hidden and "data-hidden" in hidden
+        assert genus not in hidden and 'class="suggestion"' not in hidden and 'id="reviews"' not in hidden
+        answer = _save(client, url, _csrf(client, url), uuid, {"not_identifiable": True, "blind": True})
+        assert answer.json()["saved"]
+        row = read_reviews(reviews_path(str(fresh.dataset))).to_pylist()[0]
+        assert row["suggestions"] == [] and row["run"] is None and row["model"] is None  # nothing was shown
+        shown = client.get(url + "review/" + quote(uuid, safe=""), params={"blind": "1"}).text
+        assert genus in shown and 'class="suggestion"' in shown and 'id="next-unreviewed"' in shown
+        assert "data-hidden" not in shown and "blind=1" in re.search(r'id="next-unreviewed" href="([^"]+)"',
+                                                                    shown).group(1)
+
+
+def test_agreement_is_stated_per_row_and_over_the_queue(fresh, tmp_path) -> None:
+    tokens = {"ana": "a" * 24, "ben": "b" * 24}
+    token_file = tmp_path / "tokens"
+    token_file.write_text("".join(f"{owner} {token}\n" for owner, token in tokens.items()))
+    rows = fresh.genus_only[1:4]
+    with running(fresh, token_file=token_file) as (url, _):
+        clients = {o: httpx.Client(timeout=60, headers={"X-Cladebench-Token": t}) for o, t in tokens.items()}
+        csrf = _csrf(clients["ana"], url)
+        kingdom = next(m for m in clients["ana"].get(url + "review/taxa", params={"q": "a"}).json()
+                       if m["rank"] == "kingdom")
+        for owner in tokens:
+            for uuid in rows:
+                body = {"not_identifiable": True} if owner == "ben" and uuid == rows[0] else kingdom
+                assert _save(clients[owner], url, csrf, uuid, body).json()["saved"]
+        queue_page = clients["ana"].get(url + "review").text
+        agreement = re.sub(r"<[^>]+>|\s+", " ", re.search(r'<p id="agreement">(.*?)</p>', queue_page, re.S).group(1))
+        assert "2 of 3 rows reviewed by two or more people" in agreement and "percent agreement 66.7%" in agreement
+        assert "Cohen's kappa" in agreement and "ana–ben" in agreement and "(n=3, 2 agree)" in agreement
+        assert queue_page.count("(2 reviewers)") == 3
+        disputed = clients["ben"].get(url + "review/" + quote(rows[0], safe="")).text
+        agreed = clients["ben"].get(url + "review/" + quote(rows[1], safe="")).text
+        assert 'id="row-agreement">the reviewers disagree' in disputed
+        assert 'id="row-agreement">the reviewers agree' in agreed
+        for client in clients.values():
+            client.close()

@@ -13,54 +13,21 @@ from urllib.parse import quote
 import pytest
 
 from cladebench.serve.pages import STATIC_DIR
-from helpers.devtools import CHROMIUM
+from helpers.playwright_page import chromium_page, eventually, no_overflow
 from helpers.serve_data import HOSTILE_ATTRIBUTION, HOSTILE_NAME
-
-sync_api = pytest.importorskip("playwright.sync_api")
 
 WIDTH = 1400
 
 
 @pytest.fixture(scope="module")
 def page(served) -> Iterator[object]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
-                                             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-        page = context.new_page()
-        page.problems = []  # type: ignore[attr-defined]
-        page.on("pageerror", lambda error: page.problems.append(str(error)))  # type: ignore[attr-defined]
-        page.on("dialog", lambda dialog: (page.problems.append(f"dialog {dialog.message}"), dialog.dismiss()))
-        page.on("console", lambda message: message.type == "error" and page.problems.append(message.text))
-        try:
-            yield page
-        finally:
-            browser.close()
+    with chromium_page(WIDTH) as page:
+        yield page
 
 
 @pytest.fixture(autouse=True)
 def _fresh_problems(page) -> None:
     page.problems.clear()
-
-
-def eventually(page: object, expression: str, seconds: float = 30.0) -> bool:
-    """Whether ``expression`` becomes true within ``seconds`` (asked over the DevTools protocol: the page's
-    Content-Security-Policy forbids the string evaluation ``wait_for_function`` uses, as it should)."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if page.evaluate(expression):
-            return True
-        page.wait_for_timeout(50)
-    return False
-
-
-def no_overflow(page: object) -> None:
-    """Nothing on the page is wider than the window."""
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
 
 
 def test_grid_then_a_rank_then_an_image_with_its_neighbours(served, page, shots: Path) -> None:

@@ -3,8 +3,9 @@ thumbnails made once, the filter that cannot write, and requests at the same mom
 
 from __future__ import annotations
 
+import re
 import threading
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 import pytest
@@ -128,7 +129,8 @@ def test_the_runs_views_sort_errors_first_and_list_disagreements(served) -> None
     classes = [chunk.split('"')[0] for chunk in cells.split('class="cell ')[1:]]
     assert classes and classes == sorted(classes, key=lambda c: c != "wrong")  # every wrong one before any right
     disagree = get(url, "/runs", run="1", sort="disagree", other="2")
-    assert disagree.status_code == 200 and "| [2]" in disagree.text
+    assert disagree.status_code == 200 and re.search(r'<span class="tag">\[2\] \d+% → ', disagree.text)
+    assert re.search(r'<span class="tag active">\[1\] \d+% → ', disagree.text)
     confusion = get(url, "/runs/confusion", run="1")
     assert confusion.status_code == 200 and "/runs?run=1&amp;sort=errors&amp;truth=" in confusion.text
 
@@ -166,3 +168,84 @@ def test_two_requests_at_the_same_moment_both_answer(served) -> None:
 def test_unknown_pages_are_404(served, path) -> None:
     url, _ = served
     assert get(url, path).status_code == 404
+
+
+@pytest.mark.parametrize("kept", [("image", "scientific_name", "emb_tinyclip"), ("image",), ("image", "genus")],
+                         ids=["readme-subset", "uuid-and-image", "genus-only"])
+def test_every_page_answers_on_a_dataset_without_the_optional_columns(serve_data, tmp_path, kept) -> None:
+    """The README's own ``subset --columns image scientific_name emb_...`` makes such a dataset."""
+    from dataclasses import replace
+
+    from cladebench.store import subset
+    from helpers.serve_data import running
+
+    path = tmp_path / "subset.lance"
+    subset(str(serve_data.dataset), str(path), columns=list(kept))
+    data = replace(serve_data, dataset=path)
+    with running(data, thumbnails=tmp_path / "thumbs") as (url, started):
+        uuid = quote(started.state.dataset.to_table(columns=["uuid"], limit=1).column(0)[0].as_py(), safe="")
+        paths = ["/", f"/image/{uuid}", f"/full/{uuid}", f"/thumb/{uuid}", "/review", f"/review/{uuid}",
+                 "/runs", "/runs?sort=disagree", "/runs/confusion", "/search", f"/search?like={uuid}",
+                 "/?where=uuid IS NOT NULL"]
+        answers = {p: get(url, p).status_code for p in paths}
+        assert answers == dict.fromkeys(paths, 200)
+
+
+def _cells(page: httpx.Response) -> list[tuple[str, str]]:
+    """(class, href) of each cell of a grid page."""
+    return re.findall(r'<a class="(cell[^"]*)" href="([^"]+)"', page.text.split('id="grid"')[1])
+
+
+def test_a_run_overlaid_on_the_grid_marks_and_filters_its_rows(served) -> None:
+    from cladebench.serve.runs_data import by_uuid, said
+
+    url, started = served
+    state = started.state
+    told = {u: said(state, 1, row) for u, row in by_uuid(state, 1).items()}
+    overlaid = get(url, "/", run="1")
+    cells = _cells(overlaid)
+    assert len(cells) == 48 and all(c.split()[-1] in ("right", "wrong") for c, _ in cells)
+    assert len(re.findall(r'<span class="tag">\d+% → [^<]+</span>', overlaid.text)) == 48
+    wrong = _cells(get(url, "/", run="1", correct="wrong"))
+    assert len(wrong) == sum(1 for s in told.values() if s.right is False) and all("wrong" in c for c, _ in wrong)
+    band = _cells(get(url, "/", run="1", conf_min="10", conf_max="30"))
+    assert len(band) == sum(1 for s in told.values() if .1 <= s.confidence <= .3) > 0
+    name = next(iter(told.values())).predicted_name
+    named = _cells(get(url, "/", run="1", predicted=name.upper(), challenge_group="mammals"))
+    mammals = set(started.state.dataset.to_table(columns=["uuid"], filter="challenge_group = 'mammals'")
+                  .column(0).to_pylist())
+    assert len(named) == sum(1 for u, s in told.items() if s.predicted_name == name and u in mammals)
+    for bad, message in ((dict(correct="maybe"), "correct must be one of"), (dict(conf_min="200"), "from 0 to 100"),
+                         (dict(conf_min="60", conf_max="10"), "is above conf_max"), (dict(run="9"), "run must be")):
+        refused = get(url, "/", **({"run": "1"} | bad))
+        assert refused.status_code == 400 and message in refused.text, bad
+
+
+def _step_through(url: str, first: str) -> list[str]:
+    """The uuids met by following the image page's "next →" from ``first`` to the end of its view."""
+    met, link = [], first
+    while link:
+        page = httpx.get(url.rstrip("/") + link, timeout=60)
+        assert page.status_code == 200
+        met.append(unquote(link.split("?")[0].removeprefix("/image/")))
+        found = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        link = found.group(1).replace("&amp;", "&") if found else None
+    return met
+
+
+def test_prev_and_next_on_an_image_page_walk_the_view_it_was_opened_from(served) -> None:
+    from cladebench.serve.runs import ordered
+
+    url, started = served
+    grid = get(url, "/", run="1", correct="wrong", challenge_group="mammals")
+    hrefs = [h.replace("&amp;", "&") for _, h in _cells(grid)]
+    assert hrefs and all("view=browse" in h for h in hrefs)
+    shown = [unquote(h.split("?")[0].removeprefix("/image/")) for h in hrefs]
+    assert _step_through(url, hrefs[0]) == shown
+    last = httpx.get(url.rstrip("/") + hrefs[-1], timeout=60).text
+    assert f"{len(shown)} of {len(shown)} in" in last and 'rel="next"' not in last and 'rel="prev"' in last
+    runs = get(url, "/runs", run="1", sort="least-confident")
+    first = _cells(runs)[0][1].replace("&amp;", "&")
+    assert "view=runs" in first
+    assert _step_through(url, first)[:5] == ordered(started.state, 1, "least-confident", None, None)[:5]
+    assert 'rel="prev"' not in get(url, "/image/" + quote(shown[0], safe="")).text  # opened alone: no view

@@ -76,3 +76,38 @@ def test_a_bad_token_file_is_a_usage_error(tmp_path: Path, text: str, message: s
 def test_which_addresses_are_local() -> None:
     assert is_local("127.0.0.1") and is_local("localhost") and is_local("::1") and is_local("[::1]")
     assert not is_local("0.0.0.0") and not is_local("192.168.1.5") and not is_local("::")
+
+
+@pytest.mark.parametrize("path", ["//evil.example/", "/\\evil.example/", "/%2F%2Fevil.example/", "/%5Cevil.example/",
+                                  "/%09/evil.example/", "///evil.example/x"])
+def test_the_token_redirect_stays_on_this_server(serve_data, path: str) -> None:
+    with running(serve_data, host="0.0.0.0") as (url, _started):
+        token = url.split("?token=")[1]
+        base = url.split("?")[0].rstrip("/")
+        first = httpx.get(f"{base}{path}?token={token}&page=2", follow_redirects=False, timeout=30)
+        assert first.status_code == 303
+        location = first.headers["location"]
+        target = httpx.URL(base + "/").join(location)
+        assert (target.host, target.port) == (httpx.URL(base).host, httpx.URL(base).port), location
+        assert location.startswith("/") and not location.startswith(("//", "/\\")) and "\t" not in location
+        assert location.endswith("?page=2")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "127.1.2.3"])
+def test_a_loopback_address_other_than_the_default_needs_a_token(serve_data, host: str) -> None:
+    with running(serve_data, host=host) as (url, _started):
+        assert url.startswith(f"http://{host}:") and "?token=" in url
+        base = url.split("?")[0]
+        assert httpx.get(base, timeout=30).status_code == 401
+        assert httpx.get(url, follow_redirects=True, timeout=30).status_code == 200
+
+
+def test_the_addresses_help_names_need_no_token(serve_data) -> None:
+    from cladebench.serve.security import needs_token
+
+    for host in ("127.0.0.1", "::1", "[::1]", "0:0:0:0:0:0:0:1", "localhost", "LOCALHOST"):
+        assert not needs_token(host), host
+    for host in ("127.0.0.2", "127.1", "0.0.0.0", "::", "192.168.1.5", "localhost.example", "0:0:0:0:0:0:0:2"):
+        assert needs_token(host), host
+    with running(serve_data, host="localhost") as (url, _started):
+        assert "?token=" not in url and httpx.get(url, timeout=30).status_code == 200

@@ -17,6 +17,7 @@ from cladebench.store.reviews import (
     append_review,
     read_reviews,
     review_summary,
+    reviewer_agreement,
     reviews_path,
 )
 from cladebench.taxonomy import Lineage, Rank
@@ -144,3 +145,46 @@ def test_processes_writing_at_the_same_moment_all_land(tmp_path: Path) -> None:
         process.join(timeout=120)
     assert [p.exitcode for p in processes] == [0, 0, 0, 0]
     assert sorted(read_reviews(path).column("uuid").to_pylist()) == sorted(f"p{i}" for i in range(12))
+
+
+def test_agreement_is_percent_agreement_and_cohens_kappa_per_pair_as_sklearn_computes_it(tmp_path: Path) -> None:
+    import numpy as np
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = np.random.default_rng(7)
+    labels = [MANICULATUS, LEUCOPUS, MANICULATUS.truncate(Rank.GENUS), None]
+    path = tmp_path / "reviews.lance"
+    picks: dict[str, dict[str, int]] = {"ana": {}, "ben": {}, "cy": {}}
+    rows = []
+    for i in range(40):
+        for reviewer in ("ana", "ben") + (("cy",) if i % 3 == 0 else ()):
+            label = int(rng.integers(4)) if reviewer != "ben" or rng.random() < .5 else picks["ana"][f"u{i}"]
+            picks[reviewer][f"u{i}"] = label
+            lineage = labels[label]
+            rank = None if lineage is None else Rank.GENUS if label == 2 else Rank.SPECIES
+            rows.append(_review(f"u{i}", reviewer, lineage, rank))
+    rows.append(_review("alone", "ana"))  # one reviewer: not compared
+    for review in rows:
+        append_review(path, review)
+    agreement = reviewer_agreement(review_summary(read_reviews(path)))
+    compared = [u for u in picks["ana"] if u in picks["ben"]]
+    same = sum(1 for u in compared if len({picks[r][u] for r in picks if u in picks[r]}) == 1)
+    assert (agreement.rows, agreement.agreeing) == (40, same)
+    assert agreement.percent == pytest.approx(same / 40)
+    pairs = {(p.first, p.second): p for p in agreement.pairs}
+    assert set(pairs) == {("ana", "ben"), ("ana", "cy"), ("ben", "cy")}
+    for (a, b), pair in pairs.items():
+        both = [u for u in picks[a] if u in picks[b]]
+        assert pair.rows == len(both)
+        assert pair.kappa == pytest.approx(cohen_kappa_score([picks[a][u] for u in both], [picks[b][u] for u in both]))
+
+
+def test_agreement_without_two_reviewers_on_a_row_has_no_figure(tmp_path: Path) -> None:
+    path = tmp_path / "reviews.lance"
+    append_review(path, _review("u1", "ana"))
+    append_review(path, _review("u2", "ben"))
+    agreement = reviewer_agreement(review_summary(read_reviews(path)))
+    assert agreement.rows == 0 and agreement.percent is None and agreement.pairs == ()
+    append_review(path, _review("u1", "ben"))  # both name one label and nothing else: kappa is undefined, not 1
+    agreement = reviewer_agreement(review_summary(read_reviews(path)))
+    assert agreement.percent == 1.0 and agreement.pairs[0].kappa is None and agreement.pairs[0].rows == 1

@@ -12,7 +12,8 @@ import pytest
 
 from cladebench import store
 from cladebench.errors import SchemaError
-from cladebench.evaluate.run import FewShotEvalConfig, run_eval
+from cladebench.evaluate.configs import FewShotEvalConfig
+from cladebench.evaluate.run import run_eval
 from cladebench.store.species import SPECIES_EXPRESSION, binomial_species, holds_epithets, species_filter
 
 GENERA = {"Felis": ("catus", "silvestris lybica", "margarita"), "Panthera": ("leo", "pardus", "onca")}

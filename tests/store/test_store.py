@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -15,7 +16,13 @@ import pyarrow as pa
 import pytest
 
 from cladebench import store
-from cladebench.errors import CladebenchError, DatasetNotFoundError, RemoteUnavailableError, SchemaError
+from cladebench.errors import (
+    CladebenchError,
+    DatasetNotFoundError,
+    RemoteUnavailableError,
+    SchemaError,
+    UsageError,
+)
 from cladebench.store import (
     CANONICAL_SCHEMA,
     REQUIRED_COLUMNS,
@@ -402,7 +409,7 @@ def test_no_rows_is_an_error(tmp_path: Path) -> None:
 
 
 def test_fingerprint_matches_the_documented_definition(tmp_path: Path) -> None:
-    uuids = ["b7e2", "a", "ünïcödé-é", "日本-3", "", "zz"]
+    uuids = ["b7e2", "a", "ünïcödé-é", "日本-3", "-", "zz"]
     assert fingerprint_uuids(uuids) == sha256_of_uuids(uuids)
     assert fingerprint_uuids([]) == hashlib.sha256(b"").hexdigest()
     # The last uuid is followed by a newline too; no other separator.
@@ -468,6 +475,47 @@ def indexed_path(tmp_path: Path) -> Path:
     path = tmp_path / "idx.lance"
     write_dataset(make_table([f"u{i:02d}" for i in range(64)], dim=8), path)
     return path
+
+
+@pytest.mark.parametrize(("version", "message"), [
+    (-1, "a version number is a whole number from 1, got -1"),
+    (0, "from 1, got 0"),
+    (2 ** 70, "from 1, got 1180591620717411303424"),
+    (1.5, "a version is a whole number or a tag name, got 1.5"),
+    ("", "got an empty string"),
+])
+def test_a_version_that_cannot_be_one_is_a_usage_error(dataset_path: Path, version: object, message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        open_dataset(dataset_path, version=version)
+
+
+def test_digits_are_a_version_from_python_as_from_the_command_line(dataset_path: Path, capsys) -> None:
+    from cladebench.cli import main
+
+    dataset = append(make_table(["d"]), dataset_path)
+    tag(dataset, "v1", version=1)
+    assert open_dataset(dataset_path, version="1").version == 1 == open_dataset(dataset_path, version=" 1").version
+    assert open_dataset(dataset_path, version="2").count_rows() == 4
+    with pytest.raises(UsageError, match="digits alone, which reads as a version number"):
+        tag(dataset, "2", version=1)
+    assert main(["info", str(dataset_path), "--version", "1", "--json", "--no-fingerprint"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
+
+
+@pytest.mark.parametrize(("name", "version", "error", "message"), [
+    ("", None, UsageError, "a tag name is letters, digits"),
+    ("a/b", None, UsageError, "a tag name is letters, digits"),
+    ("x", -1, UsageError, "from 1, got -1"),
+    ("x", 99, DatasetNotFoundError, "has no version 99 to tag"),
+    ("taken", None, CladebenchError, "tag 'taken' already names version 1"),
+])
+def test_a_tag_lance_would_refuse_is_one_line(dataset_path: Path, name: str, version: int | None,
+                                             error: type[Exception], message: str) -> None:
+    dataset = open_dataset(dataset_path)
+    tag(dataset, "taken")
+    with pytest.raises(error, match=re.escape(message)):
+        tag(dataset, name, version=version)
+    assert tags(open_dataset(dataset_path)) == {"taken": 1}
 
 
 def test_vector_and_scalar_indices(indexed_path: Path) -> None:

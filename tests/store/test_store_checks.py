@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import lance
@@ -136,6 +137,11 @@ def test_subset_refuses_an_output_that_is_a_file_and_leaves_it(good: Path, tmp_p
     assert target.read_text() == "mine"
 
 
+def test_subset_keeps_a_column_named_twice_once(good: Path, tmp_path: Path) -> None:
+    copy = store.subset(good, tmp_path / "copy.lance", columns=["scientific_name", "scientific_name", "uuid"])
+    assert copy.schema.names == ["uuid", "scientific_name"] and copy.count_rows() == 3
+
+
 def test_subset_into_an_existing_empty_folder(good: Path, tmp_path: Path) -> None:
     out = tmp_path / "empty"
     out.mkdir()
@@ -168,6 +174,26 @@ def test_subset_removes_staging_left_by_a_killed_run_only(good: Path, tmp_path: 
 def test_fingerprint_refuses_uuids_it_cannot_encode(tmp_path: Path, table: pa.Table, message: str) -> None:
     dataset = store.open_dataset(_raw(tmp_path, "raw", table))
     with pytest.raises(SchemaError, match=message):
+        store.fingerprint(dataset)
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ("", "is empty"),
+    ("a\rb", "U+000D"),
+    ("a\x00b", "U+0000"),
+    ("a\u2028b", "U+2028"),
+    ("a\x85b", "U+0085"),
+    ("a\tb", "U+0009"),
+])
+def test_writes_refuse_empty_uuids_and_every_line_break(tmp_path: Path, bad: str, message: str) -> None:
+    """The fingerprint writes one uuid per line; a line break of any kind, or nothing, would make two rows' uuids
+    run together or one uuid read as two."""
+    table = pa.table({"uuid": ["a", bad], "image": _images(2)})
+    with pytest.raises(SchemaError, match=f"row 1, column 'uuid': uuid .*{re.escape(message)}"):
+        store.write_dataset(table, tmp_path / "out.lance")
+    assert not (tmp_path / "out.lance").exists()
+    dataset = store.open_dataset(_raw(tmp_path, "raw", table))
+    with pytest.raises(SchemaError, match=re.escape(message)):
         store.fingerprint(dataset)
 
 

@@ -90,3 +90,28 @@ def test_atomic_write_leaves_the_old_file_when_the_rename_fails(tmp_path: Path, 
     assert path.read_bytes() == b"old"  # whole, never part of the new one
     atomic_write(path, b"new", durable=durable)
     assert path.read_bytes() == b"new"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are read from /proc")
+def test_a_killed_process_not_yet_reaped_is_not_alive() -> None:
+    """A staging folder's writer killed by its parent and not yet reaped still answers a signal probe; it runs
+    nothing, so what it left may be cleaned."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cladebench.store import process_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert process_alive(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert not process_alive(child.pid)
+    finally:
+        child.wait()
+    assert not process_alive(child.pid)

@@ -18,7 +18,8 @@ import pytest
 
 from cladebench import store
 from cladebench.evaluate.compare import compare_runs
-from cladebench.evaluate.run import EvalConfig, format_metrics, run_eval
+from cladebench.evaluate.configs import EvalConfig
+from cladebench.evaluate.run import format_metrics, run_eval
 from cladebench.tasks import get_task
 from cladebench.tasks.common import classify
 from cladebench.tasks.geo import prior as geo_prior

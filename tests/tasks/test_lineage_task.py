@@ -21,7 +21,8 @@ from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from cladebench.evaluate.run import EvalConfig, run_eval
+from cladebench.evaluate.configs import EvalConfig
+from cladebench.evaluate.run import run_eval
 from cladebench.models import EndpointModel, class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import make_world

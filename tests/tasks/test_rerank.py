@@ -18,8 +18,9 @@ pytest.importorskip("open_clip")
 
 from cladebench.cli import main
 from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate.configs import eval_config
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import eval_config, run_eval
+from cladebench.evaluate.run import run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from helpers.http_local import ChatEndpoint, ChatRequest, serving, yes_no_reply
@@ -94,7 +95,7 @@ def test_vlm_rerank_through_the_eval_verb_and_its_cache(embedded, tmp_path, endp
     path, _ = embedded
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     model = f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1"
-    args = ["eval", str(path), "--model", model, "--task", "rerank", "--group-by", "none"]
+    args = ["eval", "rerank", str(path), "--model", model, "--group-by", "none"]
     assert main([*args, "--out", str(tmp_path / "vlm")]) == 0
     assert endpoint.requests == QUERIES * CANDIDATES
     record = RunRecord.read(tmp_path / "vlm" / "run.json")
@@ -147,7 +148,7 @@ def test_compare_pairs_rerank_runs_query_by_query(embedded, tmp_path, endpoint, 
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     vlm = f"openai-compatible:tiny-vlm@http://127.0.0.1:{endpoint.server_address[1]}/v1"
     for name, chosen in (("clip", model), ("clip-again", model), ("vlm", vlm)):
-        assert main(["eval", str(path), "--model", chosen, "--task", "rerank", "--group-by", "none", "--device",
+        assert main(["eval", "rerank", str(path), "--model", chosen, "--group-by", "none", "--device",
                      "cpu", "--out", str(tmp_path / name)]) == 0
     runs = [tmp_path / n / "run.json" for n in ("clip", "clip-again", "vlm")]
     comparison = compare_runs(runs, metric="ap@100", n_resamples=2000)

@@ -18,8 +18,9 @@ from PIL import Image
 from sklearn.metrics import average_precision_score, ndcg_score
 
 from cladebench import store
+from cladebench.evaluate.configs import eval_config
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import eval_config, run_eval
+from cladebench.evaluate.run import run_eval
 from helpers.http_local import ChatEndpoint, ChatRequest, serving, yes_no_reply
 
 # Query id -> (query text, [(P(Yes), relevant), ...]) in candidate order.

@@ -330,3 +330,15 @@ def test_task_errors(planted_dataset: tuple[Any, dict[str, Any]]) -> None:
         RetrievalTaskConfig(k=0)
     with pytest.raises(UnknownNameError):
         RetrievalTaskConfig(rank="subspecies")
+
+
+def test_a_cutoff_beyond_any_gallery_is_refused(planted_dataset: tuple[Any, dict[str, Any]]) -> None:
+    """-k 1000000 reported ``precision@1000000`` over galleries of a few dozen images (and kept a million
+    neighbours per query): a cutoff no gallery of the dataset can reach is refused, naming the largest one."""
+    dataset, _ = planted_dataset
+    largest = dataset.count_rows() - 1
+    task = get_task("retrieval")
+    with pytest.raises(UsageError, match=rf"-k 1000000 .* at most {largest} images.*-k {largest} or less"):
+        task.predict(dataset, None, RetrievalTaskConfig(column="emb_planted", k=1_000_000))
+    whole = task.predict(dataset, None, RetrievalTaskConfig(column="emb_planted", k=largest))
+    assert f"precision@{largest}_species" in task.metrics(whole)

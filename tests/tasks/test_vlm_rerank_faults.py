@@ -59,7 +59,7 @@ def nan_when(condition: Any):
 
 
 def rerank(dataset: Path, model: str, out: Path) -> int:
-    return main(["eval", str(dataset), "--model", model, "--task", "rerank", "--group-by", "none", "--out", str(out)])
+    return main(["eval", "rerank", str(dataset), "--model", model, "--group-by", "none", "--out", str(out)])
 
 
 def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Path, endpoint: ChatServer,
@@ -128,7 +128,7 @@ def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Pat
     basic = "Basic " + base64.b64encode(b"alice:hunter2-secret").decode()
     assert {s.authorization for s in endpoint.state.seen} <= {basic, "Bearer sk-never-written-4417"}
 
-    assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "report.html")]) == 0
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report.html")]) == 0
     written = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
     written["report.html"] = (tmp_path / "report.html").read_bytes()
     written.update({p.name: p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file()})
@@ -158,9 +158,56 @@ def test_vlm_deadline_from_the_command_line_bounds_a_silent_endpoint(dataset: Pa
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     endpoint.state.hold_s = 30.0
     started = time.monotonic()
-    code = main(["eval", str(dataset), "--model", endpoint.model_id(), "--task", "rerank", "--group-by", "none",
+    code = main(["eval", "rerank", str(dataset), "--model", endpoint.model_id(), "--group-by", "none",
                  "--out", str(tmp_path / "run"), "--vlm-deadline-s", "1", "--vlm-concurrency", "2"])
     err = capsys.readouterr().err
     assert code == 1 and "request deadline of 1.0 s" in err, err
     assert time.monotonic() - started < 25  # the default deadline (60 s) would not be reached
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_answers_without_logprobs_are_counted_like_other_unusable_answers(dataset: Path, endpoint: ChatServer,
+                                                                         tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """An endpoint leaving logprobs out of some answers aborted the run, and every rerun again."""
+    first_query = min(store.open_dataset(dataset).to_table(columns=["query"]).column("query").to_pylist())
+
+    def reply(handler: ChatHandler, number: int, body: dict[str, Any]) -> bool:
+        seen = decode_request(body, None)
+        answer = completion(seen, default_top)
+        if first_query in seen.prompt:
+            del answer["choices"][0]["logprobs"]
+        send_json(handler, 200, answer)
+        return True
+
+    endpoint.state.reply = reply
+    total = QUERIES * CANDIDATES
+    for run in ("first", "again"):  # the rerun asks again only the answers that had none
+        assert rerank(dataset, endpoint.model_id(), tmp_path / run) == 0
+        assert f"{CANDIDATES} of {total} candidates have no score (no_logprobs {CANDIDATES})" in capsys.readouterr().err
+        assert RunRecord.read(tmp_path / run).provenance["task"]["outcomes"] == {"no_logprobs": CANDIDATES,
+                                                                                 "scored": total - CANDIDATES}
+    assert endpoint.state.requests == total + CANDIDATES
+
+
+def test_an_endpoint_out_of_reach_exits_5(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = main(["eval", "rerank", str(dataset), "--model", f"openai-compatible:m@http://127.0.0.1:{port}/v1",
+                 "--group-by", "none", "--out", str(tmp_path / "run")])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and not line.startswith("asking")]
+    assert code == 5 and len(err) == 1 and "gave up" in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("prompt", ["Is this a bird? Answer Yes or No.", "Does it show {query} in {place}?",
+                                    "Does it show {query"])
+def test_a_prompt_without_the_query_is_a_usage_error_before_the_dataset_is_read(
+        tmp_path: Path, prompt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["eval", "rerank", str(tmp_path / "not-read.lance"), "--model",
+                 "openai-compatible:m@http://127.0.0.1:9/v1", "--out", str(tmp_path / "run"), "--vlm-prompt", prompt])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--vlm-prompt" in err[0], err  # not "no dataset" (3): it was not read

@@ -18,8 +18,9 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate.configs import ZeroShotEvalConfig
 from cladebench.evaluate.record import RunRecord
-from cladebench.evaluate.run import ZeroShotEvalConfig, run_eval
+from cladebench.evaluate.run import run_eval
 from cladebench.models import load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world

@@ -19,14 +19,12 @@ unexpected exception, reported as one); 130 interrupted; 141 the output pipe clo
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import os
-import re
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cladebench import __version__
 from cladebench.cli import (  # noqa: F401  (each registers its verbs)
@@ -40,7 +38,7 @@ from cladebench.cli import (  # noqa: F401  (each registers its verbs)
     suite,
 )
 from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
-from cladebench.config import add_config_arguments, config_from_args, take_late_positionals
+from cladebench.config import add_config_arguments, config_from_args, take_late_positionals, usage_line
 from cladebench.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_BUG,
@@ -54,23 +52,35 @@ from cladebench.quiet import third_party_output
 __all__ = ["FAMILIES", "VERBS", "Family", "Verb", "build_parser", "main", "verb"]
 
 
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=40, width=120)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, but a mistake on the command line is one line (the option and what is wrong with it)
-    and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it."""
+    and exit 2, like every other usage error, instead of the whole usage block; ``--help`` still shows it, one
+    screen wide whatever the terminal (options and their help side by side)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        choice = _INVALID_CHOICE.fullmatch(message)
-        if choice:  # an unknown verb, task, source or builder: the registry's message, with the closest name
-            argument, name, known = choice.groups()
-            message = str(unknown_name(argument.lower().replace("|", " or "), name, ast.literal_eval(f"({known},)")))
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An unknown verb, task, source or builder is the registry's error (the known names and the closest one),
+        raised where the name is read rather than recovered from argparse's English message."""
+        if action.choices is not None and value not in action.choices:
+            self.error(str(unknown_name((action.metavar or action.dest or "choice").lower().replace("|", " or "),
+                                        value, list(action.choices))))
 
-_INVALID_CHOICE = re.compile(r"argument (.+?): invalid choice: '(.*)' \(choose from (.*)\)", re.DOTALL)
 
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser with one sub-command per registered verb (sub-parsers are :class:`_Parser` too)."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with one sub-command per registered verb (sub-parsers are :class:`_Parser` too). Given the
+    command line, only the verb it names gets its arguments (and imports its config's module): ``cladebench
+    --help`` and a mistyped verb then import no Lance, scipy or torch."""
     parser = _Parser(
         prog="cladebench", allow_abbrev=False,
         description="Curate, store, evaluate and inspect benchmarks for biological vision(-language) models.",
@@ -81,43 +91,57 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    chosen = None if argv is None else _chosen(argv)
     for name in sorted({*VERBS, *FAMILIES}):
+        whole = chosen is None or chosen[0] == name  # every other verb: its name and help only
         if name in FAMILIES:
             family = FAMILIES[name]
             family_parser = sub.add_parser(name, help=family.help, description=family.help, allow_abbrev=False)
             _add_late_verbose(family_parser)
+            if not whole:
+                continue
             kinds = family_parser.add_subparsers(dest="kind", metavar=family.metavar, required=True)
+            aliases = family.aliases()
+            wanted = None if chosen is None or chosen[1] is None else aliases.get(chosen[1], chosen[1])
             for kind, member in family.members().items():
                 member_parser = kinds.add_parser(kind, help=member.help, allow_abbrev=False,
-                                                 description=(member.config.__doc__ or member.help).strip())
-                add_config_arguments(member_parser, member.config)
-                _add_late_verbose(member_parser)
+                                                 aliases=[old for old, new in aliases.items() if new == kind])
+                if wanted is None or wanted == kind:
+                    _add_verb_arguments(member_parser, member, f"cladebench {name} {kind}")
             continue
-        v = VERBS[name]
-        verb_parser = sub.add_parser(name, help=v.help, description=(v.config.__doc__ or v.help).strip(),
-                                     allow_abbrev=False)
-        add_config_arguments(verb_parser, v.config)
-        _add_late_verbose(verb_parser)
+        verb_parser = sub.add_parser(name, help=VERBS[name].help, allow_abbrev=False)
+        if whole:
+            _add_verb_arguments(verb_parser, VERBS[name], f"cladebench {name}")
+        else:
+            _add_late_verbose(verb_parser)
     return parser
 
 
-VERBOSE_HELP = ("show what the libraries underneath log and warn (Lance, huggingface_hub, open_clip); "
-                "without it only cladebench's own lines and errors reach the terminal")
+def _add_verb_arguments(parser: argparse.ArgumentParser, verb: Verb, prog: str) -> None:
+    """A verb's description, usage and arguments, from its config class (imported here)."""
+    config = verb.config_class()
+    parser.description = (config.__doc__ or verb.help).strip()
+    parser.usage = usage_line(prog, config)
+    add_config_arguments(parser, config)
+    _add_late_verbose(parser)
+
+
+def _chosen(argv: Sequence[str]) -> tuple[str, str | None]:
+    """The verb (and a family's member) a command line names: its first words that are not options; ``""`` when
+    it names no known verb (the parser then shows the verbs, or refuses the word with the known names)."""
+    words = [word for word in argv if not word.startswith("-")]
+    if not words or words[0] not in {*VERBS, *FAMILIES}:
+        return "", None
+    return words[0], (words[1] if words[0] in FAMILIES and len(words) > 1 else None)
+
+
+VERBOSE_HELP = "also show what the libraries underneath (Lance, huggingface_hub, open_clip) log and warn"
 
 
 def _add_late_verbose(parser: argparse.ArgumentParser) -> None:
     """``--verbose`` after the verb too (``cladebench info DS --verbose``). SUPPRESS as the default: a
     sub-parser's default would overwrite the ``--verbose`` given before the verb."""
     parser.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
-
-
-def _old_forms_rewritten(argv: Sequence[str]) -> list[str]:
-    """The command line with the old spelling of ``eval`` (``eval DATASET --task T``) in the new form."""
-    argv = list(argv)
-    at = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
-    if at is None or argv[at] != "eval":
-        return argv
-    return [*argv[:at + 1], *evaluation.new_eval_form(argv[at + 1:])]
 
 
 def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
@@ -131,7 +155,8 @@ def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
         name = word.lstrip("-").replace("-", "_")
         names = {name, name.removeprefix("no_")}  # --no-hint is the flag of the field hint
         owners = [kind for kind, member in members.items() if kind != args.kind and dataclasses.is_dataclass(
-            member.config) and any(f.name in names and f.init for f in dataclasses.fields(member.config))]
+            member.config_class()) and any(f.name in names and f.init for f in dataclasses.fields(
+                member.config_class()))]
         if owners:
             shown = ", ".join(f"{args.verb} {kind}" for kind in owners[:3]) + (" ..." if len(owners) > 3 else "")
             notes.append(f"{word} is an option of {shown}; ")
@@ -141,14 +166,12 @@ def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``cladebench`` exits with it)."""
     try:
-        parser = build_parser()  # imports every builder's module: a Ctrl-C here is an interrupt too
-        args, extra = parser.parse_known_args(_old_forms_rewritten(sys.argv[1:] if argv is None else argv))
+        argv = sys.argv[1:] if argv is None else list(argv)
+        parser = build_parser(argv)  # imports the chosen verb's modules: a Ctrl-C here is an interrupt too
+        args, extra = parser.parse_known_args(argv)
     except KeyboardInterrupt:
         print("cladebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except CladebenchError as exc:  # an old spelling that cannot be rewritten (`eval DATASET --task` alone)
-        print(f"cladebench eval: error: {exc}", file=sys.stderr)
-        return exc.exit_code
     debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
     with third_party_output(verbose=args.verbose):  # before any verb imports lance: it reads LANCE_LOG once
         return _run(parser, args, extra, debug)
@@ -156,14 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str], debug: bool) -> int:
     """The chosen verb run on the parsed arguments; its exit code, every failure as one line."""
-    chosen = FAMILIES[args.verb].members()[args.kind] if args.verb in FAMILIES else VERBS[args.verb]
-    extra = take_late_positionals(chosen.config, args, extra)
+    chosen = FAMILIES[args.verb].member(args.kind) if args.verb in FAMILIES else VERBS[args.verb]
+    extra = take_late_positionals(chosen.config_class(), args, extra)
     if extra:
         command = f"{parser.prog} {args.verb}" + (f" {args.kind}" if args.verb in FAMILIES else "")
         parser.exit(2, f"{command}: error: unrecognized arguments: {' '.join(extra)} "
                        f"({_whose_options(args, extra)}see {command} --help)\n")
     try:
-        config = config_from_args(chosen.config, args)
+        config = config_from_args(chosen.config_class(), args)
         return int(chosen.run(config) or 0)
     except CladebenchError as exc:
         if debug:

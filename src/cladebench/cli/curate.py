@@ -28,8 +28,14 @@ def _builders() -> dict[str, Verb]:
     return {name: Verb(name=name, help=b.doc, config=b.config(), run=run(b)) for name, b in BUILDERS.items()}
 
 
+def _builder_aliases() -> dict[str, str]:
+    from cladebench.curate.builders import BUILDERS
+
+    return dict(BUILDERS.aliases)
+
+
 FAMILIES.add("build", Family(help="build a benchmark from raw sources (an iNaturalist export, a catalog, a config)",
-                             metavar="BENCHMARK", members=_builders))
+                             metavar="BENCHMARK", members=_builders, aliases=_builder_aliases))
 
 
 # --- load ---------------------------------------------------------------------------------------
@@ -40,9 +46,10 @@ def _run_load(name: str) -> Callable[[Any], int]:
         from cladebench.curate.sources import get_source
 
         build = get_source(name).build(command.path, command.out, **command.builder_options())
-        if hasattr(build, "download"):
-            print(f"{build.dataset_path}: {build.written:,} of {build.rows:,} rows written; downloads: "
-                  f"{build.download.summary()}")
+        if hasattr(build, "written"):
+            downloads = getattr(build, "download", None)
+            print(f"{build.dataset_path}: {build.written:,} of {build.rows:,} rows written"
+                  + ("" if downloads is None else f"; downloads: {downloads.summary()}"))
         else:
             print(f"{build.dataset_path}: {build.rows:,} rows written")
         for note in getattr(build, "notes", ()):

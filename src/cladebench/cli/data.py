@@ -10,12 +10,14 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cladebench.cli.verbs import verb
 from cladebench.config import OPTION, POSITIONAL, at_least, at_most
-from cladebench.embed import EmbedConfig
 from cladebench.errors import CladebenchError, UsageError
+
+if TYPE_CHECKING:
+    from cladebench.embed.config import EmbedConfig
 
 # --- info ----------------------------------------------------------------------------------------
 
@@ -39,10 +41,7 @@ def _info(config: InfoConfig) -> int:
     from cladebench import store
     from cladebench.store import info
 
-    version: int | str | None = config.version
-    if isinstance(version, str) and version.isdigit():
-        version = int(version)
-    dataset = store.open_dataset(config.dataset, version=version)
+    dataset = store.open_dataset(config.dataset, version=config.version)  # digits a version, else a tag
     description = info.describe(dataset, config.dataset, with_fingerprint=config.fingerprint)
     print(json.dumps(description, indent=2, default=str) if config.json else info.format_description(description))
     return 0
@@ -76,7 +75,7 @@ def _subset(config: SubsetConfig) -> int:
 
 # --- embed ---------------------------------------------------------------------------------------
 
-@verb("embed", EmbedConfig, "encode every image once into an emb_<model> column (resumable)")
+@verb("embed", "cladebench.embed.config:EmbedConfig", "encode every image once into an emb_<model> column (resumable)")
 def _embed(config: EmbedConfig) -> int:
     from cladebench.embed import embed_dataset
 
@@ -92,6 +91,8 @@ def _embed(config: EmbedConfig) -> int:
         f"{summary.failed:,} failed"
         + (f" (see {summary.failures_path})" if summary.failures_path else "")
         + f"; dataset version {summary.version}"
+        + (f"; {summary.arrived:,} row(s) added meanwhile without a vector (run embed again to encode them)"
+           if summary.arrived else "")
         + (f"; on Ray: {summary.runner['actors']} actor(s) x {summary.runner['cpus_per_actor']} CPU"
            f"{' + 1 GPU' if summary.runner['gpus_per_actor'] else ''}, {summary.runner['fragments']} fragments "
            f"({summary.runner['fragments_resumed']} resumed)" if summary.runner.get("kind") == "ray" else "")

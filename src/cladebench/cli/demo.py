@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cladebench.cli.verbs import verb
-from cladebench.demo.config import DemoConfig
+
+if TYPE_CHECKING:
+    from cladebench.demo.config import DemoConfig
 
 # --- demo-model --------------------------------------------------------------------------------------
 
@@ -66,7 +68,7 @@ def _demo_model(command: DemoModelCommand) -> int:
 # --- demo ----------------------------------------------------------------------------------------
 
 
-@verb("demo", DemoConfig, "build the offline sample suite and run every task on it")
+@verb("demo", "cladebench.demo.config:DemoConfig", "build the offline sample suite and run every task on it")
 def _demo(config: DemoConfig) -> int:
     from cladebench import demo
 

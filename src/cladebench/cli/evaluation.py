@@ -2,33 +2,30 @@
 
 ``eval`` is a family: its second word is a task, each with its own config (the options every evaluation shares
 plus the task's own, nothing of another task's), or a named benchmark, which knows its task and its dataset.
-The old spelling ``eval DATASET --task T`` is rewritten to ``eval T DATASET`` by :func:`new_eval_form`, with a
-note on stderr, so scripts written for it keep working.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
-import shlex
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cladebench.cli.verbs import FAMILIES, Family, Verb, verb
 from cladebench.config import at_least
 from cladebench.errors import UsageError
-from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark
-from cladebench.evaluate.run import EVAL_CONFIGS, EvalConfig
-from cladebench.report import ReportConfig
+
+if TYPE_CHECKING:
+    from cladebench.evaluate.benchmarks import Benchmark
+    from cladebench.evaluate.configs import EvalConfig
+    from cladebench.report import ReportConfig
 
 # --- eval ----------------------------------------------------------------------------------------
 
 
 def _eval(config: EvalConfig) -> int:
-    from cladebench.evaluate.run import format_metrics, label_set_sizes, run_eval
+    from cladebench.evaluate.run import format_metrics, label_set_sizes, rows_line, run_eval
 
     record, path = run_eval(config)
     sizes = label_set_sizes(record)
@@ -42,6 +39,9 @@ def _eval(config: EvalConfig) -> int:
         labels = f"{sizes['all']} labels; " if "all" in sizes else ""
     print(f"{record.task} on {config.dataset} with {record.model_name()} "
           f"({labels}{record.provenance['dataset']['evaluated_rows']} images)")
+    left_out = rows_line(record)
+    if left_out is not None:
+        print(left_out)
     print(format_metrics(record))
     print(f"label: {record.label}")
     print(f"run record: {path}")
@@ -50,6 +50,8 @@ def _eval(config: EvalConfig) -> int:
 
 def benchmark_config(benchmark: Benchmark) -> type[EvalConfig]:
     """The eval config of ``benchmark``'s task with the dataset fixed to the benchmark (no DATASET argument)."""
+    from cladebench.evaluate.configs import EVAL_CONFIGS
+
     base = EVAL_CONFIGS.get_named(benchmark.task)
     return dataclasses.make_dataclass(
         base.__name__, [("dataset", str, dataclasses.field(default=benchmark.name, init=False))], bases=(base,),
@@ -61,6 +63,9 @@ def benchmark_config(benchmark: Benchmark) -> type[EvalConfig]:
 
 
 def _eval_members() -> dict[str, Verb]:
+    from cladebench.evaluate.benchmarks import BENCHMARKS
+    from cladebench.evaluate.configs import EVAL_CONFIGS
+
     members = {name: Verb(name=name, help=(config.__doc__ or name).split(";")[0].strip(), config=config, run=_eval)
                for name, config in EVAL_CONFIGS.items()}
     for name, benchmark in BENCHMARKS.items():
@@ -72,48 +77,6 @@ def _eval_members() -> dict[str, Verb]:
 FAMILIES.add("eval", Family(help="run a task (zeroshot, fewshot, retrieval, rerank, lineage, geo) or a named "
                                  "benchmark with a model; write run.json + predictions.parquet",
                             metavar="TASK|BENCHMARK", members=_eval_members))
-
-
-def _mistyped_task(word: str) -> bool:
-    """``word`` is no dataset (no path, no URI, nothing there) but is close to a task or benchmark name."""
-    if "/" in word or "://" in word or "." in word or Path(word).exists():
-        return False
-    return bool(difflib.get_close_matches(word, [*EVAL_CONFIGS, *BENCHMARKS], n=1))
-
-
-def new_eval_form(words: Sequence[str]) -> list[str]:
-    """The words after ``eval`` in the new form: ``DATASET ... --task T`` becomes ``T DATASET ...`` (zeroshot
-    without ``--task``, as before), with a one-line note on stderr that shows the command it runs; the new form is
-    returned as it is. A ``--task`` anywhere is the old form, even after a dataset named like a task
-    (``eval fewshot --task retrieval`` evaluates the dataset ``./fewshot`` when it exists; without it, the task is
-    named twice); a ``--task`` without its value is a usage error."""
-    words = list(words)
-    old = any(word == "--task" or word.startswith("--task=") for word in words)
-    if not words or words[0] in ("-h", "--help") or (words[0] in EVAL_CONFIGS and not old):
-        return words
-    if words[0] in EVAL_CONFIGS and not Path(words[0]).exists():
-        raise UsageError(f"the task is named twice (`eval {words[0]}` and --task); the new form names it once: "
-                         f"`cladebench eval TASK DATASET ...`")
-    task, kept = None, []
-    rest = iter(words)
-    for word in rest:
-        if word == "--task":
-            task = next(rest, None)
-            if task is None or task.startswith("-"):
-                raise UsageError("--task needs a task name (zeroshot, fewshot, retrieval, rerank, geo, lineage); "
-                                 "the new form is `cladebench eval TASK DATASET ...`")
-        elif word.startswith("--task="):
-            task = word.partition("=")[2]
-        else:
-            kept.append(word)
-    if task is None and (words[0] in BENCHMARKS or _mistyped_task(words[0])):
-        return words  # a benchmark, or a task name with a typo: the parser names the closest
-    task = task or "zeroshot"
-    if task in EVAL_CONFIGS:
-        print(f"cladebench eval: note: `eval DATASET --task T` is the old form; this runs as "
-              f"`{shlex.join(['cladebench', 'eval', task, *kept])}` (see cladebench eval {task} --help)",
-              file=sys.stderr)
-    return [task, *kept]
 
 
 # --- compare -------------------------------------------------------------------------------------
@@ -157,8 +120,9 @@ def _compare(config: CompareConfig) -> int:
 
 # --- report --------------------------------------------------------------------------------------
 
-@verb("report", ReportConfig, "one self-contained HTML page (or Markdown tables) of run records: leaderboard with "
-                              "ties, charts, calibration, galleries, provenance")
+@verb("report", "cladebench.report:ReportConfig",
+      "one self-contained HTML page (or Markdown tables) of run records: leaderboard with ties, charts, "
+      "calibration, galleries, provenance")
 def _report(config: ReportConfig) -> int:
     from cladebench.report import run_report
 

@@ -20,7 +20,8 @@ from cladebench.errors import UsageError
 @dataclass(frozen=True)
 class ReviewsConfig:
     """Export the expert reviews of a dataset (made in `cladebench serve`): every review, the agreed labels, or the
-    disagreements, as CSV or Parquet."""
+    disagreements, as CSV or Parquet. In CSV a text cell starting with = + - @ tab or CR is written with a leading '
+    so that a spreadsheet shows it as text, not a formula; Parquet keeps every value as stored."""
 
     dataset: str
     """Path or URI of the Lance dataset whose reviews are exported (they are kept in DATASET/_cladebench)."""
@@ -39,16 +40,32 @@ class ReviewsConfig:
             raise UsageError(f"--out {self.out} is a folder; give a file name")
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP's CSV-injection list): a note
+``=HYPERLINK(...)`` typed into the review form must open as text, not as a link or a command."""
+
+
+def as_text_cell(value: str | None) -> str | None:
+    """``value`` with a leading ``'`` when it starts with one of :data:`FORMULA_STARTS` (OWASP's escape: a
+    spreadsheet shows the rest as text), else unchanged."""
+    return "'" + value if value is not None and value.startswith(FORMULA_STARTS) else value
+
+
 def _csv_ready(table: object) -> object:
-    """The table with the suggestions list as JSON text (CSV has no lists)."""
+    """The table as CSV cells: the suggestions list as JSON text (CSV has no lists), and every text cell a
+    spreadsheet would run as a formula escaped (:func:`as_text_cell`). Parquet is written as stored."""
     import pyarrow as pa
 
     assert isinstance(table, pa.Table)
-    if "suggestions" not in table.column_names:
-        return table
-    text = pa.array([None if s is None else json.dumps(s, ensure_ascii=False)
-                     for s in table.column("suggestions").to_pylist()], pa.string())
-    return table.set_column(table.column_names.index("suggestions"), "suggestions", text)
+    if "suggestions" in table.column_names:
+        text = pa.array([None if s is None else json.dumps(s, ensure_ascii=False)
+                         for s in table.column("suggestions").to_pylist()], pa.string())
+        table = table.set_column(table.column_names.index("suggestions"), "suggestions", text)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            cells = pa.array([as_text_cell(v) for v in table.column(i).to_pylist()], field.type)
+            table = table.set_column(i, field, cells)
+    return table
 
 
 @verb("reviews", ReviewsConfig, "export the expert reviews of a dataset (all, agreed, or disagreements) as CSV or "

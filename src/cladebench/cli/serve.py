@@ -6,12 +6,17 @@ in one line (exit 1), and the rest of the command never imports them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cladebench.cli.verbs import verb
 from cladebench.errors import CladebenchError
-from cladebench.serve.config import ServeConfig
+
+if TYPE_CHECKING:
+    from cladebench.serve.config import ServeConfig
 
 
-@verb("serve", ServeConfig, "a local web app: browse the dataset, one image with its neighbours and predictions, "
+@verb("serve", "cladebench.serve.config:ServeConfig",
+      "a local web app: browse the dataset, one image with its neighbours and predictions, "
                             "text search, runs overlaid (Ctrl-C stops it, exit 0)")
 def _serve(config: ServeConfig) -> int:
     try:

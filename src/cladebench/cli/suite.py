@@ -11,17 +11,20 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cladebench.cli.verbs import verb
-from cladebench.evaluate.suite.plan import SuiteConfig
+
+if TYPE_CHECKING:
+    from cladebench.evaluate.suite.plan import SuiteConfig
 
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-@verb("suite", SuiteConfig, "every named benchmark's standard protocol for several models, resumable: runs/, "
+@verb("suite", "cladebench.evaluate.suite.plan:SuiteConfig",
+      "every named benchmark's standard protocol for several models, resumable: runs/, "
                             "results.parquet and report.html in --out")
 def _suite(config: SuiteConfig) -> int:
     from cladebench.errors import CladebenchError

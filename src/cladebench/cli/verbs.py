@@ -8,6 +8,7 @@ in :mod:`cladebench.cli` reads both registries, so adding a verb never means edi
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,15 +22,25 @@ class Verb:
 
     name: str
     help: str
-    config: type
+    config: type | str
+    """The config class, or where it lives (``module:Class``), imported only when this verb is the one run: the
+    modules behind a verb (Lance, scipy, torch) then cost ``cladebench --help`` nothing."""
     run: Callable[[Any], int | None]
+
+    def config_class(self) -> type:
+        """The config class (imported now, when it was named by where it lives)."""
+        if isinstance(self.config, str):
+            module, _, name = self.config.partition(":")
+            return getattr(importlib.import_module(module), name)
+        return self.config
 
 
 VERBS: Registry[Verb] = Registry("verb")
 """Verbs with one config each (``info``, ``subset``, ``compare`` ...)."""
 
 
-def verb(name: str, config: type, help: str) -> Callable[[Callable[[Any], int | None]], Callable[[Any], int | None]]:
+def verb(name: str, config: type | str,
+         help: str) -> Callable[[Callable[[Any], int | None]], Callable[[Any], int | None]]:
     """Register a verb; its config's fields become its arguments."""
 
     def register(fn: Callable[[Any], int | None]) -> Callable[[Any], int | None]:
@@ -47,6 +58,12 @@ class Family:
     metavar: str
     members: Callable[[], dict[str, Verb]]
     """Name -> verb; called when the parser is built, so members can live in a registry elsewhere."""
+    aliases: Callable[[], dict[str, str]] = dict
+    """Former name -> member name: accepted on the command line, shown beside the member in ``--help``."""
+
+    def member(self, name: str) -> Verb:
+        """The member called ``name`` or by a former name of it."""
+        return self.members()[self.aliases().get(name, name)]
 
 
 FAMILIES: Registry[Family] = Registry("verb")

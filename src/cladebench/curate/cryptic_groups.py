@@ -67,7 +67,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import CladebenchError, SchemaError, UsageError
+from cladebench.errors import CladebenchError, SchemaError, UsageError, reading
 
 IDENTIFICATION_COLUMNS: tuple[str, ...] = ("observation_id", "taxon", "current")
 """Columns of an identifications table: the observation, the taxon suggested, whether the ID still stands."""
@@ -288,11 +288,12 @@ def arrow_errors(path: Path, *, utf8_hint: str = "") -> Iterator[None]:
     """A file Arrow cannot read (bytes that are not UTF-8, a truncated ``.gz``, a broken Parquet file) is an input
     error naming the file, not a crash; ``utf8_hint`` is added when Arrow's message is about UTF-8."""
     try:
-        yield
-    except (pa.ArrowInvalid, OSError) as error:
-        lines = (getattr(error, "strerror", None) or str(error)).strip().splitlines()
-        hint = utf8_hint if "UTF8" in str(error) else ""
-        raise CladebenchError(f"cannot read {path}: {lines[0] if lines else type(error).__name__}{hint}") from None
+        with reading(path):
+            yield
+    except CladebenchError as error:
+        if not utf8_hint or "UTF8" not in str(error):
+            raise
+        raise type(error)(f"{error}{utf8_hint}") from None
 
 
 def pairs_from_edges(edges: pa.Table, *, source: str = "source", target: str = "target") -> pa.Table:

@@ -118,32 +118,39 @@ def attribution_name(login: str | None, name: str | None) -> str | None:
 def _candidates(export_dir: str | Path, table: str) -> list[Path]:
     if table not in HEADERS:
         raise CladebenchError(f"unknown export table {table!r}; known: {', '.join(TABLES)}")
-    return [p for p in (Path(export_dir) / f"{table}.csv", Path(export_dir) / f"{table}.csv.gz") if p.is_file()]
+    return [p for p in (Path(export_dir) / f"{table}.csv", Path(export_dir) / f"{table}.csv.gz")
+            if p.exists() or p.is_symlink()]
 
 
 def export_file(export_dir: str | Path, table: str) -> Path:
-    """The file of ``table`` in an export folder: ``<table>.csv``, else ``<table>.csv.gz``. With both, always
-    the uncompressed one (:func:`unread_export_file` names the other, so a reader can say which it read)."""
-    found = _candidates(export_dir, table)
-    if found:
-        return found[0]
-    raise CladebenchError(f"{export_dir}: no {table}.csv or {table}.csv.gz (an iNat open-data export has "
-                          f"{', '.join(t + '.csv' for t in TABLES)})")
-
-
-def unread_export_file(export_dir: str | Path, table: str) -> Path | None:
-    """The ``<table>.csv.gz`` that :func:`export_file` passes over because ``<table>.csv`` is there too, else None.
+    """The file of ``table`` in an export folder: ``<table>.csv`` or ``<table>.csv.gz``. Both at once are
+    refused: which is the export (a stale one beside a full one?) is not the tool's to guess. A folder, a FIFO
+    or a dangling link under either name is refused as what it is, not reported missing.
 
     Example:
         >>> import tempfile
         >>> folder = Path(tempfile.mkdtemp())
         >>> for name in ("photos.csv", "photos.csv.gz"):
         ...     _ = (folder / name).write_bytes(b"")
-        >>> export_file(folder, "photos").name, unread_export_file(folder, "photos").name
-        ('photos.csv', 'photos.csv.gz')
+        >>> try:
+        ...     export_file(folder, "photos")
+        ... except CladebenchError as error:
+        ...     print(str(error).split(": ", 1)[1])
+        both photos.csv and photos.csv.gz; keep the one that is the export
     """
     found = _candidates(export_dir, table)
-    return found[1] if len(found) == 2 else None
+    if not found:
+        raise CladebenchError(f"{export_dir}: no {table}.csv or {table}.csv.gz (an iNat open-data export has "
+                              f"{', '.join(t + '.csv' for t in TABLES)})")
+    if len(found) > 1:
+        raise CladebenchError(f"{export_dir}: both {found[0].name} and {found[1].name}; keep the one that is the "
+                              "export")
+    path = found[0]
+    if not path.is_file():
+        what = ("a folder" if path.is_dir() else "a link to nothing" if not path.exists()
+                else "not a regular file (a pipe or a device)")
+        raise CladebenchError(f"{path}: {what}; the export's {table} table must be a file")
+    return path
 
 
 def read_header(path: str | Path, table: str) -> tuple[str, ...]:
@@ -189,5 +196,4 @@ __all__ = [
     "photo_url",
     "read_header",
     "taxon_url",
-    "unread_export_file",
 ]

@@ -10,9 +10,12 @@ Every builder (``build coobserved``, ``build crypticbio``, ``build finegrained``
   command that wrote it (its ``writer``, e.g. ``"build coobserved"``).
 - **``--overwrite`` replaces only a previous output of the same writer**: a folder whose marker names
   it (or, for outputs written before markers, what :class:`OutputTarget`'s ``legacy`` test
-  recognises). A file, a symbolic link, a folder of someone else's files or another command's output
-  is refused (exit 1) and left exactly as it was. An empty folder is always fine. Without
-  ``--overwrite`` an existing non-empty folder is refused.
+  recognises), and only when it holds nothing but what that writer put there: the marker lists it
+  (``contents``, written at the commit), and a file the user added beside it (notes, a dataset loaded
+  into the folder) makes the overwrite a refusal naming it, with nothing touched. A file, a symbolic
+  link, a folder of someone else's files or another command's output is refused (exit 1) and left
+  exactly as it was. An empty folder is always fine. Without ``--overwrite`` an existing non-empty
+  folder is refused.
 - **Nothing half-written.** A builder works in a hidden staging folder beside the output
   (``.<name>.building-<pid>-<random>``) whose marker also records the process and host; the previous
   output is moved into the staging folder, the staging folder renamed onto the output's name, and only
@@ -79,6 +82,8 @@ from cladebench.store import process_alive
 
 MARKER_NAME = ".cladebench-output.json"
 """File in every output folder naming the command that wrote it; ``--overwrite`` trusts nothing else."""
+TOOL_PREFIX = ".cladebench-"
+"""Names in an output that the tool keeps for itself (the marker, an append's journal): never a user's file."""
 STAGING_TAG = ".building-"
 """Staging folders are ``.<out name>.building-<pid>-<random>``, beside the output."""
 PREVIOUS_NAME = ".previous-output"
@@ -124,15 +129,29 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) else None
 
 
-def write_marker(folder: Path, writer: str) -> Path:
-    """Mark ``folder`` as written by ``writer`` from this process on this host."""
+def write_marker(folder: Path, writer: str, contents: Iterable[str] | None = None) -> Path:
+    """Mark ``folder`` as written by ``writer`` from this process on this host; ``contents``, the names the
+    writer put in it (recorded at the commit), are all that a later ``--overwrite`` may replace."""
     from cladebench import __version__
 
-    marker = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(), "host": socket.gethostname(),
-              "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    marker: dict[str, Any] = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(),
+                              "host": socket.gethostname(),
+                              "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    if contents is not None:
+        marker["contents"] = sorted(contents)
     path = Path(folder) / MARKER_NAME
-    path.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+    atomic_write(path, json.dumps(marker, indent=1) + "\n")
     return path
+
+
+def _not_written_by(folder: Path, marker: Mapping[str, Any]) -> list[str]:
+    """The entries of ``folder`` its writer did not put there (by the marker's ``contents``; a marker written
+    before contents were recorded, or by a writer that writes in place, lists none and vouches for all)."""
+    contents = marker.get("contents")
+    if not isinstance(contents, list):
+        return []
+    own = {*map(str, contents), PREVIOUS_NAME}
+    return sorted(p.name for p in _entries(folder) if p.name not in own and not p.name.startswith(TOOL_PREFIX))
 
 
 def is_output_of(folder: Path, writer: str, legacy: Callable[[Path], bool] | None = None) -> bool:
@@ -181,6 +200,11 @@ def check_replaceable(target: OutputTarget) -> None:
                               f"{target.overwrite_option or 'a rerun'} replaces only those, and nothing in it "
                               "was touched: "
                               f"choose another {target.out_option}")
+    foreign = _not_written_by(out, read_marker(out) or {})
+    if foreign:
+        raise CladebenchError(f"{out} holds {', '.join(foreign)}, which `cladebench {target.writer}` did not write; "
+                              f"{target.overwrite_option or 'a rerun'} replaces only what it wrote, and nothing in "
+                              f"it was touched: move those out of {out}, or choose another {target.out_option}")
     if not os.access(out, os.W_OK | os.X_OK):  # found now, not after the build: moving it needs write access
         raise CladebenchError(f"cannot replace {out}: it is read-only; choose another {target.out_option}")
 
@@ -264,6 +288,7 @@ def commit(staging: Path, target: OutputTarget) -> None:
     """Put a finished staging folder in place of ``target.out``; a previous output is removed only after."""
     out = absolute(target.out)
     shutil.rmtree(Path(staging) / WORK_NAME, ignore_errors=True)
+    write_marker(staging, target.writer, contents=(p.name for p in _entries(Path(staging)) if p.name != MARKER_NAME))
     check_replaceable(target)  # again: the folder may have changed while the build ran
     previous = None
     try:
@@ -440,6 +465,7 @@ __all__ = [
     "MARKER_NAME",
     "PREVIOUS_NAME",
     "STAGING_TAG",
+    "TOOL_PREFIX",
     "WORK_NAME",
     "OutputTarget",
     "begin_journal",

@@ -81,7 +81,7 @@ def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
     its label set), with a pooled summary, for both models; then the paired tests per group."""
     if not ctx.models:
         return dict(NO_EMBEDDINGS)
-    from cladebench.evaluate.run import ZeroShotEvalConfig
+    from cladebench.evaluate.configs import ZeroShotEvalConfig
 
     result = _task_runs(ctx, ZeroShotEvalConfig, "zeroshot", "top1_species", 100.0)
     if len(ctx.models) == 2:
@@ -110,8 +110,8 @@ def _fewshot(ctx: DemoContext) -> dict[str, Any]:
     from threadpoolctl import threadpool_limits  # a dependency of scikit-learn, which few-shot needs
 
     from cladebench.errors import NotEvaluableError
+    from cladebench.evaluate.configs import FewShotEvalConfig
     from cladebench.evaluate.record import RunRecord
-    from cladebench.evaluate.run import FewShotEvalConfig
 
     # The probes are small (tens of images of 64 numbers): BLAS threads only contend, and on a busy 2-core machine
     # the 16 grouped probes took minutes with them and seconds without.
@@ -135,7 +135,7 @@ def _retrieval(ctx: DemoContext) -> dict[str, Any]:
     summary, for both models."""
     if not ctx.models:
         return dict(NO_EMBEDDINGS)
-    from cladebench.evaluate.run import RetrievalEvalConfig
+    from cladebench.evaluate.configs import RetrievalEvalConfig
 
     result = _task_runs(ctx, RetrievalEvalConfig, "retrieval", "map_species", 100.0)
     result["report"].append("(mAP in %, full ranking; each query's gallery is the other images of its group)")

@@ -55,7 +55,8 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
     if not ctx.models:
         return dict(NO_EMBEDDINGS)
     demo = ctx.models[0]
-    from cladebench.evaluate.run import RerankEvalConfig, run_eval
+    from cladebench.evaluate.configs import RerankEvalConfig
+    from cladebench.evaluate.run import run_eval
 
     source = store.read(store.open_dataset(ctx.dataset_path("fine-grained")),
                         columns=["uuid", "image", "kingdom", "phylum", "class", "order", "family", "genus", "species",
@@ -82,7 +83,8 @@ def _geo(ctx: DemoContext) -> dict[str, Any]:
     if not ctx.models:
         return dict(NO_EMBEDDINGS)
     demo = ctx.models[0]
-    from cladebench.evaluate.run import GeoEvalConfig, run_eval
+    from cladebench.evaluate.configs import GeoEvalConfig
+    from cladebench.evaluate.run import run_eval
 
     record, run = run_eval(GeoEvalConfig(label=demo.label, dataset=str(ctx.dataset_path("fine-grained")),
                                          model=demo.model, column=demo.column, out=ctx.run_dir("geo"), device="cpu",
@@ -124,7 +126,8 @@ def _lineage(ctx: DemoContext) -> dict[str, Any]:
     if not ctx.models:
         return dict(NO_EMBEDDINGS)
     demo = ctx.models[0]
-    from cladebench.evaluate.run import LineageEvalConfig, run_eval
+    from cladebench.evaluate.configs import LineageEvalConfig
+    from cladebench.evaluate.run import run_eval
 
     record, run = run_eval(LineageEvalConfig(label=demo.label, dataset=str(ctx.dataset_path("co-observed")),
                                              model=demo.model, column=demo.column, out=ctx.run_dir("lineage"),

@@ -24,6 +24,13 @@ Why it is built this way:
   quoting in any filter), the types of ``uuid`` (string) and ``image`` (binary), the uuids themselves
   (non-null, unique, no newline: as the store's writer checks them) and, for a local dataset, that its
   folder is writable.
+- **Rows that arrive later are encoded later, alone.** A run encodes the rows of the version it read; rows
+  another process appends meanwhile are committed without a vector, and the run says how many. A later run
+  without ``--overwrite`` encodes only the rows of the column that have neither a vector nor a recorded
+  failure, with the settings the column records (others are refused: one column, one embedding space), and
+  writes them in place (a Lance ``Update`` of that column in their fragments: row order and fingerprint stay).
+  ``--ray`` leaves such a fill to this path; its one ``Merge`` must list every fragment, so rows appended while
+  it encodes are encoded in the same run (said, and committed together).
 - **Failures are recorded, never dropped.** A corrupt, truncated or empty image gets a null
   embedding (the marker: it is not among the column's valid rows), a row in the failures table
   ``<dataset>/_cladebench/failures/<column>.parquet`` with its reason, and a count in the summary
@@ -39,7 +46,8 @@ Why it is built this way:
 This package presents the API on purpose: :class:`EmbedConfig`, :class:`EmbedSummary`, :func:`embed_dataset`
 (which chooses the path) and :func:`column_for_model`. The rest lives in modules with one job each:
 :mod:`~cladebench.embed.config` (the config and summary), :mod:`~cladebench.embed.core` (what both paths
-share), :mod:`~cladebench.embed.local` (this process) and :mod:`~cladebench.embed.ray` (a Ray cluster). The two
+share), :mod:`~cladebench.embed.local` (this process), :mod:`~cladebench.embed.fill` (the rows an existing
+column lacks, written in place) and :mod:`~cladebench.embed.ray` (a Ray cluster). The two
 paths import ``core`` and ``config``, never this package or each other. The failures table and the reading of
 finished columns belong to the store (:mod:`cladebench.store.embeddings`).
 """

@@ -92,6 +92,9 @@ class EmbedSummary:
     metadata: dict[str, Any]
     runner: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
     """Where it ran: this process, or a Ray cluster with its actors and resources."""
+    arrived: int = 0
+    """Rows without a vector when the run ended: added by another process while it encoded (the column was
+    committed for the rows it read). A later run without --overwrite encodes only them."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -17,6 +17,7 @@ import shutil
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from cladebench.models.registry import resolve_encoder
 from cladebench.paths import atomic_write, atomic_write_parquet
 from cladebench.provenance import software_versions
 from cladebench.store.datasets_card import write_datasets_card
-from cladebench.store.embeddings import STATE_DIR, failures_path, state_dir
+from cladebench.store.embeddings import STATE_DIR, failures, failures_path, state_dir
 
 if TYPE_CHECKING:
     import lance
@@ -148,7 +149,7 @@ def embedding_lock(uri: str, column: str) -> Iterator[Path]:
             raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
         handle.seek(0)
         handle.truncate()
-        started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         handle.write(f"pid {os.getpid()} on {os.uname().nodename} since {started}\n")
         handle.flush()
         yield path
@@ -192,9 +193,8 @@ def _is_binary(t: pa.DataType) -> bool:
                                                                          lambda _: False)(t)
 
 
-def check_dataset(dataset: lance.LanceDataset, uri: str, column: str, *, overwrite: bool) -> None:
-    """What a dataset needs before a run touches anything: a string ``uuid``, binary ``image``, some rows, and
-    no ``column`` yet unless ``overwrite``."""
+def check_dataset(dataset: lance.LanceDataset, uri: str) -> None:
+    """What a dataset needs before a run touches anything: a string ``uuid``, binary ``image`` and some rows."""
     schema = dataset.schema
     for required, kind, ok in (("uuid", "string", store.is_string_type), ("image", "binary (the encoded image bytes)",
                                                                  _is_binary)):
@@ -203,10 +203,31 @@ def check_dataset(dataset: lance.LanceDataset, uri: str, column: str, *, overwri
         found = schema.field(required).type
         if not ok(found):
             raise SchemaError(f"{uri}: column {required!r} has type {found}; embed needs {kind}")
-    if column in schema.names and not overwrite:
-        raise CladebenchError(f"{uri} already has column {column!r}; pass --overwrite to recompute it")
     if dataset.count_rows() == 0:
         raise CladebenchError(f"{uri} has no rows to embed")
+
+
+def rows_to_fill(dataset: lance.LanceDataset, uri: str, column: str, *, overwrite: bool) -> set[str] | None:
+    """None when the run makes the whole column (it is new, or ``overwrite``); else the rows it lacks a vector for
+    (:func:`rows_without_vector`), and when there are none the column is finished: refused."""
+    if column not in dataset.schema.names or overwrite:
+        return None
+    missing = rows_without_vector(dataset, uri, column)
+    if not missing:
+        raise CladebenchError(f"{uri} already has column {column!r} (every row has a vector or a recorded "
+                              "failure); pass --overwrite to recompute it")
+    return missing
+
+
+def rows_without_vector(dataset: lance.LanceDataset, uri: str, column: str) -> set[str]:
+    """The uuids of rows that ``column`` has no vector for and no recorded failure: rows added after its run read
+    the dataset (by another process while it encoded, or by an append since). A run without ``--overwrite``
+    encodes these and nothing else; a row whose image failed keeps its failure (decoding it again would fail
+    again)."""
+    if column not in dataset.schema.names:
+        return set()
+    missing = store.read(dataset, columns=["uuid"], where=f"{column} IS NULL").column("uuid").to_pylist()
+    return set(missing) - set(failures(uri, column).column("uuid").to_pylist()) if missing else set()
 
 
 def prepare(config: EmbedConfig, storage_options: dict[str, str] | None) -> tuple[str, lance.LanceDataset, str]:
@@ -215,21 +236,31 @@ def prepare(config: EmbedConfig, storage_options: dict[str, str] | None) -> tupl
     column = column_name(config)
     uri = str(config.dataset)
     dataset = store.open_dataset(uri, storage_options=storage_options)
-    check_dataset(dataset, uri, column, overwrite=config.overwrite)
+    check_dataset(dataset, uri)
     return uri, dataset, column
 
 
 @contextmanager
 def exclusive_run(config: EmbedConfig, storage_options: dict[str, str] | None
-                  ) -> Iterator[tuple[str, lance.LanceDataset, str]]:
+                  ) -> Iterator[tuple[str, lance.LanceDataset, str, set[str] | None]]:
     """:func:`prepare`, then the column's lock (held until the block ends), then the dataset as it is under the
-    lock, checked again: a run that finished meanwhile may have added the column."""
+    lock, checked again, with the rows to fill (:func:`rows_to_fill`): a run that finished meanwhile may have
+    added the column. The rows are read under the lock only: finding them reads the column's vectors."""
     uri, _, column = prepare(config, storage_options)
     check_writable(uri)
     with embedding_lock(uri, column):
         dataset = store.open_dataset(uri, storage_options=storage_options)
-        check_dataset(dataset, uri, column, overwrite=config.overwrite)
-        yield uri, dataset, column
+        check_dataset(dataset, uri)
+        yield uri, dataset, column, rows_to_fill(dataset, uri, column, overwrite=config.overwrite)
+
+
+def commit_conflict(exc: BaseException) -> bool:
+    """Whether Lance refused a commit because another writer committed first (an append by another process while
+    a run encoded): ``CommitConflictError`` from ``LanceDataset.commit``, a plain ``OSError`` saying so from
+    ``merge``. Such a commit is made again on the new version; any other error is not this."""
+    from lance.commit import CommitConflictError
+
+    return isinstance(exc, CommitConflictError) or (isinstance(exc, OSError) and "commit conflict" in str(exc))
 
 
 def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:
@@ -263,6 +294,54 @@ def decode_block(uuids: list[str], images: list[bytes | None], transform: Any) -
 # --- describing the finished column --------------------------------------------------------------
 
 
+@dataclass
+class NormSums:
+    """Count, sum, sum of squares, min and max of embedding norms: mergeable across fragments (``--ray``), and
+    with a finished column's own statistics when a later run adds the vectors of rows that had none."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+    low: float = float("inf")
+    high: float = float("-inf")
+
+    def add(self, vectors: np.ndarray) -> None:
+        if len(vectors) == 0:
+            return
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+        self.n += len(norms)
+        self.total += float(norms.sum())
+        self.squares += float(np.square(norms).sum())
+        self.low = min(self.low, float(norms.min()))
+        self.high = max(self.high, float(norms.max()))
+
+    def merge(self, other: NormSums) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.squares += other.squares
+        self.low = min(self.low, other.low)
+        self.high = max(self.high, other.high)
+
+    @classmethod
+    def from_stats(cls, stats: dict[str, Any], n: int) -> NormSums:
+        """The sums behind a column's ``norm_stats`` of ``n`` vectors (what :meth:`to_stats` wrote)."""
+        if n == 0 or not stats:
+            return cls()
+        mean, std = float(stats["mean"]), float(stats["std"])
+        return cls(n=n, total=mean * n, squares=(std * std + mean * mean) * n, low=float(stats["min"]),
+                   high=float(stats["max"]))
+
+    def to_stats(self) -> dict[str, float]:
+        """The ``norm_stats`` of the field metadata (population std, as the single-process path)."""
+        if self.n == 0:
+            return {}
+        mean = self.total / self.n
+        return {"mean": mean, "std": float(np.sqrt(max(0.0, self.squares / self.n - mean * mean))),
+                "min": self.low, "max": self.high}
+
+
+
+
 def all_failed(uri: str, column: str, failed: pa.Table, model: str, *, column_exists: bool) -> CladebenchError:
     """Every image failed: write the failures table (uuid, reason) and return the one-line error that ends the
     run; no column is committed. When the column exists (``--overwrite``), its own failures table still
@@ -293,7 +372,7 @@ def column_metadata(uri: str, described: dict[str, Any], config: EmbedConfig, *,
         "failed_rows": failed,
         "failures": str(failures_path.relative_to(folder.parent)) if failures_path and "://" not in uri
         else (str(failures_path) if failures_path else ""),
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "source_version": source_version,
     }
     return {k: v for k, v in metadata.items() if v is not None}

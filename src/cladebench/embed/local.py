@@ -29,16 +29,19 @@ from cladebench.embed.core import (
     check_no_other_staging,
     check_uuid_values,
     column_metadata,
+    commit_conflict,
     decode_block,
     exclusive_run,
     read_state,
     remove_staging,
+    rows_without_vector,
     run_key,
     staging_dir,
     unproven_note,
     write_failures,
     write_sidecar,
 )
+from cladebench.embed.fill import check_fill_settings, commit_fill
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.paths import atomic_write, atomic_write_parquet
 
@@ -284,16 +287,16 @@ def embed_locally(config: EmbedConfig, encoder: Encoder | None, storage_options:
                    ) -> EmbedSummary:
     """Run ``embed`` in this process (see the package docstring); ``encoder`` may be a loaded model."""
     started = time.perf_counter()
-    with exclusive_run(config, storage_options) as (uri, dataset, column):
+    with exclusive_run(config, storage_options) as (uri, dataset, column, fill):
         fragment_uuids, present = _fragment_uuids(dataset, uri)
         check_no_other_staging(uri, column, ray=False, restart=config.restart)
         return _encode_and_commit(config, encoder, storage_options, uri, dataset, column, fragment_uuids, present,
-                                  started)
+                                  started, fill)
 
 
 def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None,
                        uri: str, dataset: lance.LanceDataset, column: str, fragment_uuids: list[list[str]],
-                       present: set[str], started: float) -> EmbedSummary:
+                       present: set[str], started: float, fill: set[str] | None) -> EmbedSummary:
     import torch
     from tqdm import tqdm
 
@@ -303,13 +306,17 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
         encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
                                device=config.device, precision=config.precision)
     described = encoder.describe()
-    staging = _Staging(staging_dir(uri, column), run_key(described, config), dim_hint=encoder.dim)
+    key = run_key(described, config)
+    if fill:
+        check_fill_settings(dataset, column, key, len(fill))
+    staging = _Staging(staging_dir(uri, column), key, dim_hint=encoder.dim)
     done, note = staging.open(config.restart)
     if note:
         print(f"cladebench embed: {note}", file=sys.stderr)
-    blocks, total_rows = _pending_blocks(fragment_uuids, done, config.batch_size)
+    wanted = fill or present  # the rows this run encodes: every row, or those of the column without a vector
+    blocks, total_rows = _pending_blocks(fragment_uuids, done | (present - wanted), config.batch_size)
     pending_rows = sum(len(b) for b in blocks)
-    resumed = total_rows - pending_rows  # staged rows of uuids the dataset no longer has are not counted
+    resumed = len(wanted) - pending_rows  # staged rows of uuids the dataset no longer has are not counted
 
     buffer_uuids: list[str] = []
     buffer_vectors: list[np.ndarray | None] = []
@@ -370,21 +377,30 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     flush()
     bar.close()
 
-    staged = _exactly_once(staging.read(), present)
+    staged = _exactly_once(staging.read(), wanted)
     model = described.get("model_id", config.model)
-    if staged.num_rows == total_rows and staged.column("embedding").null_count == total_rows:
+    if not fill and staged.num_rows == total_rows and staged.column("embedding").null_count == total_rows:
         error = all_failed(uri, column, staged.select(["uuid", "error"]).rename_columns(["uuid", "reason"]), model,
                            column_exists=column in dataset.schema.names)
         staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
         raise error
-    summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
+    if fill:
+        summary = commit_fill(uri, dataset, column, staged, described, config, storage_options, len(fill))
+    else:
+        summary = _commit(uri, dataset, column, staged, encoder, described, config, storage_options, total_rows)
     staging.remove()
+    arrived = len(rows_without_vector(store.open_dataset(uri, storage_options=storage_options), uri, column))
+    if arrived:
+        print(f"cladebench embed: {arrived:,} row(s) were added to {uri} while this run encoded version "
+              f"{dataset.version}; they have no vector in {column!r} yet: run embed again (without --overwrite) to "
+              "encode only them", file=sys.stderr)
     seconds = time.perf_counter() - started
     return EmbedSummary(
-        column=column, rows=total_rows, valid=summary["valid"], failed=summary["failed"],
+        column=column, rows=summary["rows"], valid=summary["valid"], failed=summary["failed"],
         encoded_now=encoded_now, resumed=resumed, seconds=round(seconds, 3),
         rows_per_second=round(encoded_now / seconds, 2) if seconds > 0 else 0.0,
         version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
+        arrived=arrived,
     )
 
 
@@ -430,9 +446,19 @@ def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table
     current = store.open_dataset(uri, storage_options=storage_options)
     if column in current.schema.names:
         current.drop_columns([column])
+    for attempt in range(3):  # another process appending at this very moment: merge into what it committed
         current = store.open_dataset(uri, storage_options=storage_options)
-    current.merge(table, left_on="uuid")
+        try:
+            current.merge(table, left_on="uuid")
+            break
+        except OSError as exc:
+            if not commit_conflict(exc):
+                raise
+            if attempt == 2:
+                raise CladebenchError(f"{uri} kept changing while the column was committed; every row is staged: "
+                                      "rerun to commit it") from None
     current = store.open_dataset(uri, storage_options=storage_options)
     write_sidecar(uri, column, dim, metadata)
-    return {"valid": metadata["valid_rows"], "failed": metadata["failed_rows"], "version": current.version,
-            "failures_path": str(failures_path) if failures_path else None, "metadata": metadata}
+    return {"rows": total_rows, "valid": metadata["valid_rows"], "failed": metadata["failed_rows"],
+            "version": current.version, "failures_path": str(failures_path) if failures_path else None,
+            "metadata": metadata}

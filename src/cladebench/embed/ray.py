@@ -15,6 +15,8 @@ Why it is built this way:
   never referenced; ``lance``'s ``cleanup_old_versions(delete_unverified=True)`` removes them.
   The field's run statistics (valid and failed rows, norm statistics) are only known at the end, and a
   Merge cannot change them, so they follow in a second, metadata-only version.
+  A Merge lists every fragment, so one appended by another process meanwhile makes Lance refuse it: the
+  driver says how many rows arrived, encodes the new fragments too and commits again.
 - **Resumable.** The driver stages each fragment's result as it arrives (JSON, written atomically)
   under ``<dataset>/_cladebench/staging/<column>.fragments/`` (for an ``s3://`` dataset, in the driver's
   cache folder, so resume from the same machine or a shared ``CLADEBENCH_CACHE_DIR``); a rerun skips the
@@ -46,10 +48,12 @@ import pyarrow as pa
 from cladebench import errors, store
 from cladebench.embed.config import EmbedSummary
 from cladebench.embed.core import (
+    NormSums,
     all_failed,
     check_no_other_staging,
     check_uuids_streamed,
     column_metadata,
+    commit_conflict,
     exclusive_run,
     read_state,
     remove_staging,
@@ -59,7 +63,7 @@ from cladebench.embed.core import (
     write_failures,
     write_sidecar,
 )
-from cladebench.embed.ray_actor import FragmentEncoder, NormSums
+from cladebench.embed.ray_actor import FragmentEncoder
 from cladebench.errors import CladebenchError
 from cladebench.paths import atomic_write
 from cladebench.raycluster import cluster_cpus, cluster_gpus, ray_session
@@ -186,7 +190,10 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
                  storage_options: dict[str, str] | None = None) -> EmbedSummary:
     """Run ``embed --ray`` (see the module docstring); ``encoder`` (on the driver) only describes the model."""
     started = time.perf_counter()
-    with exclusive_run(config, storage_options) as (uri, dataset, column):
+    with exclusive_run(config, storage_options) as (uri, dataset, column, fill):
+        if fill:
+            raise CladebenchError(f"{len(fill):,} row(s) of {column!r} have no vector yet; embed without --ray encodes "
+                                  "only them (on Ray, --overwrite recomputes the whole column)")
         check_uuids_streamed(dataset, uri)
         check_no_other_staging(uri, column, ray=True, restart=config.restart)
         return _run(config, encoder, storage_options, uri, dataset, column, started)
@@ -194,8 +201,6 @@ def embed_on_ray(config: EmbedConfig, *, encoder: Encoder | None = None,
 
 def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str, str] | None, uri: str,
          dataset: lance.LanceDataset, column: str, started: float) -> EmbedSummary:
-    from tqdm import tqdm
-
     from cladebench.models import load_encoder
 
     if encoder is None:  # the driver only describes the model; the actors load their own on their devices
@@ -203,52 +208,42 @@ def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str
                                device="cpu")
     described = encoder.describe()
     key = run_key(described, config)
-    total_rows = dataset.count_rows()
     runner: dict[str, Any] = {"kind": "ray", "address": config.ray}
     with ray_session(config.ray) as ray:  # connected before anything changes: a cluster out of reach drops nothing
-        if column in dataset.schema.names:  # --overwrite (prepare refused otherwise): a Merge cannot replace a field
+        if column in dataset.schema.names:  # --overwrite (else refused): a Merge cannot replace a field
             dataset.drop_columns([column])
             dataset = store.open_dataset(uri, storage_options=storage_options)
         staging = _FragmentStaging(staging_dir(uri, column, fragments=True), key)
         staged, note = staging.open(config.restart, dataset, column)
         if note:
             print(f"cladebench embed: {note}", file=sys.stderr)
-        fragments = dataset.get_fragments()
-        pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
         resumed = sum(r["rows"] for r in staged.values())
-        provisional = {k: v for k, v in column_metadata(
-            uri, described, config, norm_stats={}, valid=0, failed=0, failures_path=None,
-            source_version=dataset.version).items() if k in _STABLE_KEYS}
-        plan = plan_actors(cluster_cpus(ray), cluster_gpus(ray), config, len(pending))
-        runner.update(fragments=len(fragments), fragments_resumed=len(staged), actors=plan.actors,
-                      cpus_per_actor=plan.cpus, gpus_per_actor=plan.gpus)
-        if pending:
-            bar = tqdm(total=total_rows, initial=resumed, desc=f"embed {column} on Ray", unit="img",
-                       disable=not config.progress, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
-            with bar:
-                source = {f.fragment_id: _source_of(f) for f in fragments}
-                for result in _run_pool(ray, plan, pending, uri=_absolute(uri), version=dataset.version,
-                                        config=dataclasses.replace(config, model=_absolute_model(config.model)),
-                                        column=column, dim=encoder.dim, field_metadata=provisional,
-                                        revision=described.get("revision"), storage_options=storage_options):
-                    if result["fragment_id"] in staged:
-                        continue  # a result delivered twice is committed once
-                    result["source"] = source[result["fragment_id"]]
-                    staging.write(result)
-                    staged[result["fragment_id"]] = result
-                    bar.update(result["rows"])
-
-    results = list(staged.values())
-    if len(results) == len(dataset.get_fragments()) and all(r["rows"] == len(r["failed_uuids"]) for r in results):
-        # Every image failed: no column of nulls is committed; the failures table says why. (--overwrite
-        # dropped the old column already, so the table is the column's own.)
-        error = all_failed(uri, column, _failures_of(results), described.get("model_id", config.model),
-                           column_exists=False)
-        staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
-        raise error
-    summary = _commit(uri, dataset, column, staged, described, config, encoder.dim, storage_options)
+        runner.update(fragments_resumed=len(staged))
+        for _ in range(_COMMIT_ROUNDS):
+            _encode_pending(ray, config, encoder, described, storage_options, uri, dataset, column, staging, staged,
+                            runner)
+            results = list(staged.values())
+            if len(results) == len(dataset.get_fragments()) and all(
+                    r["rows"] == len(r["failed_uuids"]) for r in results):
+                # Every image failed: no column of nulls is committed; the failures table says why. (--overwrite
+                # dropped the old column already, so the table is the column's own.)
+                error = all_failed(uri, column, _failures_of(results), described.get("model_id", config.model),
+                                   column_exists=False)
+                staging.remove()  # nothing worth resuming: a rerun after the images are fixed decodes them again
+                raise error
+            try:
+                summary = _commit(uri, dataset, column, staged, described, config, encoder.dim, storage_options)
+                break
+            except OSError as exc:
+                if not commit_conflict(exc):
+                    raise
+                dataset = _grown(uri, dataset, staged, storage_options)
+        else:
+            raise CladebenchError(f"rows kept arriving in {uri} while this run encoded ({_COMMIT_ROUNDS} rounds); "
+                                  "every fragment encoded is staged: rerun when the writes settle to commit them")
     staging.remove()
     seconds = time.perf_counter() - started
+    total_rows = dataset.count_rows()
     encoded_now = total_rows - resumed
     return EmbedSummary(
         column=column, rows=total_rows, valid=summary["valid"], failed=summary["failed"],
@@ -257,6 +252,59 @@ def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str
         version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
         runner=runner,
     )
+
+
+_COMMIT_ROUNDS = 5
+"""Times the run encodes fragments appended by others while it ran, and tries the commit again."""
+
+
+def _encode_pending(ray: Any, config: EmbedConfig, encoder: Encoder, described: dict[str, Any],
+                    storage_options: dict[str, str] | None, uri: str, dataset: lance.LanceDataset, column: str,
+                    staging: _FragmentStaging, staged: dict[int, dict[str, Any]], runner: dict[str, Any]) -> None:
+    """Encode the fragments of ``dataset`` not yet in ``staged`` on the actor pool, staging each as it arrives."""
+    from tqdm import tqdm
+
+    fragments = dataset.get_fragments()
+    pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
+    provisional = {k: v for k, v in column_metadata(
+        uri, described, config, norm_stats={}, valid=0, failed=0, failures_path=None,
+        source_version=dataset.version).items() if k in _STABLE_KEYS}
+    plan = plan_actors(cluster_cpus(ray), cluster_gpus(ray), config, len(pending))
+    runner.update(fragments=len(fragments), actors=plan.actors, cpus_per_actor=plan.cpus, gpus_per_actor=plan.gpus)
+    if not pending:
+        return
+    bar = tqdm(total=dataset.count_rows(), initial=sum(r["rows"] for r in staged.values()),
+               desc=f"embed {column} on Ray", unit="img", disable=not config.progress, file=sys.stderr,
+               dynamic_ncols=True, smoothing=0.1)
+    with bar:
+        source = {f.fragment_id: _source_of(f) for f in fragments}
+        for result in _run_pool(ray, plan, pending, uri=_absolute(uri), version=dataset.version,
+                                config=dataclasses.replace(config, model=_absolute_model(config.model)),
+                                column=column, dim=encoder.dim, field_metadata=provisional,
+                                revision=described.get("revision"), storage_options=storage_options):
+            if result["fragment_id"] in staged:
+                continue  # a result delivered twice is committed once
+            result["source"] = source[result["fragment_id"]]
+            staging.write(result)
+            staged[result["fragment_id"]] = result
+            bar.update(result["rows"])
+
+
+def _grown(uri: str, dataset: lance.LanceDataset, staged: dict[int, dict[str, Any]],
+           storage_options: dict[str, str] | None) -> lance.LanceDataset:
+    """The dataset after a commit conflict, when others only appended to it (its new fragments are then encoded
+    too, and the one Merge lists them all); said on the console. Any other change (a fragment staged here
+    rewritten or deleted) ends the run: what still matches stays staged for the rerun."""
+    latest = store.open_dataset(uri, storage_options=storage_options)
+    current = {f.fragment_id: f for f in latest.get_fragments()}
+    changed = [i for i, r in staged.items() if i not in current or _source_of(current[i]) != r["source"]]
+    if changed or _schema_without(latest, "") != _schema_without(dataset, ""):
+        raise CladebenchError(f"{uri} changed while this run encoded (fragments {changed[:5]} or the columns); "
+                              "rerun to encode what changed: fragments that still match are resumed")
+    arrived = latest.count_rows() - dataset.count_rows()
+    print(f"cladebench embed: {arrived:,} row(s) were added to {uri} while this run encoded version "
+          f"{dataset.version}; encoding them too", file=sys.stderr)
+    return latest
 
 
 def _absolute(uri: str) -> str:

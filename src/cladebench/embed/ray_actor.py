@@ -15,7 +15,6 @@ import pickle
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench import store
-from cladebench.embed.core import check_uuid_values, decode_block
+from cladebench.embed.core import NormSums, check_uuid_values, decode_block
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.raycluster import exit_if_marked
 
@@ -37,42 +36,6 @@ worker killed mid-fragment would."""
 
 
 # --- norm statistics, combined across fragments ---------------------------------------------------
-
-
-@dataclass
-class NormSums:
-    """Count, sum, sum of squares, min and max of embedding norms: mergeable across fragments."""
-
-    n: int = 0
-    total: float = 0.0
-    squares: float = 0.0
-    low: float = float("inf")
-    high: float = float("-inf")
-
-    def add(self, vectors: np.ndarray) -> None:
-        if len(vectors) == 0:
-            return
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-        self.n += len(norms)
-        self.total += float(norms.sum())
-        self.squares += float(np.square(norms).sum())
-        self.low = min(self.low, float(norms.min()))
-        self.high = max(self.high, float(norms.max()))
-
-    def merge(self, other: NormSums) -> None:
-        self.n += other.n
-        self.total += other.total
-        self.squares += other.squares
-        self.low = min(self.low, other.low)
-        self.high = max(self.high, other.high)
-
-    def to_stats(self) -> dict[str, float]:
-        """The ``norm_stats`` of the field metadata (population std, as the single-process path)."""
-        if self.n == 0:
-            return {}
-        mean = self.total / self.n
-        return {"mean": mean, "std": float(np.sqrt(max(0.0, self.squares / self.n - mean * mean))),
-                "min": self.low, "max": self.high}
 
 
 # --- the actor --------------------------------------------------------------------------------------

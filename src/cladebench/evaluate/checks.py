@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.taxonomy import NAME_STYLES, Rank
+from cladebench.taxonomy import NAME_STYLES, Rank, parse_within
 from cladebench.templates import get_templates
 
 GROUPABLE_TYPES = "a string, integer, float or boolean column"
@@ -82,14 +82,10 @@ def check_task_columns(dataset: Any, settings: Any) -> None:
         if not column.startswith(store.EMBEDDING_PREFIX):
             raise SchemaError(f"column {column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
     candidates = getattr(settings, "candidates", None)
-    if candidates is not None and candidates not in names:
-        raise SchemaError(f"--candidates {candidates!r}: no such column in {dataset.uri}")
     if candidates is not None:
-        kind = dataset.schema.field(candidates).type
-        if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not (
-                pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)):
-            raise UsageError(f"--candidates {candidates!r} holds {kind}, not a list of scientific names per row (as "
-                             "cryptic_group: the species and its look-alikes)")
+        from cladebench.tasks.common import check_candidates_column
+
+        check_candidates_column(dataset, candidates)
     for option, key in (("--group-key", getattr(settings, "group_key", None)),
                         ("--prior-group-key", getattr(settings, "prior_group_key", None))):
         if key is not None and key not in ("auto", "uuid") and key not in names:
@@ -179,10 +175,19 @@ def check_eval_settings(config: Any) -> None:
         raise UsageError("--group-key is empty; use 'auto', 'uuid' or a column name")
     within = getattr(config, "within", None)
     if within is not None:
-        rank_name, _, name = within.partition("=")
-        if not name.strip():
-            raise UsageError(f"--within takes RANK=NAME (e.g. class=Aves), got {within!r}")
-        Rank.parse(rank_name.strip())
+        parse_within(within)
+
+
+def check_model_given(task: Any, settings: Any, *, model_named: bool) -> None:
+    """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
+    stored vectors only to find the column holding the model's embeddings."""
+    if model_named:
+        return
+    if task.uses_encoder:
+        raise UsageError(f"the {task.name} task needs --model (its text tower or endpoint scores the images)")
+    if getattr(settings, "column", None) is None:
+        raise UsageError(f"the {task.name} task needs --column emb_* (the stored vectors to evaluate) or --model "
+                         "(to find the column holding its embeddings)")
 
 
 def check_prior_dataset(dataset: Any, settings: Any) -> None:

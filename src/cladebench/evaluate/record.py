@@ -16,14 +16,11 @@ put into a record at all.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +33,7 @@ from cladebench.errors import CladebenchError, SchemaError, UsageError, environm
 from cladebench.evaluate.jsonsafe import record_json
 from cladebench.evaluate.labels import default_label, one_line
 from cladebench.metrics import METRIC_DEFINITIONS
+from cladebench.paths import held_lock
 from cladebench.provenance import redact
 
 if TYPE_CHECKING:
@@ -80,7 +78,7 @@ class RunRecord:
     written before labels existed reads with the label a new one would get). The model id stays in provenance."""
     inspection: dict[str, Any] = field(default_factory=dict)
     """Tables for a person to look at, per group: e.g. genus-only rows' predicted species and least certain images."""
-    created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
 
     def __post_init__(self) -> None:
@@ -101,7 +99,9 @@ class RunRecord:
         out = Path(out_dir)
         try:  # a read-only or full disk, a file where the folder goes: one line and exit 1, no temp file left
             out.mkdir(parents=True, exist_ok=True)
-            with _folder_lock(out):
+            with held_lock(out, wait_s=WRITE_LOCK_WAIT_S,
+                           busy=f"another run is writing its record to {out} (waited {WRITE_LOCK_WAIT_S:.0f} s); "
+                                "wait for it to finish or give this run another --out"):
                 # Not paths.atomic_write: the pair is one commit (run.json records the SHA-256 of the predictions
                 # as written, and neither is renamed before both are whole), which one file's writer cannot do.
                 # Both files are written in full first, then renamed one after the other: a kill leaves the
@@ -179,30 +179,6 @@ class RunRecord:
 WRITE_LOCK_WAIT_S = 600.0
 """How long a run waits for another run writing its record to the same folder before it refuses (writing a record
 takes well under a second; the wait covers a slow disk, not a stuck process)."""
-
-
-@contextlib.contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``folder`` itself (no lock file is left behind): two runs given the same
-    ``--out`` write their records one after the other, never interleaved. Waits up to :data:`WRITE_LOCK_WAIT_S`."""
-    import fcntl
-
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        waited = 0.0
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if waited >= WRITE_LOCK_WAIT_S:
-                    raise CladebenchError(f"another run is writing its record to {folder} (waited {waited:.0f} s); "
-                                          "wait for it to finish or give this run another --out") from None
-                time.sleep(0.05)
-                waited += 0.05
-        yield
-    finally:
-        os.close(handle)  # releases the lock
 
 
 def check_out_outside_dataset(out: str | Path, dataset: str) -> None:

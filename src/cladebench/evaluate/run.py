@@ -19,212 +19,62 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.config import OPTION, config_to_dict
-from cladebench.errors import CladebenchError, NotEvaluableError, UsageError
-from cladebench.evaluate.checks import check_before_model, check_eval_settings
-from cladebench.evaluate.labels import check_label
-from cladebench.evaluate.record import (
-    RunRecord,
-    check_out_outside_dataset,
-    command_line,
-    dataset_provenance,
-    metric_definitions,
-)
-from cladebench.evaluate.reviewed import check_labels_from_reviews, reviewed_labels
-from cladebench.evaluate.selection import (
-    LEFT_OUT,
-    and_filters,
-    exposure_filter,
-    left_out_metrics,
-    none_evaluable,
-    select_groups,
-)
+from cladebench.config import config_to_dict
+from cladebench.errors import CladebenchError, NotEvaluableError
+from cladebench.evaluate.configs import EvalConfig
+from cladebench.evaluate.plan import EvalPlan, comparability_key, off_protocol_line, plan_eval
+from cladebench.evaluate.record import RunRecord, command_line, dataset_provenance, metric_definitions
+from cladebench.evaluate.selection import LEFT_OUT, left_out_metrics, none_evaluable
 from cladebench.metrics import display_scale
 from cladebench.models import registry as model_registry
 from cladebench.models.spec import ModelSpec, model_kind
 from cladebench.provenance import software_versions
-from cladebench.registry import Registry
-from cladebench.tasks.fewshot import FewShotConfig
-from cladebench.tasks.geo.config import GeoPriorConfig
 from cladebench.tasks.labelled_rows import label_digest
-from cladebench.tasks.lineage.config import LineageConfig
-from cladebench.tasks.rerank import RerankConfig
-from cladebench.tasks.retrieval import RetrievalTaskConfig
-from cladebench.tasks.zeroshot import ZeroShotConfig
 from cladebench.templates import get_templates
 
 GROUP_SEPARATOR = "/"
 """Between a group (or breakdown) and a metric name: ``Peromyscus/top1_species``."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class EvalConfig:
-    """What every evaluation needs, whatever the task; each task's eval config adds the task's own fields."""
-
-    dataset: str
-    """Path or URI of the Lance dataset (with an emb_* column made by `cladebench embed` for this model), or the
-    name of a benchmark (see `cladebench benchmarks`)."""
-    out: Path = field(metadata=OPTION)
-    """Directory for run.json and predictions.parquet."""
-    model: str | None = None
-    """The model whose embeddings are evaluated (same forms as for `embed`); fewshot and retrieval on a --column
-    need none (the column's metadata names the model in the record)."""
-    task: str | None = None
-    """Registered task; default: the named benchmark's task, else zeroshot (each task's eval config fixes it)."""
-    revision: str | None = None
-    """Model revision instead of the pinned one."""
-    label: str | None = None
-    """Name of the run in reports and comparisons; default: the model as named and the settings that differ from
-    the task's defaults (e.g. 'bioclip · sci')."""
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-    """Where the text tower runs."""
-    where: str | None = None
-    """SQL filter selecting the evaluated rows (parsed against the dataset's schema before any model loads)."""
-    group_by: str = "auto"
-    """Evaluate each value of this column as its own benchmark (own label set, metrics GROUP/name, never
-    pooled); 'auto' = challenge_group when the dataset has it; 'none' = one pooled evaluation."""
-    breakdown: tuple[str, ...] = ()
-    """Columns to break the metrics down by (same predictions, scored per value), e.g. taxonomic_group."""
-    unseen_only: bool = False
-    """Only rows whose seen_in_training list is empty (no listed model trained on them); rows without a list
-    (unknown exposure) are left out."""
-    not_seen_by: str | None = None
-    """Only rows not seen in training by this model (as named in seen_in_training, e.g. bioclip-2); rows without
-    a list (unknown exposure) are left out."""
-    data: Path | None = None
-    """A named benchmark's local mirror: a folder in its published layout (default: $CLADEBENCH_MIRROR/<name> when
-    that folder exists, else the published source)."""
-    labels_from_reviews: bool = False
-    """Score against the labels experts gave in `cladebench serve` instead of the dataset's: only reviewed rows
-    whose reviewers agree are scored (disagreements, 'not identifiable' and unknown uuids are counted, not scored);
-    recorded as such in the run record."""
-
-    def __post_init__(self) -> None:
-        # The task config mixed in after this class checks its own settings (ranges, names) first; then the
-        # settings every evaluation shares, so any value that is wrong without a dataset is refused here.
-        parent = getattr(super(), "__post_init__", None)
-        if parent is not None:
-            parent()
-        check_eval_settings(self)
-        check_label(self.label)
-        check_labels_from_reviews(self)
+BREAKDOWN_PREFIX = "by:"
+"""Prefix of the predictions' columns holding each row's value of a ``--breakdown`` column, so a breakdown's metrics
+are recomputed from the predictions alone (verifying a record needs no dataset)."""
 
 
-EVAL_CONFIGS: Registry[type[EvalConfig]] = Registry("task")
-"""Each registered task's eval config (``cladebench eval <task>``): the shared fields and the task's own, nothing
-of another task's."""
-
-
-@EVAL_CONFIGS.register("zeroshot")
-@dataclass(frozen=True, kw_only=True)
-class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
-    """Zero-shot classification: the images against text embeddings of the benchmark's taxa at --rank; writes
-    run.json + predictions.parquet."""
-
-    task: str = field(default="zeroshot", init=False)
-    """The task this config runs (fixed: `eval TASK` picks the config)."""
-
-
-@EVAL_CONFIGS.register("fewshot")
-@dataclass(frozen=True, kw_only=True)
-class FewShotEvalConfig(EvalConfig, FewShotConfig):
-    """Few-shot classification on the stored image embeddings (SimpleShot, linear probe, kNN) over seeded,
-    group-aware splits; writes run.json + predictions.parquet."""
-
-    task: str = field(default="fewshot", init=False)
-    """The task this config runs (fixed: `eval TASK` picks the config)."""
-
-
-@EVAL_CONFIGS.register("retrieval")
-@dataclass(frozen=True, kw_only=True)
-class RetrievalEvalConfig(EvalConfig, RetrievalTaskConfig):
-    """Image-to-image retrieval on the stored embeddings: same taxon at --rank is relevant (mAP, MRR, P@k, R@k);
-    writes run.json + predictions.parquet."""
-
-    task: str = field(default="retrieval", init=False)
-    """The task this config runs (fixed: `eval TASK` picks the config)."""
-
-
-@EVAL_CONFIGS.register("rerank")
-@dataclass(frozen=True, kw_only=True)
-class RerankEvalConfig(EvalConfig, RerankConfig):
-    """Rerank each query's candidates by a CLIP-style cosine or a VLM endpoint's P(Yes) (INQUIRE's AP, nDCG,
-    MRR); writes run.json + predictions.parquet."""
-
-    task: str = field(default="rerank", init=False)
-    """The task this config runs (fixed: `eval TASK` picks the config)."""
-
-
-@EVAL_CONFIGS.register("lineage")
-@dataclass(frozen=True, kw_only=True)
-class LineageEvalConfig(EvalConfig, LineageConfig):
-    """Lineage completion on photos of two organisms, with and without the hint; writes run.json +
-    predictions.parquet."""
-
-    task: str = field(default="lineage", init=False)
-    """The task this config runs (fixed: `eval TASK` picks the config)."""
-
-
-@EVAL_CONFIGS.register("geo")
-@dataclass(frozen=True, kw_only=True)
-class GeoEvalConfig(EvalConfig, GeoPriorConfig):
-    """Zero-shot fused with a place and season prior (or a location embedding); writes run.json +
-    predictions.parquet."""
-
-    task: str = field(default="geo", init=False)
-    """The task this config runs (fixed: `eval TASK` picks the config)."""
-
-
-def eval_config(*, task: str | None = None, **fields: Any) -> EvalConfig:
-    """The eval config of ``task`` built from ``fields``; without a task, the named benchmark's (when ``dataset``
-    names one and no folder of that name exists), else zeroshot's. An unknown task is a usage error."""
-    if task is None:
-        from cladebench.evaluate.benchmarks import get_benchmark
-
-        dataset = str(fields.get("dataset", ""))
-        benchmark = get_benchmark(dataset)
-        task = benchmark.task if benchmark is not None and not Path(dataset).exists() else "zeroshot"
-    return EVAL_CONFIGS.get_named(task)(**fields)
-
-
-def task_config(task_config_class: type, config: EvalConfig) -> Any:
-    """The task's own config, filled from the fields of the same name."""
-    names = {f.name for f in dataclasses.fields(task_config_class)}
-    return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
-
-
-def _breakdown_metrics(task: Any, predictions: Any, dataset: Any, columns: Sequence[str],
-                       missing: dict[str, int]) -> dict[str, Any]:
-    """Metrics of the same predictions restricted to each value of each breakdown column; predictions whose row
-    has no value in a column are in none of its breakdowns, and are counted into ``missing[column]``."""
-    if not columns:
-        return {}
-    uuids = predictions.table.column("uuid")
-    out: dict[str, Any] = {}
+def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]) -> pa.Table:
+    """The predictions with one ``by:<column>`` text column per breakdown column (null where the row has none)."""
+    uuids = table.column("uuid")
     for column in columns:
-        if column not in dataset.schema.names:
-            raise UsageError(f"--breakdown {column!r}: no such column in {dataset.uri}")
         lookup = store.read(dataset, columns=["uuid", column])
-        index = pc.index_in(uuids, value_set=lookup.column("uuid"))
-        values = pc.take(lookup.column(column), index)
+        values = pc.take(lookup.column(column), pc.index_in(uuids, value_set=lookup.column("uuid")))
         if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
             # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group.
             values = pc.binary_join(values, " | ")
-        values = values.cast(pa.string())
-        missing[column] = missing.get(column, 0) + values.null_count
+        table = table.append_column(BREAKDOWN_PREFIX + column, values.cast(pa.string()))
+    return table
+
+
+def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tuple[dict[str, Any], dict[str, int]]:
+    """Metrics of the same predictions restricted to each value of each breakdown column, and per column the
+    predictions whose row has no value (in none of its breakdowns)."""
+    out: dict[str, Any] = {}
+    missing: dict[str, int] = {}
+    for column in columns:
+        values = predictions.table.column(BREAKDOWN_PREFIX + column)
+        missing[column] = values.null_count
         for value in sorted(set(values.drop_null().to_pylist())):
             mask = pc.equal(values, value).fill_null(False)
             subset = dataclasses.replace(predictions, table=predictions.table.filter(mask))
             for name, estimate in task.metrics(subset).items():
                 out[f"{column}={value}{GROUP_SEPARATOR}{name}"] = estimate
-    return out
+    return out, missing
 
 
 def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, info: dict[str, Any]
@@ -260,11 +110,13 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
 
 
 def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
-    """The model an evaluation scores with, built from the resolved --model: an encoder (torch is imported here,
-    not before), or a stand-in for a model behind an endpoint."""
+    """The model an evaluation scores with, from the resolved --model: an image-text encoder built on first use of
+    its weights (a run whose text embeddings are all cached never imports torch), or a stand-in for a model
+    behind an endpoint."""
     from cladebench.models.build import build_model
+    from cladebench.models.deferred import DeferredEncoder
 
-    return build_model(spec, device=config.device)
+    return DeferredEncoder(spec, config.device) if spec.kind == "clip" else build_model(spec, device=config.device)
 
 
 def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
@@ -280,22 +132,11 @@ def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
                       encoder=encoder)
 
 
-def _require_model(config: EvalConfig, task: Any, settings: Any, encoder: Any) -> None:
-    """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
-    stored vectors only to find the column holding the model's embeddings."""
-    if config.model is not None or encoder is not None:
-        return
-    if task.uses_encoder:
-        raise UsageError(f"the {task.name} task needs --model (its text tower or endpoint scores the images)")
-    if getattr(settings, "column", None) is None:
-        raise UsageError(f"the {task.name} task needs --column emb_* (the stored vectors to evaluate) or --model "
-                         "(to find the column holding its embeddings)")
-
-
 def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
     """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
+    from cladebench.errors import UsageError
     from cladebench.tasks.common import column_metadata, find_embedding_column
 
     column = getattr(settings, "column", "unset")
@@ -312,120 +153,138 @@ def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
     return settings
 
 
-def run_eval(config: EvalConfig, *, encoder: Any = None) -> tuple[RunRecord, Path]:
-    """Predict, score, and write the run record; returns it and the path of run.json."""
-    from cladebench.evaluate.benchmarks import resolve, with_benchmark_defaults
-    from cladebench.tasks import get_task
+@dataclass
+class _Scored:
+    """What the task run gave: per group its predictions' info and label set, the metrics, the joined table."""
 
-    config = with_benchmark_defaults(config)  # a benchmark's protocol settings count in the checks below
-    check_out_outside_dataset(config.out, config.dataset)
-    store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
-    if config.task is not None:  # settings and the need for a model are checked before a benchmark is fetched
-        _require_model(config, get_task(config.task), task_config(get_task(config.task).config, config), encoder)
-    # The model name is resolved once, here: the model built, the column looked up and the record all use it.
-    # A model handed in (the Python API) brings its own spec, or describes itself: its name is then a label.
-    if encoder is not None:
-        spec = getattr(encoder, "spec", None)
-    else:
-        spec = None if config.model is None else model_registry.resolve_model(config.model, revision=config.revision)
-    uri, config, benchmark = resolve(config)
-    task = get_task(config.task or "zeroshot")
-    settings = task_config(task.config, config)
-    _require_model(config, task, settings, encoder)
-    reviewed = reviewed_labels(uri, config.out) if config.labels_from_reviews else None
-    if reviewed is not None:  # the task runs on a clone holding the reviewed labels; only reviewed rows are scored
-        uri = reviewed.uri
-    dataset = store.open_dataset(uri)
-    where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
-    check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
-    # The groups read one column: a filter that selects nothing is found before a model loads too.
-    group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where)
-    if encoder is None and task.uses_encoder and spec is not None:
-        encoder = load_model(spec, config)
-    if benchmark is not None and encoder is not None and model_kind(encoder) == "clip":
-        _embed_if_missing(uri, config, encoder)
-        dataset = store.open_dataset(uri)  # with the column just embedded
-    if not task.uses_encoder:
-        settings = _stored_column(dataset, spec, settings)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    tables: list[pa.Table] = field(default_factory=list)
+    infos: dict[str | None, dict[str, Any]] = field(default_factory=dict)
+    label_sets: dict[str | None, dict[str, Any]] = field(default_factory=dict)
+    inspection: dict[str, Any] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)
+    breakdown_missing: dict[str, int] = field(default_factory=dict)
+    table: pa.Table | None = None
+    """Every group's predictions in one table (the run's predictions.parquet)."""
 
-    metrics: dict[str, Any] = {}
-    breakdown_missing: dict[str, int] = {}
-    tables, label_sets, inspection, infos = [], {}, {}, {}
-    left_out: dict[str, str] = {}
+
+def run_eval(config: EvalConfig, *, encoder: Any = None, located: Any = None) -> tuple[RunRecord, Path]:
+    """Plan (resolve and check, no model), predict, score, and write the run record; returns it and the path of
+    run.json. ``encoder`` and ``located``: a model already built and a benchmark's data already found (a suite)."""
+    plan = plan_eval(config, encoder=encoder, located=located)
+    note = off_protocol_line(plan)
+    if note is not None:
+        print(f"[eval] {note}", file=sys.stderr)
+    encoder, settings = _model_and_settings(plan, encoder)
+    scored = _predict_and_score(plan, encoder, settings)
+    record = _record(plan, scored, encoder)
+    return record, record.write(plan.config.out, scored.table)
+
+
+def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any]:
+    """The model built (the one heavy step of a run, after every check) and the task settings with the stored
+    column filled in."""
+    if encoder is None and plan.task.uses_encoder and plan.spec is not None:
+        encoder = load_model(plan.spec, plan.config)
+    if plan.located is not None and encoder is not None and model_kind(encoder) == "clip":
+        _embed_if_missing(plan.uri, plan.config, encoder)
+    settings = plan.settings
+    if not plan.task.uses_encoder:
+        settings = _stored_column(store.open_dataset(plan.uri), plan.spec, settings)
+    return encoder, settings
+
+
+def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any) -> _Scored:
+    """Each group predicted and scored on its own (a group the task cannot evaluate is left out with its reason);
+    breakdowns scored on the same predictions."""
+    dataset = store.open_dataset(plan.uri)
+    task, breakdown = plan.task, plan.config.breakdown
+    scored = _Scored()
     metric_names: list[str] = []
-    for group in groups:
-        group_where = where if group is None else and_filters(where, group_filters[group])
+    for group in plan.groups:
         try:
-            predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=group_where))
+            predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=plan.group_where(group)))
         except NotEvaluableError as error:
             if group is None:
                 raise
-            left_out[group] = str(error)  # the protocol is per group: the others are still evaluated
+            scored.left_out[group] = str(error)  # the protocol is per group: the others are still evaluated
             continue
         except CladebenchError as error:
             if group is None:
                 raise
-            raise type(error)(f"{group_column} {group!r}: {error}") from None
-        if reviewed is not None:
-            predictions = reviewed.restrict(predictions)
+            raise type(error)(f"{plan.group_column} {group!r}: {error}") from None
+        if plan.reviewed is not None:
+            predictions = plan.reviewed.restrict(predictions)
+        predictions = dataclasses.replace(predictions,
+                                          table=_with_breakdown_values(predictions.table, dataset, breakdown))
         prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
         task_metrics = task.metrics(predictions)
         metric_names.extend(name for name in task_metrics if name not in metric_names)
-        for name, estimate in {**task_metrics,
-                               **_breakdown_metrics(task, predictions, dataset, config.breakdown,
-                                                  breakdown_missing)}.items():
-            metrics[prefix + name] = estimate
+        by_value, missing = breakdown_metrics(task, predictions, breakdown)
+        for column, count in missing.items():
+            scored.breakdown_missing[column] = scored.breakdown_missing.get(column, 0) + count
+        for name, estimate in {**task_metrics, **by_value}.items():
+            scored.metrics[prefix + name] = estimate
         table = predictions.table
         if group is not None:
             table = table.append_column("group", pa.array([group] * table.num_rows, pa.string()))
-        tables.append(table)
+        scored.tables.append(table)
         info = predictions.info
-        infos[group] = info
-        label_sets[group] = {**info.get("label_set", {}), **recorded_labels(predictions.labels)}
+        scored.infos[group] = info
+        scored.label_sets[group] = {**info.get("label_set", {}), **recorded_labels(predictions.labels)}
         if info.get("inspection"):
-            inspection[group or "all"] = info["inspection"]
-    if not infos:
-        raise none_evaluable(group_column, left_out)
-    for group, reason in left_out.items():
-        metrics.update(left_out_metrics(metric_names, group, reason, GROUP_SEPARATOR))
-    table = pa.concat_tables(tables, promote_options="permissive")
+            scored.inspection[group or "all"] = info["inspection"]
+    if not scored.infos:
+        raise none_evaluable(plan.group_column, scored.left_out)
+    for group, reason in scored.left_out.items():
+        scored.metrics.update(left_out_metrics(metric_names, group, reason, GROUP_SEPARATOR))
+    scored.table = pa.concat_tables(scored.tables, promote_options="permissive")
+    return scored
+
+
+def _record(plan: EvalPlan, scored: _Scored, encoder: Any) -> RunRecord:
+    """The run record: the metrics, and the provenance of every number (the plan, the data, the model)."""
+    config, infos, label_sets = plan.config, scored.infos, scored.label_sets
+    grouped = plan.group_column is not None
     info = next(iter(infos.values()))
+    # unique, in first-seen order: few-shot predicts each image once per draw
+    evaluated = pc.unique(scored.table.column("uuid")).to_pylist()
+    dataset = dataset_provenance(store.open_dataset(plan.uri), plan.uri, where=plan.where, evaluated_uuids=evaluated)
+    dataset["benchmark"] = plan.benchmark
+    dataset["benchmark_source"] = plan.located.provenance if plan.located is not None else None
     provenance = {
-        "dataset": dataset_provenance(dataset, uri, where=where,
-                                      # unique, in first-seen order: few-shot predicts each image once per draw
-                                      evaluated_uuids=pc.unique(table.column("uuid")).to_pylist()),
+        "dataset": dataset,
+        "rows": row_accounting(plan, scored.table, len(evaluated)),
+        "plan": plan.provenance(),
+        "comparability": comparability_key(plan, infos, label_sets, dataset["evaluated_fingerprint"]),
         "exposure": {"unseen_only": config.unseen_only, "not_seen_by": config.not_seen_by},
-        "groups": {"column": group_column, "values": [g for g in groups if g is not None],
-                   "rows_without_group": rows_without_group, "pooled": group_column is None,
+        "groups": {"column": plan.group_column, "values": [g for g in plan.groups if g is not None],
+                   "rows_without_group": plan.rows_without_group, "pooled": not grouped,
                    # group -> why it was not evaluated (its metrics are recorded without a value, with the reason)
-                   "left_out": left_out},
+                   "left_out": scored.left_out},
         "breakdown": list(config.breakdown),
-        "breakdown_rows_without_value": breakdown_missing,
+        "breakdown_rows_without_value": scored.breakdown_missing,
         "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
                                        "seed": None, "sampling_unit": "image"},
-        "label_set": label_sets[None] if group_column is None else None,
-        "label_sets": None if group_column is None else label_sets,
-        "model": _model_provenance(config, spec, encoder, info),
+        "label_set": None if grouped else label_sets[None],
+        "label_sets": label_sets if grouped else None,
+        "model": _model_provenance(config, plan.spec, encoder, info),
         "prompts": ({"name_style": info["name_style"], "templates_name": info.get("templates"),
                      "templates": list(get_templates(info.get("templates", "bioclip")))}
                     if "name_style" in info else None),
         # Grouped runs: the first group's settings stand for all (they are the same settings); each group's own
         # counts are in task_by_group, and the filter recorded is the user's, not the first group's.
-        "task": {**_task_info(info), **({"where": where} if "where" in info else {})},
-        "task_by_group": None if group_column is None else {g: _task_info(i) for g, i in infos.items()},
-        "split_by_group": (None if group_column is None or "split" not in info
-                           else {g: i.get("split") for g, i in infos.items()}),
-        "metrics": metric_definitions(sorted({name.rsplit(GROUP_SEPARATOR, 1)[-1] for name in metrics})),
+        "task": {**_task_info(info), **({"where": plan.where} if "where" in info else {})},
+        "task_by_group": {g: _task_info(i) for g, i in infos.items()} if grouped else None,
+        "split_by_group": ({g: i.get("split") for g, i in infos.items()} if grouped and "split" in info else None),
+        "metrics": metric_definitions(sorted({name.rsplit(GROUP_SEPARATOR, 1)[-1] for name in scored.metrics})),
         "software": software_versions(),
         "command": command_line(),
-        "labels_from_reviews": None if reviewed is None else reviewed.provenance,
+        "labels_from_reviews": None if plan.reviewed is None else plan.reviewed.provenance,
     }
-    provenance["dataset"]["benchmark"] = benchmark.name if benchmark is not None else None
-    provenance["dataset"]["benchmark_source"] = benchmark.provenance if benchmark is not None else None
-    record = RunRecord(task=task.name, metrics=metrics, provenance=provenance, config=config_to_dict(config),
-                       label=None if config.label is None else config.label.strip(), inspection=inspection)
-    path = record.write(config.out, table)
-    return record, path
+    return RunRecord(task=plan.task.name, metrics=scored.metrics, provenance=provenance,
+                     config=config_to_dict(config), label=None if config.label is None else config.label.strip(),
+                     inspection=scored.inspection)
 
 
 LABELS_IN_RECORD = 10_000
@@ -443,6 +302,38 @@ def recorded_labels(labels: Sequence[str]) -> dict[str, Any]:
     return {"labels": labels if listed else None, "labels_count": len(labels), "labels_sha256": label_digest(labels),
             **({} if listed else {"labels_omitted": f"{len(labels):,} labels, more than the {LABELS_IN_RECORD:,} a "
                                   "run record lists; labels_sha256 and the label set's source identify them"})}
+
+
+def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str, Any]:
+    """What became of the selected rows: how many were evaluated, and every row left out by reason (no group
+    value; not predicted by the task: no usable vector, e.g. a photo that failed to download, or no label at the
+    rank; predicted but not scored at the label rank, e.g. a genus-only row at species)."""
+    left_out: dict[str, int] = {}
+    if plan.rows_without_group:
+        left_out[f"no {plan.group_column} value"] = plan.rows_without_group
+    not_predicted = plan.rows_selected - plan.rows_without_group - evaluated
+    if not_predicted > 0:
+        reason = ("never a query: support images in every repetition, classes too small for the shots, no usable "
+                  "vector or no label at the rank" if plan.task.name == "fewshot"
+                  else "not predicted: no usable vector (e.g. a photo not retrieved) or no label at the rank")
+        left_out[reason] = not_predicted
+    if "scored" in table.column_names:
+        unscored = table.filter(pc.invert(table.column("scored").fill_null(False)))
+        count = len(pc.unique(unscored.column("uuid")))
+        if count:
+            rank = getattr(plan.settings, "rank", "the label rank")
+            left_out[f"predicted, not scored at {rank}: no {rank} in the label set (e.g. genus-only rows)"] = count
+    return {"selected": plan.rows_selected, "evaluated": evaluated, "left_out": left_out}
+
+
+def rows_line(record: RunRecord) -> str | None:
+    """The console's line on rows left out, by reason (None when every selected row was evaluated and scored)."""
+    rows = record.provenance.get("rows") or {}
+    left_out = rows.get("left_out") or {}
+    if not left_out:
+        return None
+    return (f"{rows.get('evaluated')} of {rows.get('selected')} selected rows evaluated; left out: "
+            + "; ".join(f"{count} {reason}" for reason, count in left_out.items()))
 
 
 def _task_info(info: dict[str, Any]) -> dict[str, Any]:

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.errors import CladebenchError, NotEvaluableError, UsageError
-from cladebench.taxonomy import Rank
+from cladebench.errors import CladebenchError, NotEvaluableError, SchemaError, UsageError
+from cladebench.taxonomy import Rank, parse_within
 
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
 """Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
@@ -36,11 +36,10 @@ def within_filter(within: str | None, names: Sequence[str]) -> str | None:
     stripped, as this does); ``None`` otherwise, where the task's own comparison is the only one."""
     if within is None:
         return None
-    rank_name, _, name = within.partition("=")
-    rank = Rank.parse(rank_name.strip())
+    rank, name = parse_within(within)
     if rank == Rank.SPECIES or rank.column not in names:
         return None
-    return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name.strip())}"
+    return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name)}"
 
 
 def exposure_filter(config: Any, dataset: Any) -> str | None:
@@ -97,6 +96,25 @@ def check_training_name(dataset: Any, name: str) -> None:
                      f"{hint} (known: {shown})")
 
 
+def selection_filter(dataset: Any, where: str | None, settings: Any) -> str | None:
+    """The filter of every selected row: ``where`` and the ``--within`` clade where the dataset has its column."""
+    return and_filters(where, within_filter(getattr(settings, "within", None), dataset.schema.names))
+
+
+def check_unique_uuids(dataset: Any, where: str | None) -> int:
+    """The number of selected rows; a uuid on two selected rows (a dataset written by another tool) is a schema
+    error naming some, since each would be counted twice in every metric."""
+    uuids = store.read(dataset, columns=["uuid"], where=where).column(0)
+    counts = pc.value_counts(uuids)
+    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        shown = ", ".join(repr(v) for v in repeated.field("values")[:3].to_pylist())
+        raise SchemaError(f"{len(repeated)} uuid(s) appear on more than one selected row of {dataset.uri} (e.g. "
+                          f"{shown}); each row would be counted twice: remove the duplicates (cladebench subset "
+                          "--where keeps the rows you choose) before evaluating")
+    return len(uuids)
+
+
 def partition_column(dataset: Any, group_by: str) -> str | None:
     """The column whose values are evaluated separately, or None for one pooled evaluation."""
     if group_by == "none":
@@ -137,7 +155,7 @@ def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str
     clade is not evaluated (the task would refuse it); a selection with no row at all is refused."""
     within = getattr(settings, "within", None)
     clade = within_filter(within, dataset.schema.names)
-    selected = and_filters(where, clade)
+    selected = selection_filter(dataset, where, settings)
     parts = [part for part in (f"the filter {where!r}" if where else "", f"--within {within}" if clade else "")
              if part]
     scope = " by " + " and ".join(parts) if parts else ""

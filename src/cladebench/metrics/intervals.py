@@ -61,7 +61,11 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     denominator = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return float(centre - half), float(centre + half)
+    # At 0 (or n) successes the bound is exactly 0 (or 1), but the two terms cancel only up to rounding: a
+    # bound of -3.5e-18 would print as "-0.00". A probability's bound is clipped into [0, 1] here, once.
+    low = 0.0 if successes == 0 else max(0.0, float(centre - half))
+    high = 1.0 if successes == n else min(1.0, float(centre + half))
+    return low, high
 
 
 def accuracy(correct: np.ndarray, confidence: float = 0.95) -> Estimate:

@@ -3,7 +3,7 @@
 Resolving a name (:func:`cladebench.models.registry.resolve_model`) is cheap and checks everything a string can
 say; building is where weights are read (an encoder: torch and open_clip, imported only then) or where an
 endpoint stand-in is made (nothing is asked until a task asks). Which builder runs is decided by the spec's
-``kind``, through :data:`BUILDERS`, not by looking at the name again.
+``kind``, through :data:`MODEL_BUILDERS`, not by looking at the name again.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from cladebench.registry import Registry
 
 ModelBuilder = Callable[..., Model]
 
-BUILDERS: Registry[ModelBuilder] = Registry("model kind")
+MODEL_BUILDERS: Registry[ModelBuilder] = Registry("model kind")
 """Registry: model kind (``clip``, ``vlm``) -> function of the spec and build options that makes the model."""
 
 
-@BUILDERS.register("clip")
+@MODEL_BUILDERS.register("clip")
 def _build_encoder(spec: ModelSpec, *, device: str = "auto", precision: str = "fp32",
                    preprocessing: str = "openclip") -> Model:
     return load_open_clip(spec, preprocessing=preprocessing, device=device, precision=precision)
 
 
-@BUILDERS.register("vlm")
+@MODEL_BUILDERS.register("vlm")
 def _build_endpoint(spec: ModelSpec, **_options: Any) -> Model:
     # Device, precision and preprocessing are the server's business; nothing here loads or asks.
     return EndpointModel(spec)
@@ -37,7 +37,7 @@ def _build_endpoint(spec: ModelSpec, **_options: Any) -> Model:
 def build_model(spec: ModelSpec, *, device: str = "auto", precision: str = "fp32",
                 preprocessing: str = "openclip") -> Model:
     """The model a spec means, ready to use: an open_clip encoder (``clip``) or an endpoint stand-in (``vlm``)."""
-    return BUILDERS.get_named(spec.kind)(spec, device=device, precision=precision, preprocessing=preprocessing)
+    return MODEL_BUILDERS.get_named(spec.kind)(spec, device=device, precision=precision, preprocessing=preprocessing)
 
 
-__all__ = ["BUILDERS", "build_model"]
+__all__ = ["MODEL_BUILDERS", "build_model"]

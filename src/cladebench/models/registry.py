@@ -185,14 +185,14 @@ def _demo(revision: str | None) -> ModelSpec:
 
 SourceParser = Callable[[str, str | None], ModelSpec]
 
-SOURCES: Registry[SourceParser] = Registry("model name form")
+MODEL_NAME_FORMS: Registry[SourceParser] = Registry("model name form")
 """Registry of string forms: prefix (``hf-hub:``, ``local-dir:``, ``openai-compatible:``) -> parser of the name
 (the whole name, prefix included) and the revision."""
 
 
 def model_source(prefix: str) -> Callable[[SourceParser], SourceParser]:
     """Register a parser for names that start with ``prefix``."""
-    return SOURCES.register(prefix)
+    return MODEL_NAME_FORMS.register(prefix)
 
 
 def _merge_revisions(name: str, in_name: str | None, given: str | None) -> str | None:
@@ -245,7 +245,7 @@ def _resolve(name: str, revision: str | None) -> ModelSpec:
         return MODELS[name.lower()](revision)
     if not name.startswith(ENDPOINT_PREFIX):  # only an endpoint's name may hold a URL
         _refuse_urls(name)
-    for prefix, parser in SOURCES.items():
+    for prefix, parser in MODEL_NAME_FORMS.items():
         if name.startswith(prefix):
             return parser(name, revision)
     architecture, slash, pretrained = name.partition("/")

@@ -77,7 +77,7 @@ class ModelSpec:
     """Hub commit or branch to load; ``None`` means the source has no revision or it was not pinned."""
     source: str
     """Where the weights come from: ``hf-hub``, ``local-dir``, ``open_clip`` or ``openai-compatible`` (see
-    :data:`cladebench.models.registry.SOURCES`)."""
+    :data:`cladebench.models.registry.MODEL_NAME_FORMS`)."""
     alias: str | None = None
     """The registered alias this spec was resolved from, if any; not part of the identity of the weights."""
     kind: ModelKind = "clip"

@@ -30,19 +30,17 @@ This module needs no torch: it works with anything that has ``model_id``, ``revi
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write, held_lock
 from cladebench.templates import PLACEHOLDER, get_templates
 
 CACHE_KIND = "class_text_embeddings/v1"
@@ -100,6 +98,38 @@ def text_cache_dir(cache_dir: str | Path | None = None) -> Path:
     return default_cache_dir("text_embeddings")
 
 
+def _facts_path(model_id: str, revision: str | None, precision: str, cache_dir: str | Path | None = None) -> Path:
+    key = hashlib.sha256(json.dumps([model_id, revision, precision]).encode("utf-8")).hexdigest()
+    return text_cache_dir(cache_dir) / "models" / f"{key}.json"
+
+
+def model_facts(model_id: str, revision: str | None, precision: str = "fp32", *,
+                cache_dir: str | Path | None = None) -> dict[str, Any]:
+    """What an earlier build of the model told (its learned logit scale, its text dimension), remembered beside the
+    text embeddings so that a run whose labels are all cached needs no weights; empty when nothing is known."""
+    try:
+        facts = json.loads(_facts_path(model_id, revision, precision, cache_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: facts[k] for k in ("logit_scale", "dim") if isinstance(facts, dict) and k in facts}
+
+
+def remember_model_facts(encoder: TextEncoder, precision: str, dim: int, cache_dir: str | Path | None = None) -> None:
+    """Keep the built model's learned logit scale and dimension for later runs (nothing for an encoder without a
+    finite scale, such as a test double)."""
+    scale = getattr(encoder, "logit_scale", None)
+    try:
+        scale = float(scale) if scale is not None else None
+    except (TypeError, ValueError):
+        scale = None
+    if scale is None or not np.isfinite(scale):
+        return
+    path = _facts_path(encoder.model_id, encoder.revision, precision, cache_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps({"model_id": encoder.model_id, "revision": encoder.revision,
+                                   "precision": precision, "logit_scale": scale, "dim": dim}))
+
+
 def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates: Sequence[str] | str, *,
                           cache_dir: str | Path | None = None, batch_size: int = 256,
                           block_labels: int | None = None, progress: bool = False,
@@ -137,10 +167,16 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
         _write_entry(info_path, array_path, _entry_info(key, encoder, precision, resolved, labels,
                                                         int(embeddings.shape[1])),
                      lambda handle: np.save(handle, embeddings, allow_pickle=False))
+        remember_model_facts(encoder, precision, int(embeddings.shape[1]), cache_dir)
         return embeddings
     # Blocks take hours at tree-of-life scale: one process encodes a label set at a time (a second waits, then reads
     # the finished entry), so none removes the parts folder while another still writes or joins its blocks.
-    with _key_lock(folder, key, progress):
+    def waiting() -> None:
+        if progress:
+            print("text embeddings: another process is encoding the same labels; waiting for it to finish",
+                  file=sys.stderr)
+
+    with held_lock(folder / f"{key}.lock", on_wait=waiting):
         cached = _read_entry(array_path, len(labels), mmap)  # written by the process this one waited for
         if cached is not None:
             return cached
@@ -149,6 +185,7 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
         dim = int(np.load(parts[0], mmap_mode="r").shape[1])
         _write_entry(info_path, array_path, _entry_info(key, encoder, precision, resolved, labels, dim),
                      lambda handle: _join_parts(handle, parts, len(labels), dim))
+        remember_model_facts(encoder, precision, dim, cache_dir)
         shutil.rmtree(folder / f"{key}.parts", ignore_errors=True)  # the blocks this function wrote, now joined
     return np.load(array_path, mmap_mode="r") if mmap else np.load(array_path)
 
@@ -183,26 +220,6 @@ def _write_entry(info_path: Path, array_path: Path, info: dict[str, object],
     """The description first, then the array: the ``.npy`` present means the entry is whole."""
     atomic_write(info_path, json.dumps(info, indent=2, ensure_ascii=False))
     atomic_write(array_path, write)
-
-
-@contextlib.contextmanager
-def _key_lock(folder: Path, key: str, progress: bool) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<k>.lock`` (released when the process ends, however it ends); says so on
-    stderr when it has to wait for another process encoding the same labels."""
-    import fcntl
-
-    handle = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress:
-                print("text embeddings: another process is encoding the same labels; waiting for it to finish",
-                      file=sys.stderr)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)
 
 
 def _remove_stale_temporaries(folder: Path, key: str) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from cladebench.config import OPTION, short
+from cladebench.config import OPTION
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.paths import atomic_write
 
@@ -44,7 +44,7 @@ class ReportConfig:
 
     runs: tuple[Path, ...]
     """run.json files (or the directories holding them), in the order the report numbers them."""
-    out: Path = field(metadata={**OPTION, **short("o")})
+    out: Path = field(metadata=OPTION)
     """File to write (report.html, or report.md with --format md)."""
     format: Literal["html", "md"] = "html"
     """html: one self-contained page; md: the tables as Markdown, for a paper appendix."""

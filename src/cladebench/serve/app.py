@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cladebench.errors import CladebenchError
-from cladebench.serve import browse, image, review, runs, search  # noqa: F401  (each area registers itself)
+from cladebench.serve import browse, embedding_map, image, review, runs, search  # noqa: F401  (each area registers itself)
 from cladebench.serve.areas import AREAS
 from cladebench.serve.pages import STATIC_DIR, render
 from cladebench.serve.security import Access, Guard

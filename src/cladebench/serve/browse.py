@@ -18,8 +18,9 @@ from fastapi.responses import FileResponse, Response
 
 from cladebench.errors import UsageError
 from cladebench.serve.areas import AREAS, Area
-from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, group_columns_of
+from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, group_columns_of, view_link
 from cladebench.serve.pages import STATIC_DIR, render
+from cladebench.serve.runs_data import CORRECTNESS, PredictionFilter, verdict_and_tag
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure, path_of, thumbnail_file
 from cladebench.taxonomy import RANK_COLUMNS
@@ -32,6 +33,8 @@ FACET_COLUMNS = ("license_name", "source_dataset")
 """Columns counted beside the grid (with every ``*_group`` column and the next rank of the tree)."""
 FACET_VALUES = 60
 """Most values listed per facet (the commonest first); the rest are reachable with the where box."""
+OVERLAY = ("run", "correct", "conf_min", "conf_max", "predicted")
+"""Query parameters of a run overlaid on the grid (:class:`~cladebench.serve.runs_data.PredictionFilter`)."""
 
 
 def checked_filter(state: ServeState, filters: Filters) -> str | None:
@@ -72,6 +75,25 @@ def next_rank(filters: Filters) -> str | None:
     return RANK_COLUMNS[at] if at < len(RANK_COLUMNS) else None
 
 
+def view_uuids(state: ServeState, sql: str | None) -> list[str]:
+    """uuids of the rows passing ``sql``, in dataset order (one scan of the uuid column, kept per filter)."""
+    return state.remembered(("uuids", sql), lambda: state.dataset.to_table(columns=["uuid"], filter=sql)
+                            .column("uuid").to_pylist())
+
+
+def rows_of(state: ServeState, uuids: list[str]) -> pa.Table:
+    """The grid's columns of ``uuids``, in that order, with their Lance row ids."""
+    from cladebench.store import sql_literal
+
+    shown = [c for c in GRID_COLUMNS if c in state.columns]
+    if not uuids:
+        return pa.table({c: pa.array([], pa.string()) for c in shown})
+    table = state.dataset.to_table(columns=shown, filter=f"uuid IN ({', '.join(sql_literal(u) for u in uuids)})",
+                                   with_row_id=True)
+    order = {u: i for i, u in enumerate(uuids)}
+    return table.take(sorted(range(table.num_rows), key=lambda i: order[table.column("uuid")[i].as_py()]))
+
+
 def page_rows(state: ServeState, sql: str | None, page: int) -> pa.Table:
     """The rows of page ``page`` (from 1) with their Lance row ids."""
     shown = [c for c in GRID_COLUMNS if c in state.columns]
@@ -87,13 +109,21 @@ def display_name(row: dict[str, Any]) -> str:
     return "(no name)"
 
 
-def cells(state: ServeState, table: pa.Table) -> list[dict[str, Any]]:
-    """One dict per row for the grid template, thumbnails made for those that lack one."""
+def cells(state: ServeState, table: pa.Table, run: int | None = None) -> list[dict[str, Any]]:
+    """One dict per row for the grid template, thumbnails made for those that lack one; with ``run``, each row
+    that run predicted carries its verdict and a tag (prediction and confidence)."""
     rows = table.to_pylist()
     uuids = [r["uuid"] for r in rows]
     have = ensure(state, uuids, [r["_rowid"] for r in rows])
-    return [{"uuid": r["uuid"], "name": display_name(r), "common": r.get("common_name") or "",
-             "thumb": r["uuid"] in have} for r in rows]
+    out = []
+    for r in rows:
+        cell = {"uuid": r["uuid"], "name": display_name(r), "common": r.get("common_name") or "",
+                "thumb": r["uuid"] in have}
+        overlay = verdict_and_tag(state, run, r["uuid"]) if run is not None else None
+        if overlay is not None:
+            cell["verdict"], cell["tag"] = overlay
+        out.append(cell)
+    return out
 
 
 def page_number(value: str | None) -> int:
@@ -110,16 +140,22 @@ def page_number(value: str | None) -> int:
 def grid(request: Request, state: AppState) -> Response:
     """The grid of the rows passing the filters in the query."""
     query = dict(request.query_params)
-    filters = Filters.from_query(query, state.columns)
+    filters = Filters.from_query(query, state.columns, keep=OVERLAY)
     page = page_number(query.get("page"))
     error, rows, facets, total = None, [], {}, 0
     rank = next_rank(filters)
+    overlay = PredictionFilter.from_query(query, state)
     try:
         sql = checked_filter(state, filters)
         with filter_errors(filters.where):
-            total = count(state, sql)
-            if page <= -(-total // PAGE_SIZE):
-                rows = cells(state, page_rows(state, sql, page))
+            if overlay is not None and overlay.narrows:
+                chosen = overlay.select(state, view_uuids(state, sql))
+                total = len(chosen)
+                rows = cells(state, rows_of(state, chosen[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]), overlay.run)
+            else:
+                total = count(state, sql)
+                if page <= -(-total // PAGE_SIZE):
+                    rows = cells(state, page_rows(state, sql, page), overlay.run if overlay else None)
             facets = facet_counts(state, sql, (*group_columns_of(state.dataset), *FACET_COLUMNS,
                                                *((rank,) if rank else ())))
     except UsageError as exc:  # a where that does not plan, or fails on a row: said as text above an empty grid
@@ -130,7 +166,9 @@ def grid(request: Request, state: AppState) -> Response:
                   groups={c: facets.get(c, [])[:FACET_VALUES] for c in group_columns_of(state.dataset)},
                   licenses=facets.get("license_name", [])[:FACET_VALUES],
                   sources=facets.get("source_dataset", [])[:FACET_VALUES], ranks=RANK_COLUMNS,
-                  has_seen="seen_in_training" in state.columns)
+                  has_seen="seen_in_training" in state.columns, overlay=overlay, correctness=CORRECTNESS,
+                  view=view_link("", filters.params(page=page if page > 1 else None), "browse"),
+                  runs_labels=[run.label for run in state.runs])
 
 
 @router.get("/thumb/{uuid:path}")

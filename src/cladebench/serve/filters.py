@@ -116,6 +116,13 @@ class Filters:
         return chips
 
 
+def view_link(path: str, params: list[tuple[str, str]], view: str) -> str:
+    """``path`` with a grid's query (its page left out) and ``view=`` naming the grid (``browse``, ``runs``): an
+    image page opened through it steps through that grid, in its order."""
+    query = urlencode([*(kv for kv in params if kv[0] not in ("page", "view")), ("view", view)])
+    return f"{path}?{query}"
+
+
 @contextlib.contextmanager
 def filter_errors(where: str | None) -> Iterator[None]:
     """Lance's errors while a free filter runs, as one :class:`UsageError` line shown on the page.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
@@ -18,10 +19,12 @@ from fastapi.responses import FileResponse, Response
 from cladebench.errors import CladebenchError
 from cladebench.images import ImageDecodeError, decode_image, sniff_format
 from cladebench.serve.areas import AREAS, Area
-from cladebench.serve.browse import display_name
-from cladebench.serve.filters import Filters
+from cladebench.serve.browse import OVERLAY, checked_filter, display_name, view_uuids
+from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, view_link
 from cladebench.serve.pages import STATIC_DIR, render
-from cladebench.serve.runs_data import said_about
+from cladebench.serve.runs import KEEP as RUNS_KEEP
+from cladebench.serve.runs import ordered
+from cladebench.serve.runs_data import PredictionFilter, run_index, said_about
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure
 from cladebench.serve.vectors import columns_of, like
@@ -46,12 +49,22 @@ def safe_link(value: Any) -> str | None:
     return text if text.lower().startswith(("http://", "https://")) else None
 
 
-def read_row(state: ServeState, uuid: str, columns: list[str]) -> dict[str, Any]:
-    """The row ``uuid`` (``columns`` of it); a 404 page when no row has that uuid."""
+class Row(dict):  # type: ignore[type-arg]
+    """A dataset row for the pages: a column the dataset lacks reads as None, as a null value does.
+
+    Every column but ``uuid`` and ``image`` is optional (``subset --columns`` keeps any few), so a template that
+    shows ``row.common_name`` must get "unknown", not an error, from a dataset without that column."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
+def read_row(state: ServeState, uuid: str, columns: list[str]) -> Row:
+    """The row ``uuid`` (``columns`` of it, any other reading as None); a 404 page when no row has that uuid."""
     table = state.dataset.to_table(columns=columns, filter=f"uuid = {sql_literal(uuid)}", limit=1)
     if table.num_rows == 0:
         raise CladebenchError(f"uuid {uuid!r} is not in the dataset")
-    return table.to_pylist()[0]
+    return Row(table.to_pylist()[0])
 
 
 def lineage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -83,6 +96,50 @@ def facts(state: ServeState, row: dict[str, Any]) -> list[tuple[str, Any, str | 
     return shown
 
 
+VIEWS = ("browse", "runs")
+"""The grids an image page can step through (``view=``): the browse grid and the runs' grid."""
+
+
+def view_order(state: ServeState, query: dict[str, str]) -> list[str] | None:
+    """The uuids of the grid the query names (``view=``), in its order; None when the page was not opened from one."""
+    view = query.get("view")
+    if view not in VIEWS:
+        return None
+    if view == "runs":
+        filters = Filters.from_query(query, state.columns, keep=RUNS_KEEP)
+        index = run_index(state, query.get("run"))
+        other = run_index(state, query.get("other"), option="other") if query.get("other") else None
+        if other is None and len(state.runs) > 1:
+            other = 2 if index == 1 else 1
+        sort = query.get("sort") or "errors"
+        with filter_errors(filters.where):
+            return ordered(state, index, sort, other if sort == "disagree" else None, checked_filter(state, filters),
+                           truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"))
+    filters = Filters.from_query(query, state.columns, keep=OVERLAY)
+    overlay = PredictionFilter.from_query(query, state)
+    with filter_errors(filters.where):
+        uuids = view_uuids(state, checked_filter(state, filters))
+    return overlay.select(state, uuids) if overlay is not None and overlay.narrows else uuids
+
+
+def steps(state: ServeState, uuid: str, query: dict[str, str]) -> dict[str, Any] | None:
+    """Previous and next image in the grid the page was opened from, and where this one is in it."""
+    uuids = view_order(state, query)
+    if not uuids or uuid not in uuids:
+        return None
+    at = uuids.index(uuid)
+    keep = [(k, v) for k, v in query.items() if k not in ("page", "view")]
+
+    def link(other: str) -> str:
+        return view_link("/image/" + quote(other, safe=""), keep, query["view"])
+
+    back = "/" if query["view"] == "browse" else "/runs"
+    page = at // PAGE_SIZE + 1
+    return {"position": at + 1, "total": len(uuids), "previous": link(uuids[at - 1]) if at > 0 else None,
+            "next": link(uuids[at + 1]) if at + 1 < len(uuids) else None,
+            "grid": back + "?" + urlencode([*keep, *((("page", str(page)),) if page > 1 else ())])}
+
+
 @router.get("/image/{uuid:path}")
 def image_page(uuid: str, request: Request, state: AppState) -> Response:
     """The page of row ``uuid``."""
@@ -98,6 +155,7 @@ def image_page(uuid: str, request: Request, state: AppState) -> Response:
         else:
             strips.append({"column": column, "hits": [], "indexed": False})
     return render(request, "image/page.html", uuid=uuid, row=row, name=display_name(row), lineage=lineage(row),
+                  steps=steps(state, uuid, dict(request.query_params)),
                   facts=facts(state, row), strips=strips, said=said_about(state, uuid),
                   attribution=row.get("attribution"), source=safe_link(row.get("source_url")),
                   license_link=safe_link(row.get("license_link")))

@@ -45,6 +45,12 @@ class QueueRow:
     """That run's top label."""
     suggestion_name: str | None = None
     """:attr:`suggestion` as a reader looks it up (the binomial of a lineage label), as the other pages show it."""
+    genus: str | None = None
+    """The row's labelled genus."""
+
+    def mark(self, state: ServeState) -> str | None:
+        """Whether the top suggestion lies inside the row's labelled genus (:func:`genus_mark`)."""
+        return genus_mark(state, self.genus, self.suggestion_name)
 
 
 def _naming_columns(state: ServeState) -> list[str]:
@@ -68,10 +74,10 @@ def queue(state: ServeState) -> list[QueueRow]:
                                                "phylum", "kingdom") if row.get(c)), "(no name)")
             top = labels[0] if labels else None
             rows.append((not genus_only, confidence is None, confidence or 0.0, order, row["uuid"], name, genus_only,
-                         confidence, top, None if run is None else short_name(state, run, top)))
+                         confidence, top, None if run is None else short_name(state, run, top), row.get("genus")))
         rows.sort(key=lambda r: r[:4])
         return [QueueRow(position=i, uuid=r[4], name=r[5], genus_only=r[6], confidence=r[7], suggestion=r[8],
-                         suggestion_name=r[9]) for i, r in enumerate(rows, 1)]
+                         suggestion_name=r[9], genus=r[10]) for i, r in enumerate(rows, 1)]
 
     return state.remembered(("review", "queue"), make)
 
@@ -116,6 +122,38 @@ def status(table: pa.Table) -> dict[str, str]:
 def suggestions(state: ServeState, uuid: str) -> list[Any]:
     """What each loaded run said about the row (:class:`~cladebench.serve.runs_data.Said`), best label first."""
     return said_about(state, uuid)
+
+
+def _genera(state: ServeState) -> dict[str, str]:
+    """Species binomial -> its genus, as the dataset's own lineages say (made once per server)."""
+    def make() -> dict[str, str]:
+        if not {"species", "genus"} <= set(state.columns):
+            return {}
+        table = state.dataset.to_table(columns=["species", "genus"], filter="species IS NOT NULL AND genus IS NOT NULL")
+        return dict(zip(table.column("species").to_pylist(), table.column("genus").to_pylist(), strict=True))
+
+    return state.remembered(("review", "genera"), make)
+
+
+def genus_of(state: ServeState, name: str | None) -> str | None:
+    """The genus of a suggestion's name (a binomial as a reader looks it up): the dataset's lineage of that species,
+    else the binomial's first word; None for a name that is no binomial (a common name, a higher taxon)."""
+    if not name:
+        return None
+    known = _genera(state).get(name)
+    if known:
+        return known
+    words = name.split()
+    return words[0] if len(words) >= 2 and words[0][:1].isupper() and words[1][:1].islower() else None
+
+
+def genus_mark(state: ServeState, row_genus: str | None, name: str | None) -> str | None:
+    """Whether a suggestion lies inside the row's labelled genus: "in", "out", or None when either is unknown (a row
+    without a genus, a suggestion that names no species)."""
+    genus = genus_of(state, name)
+    if not row_genus or genus is None:
+        return None
+    return "in" if genus == row_genus else "out"
 
 
 # --- taxa --------------------------------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ from fastapi.responses import Response
 
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.serve.areas import AREAS, Area
-from cladebench.serve.browse import checked_filter, display_name, page_number
-from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors
+from cladebench.serve.browse import checked_filter, display_name, page_number, view_uuids
+from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, view_link
 from cladebench.serve.pages import render
-from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable
+from cladebench.serve.runs_data import by_uuid, run_index, said, short_name, usable, verdict_and_tag
 from cladebench.serve.state import AppState, ServeState
 from cladebench.serve.thumbs import ensure
 from cladebench.store import sql_literal
@@ -41,8 +41,7 @@ def _passing(state: ServeState, sql: str | None) -> set[str] | None:
     """uuids passing ``sql`` (None: no filter, every row passes)."""
     if sql is None:
         return None
-    return state.remembered(("uuids", sql), lambda: set(
-        state.dataset.to_table(columns=["uuid"], filter=sql).column("uuid").to_pylist()))
+    return state.remembered(("uuid set", sql), lambda: set(view_uuids(state, sql)))
 
 
 def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: str | None,
@@ -88,12 +87,13 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
     cells = []
     for uuid in uuids:
         row = rows.get(uuid, {"uuid": uuid})
-        s = said(state, index, by_uuid(state, index)[uuid])
-        tag = f"→ {s.predicted_name}" + (f" {100 * s.confidence:.0f}%" if s.confidence is not None else "")
-        if other and uuid in theirs:
-            tag += f" | [{other}] {short_name(state, other, theirs[uuid].get('pred_label'))}"
-        cells.append({"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
-                      "thumb": uuid in have, "verdict": s.right, "tag": tag})
+        right, tag = verdict_and_tag(state, index, uuid)  # type: ignore[misc]  (the run predicted every uuid here)
+        cell = {"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
+                "thumb": uuid in have, "verdict": right, "tag": tag, "other_tag": None}
+        if other and uuid in theirs:  # both runs' predictions, the active run's first and marked
+            cell["tag"] = f"[{index}] {tag}"
+            cell["other_tag"] = f"[{other}] {verdict_and_tag(state, other, uuid)[1]}"  # type: ignore[index]
+        cells.append(cell)
     return cells
 
 
@@ -130,7 +130,9 @@ def runs_page(request: Request, state: AppState) -> Response:
     return render(request, "runs/grid.html", filters=filters, index=index, other=other, sort=sort, sorts=SORTS,
                   rows=cells, total=total, page=page, pages=max(1, -(-total // PAGE_SIZE)), error=error,
                   truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"),
-                  groups=groups_of(state, index))
+                  groups=groups_of(state, index),
+                  view=view_link("", [*filters.params(), ("run", str(index)), ("sort", sort),
+                                      *((("other", str(other)),) if other else ())], "runs"))
 
 
 def groups_of(state: ServeState, index: int) -> list[str]:

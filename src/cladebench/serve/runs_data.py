@@ -8,6 +8,7 @@ row is its top-1 probability.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,3 +115,93 @@ def run_index(state: ServeState, value: str | None, *, option: str = "run") -> i
     if not 1 <= index <= len(state.runs):
         raise UsageError(f"{option} must be a run's number (1 to {len(state.runs)}), got {index}")
     return index
+
+
+CORRECTNESS = ("right", "wrong", "unscored")
+"""Values of the grid's ``correct`` filter: top-1 right, wrong, or not scored (no true label)."""
+
+
+def _percent(query: Mapping[str, str], name: str) -> float | None:
+    text = (query.get(name) or "").strip().rstrip("%")
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{name} must be a percentage from 0 to 100, got {text!r}") from None
+    if not 0.0 <= value <= 100.0:
+        raise UsageError(f"{name} must be a percentage from 0 to 100, got {text!r}")
+    return value / 100.0
+
+
+@dataclass(frozen=True)
+class PredictionFilter:
+    """A run overlaid on the grid (``run=``): each cell shows its verdict and confidence; the rows can be narrowed
+    to those the run got right or wrong, within a confidence range, or predicted as one taxon."""
+
+    run: int
+    """The run's position (from 1)."""
+    correct: str | None = None
+    """One of :data:`CORRECTNESS`; None: any."""
+    low: float | None = None
+    """Least top-1 probability kept (a fraction), from ``conf_min`` (a percentage)."""
+    high: float | None = None
+    """Greatest top-1 probability kept (a fraction), from ``conf_max``."""
+    predicted: str | None = None
+    """A predicted taxon: the run's label or its name as a reader looks it up (case does not matter)."""
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, str], state: ServeState) -> PredictionFilter | None:
+        """The overlay named in ``query`` (None without ``run=``); a bad value is a :class:`UsageError`."""
+        if not query.get("run"):
+            return None
+        index = run_index(state, query.get("run"))
+        if not usable(state.runs[index - 1]):
+            raise UsageError(f"run [{index}] has no predictions to show")
+        correct = query.get("correct") or None
+        if correct is not None and correct not in CORRECTNESS:
+            raise UsageError(f"correct must be one of {', '.join(CORRECTNESS)}, got {correct!r}")
+        low, high = _percent(query, "conf_min"), _percent(query, "conf_max")
+        if low is not None and high is not None and low > high:
+            raise UsageError(f"conf_min {100 * low:g} is above conf_max {100 * high:g}")
+        return cls(run=index, correct=correct, low=low, high=high,
+                   predicted=(query.get("predicted") or "").strip() or None)
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it keeps only some of the run's rows (else it only overlays the verdicts)."""
+        return any(v is not None for v in (self.correct, self.low, self.high, self.predicted))
+
+    def keeps(self, s: Said) -> bool:
+        """Whether a row the run said ``s`` about passes."""
+        if self.correct is not None:
+            verdict = "unscored" if s.right is None else "right" if s.right else "wrong"
+            if verdict != self.correct:
+                return False
+        if (self.low is not None or self.high is not None) and s.confidence is None:
+            return False
+        if self.low is not None and s.confidence < self.low:  # type: ignore[operator]
+            return False
+        if self.high is not None and s.confidence > self.high:  # type: ignore[operator]
+            return False
+        if self.predicted is not None:
+            wanted = self.predicted.casefold()
+            if wanted not in {str(s.predicted or "").casefold(), str(s.predicted_name or "").casefold()}:
+                return False
+        return True
+
+    def select(self, state: ServeState, uuids: list[str]) -> list[str]:
+        """``uuids`` (in their order) that the run predicted and that pass."""
+        predicted = by_uuid(state, self.run)
+        return [u for u in uuids if u in predicted and self.keeps(said(state, self.run, predicted[u]))]
+
+
+def verdict_and_tag(state: ServeState, index: int, uuid: str) -> tuple[bool | None, str] | None:
+    """A cell's overlay for run ``index``: (right or wrong or None, "73% → name", the confidence first so that a
+    narrow cell cuts the name, not the number); None when it did not predict the row."""
+    row = by_uuid(state, index).get(uuid)
+    if row is None:
+        return None
+    s = said(state, index, row)
+    shown = (f"{100 * s.confidence:.0f}% " if s.confidence is not None else "") + f"→ {s.predicted_name}"
+    return s.right, shown

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from cladebench.errors import CladebenchError, UsageError
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
-"""Addresses that reach only this machine: binding to them needs no token."""
+"""The addresses the help of the verb promises need no token when bound to (any other bind address asks for one)."""
 TOKEN_HEADER = "x-cladebench-token"
 CSRF_HEADER = "x-cladebench-csrf"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -44,10 +44,11 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 
 
 def is_local(host: str) -> bool:
-    """Whether ``host`` names this machine only: ``localhost`` or a loopback address (``127.0.0.0/8``, ``::1``).
+    """Whether the ``Host`` of a request names this machine only: ``localhost`` or a loopback address
+    (``127.0.0.0/8``, ``::1``). Whether a bind address needs a token is :func:`needs_token`'s question.
 
     A name that merely starts like one (``127.0.0.1.attacker.example``) is a DNS name anyone can point anywhere:
-    not local, as a bind address or as the ``Host`` of a request."""
+    not local."""
     name = host.strip("[]").lower()
     if name in LOCAL_HOSTS:
         return True
@@ -55,6 +56,27 @@ def is_local(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def needs_token(bind_host: str) -> bool:
+    """Whether a server bound to ``bind_host`` must ask every request for a token: for any address but those of
+    :data:`LOCAL_HOSTS` (as ``--help`` says). Another loopback address (``127.0.0.2``) is local too, but a name or
+    an address someone chose on purpose is treated as the exception ``--help`` names, not guessed at."""
+    name = bind_host.strip().strip("[]").lower()
+    if name in LOCAL_HOSTS:
+        return False
+    try:
+        return str(ipaddress.ip_address(name)) not in LOCAL_HOSTS
+    except ValueError:
+        return True
+
+
+def same_site_path(path: str) -> str:
+    """``path`` as a ``Location`` that stays on this server: percent-quoted, with one leading ``/``.
+
+    A browser reads ``//host/...`` (and ``/\\host``, and either with a tab or line break inside, which browsers
+    drop) as another site; the path of ``GET //evil.example/`` must not become such a redirect."""
+    return "/" + quote(path, safe="/:@!$&'()*+,;=~").lstrip("/")
 
 
 def new_token() -> str:
@@ -177,7 +199,8 @@ class Guard:
                 if owner is not None:  # a first visit: keep the token in a cookie, drop it from the address
                     rest = urlencode([(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
                                       if k != "token"])
-                    response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), status_code=303)
+                    response = RedirectResponse(same_site_path(scope["path"]) + (f"?{rest}" if rest else ""),
+                                                status_code=303)
                     response.set_cookie(self.access.cookie, query["token"], httponly=True, samesite="strict")
                     return response
             if user is None:

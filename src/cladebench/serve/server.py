@@ -15,7 +15,7 @@ from typing import Any
 
 from cladebench.errors import CladebenchError
 from cladebench.serve.config import ServeConfig
-from cladebench.serve.security import Access, is_local, local_user, new_token, read_token_file
+from cladebench.serve.security import Access, local_user, needs_token, new_token, read_token_file
 from cladebench.serve.state import ServeState
 
 
@@ -99,7 +99,7 @@ def start(config: ServeConfig, state: ServeState | None = None) -> Started:
     state = state or open_state(config)
     owners = read_token_file(config.token_file) if config.token_file else {}
     made = None
-    if not owners and not is_local(config.host):
+    if not owners and needs_token(config.host):
         made = new_token()
         owners = {made: local_user()}
     sock = _bind(config.host, config.port)

@@ -33,6 +33,8 @@ class ServeState:
     """Where the text tower runs."""
     thumbnail_root: Path | None = None
     """Where thumbnails are cached; None: the cache folder (``$CLADEBENCH_CACHE_DIR/serve-thumbnails``)."""
+    map_root: Path | None = None
+    """Where embedding maps are cached; None: the cache folder (``$CLADEBENCH_CACHE_DIR/serve-maps``)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards :attr:`memo` (requests run in a thread pool)."""
     encode_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -72,7 +72,7 @@ from cladebench.store.schema import (
 )
 from cladebench.store.sql import check_filter, sql_identifier, sql_literal
 from cladebench.store.subset import subset
-from cladebench.store.versions import fingerprint, fingerprint_uuids, tag, tags, versions
+from cladebench.store.versions import fingerprint, fingerprint_uuids, tag, tags, version_or_tag, versions
 
 __all__ = [
     "CANONICAL_BY_NAME", "CANONICAL_COLUMNS", "CANONICAL_SCHEMA", "EMBEDDING_PREFIX", "EMBEDDING_SIDECAR",
@@ -81,5 +81,5 @@ __all__ = [
     "check_writable", "column_field", "conform", "create_scalar_index", "create_vector_index", "embedding_columns",
     "embedding_field", "embedding_metadata", "embedding_type", "fingerprint", "fingerprint_uuids", "group_columns",
     "indices", "is_remote", "is_string_type", "lance_storage_options", "open_dataset", "process_alive", "read",
-    "sql_identifier", "sql_literal", "subset", "tag", "tags", "versions", "write_dataset",
+    "sql_identifier", "sql_literal", "subset", "tag", "tags", "version_or_tag", "versions", "write_dataset",
 ]

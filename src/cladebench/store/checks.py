@@ -4,6 +4,8 @@ coordinates checked, so a bad table is refused with the column and row named ins
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -79,21 +81,48 @@ def check_uuid_type(schema: pa.Schema, name: str) -> None:
                           "(uuids are text; write the dataset again with cladebench)")
 
 
+UUID_BREAKS = "[\x00-\x1f\x7f\x85\u2028\u2029]"
+"""What no uuid may hold (a regular expression for both Python and Arrow): control characters (newline, carriage
+return, NUL, tab, ...) and Unicode's line breaks (U+0085, U+2028, U+2029). The fingerprint writes one uuid per
+line, and CSV exports, terminals and ``splitlines`` break a line at each of them."""
+
+
+def uuid_problem(uuid: object) -> str | None:
+    """Why ``uuid`` cannot be a row's uuid (not text, empty, holding a :data:`UUID_BREAKS` character), or None.
+
+    Example:
+        >>> uuid_problem("a1"), uuid_problem(""), uuid_problem("a\\u2028b")
+        (None, 'is empty', 'contains the line-break or control character U+2028')
+    """
+    if not isinstance(uuid, str):
+        return "is not text"
+    if not uuid:
+        return "is empty"
+    found = re.search(UUID_BREAKS, uuid)
+    if found is None:
+        return None
+    character = found.group()
+    return "contains a newline" if character == "\n" else \
+        f"contains the line-break or control character U+{ord(character):04X}"
+
+
 def check_uuid_values(uuid: pa.ChunkedArray | pa.Array, row_offset: int, source: str, *, null_hint: str = "",
                       show_value: bool = False) -> None:
-    """Refuse a null uuid or one with a newline, naming the first such row (``row_offset`` + its index).
+    """Refuse a null or empty uuid, or one holding a :data:`UUID_BREAKS` character, naming the first such row
+    (``row_offset`` + its index).
 
     Rows are joined by uuid and the fingerprint is the uuids one per line, so every writer and reader of uuids
     checks them here. ``source`` prefixes the message (``"<uri>: "``); ``null_hint`` is appended to the null
-    uuid's message; ``show_value`` puts the offending uuid in the newline's message.
+    uuid's message; ``show_value`` puts the offending uuid in the message.
     """
     bad = _first_bad_row(pc.is_null(uuid))
     if bad is not None:
         raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': null uuid{null_hint}")
-    bad = _first_bad_row(pc.match_substring(uuid, "\n"))
+    bad = _first_bad_row(pc.or_(pc.equal(pc.utf8_length(uuid), 0), pc.match_substring_regex(uuid, UUID_BREAKS)))
     if bad is not None:
-        value = f" {uuid[bad].as_py()!r}" if show_value else ""
-        raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': uuid{value} contains a newline")
+        value = uuid[bad].as_py()
+        shown = f" {value!r}" if show_value else ""
+        raise SchemaError(f"{source}row {row_offset + bad}, column 'uuid': uuid{shown} {uuid_problem(value)}")
 
 
 def check_values(table: pa.Table, row_offset: int, source: str) -> None:

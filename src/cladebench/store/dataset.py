@@ -27,6 +27,7 @@ from cladebench.store.checks import conform, duplicate_uuids
 from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.species import check_appendable, columns_to_read, holds_epithets, species_filter, with_binomials
 from cladebench.store.sql import check_filter
+from cladebench.store.versions import version_or_tag
 
 if TYPE_CHECKING:
     import lance
@@ -114,7 +115,8 @@ def open_dataset(uri: str | Path, *, version: int | str | None = None,
     """Open a Lance dataset at a local path, ``hf://`` or ``s3://`` URI, optionally at a version or tag.
 
     A path that holds no Lance dataset raises :class:`DatasetNotFoundError`; a remote URI this
-    machine cannot reach raises :class:`RemoteUnavailableError` within seconds.
+    machine cannot reach raises :class:`RemoteUnavailableError` within seconds. ``version`` is read by
+    :func:`~cladebench.store.versions.version_or_tag` (``"3"`` is version 3; a name is a tag).
     """
     import lance
 
@@ -127,6 +129,7 @@ def open_dataset(uri: str | Path, *, version: int | str | None = None,
             raise DatasetNotFoundError(f"no dataset at {uri}: the path does not exist")
         if not (path / "_versions").is_dir():
             raise DatasetNotFoundError(f"{uri} is not a Lance dataset (it has no _versions directory)")
+    version = version_or_tag(version)
     options = lance_storage_options(uri, storage_options)
     lance_uri, revision = hf_revision(uri)
     if revision is not None:  # hf://datasets/ORG/NAME@REV/path: Lance takes the revision as a storage option

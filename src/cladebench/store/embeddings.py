@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cladebench.errors import SchemaError
+from cladebench.errors import SchemaError, reading
 from cladebench.models.registry import HF_HUB_PREFIX, resolve_model
 from cladebench.models.spec import ModelSpec
 from cladebench.registry import Registry
@@ -92,7 +92,10 @@ def read_published_sidecar(path: str | Path) -> dict[str, dict[str, Any]]:
         if len(raw) > MAX_SIDECAR_BYTES:
             raise SchemaError(f"{path}: over {MAX_SIDECAR_BYTES // (1024 * 1024)} MiB, not a JSON sidecar of "
                               "embedding models (one short entry per embedding column)")
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        if not text.strip():  # an empty file records nothing: no entry, as "{}"
+            return {}
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
         raise SchemaError(f"{path}: not a readable JSON sidecar of embedding models ({reason})") from None
@@ -122,11 +125,20 @@ def _names_model(recorded: str, alias: str, spec: ModelSpec) -> bool:
     return name in known or name.removeprefix(HF_HUB_PREFIX) in known
 
 
+_COMMIT_LENGTHS = (40, 64)
+"""Hex digits of a full git commit name (SHA-1, SHA-256): only of such a name is a shorter one an abbreviation."""
+
+
 def _same_revision(a: str, b: str) -> bool:
-    """Two revisions name the same commit: equal, or one an abbreviation (7+ hex digits) of the other."""
-    a, b = a.lower(), b.lower()
+    """Two revisions name the same commit: equal (case aside), or one an abbreviation (7+ hex digits) of the other,
+    a full commit name. A revision that merely starts with the other (``<pin>deadbeef``, ``<pin>-dirty``) is
+    another revision: equal means equal."""
+    a, b = a.strip().lower(), b.strip().lower()
+    if a == b:
+        return True
     short, long = sorted((a, b), key=len)
-    return a == b or (len(short) >= 7 and long.startswith(short) and all(c in "0123456789abcdef" for c in short))
+    return (len(short) >= 7 and len(long) in _COMMIT_LENGTHS and all(c in "0123456789abcdef" for c in long)
+            and long.startswith(short))
 
 
 def published_metadata(column: str, recorded: Mapping[str, Any] | None = None, *,
@@ -150,8 +162,22 @@ def published_metadata(column: str, recorded: Mapping[str, Any] | None = None, *
             "source": (recorded or {}).get("source") or "published with the dataset"}
 
 
+def load_published_sidecar(path: Path, name: str) -> tuple[dict[str, dict[str, Any]] | None, str | None]:
+    """The sidecar at ``path`` (:func:`read_published_sidecar`), or None and why it was not read: missing, a
+    folder in its place, or not a regular file (a FIFO would block the read forever). ``name`` is how messages
+    call it."""
+    if path.is_dir():
+        return None, f"{name} is a folder, not a file"
+    if not path.exists():
+        return None, f"there is no {name}"
+    if not path.is_file():
+        return None, f"{name} is not a regular file"
+    return read_published_sidecar(path), None
+
+
 def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[str, Mapping[str, Any]] | None,
-                               sidecar_name: str, uri: str | None = None) -> dict[str, dict[str, Any]]:
+                               sidecar_name: str, uri: str | None = None,
+                               sidecar_absent: str | None = None) -> dict[str, dict[str, Any]]:
     """Each published column of ``dataset`` with the model and revision its publisher recorded, checked.
 
     A :class:`SchemaError` (one line) when a record names another model than the column's name stands for,
@@ -159,6 +185,11 @@ def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[
     recorded revision is not the one cladebench pins for the model: such vectors are not the pinned model's,
     and scoring them against its text tower, or reporting them under its name, would be wrong. A column whose
     publisher records no revision is kept, with ``revision`` None and ``pinned`` False, as the record says.
+
+    A column is ``verified`` only when the sidecar's entry for it records the pinned revision too: the release
+    records it twice, and one record alone (the field metadata of a mirror without the sidecar, an empty one, or
+    one keyed by other columns) proves less. Such a column is still read, with ``unverified_reason`` saying why
+    (``sidecar_absent``: why no sidecar was read), for the console and the run record (:func:`unverified_note`).
     """
     uri = uri or dataset.uri
     checked: dict[str, dict[str, Any]] = {}
@@ -185,10 +216,29 @@ def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[
             raise SchemaError(f"{uri}: column {field.name!r} holds {alias} embeddings of revision {found[0][1]} "
                               f"(as {found[0][0]} records), but cladebench pins {alias} at {spec.revision}; "
                               "refusing vectors of other weights")
+        if sidecar is None:
+            why = sidecar_absent or f"no {sidecar_name} was read"
+        elif entry is None:
+            why = f"{sidecar_name} has no entry for it " + (f"(its entries: {', '.join(sorted(sidecar)[:5])})"
+                                                            if sidecar else "(it is empty)")
+        elif sidecar_name not in revisions:
+            why = f"{sidecar_name} records no revision for it"
+        else:
+            why = None
         checked[field.name] = {"model": spec.id, "alias": alias, "revision": found[0][1] if found else None,
                                "pinned_revision": spec.revision, "recorded_in": sorted(revisions),
-                               "pinned": bool(found)}
+                               "pinned": bool(found), "verified": why is None, "unverified_reason": why}
     return checked
+
+
+def unverified_note(checked: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """One line on the published columns :func:`check_published_embeddings` could not verify, or None."""
+    parts = [f"{column} ({entry.get('unverified_reason')})" for column, entry in checked.items()
+             if not entry.get("verified", True)]
+    if not parts:
+        return None
+    return (f"published embedding column(s) not verified against the pinned model revisions: {'; '.join(parts)}; "
+            "they are read as the models their names stand for, and the run record marks them unverified")
 
 # --- the state beside a dataset -----------------------------------------------------------------------
 
@@ -214,7 +264,8 @@ def failures(uri: str, column: str) -> pa.Table:
     path = failures_path(uri, column)
     if not path.exists():
         return pa.table({"uuid": pa.array([], pa.string()), "reason": pa.array([], pa.string())})
-    return pq.read_table(path)
+    with reading(path):
+        return pq.read_table(path)
 
 
 # --- reading vectors ------------------------------------------------------------------------------------

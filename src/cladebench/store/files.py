@@ -37,7 +37,9 @@ def check_writable(path: str | Path, *, folder: bool = False) -> None:
 
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` may still run: only a pid proven gone is dead (this process, another user's, a
-    pid of 0 or less, and any on Windows, where probing would terminate it, count as alive)."""
+    pid of 0 or less, and any on Windows, where probing would terminate it, count as alive). A zombie (killed,
+    its exit not yet collected by its parent) is dead: it answers a signal probe but runs nothing, and a folder
+    it left would otherwise look busy until its parent exits."""
     if pid == os.getpid() or pid <= 0 or os.name == "nt":
         return True
     try:
@@ -46,4 +48,13 @@ def process_alive(pid: int) -> bool:
         return False
     except OSError:
         return True  # exists, owned by someone else
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` is a zombie, where /proc says (Linux); False where it cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 1:].split()[:1] == ["Z"]  # the state follows the command, which may hold ")"

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.store.checks import uuid_problem
 from cladebench.store.embeddings import state_dir
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -95,8 +96,8 @@ class Review:
     """Identifies this review: a retried append that did land is read back once."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.uuid, str) or not self.uuid or "\n" in self.uuid:
-            raise UsageError(f"a review needs the row's uuid, got {self.uuid!r}")
+        if uuid_problem(self.uuid) is not None:
+            raise UsageError(f"a review needs the row's uuid, got {self.uuid!r} (it {uuid_problem(self.uuid)})")
         if not isinstance(self.reviewer, str) or not self.reviewer.strip():
             raise UsageError("a review needs a reviewer name")
         if (self.lineage is None) != (self.rank is None):
@@ -249,3 +250,67 @@ def review_summary(table: pa.Table) -> ReviewSummary:
         else:
             disagreements[uuid] = by_reviewer
     return ReviewSummary(current=current, agreed=agreed, disagreements=disagreements, reviews=table.num_rows)
+
+
+@dataclass(frozen=True)
+class PairAgreement:
+    """Two reviewers compared over the rows both of them reviewed."""
+
+    first: str
+    second: str
+    rows: int
+    """Rows both reviewed."""
+    agreeing: int
+    """Of those, rows where their current labels are the same."""
+    kappa: float | None
+    """Cohen's kappa of their labels over those rows (each distinct label a category); None when it is undefined
+    (agreement expected by chance is 1: both gave one same label throughout)."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How far reviewers agree, stated as two statistics: percent agreement over the rows two or more reviewed (all
+    their current labels the same), and Cohen's kappa for each pair of reviewers (chance-corrected)."""
+
+    rows: int
+    """Rows with current labels from two or more reviewers."""
+    agreeing: int
+    """Of those, rows whose reviewers all give the same label."""
+    pairs: tuple[PairAgreement, ...]
+    """Every pair of reviewers with a row in common, by name."""
+
+    @property
+    def percent(self) -> float | None:
+        """``agreeing / rows`` (a fraction); None when no row has two reviewers."""
+        return self.agreeing / self.rows if self.rows else None
+
+
+def cohens_kappa(first: list[Any], second: list[Any]) -> float | None:
+    """Cohen's kappa of two raters' labels of the same items: (p_o - p_e) / (1 - p_e), p_e from each rater's own
+    label frequencies (as scikit-learn's ``cohen_kappa_score``); None when p_e is 1 (the statistic is undefined)."""
+    n = len(first)
+    if n == 0 or n != len(second):
+        return None
+    observed = sum(a == b for a, b in zip(first, second, strict=True)) / n
+    categories = set(first) | set(second)
+    expected = sum((first.count(c) / n) * (second.count(c) / n) for c in categories)
+    return None if expected >= 1.0 else (observed - expected) / (1.0 - expected)
+
+
+def reviewer_agreement(summary: ReviewSummary) -> Agreement:
+    """The reviewers' agreement in ``summary`` (their current labels, :func:`label_key` deciding sameness)."""
+    shared = {uuid: by for uuid, by in summary.current.items() if len(by) > 1}
+    agreeing = sum(1 for uuid in shared if uuid in summary.agreed)
+    reviewers = sorted({r for by in shared.values() for r in by})
+    pairs = []
+    for i, first in enumerate(reviewers):
+        for second in reviewers[i + 1:]:
+            both = [by for by in shared.values() if first in by and second in by]
+            if not both:
+                continue
+            a = [label_key(by[first]) for by in both]
+            b = [label_key(by[second]) for by in both]
+            same = sum(x == y for x, y in zip(a, b, strict=True))
+            pairs.append(PairAgreement(first=first, second=second, rows=len(both), agreeing=same,
+                                       kappa=cohens_kappa(a, b)))
+    return Agreement(rows=len(shared), agreeing=agreeing, pairs=tuple(pairs))

@@ -156,7 +156,7 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
     source = f"{uri}: "
     check_uuid_type(dataset.schema, str(uri))
     if columns:
-        columns = ["uuid", *[c for c in columns if c != "uuid"]]
+        columns = list(dict.fromkeys(["uuid", *columns]))  # a column named twice is kept once
         for column in columns:
             column_field(dataset, column)
     # A dataset written before species held the binomial is copied with binomials (the copy is schema version 2).
@@ -168,7 +168,8 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
                                   batch_size=1024, scan_in_order=True)
         reader = binomial_reader(scanner.to_reader(), added_genus) if legacy else scanner.to_reader()
     except (ValueError, OSError) as exc:
-        raise CladebenchError(f"cannot filter {uri} with {where!r}: {str(exc).split(', /')[0]}") from None
+        doing = f"filter {uri} with {where!r}" if where is not None else f"read {uri}"
+        raise CladebenchError(f"cannot {doing}: {str(exc).split(', /')[0]}") from None
     schema = _copy_schema(reader.schema, source)
     if mode == "append":
         check_appendable(open_dataset(out_path), out_path)

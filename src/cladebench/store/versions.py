@@ -7,9 +7,11 @@ examples, in which order, and a tag names a version to reopen.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from cladebench.errors import CladebenchError, DatasetNotFoundError, UsageError
 from cladebench.store.checks import check_uuid_type, check_uuid_values
 from cladebench.store.species import holds_epithets, species_filter
 from cladebench.store.sql import check_filter
@@ -60,9 +62,55 @@ def versions(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
     return [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in dataset.versions()]
 
 
+MAX_VERSION = (1 << 63) - 1
+"""Lance numbers versions from 1 with unsigned 64-bit integers; a larger number is no version (nor is 0)."""
+TAG_NAME = re.compile(r"[A-Za-z0-9._-]+")
+"""The characters Lance allows in a tag name."""
+
+
+def version_or_tag(value: int | str | None) -> int | str | None:
+    """The version a user named, as Lance takes it: a whole number (as an int, or as a string of digits, which
+    is how a command line gives it) is a version number, anything else a tag name, None the latest. The one
+    rule for every reader of a version, so ``1`` means version 1 from Python and from ``info`` alike; a tag
+    therefore never consists of digits alone (:func:`tag` refuses one).
+
+    Example:
+        >>> version_or_tag("3"), version_or_tag(3), version_or_tag("release-1"), version_or_tag(None)
+        (3, 3, 'release-1', None)
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise UsageError("a version is a number or a tag name, got an empty string")
+        if not text.isdigit():
+            return text
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"a version is a whole number or a tag name, got {value!r}")
+    if not 1 <= value <= MAX_VERSION:
+        raise UsageError(f"a version number is a whole number from 1, got {value}")
+    return value
+
+
 def tag(dataset: lance.LanceDataset, name: str, version: int | None = None) -> None:
-    """Tag a version (the current one by default) so it can be reopened by name."""
-    dataset.tags.create(name, dataset.version if version is None else version)
+    """Tag a version (the current one by default) so it can be reopened by name. A name Lance would refuse, a
+    name of digits alone (it would read as a version number: :func:`version_or_tag`), a version the dataset
+    does not have and a tag that exists already are one-line errors."""
+    if not isinstance(name, str) or not TAG_NAME.fullmatch(name):
+        raise UsageError(f"a tag name is letters, digits, '.', '-' and '_', got {name!r}")
+    if name.isdigit():
+        raise UsageError(f"tag {name!r} is digits alone, which reads as a version number; add a letter")
+    number = dataset.version if version is None else version_or_tag(version)
+    if not isinstance(number, int):
+        raise UsageError(f"a tag names a version number, got {version!r}")
+    existing = tags(dataset)
+    if name in existing:
+        raise CladebenchError(f"tag {name!r} already names version {existing[name]} of {dataset.uri}")
+    if number not in {v["version"] for v in dataset.versions()}:
+        raise DatasetNotFoundError(f"{dataset.uri} has no version {number} to tag")
+    dataset.tags.create(name, number)
 
 
 def tags(dataset: lance.LanceDataset) -> dict[str, int]:

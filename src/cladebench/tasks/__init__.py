@@ -9,6 +9,7 @@ and :mod:`cladebench.tasks.labelled_rows`; no task module imports another task's
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,9 @@ def get_task(name: str) -> Task:
     return TASKS.get_named(name)
 
 
+@functools.cache
 def _load_builtin_tasks() -> None:
+    """Register the built-in tasks, once per process."""
     from cladebench.tasks import fewshot, zeroshot
 
     register_task(Task(

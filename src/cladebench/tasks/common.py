@@ -352,6 +352,18 @@ def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: 
     return column
 
 
+def check_candidates_column(dataset: lance.LanceDataset, name: str) -> None:
+    """``--candidates`` names a column of lists of scientific names (one list per row, as CrypticBio's
+    cryptic_group: the species and its look-alikes): the one check, before any model loads and in the task."""
+    if name not in dataset.schema.names:
+        raise SchemaError(f"--candidates {name!r}: no such column in {dataset.uri}")
+    kind = dataset.schema.field(name).type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not (
+            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)):
+        raise UsageError(f"--candidates {name!r} holds {kind}, not a list of scientific names per row (as "
+                         "cryptic_group: the species and its look-alikes)")
+
+
 def text_image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str | None, *,
                       task: str) -> tuple[str, dict[str, Any]]:
     """The image-embedding column a task compares with the encoder's text vectors, and its metadata: it must

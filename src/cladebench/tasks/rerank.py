@@ -16,7 +16,8 @@ Scorers form a registry keyed by the kind of model:
   (:mod:`cladebench.models.vlm`, with its on-disk cache, so a rerun is free). A candidate whose answer has
   neither Yes nor No among the top tokens has no score: it is ranked below every scored candidate of its
   query (a conservative choice: it cannot help its query) and counted. So is a candidate whose answer
-  failed validation (``invalid_response``) or whose image did not decode (``bad_image``); the run says
+  failed validation (``invalid_response``), that came without logprobs (``no_logprobs``: some gateways drop
+  them now and then) or whose image did not decode (``bad_image``); the run says
   on stderr how many were unscored, and when more than :data:`MAX_UNSCORED_SHARE` of the candidates are,
   no metric is reported (its value is null, with the reason): a ranking that is mostly ties at the
   bottom measures the endpoint's failures, not the model.
@@ -83,8 +84,11 @@ class RerankConfig:
     """Largest VLM answer read; a bigger body is an invalid response, never cached."""
 
     def __post_init__(self) -> None:
+        from cladebench.models.vlm.config import check_prompt_template
+
         at_least("--rerank-k", self.rerank_k, 1)
         check_vlm_settings(self)
+        check_prompt_template(self.vlm_prompt, "--vlm-prompt")  # before any dataset is read or request sent
 
 
 _REQUIRED = ("uuid", "query_id", "query", "relevant")

@@ -226,10 +226,21 @@ SKIPPED_UUIDS_LISTED = 20
 """Uuids of skipped rows (vectors without a cosine) named in the run's info; the count is always complete."""
 
 
+def _check_cutoff(dataset: lance.LanceDataset, k: int) -> None:
+    """A cutoff no gallery of the dataset can reach is a mistake, refused: ``precision@1000000`` would name a
+    million images where there are a few dozen (and each query would keep its whole gallery as neighbours). A
+    cutoff above a small group's gallery is not: there the top min(k, gallery) count, as the metrics say."""
+    largest = max(1, dataset.count_rows() - 1)
+    if k > largest:
+        raise UsageError(f"-k {k} is more than any query's gallery holds: the dataset has {largest + 1:,} rows, "
+                         f"so a gallery has at most {largest:,} images; use -k {largest} or less")
+
+
 def retrieval(dataset: lance.LanceDataset, encoder: Encoder | None, config: RetrievalTaskConfig) -> Predictions:
     """Run image-to-image retrieval; see the module docstring. ``encoder`` may be None when ``column`` is given."""
     column = _resolve_column(dataset, encoder, config)
     rank = Rank.parse(config.rank)
+    _check_cutoff(dataset, config.k)
     rows = read_labelled_rows(dataset, [column], rank=rank, where=config.where, group_key=config.group_key,
                               keep_without_direction=True)  # counted and listed below, with their uuids
     if not rows.uuids:

@@ -35,11 +35,12 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.config import at_least
-from cladebench.errors import CladebenchError, SchemaError, UsageError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits, top_k_undefined
 from cladebench.tasks.common import (
     LabelSet,
     Predictions,
+    check_candidates_column,
     check_vectors,
     fixed_logit_scale,
     label_set,
@@ -50,7 +51,7 @@ from cladebench.tasks.common import (
 )
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
 from cladebench.tasks.tree_of_life import check_source, complete_from_labels, is_tree_of_life_source, load_source
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs, lookalike_labels
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs, lookalike_labels, parse_within
 
 if TYPE_CHECKING:
     import lance
@@ -127,26 +128,6 @@ def check_labels(value: str, rank: str) -> bool:
     return True
 
 
-def _parse_within(within: str | None) -> tuple[Rank, str] | None:
-    if within is None:
-        return None
-    if "=" not in within:
-        raise CladebenchError(f"--within takes RANK=NAME (e.g. class=Aves), got {within!r}")
-    rank, name = within.split("=", 1)
-    return Rank.parse(rank.strip()), name.strip()
-
-
-def _check_candidates_column(dataset: lance.LanceDataset, name: str) -> None:
-    """``--candidates`` names a column of lists of scientific names (one list per row)."""
-    if name not in dataset.schema.names:
-        raise SchemaError(f"--candidates {name!r}: no such column in {dataset.uri}")
-    kind = dataset.schema.field(name).type
-    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not (
-            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)):
-        raise UsageError(f"--candidates {name!r} holds {kind}, not a list of scientific names per row (as "
-                         "cryptic_group: the species and its look-alikes)")
-
-
 def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotConfig) -> Predictions:
     """Run zero-shot classification over the dataset's rows with embeddings; see the module docstring."""
     from cladebench.store.embeddings import valid_embeddings
@@ -154,7 +135,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     rank = Rank.parse(config.rank)
     column, meta = text_image_column(dataset, encoder, config.column, task="zero-shot")
     if config.candidates:
-        _check_candidates_column(dataset, config.candidates)
+        check_candidates_column(dataset, config.candidates)
     # Whatever naming columns the dataset has (published tables differ): ranks, common and scientific name.
     naming = [c for c in (*RANK_COLUMNS, "scientific_name", "common_name") if c in dataset.schema.names]
     wanted = list(dict.fromkeys(("uuid", *naming, *((config.candidates,) if config.candidates else ()))))
@@ -162,7 +143,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
                                            dim=getattr(encoder, "dim", None))
     lineages = [Lineage.from_row(r) for r in rows.select(naming).to_pylist()]
     check_vectors(image_vectors, rows.column("uuid").to_pylist(), column)
-    within = _parse_within(config.within)
+    within = None if config.within is None else parse_within(config.within)
     if within is not None:
         keep = np.array([lin.names[within[0]] == within[1] for lin in lineages], dtype=bool)
         if not keep.any():

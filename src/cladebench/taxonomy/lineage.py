@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cladebench.errors import SchemaError, unknown_name
+from cladebench.errors import SchemaError, UsageError, unknown_name
 from cladebench.registry import Registry
 
 
@@ -83,6 +83,20 @@ class Rank(enum.IntEnum):
             return cls[key.upper()]
         except KeyError:
             raise unknown_name("rank", str(value), [r.column for r in cls]) from None
+
+
+def parse_within(within: str) -> tuple[Rank, str]:
+    """``--within RANK=NAME`` as the rank and the name (stripped): the one reading of the option, a usage error
+    (exit 2) naming it when it is not of that form or the rank is unknown.
+
+    Example:
+        >>> parse_within("class = Aves")
+        (<Rank.CLASS: 2>, 'Aves')
+    """
+    rank, equals, name = within.partition("=")
+    if not equals or not name.strip():
+        raise UsageError(f"--within takes RANK=NAME (e.g. class=Aves), got {within!r}")
+    return Rank.parse(rank.strip()), name.strip()
 
 
 _RANK_ALIASES = {"cls": "class", "kingdom_": "kingdom"}

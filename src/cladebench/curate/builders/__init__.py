@@ -5,14 +5,20 @@ from raw material, choosing its rows. Each builder is a frozen config plus a fun
 ``build(config) -> summary``, and registers here by name, so the CLI can offer ``build <name>`` with
 the config's fields as options without importing every builder (and DuckDB) up front.
 
+A builder is named like the benchmark it builds (``build inat-coobserved``, as ``eval inat-coobserved``); the
+former names stay as aliases.
+
 Example:
-    >>> get_builder("coobserved").config_name
+    >>> get_builder("inat-coobserved").config_name
     'CoObservedBuildConfig'
+    >>> get_builder("coobserved").name
+    'inat-coobserved'
     >>> try:
     ...     get_builder("co-observed")
     ... except Exception as error:
-    ...     print(error)
-    unknown builder 'co-observed'; known: cameratrap, coobserved, crypticbio, finegrained. Did you mean 'coobserved'?
+    ...     print(error)  # doctest: +NORMALIZE_WHITESPACE
+    unknown builder 'co-observed'; known: cameratrap, crypticbio, fine-grained-challenges, inat-coobserved.
+    Did you mean 'inat-coobserved'?
 """
 
 from __future__ import annotations
@@ -61,6 +67,10 @@ def register(builder: Builder) -> Builder:
     return BUILDERS.add(builder.name, builder)
 
 
+BUILDERS.alias("coobserved", "inat-coobserved")
+BUILDERS.alias("finegrained", "fine-grained-challenges")
+
+
 def get_builder(name: str) -> Builder:
     """Look a builder up by name; an unknown name lists the known ones and the closest."""
     return BUILDERS.get_named(name)
@@ -73,7 +83,7 @@ register(Builder(
 ))
 
 register(Builder(
-    "coobserved", "cladebench.curate.builders.coobserved.build", "CoObservedBuildConfig", "build_coobserved",
+    "inat-coobserved", "cladebench.curate.builders.coobserved.build", "CoObservedBuildConfig", "build_coobserved",
     "iNat Co-Observed from an iNaturalist open-data export: photos on two observations of different species",
     config_module="cladebench.curate.builders.coobserved.config",
 ))
@@ -85,7 +95,8 @@ register(Builder(
 ))
 
 register(Builder(
-    "finegrained", "cladebench.curate.builders.finegrained.build", "FineGrainedBuildConfig", "build_finegrained",
+    "fine-grained-challenges", "cladebench.curate.builders.finegrained.build", "FineGrainedBuildConfig",
+    "build_finegrained",
     "Fine-Grained Challenges from a TreeOfLife-200M catalog: groups of look-alike taxa, clean licenses, 720 px WebP",
     config_module="cladebench.curate.builders.finegrained.config",
 ))

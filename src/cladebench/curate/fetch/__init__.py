@@ -13,8 +13,10 @@ What is retried, with exponential backoff and jitter: timeouts, connection error
 than their ``Content-Length``, images that do not decode (a truncated JPEG served with a matching
 ``Content-Length``), and the statuses 408, 429 and 5xx, honouring ``Retry-After``. What is not: 403,
 404 and the other 4xx (asking again gets the same answer), bodies over the size cap, images over the
-pixel limit (:data:`cladebench.images.MAX_PIXELS`), and a body whose SHA-256 differs from the expected one
-(the content changed; retrying fetches the same bytes).
+pixel limit (:data:`cladebench.images.MAX_PIXELS`), a body whose SHA-256 differs from the expected one
+(the content changed; retrying fetches the same bytes), a redirect loop (``redirects``) and a body that fails
+its ``Content-Encoding`` (``decoding``: gzip declared over raw JPEG). Whatever one URL does, it is that URL's
+failure row, never the end of the run.
 
 Every item has a time budget by the wall clock: each attempt is cut at ``attempt_timeout_s`` (a host
 that trickles a byte every few seconds never trips the read timeout), ``Retry-After`` is honoured up to

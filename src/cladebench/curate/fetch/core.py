@@ -53,6 +53,10 @@ def _transport_reasons() -> tuple[tuple[type[Exception], str, bool], ...]:
         (httpx.UnsupportedProtocol, "bad_url", False),
         (httpx.InvalidURL, "bad_url", False),
         (httpx.TransportError, "protocol", False),
+        # Not transport errors, and the same answer comes back on every attempt.
+        (httpx.TooManyRedirects, "redirects", False),
+        (httpx.DecodingError, "decoding", False),
+        (httpx.RequestError, "protocol", False),
     )
 
 
@@ -148,7 +152,7 @@ class _Fetcher:
         timeout = min(limits) if limits else None
         try:
             return await asyncio.wait_for(self._get(item), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if left is not None and timeout == left and left != config.attempt_timeout_s:
                 raise _AttemptError("deadline", f"the item deadline of {config.item_deadline_s} s passed during an "
                                     f"attempt (after {spent:.1f} s on earlier attempts and waits)",
@@ -164,7 +168,7 @@ class _Fetcher:
                 if response.status_code != 200:
                     raise _status_error(response)
                 return await self._read_body(response)
-        except (httpx.TransportError, httpx.InvalidURL) as exc:
+        except (httpx.RequestError, httpx.InvalidURL) as exc:
             raise _classify(exc, self.reasons) from None
 
     async def _read_body(self, response: httpx.Response) -> _Body:
@@ -191,13 +195,15 @@ class _Fetcher:
                                                 retryable=False, status=response.status_code)
                         digest.update(chunk)
                         handle.write(chunk)
-                except httpx.TransportError as exc:
+                except httpx.RequestError as exc:
                     received = response.num_bytes_downloaded
-                    if declared is not None and received < declared:
+                    if isinstance(exc, httpx.TransportError) and declared is not None and received < declared:
                         raise _AttemptError("truncated", f"connection ended after {received} of {declared} bytes "
                                             f"({type(exc).__name__})", retryable=True, status=response.status_code,
                                             exception=type(exc).__name__) from None
-                    raise
+                    failure = _classify(exc, self.reasons)
+                    failure.status = response.status_code
+                    raise failure from None
             # Compare on the wire (before any content decoding): that is what Content-Length counts.
             received = response.num_bytes_downloaded
             if declared is not None and received != declared:
@@ -286,7 +292,16 @@ async def fetch_pending(pending: list[DownloadItem], store: DownloadStore, confi
     http = _client(config) if own else client
     try:
         fetcher = _Fetcher(http, store, config, on_done)
-        return list(await asyncio.gather(*(fetcher.fetch(i) for i in pending)))
+        tasks = [asyncio.ensure_future(fetcher.fetch(i)) for i in pending]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            # Ctrl-C or a bug: the other items stop here, not later against a closed client, where each would
+            # print its own traceback as the loop shuts down.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
     finally:
         if own:
             await http.aclose()

@@ -13,24 +13,27 @@ Example:
     ...     get_source("cryptic")
     ... except Exception as error:
     ...     print(error)
-    unknown source 'cryptic'; known: crypticbio, inat-coobserved, inquire-rerank. Did you mean 'crypticbio'?
+    unknown source 'cryptic'; known: crypticbio, images, inat-coobserved, inquire-rerank. Did you mean 'crypticbio'?
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import gzip
 import importlib
+import io
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, reading
 from cladebench.registry import Registry
 
 
@@ -75,7 +78,9 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
     A directory is searched at every depth, because a Hugging Face Hub snapshot keeps its files in ``data/``
     (``data/test-00000-of-00004.parquet``) or in one folder per config or split; hidden files and folders
     (``.cache/``, the Hub client's download state, ``.git/``) are left out. An error names ``what`` when there
-    are no files or a path given is missing.
+    are no files or a path given is missing, and names the folders when a folder given holds two copies of one
+    file (the same name and size in two places: two snapshots downloaded side by side), whose rows would all
+    be read twice.
     """
     given = [parquet_paths] if isinstance(parquet_paths, (str, Path)) else list(parquet_paths)
     paths: list[Path] = []
@@ -87,10 +92,44 @@ def parquet_files(parquet_paths: str | Path | Iterable[str | Path], *, what: str
     if not paths:
         raise CladebenchError(f"no {what} Parquet files in {[str(p) for p in given]} (searched at every depth, "
                               "hidden folders left out)")
-    missing = [str(p) for p in paths if not p.is_file()]
+    missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise CladebenchError(f"{what} Parquet file(s) not found: {missing}")
+    special = [str(p) for p in paths if not p.is_file()]
+    if special:
+        raise CladebenchError(f"{what} Parquet path(s) that are not regular files (a pipe or a device): {special}")
+    _refuse_copies(paths, what)
     return paths
+
+
+def _refuse_copies(paths: list[Path], what: str) -> None:
+    seen: dict[tuple[str, int], Path] = {}
+    for path in paths:
+        first = seen.setdefault((path.name, path.stat().st_size), path)
+        if first != path:
+            common = Path(os.path.commonpath([first, path]))
+            folders = [str(common / p.relative_to(common).parts[0]) for p in (first, path)]
+            raise CladebenchError(f"{first} and {path} are two copies of one {what} file (same name and size): "
+                                  f"{folders[0]} and {folders[1]} look like two downloads of the same files; "
+                                  "give one of them")
+
+
+def parquet_batches(path: Path, *, batch_rows: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The record batches of one Parquet file, one row group in memory at a time; a file that cannot be read (a
+    corrupt page, a truncated file, gone meanwhile) is one line naming it (:func:`cladebench.errors.reading`),
+    wherever in the file the damage is. Only the reading is covered: what the caller does with a batch is not."""
+    import pyarrow.parquet as pq
+
+    with reading(path):
+        # pre_buffer (pyarrow's default) keeps every column chunk read for the reader's life: a whole shard
+        # (hundreds of MB) would stay in memory. Without it memory stays at one row group.
+        batches = pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=columns)
+    while True:
+        with reading(path):
+            batch = next(batches, None)
+        if batch is None:
+            return
+        yield batch
 
 
 def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
@@ -123,8 +162,8 @@ def first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
     Read in blocks; the bytes of a character cut by a block's end are carried into the next block, and the
     file's end counts as an end of input, so a file cut inside a character names that character's first byte.
     """
-    offset, line, pending = 0, 1, b""  # offset: where ``pending`` starts in the file
-    with open(path, "rb") as handle:
+    offset, line, pending = 0, 1, b""  # offset: where ``pending`` starts in the (decompressed) text
+    with _open_bytes(path) as handle:
         while True:
             block = handle.read(1 << 20)
             data, final = pending + block, not block
@@ -137,6 +176,29 @@ def first_bad_utf8(path: str | Path) -> tuple[int, int, int]:
             pending = data[consumed:]
             if final:
                 return line, offset, 0
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first bytes of a gzip file, whatever its name."""
+
+
+def _open_bytes(path: str | Path) -> IO[bytes]:
+    """``path``'s bytes, decompressed when it is gzip (sniffed, not by name: ``.csv`` files arrive compressed)."""
+    with open(path, "rb") as probe:
+        compressed = probe.read(2) == GZIP_MAGIC
+    return gzip.open(path, "rb") if compressed else open(path, "rb")
+
+
+@contextlib.contextmanager
+def open_text(path: str | Path, error: type[CladebenchError] = SchemaError) -> Iterator[IO[str]]:
+    """A text file (CSV, TSV) for reading as UTF-8, gzip or not, inside :func:`utf8_errors`; a gzip file that
+    ends early or is corrupt is ``error`` naming the file."""
+    try:
+        with utf8_errors(path, error), _open_bytes(path) as raw, \
+                io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as handle:
+            yield handle
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise error(f"cannot read {path}: a gzip file that is cut short or damaged ({exc})") from None
 
 
 @contextlib.contextmanager
@@ -178,6 +240,17 @@ def stats_of(table: pa.Table, key: bytes) -> dict[str, Any]:
     return {} if raw is None else json.loads(raw)
 
 
+def unknown_format_notes(stats: Mapping[str, Any], rows: int) -> list[str]:
+    """The line a load prints when rows hold image bytes in no format the tool recognises (an HTML error page
+    or random bytes saved as a photo): they are written, and every later decode of them fails, so a person
+    hears of it now, not from a failures table after an hour of embedding. Empty when there are none."""
+    unknown = int(stats.get("unknown_image_format") or 0)
+    if not unknown:
+        return []
+    return [f"{unknown:,} of {rows:,} rows hold image bytes in no known image format (an HTML page, random bytes?): "
+            "they are written with a null image_format, and decoding them will fail"]
+
+
 def failures_path_for(out: str | Path) -> Path:
     """Where the failures of a build into ``out`` go: ``<out>.failures.parquet``, beside the dataset."""
     out = Path(out)
@@ -212,4 +285,10 @@ register(Source(
     "inat-coobserved", "cladebench.curate.sources.coobserved", "read_inat_coobserved", "build_inat_coobserved",
     "iNat Co-Observed Parquet files (dcher95/inat-coobserved): iNat photos of two organisms of different species",
     "CoObservedLoadConfig",
+))
+register(Source(
+    "images", "cladebench.curate.sources.images.build", "build_images_dataset", "build_images_dataset",
+    "your own images: a folder per taxon, a table of paths or URLs (CSV, TSV, Parquet, a Hugging Face dataset), "
+    "WebDataset shards or a Darwin Core Archive (a GBIF download); labels resolved offline to taxa",
+    "ImagesLoadConfig",
 ))

@@ -72,7 +72,7 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.curate.fetch import DownloadConfig, DownloadReport, DownloadStore, download
-from cladebench.curate.sources import check_out_apart, failures_path_for, stats_of, utf8_errors, with_stats
+from cladebench.curate.sources import check_out_apart, failures_path_for, open_text, stats_of, with_stats
 from cladebench.curate.sources.rows import (
     Row,
     coordinates,
@@ -83,7 +83,7 @@ from cladebench.curate.sources.rows import (
 )
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.paths import atomic_write_parquet
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
+from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank
 
 CSV_COLUMNS: tuple[str, ...] = (
     "scientificName", "year", "month", "day", "decimalLatitude", "decimalLongitude", "url",
@@ -144,7 +144,7 @@ def read_cryptic_lookup(path: str | Path) -> dict[str, tuple[str, ...]]:
     """
     groups: dict[str, tuple[str, ...]] = {}
     _check_input_file(path, "--lookup", "the cryptic-group lookup (anchor<TAB>species,...)")
-    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
+    with open_text(path) as handle:
         for line_number, line in enumerate(handle, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -169,6 +169,8 @@ def _check_input_file(path: str | Path, option: str, what: str) -> None:
         raise CladebenchError(f"{option} {path} is a folder; give {what}")
     if not path.exists():
         raise CladebenchError(f"{option} {path}: no such file")
+    if not path.is_file():  # a FIFO or a device: reading it would wait for a writer, or never end
+        raise CladebenchError(f"{option} {path} is not a regular file (a pipe or a device); give {what}")
 
 
 # --- one row -------------------------------------------------------------------------------------
@@ -232,13 +234,31 @@ class _Taxa:
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, ...], tuple[Lineage, list[str] | None]] = {}
+        self._lineages: dict[str, tuple[tuple[str | None, ...], Row]] = {}
 
     def get(self, record: Mapping[str, str], row: Row) -> tuple[Lineage, list[str] | None]:
         key = tuple(record[f] for f in _TAXON_FIELDS)
         if key not in self._seen:
             names = _vernacular_names(record, row)  # first, so a bad literal is an error naming its row
-            self._seen[key] = (Lineage.from_row(dict(zip(_TAXON_FIELDS, key, strict=True))), names)
+            lineage = Lineage.from_row(dict(zip(_TAXON_FIELDS, key, strict=True)))
+            self._check(record, lineage, row)
+            self._seen[key] = (lineage, names)
         return self._seen[key]
+
+    def _check(self, record: Mapping[str, str], lineage: Lineage, row: Row) -> None:
+        """A label must mean one taxon: a binomial outside the row's genus, or one scientific name under two
+        lineages, would make rows of one name disagree on every rank a task reads."""
+        scientific = record["scientificName"].strip()
+        binomial = Lineage.from_row({"scientificName": scientific})[Rank.SPECIES]
+        genus = lineage[Rank.GENUS]
+        if binomial is not None and genus is not None and binomial.split()[0] != genus:
+            raise row.error("scientificName", f"{scientific!r} is not in the row's genus {genus!r}")
+        ranks = lineage.names[:Rank.SPECIES]
+        first, first_row = self._lineages.setdefault(scientific, (ranks, row))
+        differs = next((r for r in RANKS[:Rank.SPECIES] if first[r] != ranks[r]), None)
+        if differs is not None:
+            raise row.error("scientificName", f"{scientific!r} is filed under {differs.column} {ranks[differs]!r} "
+                            f"here and under {first[differs]!r} at row {first_row.number}; a name has one lineage")
 
 
 def _add_row(rows: _Rows, record: Mapping[str, str], row: Row, source_dataset: str,

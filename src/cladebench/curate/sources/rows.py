@@ -26,12 +26,13 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cladebench.curate.sources import utf8_errors
+from cladebench.curate.sources import open_text
 from cladebench.errors import SchemaError
 
 ROW_COUNTING = "1-based data row"
@@ -103,11 +104,14 @@ def integer(value: Any, field_name: str, row: Row) -> int:
 
 
 def number_or_none(value: Any, field_name: str, row: Row) -> float | None:
-    """A float from a typed number; null and NaN are null (iNat data writes an unknown value as NaN)."""
+    """A float from a typed number; null and NaN are null (iNat data writes an unknown value as NaN); an
+    infinity is an error, as it is in text (:func:`number_from_text`): no stored number is infinite."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise row.error(field_name, f"{value!r} is not a number")
+    if math.isinf(value):
+        raise row.error(field_name, f"{value!r} is not a finite number")
     return None if math.isnan(value) else float(value)
 
 
@@ -180,11 +184,12 @@ def csv_records(path: Path, required: Sequence[str], *, what: str, other_columns
     ``what`` names the format in messages (``a CrypticBio benchmark CSV``). A header without a ``required``
     column is an error; so is one with other columns unless ``other_columns`` (``ignored`` columns are always
     allowed: pandas writes its index as a column named ``""``). A row with more or fewer fields than the
-    header is an error naming the row. Bytes that are not UTF-8, and what the csv module refuses (a field over
+    header is an error naming the row. A gzip file is read decompressed, whatever its name. Bytes that are
+    not UTF-8, and what the csv module refuses (a field over
     ``csv.field_size_limit()``, 131,072 characters by default; a NUL byte), are a :class:`SchemaError` naming
-    the line of the file.
+    the line of the file; so is a header naming a column twice.
     """
-    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as handle:
+    with open_text(path) as handle:
         reader = csv.DictReader(handle)
         try:
             yield from _checked_records(reader, path, required, what, other_columns, ignored)
@@ -195,6 +200,10 @@ def csv_records(path: Path, required: Sequence[str], *, what: str, other_columns
 def _checked_records(reader: csv.DictReader, path: Path, required: Sequence[str], what: str, other_columns: bool,
                      ignored: Sequence[str]) -> Iterator[tuple[Row, dict[str, str]]]:
     header = reader.fieldnames or []
+    repeated = sorted(c for c, n in Counter(header).items() if n > 1)
+    if repeated:  # a dict per row would keep the last of them for every row, without a word
+        raise SchemaError(f"{path}: the header names {', '.join(map(repr, repeated))} more than once; which of "
+                          "the columns holds the value is ambiguous: keep one of each")
     missing = [c for c in required if c not in header]
     if missing:
         raise SchemaError(f"{path}: not {what}: missing column(s) {missing}; header is {header}")

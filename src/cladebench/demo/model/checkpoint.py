@@ -208,8 +208,13 @@ def demo_model_id(cache_dir: str | Path | None = None, *, config: DemoModelConfi
     happens under a file lock and lands by rename, so concurrent processes train it once and never see
     a half-written checkpoint.
     """
+    from cladebench.curate.staging import clean_leftovers
+
     target = demo_model_dir(cache_dir, config=config)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # Every call, not only a training one: once the model is trained no run trains it again, so a killed
+    # training's staging folder that one run could not prove dead would otherwise stay for good.
+    clean_leftovers(target, WRITER)
     if not (target / TRAINING_RECORD_NAME).is_file():
         with _exclusive(target.parent / f".{target.name}.lock"):
             if not (target / TRAINING_RECORD_NAME).is_file():  # another process may have finished meanwhile

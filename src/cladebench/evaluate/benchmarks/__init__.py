@@ -1,15 +1,16 @@
-"""Named benchmarks: ``cladebench eval fine-grained-challenges --task fewshot`` without knowing a URI, its columns
-or its protocol.
+"""Named benchmarks: ``cladebench eval fewshot fine-grained-challenges`` without knowing a URI, its columns or its
+protocol.
 
 A benchmark name stands for a published dataset (its source and pinned release), the task(s) it is evaluated with,
 and the settings its card or paper reports (:class:`~.base.Protocol`). Settings the user gives win over the
-protocol's; those left at their defaults take the protocol's. Its data is read from a local mirror when one is
-given (``--data DIR``, or ``$CLADEBENCH_MIRROR/<name>``), else from where it is published: opened remotely at its
+protocol's (the run is marked off protocol); those not given take the protocol's. Its data is read from a local
+mirror when one is given (``--data DIR``, or ``$CLADEBENCH_MIRROR/<name>``), else from where it is published: opened
+remotely at its
 release (Fine-Grained Challenges), or fetched once and built into the cache (CrypticBio, INQUIRE-Rerank,
 iNat Co-Observed). One module per family says where its data lives: :mod:`.finegrained`, :mod:`.crypticbio`,
 :mod:`.hub`; :mod:`.base` what a benchmark is.
 
-This ``__init__`` presents the package's API on purpose (:data:`BENCHMARKS`, :func:`resolve`, ...) and imports
+This ``__init__`` presents the package's API on purpose (:data:`BENCHMARKS`, :func:`named_benchmark`, ...) and imports
 the family modules so that every benchmark is registered; the modules import :mod:`.base`, never this file.
 """
 
@@ -34,7 +35,7 @@ from cladebench.evaluate.benchmarks.base import (
 )
 
 __all__ = ["BENCHMARKS", "MIRROR_ENV", "Benchmark", "Headline", "Located", "Protocol", "PublishedFigure",
-           "get_benchmark", "register_benchmark", "resolve", "with_benchmark_defaults"]
+           "apply_protocol", "get_benchmark", "locate", "named_benchmark", "register_benchmark"]
 
 
 def get_benchmark(name: str) -> Benchmark | None:
@@ -42,61 +43,68 @@ def get_benchmark(name: str) -> Benchmark | None:
     return BENCHMARKS.get(name)
 
 
-def _named(config: Any) -> Benchmark | None:
-    """The benchmark the config's dataset names; None for a path or URI, including a local folder that happens to
-    bear a benchmark's name."""
-    benchmark = get_benchmark(config.dataset)
-    return None if benchmark is None or Path(config.dataset).exists() else benchmark
+def named_benchmark(dataset: str, *, data: Any = None) -> Benchmark | None:
+    """The benchmark ``dataset`` names, or None for a path or URI (a local folder that happens to bear a
+    benchmark's name is a path). The one place this is decided; ``--data`` for a path or URI is a usage error."""
+    benchmark = get_benchmark(dataset)
+    if benchmark is not None and not Path(dataset).exists():
+        return benchmark
+    if data is not None:
+        raise UsageError(f"--data names a local mirror of a named benchmark ({', '.join(BENCHMARKS)}); "
+                         f"{dataset!r} is a path or URI: drop --data")
+    return None
 
 
-def with_benchmark_defaults(config: Any) -> Any:
-    """The config with its benchmark's protocol filled in where the user left a setting at its default (reads
-    nothing, so it runs before any check that needs those settings). A task the benchmark is not evaluated with is
-    a usage error, and so is ``--data`` for a dataset that is no benchmark."""
-    benchmark = _named(config)
+def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[str]
+                   ) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """The config with the benchmark's protocol filled in where the user gave no setting, and each given setting
+    that departs from the protocol (name -> the protocol's value and the one run). Reads nothing. A task the
+    benchmark is not evaluated with is a usage error."""
     if benchmark is None:
-        if getattr(config, "data", None) is not None:
-            raise UsageError(f"--data names a local mirror of a named benchmark ({', '.join(BENCHMARKS)}); "
-                             f"{config.dataset!r} is a path or URI: drop --data")
-        return config
+        return config, {}
     protocol = benchmark.protocol(config.task or benchmark.task)
-    fields = {f.name: f for f in dataclasses.fields(config) if f.init}
+    fields = {f.name for f in dataclasses.fields(config) if f.init}
     changes: dict[str, Any] = {}
-    # A field the config's class fixes (the task of `eval rerank ...`) is the user's choice, never replaced.
+    departures: dict[str, dict[str, Any]] = {}
     for name, value in {"task": protocol.task, **protocol.settings}.items():
         if name == "column" and getattr(config, "model", None) is not None:
             continue  # the model names the column holding its vectors
-        spec = fields.get(name)
-        if spec is not None and getattr(config, name) == _default(spec) and value != getattr(config, name):
+        if name == "task" and "task" not in fields:
+            continue  # `eval rerank ...`: the config's class fixes its task (checked against the benchmark above)
+        if name not in fields:
+            continue
+        current = getattr(config, name)
+        if name in given:
+            if _plain(current) != _plain(value):
+                departures[name] = {"protocol": _plain(value), "run": _plain(current)}
+        elif current != value:
             changes[name] = value
-    return dataclasses.replace(config, **changes) if changes else config
+    return (dataclasses.replace(config, **changes) if changes else config), departures
 
 
-def resolve(config: Any) -> tuple[str, Any, Located | None]:
-    """The dataset URI to open, the config with the benchmark's protocol filled in, and where the benchmark's data
-    was found (None for a path or URI). A benchmark built from files is built here on first use; a published
-    dataset's embeddings are checked against their pinned revisions before any model loads."""
-    config = with_benchmark_defaults(config)
-    benchmark = _named(config)
-    if benchmark is None:
-        return config.dataset, config, None
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def locate(benchmark: Benchmark, config: Any, spec: Any) -> Located:
+    """Where the benchmark's data is (built once when it is built from files); a published dataset's embeddings
+    are checked against their pinned revisions, and a model without a column there is refused, before any model
+    loads."""
     located = benchmark.locate(mirror_folder(benchmark, getattr(config, "data", None)))
     if benchmark.publishes_embeddings:
-        _check_model_has_column(benchmark, located, config)
-    return located.uri, config, located
+        _check_model_has_column(benchmark, located, config, spec)
+    return located
 
 
-def _check_model_has_column(benchmark: Benchmark, located: Located, config: Any) -> None:
+def _check_model_has_column(benchmark: Benchmark, located: Located, config: Any, spec: Any) -> None:
     """A benchmark that publishes embeddings is never embedded into: a --model without a column there is refused
     before it loads, with the commands that make a local copy to embed."""
-    if getattr(config, "model", None) is None or getattr(config, "column", None) is not None:
+    if spec is None or getattr(config, "column", None) is not None:
         return
     from cladebench import store
     from cladebench.errors import CladebenchError
-    from cladebench.models.registry import resolve_model
     from cladebench.tasks.common import find_embedding_column
 
-    spec = resolve_model(config.model, revision=getattr(config, "revision", None))
     if spec.kind != "clip":
         return
     try:
@@ -107,11 +115,3 @@ def _check_model_has_column(benchmark: Benchmark, located: Located, config: Any)
                          f"{config.model}; to evaluate it, copy the dataset (`cladebench subset {located.uri} --out "
                          f"DIR`), embed the copy (`cladebench embed DIR --model {config.model}`) and evaluate DIR"
                          ) from None
-
-
-def _default(spec: dataclasses.Field) -> Any:
-    if spec.default is not dataclasses.MISSING:
-        return spec.default
-    if spec.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        return spec.default_factory()  # type: ignore[misc]
-    return dataclasses.MISSING

@@ -19,10 +19,10 @@ the cache, a mirror into ``benchmarks/mirrors/<name>-<digest>.lance``, the diges
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,9 @@ from typing import Any
 
 from cladebench.cache import cache_dir
 from cladebench.errors import DatasetNotFoundError, UsageError
+from cladebench.paths import held_lock
 from cladebench.registry import Registry
+from cladebench.store.embeddings import unverified_note
 
 MIRROR_ENV = "CLADEBENCH_MIRROR"
 """Environment variable naming a folder that holds one mirror folder per benchmark, each named like it."""
@@ -151,7 +153,11 @@ class Benchmark:
     def locate(self, mirror: Path | None) -> Located:
         """The benchmark's data: from ``mirror`` when given, else from the published source (built once)."""
         if self.locate_remote is not None:
-            return self.locate_remote(self, mirror)
+            located = self.locate_remote(self, mirror)
+            note = unverified_note(located.provenance.get("published_embeddings") or {})
+            if note:  # read, but on one record only: the person running it is told, as the record tells a reader
+                print(f"cladebench eval: {self.name}: {note}", file=sys.stderr)
+            return located
         assert self.fetch is not None and self.from_mirror is not None
         if mirror is not None:
             digest = mirror_digest(mirror)
@@ -229,12 +235,8 @@ def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
     if path.is_dir():
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes, or the process dies
+    with held_lock(path.with_name(f".{path.name}.lock")):
         return None if path.is_dir() else _build(path, build)
-    finally:
-        os.close(handle)
 
 
 def _build(path: Path, build: Callable[[Path], Any]) -> Any:

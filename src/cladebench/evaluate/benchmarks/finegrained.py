@@ -14,7 +14,9 @@ How it is read:
   the published layout, read in place.
 - **Its embeddings as what they are.** Before any model loads, every published column's recorded model and
   revision are checked against the pins (:func:`cladebench.store.embeddings.check_published_embeddings`): a
-  mismatch is refused in one line. Few-shot, retrieval and ``compare-columns`` then need no model at all (the
+  mismatch is refused in one line. A column the sidecar does not vouch for too (no sidecar, an empty one, none
+  of its entries for the column, a folder in its place) is read but unverified: said on the console and
+  recorded (``unverified_embeddings``). Few-shot, retrieval and ``compare-columns`` then need no model at all (the
   column stands for it: ``emb_bioclip2`` by default), and zero-shot with ``--model bioclip-2`` uses only its text
   tower on ``emb_bioclip2``. Nothing is embedded into a published dataset: a model without a column there is
   refused with the commands that make a local copy to embed.
@@ -43,6 +45,7 @@ from cladebench.store.embeddings import (
     PUBLISHED_EMBEDDING_COLUMNS,
     PUBLISHED_SIDECAR_SUFFIX,
     check_published_embeddings,
+    load_published_sidecar,
     read_published_sidecar,
 )
 
@@ -52,6 +55,8 @@ DATA_PATH = "data/challenges.lance"
 """The table inside the published repository."""
 SIDECAR_PATH = DATA_PATH.removesuffix(".lance") + PUBLISHED_SIDECAR_SUFFIX
 """The embeddings' sidecar beside the table: ``data/challenges.embedding_models.json``."""
+SIDECAR_NAME = SIDECAR_PATH.rsplit("/", 1)[-1]
+"""The sidecar's file name, as messages and records call it."""
 DEFAULT_COLUMN = "emb_bioclip2"
 """The published column few-shot and retrieval read when no model names one (the one both repositories hold)."""
 
@@ -101,19 +106,22 @@ def _locate(benchmark: Benchmark, mirror: Path | None) -> Located:
                                        f"holds {benchmark.mirror_layout})")
         uri = str(path)
         dataset = store.open_dataset(uri)
-        sidecar_file = mirror / SIDECAR_PATH
-        sidecar = read_published_sidecar(sidecar_file) if sidecar_file.is_file() else None
+        sidecar, absent = load_published_sidecar(mirror / SIDECAR_PATH, SIDECAR_NAME)
         provenance: dict[str, Any] = {"kind": "mirror", "folder": str(mirror.resolve()), "source": benchmark.source,
                                       "release": None, "pinned_release": RELEASE}
     else:
         uri = f"hf://datasets/{repo}@{RELEASE}/{DATA_PATH}"
         dataset = store.open_dataset(uri)  # offline or unreachable: one line, within seconds
-        sidecar = None if os.environ.get("HF_HUB_OFFLINE") == "1" else _sidecar_from_hub(repo)
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        sidecar = None if offline else _sidecar_from_hub(repo)
+        absent = (f"{SIDECAR_NAME} was not fetched (HF_HUB_OFFLINE=1)" if offline
+                  else f"the release has no {SIDECAR_NAME}")
         provenance = {"kind": "published", "source": benchmark.source, "release": RELEASE}
-    checked = check_published_embeddings(dataset, sidecar=sidecar, sidecar_name=SIDECAR_PATH.rsplit("/", 1)[-1],
-                                         uri=uri)
+    checked = check_published_embeddings(dataset, sidecar=sidecar, sidecar_name=SIDECAR_NAME, uri=uri,
+                                         sidecar_absent=absent)
     provenance["sidecar"] = SIDECAR_PATH if sidecar is not None else None
     provenance["published_embeddings"] = checked
+    provenance["unverified_embeddings"] = [column for column, entry in checked.items() if not entry["verified"]]
     return Located(benchmark.name, uri, provenance)
 
 

@@ -43,6 +43,11 @@ def _built(name: str) -> Path:
     return cache_dir("benchmarks") / f"{name}.lance"
 
 
+PROTOCOL_SPLITS = ("test",)
+"""The split the protocol evaluates: a mirror or download without its files is refused, saying what it holds,
+rather than built and then found to select no row."""
+
+
 def _fetch_inquire_rerank(out: Path) -> dict[str, Any]:
     from cladebench.curate.sources.inquire import build_inquire_rerank
 
@@ -53,14 +58,14 @@ def _fetch_inquire_rerank(out: Path) -> dict[str, Any]:
         how=("download the Parquet files of evendrow/INQUIRE-Rerank, run `cladebench load inquire-rerank DIR "
              f"--out {_built('inquire-rerank')}` (add the INQUIRE query CSVs with --queries if the files carry no "
              "query_id)"))
-    build_inquire_rerank(folder, out)
+    build_inquire_rerank(folder, out, splits=PROTOCOL_SPLITS)
     return fetched
 
 
 def _inquire_rerank_from_mirror(folder: Path, out: Path) -> None:
     from cladebench.curate.sources.inquire import build_inquire_rerank
 
-    build_inquire_rerank(folder, out)
+    build_inquire_rerank(folder, out, splits=PROTOCOL_SPLITS)
 
 
 register_benchmark(Benchmark(

@@ -6,9 +6,11 @@ benchmark or model is refused at once (exit 2) rather than after an hour of runs
 
 A run is one entry of a protocol's :attr:`~cladebench.evaluate.benchmarks.Protocol.runs` for one model: the
 benchmark, its task, the settings the eval config is built with (the protocol's, the run's, the suite's
-``--setting`` overrides), the model's canonical id and revision, and where the data is read from (a mirror folder,
-or the published source). Its **key** is the SHA-256 of those, and names its folder
-(``runs/<benchmark>/<model>-<key>``): the same run in a later suite finds its record there and is reused.
+``--setting`` overrides), the model, and the data. Its **key** is the SHA-256 of what decides its numbers, by
+content: the data's (a mirror's files digest, or the published source and release), the model's (its id, its
+pinned revision, and for weights in local files their digest), the settings, and the version of the metric
+definitions. The key names its folder (``runs/<benchmark>/<model>-<key>``): the same run in a later suite finds its
+record there, and reuses it once the record is verified against its predictions (:mod:`~cladebench.evaluate.verify`).
 """
 
 from __future__ import annotations
@@ -16,22 +18,23 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import types
 import typing
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
-from cladebench.config import OPTION, REPEATABLE
+from cladebench.config import OPTION, parse_text
 from cladebench.errors import UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, mirror_folder
-from cladebench.evaluate.run import EVAL_CONFIGS, EvalConfig, eval_config
+from cladebench.evaluate.benchmarks.base import mirror_digest
+from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig, eval_config
+from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.models.registry import resolve_model
 from cladebench.models.spec import ModelSpec, column_key
 from cladebench.registry import Registry
 
-KEY_VERSION = 1
+KEY_VERSION = 2
 """Part of every run key: raised when what a run's settings mean changes, so old records are not reused for it."""
 
 SUITE_FIXED = frozenset({"dataset", "out", "model", "task", "revision", "label", "device", "data"})
@@ -44,7 +47,7 @@ class SuiteConfig:
     5 shots, all rows and unseen only; CrypticBio zero-shot per name style; INQUIRE-Rerank; Co-Observed lineage),
     reusing every run already finished in --out; results.parquet and report.html accumulate across suites."""
 
-    model: tuple[str, ...] = field(metadata={**OPTION, **REPEATABLE})
+    model: tuple[str, ...] = field(metadata=OPTION)
     """Models to evaluate (same forms as for `eval`; repeat --model or give several); an endpoint
     (openai-compatible:NAME@URL) runs the tasks that take one (rerank, lineage) and skips the rest, saying why."""
     out: Path = field(metadata=OPTION)
@@ -99,9 +102,11 @@ class PlannedRun:
     data: Path | None
     """The mirror folder read, or None for the published source."""
     key: str
-    """SHA-256 of benchmark, task, settings, model id, revision and data: the run's identity."""
+    """SHA-256 of benchmark, task, settings, model and data by content: the run's identity."""
     folder: Path
     """Where its record is written: ``<out>/runs/<benchmark>/<model>-<key prefix>``."""
+    config: EvalConfig
+    """The eval config of the run, built (and checked) once when the suite is planned."""
     unsupported: str | None = None
     """Why the model cannot run this task (an endpoint on zero-shot); None when it can."""
 
@@ -110,10 +115,6 @@ class PlannedRun:
         """``fewshot · shots=5 · unseen_only``: the task and the run's own settings, as tables name the run."""
         return protocol_name(self.task, self.run)
 
-    def eval_config(self, device: str) -> EvalConfig:
-        """The config ``cladebench eval`` would build for this run (same class, same checks)."""
-        return eval_config(task=self.task, dataset=self.benchmark.name, model=self.model, out=self.folder,
-                           device=device, data=self.data, **self.settings)
 
 
 def protocol_name(task: str, run: Mapping[str, Any]) -> str:
@@ -171,50 +172,49 @@ def parse_settings(given: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _coerce(annotation: Any, text: str, name: str) -> Any:
-    """``text`` as a value of the field's type (``1,5`` for a tuple of ints)."""
-    origin = get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        if text.strip().lower() in ("none", "null", ""):
-            return None
-        annotation, origin = args[0], get_origin(args[0])
-    if origin in (tuple, list):
-        item = get_args(annotation)[0] if get_args(annotation) else str
-        return tuple(_coerce(item, part.strip(), name) for part in text.split(",") if part.strip())
-    if origin is Literal:
-        if text not in get_args(annotation):
-            raise UsageError(f"--setting {name}={text}: expected one of {', '.join(map(str, get_args(annotation)))}")
-        return text
-    if annotation is bool:
-        lowered = text.strip().lower()
-        if lowered not in ("true", "false", "1", "0", "yes", "no"):
-            raise UsageError(f"--setting {name}={text}: expected true or false")
-        return lowered in ("true", "1", "yes")
-    if annotation in (int, float):
-        try:
-            return annotation(text)
-        except ValueError:
-            raise UsageError(f"--setting {name}={text}: expected a number ({annotation.__name__})") from None
-    if annotation is Path:
-        return Path(text)
-    return text
-
-
 def _overrides(task: str, raw: Mapping[str, str]) -> dict[str, Any]:
     """The overrides that ``task``'s eval config takes, typed as its fields."""
     config_class = EVAL_CONFIGS.get_named(task)
     hints = typing.get_type_hints(config_class)
     fields = {f.name for f in dataclasses.fields(config_class) if f.init}
-    return {name: _coerce(hints[name], value, name) for name, value in raw.items() if name in fields}
+    return {name: parse_text(hints[name], value, f"--setting {name}") for name, value in raw.items() if name in fields}
 
 
-def run_key(benchmark: str, task: str, settings: Mapping[str, Any], spec: ModelSpec, data: Path | None) -> str:
-    """SHA-256 naming a run: the same benchmark, task, settings, model (id and revision) and data source give the
-    same key, in any suite."""
-    payload = {"version": KEY_VERSION, "benchmark": benchmark, "task": task,
+def data_identity(benchmark: Benchmark, data: Path | None) -> dict[str, Any]:
+    """What a benchmark's data is, by content: a mirror's files digest (paths, sizes, modification times), or the
+    published source at its pinned release. A mirror whose files change gets another identity, wherever it lies."""
+    if data is not None:
+        return {"mirror_sha256": mirror_digest(data)}
+    return {"published": benchmark.source, "release": benchmark.release}
+
+
+def weights_identity(spec: ModelSpec) -> dict[str, Any]:
+    """What a model's weights are: its id and pinned revision, and for weights in local files (a ``local-dir:``
+    checkpoint, a ``pretrained=`` file) the digest of those files, so retraining into the same folder is a new
+    model to the suite."""
+    identity: dict[str, Any] = {"id": spec.id, "revision": spec.revision}
+    for candidate in (spec.id.removeprefix("local-dir:") if spec.id.startswith("local-dir:") else None,
+                      spec.pretrained):
+        path = Path(candidate) if candidate else None
+        if path is not None and path.is_dir():
+            identity["files_sha256"] = mirror_digest(path)
+        elif path is not None and path.is_file():
+            stat = path.stat()
+            identity["file"] = f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    return identity
+
+
+METRICS_VERSION = hashlib.sha256(json.dumps(METRIC_DEFINITIONS, sort_keys=True).encode()).hexdigest()
+"""Digest of the metric definitions: a change to what a metric means makes every run key new."""
+
+
+def run_key(benchmark: str, task: str, settings: Mapping[str, Any], model: Mapping[str, Any],
+            data: Mapping[str, Any]) -> str:
+    """SHA-256 naming a run: the same benchmark, task, settings, model and data (each by content) and metric
+    definitions give the same key, in any suite."""
+    payload = {"version": KEY_VERSION, "metrics": METRICS_VERSION, "benchmark": benchmark, "task": task,
                "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(settings.items())},
-               "model": spec.id, "revision": spec.revision, "data": str(data) if data is not None else "published"}
+               "model": dict(model), "data": dict(data)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -244,9 +244,11 @@ def plan_suite(config: SuiteConfig) -> list[PlannedRun]:
         raise UsageError(f"--setting {', '.join(unknown)}: no task of the suite ({', '.join(sorted(tasks))}) takes "
                          "it (see cladebench eval TASK --help)")
     specs = {model: resolve_model(model) for model in config.model}
+    weights = {model: weights_identity(spec) for model, spec in specs.items()}
     runs: list[PlannedRun] = []
     for benchmark in benchmarks:
         data = data_folder(benchmark, config.mirror)
+        identity = data_identity(benchmark, data)
         for protocol in benchmark.protocols:
             overrides = _overrides(protocol.task, raw)
             kinds = model_kinds(protocol.task)
@@ -255,15 +257,16 @@ def plan_suite(config: SuiteConfig) -> list[PlannedRun]:
                     settings = {**protocol.settings, **run, **overrides}
                     if "column" in protocol.settings and "column" not in overrides:
                         settings.pop("column")  # the model names the column holding its vectors, as in eval
-                    key = run_key(benchmark.name, protocol.task, settings, spec, data)
+                    key = run_key(benchmark.name, protocol.task, settings, weights[model], identity)
                     folder = (config.out / "runs" / benchmark.name
                               / f"{spec.column_key or column_key(model)}-{key[:12]}")
                     unsupported = None if spec.kind in kinds else (
                         f"{protocol.task} takes {' or '.join(sorted(kinds))} models; {model} is a {spec.kind} "
                         f"model ({spec.id})")
-                    planned = PlannedRun(benchmark=benchmark, task=protocol.task, run=dict(run), settings=settings,
-                                         model=model, spec=spec, data=data, key=key, folder=folder,
-                                         unsupported=unsupported)
-                    planned.eval_config(config.device)  # the eval checks of every setting, now
-                    runs.append(planned)
+                    # Built once, here: the eval checks of every setting run before any work.
+                    eval_settings = eval_config(task=protocol.task, dataset=benchmark.name, model=model, out=folder,
+                                                device=config.device, data=data, **settings)
+                    runs.append(PlannedRun(benchmark=benchmark, task=protocol.task, run=dict(run), settings=settings,
+                                           model=model, spec=spec, data=data, key=key, folder=folder,
+                                           config=eval_settings, unsupported=unsupported))
     return runs

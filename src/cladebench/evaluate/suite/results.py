@@ -15,15 +15,13 @@ results``.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import fcntl
 import html
 import io
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,7 @@ from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.evaluate.suite.plan import PlannedRun
 from cladebench.metrics import display_scale
-from cladebench.paths import atomic_write_parquet
+from cladebench.paths import atomic_write_parquet, held_lock
 
 RESULTS_FILE = "results.parquet"
 """The table's file in the suite folder."""
@@ -49,10 +47,15 @@ SCHEMA = pa.schema([
     pa.field("low", pa.float64()), pa.field("high", pa.float64()), pa.field("n", pa.int64()),
     pa.field("label", pa.string()), pa.field("run", pa.string()), pa.field("key", pa.string()),
     pa.field("status", pa.string()), pa.field("reason", pa.string()), pa.field("recorded_at", pa.string()),
+    pa.field("off_protocol", pa.string()),
 ])
 """Columns: what was run (benchmark, task, protocol: the task and the run's own settings, settings: every setting as
 JSON, the model as named, its id and revision), the number (metric, value, low, high, n), the run (label, run: its
-run.json relative to the suite folder, key), and status (finished or skipped, with the reason)."""
+run.json relative to the suite folder, key), status (finished or skipped, with the reason), and off_protocol (the
+settings in which the run departs from its benchmark's protocol, e.g. ``methods=simpleshot (protocol:
+simpleshot,linear,knn)``; null on protocol)."""
+ADDED_COLUMNS = frozenset({"off_protocol"})
+"""Columns added after the first tables were written: a table without them is read with them null."""
 
 
 def _finite(value: Any) -> float | None:
@@ -67,9 +70,21 @@ def _what(planned: PlannedRun) -> dict[str, Any]:
             "model_id": planned.spec.id, "revision": planned.spec.revision, "key": planned.key}
 
 
+def off_protocol_text(record: RunRecord) -> str | None:
+    """How a run departs from its benchmark's protocol, in one short line (None when it does not)."""
+    departures = (record.provenance.get("plan") or {}).get("off_protocol") or {}
+    shown = [f"{name}={_setting(v.get('run'))} (protocol: {_setting(v.get('protocol'))})"
+             for name, v in departures.items()]
+    return "; ".join(shown) or None
+
+
+def _setting(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: Path) -> list[dict[str, Any]]:
     """One row per metric of a finished run's record."""
-    what = _what(planned)
+    what = {**_what(planned), "off_protocol": off_protocol_text(record)}
     relative = os.path.relpath(run_path, root)
     rows = []
     for metric, estimate in record.metrics.items():
@@ -88,19 +103,7 @@ def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: 
 def skipped_row(planned: PlannedRun, reason: str, when: str) -> dict[str, Any]:
     """The row of a run that could not run, with why."""
     return {**_what(planned), "metric": None, "value": None, "low": None, "high": None, "n": None, "label": None,
-            "run": None, "status": "skipped", "reason": reason, "recorded_at": when}
-
-
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """Hold the suite folder's results lock (waits for another suite's merge, which takes milliseconds)."""
-    root.mkdir(parents=True, exist_ok=True)
-    handle = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)  # releases the lock
+            "run": None, "status": "skipped", "reason": reason, "recorded_at": when, "off_protocol": None}
 
 
 def read_results(root: Path) -> pa.Table:
@@ -112,16 +115,19 @@ def read_results(root: Path) -> pa.Table:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise SchemaError(f"{path} is not a results table: {exc}") from None
-    missing = [name for name in SCHEMA.names if name not in table.column_names]
+    missing = [name for name in SCHEMA.names if name not in table.column_names and name not in ADDED_COLUMNS]
     if missing:
         raise SchemaError(f"{path} is not a suite's results table: no column {', '.join(missing)}")
+    for name in ADDED_COLUMNS - set(table.column_names):
+        table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
     return table.select(SCHEMA.names).cast(SCHEMA)
 
 
 def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
     """Replace every row of the runs ``keys`` by ``rows``, keep every other row, and write the table whole."""
     root = Path(root)
-    with _locked(root):
+    root.mkdir(parents=True, exist_ok=True)
+    with held_lock(root / LOCK_FILE):  # waits for another suite's merge, which takes milliseconds
         table = read_results(root)
         replaced = set(keys)
         kept = table.filter(pa.array([k not in replaced for k in table.column("key").to_pylist()], pa.bool_()))
@@ -136,11 +142,42 @@ def _sort_key(table: pa.Table) -> Any:
 
 
 def require_results(root: Path) -> pa.Table:
-    """The table of a suite folder a user named; none there is a one-line error."""
+    """The table of a suite folder a user named, each number checked against its run record and the record
+    against its predictions (:func:`checked_against_records`); none there is a one-line error."""
     if not (Path(root) / RESULTS_FILE).is_file():
         raise CladebenchError(f"no results table at {Path(root) / RESULTS_FILE}: run `cladebench suite --model M "
                               f"--out {root}` first")
-    return read_results(root)
+    return checked_against_records(read_results(root), Path(root))
+
+
+def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
+    """The table with every finished row's number checked: its run record must agree with its predictions
+    (:func:`~cladebench.evaluate.verify.verify_record`) and the row must give the record's value and count. A row
+    that does not is shown without a value, with status ``unverified`` and why, never as a number."""
+    from cladebench.evaluate.verify import verify_record
+
+    problems: dict[str, str | None] = {}
+    records: dict[str, RunRecord] = {}
+    rows = table.to_pylist()
+    for row in rows:
+        run = row["run"]
+        if row["status"] != "finished" or not run:
+            continue
+        if run not in problems:
+            problems[run] = verify_record(root / run)
+            if problems[run] is None:
+                records[run] = RunRecord.read(root / run)
+        problem = problems[run]
+        if problem is None:
+            stored = records[run].metrics.get(row["metric"]) or {}
+            value, n = stored.get("value"), stored.get("n")
+            same = (row["value"] is None) == (value is None) and (value is None or abs(row["value"] - value) <= 1e-9)
+            if not same or (n is not None and row["n"] != n):
+                problem = (f"results.parquet gives {row['value']} on n = {row['n']}, its run record {value} on "
+                           f"n = {n}")
+        if problem is not None:
+            row.update(value=None, low=None, high=None, status="unverified", reason=problem)
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
 def _shown(metric: str, value: float | None) -> str:
@@ -186,14 +223,22 @@ def format_results(table: pa.Table, format: str) -> str:
         writer.writerows(rows)
         return buffer.getvalue().rstrip("\n")
     finished = [r for r in rows if r["status"] == "finished"]
-    skipped = [r for r in rows if r["status"] != "finished"]
+    unverified = [r for r in rows if r["status"] == "unverified"]
+    skipped = [r for r in rows if r["status"] not in ("finished", "unverified")]
     lines = ["| benchmark | protocol | model | metric | value | interval | n | label | run |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in finished:
         interval = _interval(r["metric"], r["low"], r["high"]) or _why(r["reason"])
-        cells = (r["benchmark"], r["protocol"], r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
+        protocol = r["protocol"] + (f" (off protocol: {r['off_protocol']})" if r.get("off_protocol") else "")
+        cells = (r["benchmark"], protocol, r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
                  r["n"], r["label"], r["run"])
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    if unverified:
+        lines += ["", "Not shown: the run record or its predictions do not give these numbers (run the suite again "
+                  "to recompute them):", "", "| benchmark | protocol | model | metric | why |", "|---|---|---|---|---|"]
+        for r in unverified:
+            lines.append("| " + " | ".join(_md_cell(r[c]) for c in ("benchmark", "protocol", "model", "metric",
+                                                                     "reason")) + " |")
     if skipped:
         lines += ["", "Skipped runs:", "", "| benchmark | protocol | model | reason |", "|---|---|---|---|"]
         for r in skipped:

@@ -2,8 +2,10 @@
 benchmark, with the results table brought up to date as runs finish.
 
 Why a module of its own: this is the part that meets time and failure. A run counts as finished only when its
-``run.json`` is there (``RunRecord.write`` renames it into place whole), so a Ctrl-C at any moment leaves finished
-runs, which a rerun reuses, and an unfinished one, which it computes again. A run that cannot run (no challenge
+``run.json`` is there (``RunRecord.write`` renames it into place whole) and agrees with its predictions
+(:func:`~cladebench.evaluate.verify.verify_record`: the file there, its SHA-256, every metric recomputed), so a
+Ctrl-C at any moment leaves finished runs, which a rerun reuses, and an unfinished one, which it computes again; a
+record edited by hand or whose predictions are gone is run again, saying why. A run that cannot run (no challenge
 group with enough unseen images for 5 shots, an endpoint on a task that takes encoders, a model without vectors in
 a published dataset) is recorded as skipped (``skipped.json``, whole) with the reason and not tried again unless
 asked; a run where only some groups are too small finishes, its record and results rows carrying those groups' gaps
@@ -35,6 +37,7 @@ from cladebench.evaluate.suite.results import (
     skipped_row,
     update_results,
 )
+from cladebench.evaluate.verify import verify_record
 from cladebench.paths import atomic_write
 
 SKIP_FILE = "skipped.json"
@@ -63,7 +66,7 @@ class SuiteSummary:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def duration(seconds: float) -> str:
@@ -76,15 +79,18 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
 
 
-def _finished(planned: PlannedRun) -> RunRecord | None:
-    """The run's record when an earlier run finished it (a record that cannot be read counts as unfinished)."""
+def _finished(planned: PlannedRun, say: Callable[[str], None]) -> RunRecord | None:
+    """The run's record when an earlier run finished it and the record agrees with its predictions; a record that
+    does not (edited, its predictions gone or changed) counts as unfinished, and the suite says why it runs again."""
     path = planned.folder / RUN_FILE
     if not path.is_file():
         return None
-    try:
-        return RunRecord.read(path)
-    except (OSError, ValueError, TypeError):
+    problem = verify_record(path)
+    if problem is not None:
+        say(f"[suite] {planned.benchmark.name} {planned.protocol} with {planned.model}: the finished run is run "
+            f"again: {problem}")
         return None
+    return RunRecord.read(path)
 
 
 def _recorded_skip(planned: PlannedRun) -> tuple[str, str] | None:
@@ -115,15 +121,14 @@ def _record_skip(planned: PlannedRun, reason: str, exit_code: int, when: str) ->
 class _Models:
     """Each model built once per suite, when a run first scores with it (a build failure is kept and repeated)."""
 
-    def __init__(self, device: str) -> None:
-        self.device = device
+    def __init__(self) -> None:
         self.built: dict[str, Any] = {}
 
     def get(self, planned: PlannedRun) -> Any:
         found = self.built.get(planned.model)
         if found is None:
             try:
-                found = load_model(planned.spec, planned.eval_config(self.device))
+                found = load_model(planned.spec, planned.config)
             except CladebenchError as error:
                 found = error
             self.built[planned.model] = found
@@ -141,28 +146,28 @@ def _uses_encoder(task: str) -> bool:
 def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = None) -> SuiteSummary:
     """Run ``config``'s suite into ``config.out``; returns what was run, reused and skipped. Interrupted, the table
     keeps every run finished so far, and the next suite continues from there."""
+    say = progress or (lambda line: None)
     planned = plan_suite(config)
     _refuse_same_weights(planned)
     store.check_writable(config.out, folder=True)
     read_results(config.out)  # a results.parquet that is no suite's table is refused before any run, never replaced
     config.out.mkdir(parents=True, exist_ok=True)
     summary = SuiteSummary(runs=planned, results=config.out / RESULTS_FILE)
-    say = progress or (lambda line: None)
-    finished = {p.key: _finished(p) for p in planned}
+    finished = {p.key: _finished(p, say) for p in planned}
     recorded = {p.key: None if config.retry_skipped else _recorded_skip(p) for p in planned}
     to_run = {p.key for p in planned if finished[p.key] is None and recorded[p.key] is None and p.unsupported is None}
     benchmarks = list(dict.fromkeys(p.benchmark.name for p in planned))
     say(f"[suite] {len(config.model)} model{'s' * (len(config.model) != 1)} × {len(benchmarks)} benchmark"
         f"{'s' * (len(benchmarks) != 1)}: {len(planned)} runs, {len(planned) - len(to_run)} finished or skipped "
         f"before, {len(to_run)} to run")
-    models = _Models(config.device)
+    models = _Models()
     spent, executed_count = 0.0, 0
     left = len(to_run)
     for number, name in enumerate(benchmarks, start=1):
         runs = [p for p in planned if p.benchmark.name == name]
         started = time.monotonic()
         counts = {"run": 0, "reused": 0, "skipped": 0}
-        location_error = _locate_once([p for p in runs if p.key in to_run])
+        located, location_error = _locate_once([p for p in runs if p.key in to_run])
         keys: list[str] = []
         rows: list[dict[str, Any]] = []
         try:
@@ -183,7 +188,7 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
                     run_started = time.monotonic()
                     try:
                         encoder = models.get(p) if _uses_encoder(p.task) else None
-                        record, path = run_eval(p.eval_config(config.device), encoder=encoder)
+                        record, path = run_eval(p.config, encoder=encoder, located=located)
                     except CladebenchError as error:
                         reason = str(error)
                         if _recorded(error):
@@ -215,17 +220,15 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
     return summary
 
 
-def _locate_once(pending: list[PlannedRun]) -> str | None:
-    """Find (and build once, when it is built from files) the data of a benchmark with runs to make; why not, when
-    it cannot be found. Its runs then each open it without building anything."""
+def _locate_once(pending: list[PlannedRun]) -> tuple[Any, str | None]:
+    """Find (and build once, when it is built from files) the data of a benchmark with runs to make, handed to each
+    of its runs; why not, when it cannot be found."""
     if not pending:
-        return None
-    benchmark = pending[0].benchmark
+        return None, None
     try:
-        benchmark.locate(pending[0].data)
+        return pending[0].benchmark.locate(pending[0].data), None
     except CladebenchError as error:
-        return str(error)
-    return None
+        return None, str(error)
 
 
 def _refuse_same_weights(planned: list[PlannedRun]) -> None:

@@ -24,9 +24,13 @@ Scoring rules, exactly:
 - Neither Yes nor No among the top tokens: the outcome is ``no_yes_no`` with ``score=None`` and a reason
   that names the tokens seen; never a silent 0.5, which would rank the item mid-list as if the model
   were unsure.
-- No logprobs at all in the response (the field missing or null, or no ``top_logprobs``): a
-  :class:`LogprobsUnsupportedError` naming the endpoint and model. The server must return logprobs
-  (vLLM does; some proxies and gateways strip them). Such a response is never cached.
+- No logprobs in the response (the field missing or null, or no ``top_logprobs``): the outcome is
+  ``no_logprobs`` with ``score=None``, and the response is never cached (a rerun asks again). When no answer
+  of a batch has logprobs, the endpoint cannot score at all: :class:`LogprobsUnsupportedError` naming the
+  endpoint and model is raised. The server must return logprobs (vLLM does; some proxies and gateways strip
+  them).
+- The probabilities of the first token's distinct alternatives summing over 1 (beyond rounding,
+  ``SUM_TOLERANCE``): the answer is no distribution, so it is an ``invalid_response``, never cached.
 - A logprob that is not a number, NaN, +Infinity or above 0 (a probability above 1), in any entry of
   ``top_logprobs`` or the generated token: the outcome is ``invalid_response`` with ``score=None`` and a
   reason naming the value. ``-Infinity`` is a probability of 0 and is accepted. Such an answer is never
@@ -46,7 +50,9 @@ Transport: one pooled async httpx client; a semaphore bounds requests in flight;
 timeouts; timeouts, connection errors, 408, 429 and 5xx are retried with exponential backoff and jitter,
 honouring ``Retry-After`` up to ``max_retry_after_s`` (:class:`cladebench.retry.RetryPolicy`, the
 policy downloads follow, built by :attr:`VLMConfig.retry_policy`);
-any other 4xx is not retried and raises :class:`EndpointError` with the start of the response body.
+any other 4xx or 3xx is not retried and raises :class:`EndpointError` with the start of the response body (and,
+for a redirect, where it points). When no attempt got an HTTP answer at all (refused or lost connections,
+timeouts), the error is :class:`EndpointUnreachableError`: a remote out of reach, exit 5.
 Each request has a deadline by the wall clock (``request_deadline_s``, its attempts and the waits between
 them), because the read timeout restarts with every byte and a server that never answers would
 otherwise cost ``max_attempts`` read timeouts; when it passes, or the next wait would pass it,
@@ -98,7 +104,12 @@ from cladebench.models.vlm.client import (
     score_yes_no_async,
 )
 from cladebench.models.vlm.config import DEFAULT_PROMPT_TEMPLATE, VLMConfig
-from cladebench.models.vlm.errors import EndpointError, InvalidResponseError, LogprobsUnsupportedError
+from cladebench.models.vlm.errors import (
+    EndpointError,
+    EndpointUnreachableError,
+    InvalidResponseError,
+    LogprobsUnsupportedError,
+)
 from cladebench.models.vlm.images import ACCEPTED_IMAGE_TYPES, PreparedImage, prepare_image
 
 __all__ = [
@@ -109,6 +120,7 @@ __all__ = [
     "YES_FORMS",
     "ChatResult",
     "EndpointError",
+    "EndpointUnreachableError",
     "InvalidResponseError",
     "LogprobsUnsupportedError",
     "PreparedImage",

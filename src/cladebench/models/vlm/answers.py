@@ -25,13 +25,18 @@ OUTCOMES: dict[str, str] = {
     "scored": "Yes or No among the first token's top logprobs; score = P(Yes) / (P(Yes) + P(No))",
     "no_yes_no": "neither Yes nor No among the first token's top logprobs; score is None",
     "bad_image": "the image did not decode; no request was sent; score is None",
-    "invalid_response": "the answer failed validation (a logprob NaN, +Infinity or above 0, or a body over "
-                        "max_response_bytes); it was not cached; score is None",
+    "invalid_response": "the answer failed validation (a logprob NaN, +Infinity or above 0, top probabilities "
+                        "summing over 1, or a body over max_response_bytes); it was not cached; score is None",
+    "no_logprobs": "the answer came without logprobs for the first token; it was not cached; score is None",
 }
 """Every outcome a :class:`YesNoResult` can have, with what it means."""
 
 LOGPROB_TOLERANCE = 1e-4
 """Largest logprob accepted: 0 is probability 1, and servers may round a certain token a hair above it."""
+
+SUM_TOLERANCE = 1e-3
+"""How far above 1 the probabilities of the first token's distinct alternatives may sum: servers round each
+logprob, and a sum above that is no distribution (a P(Yes) of 1.98 is not a probability)."""
 
 
 
@@ -160,6 +165,13 @@ def checked_first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapp
         if problem is not None:
             raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with {problem} "
                                        f"for {where} {entry['token']!r}; the answer was not cached")
+    entries = _token_logprobs(first)  # distinct tokens of the vocabulary: their probabilities sum to at most 1
+    total = math.exp(_logsumexp([logprob for _, logprob in entries]))
+    if total > 1.0 + SUM_TOLERANCE:
+        p_yes = math.exp(_logsumexp([lp for t, lp in entries if normalise_token(t) in YES_FORMS]))
+        raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with top logprobs "
+                                   f"whose probabilities sum to {total:.2f} (P(Yes) {p_yes:.2f}): not a probability "
+                                   "distribution; the answer was not cached")
     return first
 
 

@@ -24,7 +24,12 @@ from cladebench.models.vlm.answers import (
 )
 from cladebench.models.vlm.cache import IMAGE_PLACEHOLDER, ResponseCache, request_key
 from cladebench.models.vlm.config import VLMConfig
-from cladebench.models.vlm.errors import EndpointError, InvalidResponseError
+from cladebench.models.vlm.errors import (
+    EndpointError,
+    EndpointUnreachableError,
+    InvalidResponseError,
+    LogprobsUnsupportedError,
+)
 from cladebench.models.vlm.images import prepare_image
 from cladebench.retry import parse_retry_after, retryable_status
 
@@ -70,6 +75,8 @@ class _Answer:
     status: int
     reason_phrase: str
     retry_after: str | None
+    location: str | None
+    """Where a redirect points (httpx does not follow one: a POST redirected is a misconfigured URL)."""
     body: bytes
     cut: bool
     """The body was longer than the cap and was not read to its end."""
@@ -169,6 +176,8 @@ class VLMClient:
                                                          lambda r: checked_first_token(r, self.spec))
         except ImageDecodeError as exc:
             return YesNoResult(item.key, "bad_image", None, 0.0, 0.0, None, exc.reason, False, None)
+        except LogprobsUnsupportedError as exc:
+            return YesNoResult(item.key, "no_logprobs", None, 0.0, 0.0, None, exc.reason, False, exc.request_key)
         except InvalidResponseError as exc:
             return YesNoResult(item.key, "invalid_response", None, 0.0, 0.0, None, exc.reason, False,
                                exc.request_key)
@@ -177,9 +186,10 @@ class VLMClient:
     async def score_many(self, items: Iterable[YesNoItem | tuple[str, bytes, str]]) -> list[YesNoResult]:
         """:meth:`score_yes_no` for every item, concurrently, in the order given.
 
-        The first error (a 4xx, retries exhausted or the deadline passed, no logprobs) cancels the rest and
-        is raised; every answer that arrived before it is already cached, so a rerun resumes where this one
-        stopped. An unusable answer (``invalid_response``) is an outcome, not an error: the rest go on.
+        The first error (a 4xx, retries exhausted or the deadline passed) cancels the rest and is raised; every
+        answer that arrived before it is already cached, so a rerun resumes where this one stopped. An unusable
+        answer (``invalid_response``, ``no_logprobs``) is an outcome, not an error: the rest go on. When no answer
+        at all came with logprobs, the endpoint cannot score: :class:`LogprobsUnsupportedError` is raised.
         """
         wanted = [i if isinstance(i, YesNoItem) else YesNoItem(*i) for i in items]
         from tqdm import tqdm
@@ -192,7 +202,11 @@ class VLMClient:
                 bar.update(1)
                 return result
 
-            return await gather_or_cancel([one(i) for i in wanted])
+            results = await gather_or_cancel([one(i) for i in wanted])
+        answered = [r for r in results if r.outcome != "bad_image"]
+        if answered and all(r.outcome == "no_logprobs" for r in answered):
+            raise LogprobsUnsupportedError(str(answered[0].reason))
+        return results
 
     async def chat(self, prompt: str, image: bytes | None = None, *, json_mode: bool = False,
                    max_tokens: int | None = None) -> ChatResult:
@@ -250,6 +264,7 @@ class VLMClient:
         where = f"endpoint {self.spec.display_url} (model {self.spec.name!r})"
         shown = f"{self.spec.display_url}/chat/completions"
         attempt, spent = 0, 0.0  # spent: seconds in attempts and waits, not queued for the semaphore
+        answered = False  # some attempt got an HTTP answer: the endpoint is reachable, whatever it said
         while True:
             attempt += 1
             retry_after: float | None = None
@@ -260,7 +275,7 @@ class VLMClient:
                         answer = await asyncio.wait_for(self._send(url, payload), policy.time_left(spent))
                     finally:
                         spent += time.monotonic() - started
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts in {spent:.1f} s: "
                                     f"no complete answer within the request deadline of {deadline} s "
                                     "(VLMConfig.request_deadline_s)") from None
@@ -271,16 +286,20 @@ class VLMClient:
             else:
                 if answer.status == 200:
                     return self._json_body(answer, where)
+                answered = True
                 body = self._body_text(answer.body, cut=answer.cut)
-                last = f"HTTP {answer.status} {answer.reason_phrase}: {body}"
+                last = f"HTTP {answer.status} {answer.reason_phrase}{self._redirect_note(answer)}"
+                last += f": {body}" if body else ""
                 if not retryable_status(answer.status):
                     raise EndpointError(f"{where}: POST {shown} answered {last}")
                 retry_after = parse_retry_after(answer.retry_after)
+            # Out of reach (exit 5) when no attempt got an HTTP answer; an endpoint that answered errors is not.
+            error = EndpointError if answered else EndpointUnreachableError
             if attempt >= policy.max_attempts:
-                raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts; last: {last}")
+                raise error(f"{where}: POST {shown} gave up after {attempt} attempts; last: {last}")
             delay = policy.backoff_delay(attempt, retry_after)
             if policy.would_pass_deadline(spent, delay):
-                raise EndpointError(f"{where}: POST {shown} gave up after {attempt} attempts in {spent:.1f} s: "
+                raise error(f"{where}: POST {shown} gave up after {attempt} attempts in {spent:.1f} s: "
                                     f"waiting {delay:.1f} s for another would pass the request deadline of "
                                     f"{deadline} s (VLMConfig.request_deadline_s); last: {last}")
             # Sleep outside the semaphore: a waiting request must not hold a slot another could use.
@@ -292,7 +311,15 @@ class VLMClient:
         async with self._http().stream("POST", url, json=payload, headers=self._headers()) as response:
             body, cut = await _read_capped(response, self.config.max_response_bytes)
             return _Answer(response.status_code, response.reason_phrase, response.headers.get("retry-after"),
-                           body, cut)
+                           response.headers.get("location"), body, cut)
+
+    def _redirect_note(self, answer: _Answer) -> str:
+        """Where a 3xx points, for the message: the endpoint URL to give instead (credentials left out)."""
+        if not 300 <= answer.status < 400:
+            return ""
+        if not answer.location:
+            return " (no Location)"
+        return f" (Location: {self._body_text(answer.location.encode())})"
 
     def _json_body(self, answer: _Answer, where: str) -> dict[str, Any]:
         if answer.cut:

@@ -8,12 +8,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.retry import RetryPolicy
 
 DEFAULT_PROMPT_TEMPLATE = "Does this picture show {query}? Answer Yes or No."
 
 
+def check_prompt_template(template: str, option: str) -> None:
+    """A Yes/No question must hold ``{query}`` and no other field: without it every candidate of every query is
+    asked the same question, and another field fails at the first request. A :class:`UsageError` naming
+    ``option``, raised where a config is made, before any dataset is read or request sent."""
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:  # an unmatched brace
+        raise UsageError(f"{option} {template!r} is not a template: {exc} (write {{{{ and }}}} for braces)") from None
+    if fields != {"query"}:
+        raise UsageError(f"{option} must contain {{query}} (where the query text goes) and no other field, got "
+                         f"fields {sorted(fields)} in {template!r}")
 
 
 @dataclass(frozen=True)
@@ -93,10 +104,7 @@ class VLMConfig:
         for ok, message in checks:
             if not ok:
                 raise CladebenchError(message)
-        fields = {name for _, name, _, _ in string.Formatter().parse(self.prompt_template) if name is not None}
-        if fields != {"query"}:
-            raise CladebenchError(f"prompt_template must contain {{query}} and no other field, got fields "
-                                  f"{sorted(fields)} in {self.prompt_template!r}")
+        check_prompt_template(self.prompt_template, "prompt_template")
 
     @property
     def retry_policy(self) -> RetryPolicy:

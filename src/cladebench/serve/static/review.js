@@ -1,9 +1,17 @@
 // cladebench serve, review area: pick a taxon by typing, save, go on to the next row, all from the keyboard.
+// No field has the focus when a page opens, so the shortcuts work at once; / enters the taxon box, Esc leaves it.
 // Every name is put on the page as text (textContent), never as markup.
 "use strict";
 (function () {
   const form = document.getElementById("review-form");
-  if (!form) return;
+  if (!form) {  // the queue: Enter opens the next row to review
+    const start = document.getElementById("start");
+    if (start) start.focus({preventScroll: true});
+    return;
+  }
+  const blind = form.hasAttribute("data-blind"), hidden = form.hasAttribute("data-hidden");
+  const onward = document.getElementById("next-unreviewed");
+  if (onward) onward.focus({preventScroll: true});
   const input = document.getElementById("taxon");
   const list = document.getElementById("taxa");
   const picked = document.getElementById("picked");
@@ -66,7 +74,7 @@
   input.addEventListener("keydown", function (event) {
     if (event.key === "ArrowDown" && matches.length) { event.preventDefault(); highlight((active + 1) % matches.length); }
     else if (event.key === "ArrowUp" && matches.length) { event.preventDefault(); highlight((active - 1 + matches.length) % matches.length); }
-    else if (event.key === "Escape") { close(); }
+    else if (event.key === "Escape") { event.preventDefault(); close(); input.blur(); }
     else if (event.key === "Enter" && !event.ctrlKey) {
       event.preventDefault();
       if (!list.hidden && active >= 0) pick(matches[active]);
@@ -74,6 +82,10 @@
     }
   });
   input.addEventListener("blur", function () { setTimeout(close, 150); });
+  // Esc anywhere in the form (the note, a confidence) leaves it too, so the row's keys work again.
+  form.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && event.target !== input) { event.preventDefault(); event.target.blur(); }
+  });
 
   // A suggestion names a label in the run's style: find the taxon it ends with (the binomial, or the last name).
   function pickLabel(label) {
@@ -101,12 +113,18 @@
       : {name: choice.name, rank: choice.rank, lineage: choice.lineage};
     body.note = document.getElementById("note").value;
     body.confidence = checked ? checked.value : "";
+    body.blind = hidden;  // nothing but the image was on the screen
     busy = true; save.disabled = true; say("Saving…");
     window.cladebench.post(form.dataset.save, body)
       .then(function (r) { return r.json().catch(function () { return {saved: false, error: "HTTP " + r.status}; }); })
       .then(function (answer) {
         busy = false;
-        if (answer.saved) { say("Saved: " + answer.label); window.location.href = answer.next; }
+        if (answer.saved) {
+          say("Saved: " + answer.label);
+          // blind: the same row again, now showing what the dataset and the runs said beside the answer
+          window.location.href = hidden ? window.location.pathname + "?blind=1"
+            : answer.next + (blind && answer.next.indexOf("?") < 0 ? "?blind=1" : "");
+        }
         else { save.disabled = false; say("Not saved: " + (answer.error || "unknown error"), true); }
       })
       .catch(function (error) { busy = false; save.disabled = false; say("Not saved: " + error, true); });
@@ -123,6 +141,7 @@
       if (kbd) { event.preventDefault(); pickLabel(kbd.parentElement.dataset.name); }
     } else if (event.key === "0") { event.preventDefault(); notIdentifiable(); }
     else if (event.key === "/") { event.preventDefault(); input.focus(); }
+    else if (event.key === "n") { event.preventDefault(); window.location.href = form.dataset.next; }
     else if (event.key === "Enter" && choice) { event.preventDefault(); submit(); }
   });
 })();

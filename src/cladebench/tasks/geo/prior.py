@@ -140,6 +140,17 @@ def usable_location(latitudes: np.ndarray, longitudes: np.ndarray) -> np.ndarray
         return np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90.0) & (np.abs(lon) <= 180.0)
 
 
+def unusable_locations(latitudes: np.ndarray, longitudes: np.ndarray) -> dict[str, int]:
+    """Points without a usable location, by reason: a coordinate missing, or outside [-90, 90] x [-180, 180]
+    (latitude 999, a sentinel some exports use, is out of range, not missing: said apart)."""
+    lat = np.asarray(latitudes, dtype=np.float64)
+    lon = np.asarray(longitudes, dtype=np.float64)
+    missing = ~(np.isfinite(lat) & np.isfinite(lon))
+    out_of_range = ~missing & ~usable_location(lat, lon)
+    return {reason: int(count) for reason, count in (("missing", missing.sum()),
+                                                     ("out of range", out_of_range.sum())) if count}
+
+
 # --- season ----------------------------------------------------------------------------------------
 
 

@@ -52,6 +52,7 @@ from cladebench.tasks.common import (
 from cladebench.tasks.geo.config import AUTO_GROUP_KEY, DATE, LATITUDE, LONGITUDE, GeoPriorConfig
 from cladebench.tasks.geo.fusion import FUSIONS, FusionInputs, location_column, reason_counts
 from cladebench.tasks.geo.prior import (
+    unusable_locations,
     usable_location,
 )
 from cladebench.tasks.geo.split import Place, group_values, label_indices, naming_columns, plan_split, resolve_group_key
@@ -155,6 +156,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
         "split": split.info,
         "test_fallbacks": reason_counts(outcome.fallback),
         "test_rows_with_place": int(usable_location(place.latitudes, place.longitudes).sum()),
+        "test_rows_without_place": unusable_locations(place.latitudes, place.longitudes),
         **outcome.info,
     }
     return Predictions(table=table, labels=texts, info=info)

@@ -43,12 +43,14 @@ from cladebench.curate.builders.cameratrap.card import (
 from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, Cohort, Collection, is_url, read_cohort
 from cladebench.curate.builders.cameratrap.fetching import (
     ImageTask,
+    check_image_folders,
     download_root,
     encoded_images,
     failure_reason,
     gather_files,
     image_location,
     local_copy,
+    named_as_given,
 )
 from cladebench.curate.builders.cameratrap.resolve import Resolution, normalise_label, resolve_labels
 from cladebench.curate.builders.cameratrap.screening import accounting, label_outcome, screen
@@ -108,10 +110,11 @@ def _select(cohort: Cohort, root: Path, progress: bool, bad: dict[str, dict[str,
         records = bad.setdefault(collection.name, {}).setdefault("metadata", BadRecords())
         path = local_copy(collection.metadata, f"{collection.name}:metadata", root, progress)
         metadata_files[collection.name] = path
-        categories = read_categories(path, records)
-        chosen = {i for i, name in categories.items()
-                  if " ".join(name.lower().split()) in wanted or normalise_label(name) in wanted}
-        labelled = labelled_images(path, chosen, categories, records) if chosen else {}
+        with named_as_given(collection.metadata, path):
+            categories = read_categories(path, records)
+            chosen = {i for i, name in categories.items()
+                      if " ".join(name.lower().split()) in wanted or normalise_label(name) in wanted}
+            labelled = labelled_images(path, chosen, categories, records) if chosen else {}
         selected += [Selected(collection, image_id, labels) for image_id, labels in labelled.items()]
     return selected, metadata_files
 
@@ -122,9 +125,10 @@ def _attach_records(cohort: Cohort, selected: list[Selected], metadata_files: di
         mine = {s.image_id: s for s in selected if s.collection.name == collection.name and s.reason is None}
         if not mine:
             continue
-        for image in read_images(metadata_files[collection.name], {k: s.labels for k, s in mine.items()},
-                                 bad[collection.name]["metadata"]):
-            mine[image.image_id].image = image
+        with named_as_given(collection.metadata, metadata_files[collection.name]):
+            for image in read_images(metadata_files[collection.name], {k: s.labels for k, s in mine.items()},
+                                     bad[collection.name]["metadata"]):
+                mine[image.image_id].image = image
         for item in mine.values():
             if item.image is None:
                 item.drop("image_record_missing", "no usable image record with this id")
@@ -151,10 +155,11 @@ def _screen(cohort: Cohort, retrieved: list[Selected], root: Path, progress: boo
     for collection in cohort.included():
         mine = [s for s in retrieved if s.collection.name == collection.name]
         path = local_copy(str(collection.detections), f"{collection.name}:detections", root, progress)
-        run = read_detector_run(path)
-        runs[collection.name] = run
         records = bad[collection.name].setdefault("detections", BadRecords())
-        found = read_detections(path, {s.image.file_name for s in mine if s.image}, run, records)
+        with named_as_given(str(collection.detections), path):
+            run = read_detector_run(path)
+            found = read_detections(path, {s.image.file_name for s in mine if s.image}, run, records)
+        runs[collection.name] = run
         for item in mine:
             assert item.image is not None
             entry = found.get(item.image.file_name)
@@ -259,6 +264,7 @@ def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
     out = Path(config.out)
     target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config, cohort))
     with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
+        check_image_folders(cohort)
         target_path = appending.target_dataset(Path(config.append_to)) if config.append_to is not None else None
         root = download_root(config.download_dir)
         bad: dict[str, dict[str, BadRecords]] = {}

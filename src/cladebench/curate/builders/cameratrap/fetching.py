@@ -14,15 +14,16 @@ stays apart from the selection and screening rules.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from cladebench.curate.builders.cameratrap.config import Collection, is_url
+from cladebench.curate.builders.cameratrap.config import Cohort, Collection, is_url
 from cladebench.curate.builders.finegrained.images import encoded_files, fetch_originals
-from cladebench.errors import RemoteUnavailableError
+from cladebench.errors import CladebenchError, RemoteUnavailableError
 
 METADATA_MAX_BYTES = 16 * 2**30
 """Largest metadata or detections file fetched over HTTP (LILA's biggest zipped metadata is well under this)."""
@@ -51,6 +52,30 @@ def local_copy(location: str, key: str, root: Path, progress: bool) -> Path:
         failure = report.failures[0]
         raise RemoteUnavailableError(f"cannot fetch {location}: {failure.reason} ({failure.detail})")
     return store.object_path(report.downloaded[key].sha256)
+
+
+def check_image_folders(cohort: Cohort) -> None:
+    """Refuse (exit 1, naming the collection) a collection read from a local image root that is not a folder: its
+    every image would otherwise be a missing file, and the collection would give no row without a word."""
+    for collection in cohort.included():
+        root = collection.images
+        if root is None or is_url(root) or Path(root).is_dir():
+            continue
+        what = "is not a folder" if Path(root).exists() else "does not exist"
+        raise CladebenchError(f"collection {collection.name!r}: its images folder {root} {what}; give the folder "
+                              "its file names are relative to, or the URL prefix they are served under")
+
+
+@contextlib.contextmanager
+def named_as_given(location: str, path: Path) -> Iterator[None]:
+    """An error reading ``path``, the local copy of ``location``, names ``location`` (the URL the cohort file
+    gives), not the download store's object file, which the user never named and cannot fix."""
+    try:
+        yield
+    except CladebenchError as error:
+        if str(path) == location or str(path) not in str(error):
+            raise
+        raise type(error)(str(error).replace(str(path), location)) from None
 
 
 def image_location(collection: Collection, file_name: str) -> str:
@@ -109,5 +134,5 @@ def encoded_images(files: Mapping[str, str], max_side: int, workers: int) -> Ite
         yield key, result
 
 
-__all__ = ["METADATA_MAX_BYTES", "ImageTask", "download_root", "encoded_images", "failure_reason", "gather_files",
-           "image_location", "local_copy"]
+__all__ = ["METADATA_MAX_BYTES", "ImageTask", "check_image_folders", "download_root", "encoded_images",
+           "failure_reason", "gather_files", "image_location", "local_copy", "named_as_given"]

@@ -171,8 +171,7 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
             out=out, data_path=out / DATA_FILE, card_path=out / "README.md",
             dataset_path=None if dataset_path is None else out / dataset_path.name, rows=len(rows),
             fingerprint=fingerprint_uuids(row_uuid(p) for p in kept),
-            files={t: {"file": str(f.path), "columns": list(f.header), "rows": stages.rows_read.get(t, 0),
-                       **({"not_read": str(f.not_read)} if f.not_read is not None else {})}
+            files={t: {"file": str(f.path), "columns": list(f.header), "rows": stages.rows_read.get(t, 0)}
                    for t, f in files.items()},
             row_issues={t: {r: n for r, n in sorted(c.items()) if n} for t, c in stages.row_issues.items()
                         if any(c.values())},

@@ -36,8 +36,7 @@ class CoObservedBuildSummary:
     """SHA-256 of the rows' uuids in order (:func:`cladebench.store.fingerprint_uuids`), which is what the
     Lance dataset's fingerprint is when every photo is fetched."""
     files: dict[str, dict[str, Any]]
-    """Per table: file, header variant (columns) and data lines read; ``not_read``: the ``.csv.gz`` passed over
-    because the ``.csv`` of the same table is there too (the ``.csv`` is always the one read)."""
+    """Per table: file, header variant (columns) and data lines read."""
     row_issues: dict[str, dict[str, int]]
     """Bad rows per table and reason."""
     photo_outcomes: dict[str, int]
@@ -75,8 +74,6 @@ class CoObservedBuildSummary:
             "left out: " + (", ".join(f"{r} {n:,}" for n, r in drops[:8]) or "none")
             + (f"; {bad_rows:,} bad rows" if bad_rows else "") + f"; all counts in {self.card_path}",
         ]
-        lines += [f"read {Path(v['file']).name}, not {Path(v['not_read']).name} beside it (the uncompressed file "
-                  "is always the one read)" for v in self.files.values() if v.get("not_read")]
         if self.dataset_path is None:
             lines.append(f"images: cladebench load inat-coobserved {self.out / 'data'} --out <dataset>.lance")
         else:
@@ -168,9 +165,6 @@ def render_card(summary: CoObservedBuildSummary) -> str:
         markdown_table(["file", "columns", "data lines"],
                [(Path(v["file"]).name, len(v["columns"]), v["rows"]) for v in summary.files.values()]),
         "",
-        *[f"Both `{Path(v['file']).name}` and `{Path(v['not_read']).name}` were in the export folder: "
-          f"`{Path(v['file']).name}` was read, `{Path(v['not_read']).name}` was not (the uncompressed file is "
-          "always the one read).\n" for v in summary.files.values() if v.get("not_read")],
     ]
     return "\n".join(sections)
 

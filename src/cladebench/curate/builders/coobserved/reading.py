@@ -30,8 +30,6 @@ class ExportFile:
     table: str
     path: Path
     header: tuple[str, ...]
-    not_read: Path | None = None
-    """The ``.csv.gz`` beside a ``.csv`` of the same table, which is not read (the ``.csv`` always is)."""
 
     def scan(self, *, record_rejects: bool) -> str:
         """A ``read_csv`` of the file, every column text. With ``record_rejects`` the lines it cannot split are
@@ -71,8 +69,7 @@ def export_files(export_dir: Path) -> dict[str, ExportFile]:
     files = {}
     for table in inat_export.TABLES:
         path = inat_export.export_file(export_dir, table)
-        files[table] = ExportFile(table, path, inat_export.read_header(path, table),
-                             inat_export.unread_export_file(export_dir, table))
+        files[table] = ExportFile(table, path, inat_export.read_header(path, table))
     return files
 
 

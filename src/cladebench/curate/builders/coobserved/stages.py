@@ -172,10 +172,11 @@ class Stages:
                    {", ".join(f"min({c}) FILTER (photo_id IS NOT NULL AND outcome IS NULL) AS {c}" for c in details)}
             FROM judged GROUP BY ALL
         """)
-        seen, again = self.one("SELECT (SELECT sum(n_rows) FROM photo_ids WHERE NOT single), "
-                               "(SELECT sum(n_rows) FROM photo_groups) - (SELECT sum(n_rows) FROM photo_ids "
-                               "WHERE single)")
-        if (seen or 0) != (again or 0):  # both scans must apply the same checks to the same lines
+        # coalesce: a sum over no rows is NULL (an export with no photo on a single observation, or no other).
+        seen, again = self.one("SELECT (SELECT coalesce(sum(n_rows), 0) FROM photo_ids WHERE NOT single), "
+                               "(SELECT coalesce(sum(n_rows), 0) FROM photo_groups) "
+                               "- (SELECT coalesce(sum(n_rows), 0) FROM photo_ids WHERE single)")
+        if seen != again:  # both scans must apply the same checks to the same lines
             raise AssertionError(f"the second scan of photos.csv read {again} rows of unsettled photo ids, not {seen}")
         rejected = self._count_rejects("photos")
         n_rows, missing, invalid, duplicate = self.one(

@@ -271,13 +271,13 @@ def _parse_filters(raw: Any) -> FiltersSection:
     return FiltersSection(tuple(parsed[key] for key in FILTER_KEYS if key in parsed))
 
 
-SECTIONS: Registry[Callable[[Any, Path], Any]] = Registry("config section")
+CONFIG_SECTIONS: Registry[Callable[[Any, Path], Any]] = Registry("config section")
 """Top-level sections of a config and their parsers."""
-SECTIONS.add("dataset", lambda raw, base: _parse_section(DatasetSection, raw, "dataset", base))
-SECTIONS.add("filters", lambda raw, _: _parse_filters(raw))
-SECTIONS.add("generate_pairs", lambda raw, base: _parse_section(PairsSection, raw, "generate_pairs", base))
-SECTIONS.add("subsets", lambda raw, base: _parse_section(SubsetsSection, raw, "subsets", base))
-SECTIONS.add("download", _parse_download)
+CONFIG_SECTIONS.add("dataset", lambda raw, base: _parse_section(DatasetSection, raw, "dataset", base))
+CONFIG_SECTIONS.add("filters", lambda raw, _: _parse_filters(raw))
+CONFIG_SECTIONS.add("generate_pairs", lambda raw, base: _parse_section(PairsSection, raw, "generate_pairs", base))
+CONFIG_SECTIONS.add("subsets", lambda raw, base: _parse_section(SubsetsSection, raw, "subsets", base))
+CONFIG_SECTIONS.add("download", _parse_download)
 
 
 def parse_config(raw: Any, *, base_dir: str | Path | None = None, source: str | Path | None = None
@@ -285,15 +285,16 @@ def parse_config(raw: Any, *, base_dir: str | Path | None = None, source: str | 
     """A config from an already loaded YAML document (a mapping); relative paths resolve against ``base_dir``."""
     where = f"{source}: " if source is not None else ""
     if not isinstance(raw, Mapping):
-        raise UsageError(f"{where}a config is a mapping of sections ({', '.join(SECTIONS)}), got {type(raw).__name__}")
+        raise UsageError(f"{where}a config is a mapping of sections ({', '.join(CONFIG_SECTIONS)}), got "
+                         f"{type(raw).__name__}")
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     try:
         for key in raw:
-            if key not in SECTIONS:
-                raise UsageError(str(unknown_name("config section", str(key), SECTIONS)))
+            if key not in CONFIG_SECTIONS:
+                raise UsageError(str(unknown_name("config section", str(key), CONFIG_SECTIONS)))
         if "dataset" not in raw:
             raise UsageError("the dataset section is required (metadata, out)")
-        parsed = {key: SECTIONS[key](value, base) for key, value in raw.items()}
+        parsed = {key: CONFIG_SECTIONS[key](value, base) for key, value in raw.items()}
         if "subsets" in parsed and not parsed["subsets"].configured():
             raise UsageError("subsets: name at least one of " + ", ".join(SUBSETS))
     except UsageError as error:
@@ -344,7 +345,7 @@ def load_config(path: str | Path) -> CrypticBioCurateConfig:
 
 
 __all__ = [
-    "SECTIONS",
+    "CONFIG_SECTIONS",
     "CrypticBioBuildConfig",
     "CrypticBioCurateConfig",
     "DatasetSection",

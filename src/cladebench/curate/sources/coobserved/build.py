@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.curate.fetch import DownloadConfig, DownloadReport, DownloadStore, download
-from cladebench.curate.sources import check_out_apart, failures_path_for, input_paths
+from cladebench.curate.sources import check_out_apart, failures_path_for, input_paths, unknown_format_notes
 from cladebench.curate.sources.coobserved.columns import DEFAULT_BATCH_ROWS, SourceFile
 from cladebench.curate.sources.coobserved.pairs import CoObservedStats, PairPass, scan
 from cladebench.curate.sources.coobserved.read import Fetched, batches, check_batching, embedded_images, open_files
@@ -46,6 +46,11 @@ class CoObservedBuild:
     @property
     def failed(self) -> int:
         return self.read - self.rows
+
+    @property
+    def notes(self) -> list[str]:
+        """What a person should know beyond the row count: rows whose image bytes are in no known format."""
+        return unknown_format_notes(self.stats, self.rows)
 
     @property
     def failed_by_reason(self) -> dict[str, int]:

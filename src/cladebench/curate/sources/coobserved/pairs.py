@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from cladebench.curate.sources import parquet_batches
 from cladebench.curate.sources.coobserved.columns import (
     MAX_LISTED_MISMATCHES,
     READ_SCHEMA,
@@ -235,15 +236,10 @@ class PairPass:
 def scan(files: list[SourceFile], *, images: bool, batch_rows: int,
           limit: int | None) -> Iterator[tuple[SourceFile, int, pa.RecordBatch]]:
     """Each file's batches in order, with the 0-based index of the batch's first row; at most ``limit`` rows."""
-    import pyarrow.parquet as pq
-
     left = limit
     for file in files:
         first_row = 0
-        # pre_buffer (pyarrow's default) keeps every column chunk read for the reader's life: without it
-        # memory stays at one row group.
-        parquet = pq.ParquetFile(file.path, pre_buffer=False)
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=file.read_columns(images)):
+        for batch in parquet_batches(file.path, batch_rows=batch_rows, columns=file.read_columns(images)):
             if left is not None:
                 if left <= 0:
                     return

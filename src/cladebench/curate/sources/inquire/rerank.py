@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.curate.sources import check_out_apart, input_paths, parquet_files, with_stats
+from cladebench.curate.sources import (
+    check_out_apart,
+    input_paths,
+    parquet_batches,
+    parquet_files,
+    unknown_format_notes,
+    with_stats,
+)
 from cladebench.curate.sources.inquire.columns import (
     DEFAULT_BATCH_ROWS,
     IMAGE_FIELDS,
@@ -132,7 +139,8 @@ def _open_shard(path: Path, split: str | None, fill_query_ids: bool) -> _Shard:
     required = [*RERANK_COLUMNS, *([] if fill_query_ids else ["query_id"])]
     missing = [c for c in required if c not in names]
     if missing:
-        hint = " (pass queries=... to take query ids from the query CSVs)" if missing == ["query_id"] else ""
+        hint = (" (give the INQUIRE query CSVs, with --queries or queries= from Python, to take the query ids from "
+                "them)" if missing == ["query_id"] else "")
         raise SchemaError(f"{path}: not an INQUIRE-Rerank Parquet file: missing column(s) {missing}{hint}; "
                           f"it has {schema.names}")
     image_type = schema.field("image").type
@@ -143,8 +151,8 @@ def _open_shard(path: Path, split: str | None, fill_query_ids: bool) -> _Shard:
         raise SchemaError(f"{path}: column 'image': expected struct<bytes, path> or binary, found {image_type}")
     split = split or split_from_name(path)
     if split is None:
-        raise SchemaError(f"{path}: cannot tell the split from the file name (expected validation-* or test-*); "
-                          "pass split='val' or split='test'")
+        raise SchemaError(f"{path}: cannot tell the split from the file name; name it validation-*.parquet or "
+                          "test-*.parquet (or pass split='val' or 'test' from Python)")
     optional = {extra: next((s for s in sources if s in names), None)
                 for extra, sources in RERANK_OPTIONAL_COLUMNS.items()}
     columns = [*RERANK_COLUMNS, *(["query_id"] if "query_id" in names else []),
@@ -307,6 +315,7 @@ def iter_inquire_rerank_batches(
     images: bool = True,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     stats: RerankStats | None = None,
+    splits: Sequence[str] = (),
 ) -> Iterator[pa.Table]:
     """Stream INQUIRE-Rerank shards as canonical tables of at most ``batch_rows`` rows, in file order.
 
@@ -318,8 +327,6 @@ def iter_inquire_rerank_batches(
     first batch is yielded. A directory is searched at every depth (the Hub's ``data/`` layout); which of its
     files are read is :func:`shard_paths`'s rule.
     """
-    import pyarrow.parquet as pq
-
     if batch_rows < 1:
         raise CladebenchError(f"batch_rows must be positive, got {batch_rows}")
     if split is not None and split not in SPLIT_NAMES.values():
@@ -327,6 +334,12 @@ def iter_inquire_rerank_batches(
     query_ids = None if queries is None else query_ids_by_text(queries)
     paths, skipped = shard_paths(parquet_paths, split=split)
     shards = [_open_shard(p, split, query_ids is not None) for p in paths]
+    absent = [s for s in splits if s not in {shard.split for shard in shards}]
+    if absent:
+        words = [next((word for word, name in SPLIT_NAMES.items() if name == s), s) for s in absent]
+        raise CladebenchError(f"no {' or '.join(f'{word}-*.parquet' for word in words)} shard in "
+                              f"{[str(p) for p in input_paths(parquet_paths)]}: it holds only "
+                              f"{sorted({shard.path.name for shard in shards})}")
     stats = stats if stats is not None else RerankStats()
     stats.skipped_files.extend(str(p) for p in skipped)
     rerank_pass = _RerankPass(stats, query_ids)
@@ -334,10 +347,7 @@ def iter_inquire_rerank_batches(
         stats.files.append(shard.path.name)
         columns = [c for c in shard.columns if images or c != "image"]
         first_row = 0
-        # pre_buffer (pyarrow's default) caches every column chunk read for the life of the reader: a
-        # whole shard (~400 MB) would stay in memory. Without it memory stays at one row group.
-        parquet = pq.ParquetFile(shard.path, pre_buffer=False)
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns):
+        for batch in parquet_batches(shard.path, batch_rows=batch_rows, columns=columns):
             yield rerank_pass.batch(batch, shard, first_row, images)
             first_row += batch.num_rows
 
@@ -379,12 +389,14 @@ class InquireRerankBuild:
 
     @property
     def notes(self) -> list[str]:
-        """What a person should know about the build beyond its row count: the files it did not read."""
+        """What a person should know about the build beyond its row count: the files it did not read, and rows
+        whose image bytes are in no known format."""
         skipped = self.stats.get("skipped_files") or []
+        notes = unknown_format_notes(self.stats, self.rows)
         if not skipped:
-            return []
+            return notes
         return [f"skipped {len(skipped)} file(s) whose names name a split INQUIRE-Rerank does not have (its splits "
-                f"are validation and test): {', '.join(Path(f).name for f in skipped)}"]
+                f"are validation and test): {', '.join(Path(f).name for f in skipped)}", *notes]
 
 
 def build_inquire_rerank(
@@ -394,20 +406,22 @@ def build_inquire_rerank(
     split: str | None = None,
     queries: pa.Table | str | Path | Sequence[str | Path] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    splits: Sequence[str] = (),
 ) -> InquireRerankBuild:
     """Write INQUIRE-Rerank shards (files, or a directory of them) to a Lance dataset at ``out``.
 
     The shards stream through :func:`cladebench.store.write_dataset` a batch at a time, so memory
     stays bounded. Every shard's columns are checked before a byte is written; a bad value found
     later aborts the write and, the dataset being committed only at the end, leaves nothing at
-    ``out``. ``out`` must not exist yet.
+    ``out``. ``out`` must not exist yet. ``splits`` (``"val"``, ``"test"``) must each have a shard among the
+    files, or nothing is written and the error names the files found (a mirror without its test shards).
     """
     out = Path(out)
     check_out_apart(out, [*input_paths(parquet_paths),
                           *(input_paths(queries) if not isinstance(queries, pa.Table) else [])])
     stats = RerankStats()
     batches = iter_inquire_rerank_batches(parquet_paths, split=split, queries=queries, images=True,
-                                          batch_rows=batch_rows, stats=stats)
+                                          batch_rows=batch_rows, stats=stats, splits=splits)
     dataset = store.write_dataset(batches, out)
     return InquireRerankBuild(dataset_path=out, rows=dataset.count_rows(), fingerprint=store.fingerprint(dataset),
                               stats=stats.as_dict())

@@ -1,0 +1,235 @@
+"""``load images``: read the source twice as a stream, resolve its labels, fetch its URLs, write one dataset.
+
+1. The output is checked and a staging folder made beside it (:func:`cladebench.curate.staging.staged_output`)
+   before anything is read; a Ctrl-C or an error anywhere removes it and leaves ``--out`` as it was.
+2. A first pass over the source collects the distinct labels and the URLs (embedded images are not kept).
+3. The labels are resolved against the backbone in one read of it (:mod:`cladebench.taxonomy.resolve`).
+4. The URLs are fetched through the downloader (deadlines, retries, resumable from the download store: a rerun
+   after a Ctrl-C fetches only what is missing); a URL that fails is a failures row, not an abort.
+5. A second pass turns each record into a canonical row a batch at a time: its bytes from the source, its
+   file or the download store, each decoded once as every consumer will (a truncated JPEG is left out as
+   ``undecodable``); its taxon columns from its label (:mod:`.labels`). The rows go to a Lance dataset in one
+   commit, written in the staging folder, which then becomes ``--out`` with the card (``README.md``),
+   ``failures.parquet``, ``resolution.json`` and ``load.json`` in it.
+
+Memory holds a batch of rows, the distinct labels and the URLs' keys, never the images of the whole source.
+
+Why a module: the one place that orders the other modules' work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from cladebench.curate.fetch import DownloadConfig, DownloadItem, DownloadReport, download
+from cladebench.curate.sources.images.card import ImagesLoadSummary, render_card
+from cladebench.curate.sources.images.columns import license_columns, parse_overrides
+from cladebench.curate.sources.images.kinds import ImageSource, open_source
+from cladebench.curate.sources.images.labels import EXTRA_COLUMNS, taxon_columns
+from cladebench.curate.sources.images.records import ImageRecord, Uuids
+from cladebench.curate.staging import OutputTarget, staged_output
+from cladebench.errors import CladebenchError
+from cladebench.store.schema import CANONICAL_COLUMNS, canonical_fields
+from cladebench.taxonomy.resolve import backbone_path, resolve_labels
+
+WRITER = "load images"
+"""The output's marker names this writer; ``--overwrite`` replaces only such a folder."""
+FAILURES_NAME = "failures.parquet"
+BATCH_ROWS = 64
+"""Rows (images of a few MB each) held in memory at once while writing."""
+_FAILURE_SCHEMA = pa.schema([("where", pa.string()), ("uuid", pa.string()), ("source_label", pa.string()),
+                             ("location", pa.string()), ("reason", pa.string()), ("detail", pa.string())])
+_CANONICAL = [c.name for c in CANONICAL_COLUMNS if c.name not in ("uuid", "image")]
+_OPTIONAL_EXTRAS = ("split_folder",)
+"""Columns only some sources give (the folders above a taxon's folder); written when any record has them."""
+
+
+def _limited(records: Iterator[ImageRecord], limit: int | None) -> Iterator[ImageRecord]:
+    for number, record in enumerate(records):
+        if limit is not None and number >= limit:
+            return
+        yield record
+
+
+def _row_schema(extras: Sequence[str]) -> pa.Schema:
+    return pa.schema([*canonical_fields("uuid", "image", *_CANONICAL),
+                      *(pa.field(name, pa.string()) for name in (*EXTRA_COLUMNS, *extras))])
+
+
+class _Writer:
+    """The second pass: records to row batches, failures and counts gathered on the way."""
+
+    def __init__(self, source: ImageSource, summary: ImagesLoadSummary, report: DownloadReport | None,
+                 extras: Sequence[str], limit: int | None, image_check: str, defaults: dict[str, Any]) -> None:
+        from cladebench.curate.fetch.checks import IMAGE_CHECKS
+
+        self.source, self.summary, self.resolutions = source, summary, summary.resolutions
+        self.report, self.limit = report, limit
+        self.schema = _row_schema(extras)
+        self.failures: list[dict[str, Any]] = []
+        self.download_failures = {f.key: f for f in report.failures} if report is not None else {}
+        self.check = IMAGE_CHECKS.get_named(image_check)
+        self.defaults = defaults
+        """Values for the rows whose source gives none (``--license``, ``--attribution``)."""
+
+    def fail(self, record: ImageRecord, uuid: str | None, reason: str, detail: str) -> None:
+        self.summary.failed_by_reason[reason] += 1
+        location = record.url or (str(record.path) if record.path is not None else None)
+        self.failures.append({"where": record.where, "uuid": uuid, "source_label": record.label,
+                              "location": location, "reason": reason, "detail": detail})
+
+    def image_of(self, record: ImageRecord, uuid: str) -> bytes | None:
+        """The record's bytes, checked; None (and a failure) when there are none to write."""
+        from cladebench.images import ImageDecodeError, ImageTooLargeError
+
+        if record.image is not None:
+            data = record.image
+        elif record.url is not None:
+            if self.report is None or uuid not in self.report.downloaded:
+                failure = self.download_failures.get(uuid)
+                self.fail(record, uuid, failure.reason if failure else "not_fetched",
+                          failure.detail if failure else "not fetched")
+                return None
+            return self.report.store.read_verified(self.report.downloaded[uuid])  # checked by the downloader
+        elif record.path is not None:
+            try:
+                data = record.path.read_bytes()
+            except OSError as exc:
+                self.fail(record, uuid, "missing_file" if isinstance(exc, FileNotFoundError) else "unreadable_file",
+                          f"{record.path}: {exc.strerror or exc}")
+                return None
+        else:
+            self.fail(record, uuid, "no_image", "no image given")
+            return None
+        try:
+            self.check(data)
+        except ImageDecodeError as exc:  # the downloader's reasons, for the same refusals
+            self.fail(record, uuid, "too_many_pixels" if isinstance(exc, ImageTooLargeError) else "undecodable",
+                      exc.reason)
+            return None
+        return data
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        uuids = Uuids(self.source.kind)
+        rows: list[dict[str, Any]] = []
+        for record in _limited(self.source.records(images=True), self.limit):
+            uuid = uuids(record.key)
+            if record.problem is not None:
+                self.fail(record, uuid, *record.problem)
+                continue
+            data = self.image_of(record, uuid)
+            if data is None:
+                continue
+            rows.append(self.row(record, uuid, data))
+            if len(rows) >= BATCH_ROWS:
+                yield pa.RecordBatch.from_pylist(rows, schema=self.schema)
+                rows = []
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=self.schema)
+
+    def row(self, record: ImageRecord, uuid: str, data: bytes) -> dict[str, Any]:
+        from cladebench.images import sniff_format
+
+        values = dict(record.values)
+        if not values.get("license_name"):
+            values.update({k: v for k, v in self.defaults.items() if k.startswith("license")})
+        values["attribution"] = values.get("attribution") or self.defaults.get("attribution")
+        row = {**values, **taxon_columns(record, self.resolutions), "uuid": uuid, "image": data,
+               "image_format": sniff_format(data), "source_dataset": values.get("source_dataset") or "own-images"}
+        row["source_id"] = row.get("source_id") or record.key
+        summary = self.summary
+        summary.written += 1
+        summary.rows_by_status[row["label_status"]] += 1
+        if record.label is not None:
+            summary.rows_by_label[record.label] += 1
+        summary.licenses[row.get("license_name") or "none"] += 1
+        summary.without_attribution += not row.get("attribution")
+        summary.values_set_null.update(record.set_null)
+        return row
+
+
+def _defaults(license: str | None, attribution: str | None) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"attribution": attribution}
+    if license is not None:
+        defaults["license_name"], defaults["license_link"] = license_columns(license)
+    return defaults
+
+
+def _lift(dataset_dir: Path, folder: Path) -> None:
+    """Move a Lance dataset's entries up into ``folder`` (its paths inside are relative, so it stays whole)."""
+    for entry in dataset_dir.iterdir():
+        os.rename(entry, folder / entry.name)
+    dataset_dir.rmdir()
+
+
+def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto", columns: Sequence[str] = (),
+                         images_dir: str | Path | None = None, taxonomy: str | Path | None = None,
+                         limit: int | None = None, download_dir: str | Path | None = None,
+                         download_config: DownloadConfig | None = None, license: str | None = None,
+                         attribution: str | None = None, overwrite: bool = False) -> ImagesLoadSummary:
+    """Load the images of ``path`` into a Lance dataset at ``out`` (see the module docstring); ``license`` and
+    ``attribution`` stand in for the rows whose source names none."""
+    from cladebench import store
+    from cladebench.paths import atomic_write_parquet
+
+    path, out = Path(path), Path(out)
+    overrides = parse_overrides(columns)
+    download_config = download_config or DownloadConfig()
+    inputs = tuple(Path(p) for p in (path, images_dir, taxonomy, download_dir) if p is not None)
+    target = OutputTarget(out, writer=WRITER, overwrite=overwrite, inputs=inputs)
+    with staged_output(target) as staging:
+        backbone = backbone_path(taxonomy)
+        source = open_source(path, kind, overrides, Path(images_dir) if images_dir is not None else None)
+        labels, items, extras, rows = set(), [], set(), 0
+        uuids = Uuids(source.kind)
+        for record in _limited(source.records(images=False), limit):
+            rows += 1
+            uuid = uuids(record.key)
+            if record.problem is None and record.label is not None:
+                labels.add(record.label)
+            if record.problem is None and record.url is not None:
+                items.append(DownloadItem(uuid, record.url))
+            extras.update(k for k in record.values if k in _OPTIONAL_EXTRAS)
+        summary = ImagesLoadSummary(dataset_path=out, failures_path=out / FAILURES_NAME, kind=source.kind,
+                                    source=str(path), backbone=str(backbone), source_notes=source.notes, rows=rows)
+        summary.resolutions = resolve_labels(labels, backbone, authorship=True)
+        report = None
+        if items:
+            if download_dir is None:
+                from cladebench.cache import cache_dir
+
+                download_dir = cache_dir("downloads")
+            report = download(items, download_dir, download_config)
+            summary.download = report
+        writer = _Writer(source, summary, report, sorted(extras), limit, download_config.image_check,
+                         _defaults(license, attribution))
+        batches = writer.batches()
+        first = next(batches, None)
+        if first is None:
+            reasons = ", ".join(f"{n:,} {r}" for r, n in summary.failed_by_reason.most_common())
+            raise CladebenchError(f"{path}: no image could be loaded ({rows:,} records read; "
+                                  f"{reasons or 'none found'}); nothing was written")
+        dataset_dir = staging / ".dataset"
+        store.write_dataset(_chain(first, batches), dataset_dir)
+        _lift(dataset_dir, staging)
+        atomic_write_parquet(staging / FAILURES_NAME, pa.Table.from_pylist(writer.failures, schema=_FAILURE_SCHEMA))
+        (staging / "resolution.json").write_text(json.dumps(summary.resolution_records(), indent=1) + "\n",
+                                                 encoding="utf-8")
+        (staging / "load.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str) + "\n",
+                                           encoding="utf-8")
+        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
+    return summary
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+__all__ = ["FAILURES_NAME", "WRITER", "build_images_dataset"]

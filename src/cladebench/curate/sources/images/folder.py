@@ -1,0 +1,63 @@
+"""A folder tree with one folder per taxon (the ImageFolder layout): ``ROOT/Vulpes vulpes/0001.jpg``.
+
+The label of an image is the name of the folder it is in (``Vulpes vulpes``, ``vulpes_vulpes``,
+``Peromyscus sp.``); folders may nest (``ROOT/train/Vulpes vulpes/``), the innermost names the taxon, and the
+folders above it are kept as ``split_folder``. Files are read in place, in sorted order; hidden files and
+folders are skipped. A file that is not an image by its name (a ``README.txt``, a ``labels.csv``) and an image
+directly in ``ROOT`` (no folder names its taxon) are records with a problem, so they appear in the failures
+table rather than vanish.
+
+Why a module: the one kind whose labels come from the file system.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.errors import CladebenchError
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
+"""File name endings read as images (in any case)."""
+
+
+class FolderSource:
+    """The images under a folder tree, labelled by their folders."""
+
+    kind = "folder"
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise CladebenchError(f"{self.root}: not a folder")
+        self.notes: dict[str, Any] = {"root": str(self.root)}
+
+    def files(self) -> Iterator[Path]:
+        for folder, folders, files in os.walk(self.root):
+            folders[:] = sorted(name for name in folders if not name.startswith("."))
+            for name in sorted(files):
+                if not name.startswith("."):
+                    yield Path(folder) / name
+
+    def records(self, images: bool = True) -> Iterator[ImageRecord]:
+        for path in self.files():
+            relative = path.relative_to(self.root)
+            key = relative.as_posix()
+            record = ImageRecord(key=key, where=key, path=path)
+            if len(relative.parts) > 1:
+                record.label = relative.parts[-2]
+                record.values["source_id"] = key
+                if len(relative.parts) > 2:
+                    record.values["split_folder"] = "/".join(relative.parts[:-2])
+            if path.suffix.lower() not in IMAGE_SUFFIXES:
+                record.problem = ("not_an_image_file", f"{path.suffix or 'no suffix'} is not an image file name")
+            elif record.label is None:
+                record.problem = ("no_label", "directly in the root folder: put it in a folder named after its "
+                                              "taxon, or load a table of labels (--images-dir: where the files are)")
+            yield record
+
+
+__all__ = ["IMAGE_SUFFIXES", "FolderSource"]

@@ -1,0 +1,105 @@
+"""The kinds of image source, by name, and which kind a path is when none is named.
+
+``--layout auto`` (the default) looks at the path: a ``.csv``/``.tsv``/``.txt``/``.parquet``/``.arrow`` file is a
+table; a ``.zip``, ``.tgz`` or a folder with a ``meta.xml`` is a Darwin Core Archive; a ``.tar`` (or ``.tar.gz``)
+file, or a folder of them without subfolders (other files there are not read), is WebDataset shards; a folder with a
+``state.json`` or ``dataset_dict.json`` (what ``datasets``' ``save_to_disk`` writes) or with Parquet files is a
+table; any other folder is a folder tree. A file that is none of these is a usage error naming the kinds.
+
+Why a module: the one place that knows the kinds (the ``--layout`` choices of ``load images`` are tested to be these).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.shards import SHARD_SUFFIXES
+from cladebench.curate.sources.images.table import TABLE_SUFFIXES
+from cladebench.errors import CladebenchError, UsageError
+from cladebench.registry import Registry
+
+
+class ImageSource(Protocol):
+    """What every reader offers the build."""
+
+    kind: str
+    notes: dict[str, Any]
+    """What the card says of the source (its files, the columns mapped, an archive's rights and citations)."""
+
+    def records(self, images: bool = True) -> Iterator[ImageRecord]:
+        """The source's images in a fixed order; ``images=False`` may leave out embedded bytes (a first pass)."""
+        ...
+
+
+Opener = Callable[[Path, Mapping[str, str], "Path | None"], ImageSource]
+"""A reader's constructor: ``(path, column overrides, images dir) -> ImageSource``."""
+KINDS: Registry[Opener] = Registry("layout")
+"""Kind -> its reader's constructor; each imports its module only when used."""
+
+
+@KINDS.register("folder")
+def _folder(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
+    from cladebench.curate.sources.images.folder import FolderSource
+
+    return FolderSource(path)
+
+
+@KINDS.register("table")
+def _table(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
+    from cladebench.curate.sources.images.table import TableSource
+
+    return TableSource(path, overrides, images_dir)
+
+
+@KINDS.register("webdataset")
+def _shards(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
+    from cladebench.curate.sources.images.shards import ShardSource
+
+    return ShardSource(path, overrides)
+
+
+@KINDS.register("dwca")
+def _archive(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
+    from cladebench.curate.sources.images.archive import ArchiveSource
+
+    return ArchiveSource(path, overrides)
+
+
+def detect_kind(path: Path) -> str:
+    """The kind of ``path`` (see the module docstring)."""
+    name = path.name.lower()
+    if path.is_file():
+        if name.endswith(TABLE_SUFFIXES):
+            return "table"
+        if name.endswith((".zip", ".tgz")) or (name.endswith(".tar.gz") and "dwca" in name):
+            return "dwca"
+        if name.endswith((".tar", ".tar.gz")):
+            return "webdataset"
+        raise UsageError(f"{path}: cannot tell what kind of source this file is; pass --layout "
+                         f"({', '.join(KINDS)})")
+    if not path.is_dir():
+        raise CladebenchError(f"{path}: no such file or folder")
+    if (path / "meta.xml").is_file():
+        return "dwca"
+    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
+    if any(p.name.endswith(SHARD_SUFFIXES) for p in entries) and not any(p.is_dir() for p in entries):
+        return "webdataset"
+    saved = (path / "state.json").is_file() or (path / "dataset_dict.json").is_file()
+    if saved or any(p.is_file() and p.suffix == ".parquet" for p in entries) or \
+            ((path / "data").is_dir() and any((path / "data").glob("*.parquet"))):
+        return "table"
+    return "folder"
+
+
+def open_source(path: Path, kind: str = "auto", overrides: Mapping[str, str] | None = None,
+                images_dir: Path | None = None) -> ImageSource:
+    """The reader of ``path`` as ``kind`` (``auto``: :func:`detect_kind`)."""
+    path = Path(path)
+    opener = KINDS.get_named(detect_kind(path) if kind == "auto" else kind)  # an unknown one: exit 2, the known
+    return opener(path, overrides or {}, images_dir)
+
+
+__all__ = ["KINDS", "ImageSource", "detect_kind", "open_source"]

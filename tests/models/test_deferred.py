@@ -1,0 +1,38 @@
+"""A model built on first use of its weights: an evaluation whose text embeddings are cached and whose image
+vectors are stored never imports torch, and gives the numbers a built model gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("open_clip")
+
+from cladebench import store
+from cladebench.embed import EmbedConfig, embed_dataset
+from cladebench.evaluate.record import RunRecord
+from cladebench.models.tiny import write_tiny_model
+from cladebench.synthetic import WorldConfig, make_world
+from helpers.before_model import run_before_model
+
+
+def test_a_cached_run_needs_no_weights_and_gives_the_same_numbers(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    model = "local-dir:" + str(write_tiny_model(tmp_path / "tiny", seed=1))
+    toy = tmp_path / "world.lance"
+    store.write_dataset(make_world(WorldConfig(seed=1)).to_table(24, seed=1), toy)
+    embed_dataset(EmbedConfig(dataset=str(toy), model=model, device="cpu", progress=False))
+
+    def run(out: str) -> tuple[int, bool]:
+        outcomes, _ = run_before_model([["eval", "zeroshot", str(toy), "--model", model, "--device", "cpu",
+                                         "--group-by", "none", "--out", str(tmp_path / out)]])
+        return outcomes[0]
+
+    assert run("first") == (0, True)  # the labels' text embeddings are encoded: the weights are loaded
+    assert run("second") == (0, False)  # every label cached, the learned scale remembered: no torch at all
+    first, second = RunRecord.read(tmp_path / "first"), RunRecord.read(tmp_path / "second")
+    assert second.metrics == first.metrics
+    assert second.provenance["model"]["logit_scale"] == first.provenance["model"]["logit_scale"]
+    assert second.provenance["model"]["id"] == first.provenance["model"]["id"] == model
