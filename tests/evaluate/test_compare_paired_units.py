@@ -19,13 +19,13 @@ UUIDS = [f"u{i:03d}" for i in range(120)]
 
 
 def few_shot_run(directory: Path, rate: float, *, seed: int, shots: tuple[int, ...] = (1,), classes: int = 12,
-                 candidates: int = 12, split: str = "s" * 64) -> Path:
+                 candidates: int = 12, split: str = "s" * 64, pool: int = len(UUIDS)) -> Path:
     """A few-shot record on one fixed split (the same queries in every run): 3 repetitions, each with its own
     queries; each query right with probability ``rate``, drawn from ``seed``."""
     rng = np.random.default_rng(seed)
     pieces = []
     for repetition in range(3):
-        queries = np.random.default_rng(100 + repetition).choice(len(UUIDS), size=90, replace=False)
+        queries = np.random.default_rng(100 + repetition).choice(pool, size=90, replace=False)
         truth = [f"species {q % classes}" for q in queries]
         correct = rng.random(queries.size) < rate
         pieces.append(pa.table({
@@ -71,7 +71,8 @@ def test_few_shot_runs_on_identical_splits_pair_query_images(tmp_path: Path) -> 
 def test_few_shot_runs_with_other_shots_or_splits_are_not_paired(tmp_path: Path) -> None:
     one = few_shot_run(tmp_path / "one", 0.5, seed=3)
     five = few_shot_run(tmp_path / "five", 0.9, seed=4, shots=(1, 5), classes=3)  # only 3 species have 5+
-    other_split = few_shot_run(tmp_path / "split", 0.5, seed=5, split="t" * 64)
+    # other splits query other images: shown beside the others, not refused as "different examples"
+    other_split = few_shot_run(tmp_path / "split", 0.5, seed=5, split="t" * 64, pool=100)
     comparison = compare_runs([one, five, other_split], n_resamples=500)
     entry = comparison.metrics[0]
     assert entry.differences == ()
@@ -123,14 +124,21 @@ def test_runs_at_another_rank_are_said_in_words_and_not_paired(tmp_path: Path) -
     assert entry.differences == () and "run [1] does not report it" in entry.note
 
 
-def test_a_stored_comparability_entry_is_read_first(tmp_path: Path) -> None:
+def test_a_stored_comparability_entry_is_read_as_the_same_facts(tmp_path: Path) -> None:
+    """A record with the comparability entry ``eval`` writes and one without it give the same facts, group by
+    group; the entry's own values are read where it has them."""
     path = few_shot_run(tmp_path / "a", 0.5, seed=9)
     record = RunRecord.read(path)
-    record.provenance["comparability"] = {"rows_sha256": "r", "label_set_sha256": "l", "rank": "genus",
-                                          "split_sha256": "s", "shots": [1], "gallery": None}
-    assert comparability_of(record) == record.provenance["comparability"]
-    record.provenance["comparability"] = {"groups": {"birds": {"rank": "family"}}}
-    assert comparability_of(record, "birds")["rank"] == "family"
+    derived = comparability_of(record)
+    record.provenance["comparability"] = {
+        "task": "fewshot", "rows_sha256": "f" * 64, "label_set_sha256": "digest of every group's",
+        "label_sets_sha256": {"None": "labels-12"}, "rank": "species", "split_sha256": "digest", "shots": [1],
+        "gallery": None}
+    assert comparability_of(record) == derived
+    record.provenance["comparability"].update(rank="genus", label_sets_sha256={"None": "other"},
+                                              gallery={"rule": "...", "group_key": "source_id"})
+    facts = comparability_of(record)
+    assert (facts["rank"], facts["label_set_sha256"], facts["gallery"]) == ("genus", "other", "source_id")
 
 
 def grouped_zero_shot_run(directory: Path, rates: dict[str, float], *, seed: int) -> Path:

@@ -340,30 +340,41 @@ def _scoped(value: Any, group: str) -> Any:
 def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
     """What decides whether two runs can be paired (:data:`COMPARABILITY_KEYS`), for the whole run or one group.
 
-    Read from the record's ``provenance.comparability`` where it has one (a flat entry, or one per group);
-    otherwise derived from what every record holds: the evaluated rows' fingerprint, the label set's digest
+    Read from the record's ``provenance.comparability`` where it has one (``evaluate.plan.comparability_key``:
+    the label set per group in ``label_sets_sha256``, the gallery as its rule); a record written before it has
+    the same facts derived from what every record holds: the evaluated rows' fingerprint, the label set's digest
     (``labels_sha256``, or the task's ``sha256``), its rank, the split's fingerprint, the shots and the gallery's
-    exclusion rule. A fact a record does not hold is None: None equals None, so it never tells runs apart.
+    group key. Either way one group's own label set and split are taken, and each fact has one form, so a record
+    with the entry and one without compare alike. A fact a record does not hold is None (None equals None).
     """
     provenance = record.provenance
-    stored = provenance.get("comparability")
-    if isinstance(stored, dict) and stored:
-        entry = _scoped(stored.get("groups") or stored, group) if group else stored
-        if isinstance(entry, dict) and any(key in entry for key in COMPARABILITY_KEYS):
-            return {key: entry.get(key) for key in COMPARABILITY_KEYS}
     label_set = _label_set_entry(record, group)
     task = provenance.get("task") or {}
     split = (_scoped(provenance.get("split_by_group"), group) if group else None) or provenance.get("split") or {}
     shots = record.config.get("shots", task.get("shots"))
-    exclusions = task.get("exclusions") or {}
-    return {
+    gallery = (task.get("exclusions") or {}).get("group_key")
+    facts = {
         "rows_sha256": (provenance.get("dataset") or {}).get("evaluated_fingerprint"),
         "label_set_sha256": label_set.get("labels_sha256") or label_set.get("sha256"),
         "rank": label_set.get("rank") or task.get("rank") or record.config.get("rank"),
         "split_sha256": split.get("fingerprint"),
-        "shots": sorted(int(k) for k in shots) if isinstance(shots, (list, tuple)) else shots,
-        "gallery": exclusions.get("group_key") if exclusions else None,
+        "shots": shots,
+        "gallery": gallery,
     }
+    stored = provenance.get("comparability")
+    if isinstance(stored, dict) and stored:
+        per_group = stored.get("label_sets_sha256")
+        own = per_group.get(group or "None") if isinstance(per_group, dict) else None
+        facts.update({key: stored[key] for key in ("rows_sha256", "rank", "shots") if stored.get(key) is not None})
+        if own is not None or not isinstance(per_group, dict):
+            facts["label_set_sha256"] = own if own is not None else stored.get("label_set_sha256")
+        if facts["split_sha256"] is None and not group:
+            facts["split_sha256"] = stored.get("split_sha256")
+        if isinstance(stored.get("gallery"), dict):
+            facts["gallery"] = stored["gallery"].get("group_key")
+    if isinstance(facts["shots"], (list, tuple)):
+        facts["shots"] = sorted(int(k) for k in facts["shots"]) or None
+    return facts
 
 
 def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
@@ -593,7 +604,15 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
         if not names:
             bases = dict.fromkeys(name.rpartition(GROUP_SEPARATOR)[2] for name in records[0].metrics)
             raise unknown_name("metric", metric, bases)
-    tables, n_shared, intersected = _aligned(full_tables, paths, intersect)
+    # A run scored differently (another split, rank, shots) is shown and never paired, so its examples need not
+    # be the reference's: a few-shot run on other splits evaluates other query images.
+    pairable = [0] + [i for i in range(1, len(records)) if incomparable(records[0], records[i]) is None]
+    aligned, n_shared, intersected = _aligned([full_tables[i] for i in pairable], [paths[i] for i in pairable],
+                                              intersect)
+    tables = None
+    if aligned is not None:
+        by_index = dict(zip(pairable, aligned, strict=True))
+        tables = [by_index.get(i, table) for i, table in enumerate(full_tables)]  # the others are never read
     runs = _Runs(paths, records, full_tables, tables)
     jobs = [runs.job(name, 0) for name in names]
     real = [job for job in jobs if isinstance(job, _Job)]
