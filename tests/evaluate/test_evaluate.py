@@ -334,6 +334,9 @@ def test_a_table_in_the_fine_grained_challenges_layout(embedded, tmp_path):
         PUBLISHED_EMBEDDING_COLUMNS.pop("emb_fgc")
     assert set(record.metrics) == set(reference.metrics)
     for name, estimate in record.metrics.items():  # float16 storage moves a few probabilities, not the counts much
+        if estimate["value"] is None:  # undefined in both (top-5 over a group of five labels or fewer)
+            assert reference.metrics[name]["value"] is None and estimate["reason"], name
+            continue
         assert abs(estimate["value"] - reference.metrics[name]["value"]) <= 0.1, name
         assert estimate["n"] == reference.metrics[name]["n"], name
     genus_only = sum(g["genus_only_rows"] for g in record.inspection.values())

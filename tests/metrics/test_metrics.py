@@ -16,6 +16,7 @@ from cladebench.metrics import (
     macro_f1,
     mean_std_ci,
     paired_bootstrap,
+    paired_bootstraps,
     top_k_hits,
     wilson_interval,
 )
@@ -261,6 +262,23 @@ def test_paired_p_value_equals_a_brute_force_bootstrap() -> None:
     reference_p = min(1.0, 2 * min(below, above) / (draws.size + 1))
     assert 0.02 < reference_p < 0.9, "the case must be neither trivially significant nor trivially tied"
     assert result.p_value == pytest.approx(reference_p, abs=0.02)
+
+
+def test_many_pairs_at_once_equal_each_pair_alone() -> None:
+    """Pairs sharing one draw per block give what each pair gives alone: 0/1 and continuous scores, with and
+    without groups, of several lengths."""
+    rng = np.random.default_rng(16)
+    pairs, groups = [], []
+    for n in (40, 40, 40, 300, 300):
+        for continuous in (False, True):
+            a = rng.random(n) if continuous else (rng.random(n) < 0.7).astype(float)
+            pairs.append((a, np.where(rng.random(n) < 0.7, a, rng.random(n))))
+            groups.append(rng.integers(0, n // 4, n) if n == 300 and continuous else None)
+    together = paired_bootstraps(pairs, groups=groups, n_resamples=3_000, seed=5)
+    alone = [paired_bootstrap(a, b, groups=g, n_resamples=3_000, seed=5)
+             for (a, b), g in zip(pairs, groups, strict=True)]
+    assert together == alone
+    assert len({(r.low, r.high) for r in together}) > 1
 
 
 def test_paired_checks_alignment() -> None:

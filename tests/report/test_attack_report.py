@@ -62,9 +62,10 @@ def test_a_gallery_names_its_run_by_label_not_by_the_checkpoint_path(tiny_run: t
 
 
 @pytest.mark.parametrize("form", ["html", "md"])
-def test_not_tested_is_said_once_per_table_not_again_below_it(tmp_path: Path, form: str) -> None:
-    """Two few-shot runs on the same splits: every cell is 'not tested', said once above the table; the reason is
-    not repeated as a note below it."""
+def test_few_shot_runs_on_the_same_splits_are_marked_paired_by_query_images(tmp_path: Path, form: str) -> None:
+    """Two few-shot runs on the same splits pair query image by query image: the better one is marked best, the
+    other tied or worse, each cell says what it was computed on (repetitions, query images, classes), and no cell
+    says 'not tested'."""
     from cladebench.cli import main
     from helpers.toy_dataset import write_toy_dataset
 
@@ -75,8 +76,10 @@ def test_not_tested_is_said_once_per_table_not_again_below_it(tmp_path: Path, fo
     out = tmp_path / f"report.{form}"
     assert main(["report", str(tmp_path / "1"), str(tmp_path / "3"), "--out", str(out), "--format", form]) == 0
     board = out.read_text().split("Leaderboard", 1)[1].split("Values and intervals", 1)[0]
-    assert board.count("not tested") == 1
-    assert "no paired test" not in board
+    assert "not tested" not in board and "no paired test" not in board
+    assert "best" in board and ("tied" in board or "worse" in board)
+    assert "2 reps of 18 query images in all, 3 classes" in board
+    assert "paired by query images" in board
 
 
 def test_a_long_unbroken_label_stays_inside_1400_px(tiny_run: tuple[Path, str], tmp_path: Path) -> None:

@@ -366,7 +366,8 @@ def test_task_end_to_end_on_a_lance_dataset(planted_dataset: tuple[Any, pa.Table
     config = FewShotConfig(column="emb_planted", shots=(1, 3), repetitions=3, seed=7)
     predictions = task.predict(dataset, None, config)
     table = predictions.table
-    assert table.column_names == ["uuid", "method", "shots", "repetition", "true_label", "pred_label", "correct"]
+    assert table.column_names == ["uuid", "method", "shots", "repetition", "true_label", "pred_label", "true_index",
+                                  "pred_index", "correct"]
 
     rows = source.to_pylist()
     by_uuid = {r["uuid"]: r for r in rows}

@@ -13,8 +13,9 @@ Example:
 
 Beyond single proportions: class-balanced scores (:func:`balanced_accuracy`, :func:`macro_f1`), percentile
 bootstrap intervals over examples or groups of examples (:func:`bootstrap_ci`), paired differences between two
-runs on the same examples (:func:`paired_bootstrap`), Holm's correction when several differences are tested at
-once (:func:`holm`), and mean +- t-interval over repeated runs (:func:`mean_std_ci`).
+runs on the same examples (:func:`paired_bootstrap`; many pairs at once: :func:`paired_bootstraps`), Holm's
+correction when several differences are tested at once (:func:`holm`), and mean +- t-interval over repeated runs
+(:func:`mean_std_ci`).
 
 This package ``__init__`` presents the public API on purpose: callers import ``from cladebench.metrics import
 accuracy``. The code lives in one module per job: :mod:`~cladebench.metrics.definitions` (the definition
@@ -26,9 +27,9 @@ Modules inside the package import their siblings directly, never this ``__init__
 
 from __future__ import annotations
 
-from cladebench.metrics.classification import balanced_accuracy, macro_f1, top_k_hits
+from cladebench.metrics.classification import balanced_accuracy, macro_f1, top_k_hits, top_k_undefined
 from cladebench.metrics.definitions import METRIC_DEFINITIONS, define_metric
-from cladebench.metrics.display import DISPLAY_SCALES, display_scale, register_display
+from cladebench.metrics.display import DISPLAY_SCALES, LOWER_IS_BETTER, display_scale, lower_is_better, register_display
 from cladebench.metrics.intervals import (
     CHUNK_ELEMENTS,
     PAIRED_P_VALUE,
@@ -45,12 +46,14 @@ from cladebench.metrics.intervals import (
     holm,
     mean_std_ci,
     paired_bootstrap,
+    paired_bootstraps,
     wilson_interval,
 )
 
 __all__ = [
-    "CHUNK_ELEMENTS", "DISPLAY_SCALES", "METRIC_DEFINITIONS", "PAIRED_P_VALUE", "PERCENTILE_BOOTSTRAP", "T_INTERVAL",
-    "WILSON", "Estimate", "HolmResult", "PairedComparison", "RepeatedEstimate", "Statistic", "accuracy",
-    "balanced_accuracy", "bootstrap_ci", "define_metric", "display_scale", "holm", "macro_f1", "mean_std_ci",
-    "paired_bootstrap", "register_display", "top_k_hits", "wilson_interval",
+    "CHUNK_ELEMENTS", "DISPLAY_SCALES", "LOWER_IS_BETTER", "METRIC_DEFINITIONS", "PAIRED_P_VALUE",
+    "PERCENTILE_BOOTSTRAP", "T_INTERVAL", "WILSON", "Estimate", "HolmResult", "PairedComparison", "RepeatedEstimate",
+    "Statistic", "accuracy", "balanced_accuracy", "bootstrap_ci", "define_metric", "display_scale", "holm",
+    "lower_is_better", "macro_f1", "mean_std_ci", "paired_bootstrap", "paired_bootstraps", "register_display",
+    "top_k_hits", "top_k_undefined", "wilson_interval",
 ]

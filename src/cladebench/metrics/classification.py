@@ -38,6 +38,19 @@ define_metric("top1", "share of examples whose highest-scoring label is the true
 define_metric("top5", "share of examples whose true label is among the 5 highest-scoring labels; " + WILSON)
 
 
+def top_k_undefined(k: int, n_labels: int) -> str | None:
+    """Why top-``k`` accuracy over ``n_labels`` labels is undefined, or None when it is defined.
+
+    With k at least the label count every label is among the top k, so top-k is 100% by construction and says
+    nothing about the model. CLIP_benchmark reports top-5 as NaN below 5 classes; here exactly k labels are
+    undefined too, since they give the same 100%.
+    """
+    if k >= n_labels:
+        return (f"undefined: top-{k} over {n_labels} label{'s' if n_labels != 1 else ''} holds every label, so it is "
+                "100% by construction")
+    return None
+
+
 # --- class-balanced scores -----------------------------------------------------------------------
 
 

@@ -31,6 +31,19 @@ def display_scale(name: str) -> tuple[float, str]:
     return 100.0, "%"
 
 
+LOWER_IS_BETTER: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
+    r"(no)?hint_lca_distance", r".*_unparseable", r".*_unusable", r".*named_other", r"prior_fallback_.*",
+))
+"""Metrics (their own name, after any ``GROUP/``) where a smaller value is the better one; every other is
+read as higher is better. Only used to say which run is best."""
+
+
+def lower_is_better(name: str) -> bool:
+    """Whether a smaller value of metric ``name`` (``GROUP/metric`` or ``metric``) is better."""
+    base = name.rsplit("/", 1)[-1]
+    return any(pattern.fullmatch(base) for pattern in LOWER_IS_BETTER)
+
+
 # Counts and weights that are not shares, registered here rather than beside the task that computes them: a
 # report or `compare` reads run records in a process that never imported that task, and must print them alike.
 register_display(r"(no)?hint_depth", 1.0, "")  # lineage completion: ranks completed correctly

@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any, NamedTuple
@@ -127,29 +127,77 @@ def _group_codes(groups: np.ndarray | None, n: int) -> tuple[np.ndarray, int]:
     return codes, int(codes.max()) + 1
 
 
-def _mean_replicates(values: np.ndarray, groups: np.ndarray | None, n_resamples: int,
-                     rng: np.random.Generator) -> np.ndarray:
+class _Units(NamedTuple):
+    """A vector of per-example values summed per resampling unit: what a bootstrap of its mean draws from."""
+
+    sums: np.ndarray
+    """Sum of the values of each unit."""
+    sizes: np.ndarray
+    """Examples in each unit (floats)."""
+    kinds: np.ndarray
+    """The distinct (sum, size) pairs, one per row."""
+    frequency: np.ndarray
+    """How many units each kind has."""
+
+    @property
+    def few_kinds(self) -> bool:
+        """True when so few distinct units exist that drawing the count of each kind beats drawing units."""
+        return self.kinds.shape[0] * 4 <= self.sums.size
+
+
+def _units(values: np.ndarray, groups: np.ndarray | None) -> _Units:
+    codes, n_units = _group_codes(groups, values.size)
+    sums = np.bincount(codes, weights=values, minlength=n_units)
+    sizes = np.bincount(codes, minlength=n_units).astype(np.float64)
+    kinds, frequency = np.unique(np.stack([sums, sizes], axis=1), axis=0, return_counts=True)
+    return _Units(sums, sizes, kinds, frequency)
+
+
+def _kind_replicates(units: _Units, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    n_units = units.sums.size
+    replicates = []
+    for rows in _chunks(n_resamples, units.kinds.shape[0]):
+        counts = rng.multinomial(n_units, units.frequency / n_units, size=rows).astype(np.float64)
+        replicates.append((counts @ units.kinds[:, 0]) / (counts @ units.kinds[:, 1]))
+    return np.concatenate(replicates)
+
+
+def _mean_replicates_many(vectors: Sequence[_Units], n_resamples: int, seed: int) -> list[np.ndarray]:
+    """Bootstrap replicates of the mean of each vector, each exactly as :func:`_mean_replicates` with a generator
+    seeded by ``seed`` gives them.
+
+    A generator seeded alike draws the same units for every vector of the same number of units, so those
+    vectors share one draw per block of resamples (resamples x units, bounded by :data:`CHUNK_ELEMENTS`) and
+    each is gathered from it: comparing many runs on many metrics costs one draw per block, not one per pair.
+    """
+    out: list[np.ndarray | None] = [None] * len(vectors)
+    by_size: dict[int, list[int]] = {}
+    for index, units in enumerate(vectors):
+        if units.few_kinds:
+            out[index] = _kind_replicates(units, n_resamples, np.random.default_rng(seed))
+        else:
+            by_size.setdefault(units.sums.size, []).append(index)
+    for n_units, members in by_size.items():
+        pieces: dict[int, list[np.ndarray]] = {index: [] for index in members}
+        for drawn in _unit_draws(np.random.default_rng(seed), n_units, n_resamples):
+            for index in members:  # one gather per vector: memory stays one block whatever the count
+                units = vectors[index]
+                pieces[index].append(units.sums[drawn].sum(axis=1) / units.sizes[drawn].sum(axis=1))
+        for index in members:
+            out[index] = np.concatenate(pieces[index])
+    return [replicates for replicates in out if replicates is not None]
+
+
+def _mean_replicates(values: np.ndarray, groups: np.ndarray | None, n_resamples: int, seed: int) -> np.ndarray:
     """Bootstrap replicates of the mean of ``values``, resampling examples or whole groups.
 
     A resample of groups has mean sum(group sums) / sum(group sizes), the mean over the examples it
     holds. Units with the same (sum, size) are interchangeable, so when few distinct units exist (0/1
     correctness: two kinds of example; a paired difference of 0/1 scores: three) the counts of each kind
     are drawn directly from a multinomial: the same distribution as drawing indices, at a cost that does
-    not grow with n.
+    not grow with n. Otherwise units are drawn by index and gathered, several times faster than counting them.
     """
-    codes, n_units = _group_codes(groups, values.size)
-    unit_sums = np.bincount(codes, weights=values, minlength=n_units)
-    unit_sizes = np.bincount(codes, minlength=n_units).astype(np.float64)
-    kinds, frequency = np.unique(np.stack([unit_sums, unit_sizes], axis=1), axis=0, return_counts=True)
-    replicates = []
-    if kinds.shape[0] * 4 <= n_units:
-        for rows in _chunks(n_resamples, kinds.shape[0]):
-            counts = rng.multinomial(n_units, frequency / n_units, size=rows).astype(np.float64)
-            replicates.append((counts @ kinds[:, 0]) / (counts @ kinds[:, 1]))
-    else:  # gathering the drawn units is several times faster than counting them
-        for drawn in _unit_draws(rng, n_units, n_resamples):
-            replicates.append(unit_sums[drawn].sum(axis=1) / unit_sizes[drawn].sum(axis=1))
-    return np.concatenate(replicates)
+    return _mean_replicates_many([_units(values, groups)], n_resamples, seed)[0]
 
 
 def _statistic_replicates(statistic: Statistic, n: int, groups: np.ndarray | None, n_resamples: int,
@@ -205,18 +253,18 @@ def bootstrap_ci(values_or_statistic: np.ndarray | Statistic, *, n_examples: int
     queries against one gallery). Ignoring such dependence makes intervals too narrow.
     """
     _check_settings(n_resamples, confidence)
-    rng = np.random.default_rng(seed)
     if callable(values_or_statistic):
         n = len(groups) if n_examples is None and groups is not None else n_examples
         if n is None or n < 1:
             raise ValueError("a statistic needs n_examples (or groups) to say how many examples there are")
         value = float(np.asarray(values_or_statistic(np.ones((1, n))))[0])
-        replicates = _statistic_replicates(values_or_statistic, n, groups, n_resamples, rng)
+        replicates = _statistic_replicates(values_or_statistic, n, groups, n_resamples,
+                                            np.random.default_rng(seed))
     else:
         values = _checked_values(values_or_statistic)
         n = values.size
         value = float(values.mean())
-        replicates = _mean_replicates(values, groups, n_resamples, rng)
+        replicates = _mean_replicates(values, groups, n_resamples, seed)
     low, high = _percentile_interval(replicates, confidence)
     unit = "examples" if groups is None else f"{_group_codes(groups, n)[1]} groups"
     return Estimate(value=value, low=low, high=high, n=n, confidence=confidence,
@@ -267,21 +315,42 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, groups: np.ndarray | None 
     percentile interval would exclude 0, with the +1 that keeps a Monte-Carlo p-value from being 0
     (Davison & Hinkley 1997, sec. 4.2; North et al. 2002). Two identical runs give every d* = 0 and p = 1.
     """
+    return paired_bootstraps([(a, b)], groups=[groups], n_resamples=n_resamples, confidence=confidence,
+                             seed=seed)[0]
+
+
+def paired_bootstraps(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *,
+                      groups: Sequence[np.ndarray | None] | None = None, n_resamples: int = 10_000,
+                      confidence: float = 0.95, seed: int = 0) -> list[PairedComparison]:
+    """:func:`paired_bootstrap` of many pairs at once (several runs against one reference, on several metrics).
+
+    Each result equals that of :func:`paired_bootstrap` on its pair alone; pairs with the same number of units
+    share each block of drawn resamples, so the work grows with the pairs' gathers, not their draws.
+    """
     _check_settings(n_resamples, confidence)
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
-        raise ValueError(f"a and b must be non-empty aligned 1-D arrays, got shapes {a.shape} and {b.shape}")
-    if np.isnan(a).any() or np.isnan(b).any():
-        raise ValueError("scores contain NaN")
-    differences = a - b
-    replicates = _mean_replicates(differences, groups, n_resamples, np.random.default_rng(seed))
-    low, high = _percentile_interval(replicates, confidence)
-    at_or_below = 1 + int(np.count_nonzero(replicates <= 0.0))
-    at_or_above = 1 + int(np.count_nonzero(replicates >= 0.0))
-    p_value = min(1.0, 2.0 * min(at_or_below, at_or_above) / (n_resamples + 1))
-    return PairedComparison(difference=float(differences.mean()), low=low, high=high, p_value=p_value, n=a.size,
-                            n_resamples=n_resamples, confidence=confidence, seed=seed)
+    groups = list(groups) if groups is not None else [None] * len(pairs)
+    if len(groups) != len(pairs):
+        raise ValueError(f"groups must give one entry per pair ({len(pairs)}), got {len(groups)}")
+    differences = []
+    for a, b in pairs:
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+            raise ValueError(f"a and b must be non-empty aligned 1-D arrays, got shapes {a.shape} and {b.shape}")
+        if np.isnan(a).any() or np.isnan(b).any():
+            raise ValueError("scores contain NaN")
+        differences.append(a - b)
+    all_replicates = _mean_replicates_many([_units(d, g) for d, g in zip(differences, groups, strict=True)],
+                                           n_resamples, seed)
+    out = []
+    for difference, replicates in zip(differences, all_replicates, strict=True):
+        low, high = _percentile_interval(replicates, confidence)
+        at_or_below = 1 + int(np.count_nonzero(replicates <= 0.0))
+        at_or_above = 1 + int(np.count_nonzero(replicates >= 0.0))
+        p_value = min(1.0, 2.0 * min(at_or_below, at_or_above) / (n_resamples + 1))
+        out.append(PairedComparison(difference=float(difference.mean()), low=low, high=high, p_value=p_value,
+                                    n=difference.size, n_resamples=n_resamples, confidence=confidence, seed=seed))
+    return out
 
 
 # --- several tests at once -----------------------------------------------------------------------

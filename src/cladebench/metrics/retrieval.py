@@ -467,10 +467,20 @@ class RetrievalSummary:
     """Queries left out because their metrics are undefined (no positive)."""
     exclusion: str = EXCLUSION_RULE
     """Which queries are left out, and why."""
+    undefined: dict[str, str] = field(default_factory=dict)
+    """Metric -> why it has no value: no query is defined (none has a relevant candidate)."""
 
     @property
     def n_scored(self) -> int:
         return self.n_queries - self.n_excluded
+
+    def recorded(self) -> dict[str, dict[str, Any]]:
+        """Every metric as a run record keeps it: the estimates, and each undefined metric without a value, with its
+        reason, so a query set without a relevant candidate is said rather than reported as no metrics at all."""
+        out: dict[str, dict[str, Any]] = {name: estimate.to_dict() for name, estimate in self.estimates.items()}
+        for name, reason in self.undefined.items():
+            out[name] = {"value": None, "low": None, "high": None, "n": 0, "reason": reason}
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"estimates": {name: e.to_dict() for name, e in self.estimates.items()},
@@ -500,7 +510,9 @@ def macro_means(values: Mapping[str, np.ndarray], defined: np.ndarray | None = N
         if kept.size:
             estimates[name] = bootstrap_ci(kept, n_resamples=config.n_resamples, confidence=config.confidence,
                                            seed=config.seed)
-    return RetrievalSummary(estimates=estimates, n_queries=n, n_excluded=int(n - mask.sum()))
+    undefined = {} if mask.any() or not n else {
+        name: f"undefined: none of the {n} quer{'y' if n == 1 else 'ies'} has a relevant candidate" for name in arrays}
+    return RetrievalSummary(estimates=estimates, n_queries=n, n_excluded=int(n - mask.sum()), undefined=undefined)
 
 
 def _config_for(table: RetrievalTable, config: RetrievalConfig | None) -> RetrievalConfig:

@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,13 +26,6 @@ from cladebench.metrics import display_scale
 MISSING = "n/a"
 """Written where a metric has no value (NaN, or not reported by a run)."""
 
-LOWER_IS_BETTER: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
-    r"(no)?hint_lca_distance", r".*_unparseable", r".*named_other", r"prior_fallback_.*",
-))
-"""Metrics (their own name, after any ``GROUP/``) where a smaller value is the better one; every other is
-read as higher is better. Only used to say which run is best."""
-
-
 def split_metric(name: str) -> tuple[str, str]:
     """``("GROUP", "metric")`` for ``GROUP/metric``; ``("", name)`` for a pooled metric."""
     prefix, _, base = name.rpartition(GROUP_SEPARATOR)
@@ -43,12 +35,6 @@ def split_metric(name: str) -> tuple[str, str]:
 def is_breakdown(prefix: str) -> bool:
     """Whether a metric prefix is a breakdown (``column=value``) rather than a challenge group."""
     return "=" in prefix
-
-
-def lower_is_better(name: str) -> bool:
-    """Whether a smaller value of metric ``name`` is better."""
-    base = split_metric(name)[1]
-    return any(pattern.fullmatch(base) for pattern in LOWER_IS_BETTER)
 
 
 def _finite(value: Any) -> bool:

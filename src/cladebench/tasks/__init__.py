@@ -31,6 +31,8 @@ class Task:
     per_unit: Callable[[Any, dict[str, Any]], dict[str, tuple[Any, Any]]] | None = None
     """For metrics that are means over units other than rows (queries): (predictions table, the record's task
     provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit."""
+    unit: str = "images"
+    """What the paired comparison resamples, as tables name it ("queries", "query images", "targets")."""
 
 
 TASKS: Registry[Task] = Registry("task")
@@ -61,6 +63,7 @@ def _load_builtin_tasks() -> None:
     ))
     register_task(Task(
         name="fewshot", config=fewshot.FewShotConfig, predict=fewshot.few_shot, metrics=fewshot.few_shot_metrics,
+        per_unit=fewshot.per_query_image_values, unit="query images",
         description="k labelled images per taxon on frozen embeddings (SimpleShot, linear probe, kNN); "
                     "group-aware seeded splits, mean and t-interval over repetitions",
         uses_encoder=False,
@@ -69,7 +72,7 @@ def _load_builtin_tasks() -> None:
 
     register_task(Task(
         name="retrieval", config=retrieval.RetrievalTaskConfig, predict=retrieval.retrieval,
-        metrics=retrieval.retrieval_task_metrics,
+        metrics=retrieval.retrieval_task_metrics, per_unit=retrieval.per_query_values, unit="queries",
         description="each image queries every other image outside its own group by exact cosine; same taxon at "
                     "the rank is relevant; mAP, mAP@k, MRR, precision@k, recall@k, also as per-class means",
         uses_encoder=False,
@@ -78,7 +81,7 @@ def _load_builtin_tasks() -> None:
 
     register_task(Task(
         name="rerank", config=rerank.RerankConfig, predict=rerank.rerank, metrics=rerank.rerank_metrics,
-        per_unit=rerank.per_query_values,
+        per_unit=rerank.per_query_values, unit="queries",
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
     ))
@@ -88,7 +91,7 @@ def _load_builtin_tasks() -> None:
 
     register_task(Task(
         name="lineage", config=LineageConfig, predict=lineage, metrics=lineage_metrics,
-        per_unit=per_target_values,
+        per_unit=per_target_values, unit="targets",
         description="photos of two organisms: each organism's lineage below the divergence rank, from the photo "
                     "and the hint (and without it); per-rank accuracy, exact completion, correct depth, LCA "
                     "distance, naming the other organism; by divergence rank and kingdom pair",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
     import lance
 
     from cladebench.models import Encoder
+
+
+MAX_UNUSABLE_SHARE = 0.5
+"""Largest share of a model's answers that may be unusable (unscored candidates, unreadable or refused answers) for
+metrics still to be reported: beyond it the numbers would measure the failures, not the model, so each metric is
+recorded without a value and with the reason."""
 
 
 @dataclass(frozen=True)
@@ -71,20 +78,38 @@ class LabelSet:
     def __len__(self) -> int:
         return len(self.taxa)
 
+    def index_of(self, wanted: Sequence[Lineage] | None = None) -> dict[tuple[str | None, ...], int]:
+        """Label index by :meth:`~cladebench.taxonomy.Lineage.match_key` (case ignored), limited to the taxa of
+        ``wanted`` when given (a tree-of-life set has a million labels; only the evaluated rows' are looked up)."""
+        keys = None if wanted is None else {lin.match_key(self.rank) for lin in wanted if lin.names[self.rank]}
+        names = None if keys is None else {key[-1] for key in keys}
+        out: dict[tuple[str | None, ...], int] = {}
+        for i, lineage in enumerate(self.lineages):
+            if names is not None and (lineage.names[self.rank] or "").casefold() not in names:
+                continue  # one name compared first: a million labels cost a million casefolds, not seven
+            key = lineage.match_key(self.rank)
+            if (keys is None or key in keys) and key not in out:
+                out[key] = i
+        return out
+
 
 def label_set(lineages: Sequence[Lineage], rank: Rank | str) -> LabelSet:
-    """Distinct taxa at ``rank`` among ``lineages``, sorted by their names (so the order is reproducible)."""
+    """Distinct taxa at ``rank`` among ``lineages``, sorted by their names (so the order is reproducible).
+
+    Taxa are told apart by :meth:`~cladebench.taxonomy.Lineage.match_key`: two spellings of one taxon that differ
+    only in case (or in Unicode composition or spacing, which lineages already normalise) are one label, spelled as
+    first seen; rows are matched to labels the same way (:meth:`LabelSet.index_of`)."""
     rank = Rank.parse(rank)
     chosen: dict[tuple[str | None, ...], Lineage] = {}
     for lineage in lineages:
         if lineage.names[rank] is None:
             continue
-        key = lineage.key(rank)
+        key = lineage.match_key(rank)
         if key not in chosen:
             kept = lineage if rank == Rank.SPECIES else lineage.truncate(rank)
             chosen[key] = kept
-    keys = sorted(chosen, key=lambda k: tuple("" if n is None else n for n in k))
-    return LabelSet(rank=rank, taxa=tuple(keys), lineages=tuple(chosen[k] for k in keys))
+    kept_lineages = sorted(chosen.values(), key=lambda lin: tuple("" if n is None else n for n in lin.key(rank)))
+    return LabelSet(rank=rank, taxa=tuple(lin.key(rank) for lin in kept_lineages), lineages=tuple(kept_lineages))
 
 
 def _name_at(lineage: Lineage, rank: Rank) -> str | None:
@@ -140,7 +165,7 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
         return label_set(lineages, rank)
     lineages, unknown = [], []
     for number, line in enumerate(text.splitlines(), start=1):
-        name = line.split("#", 1)[0].strip()
+        name = " ".join(unicodedata.normalize("NFC", line.split("#", 1)[0]).split())  # as lineages spell names
         if not name:
             continue
         if name in ambiguous:

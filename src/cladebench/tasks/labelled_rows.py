@@ -122,8 +122,8 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
     lineages = lineages_from_table(rows.select([c for c in wanted if c != "uuid"]))
     labels_in_order = label_set(lineages, rank)
     texts = labels_in_order.texts(LABEL_STYLE)
-    text_of = dict(zip(labels_in_order.taxa, texts, strict=True))
-    labels = [text_of[lin.key(rank)] if lin.names[rank] is not None else None for lin in lineages]
+    index = labels_in_order.index_of()  # case ignored, as the label set is de-duplicated
+    labels = [texts[index[lin.match_key(rank)]] if lin.names[rank] is not None else None for lin in lineages]
 
     key = _resolve_group_key(rows, group_key)
     values = uuids if key == "uuid" else rows.column(key).to_pylist()

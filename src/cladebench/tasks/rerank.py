@@ -48,7 +48,7 @@ from cladebench.errors import CladebenchError, SchemaError
 from cladebench.models.spec import model_kind
 from cladebench.registry import Registry
 from cladebench.store.embeddings import normalise_rows
-from cladebench.tasks.common import Predictions, check_vlm_settings, text_image_column
+from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions, check_vlm_settings, text_image_column
 
 if TYPE_CHECKING:
     import lance
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 UNSCORED = -1.0
 """Score given to a candidate the scorer could not score: below every real score (all lie in [-1, 1])."""
 
-MAX_UNSCORED_SHARE = 0.5
+MAX_UNSCORED_SHARE = MAX_UNUSABLE_SHARE
 """Largest share of candidates without a score for which metrics are still reported ("most" unscored: none)."""
 
 
@@ -228,8 +228,8 @@ def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     summary = summarize(per_query["scores"], config)
     refused = _unscored_refusal(predictions)
     out = {}
-    for name, estimate in summary.estimates.items():
-        out[name] = {**estimate.to_dict(), "queries_excluded": summary.n_excluded}
+    for name, estimate in summary.recorded().items():  # a query set without a positive: each metric with why
+        out[name] = {**estimate, "queries_excluded": summary.n_excluded}
         if refused is not None:
             out[name].update(value=None, low=None, high=None, reason=refused)
     return out

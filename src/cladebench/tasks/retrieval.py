@@ -371,6 +371,30 @@ def retrieval_summary(table: pa.Table, k: int, rank: Rank | str,
     return metrics
 
 
+def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+    """Each defined query's value of every metric, keyed by uuid, so runs on the same gallery pair query by query.
+
+    A ``_class_mean`` metric's value of a query is U x value / (C x n_c) (U queries, C classes, n_c queries of
+    its class), so the mean over queries is exactly the stored class mean.
+    """
+    k, rank = task_provenance.get("k"), task_provenance.get("rank")
+    if k is None or rank is None or table.num_rows == 0:
+        return {}
+    defined = table.column("defined").to_numpy(zero_copy_only=False).astype(bool)
+    keys = [u for u, d in zip(table.column("uuid").to_pylist(), defined, strict=True) if d]
+    if not keys:
+        return {}
+    classes = np.unique(np.asarray(table.column("true_label").to_pylist(), dtype=object)[defined].astype(str),
+                        return_inverse=True)[1]
+    class_share = len(keys) / ((int(classes.max()) + 1) * np.bincount(classes)[classes])
+    out: dict[str, tuple[list[Any], np.ndarray]] = {}
+    for column, name in metric_names(int(k), rank).items():
+        values = table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)[defined]
+        out[name] = (keys, values)
+        out[name + CLASS_MEAN] = (keys, values * class_share)
+    return out
+
+
 def retrieval_task_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     """``map_<rank>``, ``map@<k>_<rank>``, ``mrr_<rank>``, ``precision@<k>_<rank>``, ``recall@<k>_<rank>`` and
     each one's ``_class_mean``; empty when no query in the table is defined (a breakdown value may have none)."""

@@ -26,6 +26,7 @@ in :mod:`cladebench.tasks.common`; this module holds zero-shot alone.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ import pyarrow as pa
 
 from cladebench.config import at_least
 from cladebench.errors import CladebenchError, UsageError
-from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits
+from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits, top_k_undefined
 from cladebench.tasks.common import (
     LabelSet,
     Predictions,
@@ -50,7 +51,15 @@ from cladebench.tasks.common import (
 )
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
 from cladebench.tasks.tree_of_life import check_source, complete_from_labels, is_tree_of_life_source, load_source
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineage_runs, lineages_from_table, parse_within
+from cladebench.taxonomy import (
+    RANK_COLUMNS,
+    Lineage,
+    Rank,
+    lineage_runs,
+    lineages_from_table,
+    lookalike_labels,
+    parse_within,
+)
 
 if TYPE_CHECKING:
     import lance
@@ -162,9 +171,9 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     if len(labels) < 2:
         raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
     # Only the evaluated rows' taxa are looked up: no dict over a tree-of-life set's million labels.
-    wanted = {lin.key(rank) for lin in lineages if lin.names[rank]}
-    index = {key: i for i, key in enumerate(labels.taxa) if key in wanted}
-    targets = np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages], dtype=np.int64)
+    index = labels.index_of(lineages)  # case ignored, as label sets are de-duplicated
+    targets = np.array([index.get(lin.match_key(rank), -1) if lin.names[rank] else -1 for lin in lineages],
+                       dtype=np.int64)
     runs = lineage_runs(labels.lineages, rank)  # labels are in lineage order: every taxon a run of labels
     streamed = source is not None or config.stream == "always" or (
         config.stream == "auto" and not config.candidates and len(targets) * len(labels) > STREAM_ABOVE)
@@ -205,6 +214,10 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "uuid": rows.column("uuid"),
         "true_label": [texts[t] if t >= 0 else None for t in targets],
         "pred_label": [texts[o[0]] for o in order],
+        # Classes are taxa, not strings: two taxa may read alike (a shared common name), so scores per class
+        # (balanced accuracy) count label indices.
+        "true_index": pa.array(targets, pa.int64(), mask=targets < 0),
+        "pred_index": pa.array(order[:, 0], pa.int64()),
         "top5_labels": [[texts[j] for j in o] for o in order],
         "top5_probs": [[float(p) for p in row] for row in top_probs],
         "true_prob": [float(p) if t >= 0 else None for p, t in zip(true_probs, targets, strict=True)],
@@ -237,6 +250,10 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
         "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style),
+                      # labels a reader cannot tell apart: other scripts' look-alike letters, or one text for
+                      # several taxa (a shared common name); each is still its own class
+                      "lookalikes": lookalike_labels(texts) if source is None else [],
+                      "shared_texts": sorted(t for t, c in Counter(texts).items() if c > 1) if source is None else [],
                       "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum()),
                       **({"vectors": source.source, "rows_completed_from_labels": completed}
                          if source is not None else {})},
@@ -292,6 +309,17 @@ BALANCED_ACCURACY_RESAMPLES = 2000
 """Bootstrap resamples for the balanced-accuracy interval (seeded, so a rerun gives the same interval)."""
 
 
+def _class_codes(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The scored rows' true and predicted classes as codes: label indices where the predictions carry them (two
+    taxa that read alike stay two classes), else the label strings of predictions written before they did."""
+    if "true_index" in table.column_names and "pred_index" in table.column_names:
+        truth = table.column("true_index").fill_null(-1).to_numpy(zero_copy_only=False)
+        return truth[scored], table.column("pred_index").to_numpy(zero_copy_only=False)[scored]
+    labels = np.asarray(table.column("true_label").to_pylist() + table.column("pred_label").to_pylist(), dtype=object)
+    codes = np.unique(labels.astype(str), return_inverse=True)[1]
+    return codes[: table.num_rows][scored], codes[table.num_rows:][scored]
+
+
 def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals.
 
@@ -300,17 +328,18 @@ def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     table = predictions.table
     scored = np.asarray(table.column("scored"), dtype=bool)
     rank = predictions.info["rank"]
+    top5 = accuracy(np.asarray(table.column("correct_top5"))[scored]).to_dict()
+    undefined = top_k_undefined(5, len(predictions.labels)) if predictions.labels else None
+    if undefined:
+        top5.update(value=None, low=None, high=None, reason=undefined)
     metrics = {
         f"top1_{rank}": accuracy(np.asarray(table.column("correct_top1"))[scored]).to_dict(),
-        f"top5_{rank}": accuracy(np.asarray(table.column("correct_top5"))[scored]).to_dict(),
+        f"top5_{rank}": top5,
     }
     if scored.sum() > 1:
         # Balanced accuracy: long-tailed test sets let common species dominate top-1; the interval is a
         # percentile bootstrap over images (not binomial: the statistic is a mean of per-class recalls).
-        labels = np.asarray(table.column("true_label").to_pylist() + table.column("pred_label").to_pylist(),
-                            dtype=object)
-        codes = np.unique(labels.astype(str), return_inverse=True)[1]
-        truth, predicted = codes[: table.num_rows][scored], codes[table.num_rows:][scored]
+        truth, predicted = _class_codes(table, scored)
         metrics[f"balanced_accuracy_{rank}"] = bootstrap_ci(
             lambda w: balanced_accuracy(truth, predicted, weights=w), n_examples=int(scored.sum()),
             n_resamples=BALANCED_ACCURACY_RESAMPLES).to_dict()

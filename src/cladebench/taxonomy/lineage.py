@@ -14,7 +14,9 @@ Conventions, chosen to match TreeOfLife and BioCLIP:
   ``specificEpithet``, a dataset written before schema version 2) builds the binomial from the genus;
   :attr:`Lineage.epithet` gives the lower-case epithet back. The epithet alone is not a name: two genera may
   share one.
-- A missing rank is ``None``, never ``""``.
+- A missing rank is ``None``, never ``""``. Names are Unicode NFC with runs of white space made one space, so two
+  spellings of one name that differ only there are one name; :meth:`Lineage.match_key` further ignores case, and
+  label sets are de-duplicated on it (a backbone that spells one species two ways yields one label).
 - Two taxa at a rank are the same taxon only if their whole prefix (kingdom .. that rank) agrees,
   so homonyms in different kingdoms (*Laelia* the orchid and *Laelia* the moth) stay apart.
 
@@ -40,7 +42,8 @@ import ast
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Mapping
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +140,7 @@ def _clean(value: Any, field: str | None = None) -> str | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         where = f"column {field!r}: " if field else ""
         raise SchemaError(f"{where}{bytes(value)[:40]!r} is bytes, not text (was the file UTF-8?)")
-    text = str(value).strip()
+    text = " ".join(unicodedata.normalize("NFC", str(value)).split())
     return text or None
 
 
@@ -279,6 +282,11 @@ class Lineage:
         """Identity of this organism's taxon at ``rank``: the prefix of names down to it."""
         return self.names[: Rank.parse(rank) + 1]
 
+    def match_key(self, rank: Rank | str) -> tuple[str | None, ...]:
+        """:meth:`key` with case ignored: two spellings of one taxon that differ only in case are one taxon (names
+        are already NFC with single spaces), which is how label sets are de-duplicated and rows matched to them."""
+        return tuple(None if name is None else name.casefold() for name in self.key(rank))
+
     def label(self, style: str) -> str:
         """The label string in one of the registered name styles (see :data:`NAME_STYLES`)."""
         return get_name_style(style)(self)
@@ -379,3 +387,34 @@ def divergence_rank(a: Lineage, b: Lineage) -> Rank | None:
         if a.names[rank] != b.names[rank]:
             return rank
     return None
+
+
+LOOKALIKES = str.maketrans({
+    # Cyrillic letters drawn like Latin ones
+    "\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u0441": "c", "\u0443": "y", "\u0445": "x",
+    "\u0456": "i", "\u0458": "j", "\u0455": "s", "\u04bb": "h", "\u0501": "d", "\u051b": "q", "\u051d": "w",
+    "\u0410": "A", "\u0412": "B", "\u0415": "E", "\u041a": "K", "\u041c": "M", "\u041d": "H", "\u041e": "O",
+    "\u0420": "P", "\u0421": "C", "\u0422": "T", "\u0425": "X", "\u0406": "I", "\u0408": "J", "\u0405": "S",
+    # Greek letters drawn like Latin ones
+    "\u03bf": "o", "\u03b1": "a", "\u03b9": "i", "\u03bd": "v", "\u0391": "A", "\u0392": "B", "\u0395": "E",
+    "\u0396": "Z", "\u0397": "H", "\u0399": "I", "\u039a": "K", "\u039c": "M", "\u039d": "N", "\u039f": "O",
+    "\u03a1": "P", "\u03a4": "T", "\u03a7": "X", "\u03a5": "Y",
+})
+"""Letters of other scripts that read as Latin ones: two labels that differ only by them look like one name."""
+
+
+def lookalike_labels(texts: Sequence[str]) -> list[list[str]]:
+    """Groups of distinct label strings that read alike: equal once compatibility-normalised (NFKC), with letters
+    of other scripts drawn like Latin ones made Latin (:data:`LOOKALIKES`) and case ignored. Such labels are
+    separate classes that a reader (and a text encoder) can hardly tell apart, so they are reported.
+
+    Example:
+        >>> groups = lookalike_labels(["Felis catus", "Felis c\N{CYRILLIC SMALL LETTER A}tus", "Felis silvestris"])
+        >>> print(ascii(groups))
+        [['Felis catus', 'Felis c\\u0430tus']]
+    """
+    groups: dict[str, list[str]] = {}
+    for text in dict.fromkeys(texts):
+        skeleton = " ".join(unicodedata.normalize("NFKC", text).translate(LOOKALIKES).casefold().split())
+        groups.setdefault(skeleton, []).append(text)
+    return [group for group in groups.values() if len(group) > 1]

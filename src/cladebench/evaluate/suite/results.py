@@ -7,7 +7,8 @@ written replace that run's earlier rows (by run key), every other row is kept, a
 
 A finished run gives one row per metric of its record, with the value, interval, n, the run's label and the path
 of its ``run.json`` (relative to the suite folder, so the folder can be moved); a metric of a challenge group the
-task left out (too few images for the shots) has no value and the task's reason. A skipped run gives one row with
+task left out (too few images for the shots), or one the task could not define (top-5 over five labels, most
+answers unusable), has no value and the task's reason. A skipped run gives one row with
 ``status`` ``skipped``, no metric and the reason. :func:`format_results` prints the table for ``cladebench
 results``.
 """
@@ -93,7 +94,8 @@ def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: 
                      "low": _finite(estimate.get("low")), "high": _finite(estimate.get("high")),
                      "n": int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None,
                      "label": record.label, "run": relative, "status": "finished",
-                     "reason": estimate.get(LEFT_OUT),  # a group the task left out: no value, and why
+                     # a group the task left out, or a value undefined by construction: no value, and why
+                     "reason": estimate.get(LEFT_OUT) or estimate.get("reason"),
                      "recorded_at": record.created_at})
     return rows
 
@@ -192,6 +194,13 @@ def _interval(metric: str, low: float | None, high: float | None) -> str:
     return f"[{scale * low:.2f}, {scale * high:.2f}]"
 
 
+def _why(reason: str | None) -> str:
+    """Why a row has no value: a left-out group's reason, or the task's own (undefined, not reported) as it is."""
+    if not reason:
+        return ""
+    return reason if reason.startswith(("undefined", "not reported")) else f"left out: {reason}"
+
+
 def _md_cell(value: Any) -> str:
     """A value as one Markdown table cell: a backslash kept as one (``\\``, so ``\\|`` in a label cannot end the
     cell), a pipe escaped, line breaks as spaces, and ``<``, ``>``, ``&`` as entities (a label is shown as text,
@@ -219,7 +228,7 @@ def format_results(table: pa.Table, format: str) -> str:
     lines = ["| benchmark | protocol | model | metric | value | interval | n | label | run |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in finished:
-        interval = _interval(r["metric"], r["low"], r["high"]) or (f"left out: {r['reason']}" if r["reason"] else "")
+        interval = _interval(r["metric"], r["low"], r["high"]) or _why(r["reason"])
         protocol = r["protocol"] + (f" (off protocol: {r['off_protocol']})" if r.get("off_protocol") else "")
         cells = (r["benchmark"], protocol, r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
                  r["n"], r["label"], r["run"])

@@ -1,28 +1,29 @@
 """The leaderboard: one table per task, one row per run, each headline metric with its interval and a tie mark.
 
 Ties are decided as ``cladebench compare`` decides them, by :func:`cladebench.evaluate.compare.compare_runs`:
-among runs of one task evaluated on the same examples, the best run on a metric is the reference and
-every other run's paired bootstrap difference from it is Holm-corrected across those runs. A run whose
-difference Holm does not reject is *tied* with the best; a rejected one is *worse*. A metric with no
-per-example test (few-shot means over repetitions, breakdown numbers) is marked *not tested*; a run
-with no other run of its task on the same examples is *not compared* (a difference in numbers measured
-on different images says nothing about the models).
+among comparable runs of one task (the same examples, and the same rank, label set, split, shots and gallery:
+:func:`cladebench.evaluate.compare.comparability_of`), the best run on a metric is the reference and every other
+run's paired bootstrap difference from it (over images, query images or queries, as the task pairs them) is
+Holm-corrected across those runs. A run whose difference Holm does not reject is *tied* with the best; a rejected
+one is *worse*. A metric with no paired test (breakdown numbers, a mean with no per-unit values) is marked *not
+tested*; a run with no comparable run of its task is *not compared*, and the board says in words what sets it
+apart (a difference in numbers measured on other images, ranks or label sets says nothing about the models).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from markupsafe import Markup
 
 from cladebench.errors import CladebenchError
+from cladebench.metrics import display_scale, lower_is_better
 from cladebench.report.formatting import (
     estimate_value,
     format_interval,
     format_value,
-    lower_is_better,
     split_metric,
 )
 from cladebench.report.headline import headline_metrics
@@ -37,12 +38,13 @@ ALPHA = 0.05
 """Family-wise error rate of the Holm correction per metric (as ``cladebench compare``)."""
 
 MARKS: dict[str, str] = {
-    "best": "best of the runs on the same examples",
-    "tied": f"tied with the best: paired bootstrap difference not significant after Holm correction (alpha {ALPHA})",
+    "best": "best of the comparable runs (same examples, rank, label set, split and shots)",
+    "tied": (f"tied with the best: paired bootstrap difference not significant after Holm's correction (alpha "
+             f"{ALPHA}; one family per metric and group: the runs compared with the best on it)"),
     "worse": f"worse than the best: Holm-adjusted p at most {ALPHA}",
     "differs": f"differs from the best (Holm-adjusted p at most {ALPHA}) with a sign the stored values do not show",
-    "not tested": "the metric has no per-example paired test",
-    "not compared": "no other run of this task on the same examples",
+    "not tested": "the metric has no paired test (not a mean of per-image or per-query values)",
+    "not compared": "no comparable run of this task: the notes say what differs",
 }
 """Mark -> what it means; the legend printed under every leaderboard."""
 
@@ -63,6 +65,12 @@ class Cell:
     interval: str
     n: Any
     mark: str
+    on: str = ""
+    """What the value was computed on: ``45 images, 9 classes``, ``5 reps of 600 query images in all``."""
+    unit: str = ""
+    """What the paired test behind the mark resamples (``images``, ``queries``), empty when none."""
+    reason: str = ""
+    """Why the value is n/a, where the record says (top-5 over five labels, most answers unusable...)."""
 
 
 @dataclass(frozen=True)
@@ -104,45 +112,100 @@ class Board:
     notes: tuple[str, ...]
     parts: tuple[Part, ...] = ()
     """The tables the board is shown as (see :func:`split_board`)."""
+    verdict: tuple[str, ...] = ()
+    """The answer first: on the headline metric, the best run and how each other comparable run compares to it
+    (the paired difference on the pooled value, better / tied / worse in how many groups)."""
+
+
+def _facts(run: ReportRun) -> tuple[Any, ...]:
+    from cladebench.evaluate.compare import COMPARABILITY_KEYS, comparability_of
+
+    facts = comparability_of(run.record)
+    return tuple(str(facts[key]) for key in COMPARABILITY_KEYS if key != "rows_sha256")
 
 
 def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
-    """Runs grouped by the examples they were evaluated on (runs without readable predictions stand alone)."""
+    """Runs grouped by what makes them comparable: the examples they were evaluated on, and the rank, label set,
+    split, shots and gallery (runs without readable predictions stand alone)."""
     groups: dict[Any, list[ReportRun]] = {}
     for run in runs:
-        groups.setdefault(run.examples_key or ("alone", run.index), []).append(run)
+        key = (run.examples_key, _facts(run)) if run.examples_key else ("alone", run.index)
+        groups.setdefault(key, []).append(run)
     return list(groups.values())
 
 
-def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> tuple[dict[int, str], tuple[str, str] | None]:
+def apart(groups: Sequence[Sequence[ReportRun]]) -> list[str]:
+    """Why runs of one task in different cohorts are not compared, in words, once per cohort after the largest."""
+    from cladebench.evaluate.compare import incomparable
+
+    if len(groups) < 2:
+        return []
+    ordered = sorted(groups, key=len, reverse=True)
+    reference = ordered[0][0]
+    notes = []
+    for cohort in ordered[1:]:
+        run = cohort[0]
+        if run.examples_key != reference.examples_key:
+            why = "evaluated on other examples"
+        else:
+            why = incomparable(reference.record, run.record) or "scored differently"
+        names = ", ".join(r.name for r in cohort)
+        notes.append(f"{names}: not compared with {reference.name}: {why}")
+    return notes
+
+
+class Ties(NamedTuple):
+    """The marks of one metric among one cohort's runs."""
+
+    marks: dict[int, str]
+    """Run index -> mark."""
+    note: tuple[str, str] | None
+    """(metric, why some runs were not tested), when some were not."""
+    unit: str
+    """What the paired test resamples, empty when there was none."""
+    differences: dict[int, Any]
+    """Run index -> its paired difference from the best run (run - best, a PairedComparison), where tested."""
+
+
+def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
     """Mark per run index for one metric among runs on the same examples, and a note when not all were tested."""
     present = [r for r in cohort if estimate_value(r.record.metrics.get(metric)) is not None]
     if len(present) < 2:
-        return {r.index: "not compared" for r in present}, None
+        return Ties({r.index: "not compared" for r in present}, None, "", {})
     reverse = not lower_is_better(metric)
     ordered = sorted(present, key=lambda r: estimate_value(r.record.metrics[metric]), reverse=reverse)
     from cladebench.evaluate.compare import compare_runs
 
     try:
         comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,
-                                  alpha=ALPHA)
+                                  alpha=ALPHA, in_every_group=False)
     except CladebenchError as exc:
-        return {r.index: "not compared" for r in present}, (metric, f"not compared ({exc})")
-    entry = comparison.metrics[0]
+        return Ties({r.index: "not compared" for r in present}, (metric, f"not compared ({exc})"), "", {})
+    entry = next(e for e in comparison.metrics if e.metric == metric)
     if entry.columns is None:
-        return {r.index: "not tested" for r in present}, (metric, entry.note) if entry.note else None
+        return Ties({r.index: "not tested" for r in present}, (metric, entry.note) if entry.note else None, "", {})
     marks = {ordered[0].index: "best"}
     by_position = {d.run: d for d in entry.differences}
+    differences = {run.index: by_position[position].paired for position, run in enumerate(ordered)
+                   if position in by_position}
+    unpaired = dict(entry.unpaired)
+    notes = []
     for position, run in enumerate(ordered[1:], start=1):
         difference = by_position.get(position)
-        if difference is None:
+        if position in unpaired:
+            marks[run.index] = "not compared"
+            notes.append(f"{run.name}: {unpaired[position]}")
+        elif difference is None:
             marks[run.index] = "not tested"
         elif not difference.holds:
             marks[run.index] = "tied"
         else:
             worse = difference.paired.difference < 0 if reverse else difference.paired.difference > 0
             marks[run.index] = "worse" if worse else "differs"
-    return marks, (metric, entry.note) if entry.note else None
+    if notes:
+        return Ties(marks, (metric, "; ".join(notes)), entry.unit or "", differences)
+    other = [n for n in (entry.note or "").split("; ") if n and "not paired:" not in n]
+    return Ties(marks, (metric, "; ".join(other)) if other else None, entry.unit or "", differences)
 
 
 NOTE_METRICS = 3
@@ -166,28 +229,101 @@ def merge_notes(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
 def board(task: str, runs: Sequence[ReportRun]) -> Board:
     """The leaderboard of one task's runs."""
     metrics = tuple(dict.fromkeys(m for run in runs for m in headline_metrics(run)))
+    from cladebench.evaluate.compare import computed_on, label_set_size
+
     marks: dict[tuple[int, str], str] = {}
+    units: dict[tuple[int, str], str] = {}
+    differences: dict[tuple[int, str], Any] = {}
     notes: list[tuple[str, str]] = []
-    for cohort in cohorts(runs):
+    groups = cohorts(runs)
+    for cohort in groups:
         for metric in metrics:
-            cohort_marks, note = _tie_marks(metric, cohort)
-            marks.update({(index, metric): mark for index, mark in cohort_marks.items()})
-            if note:
-                notes.append(note)
+            ties = _tie_marks(metric, cohort)
+            marks.update({(index, metric): mark for index, mark in ties.marks.items()})
+            units.update({(index, metric): ties.unit for index in ties.marks})
+            differences.update({(index, metric): d for index, d in ties.differences.items()})
+            if ties.note:
+                notes.append(ties.note)
     rows = []
     for run in runs:
         cells = []
+        unit = getattr(_task(run.record.task), "unit", None)
         for metric in metrics:
             estimate = run.record.metrics.get(metric)
             cells.append(None if estimate is None else Cell(
                 metric=metric, value=format_value(metric, estimate), interval=format_interval(metric, estimate),
-                n=estimate.get("n"), mark=marks.get((run.index, metric), "")))
+                n=estimate.get("n"), mark=marks.get((run.index, metric), ""),
+                on=computed_on(run.record, metric, unit), unit=units.get((run.index, metric), ""),
+                reason=str(estimate.get("reason") or "") if estimate.get("value") is None else ""))
         rows.append(Row(run=run, cells=tuple(cells)))
+    for metric in metrics:  # one column, several label sets: the numbers are not of one problem
+        sizes = {label_set_size(run.record, split_metric(metric)[0]) for run in runs if metric in run.record.metrics}
+        if len(sizes - {None}) > 1:
+            told = " vs ".join(str(n) for n in sorted(sizes - {None}))
+            notes.append((metric, f"runs score different label sets ({told} labels): not one problem"))
     whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=())
     parts = split_board(whole)
     # Why a metric has no paired test is said once above a table whose every cell is "not tested": not again below.
     said = {metric for part in parts if part.said_once == "not tested" for metric in part.metrics}
-    return replace(whole, parts=parts, notes=merge_notes([note for note in notes if note[0] not in said]))
+    return replace(whole, parts=parts, verdict=verdict(runs, metrics, marks, differences),
+                   notes=(*apart(groups), *merge_notes([note for note in notes if note[0] not in said])))
+
+
+def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple[int, str], str],
+            differences: dict[tuple[int, str], Any]) -> tuple[str, ...]:
+    """The headline metric's answer: the run best in the most groups (or on the pooled value), its paired difference
+    to each other run (best - run, unadjusted interval) and how many groups it is better, tied or worse in."""
+    if not metrics:
+        return ()
+    base = split_metric(metrics[0])[1]
+    entries = [m for m in metrics if split_metric(m)[1] == base]
+    wins: dict[int, int] = {}
+    for metric in entries:
+        for run in runs:
+            if marks.get((run.index, metric)) == "best":
+                wins[run.index] = wins.get(run.index, 0) + 1
+    if not wins:
+        return ()
+    best = max(wins, key=lambda index: (wins[index], -index))
+    name = {run.index: run.name for run in runs}
+    pooled = base if base in entries else (entries[0] if len(entries) == 1 else None)
+    lines = [f"{base}: best {name[best]}" + (f" (best in {wins[best]} of {len(entries)} groups)"
+                                             if len(entries) > 1 else "")]
+    for run in runs:
+        if run.index == best:
+            continue
+        tally = {"better": 0, "tied": 0, "worse": 0}
+        for metric in entries:
+            mine, theirs = marks.get((best, metric)), marks.get((run.index, metric))
+            if mine == "best" and theirs in ("tied", "worse"):
+                tally["better" if theirs == "worse" else "tied"] += 1
+            elif theirs == "best" and mine in ("tied", "worse"):
+                tally["worse" if mine == "worse" else "tied"] += 1
+        compared = sum(tally.values())
+        said = []
+        difference = differences.get((run.index, pooled)) if pooled and marks.get((best, pooled)) == "best" else None
+        if difference is not None:
+            scale, unit = display_scale(pooled)
+            points = " points" if unit == "%" else ""
+            said.append(f"{-scale * difference.difference:+.2f}{points} [{-scale * difference.high:+.2f}, "
+                        f"{-scale * difference.low:+.2f}] (unadjusted)")
+        if len(entries) > 1 and compared:
+            said.append(f"better in {tally['better']} of {compared} groups (tied in {tally['tied']}, worse in "
+                        f"{tally['worse']})")
+        elif not said and not compared:
+            said.append("not compared")
+        if said:
+            lines.append(f"vs {name[run.index]}: " + ", ".join(said))
+    return tuple(lines)
+
+
+def _task(name: str) -> Any:
+    from cladebench.tasks import get_task
+
+    try:
+        return get_task(name)
+    except CladebenchError:
+        return None
 
 
 def _part(board: Board, caption: str | None, metrics: Sequence[str], headers: Sequence[str], *,

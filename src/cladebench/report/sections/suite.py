@@ -24,11 +24,12 @@ from typing import Any
 from markupsafe import Markup
 
 from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, Headline, PublishedFigure
+from cladebench.evaluate.compare import computed_on
 from cladebench.evaluate.suite.plan import protocol_name
 from cladebench.report.formatting import format_interval, format_value
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
-from cladebench.report.sections.leaderboard import ALPHA, MARKS, N_RESAMPLES, _tie_marks, cohorts
+from cladebench.report.sections.leaderboard import ALPHA, MARKS, N_RESAMPLES, _task, _tie_marks, apart, cohorts
 
 SUITE_KEY = "suite"
 """Key of :attr:`ReportContext.cache` under which a suite's report passes its :class:`SuiteData`."""
@@ -73,6 +74,10 @@ class SuiteCell:
     """The stored value (for a reader of the page's data attributes)."""
     run: ReportRun
     published: Published | None
+    on: str = ""
+    """What the value was computed on (``45 images, 9 classes``)."""
+    unit: str = ""
+    """What the paired test behind the mark resamples (``images``, ``queries``), empty when none."""
 
 
 def headline(benchmark: Benchmark) -> Headline:
@@ -155,11 +160,15 @@ def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[st
         present = {m: latest[key] for m, key in keys.items() if key in latest and latest[key]["run"] in data.runs}
         runs = {m: data.runs[row["run"]] for m, row in present.items()}
         marks: dict[int, str] = {}
-        for cohort in cohorts(list(runs.values())):
-            cohort_marks, note = _tie_marks(column.metric, cohort)
-            marks.update(cohort_marks)
-            if note:
-                notes.append(f"{column.benchmark} {column.metric}: {note[1]}")
+        units: dict[int, str] = {}
+        groups = cohorts(list(runs.values()))
+        notes.extend(f"{column.benchmark} {column.metric}: {note}" for note in apart(groups))
+        for cohort in groups:
+            ties = _tie_marks(column.metric, cohort)
+            marks.update(ties.marks)
+            units.update({index: ties.unit for index in ties.marks})
+            if ties.note:
+                notes.append(f"{column.benchmark} {column.metric}: {ties.note[1]}")
         benchmark = BENCHMARKS[column.benchmark]
         for model, row in present.items():
             run = runs[model]
@@ -169,7 +178,9 @@ def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[st
                                                                                                estimate)),
                 n=(estimate or {}).get("n"), mark=marks.get(run.index, ""),
                 raw=(estimate or {}).get("value"), run=run,
-                published=_published(benchmark, column.metric, row["model_id"], row.get("revision")))
+                published=_published(benchmark, column.metric, row["model_id"], row.get("revision")),
+                on=computed_on(run.record, column.metric, getattr(_task(run.record.task), "unit", None)),
+                unit=units.get(run.index, ""))
     return columns, models, cells, list(dict.fromkeys(notes))
 
 

@@ -63,13 +63,20 @@ from cladebench.tasks.fewshot.methods import (
     simpleshot,
     simpleshot_biobench,
 )
-from cladebench.tasks.fewshot.metrics import T_INTERVAL, few_shot_metrics, few_shot_summary, metric_name
+from cladebench.tasks.fewshot.metrics import (
+    PAIRED_OVER_QUERIES,
+    T_INTERVAL,
+    few_shot_metrics,
+    few_shot_summary,
+    metric_name,
+    per_query_image_values,
+)
 from cladebench.tasks.fewshot.splits import FewShotSplit, SplitPlan, few_shot_splits
 from cladebench.tasks.fewshot.task import few_shot, plan_splits, predict_splits
 
 __all__ = [
-    "MAX_REPETITIONS", "METHODS", "SIMPLESHOT_PROTOCOLS", "T_INTERVAL", "FewShotConfig", "FewShotMethod",
-    "FewShotSplit", "MethodOutput", "MethodSettings", "SplitPlan", "choose_c", "few_shot", "few_shot_method",
-    "few_shot_metrics", "few_shot_splits", "few_shot_summary", "knn", "linear_probe", "metric_name", "plan_splits",
-    "predict_splits", "simpleshot", "simpleshot_biobench",
+    "MAX_REPETITIONS", "METHODS", "PAIRED_OVER_QUERIES", "SIMPLESHOT_PROTOCOLS", "T_INTERVAL", "FewShotConfig",
+    "FewShotMethod", "FewShotSplit", "MethodOutput", "MethodSettings", "SplitPlan", "choose_c", "few_shot",
+    "few_shot_method", "few_shot_metrics", "few_shot_splits", "few_shot_summary", "knn", "linear_probe",
+    "metric_name", "per_query_image_values", "plan_splits", "predict_splits", "simpleshot", "simpleshot_biobench",
 ]

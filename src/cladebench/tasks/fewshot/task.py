@@ -61,6 +61,9 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
                 "repetition": pa.array(np.full(n, split.repetition), pa.int32()),
                 "true_label": pa.array(label_array[truth], pa.string()),
                 "pred_label": pa.array(label_array[output.predicted], pa.string()),
+                # the classes as indices: two taxa whose labels read alike stay two classes in per-class scores
+                "true_index": pa.array(truth, pa.int64()),
+                "pred_index": pa.array(output.predicted, pa.int64()),
                 "correct": pa.array(output.predicted == truth, pa.bool_()),
             }))
             if output.details:

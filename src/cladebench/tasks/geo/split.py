@@ -113,9 +113,10 @@ class Split:
 
 def label_indices(lineages: Sequence[Lineage], labels: LabelSet) -> np.ndarray:
     """Each row's label index in ``labels`` (-1 when its taxon is not a label, or it has no name at the rank)."""
-    index = {key: i for i, key in enumerate(labels.taxa)}
+    index = labels.index_of(lineages)
     rank = labels.rank
-    return np.array([index.get(lin.key(rank), -1) if lin.names[rank] else -1 for lin in lineages], dtype=np.int64)
+    return np.array([index.get(lin.match_key(rank), -1) if lin.names[rank] else -1 for lin in lineages],
+                    dtype=np.int64)
 
 
 def naming_columns(names: Sequence[str]) -> list[str]:

@@ -13,10 +13,13 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.metrics import WILSON, Estimate, accuracy, bootstrap_ci, define_metric
-from cladebench.tasks.common import Predictions
+from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions
 from cladebench.tasks.lineage.parse import UNPARSEABLE
 from cladebench.tasks.lineage.targets import CONDITIONS
 from cladebench.taxonomy import RANK_COLUMNS
+
+UNUSABLE = (UNPARSEABLE, "bad_image", "invalid_response")
+"""Statuses of a VLM answer that names nothing the metrics can score (see :mod:`.vlm`)."""
 
 BOOTSTRAP_RESAMPLES = 2000
 """Resamples for the bootstrap intervals of mean depth and LCA distance (seeded: a rerun gives the same)."""
@@ -42,6 +45,9 @@ def _definitions() -> None:
                        "other organism's name there and not the target's, " + scored + "; " + WILSON,
         "unparseable": "share of targets whose VLM answer could not be read as any name at an asked rank, "
                        + scored + "; " + WILSON,
+        "unusable": "share of targets whose VLM answer is unusable: unreadable as any name at an asked rank, its "
+                    "image undecodable, or the answer refused by the client; " + scored + "; " + WILSON + "; when "
+                    f"more than {MAX_UNUSABLE_SHARE:.0%} are, the condition's other metrics have no value",
     }
     for condition in CONDITIONS:
         for name, text in texts.items():
@@ -87,6 +93,15 @@ def condition_metrics(table: pa.Table, condition: str) -> dict[str, dict[str, An
     if f"{c}_answer" in table.column_names:
         status = np.asarray(table.column(f"{c}_status").to_pylist(), dtype=object)[scored]
         out[f"{c}_unparseable"] = accuracy(status == UNPARSEABLE).to_dict()
+        unusable = np.isin(status, UNUSABLE)
+        out[f"{c}_unusable"] = accuracy(unusable).to_dict()
+        if unusable.sum() > MAX_UNUSABLE_SHARE * unusable.size:
+            kinds = ", ".join(f"{k} {int((status == k).sum())}" for k in UNUSABLE if (status == k).any())
+            reason = (f"not reported: {int(unusable.sum())} of {unusable.size} answers are unusable ({kinds}), more "
+                      f"than {MAX_UNUSABLE_SHARE:.0%}; the numbers would measure the failures, not the model")
+            for name, estimate in out.items():
+                if name not in (f"{c}_unparseable", f"{c}_unusable"):
+                    estimate.update(value=None, low=None, high=None, reason=reason)
     return out
 
 

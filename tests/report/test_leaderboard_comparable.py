@@ -1,0 +1,71 @@
+"""The leaderboard compares only comparable runs: a genus-rank run beside species-rank runs is not compared (and
+the board says why in words, whichever run is best), each cell says what it was computed on, and an undefined
+value (top-5 over five labels) is n/a with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("jinja2", reason="reports need jinja2 (the report extra)")
+
+from cladebench.evaluate.record import RunRecord
+from cladebench.report.runs import load_runs
+from cladebench.report.sections.leaderboard import board
+from cladebench.tasks.common import Predictions
+from cladebench.tasks.zeroshot import zero_shot_metrics
+
+N = 120
+
+
+def zero_shot_run(directory: Path, rate: float, *, rank: str, labels: int, seed: int) -> Path:
+    """A zero-shot record at ``rank`` over ``labels`` labels, with a rolled-up genus column at species rank."""
+    correct = np.random.default_rng(seed).random(N) < rate
+    texts = [f"taxon {i}" for i in range(labels)]
+    truth = np.arange(N) % labels
+    predicted = np.where(correct, truth, (truth + 1) % labels)
+    columns = {"uuid": [f"u{i:03d}" for i in range(N)], "true_label": [texts[t] for t in truth],
+               "pred_label": [texts[p] for p in predicted], "true_index": truth, "pred_index": predicted,
+               "scored": np.ones(N, dtype=bool), "correct_top1": correct, "correct_top5": correct | (truth % 2 == 0)}
+    ranks = [rank]
+    if rank == "species":
+        columns.update(correct_genus=correct | (truth % 3 == 0), scored_genus=np.ones(N, dtype=bool))
+        ranks.append("genus")
+    table = pa.table(columns)
+    metrics = zero_shot_metrics(Predictions(table=table, labels=texts, info={"rank": rank, "scored_ranks": ranks}))
+    provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"},
+                  "label_set": {"rank": rank, "size": labels, "sha256": f"{rank}-{labels}"}}
+    return RunRecord(task="zeroshot", metrics=metrics, provenance=provenance,
+                     config={"rank": rank, "model": f"model-{seed}"}).write(directory, table)
+
+
+def test_a_genus_rank_run_is_not_compared_with_species_rank_runs(tmp_path: Path) -> None:
+    paths = [zero_shot_run(tmp_path / "a", 0.5, rank="species", labels=12, seed=1),
+             zero_shot_run(tmp_path / "b", 0.55, rank="species", labels=12, seed=2),
+             zero_shot_run(tmp_path / "genus", 0.9, rank="genus", labels=4, seed=3)]
+    runs = load_runs(paths)
+    shown = board("zeroshot", runs)
+    genus = shown.metrics.index("top1_genus")
+    marks = [row.cells[genus].mark for row in shown.rows]  # the runs in the order given
+    assert marks[2] == "not compared" and {marks[0], marks[1]} <= {"best", "tied", "worse"}
+    assert any("genus rank vs species rank" in note for note in shown.notes), shown.notes
+    assert not any("correct_" in note or "scored" in note for note in shown.notes)  # no internal column names
+    top5 = shown.metrics.index("top5_genus")
+    cell = shown.rows[2].cells[top5]
+    assert cell.value == "n/a" and "top-5 over 4 labels" in cell.reason
+    top1 = shown.metrics.index("top1_species")
+    assert shown.rows[0].cells[top1].on == f"{N} images, 12 classes"
+    assert shown.rows[0].cells[top1].unit == "images"
+
+
+def test_the_board_opens_with_its_verdict(tmp_path: Path) -> None:
+    paths = [zero_shot_run(tmp_path / "weak", 0.3, rank="species", labels=12, seed=4),
+             zero_shot_run(tmp_path / "strong", 0.9, rank="species", labels=12, seed=5)]
+    shown = board("zeroshot", load_runs(paths))
+    first, against = shown.verdict
+    assert first.startswith("top1_species: best [2] model-5")
+    assert against.startswith("vs [1] model-4: +") and "points [" in against and "(unadjusted)" in against
+    assert "better in" not in against  # one pooled value, no groups to count
