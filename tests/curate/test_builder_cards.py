@@ -27,7 +27,7 @@ def test_counts_put_the_most_frequent_first_and_break_ties_by_value() -> None:
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_every_builder_card_uses_the_shared_helpers(name: str) -> None:
-    package = importlib.import_module(f"cladebench.curate.builders.{name}")
+    package = importlib.import_module(BUILDERS[name].module.rpartition(".")[0])  # the builder's package
     path = Path(package.__file__).parent / "card.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     own = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and ("table" in n.name or "count" in n.name)]

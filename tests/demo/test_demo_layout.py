@@ -14,7 +14,7 @@ def test_the_cli_builds_the_demo_verb_from_the_demos_own_config() -> None:
     from cladebench.cli.verbs import VERBS
     from cladebench.demo.config import DemoConfig
 
-    assert VERBS["demo"].config is DemoConfig
+    assert VERBS["demo"].config_class() is DemoConfig
 
 
 def test_a_mistyped_demo_step_names_the_closest() -> None:

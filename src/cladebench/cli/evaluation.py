@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def _eval(config: EvalConfig) -> int:
-    from cladebench.evaluate.run import format_metrics, label_set_sizes, rows_line, run_eval
+    from cladebench.evaluate.run import format_metrics, label_notes, label_set_sizes, rows_line, run_eval
 
     record, path = run_eval(config)
     sizes = label_set_sizes(record)
@@ -42,6 +42,8 @@ def _eval(config: EvalConfig) -> int:
     left_out = rows_line(record)
     if left_out is not None:
         print(left_out)
+    for note in label_notes(record):
+        print(note)
     print(format_metrics(record))
     print(f"label: {record.label}")
     print(f"run record: {path}")

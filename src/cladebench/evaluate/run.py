@@ -326,6 +326,20 @@ def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str,
     return {"selected": plan.rows_selected, "evaluated": evaluated, "left_out": left_out}
 
 
+def label_notes(record: RunRecord) -> list[str]:
+    """The console's lines on label sets whose labels a reader could confuse: distinct labels that differ only
+    by look-alike characters, and one text standing for several taxa."""
+    sets = record.provenance.get("label_sets") or {"": record.provenance.get("label_set") or {}}
+    lines = []
+    for group, labels in sets.items():
+        where = f"{group}: " if group else ""
+        for pair in (labels or {}).get("lookalikes") or []:
+            lines.append(f"{where}labels differ only by look-alike characters: {' / '.join(map(str, pair))}")
+        for text in (labels or {}).get("shared_texts") or []:
+            lines.append(f"{where}one label text stands for several taxa: {text!r} (scored by taxon, not by text)")
+    return lines
+
+
 def rows_line(record: RunRecord) -> str | None:
     """The console's line on rows left out, by reason (None when every selected row was evaluated and scored)."""
     rows = record.provenance.get("rows") or {}
@@ -366,6 +380,9 @@ def format_metrics(record: RunRecord) -> str:
         interval = (f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None
                     else "[no interval]")
         value = estimate.get("value")
+        if value is None and estimate.get("reason"):  # undefined, and why (top-5 of five labels, no positives...)
+            lines.append(f"  {name:<{width}}    n/a  {estimate['reason']}")
+            continue
         shown = f"{scale * value:6.2f}{unit}" if value is not None and np.isfinite(value) else "undefined"
         lines.append(f"  {name:<{width}} {shown}  {interval}  n={estimate.get('n')}{extra}")
     groups = record.provenance.get("groups") or {}

@@ -100,7 +100,7 @@ def text_cache_dir(cache_dir: str | Path | None = None) -> Path:
 
 def _facts_path(model_id: str, revision: str | None, precision: str, cache_dir: str | Path | None = None) -> Path:
     key = hashlib.sha256(json.dumps([model_id, revision, precision]).encode("utf-8")).hexdigest()
-    return text_cache_dir(cache_dir) / "models" / f"{key}.json"
+    return text_cache_dir(cache_dir) / "models" / f"{key}.facts"  # JSON, named apart from the entries' .json
 
 
 def model_facts(model_id: str, revision: str | None, precision: str = "fp32", *,
