@@ -107,3 +107,36 @@ def test_threads_give_the_answers_of_one_thread() -> None:
     for rank, (taxa, mass) in alone.rolled.items():
         assert taxa.tolist() == threaded.rolled[rank][0].tolist()
         np.testing.assert_allclose(mass, threaded.rolled[rank][1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [30.0, 200.0])  # 200: logits far above the first block's, rescaled
+def test_the_device_path_gives_the_threads_answers(scale: float) -> None:
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    species = _labels(rng, 300)
+    runs = lineage_runs(species)
+    label_vectors = rng.standard_normal((len(species), 32)).astype(np.float32)
+    targets = rng.integers(-1, len(species), size=70)
+    images = label_vectors[np.maximum(targets, 0)] + rng.standard_normal((70, 32)).astype(np.float32)
+    threads = stream_scores(images, label_vectors, len(species), scale, targets=targets, runs=runs, image_block=16,
+                            label_block=40)
+    # On the CPU, with the device's blocks made small enough that runs are cut by their edges.
+    import cladebench.tasks.streaming as streaming
+
+    state_blocks = (streaming.DEVICE_IMAGE_BLOCK, streaming.DEVICE_LABEL_BLOCK)
+    streaming.DEVICE_IMAGE_BLOCK, streaming.DEVICE_LABEL_BLOCK = 16, 40
+    try:
+        device = stream_scores(images, label_vectors, len(species), scale, targets=targets, runs=runs,
+                               image_block=1, label_block=1, device="cpu")
+    finally:
+        streaming.DEVICE_IMAGE_BLOCK, streaming.DEVICE_LABEL_BLOCK = state_blocks
+    # torch normalises and multiplies in its own order: logits differ in float32's last place, which the scale
+    # magnifies in the probabilities.
+    tolerance = 1e-7 * scale
+    assert device.top_labels.tolist() == threads.top_labels.tolist()
+    np.testing.assert_allclose(device.top_probs, threads.top_probs, atol=tolerance)
+    has_target = targets >= 0
+    np.testing.assert_allclose(device.true_probs[has_target], threads.true_probs[has_target], atol=tolerance)
+    for rank, (taxa, mass) in threads.rolled.items():
+        assert device.rolled[rank][0].tolist() == taxa.tolist(), rank
+        np.testing.assert_allclose(device.rolled[rank][1], mass, atol=tolerance)

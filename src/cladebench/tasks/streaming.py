@@ -11,9 +11,10 @@ gives), the softmax's denominator as a streaming sum of ``exp(logit - reference)
 
 The roll-up needs no taxa x images sums: labels are in lineage order
 (:class:`~cladebench.taxonomy.LineageRuns`), so every taxon of every rank is a contiguous run of labels and its
-sum is complete as soon as the stream passes its last label. One float64 running sum of each block's
-probabilities gives every run's sum as a difference of two of its entries; each rank keeps per image only the
-sum of its open run (carried into the next block), its best taxon so far and that taxon's sum.
+sum is complete as soon as the stream passes its last label. Each block's runs, cut at its edges (pieces), are
+summed with one segmented sum per rank (the narrowest rank's from the labels, each broader one's from the pieces
+below); each rank keeps per image only the sum of its open run (carried into the next block), its best taxon so
+far and that taxon's sum.
 
 The reference of an image is its highest logit in the first label block, not its running maximum, so nothing
 summed is rescaled when a later block scores higher; only a logit more than :data:`RESCALE_ABOVE` above the
@@ -21,12 +22,13 @@ reference (where ``exp`` would leave float32's range) moves the reference and re
 
 The tasks of one label block run on a pool of threads, one per BLAS thread (each task's product single-threaded,
 so the exponentials and sums run on every core, not only the product), while the next label block is read and
-normalised. Answers equal the dense path's where both run (``tests/tasks/test_streaming.py``):
-the same float32 logits, probabilities within 1e-6. :func:`peak_bytes` states the memory it needs, which does
-not grow with the number of labels; the label vectors themselves are read block by block, so a memory-mapped
-cache file (:func:`cladebench.models.text.class_text_embeddings` with ``mmap=True``) counts as page cache, not as
-the process's memory. ``bench/zeroshot_tree_of_life.py`` measures time (against the bare matrix products of the
-same shapes) and memory.
+normalised. Given a torch ``device`` (a CUDA GPU), the same steps run there instead, on large blocks
+(:func:`_stream_on_device`; ``bench/gpu_embed.py`` measures it). Answers equal the dense path's where both run
+(``tests/tasks/test_streaming.py``): the same float32 logits, probabilities within 1e-6. :func:`peak_bytes`
+states the memory it needs, which does not grow with the number of labels; the label vectors themselves are read
+block by block, so a memory-mapped cache file (:func:`cladebench.models.text.class_text_embeddings` with
+``mmap=True``) counts as page cache, not as the process's memory. ``bench/zeroshot_tree_of_life.py`` measures
+time (against the bare matrix products of the same shapes) and memory.
 """
 
 from __future__ import annotations
@@ -139,6 +141,8 @@ class _Piece:
 
     starts: np.ndarray
     """Where each piece starts, among the pieces of the narrower rank (for the narrowest, among the labels)."""
+    at: np.ndarray
+    """Where each piece starts among the block's labels."""
     closes: bool
     """Whether the last piece's run ends with the block (else it goes on into the next)."""
     taxa: np.ndarray
@@ -149,12 +153,34 @@ class _Piece:
 
 @dataclass(frozen=True)
 class _Block:
-    """One block of labels, normalised, and its pieces of runs at each rolled-up rank, narrowest first."""
+    """One block of labels and its pieces of runs at each rolled-up rank, narrowest first."""
 
     start: int
     stop: int
     units: np.ndarray
+    """The block's label vectors, normalised (as read, for a device that normalises them itself)."""
     levels: list[_Piece]
+
+
+def _blocks(read: Callable[[int, int], np.ndarray], n_labels: int, label_block: int,
+            ranks: list[tuple[Any, np.ndarray]], normalise: bool = True) -> Iterator[_Block]:
+    """The label blocks in order, each read once, with where the runs of every rank are cut in it."""
+    for start in range(0, n_labels, label_block):
+        stop = min(start + label_block, n_labels)
+        vectors = np.asarray(read(start, stop), dtype=np.float32)
+        levels = []
+        below = None  # the narrower rank's piece starts, among the labels
+        for rank_runs, species_ends in ranks:
+            first_run = int(np.searchsorted(species_ends, start, side="right"))  # the run holding ``start``
+            last_run = int(np.searchsorted(species_ends, stop, side="left"))  # ... and ``stop - 1``
+            starts = np.append(0, species_ends[first_run:last_run] - start)
+            closes = bool(species_ends[last_run] == stop)
+            taxa = rank_runs.taxon_of_run[first_run:last_run + closes]
+            levels.append(_Piece(starts=starts if below is None else np.searchsorted(below, starts), at=starts,
+                                 closes=closes, taxa=taxa, unnamed=np.flatnonzero(taxa < 0)))
+            below = starts
+        yield _Block(start=start, stop=stop, units=normalise_rows(vectors) if normalise else vectors,
+                     levels=levels)
 
 
 _scratch = threading.local()
@@ -283,14 +309,15 @@ def _score(state: _State, block: _Block, first: int, last: int) -> None:
 def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int], np.ndarray] | np.ndarray,
                   n_labels: int, scale: float, *, k: int = 5, targets: np.ndarray | None = None,
                   runs: LineageRuns | None = None, image_block: int = IMAGE_BLOCK, label_block: int = LABEL_BLOCK,
-                  workers: int | None = None) -> StreamedScores:
+                  workers: int | None = None, device: str | None = None) -> StreamedScores:
     """Softmax of ``scale`` x cosine between every image and every label, streamed; see the module docstring.
 
     ``label_vectors`` is an array (labels x d, memory-mapped or not) or a function ``(start, stop) ->`` the raw
     vectors of labels ``start..stop``, called once per block, in order, from this thread; either is normalised
     block by block. ``targets`` gives each image's label index (-1 for none), ``runs`` the lineage-ordered runs
     of the labels (None: no roll-up). ``workers`` is the number of scoring threads (default
-    :func:`stream_workers`).
+    :func:`stream_workers`). ``device`` (a torch device, e.g. ``cuda``) scores there instead, with torch
+    (:func:`_stream_on_device`; blocks at least :data:`DEVICE_IMAGE_BLOCK` x :data:`DEVICE_LABEL_BLOCK`).
     """
     if callable(label_vectors):
         read = label_vectors
@@ -311,29 +338,16 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
                    levels=[_Level(carry=np.zeros(n_images), mass=np.full(n_images, -1.0),
                                   taxon=np.zeros(n_images, dtype=np.int64)) for _ in ranks])
 
-    def blocks() -> Iterator[_Block]:
-        for start in range(0, n_labels, label_block):
-            stop = min(start + label_block, n_labels)
-            units = normalise_rows(np.asarray(read(start, stop), dtype=np.float32))
-            levels = []
-            below = None  # the narrower rank's piece starts, among the labels
-            for rank_runs, species_ends in ranks:
-                first_run = int(np.searchsorted(species_ends, start, side="right"))  # the run holding ``start``
-                last_run = int(np.searchsorted(species_ends, stop, side="left"))  # ... and ``stop - 1``
-                starts = np.append(0, species_ends[first_run:last_run] - start)
-                closes = bool(species_ends[last_run] == stop)
-                taxa = rank_runs.taxon_of_run[first_run:last_run + closes]
-                levels.append(_Piece(starts=starts if below is None else np.searchsorted(below, starts),
-                                     closes=closes, taxa=taxa, unnamed=np.flatnonzero(taxa < 0)))
-                below = starts
-            yield _Block(start=start, stop=stop, units=units, levels=levels)
-
+    if device is not None:
+        _stream_on_device(state, read, n_labels, ranks, max(image_block, DEVICE_IMAGE_BLOCK),
+                          max(label_block, DEVICE_LABEL_BLOCK), device)
+        return _answers(state, ranks, runs)
     workers = stream_workers() if workers is None else workers
     width = max(1, min(image_block, -(-n_images // max(1, workers))))  # every worker gets images
     tasks = [(a, min(a + width, n_images)) for a in range(0, n_images, width)]
     workers = max(1, min(workers, len(tasks)))
     if workers == 1:
-        for block in blocks():
+        for block in _blocks(read, n_labels, label_block, ranks):
             for first, last in tasks:
                 _score(state, block, first, last)
         _scratch.__dict__.clear()  # this thread's buffers go with the call, as a pool's go with its threads
@@ -343,13 +357,18 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
         # Each task's product on one BLAS thread, the tasks on all cores; the next block is read meanwhile.
         with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
             pending: list[Future] = []
-            for block in blocks():
+            for block in _blocks(read, n_labels, label_block, ranks):
                 for future in pending:
                     future.result()
                 pending = [pool.submit(_score, state, block, first, last) for first, last in tasks]
             for future in pending:
                 future.result()
+    return _answers(state, ranks, runs)
 
+
+def _answers(state: _State, ranks: list[tuple[Any, np.ndarray]], runs: LineageRuns | None) -> StreamedScores:
+    """Probabilities from the logits and sums kept, each over its image's softmax denominator."""
+    n_images = len(state.total)
     total = state.total
     top_probs = np.exp(state.best_values.astype(np.float64) - state.reference[:, None]) / total[:, None]
     true_probs = np.exp(state.true_logit - state.reference) / total
@@ -357,3 +376,110 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
     for (rank_runs, _), level in zip(ranks, state.levels, strict=True):
         rolled[rank_runs.rank] = (level.taxon, np.maximum(level.mass, 0.0) / total)
     return StreamedScores(top_labels=state.best_labels, top_probs=top_probs, true_probs=true_probs, rolled=rolled)
+
+
+DEVICE_IMAGE_BLOCK = 8192
+"""Images scored at once on a device: with ``DEVICE_LABEL_BLOCK`` 1 GB of logits and 2 GB of their float64
+copy, which a GPU of 8 GB holds, and large enough that the products run at the device's speed."""
+DEVICE_LABEL_BLOCK = 32_768
+"""Labels copied to the device and scored at once."""
+
+
+def _stream_on_device(state: _State, read: Callable[[int, int], np.ndarray], n_labels: int,
+                      ranks: list[tuple[Any, np.ndarray]], image_block: int, label_block: int, device: str) -> None:
+    """:func:`_score` in torch on ``device``, blocks of images at once, the answers copied back into ``state``.
+
+    The same steps and the same decisions (the reference and its rescaling, top-k by logit, runs summed as they
+    complete, ties to the lower index) as the threads' path; what differs is the device's arithmetic (it
+    normalises and multiplies in another order, so logits differ in float32's last place, which the scale
+    magnifies: probabilities agree within about 1e-7 x the scale, and a tie that the k-th place cuts may go
+    either way) and the roll-up's segmented sums, ``index_add_`` in float64 (atomic adds on a GPU).
+    """
+    import torch
+
+    dev = torch.device(device)
+    as_tensor = lambda array: torch.from_numpy(np.ascontiguousarray(array)).to(dev)  # noqa: E731
+    units, targets = as_tensor(state.units), as_tensor(state.targets)
+    reference, total = as_tensor(state.reference), as_tensor(state.total)
+    best_values, best_labels = as_tensor(state.best_values), as_tensor(state.best_labels)
+    true_logit = as_tensor(state.true_logit)
+    levels = [(as_tensor(level.carry), as_tensor(level.mass), as_tensor(level.taxon)) for level in state.levels]
+    k, n = state.k, len(state.total)
+    for block in _blocks(read, n_labels, label_block, ranks, normalise=False):
+        vectors = as_tensor(block.units)
+        vectors = vectors / vectors.norm(dim=1, keepdim=True).clamp_min(1e-12)  # as normalise_rows does
+        m = block.stop - block.start
+        # Each label's piece at the narrowest rank, each piece's at the next broader rank, and so on.
+        pieces, below = [], m
+        for piece in block.levels:
+            index = np.repeat(np.arange(len(piece.starts)), np.diff(np.append(piece.starts, below)))
+            pieces.append((torch.from_numpy(index).to(dev), piece))
+            below = len(piece.starts)
+        for first in range(0, n, image_block):
+            last = min(first + image_block, n)
+            logits = units[first:last] @ vectors.T
+            logits *= float(state.scale)
+            target = targets[first:last]
+            inside = ((target >= block.start) & (target < block.stop)).nonzero().squeeze(1)
+            true_logit[first + inside] = logits[inside, target[inside] - block.start].double()
+            highest = logits.amax(dim=1)
+            values, labels = torch.topk(logits, min(k, m), dim=1)
+            values = torch.cat((best_values[first:last], values), dim=1)
+            labels = torch.cat((best_labels[first:last], labels + block.start), dim=1)
+            order = torch.sort(labels, dim=1, stable=True).indices  # lower label first among equal values
+            order = order.gather(1, torch.sort(values.gather(1, order), dim=1, descending=True, stable=True).indices)
+            best_values[first:last] = values.gather(1, order[:, :k])
+            best_labels[first:last] = labels.gather(1, order[:, :k])
+            ref = reference[first:last]
+            if block.start == 0:
+                ref.copy_(highest.double())
+            else:
+                grown = (highest.double() > ref + RESCALE_ABOVE).nonzero().squeeze(1)
+                if grown.numel():
+                    rows = first + grown
+                    new = highest[grown].double()
+                    factor = torch.exp(reference[rows] - new)
+                    total[rows] *= factor
+                    for carry, mass, _ in levels:
+                        carry[rows] *= factor
+                        mass[rows] = torch.where(mass[rows] < 0, -1.0, mass[rows] * factor)
+                    reference[rows] = new
+            probs = torch.exp(logits - ref.float()[:, None])
+            del logits
+            if not levels:
+                total[first:last] += probs.sum(dim=1, dtype=torch.float64)
+                continue
+            # Each rank's pieces summed in float64 from the rank below (index_add_: no running sum, whose
+            # differences would lose a taxon's mass far below the image's largest).
+            sums = probs.double()
+            del probs
+            level_sums = []
+            for index, piece in pieces:
+                sums = torch.zeros((last - first, len(piece.starts)), dtype=torch.float64,
+                                   device=dev).index_add_(1, index, sums)
+                level_sums.append(sums)
+            total[first:last] += sums.sum(dim=1)
+            rows = torch.arange(last - first, device=dev)
+            for (carry_all, mass_all, taxon_all), (_, piece), sums in zip(levels, pieces, level_sums, strict=True):
+                carry = carry_all[first:last]
+                sums[:, 0] += carry
+                if piece.closes:
+                    carry.zero_()
+                else:
+                    carry.copy_(sums[:, -1])
+                    sums = sums[:, :-1]
+                    if not sums.shape[1]:
+                        continue
+                if piece.unnamed.size:
+                    sums[:, torch.from_numpy(piece.unnamed).to(dev)] = -1.0
+                best = sums.argmax(dim=1)  # the first of equal sums
+                mass = sums[rows, best]
+                better = (mass > mass_all[first:last]).nonzero().squeeze(1)
+                mass_all[first + better] = mass[better]
+                taxon_all[first + better] = torch.from_numpy(piece.taxa).to(dev)[best[better]]
+            del sums, level_sums
+    state.reference[:], state.total[:] = reference.cpu().numpy(), total.cpu().numpy()
+    state.best_values[:], state.best_labels[:] = best_values.cpu().numpy(), best_labels.cpu().numpy()
+    state.true_logit[:] = true_logit.cpu().numpy()
+    for level, (carry, mass, taxon) in zip(state.levels, levels, strict=True):
+        level.carry[:], level.mass[:], level.taxon[:] = carry.cpu().numpy(), mass.cpu().numpy(), taxon.cpu().numpy()

@@ -199,8 +199,10 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
             from cladebench.models import class_text_embeddings
 
             vectors = class_text_embeddings(encoder, texts, config.templates)
+        device = str(getattr(encoder, "device", "cpu"))  # a model on a GPU: score there too
         result = stream_scores(image_vectors, vectors, len(labels), scale, k=5, targets=targets, runs=runs,
-                               image_block=config.image_block, label_block=config.label_block)
+                               image_block=config.image_block, label_block=config.label_block,
+                               device=device if device.startswith("cuda") else None)
         order, top_probs, true_probs = result.top_labels, result.top_probs, result.true_probs
         rolled = result.rolled
         allowed, candidate_counts = None, None
