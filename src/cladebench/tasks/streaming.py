@@ -316,7 +316,8 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
     vectors of labels ``start..stop``, called once per block, in order, from this thread; either is normalised
     block by block. ``targets`` gives each image's label index (-1 for none), ``runs`` the lineage-ordered runs
     of the labels (None: no roll-up). ``workers`` is the number of scoring threads (default
-    :func:`stream_workers`). ``device`` (a torch device, e.g. ``cuda``) scores there instead, with torch
+    :func:`stream_workers`; with more than one, BLAS runs one thread per call in this process until the call
+    returns). ``device`` (a torch device, e.g. ``cuda``) scores there instead, with torch
     (:func:`_stream_on_device`; blocks at least :data:`DEVICE_IMAGE_BLOCK` x :data:`DEVICE_LABEL_BLOCK`).
     """
     if callable(label_vectors):
