@@ -1,5 +1,7 @@
-"""Zero-shot that streams (blocks of images x blocks of labels, a streaming log-sum-exp) gives the dense path's
-answers: top-k lists, probabilities and rolled-up probabilities at every rank to 1e-6."""
+"""Zero-shot that streams (blocks of labels scored against every image, softmax, top-k and roll-up fused) gives the
+dense path's answers: top-k lists, probabilities and rolled-up probabilities at every rank to 1e-6; also when a
+later label scores far above an image's first block (its sums rescaled), on any number of threads, and on a torch
+device (here the CPU) to float32's rounding of the logits."""
 
 from __future__ import annotations
 
