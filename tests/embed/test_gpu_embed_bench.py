@@ -62,3 +62,12 @@ def test_it_measures_embed_with_the_configs_precision_and_device(gpu_embed):
     config = EmbedConfig(dataset="x.lance", model="m", batch_size=args.batch_size, device=args.device,
                          precision=args.precision, workers=args.workers)
     assert config.workers is None  # embed sizes its decoding workers to the GPU itself
+
+
+def test_its_streamed_zero_shot_runs_on_the_cpu_and_agrees_with_the_threads(gpu_embed, capsys):
+    assert gpu_embed.main(["--device", "cpu", "--part", "zeroshot", "--zs-images", "40", "--zs-species", "3000",
+                           "--zs-check", "40", "--zs-synthetic"]) == 0
+    out = capsys.readouterr().out
+    assert "| zero-shot, top-5 and 6 ranks rolled up | 40 | 3,000 |" in out
+    assert "zero-shot streamed / matrix floor = " in out
+    assert "top-5 identical for 40 of 40" in out and "a different top taxon 0 time(s)" in out

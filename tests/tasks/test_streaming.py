@@ -1,5 +1,7 @@
-"""Zero-shot that streams (blocks of images x blocks of labels, a streaming log-sum-exp) gives the dense path's
-answers: top-k lists, probabilities and rolled-up probabilities at every rank to 1e-6."""
+"""Zero-shot that streams (blocks of labels scored against every image, softmax, top-k and roll-up fused) gives the
+dense path's answers: top-k lists, probabilities and rolled-up probabilities at every rank to 1e-6; also when a
+later label scores far above an image's first block (its sums rescaled), on any number of threads, and on a torch
+device (here the CPU) to float32's rounding of the logits."""
 
 from __future__ import annotations
 
@@ -70,3 +72,73 @@ def test_a_callable_gives_the_label_blocks() -> None:
     streamed = stream_scores(images, read, 50, 10.0, k=3, image_block=4, label_block=20)
     assert asked[:3] == [(0, 20), (20, 40), (40, 50)]
     assert streamed.top_labels.tolist() == top_k_indices(classify(images, label_vectors, 10.0), 3).tolist()
+
+
+def test_a_label_far_above_the_first_block_rescales_the_sums() -> None:
+    # Each image's first label scores -scale, its own label +scale: far past the reference the first block set.
+    rng = np.random.default_rng(4)
+    species = _labels(rng, 60)
+    runs = lineage_runs(species)
+    label_vectors = rng.standard_normal((len(species), 16)).astype(np.float32)
+    targets = rng.integers(1, len(species), size=12)
+    image_vectors = label_vectors[targets].copy()
+    label_vectors[0] = -image_vectors.sum(axis=0)
+    scale = 200.0
+    streamed = stream_scores(image_vectors, label_vectors, len(species), scale, k=5, targets=targets, runs=runs,
+                             image_block=5, label_block=1)
+    probs = classify(image_vectors, label_vectors, scale)
+    order = top_k_indices(probs, 5)
+    assert streamed.top_labels[:, 0].tolist() == targets.tolist()
+    np.testing.assert_allclose(streamed.top_probs, np.take_along_axis(probs, order, axis=1), atol=1e-6)
+    np.testing.assert_allclose(streamed.true_probs, probs[np.arange(len(targets)), targets], atol=1e-6)
+    for rank, (best, mass) in runs.top(probs).items():
+        np.testing.assert_allclose(streamed.rolled[rank][1], mass, atol=1e-6)
+        assert (streamed.rolled[rank][0] == best).all(), rank
+
+
+def test_threads_give_the_answers_of_one_thread() -> None:
+    rng = np.random.default_rng(5)
+    species = _labels(rng, 200)
+    runs = lineage_runs(species)
+    label_vectors = rng.standard_normal((len(species), 32)).astype(np.float32)
+    images = rng.standard_normal((50, 32)).astype(np.float32)
+    alone, threaded = (stream_scores(images, label_vectors, len(species), 30.0, runs=runs, image_block=8,
+                                     label_block=17, workers=workers) for workers in (1, 3))
+    assert alone.top_labels.tolist() == threaded.top_labels.tolist()
+    np.testing.assert_allclose(alone.top_probs, threaded.top_probs, rtol=1e-12)
+    for rank, (taxa, mass) in alone.rolled.items():
+        assert taxa.tolist() == threaded.rolled[rank][0].tolist()
+        np.testing.assert_allclose(mass, threaded.rolled[rank][1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [30.0, 200.0])  # 200: logits far above the first block's, rescaled
+def test_the_device_path_gives_the_threads_answers(scale: float) -> None:
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    species = _labels(rng, 300)
+    runs = lineage_runs(species)
+    label_vectors = rng.standard_normal((len(species), 32)).astype(np.float32)
+    targets = rng.integers(-1, len(species), size=70)
+    images = label_vectors[np.maximum(targets, 0)] + rng.standard_normal((70, 32)).astype(np.float32)
+    threads = stream_scores(images, label_vectors, len(species), scale, targets=targets, runs=runs, image_block=16,
+                            label_block=40)
+    # On the CPU, with the device's blocks made small enough that runs are cut by their edges.
+    import cladebench.tasks.streaming as streaming
+
+    state_blocks = (streaming.DEVICE_IMAGE_BLOCK, streaming.DEVICE_LABEL_BLOCK)
+    streaming.DEVICE_IMAGE_BLOCK, streaming.DEVICE_LABEL_BLOCK = 16, 40
+    try:
+        device = stream_scores(images, label_vectors, len(species), scale, targets=targets, runs=runs,
+                               image_block=1, label_block=1, device="cpu")
+    finally:
+        streaming.DEVICE_IMAGE_BLOCK, streaming.DEVICE_LABEL_BLOCK = state_blocks
+    # torch normalises and multiplies in its own order: logits differ in float32's last place, which the scale
+    # magnifies in the probabilities.
+    tolerance = 1e-7 * scale
+    assert device.top_labels.tolist() == threads.top_labels.tolist()
+    np.testing.assert_allclose(device.top_probs, threads.top_probs, atol=tolerance)
+    has_target = targets >= 0
+    np.testing.assert_allclose(device.true_probs[has_target], threads.true_probs[has_target], atol=tolerance)
+    for rank, (taxa, mass) in threads.rolled.items():
+        assert device.rolled[rank][0].tolist() == taxa.tolist(), rank
+        np.testing.assert_allclose(device.rolled[rank][1], mass, atol=tolerance)

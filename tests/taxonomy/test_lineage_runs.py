@@ -115,3 +115,17 @@ def test_kingdom_labels_have_no_rank_to_roll_up_to() -> None:
     assert runs.ranks == () and runs.roll_up(probs) == {} and runs.top(probs) == {}
     streamed = stream_scores(np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32), 2, 10.0, runs=runs)
     assert streamed.rolled == {} and streamed.top_labels[:, 0].tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_species_ends_are_where_each_taxon_stops_in_lineage_order(seed: int) -> None:
+    species = _species(seed)
+    ordered = [species[i] for i in lineage_order(species)]
+    runs = lineage_runs(ordered)
+    for rank_runs, ends in zip(runs.ranks, runs.species_ends(), strict=True):
+        rank = rank_runs.rank
+        keys = [lin.key(rank) for lin in ordered]
+        expected = [i + 1 for i in range(len(keys)) if i + 1 == len(keys) or keys[i + 1] != keys[i]]
+        assert ends.tolist() == expected, rank
+        named = [j for j, end in enumerate(ends) if keys[end - 1][-1] is not None]
+        assert rank_runs.named.tolist() == named, rank

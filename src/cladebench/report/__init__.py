@@ -52,6 +52,8 @@ class ReportConfig:
     """Title of the report; by default the number of runs and their tasks."""
     max_gallery: int = 12
     """Most photos per error gallery (0: no galleries)."""
+    progress: bool = True
+    """Say on stderr which part is being made, once a report has taken a few seconds (many runs)."""
 
 
 def _require_report_packages() -> None:
@@ -66,8 +68,9 @@ def _require_report_packages() -> None:
 
 
 def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Literal["html", "md"] = "html",
-                 title: str | None = None, max_gallery: int = 12) -> Path:
-    """Write the report of ``run_paths`` to ``out`` (created atomically: a failed render leaves no half file)."""
+                 title: str | None = None, max_gallery: int = 12, progress: bool = False) -> Path:
+    """Write the report of ``run_paths`` to ``out`` (created atomically: a failed render leaves no half file);
+    ``progress``: a line on stderr per part once it has taken :data:`.render.PROGRESS_AFTER` seconds."""
     if max_gallery < 0:
         raise CladebenchError(f"max_gallery must be 0 or more, got {max_gallery}")
     out = Path(out)
@@ -75,7 +78,7 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
     _require_report_packages()
     from cladebench.report.render import render_report
 
-    text = render_report(run_paths, format=format, title=title, max_gallery=max_gallery)
+    text = render_report(run_paths, format=format, title=title, max_gallery=max_gallery, progress=progress)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, text)
@@ -109,4 +112,4 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
 def run_report(config: ReportConfig) -> Path:
     """The CLI verb's body: write the report described by ``config``."""
     return write_report(config.runs, config.out, format=config.format, title=config.title,
-                        max_gallery=config.max_gallery)
+                        max_gallery=config.max_gallery, progress=config.progress)

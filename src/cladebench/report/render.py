@@ -9,9 +9,12 @@ nothing. The sections (the :mod:`.sections` package) fill the page in their regi
 from __future__ import annotations
 
 import re
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import jinja2
 from markupsafe import Markup, escape
@@ -69,14 +72,39 @@ def default_title(runs: Sequence[ReportRun]) -> str:
     return f"cladebench report: {len(runs)} run{'s' if len(runs) != 1 else ''} ({tasks})"
 
 
+PROGRESS_AFTER = 3.0
+"""Seconds a report is made in silence; past them, each part it starts is said on stderr (a report of a handful
+of runs takes less, one of fifty more)."""
+
+
+class ProgressLine:
+    """``report: <what> (<seconds> s)`` lines on stderr, only once :data:`PROGRESS_AFTER` seconds have passed."""
+
+    def __init__(self, enabled: bool = True, stream: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.stream = stream
+        self.started = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.enabled and elapsed >= PROGRESS_AFTER:
+            print(f"report: {what} ({elapsed:.0f} s)", file=self.stream or sys.stderr, flush=True)
+
+
 def render_report(run_paths: Sequence[str | Path], *, format: str = "html", title: str | None = None,
-                  max_gallery: int = 12) -> str:
-    """The report of ``run_paths`` as text in ``format``."""
+                  max_gallery: int = 12, progress: bool = False) -> str:
+    """The report of ``run_paths`` as text in ``format``; ``progress``: see :class:`ProgressLine`."""
+    say = ProgressLine(progress)
     output = FORMATS.get_named(format)
     runs = load_runs(run_paths)
     environment = output.environment()
     context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)
-    sections = [(section, fragment) for section in ordered_sections()
-                if (fragment := section.render(runs, context)) is not None]
+    sections = []
+    ordered = ordered_sections()
+    for number, section in enumerate(ordered, start=1):
+        say(f"{len(runs)} runs: {section.name} ({number} of {len(ordered)} sections)")
+        if (fragment := section.render(runs, context)) is not None:
+            sections.append((section, fragment))
+    say("writing the page")
     return environment.get_template(output.page).render(title=title or default_title(runs), runs=runs,
                                                         sections=sections, version=__version__)

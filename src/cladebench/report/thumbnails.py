@@ -66,36 +66,65 @@ def thumbnail(data: bytes | None) -> tuple[str | None, str | None, int, int]:
     return uri, None, image.width, image.height
 
 
-def read_photos(uri: str, version: Any, uuids: Sequence[str]) -> tuple[dict[str, Photo], str | None]:
+def read_photos(uri: str, version: Any, uuids: Sequence[str], cache: dict[Any, Any] | None = None
+                ) -> tuple[dict[str, Photo], str | None]:
     """Photos of ``uuids`` in the dataset at ``uri`` (at ``version`` when it still exists), and a note on what
-    could not be read."""
-    from cladebench import store
+    could not be read.
 
+    ``cache`` (one dict for a whole report) keeps every photo made and every dataset opened, so runs on the same
+    examples, whose galleries show many of the same photos, decode and shrink each photo once.
+    """
     if not uuids:
         return {}, None
+    cache = {} if cache is None else cache
+    made = cache.setdefault(("photos", uri, version), {})
+    wanted = [u for u in dict.fromkeys(uuids) if u not in made]
     note = None
-    try:
+    if wanted:
+        opened = cache.get(("dataset", uri, version))
+        if opened is None:
+            opened = cache[("dataset", uri, version)] = _open(uri, version)
+        dataset, note = opened
+        if dataset is None:
+            return {}, note
         try:
-            dataset = store.open_dataset(uri, version=version)
-        except CladebenchError:
-            if version is None:
-                raise
-            dataset = store.open_dataset(uri)
-            note = f"version {version} of {uri} is gone; photos are from version {dataset.version}"
-        columns = ["uuid", *(c for c in COLUMNS if c in dataset.schema.names)]
-        where = f"uuid IN ({', '.join(sql_literal(str(u)) for u in dict.fromkeys(uuids))})"
-        rows = store.read(dataset, columns=columns, where=where).to_pylist()
-    except (CladebenchError, OSError, ValueError) as exc:
-        return {}, f"photos not available: {exc}"
-    photos = {}
-    for row in rows:
-        uri_, problem, width, height = thumbnail(row.get("image")) if "image" in row else (None, "no image column",
-                                                                                              0, 0)
-        photos[row["uuid"]] = Photo(thumbnail=uri_, problem=problem, width=width, height=height,
-                                    license_name=row.get("license_name"), license_link=_link(row.get("license_link")),
-                                    attribution=row.get("attribution"), scientific_name=row.get("scientific_name"),
-                                    source_url=_link(row.get("source_url")))
+            columns = ["uuid", *(c for c in COLUMNS if c in dataset.schema.names)]
+            where = f"uuid IN ({', '.join(sql_literal(str(u)) for u in wanted)})"
+            from cladebench import store
+
+            rows = store.read(dataset, columns=columns, where=where).to_pylist()
+        except (CladebenchError, OSError, ValueError) as exc:
+            return {}, f"photos not available: {exc}"
+        for row in rows:
+            made[row["uuid"]] = _photo(row)
+        made.update({u: None for u in wanted if u not in made})  # not in the dataset: not asked for again
+    else:
+        note = cache.get(("dataset", uri, version), (None, None))[1]
+    photos = {u: made[u] for u in dict.fromkeys(uuids) if made.get(u) is not None}
     missing = len(set(uuids) - set(photos))
     if missing:
         note = "; ".join(filter(None, [note, f"{missing} photo(s) not found in {uri}"]))
     return photos, note
+
+
+def _open(uri: str, version: Any) -> tuple[Any, str | None]:
+    """The dataset at ``version`` (the latest, with a note, when that version is gone), or None and why not."""
+    from cladebench import store
+
+    try:
+        try:
+            return store.open_dataset(uri, version=version), None
+        except CladebenchError:
+            if version is None:
+                raise
+            dataset = store.open_dataset(uri)
+            return dataset, f"version {version} of {uri} is gone; photos are from version {dataset.version}"
+    except (CladebenchError, OSError, ValueError) as exc:
+        return None, f"photos not available: {exc}"
+
+
+def _photo(row: dict[str, Any]) -> Photo:
+    uri, problem, width, height = thumbnail(row.get("image")) if "image" in row else (None, "no image column", 0, 0)
+    return Photo(thumbnail=uri, problem=problem, width=width, height=height, license_name=row.get("license_name"),
+                 license_link=_link(row.get("license_link")), attribution=row.get("attribution"),
+                 scientific_name=row.get("scientific_name"), source_url=_link(row.get("source_url")))

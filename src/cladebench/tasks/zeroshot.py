@@ -99,9 +99,9 @@ class ZeroShotConfig:
     (the same answers; memory bounded by the block sizes). auto streams tree-of-life label sets and runs whose
     probability matrix would be large; --candidates needs the dense path."""
     image_block: int = IMAGE_BLOCK
-    """Images per block when streaming (the roll-up sums are this many rows of the genera, in float64)."""
+    """Images per task when streaming (a task's scores are image-block x label-block, float32 and float64)."""
     label_block: int = LABEL_BLOCK
-    """Labels per block when streaming (the scores are image-block x label-block float32)."""
+    """Labels read and normalised at once when streaming; each block is scored against every image."""
 
     def __post_init__(self) -> None:
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
@@ -189,8 +189,10 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
             from cladebench.models import class_text_embeddings
 
             vectors = class_text_embeddings(encoder, texts, config.templates)
+        device = str(getattr(encoder, "device", "cpu"))  # a model on a GPU: score there too
         result = stream_scores(image_vectors, vectors, len(labels), scale, k=5, targets=targets, runs=runs,
-                               image_block=config.image_block, label_block=config.label_block)
+                               image_block=config.image_block, label_block=config.label_block,
+                               device=device if device.startswith("cuda") else None)
         order, top_probs, true_probs = result.top_labels, result.top_probs, result.true_probs
         rolled = result.rolled
         allowed, candidate_counts = None, None

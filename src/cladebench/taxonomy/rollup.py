@@ -155,6 +155,19 @@ class LineageRuns:
         rank = Rank.parse(rank)
         return next(r for r in self.ranks if r.rank == rank)
 
+    def species_ends(self) -> list[Any]:
+        """Per rank (narrowest first), where each run ends among the species (exclusive, int64): a run of the
+        species block ``ends[j - 1]..ends[j]``, the first from 0. What a scorer streaming the species in
+        lineage order needs to know when a taxon's sum is complete."""
+        import numpy as np
+
+        out = []
+        starts = None
+        for runs in self.ranks:  # each rank's starts are positions among the narrower rank's runs
+            starts = np.asarray(runs.starts if starts is None else starts[runs.starts], dtype=np.int64)
+            out.append(np.append(starts[1:], self.n_species))
+        return out
+
     def run_sums(self, columns: Any) -> list[Any]:
         """Per rank (narrowest first), the sum over every run, named or not, of a species-major block
         (species x images); each rank's from the narrower one's."""

@@ -144,14 +144,16 @@ class Gallery:
         return sum(photo is not None and not (photo.license_name or photo.license_link) for _, photo in self.entries)
 
 
-def run_gallery(run: ReportRun, most: int) -> Gallery | None:
-    """A run's gallery with its photos read from the run's dataset; None when its task has no picker."""
+def run_gallery(run: ReportRun, most: int, cache: dict[Any, Any] | None = None) -> Gallery | None:
+    """A run's gallery with its photos read from the run's dataset (through ``cache``, a report's photos made
+    once); None when its task has no picker."""
     picker = GALLERIES.get(run.task)
     picked = picker(run, most) if picker and most > 0 else None
     if picked is None or not picked.items:
         return None
     dataset = run.record.provenance.get("dataset") or {}
-    photos, note = read_photos(str(dataset.get("uri")), dataset.get("version"), [i.uuid for i in picked.items])
+    photos, note = read_photos(str(dataset.get("uri")), dataset.get("version"), [i.uuid for i in picked.items],
+                               cache)
     return Gallery(run=run, ordering=picked.ordering,
                    entries=tuple((item, photos.get(item.uuid)) for item in picked.items), note=note)
 
@@ -160,5 +162,6 @@ def run_gallery(run: ReportRun, most: int) -> Gallery | None:
 def gallery_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
     if not context.has_template("gallery"):
         return None
-    galleries = [g for run in runs if (g := run_gallery(run, context.max_gallery)) is not None]
+    photos = context.cache.setdefault("photos", {})
+    galleries = [g for run in runs if (g := run_gallery(run, context.max_gallery, photos)) is not None]
     return context.render("gallery", galleries=galleries) if galleries else None
