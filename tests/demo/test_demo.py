@@ -73,7 +73,7 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     assert report["runs"] == 3 * 4 + 3 and Path(report["html"]).stat().st_size > 10_000
     markdown = Path(report["markdown"]).read_text()
     assert f"{report['html']}" in printed and "| " in markdown
-    assert "(tied)" in markdown and "(worse)" in markdown  # the leaderboard's marks: a tie and a difference
+    assert "(tied, paired by" in markdown and "(worse, paired by" in markdown  # a tie and a difference, unit named
     built = summary["steps"]["coobserved-export"]
     assert 0 < built["photos"] <= built["eligible"] and sum(built["kept_per_rank"].values()) == built["photos"]
     assert "trained on this synthetic world" in printed and "say nothing about real organisms" in printed
