@@ -38,7 +38,7 @@ def folder(tmp_path):
 
 
 def test_results_in_each_format(folder, capsys):
-    assert main(["results", str(folder)]) == 0
+    assert main(["results", str(folder), "--view", "rows"]) == 0
     checked = capsys.readouterr().out  # the rows' run records are not there: no number is shown for them
     assert "Not shown" in checked and "its run record is missing" in checked and "0.43" not in checked
     md = format_results(read_results(folder), "md")

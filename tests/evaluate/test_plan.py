@@ -175,8 +175,18 @@ def test_results_never_show_a_number_its_record_and_predictions_do_not_give(suit
     checked = require_results(out).to_pylist()
     assert checked[edited]["status"] == "unverified" and checked[edited]["value"] is None
     assert "results.parquet gives 0.999" in checked[edited]["reason"]
-    assert main(["results", str(out)]) == 0
+    assert main(["results", str(out), "--view", "rows"]) == 0
     shown = capsys.readouterr().out
     assert "0.999" in shown and "99.90" not in shown  # named as the refused value, never shown as a result
     (suite["record"].parent / PREDICTIONS_FILE).unlink()
     assert {r["status"] for r in require_results(out).to_pylist()} == {"unverified"}
+
+
+def test_results_open_with_models_by_benchmarks(suite, capsys):
+    out = suite["record"].parents[3]
+    assert main(["results", str(out)]) == 0
+    pivot = capsys.readouterr().out.splitlines()
+    assert pivot[0].startswith("| model | inquire-rerank ap@100") and pivot[1].startswith("|---|")
+    assert pivot[2].startswith("| local-dir:") and "[" in pivot[2]  # a value and its interval
+    assert main(["results", str(out), "--view", "rows"]) == 0
+    assert capsys.readouterr().out.startswith("| benchmark | protocol | model | metric |")

@@ -56,19 +56,25 @@ def _suite(config: SuiteConfig) -> int:
 
 @dataclass(frozen=True)
 class ResultsConfig:
-    """Print a suite folder's results table: one row per benchmark, protocol, model and metric."""
+    """Print a suite folder's results: models × benchmarks (each benchmark's headline), or every row of the table
+    (one per benchmark, protocol, model and metric); every number checked against its run record first."""
 
     folder: Path
     """The suite's --out folder (holding results.parquet)."""
+    view: Literal["pivot", "rows"] = "pivot"
+    """pivot: models × benchmarks, one headline per benchmark and group; rows: every row of the table."""
     format: Literal["md", "csv", "json"] = "md"
-    """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every column as
-    stored."""
+    """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every row, every
+    column as stored."""
 
 
 @verb("results", ResultsConfig, "a suite folder's results table (benchmark × protocol × model × metric) as Markdown, "
                                 "CSV or JSON")
 def _results(config: ResultsConfig) -> int:
     from cladebench.evaluate.suite import format_results, require_results
+    from cladebench.evaluate.suite.results import format_pivot
 
-    print(format_results(require_results(config.folder), config.format))
+    table = require_results(config.folder)
+    pivot = config.view == "pivot" and config.format == "md"
+    print(format_pivot(table) if pivot else format_results(table, config.format))
     return 0

@@ -210,6 +210,38 @@ def _md_cell(value: Any) -> str:
     return " ".join(text.splitlines())  # \n, \r\n, \r and the other line breaks
 
 
+def format_pivot(table: pa.Table) -> str:
+    """Models × benchmarks as Markdown: each benchmark's headline (one column per challenge group), each model's
+    latest run, value and interval; the full table is ``--view rows``."""
+    from cladebench.evaluate.suite.board import board_columns, latest_rows
+
+    rows = table.to_pylist()
+    columns, models, notes = board_columns(rows)
+    if not columns:
+        return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
+                "row).")
+    latest = latest_rows([r for r in rows if r["status"] == "finished" and r["metric"]])
+    lines = ["| model | " + " | ".join(_md_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for model in models:
+        cells = []
+        for column in columns:
+            row = latest.get((column.benchmark, model, column.protocol, column.metric))
+            if row is None:
+                cells.append("")
+            elif row["value"] is None:
+                cells.append(f"n/a ({row['reason']})" if row["reason"] else "n/a")
+            else:
+                interval = _interval(row["metric"], row["low"], row["high"])
+                cells.append(f"{_shown(row['metric'], row['value'])} {interval}".strip())
+        lines.append("| " + " | ".join(_md_cell(c) for c in [model, *cells]) + " |")
+    off = sorted({r["off_protocol"] for r in rows if r.get("off_protocol")})
+    return "\n".join([*lines, *(f"\n{note}" for note in notes),
+                      *([f"\nOff protocol: {'; '.join(off)}"] if off else []),
+                      "\nEach cell: the benchmark's headline metric of the model's latest run under its protocol, with "
+                      "its interval; the rows behind it: --view rows."])
+
+
 def format_results(table: pa.Table, format: str) -> str:
     """The table as Markdown (values on their display scale, skipped runs in a table of their own), CSV or JSON
     (every column, values as stored)."""

@@ -23,9 +23,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, Headline, PublishedFigure
+from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, PublishedFigure
 from cladebench.evaluate.compare import computed_on
-from cladebench.evaluate.suite.plan import protocol_name
+from cladebench.evaluate.suite.board import Column, board_columns, latest_rows
 from cladebench.report.formatting import format_interval, format_value
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
@@ -43,18 +43,6 @@ class SuiteData:
     """Rows of the results table with status finished."""
     runs: Mapping[str, ReportRun]
     """Each row's ``run`` (run.json relative to the suite folder) -> the run loaded for the report."""
-
-
-@dataclass(frozen=True)
-class Column:
-    """One leaderboard column: a benchmark's headline (one group of it, for a grouped benchmark)."""
-
-    benchmark: str
-    group: str | None
-    metric: str
-    """The full metric name in the run records (``Duska/top1_species``)."""
-    protocol: str
-    """The protocol run the number comes from (``zeroshot · name_style=sci``)."""
 
 
 @dataclass(frozen=True)
@@ -80,42 +68,6 @@ class SuiteCell:
     """What the paired test behind the mark resamples (``images``, ``queries``), empty when none."""
 
 
-def headline(benchmark: Benchmark) -> Headline:
-    """The benchmark's headline; without one, its first protocol's first run and the first metric it reports."""
-    if benchmark.headline is not None:
-        return benchmark.headline
-    first = benchmark.protocols[0]
-    return Headline(first.task, "", dict(first.runs[0]) if first.runs else {})
-
-
-def _protocol_of(benchmark: Benchmark, chosen: Headline) -> str:
-    run = chosen.run
-    if not run:
-        protocol = benchmark.protocol(chosen.task)
-        run = protocol.runs[0] if protocol.runs else {}
-    return protocol_name(chosen.task, run)
-
-
-def _group_of(metric: str, base: str) -> tuple[bool, str | None]:
-    """Whether ``metric`` is the headline ``base`` pooled or for one challenge group (not a breakdown)."""
-    if metric == base:
-        return True, None
-    group, separator, name = metric.rpartition("/")
-    if separator and name == base and "=" not in group:
-        return True, group
-    return False, None
-
-
-def _latest(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], Mapping[str, Any]]:
-    """(benchmark, model, protocol, metric) -> the most recently recorded row (a run under other --setting values is
-    older or newer; the newest stands for the model). The benchmark is part of the key: the four CrypticBio
-    benchmarks share their protocol and metric names, and a column shows its own benchmark's run only."""
-    out: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
-    for row in sorted(rows, key=lambda r: str(r.get("recorded_at") or "")):
-        out[(row["benchmark"], row["model"], row["protocol"], row["metric"])] = row
-    return out
-
-
 def _published(benchmark: Benchmark, metric: str, model_id: str, revision: str | None) -> Published | None:
     from cladebench.models.registry import resolve_model
 
@@ -135,25 +87,8 @@ def _shown(figure: PublishedFigure, metric: str) -> Published:
 def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[str, int], SuiteCell], list[str]]:
     """Columns, models (in the order they entered the table), cells by (model, column index), and notes."""
     rows = [r for r in data.rows if r.get("status") == "finished" and r.get("metric")]
-    models = list(dict.fromkeys(r["model"] for r in sorted(rows, key=lambda r: str(r.get("recorded_at") or ""))))
-    latest = _latest(rows)
-    columns: list[Column] = []
-    notes: list[str] = []
-    known = list(BENCHMARKS)
-    for name in sorted(dict.fromkeys(r["benchmark"] for r in rows),
-                       key=lambda n: (known.index(n) if n in known else len(known), n)):
-        benchmark = BENCHMARKS.get(name)
-        if benchmark is None:
-            notes.append(f"{name}: no such benchmark in this version of cladebench; left out of the leaderboard")
-            continue
-        chosen = headline(benchmark)
-        protocol = _protocol_of(benchmark, chosen)
-        mine = [r for r in rows if r["benchmark"] == name and r["protocol"] == protocol]
-        base = chosen.metric or (mine[0]["metric"].rpartition("/")[2] if mine else "")
-        for metric in dict.fromkeys(r["metric"] for r in mine):
-            matches, group = _group_of(metric, base)
-            if matches:
-                columns.append(Column(benchmark=name, group=group, metric=metric, protocol=protocol))
+    latest = latest_rows(rows)
+    columns, models, notes = board_columns(rows)
     cells: dict[tuple[str, int], SuiteCell] = {}
     for index, column in enumerate(columns):
         keys = {m: (column.benchmark, m, column.protocol, column.metric) for m in models}
