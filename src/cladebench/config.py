@@ -144,18 +144,18 @@ def first_sentence(text: str) -> str:
 
 def usage_line(prog: str, cls: type) -> str:
     """``PROG DATASET --out OUT [options]``: the positionals and required options, the rest in ``--help``."""
-    words = [prog]
+    positionals, options = [], []
     for field in dataclasses.fields(cls):
         if not field.init or field.metadata.get(_INTERNAL_KEY):
             continue
         has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
         if field.metadata.get(_POSITIONAL_KEY):
-            words.append(f"[{field.name.upper()}]")
+            positionals.append(f"[{field.name.upper()}]")
         elif not has_default and field.metadata.get(_OPTION_KEY):
-            words.append(f"{option_name(field.name)} {field.name.upper()}")
+            options.append(f"{option_name(field.name)} {field.name.upper()}")
         elif not has_default:
-            words.insert(1, field.name.upper())
-    return " ".join([*words, "[options]"])
+            positionals.append(field.name.upper())
+    return " ".join([prog, *positionals, *options, "[options]"])
 
 
 def option_name(name: str) -> str:
