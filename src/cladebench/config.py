@@ -158,6 +158,15 @@ def usage_line(prog: str, cls: type) -> str:
     return " ".join([prog, *positionals, *options, "[options]"])
 
 
+def field_default(field: dataclasses.Field) -> Any:
+    """A dataclass field's default value (its factory called), or ``dataclasses.MISSING`` when it has none."""
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return field.default_factory()  # type: ignore[misc]
+    return dataclasses.MISSING
+
+
 def option_name(name: str) -> str:
     """The option a field is typed as: ``name_style`` -> ``--name-style``."""
     return "--" + name.replace("_", "-")
@@ -252,12 +261,10 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         if not field.init or field.metadata.get(_INTERNAL_KEY):
             continue
         annotation, _ = _unwrap_optional(hints[field.name])
-        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
-        default = (
-            field.default if field.default is not dataclasses.MISSING
-            else field.default_factory() if field.default_factory is not dataclasses.MISSING  # type: ignore[misc]
-            else None
-        )
+        default = field_default(field)
+        has_default = default is not dataclasses.MISSING
+        if not has_default:
+            default = None
         help_text = first_sentence(docs.get(field.name, ""))
         # `is`, not `in`: 0 == False, and a default of 0 is worth showing.
         if has_default and not (default is None or default is False or default == ()):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cladebench import store
-from cladebench.config import GIVEN, config_to_dict
+from cladebench.config import GIVEN, config_to_dict, field_default
 from cladebench.evaluate.benchmarks import Located, apply_protocol, locate, named_benchmark
 from cladebench.evaluate.checks import check_before_model, check_model_given
 from cladebench.evaluate.record import check_out_outside_dataset
@@ -102,9 +102,7 @@ def given_settings(config: Any) -> frozenset[str]:
     for field in dataclasses.fields(config):
         if not field.init or field.name == GIVEN:
             continue
-        default = (field.default if field.default is not dataclasses.MISSING
-                   else field.default_factory() if field.default_factory is not dataclasses.MISSING  # type: ignore[misc]
-                   else dataclasses.MISSING)
+        default = field_default(field)
         if default is dataclasses.MISSING or getattr(config, field.name) != default:
             out.add(field.name)
     return frozenset(out)
