@@ -11,15 +11,15 @@ from cladebench.tasks import TASKS, get_task
 from cladebench.tasks.fewshot import METHODS, SIMPLESHOT_PROTOCOLS, FewShotConfig
 from cladebench.tasks.geo.fusion import FUSIONS
 from cladebench.tasks.lineage.parse import STRATEGIES
-from cladebench.tasks.lineage.targets import CONDITIONS, NOHINT_ENABLED
+from cladebench.tasks.lineage.targets import CONDITIONS
 from cladebench.tasks.lineage.task import PREDICTORS
 from cladebench.tasks.rerank import SCORERS
 
 
 @pytest.mark.parametrize("registry", [TASKS, METHODS, SIMPLESHOT_PROTOCOLS, FUSIONS, STRATEGIES, CONDITIONS,
-                                      NOHINT_ENABLED, PREDICTORS, SCORERS],
+                                      PREDICTORS, SCORERS],
                          ids=["TASKS", "METHODS", "SIMPLESHOT_PROTOCOLS", "FUSIONS", "STRATEGIES", "CONDITIONS",
-                              "NOHINT_ENABLED", "PREDICTORS", "SCORERS"])
+                              "PREDICTORS", "SCORERS"])
 def test_each_table_is_a_registry(registry: object) -> None:
     assert isinstance(registry, Registry)
 
