@@ -47,7 +47,8 @@ def test_csv_to_stdout_holds_every_review(tmp_path: Path, capsys: pytest.Capture
 def test_views_and_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = _reviewed(tmp_path)
     out = tmp_path / "disputed.parquet"
-    assert main(["reviews", str(dataset), "--format", "parquet", "--out-file", str(out), "--view", "disagreements"]) == 0
+    assert main(["reviews", str(dataset), "--format", "parquet", "--out-file", str(out),
+                 "--view", "disagreements"]) == 0
     table = pq.read_table(out)
     assert [(r["uuid"], r["reviewer"], r["rank"]) for r in table.to_pylist()] == [
         ("u00", "ana", "species"), ("u00", "ben", "genus")]

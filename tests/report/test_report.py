@@ -143,9 +143,10 @@ def test_report_config_is_a_verb_config(tmp_path) -> None:
 
     parser = argparse.ArgumentParser(prog="report", exit_on_error=False)
     add_config_arguments(parser, ReportConfig)
-    config = config_from_args(ReportConfig, parser.parse_args(["a/run.json", "b", "--out-file", "r.md", "--format", "md",
-                                                               "--max-gallery", "3"]))
-    assert config == ReportConfig(runs=(Path("a/run.json"), Path("b")), out_file=Path("r.md"), format="md", max_gallery=3)
+    config = config_from_args(ReportConfig, parser.parse_args(["a/run.json", "b", "--out-file", "r.md",
+                                                               "--format", "md", "--max-gallery", "3"]))
+    assert config == ReportConfig(runs=(Path("a/run.json"), Path("b")), out_file=Path("r.md"), format="md",
+                                  max_gallery=3)
     with pytest.raises((SystemExit, argparse.ArgumentError)):
         parser.parse_args(["a", "--out", "r", "--format", "pdf"])
     # Importing the config (as the CLI does) loads neither jinja2 nor matplotlib.

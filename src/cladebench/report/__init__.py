@@ -103,8 +103,8 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
         for name, path in ((RUN_FILE, given if given.is_file() else folder / RUN_FILE),
                            (PREDICTIONS_FILE, folder / PREDICTIONS_FILE)):
             if path.resolve() == target:
-                raise UsageError(f"--out-file {out} is the {name} of the run {given}: the report would replace it; give the "
-                                 f"report another name (e.g. {folder / 'report.html'})")
+                raise UsageError(f"--out-file {out} is the {name} of the run {given}: the report would replace it; "
+                                 f"give the report another name (e.g. {folder / 'report.html'})")
     from cladebench.store import check_writable
 
     check_writable(out)
