@@ -4,6 +4,7 @@ that lists the known names and suggests the closest."""
 
 from __future__ import annotations
 
+import typing
 from types import MappingProxyType
 
 import pytest
@@ -13,7 +14,7 @@ from cladebench.registry import Registry
 from cladebench.tasks import TASKS, get_task
 from cladebench.tasks.fewshot import METHODS, SIMPLESHOT_PROTOCOLS, FewShotConfig
 from cladebench.tasks.geo.fusion import FUSIONS
-from cladebench.tasks.lineage.config import AUTO_CONDITIONS, CONDITION_CHOICES
+from cladebench.tasks.lineage.config import AUTO_CONDITIONS, CONDITION_CHOICES, LineageConfig
 from cladebench.tasks.lineage.parse import STRATEGIES
 from cladebench.tasks.lineage.targets import CONDITIONS
 from cladebench.tasks.lineage.task import PREDICTORS
@@ -32,6 +33,11 @@ def test_each_fixed_table_is_read_only(table: MappingProxyType) -> None:
     assert isinstance(table, MappingProxyType)
     with pytest.raises(TypeError):
         table["new"] = None  # type: ignore[index]
+
+
+def test_the_conditions_choices_are_the_table_s_keys() -> None:
+    assert typing.get_args(typing.get_type_hints(LineageConfig)["conditions"]) == tuple(CONDITION_CHOICES)
+    assert all(set(c or ()) <= set(CONDITIONS) for c in (*CONDITION_CHOICES.values(), *AUTO_CONDITIONS.values()))
 
 
 def test_the_builtin_entries_are_registered() -> None:

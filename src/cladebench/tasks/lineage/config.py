@@ -43,9 +43,9 @@ class LineageConfig:
     CSV/TSV/Parquet file of lineages (rank columns kingdom..species or scientific_name), e.g. a whole taxonomy."""
     conditions: Literal["auto", "both", "hint", "nohint"] = "auto"
     """Which conditions run: 'hint' (told the hint), 'nohint' (the photo alone), 'both' (the hint's value, on the
-    same targets), 'auto' (both for contrastive models, hint only for VLMs); auto spares a VLM one more request
-    per photo, and a contrastive model needs no more image vectors. Over a whole taxonomy, no hint encodes every
-    species once."""
+    same targets), 'auto' (both for contrastive models, hint only for VLMs); auto differs by kind because no hint
+    costs a VLM one more request per photo and a contrastive model only its stored vectors (over a whole
+    taxonomy, though, no hint encodes every species once)."""
     name_style: str = "taxon"
     """Candidate label strings of contrastive models: sci, com, taxon, taxon_com or mixed."""
     templates: str = "bioclip"
