@@ -125,24 +125,24 @@ def test_report_to_a_folder_leaves_nothing(tmp_path: Path) -> None:
     run_path = _run_record(tmp_path)
     folder = tmp_path / "reports"
     folder.mkdir()
-    one_line_error(run("report", str(run_path), "--out", str(folder)), 1, "is a folder")
+    one_line_error(run("report", str(run_path), "--out-file", str(folder)), 1, "is a folder")
     assert list(folder.iterdir()) == [] and not list(tmp_path.glob(".*tmp"))
 
 
 def test_report_into_a_read_only_folder(tmp_path: Path, read_only: Path) -> None:
     run_path = _run_record(tmp_path)
-    result = run("report", str(run_path), "--out", str(read_only / "report.html"), unprivileged=True)
+    result = run("report", str(run_path), "--out-file", str(read_only / "report.html"), unprivileged=True)
     one_line_error(result, 1, str(read_only), "permission denied")
     assert list(read_only.iterdir()) == []
 
 
 def test_report_and_compare_refuse_predictions_that_are_not_the_recorded_ones(tmp_path: Path) -> None:
     run_path = _run_record(tmp_path)
-    assert run("report", str(run_path), "--out", str(tmp_path / "ok.html")).returncode == 0
+    assert run("report", str(run_path), "--out-file", str(tmp_path / "ok.html")).returncode == 0
     predictions = run_path.parent / "predictions.parquet"
     data = predictions.read_bytes()
     predictions.write_bytes(data[: len(data) // 2])  # cut short
-    for result in (run("report", str(run_path), "--out", str(tmp_path / "bad.html")),
+    for result in (run("report", str(run_path), "--out-file", str(tmp_path / "bad.html")),
                    run("compare", str(run_path), str(run_path))):
         one_line_error(result, 1, str(predictions), "SHA-256", "changed or cut short")
     assert not (tmp_path / "bad.html").exists()
@@ -151,7 +151,7 @@ def test_report_and_compare_refuse_predictions_that_are_not_the_recorded_ones(tm
 def test_a_metric_written_as_null_is_reported_and_compared_as_undefined(tmp_path: Path) -> None:
     run_path = _run_record(tmp_path, undefined="ap@100")
     assert json.loads(run_path.read_text())["metrics"]["ap@100"]["value"] is None
-    report = run("report", str(run_path), "--out", str(tmp_path / "r.md"), "--format", "md")
+    report = run("report", str(run_path), "--out-file", str(tmp_path / "r.md"), "--format", "md")
     assert report.returncode == 0, report.stderr
     compared = run("compare", str(run_path), str(run_path))
     assert compared.returncode == 0, compared.stderr

@@ -46,3 +46,39 @@ def test_a_killed_run_s_folder_is_removed_by_the_next(tmp_path: Path) -> None:
     with staged_folder(out, tag="t") as staging:
         (staging / "c.txt").write_text("c")
     assert not left.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+KILLED_MID_COMMIT = """
+import os, sys
+from cladebench.paths import staged_folder
+renames = []
+real_rename = os.rename
+def rename(source, destination):
+    renames.append(destination)
+    if len(renames) == 2:  # the previous output is inside the staging folder, the new one not yet in place
+        os.kill(os.getpid(), 9)
+    real_rename(source, destination)
+os.rename = rename
+with staged_folder(sys.argv[1], tag="t", replace=True) as staging:
+    (staging / "rows.txt").write_text("second")
+"""
+
+
+def test_a_replacing_commit_keeps_the_old_output_or_the_new_one(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with staged_folder(out, tag="t") as staging:
+        (staging / "rows.txt").write_text("first")
+    with pytest.raises(KeyboardInterrupt), staged_folder(out, tag="t", replace=True) as staging:
+        (staging / "rows.txt").write_text("half")
+        raise KeyboardInterrupt
+    assert (out / "rows.txt").read_text() == "first" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    # kill -9 between the two renames: no output at all, until the next run puts the previous one back.
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_COMMIT, str(out)], capture_output=True, text=True,
+                            check=False)
+    assert killed.returncode == -signal.SIGKILL and not out.exists()
+    with pytest.raises(OSError), staged_folder(out, tag="t"):  # cleaned first: the previous output is back
+        pass
+    assert (out / "rows.txt").read_text() == "first" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with staged_folder(out, tag="t", replace=True) as staging:
+        (staging / "rows.txt").write_text("second")
+    assert (out / "rows.txt").read_text() == "second" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -142,6 +142,12 @@ def first_sentence(text: str) -> str:
     return sentence
 
 
+def _metavar(name: str) -> str:
+    """An option's value as usage and help name it: its field's last word (``--prior-cell-km KM``: short, still
+    telling)."""
+    return name.rsplit("_", 1)[-1].upper()
+
+
 def usage_line(prog: str, cls: type) -> str:
     """``PROG DATASET --out OUT [options]``: the positionals and required options, the rest in ``--help``."""
     positionals, options = [], []
@@ -152,7 +158,7 @@ def usage_line(prog: str, cls: type) -> str:
         if field.metadata.get(_POSITIONAL_KEY):
             positionals.append(f"[{field.name.upper()}]")
         elif not has_default and field.metadata.get(_OPTION_KEY):
-            options.append(f"{option_name(field.name)} {field.name.upper()}")
+            options.append(f"{option_name(field.name)} {_metavar(field.name)}")
         elif not has_default:
             positionals.append(field.name.upper())
     return " ".join([prog, *positionals, *options, "[options]"])
@@ -284,7 +290,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["action"] = "extend"  # given twice, the values add up: never the last one alone
         else:
             kwargs["type"] = _typed(annotation, option)
-            kwargs["metavar"] = field.name.rsplit("_", 1)[-1].upper()  # --prior-cell-km KM: short, still telling
+            kwargs["metavar"] = _metavar(field.name)
         if not has_default and not field.metadata.get(_OPTION_KEY):
             kwargs.pop("metavar", None)
             parser.add_argument(field.name, **kwargs)

@@ -1,6 +1,6 @@
 """Where an output may go relative to what a command reads (never onto, into or around an input), and how a
 file gets there whole (:func:`atomic_write`, the one writer every stage uses for files it replaces;
-:func:`atomic_write_parquet` for an Arrow table).
+:func:`atomic_write_parquet` for an Arrow table), and a folder (:func:`staged_folder`, the one folder staging).
 
 Every verb that writes a folder (the builders, ``demo``, ``load``, ``subset``) checks this before reading
 anything: an output equal to an input, inside one or holding one would let ``--overwrite`` delete what is
@@ -194,44 +194,123 @@ def _zombie(pid: int) -> bool:
 STAGING_SEPARATOR = "-"
 """Between a staging folder's tag, the pid of the process that made it and a random part:
 ``.<out>.<tag>-<pid>-<random>``."""
+PREVIOUS_NAME = ".previous-output"
+"""Inside a staging folder while a replacing commit runs: the output being replaced, until the new one is in
+place (then it is removed, or, after a kill, put back or removed by the next run)."""
+
+DeadRun = Callable[[Path], bool]
+"""Whether a folder (a staging folder beside an output, or the output holding a previous one) is a dead run's own:
+a caller's proof in place of the pid in a staging folder's name (e.g. a marker naming its writer, process and
+host: a pid alone cannot tell a live run on another machine sharing the folder)."""
 
 
-def remove_dead_staging(out: str | Path, tag: str) -> list[Path]:
-    """Remove what a killed process left beside ``out`` under :func:`staged_folder`'s naming (folders and the files
-    named after them), only where that process is gone; returns what was removed."""
+def _staging_prefix(out: Path, tag: str) -> str:
+    return f".{out.name}.{tag}{STAGING_SEPARATOR}"
+
+
+def staging_folders(out: str | Path, tag: str) -> list[Path]:
+    """The staging folders of ``tag`` beside ``out`` (of any run, live or dead)."""
     out = absolute(out)
-    prefix = f".{out.name}.{tag}{STAGING_SEPARATOR}"
-    removed = []
+    prefix = _staging_prefix(out, tag)
+    try:
+        return sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()
+                      and not p.is_symlink())
+    except OSError:
+        return []
+
+
+def new_staging_folder(out: str | Path, tag: str) -> Path:
+    """A fresh, empty staging folder beside ``out`` (``.<out>.<tag>-<pid>-<random>``), readable by all (an output
+    is for sharing)."""
+    out = absolute(out)
+    staging = out.parent / f"{_staging_prefix(out, tag)}{os.getpid()}{STAGING_SEPARATOR}{uuid.uuid4().hex[:8]}"
+    staging.mkdir(mode=0o755)
+    return staging
+
+
+def _named_pid_dead(candidate: Path, prefix: str) -> bool:
+    pid = candidate.name[len(prefix):].split(STAGING_SEPARATOR, 1)[0]
+    return pid.isdigit() and not process_alive(int(pid))
+
+
+def remove_dead_staging(out: str | Path, tag: str, dead_run: DeadRun | None = None) -> list[Path]:
+    """Remove what killed processes left beside ``out`` under :func:`staged_folder`'s naming (folders and the files
+    named after them), only where the process named is gone (``dead_run``, when given, decides instead); returns
+    what was removed. A previous output caught mid-commit (inside a dead run's staging folder, ``out`` missing) is
+    moved back to ``out`` first; one left inside ``out`` by a run killed while removing it goes only when
+    ``dead_run`` vouches for ``out``."""
+    out = absolute(out)
+    prefix = _staging_prefix(out, tag)
+    removed: list[Path] = []
     if not out.parent.is_dir():
         return removed
-    for candidate in out.parent.iterdir():
+    for candidate in sorted(out.parent.iterdir()):
         if not candidate.name.startswith(prefix):
             continue
-        pid = candidate.name[len(prefix):].split(STAGING_SEPARATOR, 1)[0]
-        if not pid.isdigit() or process_alive(int(pid)):
+        if not (dead_run(candidate) if dead_run is not None else _named_pid_dead(candidate, prefix)):
             continue
         if candidate.is_dir() and not candidate.is_symlink():
+            previous = candidate / PREVIOUS_NAME
+            if previous.is_dir() and not out.exists():
+                os.rename(previous, out)  # killed between the two renames of a commit: the previous output back
             shutil.rmtree(candidate, ignore_errors=True)
         else:
             candidate.unlink(missing_ok=True)
         removed.append(candidate)
+    previous = out / PREVIOUS_NAME
+    if dead_run is not None and previous.is_dir() and dead_run(out):
+        shutil.rmtree(previous, ignore_errors=True)
+        removed.append(previous)
     return removed
 
 
-@contextlib.contextmanager
-def staged_folder(out: str | Path, *, tag: str) -> Iterator[Path]:
-    """A hidden folder beside ``out`` to write a whole output into: renamed onto ``out`` when the block ends
-    (over nothing, or over an empty folder; an ``OSError`` if ``out`` holds something), removed when the block
-    raises (Ctrl-C too). A reader sees no output or all of it; what a killed run left is removed by the next
-    (:func:`remove_dead_staging`). The one folder staging under every whole-folder output; ``curate/staging.py``
-    adds the markers and the replacing of a previous output that the builders need."""
+def put_in_place(staging: Path, out: str | Path, *, replace: bool = False) -> None:
+    """Rename a finished staging folder onto ``out``: over nothing or an empty folder, and with ``replace`` over a
+    previous output too, which is first moved into the staging folder (:data:`PREVIOUS_NAME`) and removed only
+    once the new one is in place, so ``out`` is always the old output or the new one. An ``OSError`` as it comes
+    (over a non-empty folder without ``replace``), the previous output then back in place."""
     out = absolute(out)
-    remove_dead_staging(out, tag)
-    staging = out.parent / f".{out.name}.{tag}{STAGING_SEPARATOR}{os.getpid()}{STAGING_SEPARATOR}{uuid.uuid4().hex[:8]}"
-    staging.mkdir(mode=0o755)
+    previous = None
+    if replace and out.is_dir() and not out.is_symlink() and any(out.iterdir()):
+        previous = Path(staging) / PREVIOUS_NAME
+        os.rename(out, previous)
     try:
-        yield staging
         os.rename(staging, out)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if previous is not None and not out.exists():
+            os.rename(previous, out)
+        raise
+    if previous is not None:
+        shutil.rmtree(out / PREVIOUS_NAME, ignore_errors=True)
+
+
+def discard_staging(staging: Path, out: str | Path) -> None:
+    """Remove a staging folder, never with a previous output inside it: that is put back at ``out`` first, or,
+    when it cannot be, everything is left for the next run's :func:`remove_dead_staging`."""
+    previous = Path(staging) / PREVIOUS_NAME
+    if previous.is_dir():
+        with contextlib.suppress(OSError):
+            if not absolute(out).exists():
+                os.rename(previous, absolute(out))
+    if previous.is_dir():
+        return
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_folder(out: str | Path, *, tag: str, replace: bool = False, dead_run: DeadRun | None = None
+                  ) -> Iterator[Path]:
+    """A hidden folder beside ``out`` to write a whole output into: put in place when the block ends
+    (:func:`put_in_place`: over nothing, an empty folder or, with ``replace``, a previous output), removed when the
+    block raises (Ctrl-C too). A reader sees no output or all of it; what a killed run left is cleaned by the next
+    (:func:`remove_dead_staging`). The one folder staging under every whole-folder output; ``curate/staging.py``
+    adds the markers and the checks of what a previous output may be."""
+    out = absolute(out)
+    remove_dead_staging(out, tag, dead_run)
+    staging = new_staging_folder(out, tag)
+    try:
+        yield staging
+        put_in_place(staging, out, replace=replace)
+    except BaseException:
+        discard_staging(staging, out)
         raise

@@ -1,7 +1,9 @@
 """A named registry: a dict whose lookups of an unknown name list the known ones and suggest the closest.
 
 Why: every pluggable part (builders, sources, ...) is found by a name the user typed, and a typo deserves the
-same helpful error everywhere rather than a bare ``KeyError``.
+same helpful error everywhere rather than a bare ``KeyError``. A fixed table that nothing extends (a choice's
+values, a constant per model kind) is a plain read-only mapping instead, looked up with :func:`look_up`, which
+gives the same error.
 
 Example:
     >>> shapes = Registry("shape")
@@ -16,11 +18,14 @@ Example:
     Traceback (most recent call last):
     ...
     cladebench.errors.UnknownNameError: unknown shape 'circel'; known: circle, square. Did you mean 'circle'?
+    >>> from types import MappingProxyType
+    >>> look_up(MappingProxyType({"red": 1, "green": 2}), "colour", "green")
+    2
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from cladebench.errors import unknown_name
@@ -54,7 +59,13 @@ class Registry(dict[str, T]):
 
     def get_named(self, name: str) -> T:
         """The item called ``name``; an unknown name raises UnknownNameError listing the known ones."""
-        try:
-            return self[self.aliases.get(name, name)]
-        except KeyError:
-            raise unknown_name(self.kind, name, self) from None
+        return look_up(self, self.kind, self.aliases.get(name, name))
+
+
+def look_up(table: Mapping[str, T], kind: str, name: str) -> T:
+    """``table[name]``; an unknown name raises UnknownNameError naming the ``kind``, listing the known names and
+    suggesting the closest (a registry's lookup and a constant table's alike)."""
+    try:
+        return table[name]
+    except KeyError:
+        raise unknown_name(kind, name, table) from None

@@ -1,5 +1,5 @@
 """`cladebench reviews DATASET`: the expert reviews exported as CSV (stdout or a file) or Parquet, every review,
-the agreed rows or the disputed ones; a missing dataset and a Parquet export without --out are one-line errors."""
+the agreed rows or the disputed ones; a missing dataset and a Parquet export without --out-file are one-line errors."""
 
 from __future__ import annotations
 
@@ -47,14 +47,15 @@ def test_csv_to_stdout_holds_every_review(tmp_path: Path, capsys: pytest.Capture
 def test_views_and_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = _reviewed(tmp_path)
     out = tmp_path / "disputed.parquet"
-    assert main(["reviews", str(dataset), "--format", "parquet", "--out", str(out), "--view", "disagreements"]) == 0
+    assert main(["reviews", str(dataset), "--format", "parquet", "--out-file", str(out),
+                 "--view", "disagreements"]) == 0
     table = pq.read_table(out)
     assert [(r["uuid"], r["reviewer"], r["rank"]) for r in table.to_pylist()] == [
         ("u00", "ana", "species"), ("u00", "ben", "genus")]
     assert table.column("suggestions").to_pylist()[0] == ["Genus sp0", "Genus sp1"]
     assert "written to" in capsys.readouterr().out
     agreed = tmp_path / "agreed.csv"
-    assert main(["reviews", str(dataset), "--out", str(agreed), "--view", "agreed"]) == 0
+    assert main(["reviews", str(dataset), "--out-file", str(agreed), "--view", "agreed"]) == 0
     assert [r["uuid"] for r in csv.DictReader(agreed.open())] == ["u01"]
 
 
@@ -71,7 +72,7 @@ def test_user_mistakes_are_one_line_with_their_exit_code(tmp_path: Path, capsys:
     dataset = write_toy_dataset(tmp_path / "toy.lance")
     assert main(["reviews", str(dataset), "--format", "parquet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "needs --out" in err[1]
+    assert len(err) == 2 and "needs --out-file" in err[1]
     with pytest.raises(SystemExit) as exited:  # argparse's choice check exits from the parser
         main(["reviews", str(dataset), "--view", "some"])
     assert exited.value.code == 2 and "known: agreed, all, disagreements" in capsys.readouterr().err
@@ -101,8 +102,8 @@ def test_a_cell_a_spreadsheet_would_run_as_a_formula_is_exported_as_text(
     assert [r["uuid"] for r in rows] == ["u00", "u01", "u02", "u03", "u04", "u04"]
     assert rows[4]["taxon"] == "Genus sp0" and rows[0]["not_identifiable"] == "true"  # other cells as they were
     out = tmp_path / "reviews.csv"
-    assert main(["reviews", str(dataset), "--out", str(out)]) == 0
+    assert main(["reviews", str(dataset), "--out-file", str(out)]) == 0
     assert next(csv.DictReader(out.open(encoding="utf-8", newline="")))["note"] == "'" + FORMULAS[0]
     parquet = tmp_path / "reviews.parquet"  # Parquet holds data, not formulas: kept as written
-    assert main(["reviews", str(dataset), "--format", "parquet", "--out", str(parquet)]) == 0
+    assert main(["reviews", str(dataset), "--format", "parquet", "--out-file", str(parquet)]) == 0
     assert pq.read_table(parquet).column("note")[0].as_py() == FORMULAS[0]

@@ -91,11 +91,11 @@ def test_the_layout_option_offers_exactly_the_known_kinds(tmp_path: Path) -> Non
     import dataclasses
     import typing
 
-    from cladebench.curate.sources.images.kinds import KINDS, open_source
+    from cladebench.curate.sources.images.kinds import LAYOUTS, open_source
     from cladebench.curate.sources.load_config import ImagesLoadConfig
 
     assert "layout" in {f.name for f in dataclasses.fields(ImagesLoadConfig)}
     hints = typing.get_type_hints(ImagesLoadConfig)
-    assert typing.get_args(hints["layout"]) == ("auto", *KINDS)
+    assert typing.get_args(hints["layout"]) == ("auto", *LAYOUTS)
     with pytest.raises(UnknownNameError, match=r"unknown layout 'shard'; known: dwca, folder, table, webdataset"):
         open_source(tmp_path, "shard")

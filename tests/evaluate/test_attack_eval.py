@@ -58,14 +58,14 @@ def test_report_never_overwrites_a_file_of_a_run_it_reads(a_run: Path, target: s
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     before = {p.name: p.read_bytes() for p in a_run.iterdir()}
     source = a_run if given == "folder" else a_run / "run.json"
-    code, err = run(["report", str(source), "--out", str(a_run / target)], capsys)
+    code, err = run(["report", str(source), "--out-file", str(a_run / target)], capsys)
     assert code == 2, err
     assert f"{target} of the run" in err and len(err.strip().splitlines()) == 1
     assert {p.name: p.read_bytes() for p in a_run.iterdir()} == before  # nothing changed, no temp file left
 
 
 def test_report_beside_the_run_is_fine(a_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = run(["report", str(a_run), "--out", str(a_run / "report.md"), "--format", "md"], capsys)
+    code, err = run(["report", str(a_run), "--out-file", str(a_run / "report.md"), "--format", "md"], capsys)
     assert code == 0, err
     assert (a_run / "report.md").read_text().startswith("#")
 
@@ -129,7 +129,7 @@ def test_credentials_in_userinfo_and_query_reach_the_server_and_nothing_written(
         code, err = run(args, capsys)
         assert code == 0, err
         assert httpd.state.requests == QUERIES * CANDIDATES
-        code, report_err = run(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report.html")], capsys)
+        code, report_err = run(["report", str(tmp_path / "run"), "--out-file", str(tmp_path / "report.html")], capsys)
         assert code == 0, report_err
         printed = err + report_err + capsys.readouterr().out
     written = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lance"

@@ -64,7 +64,7 @@ def test_a_group_too_small_for_the_shots_is_left_out_and_the_others_are_evaluate
     # The report shows the group as n/a with the reason, in Markdown and in HTML.
     for form in ("md", "html"):
         report = tmp_path / f"report.{form}"
-        assert main(["report", str(out), "--out", str(report), "--format", form, "--max-gallery", "0"]) == 0
+        assert main(["report", str(out), "--out-file", str(report), "--format", form, "--max-gallery", "0"]) == 0
         text = report.read_text()
         assert "left out: few-shot needs at least 2 classes" in text
     markdown = (tmp_path / "report.md").read_text()

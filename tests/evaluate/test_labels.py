@@ -1,4 +1,4 @@
-"""Run labels: the default from the model as named and the settings that set a run apart, --label on every eval
+"""Run labels: the default from the model as named and the settings that set a run apart, --run-name on every eval
 form, labels stored in run.json and read back (old records too), and names never cut to the same string."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from cladebench.cli import main
 from cladebench.errors import UsageError
 from cladebench.evaluate.compare_columns import compare_columns, format_column_comparison
 from cladebench.evaluate.labels import (
-    check_label,
+    check_run_name,
     default_label,
     distinct_labels,
     model_label,
@@ -79,11 +79,11 @@ def test_settings_that_differ_from_the_task_defaults_are_named() -> None:
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "two\nlines", "tab\there", "cr\r"])
-def test_a_label_that_cannot_name_a_run_on_one_line_is_refused(bad: str) -> None:
-    with pytest.raises(UsageError, match="--label"):
-        check_label(bad)
-    check_label("bioclip · sci")
-    check_label(None)
+def test_a_run_name_that_cannot_name_a_run_on_one_line_is_refused(bad: str) -> None:
+    with pytest.raises(UsageError, match="--run-name"):
+        check_run_name(bad)
+    check_run_name("bioclip · sci")
+    check_run_name(None)
 
 
 # --- the record -----------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def test_compare_columns_prints_emb_bioclip2_and_emb_bioclip2p5_apart(tmp_path: 
     assert capsys.readouterr().out.strip() == text
 
 
-# --- --label on every form of eval ------------------------------------------------------------------
+# --- --run-name on every form of eval ---------------------------------------------------------------
 
 
 @pytest.fixture
@@ -174,10 +174,10 @@ def _fewshot(toy: Path, out: Path, *extra: str) -> list[str]:
             "--shots", "1", "--repetitions", "2", "--methods", "simpleshot", "--group-key", "uuid", *extra]
 
 
-def test_label_is_stored_by_eval_and_the_default_names_the_column(toy: Path, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(_fewshot(toy, tmp_path / "given", "--label", " toy · one shot ")) == 0
-    assert "label: toy · one shot" in capsys.readouterr().out
+def test_run_name_is_stored_by_eval_and_the_default_names_the_column(toy: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_fewshot(toy, tmp_path / "given", "--run-name", " toy · one shot ")) == 0
+    assert "run name: toy · one shot" in capsys.readouterr().out
     assert RunRecord.read(tmp_path / "given").label == "toy · one shot"
     assert main(_fewshot(toy, tmp_path / "default")) == 0
     # The column evaluated without a model, and the shots and methods that differ from the task's defaults.
@@ -187,13 +187,25 @@ def test_label_is_stored_by_eval_and_the_default_names_the_column(toy: Path, tmp
 @pytest.mark.parametrize("form", ["zeroshot", "fewshot", "retrieval", "rerank", "lineage", "geo", "inquire-rerank",
                                   "inat-coobserved"])
 @pytest.mark.parametrize("bad", ["", "  ", "a\nb"])
-def test_a_blank_or_multiline_label_is_refused_on_every_form(form: str, bad: str, toy: Path, tmp_path: Path,
+def test_a_blank_or_multiline_run_name_is_refused_on_every_form(form: str, bad: str, toy: Path, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     head = ["eval", form]
     if form not in ("inquire-rerank", "inat-coobserved"):
         head.append(str(toy))
-    code = main([*head, "--model", "bioclip", "--out", str(tmp_path / "run"), "--label", bad])
+    code = main([*head, "--model", "bioclip", "--out", str(tmp_path / "run"), "--run-name", bad])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert len(err.strip().splitlines()) == 1 and "--label" in err, err
+    assert len(err.strip().splitlines()) == 1 and "--run-name" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("form", ["zeroshot", "fewshot"])
+def test_the_old_label_option_is_a_usage_error(form: str, toy: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # One name per idea: --labels is zero-shot's label set, so the run's name is --run-name and --label is gone.
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", form, str(toy), "--model", "bioclip", "--out", str(tmp_path / "run"), "--label", "x"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "unrecognized arguments: --label x" in err, err
     assert not (tmp_path / "run").exists()

@@ -38,7 +38,7 @@ def test_two_name_styles_get_two_labels(two_styles: tuple[Path, Path, Path, str]
 def test_report_names_runs_by_label(two_styles: tuple[Path, Path, Path, str], tmp_path: Path, form: str) -> None:
     sci, taxon, _, model = two_styles
     out = tmp_path / f"report.{form}"
-    assert main(["report", str(sci), str(taxon), "--out", str(out), "--format", form, "--max-gallery", "0"]) == 0
+    assert main(["report", str(sci), str(taxon), "--out-file", str(out), "--format", form, "--max-gallery", "0"]) == 0
     text = out.read_text()
     # The runs table names each run by its label; the checkpoint's path is only in the provenance.
     assert "| [1] | tiny-clip · sci |" in text if form == "md" else "tiny-clip · sci</td>" in text

@@ -49,9 +49,9 @@ def test_a_large_label_set_is_kept_by_count_and_digest_and_every_reader_reads_it
     assert "more than the 2" in label_set["labels_omitted"] and label_set["size"] == 3
     # The report (HTML and Markdown), compare and the run loader shared by serve and the suite read it.
     assert [run.record.provenance["label_set"]["labels_count"] for run in load_runs([tmp_path / "large"])] == [3]
-    assert main(["report", str(tmp_path / "listed"), str(tmp_path / "large"), "--out",
+    assert main(["report", str(tmp_path / "listed"), str(tmp_path / "large"), "--out-file",
                  str(tmp_path / "report.html")]) == 0, capsys.readouterr().err
-    assert main(["report", str(tmp_path / "large"), "--format", "md", "--out", str(tmp_path / "report.md")]) == 0
+    assert main(["report", str(tmp_path / "large"), "--format", "md", "--out-file", str(tmp_path / "report.md")]) == 0
     assert label_set["sha256"] in (tmp_path / "report.md").read_text()
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "listed"), str(tmp_path / "large")]) == 0, capsys.readouterr().err

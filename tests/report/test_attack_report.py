@@ -52,7 +52,7 @@ def test_a_gallery_names_its_run_by_label_not_by_the_checkpoint_path(tiny_run: t
 
     run, path = tiny_run
     out = tmp_path / "report.html"
-    assert main(["report", str(run), "--out", str(out), "--max-gallery", "4"]) == 0
+    assert main(["report", str(run), "--out-file", str(out), "--max-gallery", "4"]) == 0
     text = out.read_text()
     before = text.split('<section id="provenance">')[0]
     assert 'class="gallery"' in before
@@ -74,7 +74,7 @@ def test_few_shot_runs_on_the_same_splits_are_marked_paired_by_query_images(tmp_
         assert main(["eval", "fewshot", str(toy), "--column", "emb_toy", "--out", str(tmp_path / k), "--group-by",
                      "none", "--shots", "1", "--methods", "knn", "--repetitions", "2", "--knn-k", k]) == 0
     out = tmp_path / f"report.{form}"
-    assert main(["report", str(tmp_path / "1"), str(tmp_path / "3"), "--out", str(out), "--format", form]) == 0
+    assert main(["report", str(tmp_path / "1"), str(tmp_path / "3"), "--out-file", str(out), "--format", form]) == 0
     board = out.read_text().split("Leaderboard", 1)[1].split("Values and intervals", 1)[0]
     assert "not tested" not in board and "no paired test" not in board
     assert "best" in board and ("tied" in board or "worse" in board)
@@ -97,7 +97,7 @@ def test_a_long_unbroken_label_stays_inside_1400_px(tiny_run: tuple[Path, str], 
     record["label"] = "L" * 300
     (other / "run.json").write_text(json.dumps(record))
     out = tmp_path / "report.html"
-    assert main(["report", str(run), str(other), "--out", str(out), "--max-gallery", "2"]) == 0
+    assert main(["report", str(run), str(other), "--out-file", str(out), "--max-gallery", "2"]) == 0
     with browser() as chromium:
         tab = chromium.open(out.resolve().as_uri(), width=1400)
         width = chromium.evaluate("document.documentElement.scrollWidth", tab)

@@ -131,21 +131,22 @@ def test_bad_arguments_are_refused(tmp_path) -> None:
     with pytest.raises(CladebenchError, match="at least one run"):
         write_report([], tmp_path / "r.html")
     assert not (tmp_path / "r.pdf").exists() and not (tmp_path / "r.html").exists()
-    assert ReportConfig(runs=(run,), out=tmp_path / "r.html").format == "html"
+    assert ReportConfig(runs=(run,), out_file=tmp_path / "r.html").format == "html"
 
 
 
 def test_report_config_is_a_verb_config(tmp_path) -> None:
-    """The CLI is generated from the config: runs positional, --out required, --format a choice."""
+    """The CLI is generated from the config: runs positional, --out-file required, --format a choice."""
     import argparse
 
     from cladebench.config import add_config_arguments, config_from_args
 
     parser = argparse.ArgumentParser(prog="report", exit_on_error=False)
     add_config_arguments(parser, ReportConfig)
-    config = config_from_args(ReportConfig, parser.parse_args(["a/run.json", "b", "--out", "r.md", "--format", "md",
-                                                               "--max-gallery", "3"]))
-    assert config == ReportConfig(runs=(Path("a/run.json"), Path("b")), out=Path("r.md"), format="md", max_gallery=3)
+    config = config_from_args(ReportConfig, parser.parse_args(["a/run.json", "b", "--out-file", "r.md",
+                                                               "--format", "md", "--max-gallery", "3"]))
+    assert config == ReportConfig(runs=(Path("a/run.json"), Path("b")), out_file=Path("r.md"), format="md",
+                                  max_gallery=3)
     with pytest.raises((SystemExit, argparse.ArgumentError)):
         parser.parse_args(["a", "--out", "r", "--format", "pdf"])
     # Importing the config (as the CLI does) loads neither jinja2 nor matplotlib.

@@ -14,7 +14,7 @@ import pyarrow.csv as pacsv
 import pytest
 
 from cladebench import store
-from cladebench.errors import CladebenchError, SchemaError
+from cladebench.errors import CladebenchError, SchemaError, UnknownNameError
 from cladebench.metrics import wilson_interval
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
@@ -272,7 +272,7 @@ def test_a_taxonomy_file_encodes_only_the_blocks_under_the_hints(planted, tiny, 
     monkeypatch.setattr(contrastive_module, "TEXT_BLOCK", 16)
     taxonomy = write_taxonomy(tmp_path / "taxonomy.csv", species)
     counting = CountingEncoder(tiny)
-    config = LineageConfig(lineage_candidates=str(tmp_path / "taxonomy.csv"), nohint=False, templates="{c}",
+    config = LineageConfig(lineage_candidates=str(tmp_path / "taxonomy.csv"), conditions="hint", templates="{c}",
                            logit_scale="1000")
     predictions = lineage(store.open_dataset(path), counting, config)
     label_set = predictions.info["label_set"]
@@ -299,7 +299,7 @@ def test_a_taxonomy_file_encodes_only_the_blocks_under_the_hints(planted, tiny, 
     assert again.table.equals(predictions.table)
     # Without a hint every candidate is needed once; the blocks already encoded come from the cache.
     before = counting.texts
-    both = lineage(store.open_dataset(path), counting, dataclasses.replace(config, nohint=True))
+    both = lineage(store.open_dataset(path), counting, dataclasses.replace(config, conditions="both"))
     assert both.info["label_set"]["species_text_encoded"] == len(taxonomy)
     assert counting.texts - before == len(taxonomy) - label_set["species_text_encoded"]
     assert both.table.column("nohint_candidates").to_pylist().count(len(taxonomy)) == len(scored)
@@ -386,7 +386,7 @@ def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(lineage_photos
     path, known, corrupt_uuid = lineage_photos
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     model = EndpointModel.from_name(f"openai-compatible:tiny-vlm@http://127.0.0.1:{lineage_endpoint.server_address[1]}/v1")
-    config = LineageConfig(vlm_nohint=True, vlm_concurrency=4)
+    config = LineageConfig(conditions="both", vlm_concurrency=4)
     predictions = lineage(store.open_dataset(path), model, config)
     metrics = lineage_metrics(predictions)
     assert all(r["response_format"] == {"type": "json_object"} for r in lineage_endpoint.requests)
@@ -449,10 +449,26 @@ def test_vlm_answers_in_every_shape_are_parsed_scored_and_counted(lineage_photos
     again = lineage(store.open_dataset(path), model, config)
     assert len(lineage_endpoint.requests) == asked_before and again.info["cached"] == again.info["answered"]
     assert lineage_metrics(again) == metrics
-    plain = lineage(store.open_dataset(path), model, dataclasses.replace(config, vlm_json=False, vlm_nohint=False))
+    plain = lineage(store.open_dataset(path), model, dataclasses.replace(config, vlm_json=False, conditions="auto"))
     assert all("response_format" not in r for r in lineage_endpoint.requests[asked_before:])
     assert plain.info["conditions"] == ["hint"] and "nohint_exact" not in plain.table.column_names
     assert lineage_metrics(plain)["hint_exact"] == metrics["hint_exact"]
+
+
+def test_conditions_picks_which_conditions_run(planted, tiny) -> None:
+    path, _ = planted
+    both = lineage(store.open_dataset(path), tiny, LineageConfig(logit_scale="1000", conditions="both"))
+    alone = lineage(store.open_dataset(path), tiny, LineageConfig(logit_scale="1000", conditions="nohint"))
+    assert alone.info["conditions"] == ["nohint"]
+    assert not any(c.startswith("hint_") for c in alone.table.column_names)
+    # The no-hint condition alone scores as it does beside the hinted one (same targets, same ranks).
+    assert lineage_metrics(alone) == {k: v for k, v in lineage_metrics(both).items() if "nohint_" in k}
+
+
+def test_an_unknown_conditions_value_is_refused_with_the_closest() -> None:
+    with pytest.raises(UnknownNameError, match=r"unknown --conditions value 'nohnit'.*Did you mean 'nohint'") as caught:
+        LineageConfig(conditions="nohnit")  # type: ignore[arg-type]
+    assert caught.value.exit_code == 2
 
 
 def test_vlm_prompts_are_checked(lineage_photos, tmp_path) -> None:

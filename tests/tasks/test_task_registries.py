@@ -1,7 +1,11 @@
-"""Every name -> thing table of the tasks is a cladebench.registry.Registry, so a mistyped name fails the same way
-everywhere: a usage error (exit 2) that lists the known names and suggests the closest."""
+"""Every pluggable name -> thing table of the tasks is a cladebench.registry.Registry, and every fixed one a read-only
+mapping looked up with registry.look_up, so a mistyped name fails the same way everywhere: a usage error (exit 2)
+that lists the known names and suggests the closest."""
 
 from __future__ import annotations
+
+import typing
+from types import MappingProxyType
 
 import pytest
 
@@ -10,18 +14,30 @@ from cladebench.registry import Registry
 from cladebench.tasks import TASKS, get_task
 from cladebench.tasks.fewshot import METHODS, SIMPLESHOT_PROTOCOLS, FewShotConfig
 from cladebench.tasks.geo.fusion import FUSIONS
+from cladebench.tasks.lineage.config import AUTO_CONDITIONS, CONDITION_CHOICES, LineageConfig
 from cladebench.tasks.lineage.parse import STRATEGIES
-from cladebench.tasks.lineage.targets import CONDITIONS, NOHINT_ENABLED
+from cladebench.tasks.lineage.targets import CONDITIONS
 from cladebench.tasks.lineage.task import PREDICTORS
 from cladebench.tasks.rerank import SCORERS
 
 
-@pytest.mark.parametrize("registry", [TASKS, METHODS, SIMPLESHOT_PROTOCOLS, FUSIONS, STRATEGIES, CONDITIONS,
-                                      NOHINT_ENABLED, PREDICTORS, SCORERS],
-                         ids=["TASKS", "METHODS", "SIMPLESHOT_PROTOCOLS", "FUSIONS", "STRATEGIES", "CONDITIONS",
-                              "NOHINT_ENABLED", "PREDICTORS", "SCORERS"])
-def test_each_table_is_a_registry(registry: object) -> None:
+@pytest.mark.parametrize("registry", [TASKS, METHODS, FUSIONS, STRATEGIES, PREDICTORS, SCORERS],
+                         ids=["TASKS", "METHODS", "FUSIONS", "STRATEGIES", "PREDICTORS", "SCORERS"])
+def test_each_pluggable_table_is_a_registry(registry: object) -> None:
     assert isinstance(registry, Registry)
+
+
+@pytest.mark.parametrize("table", [SIMPLESHOT_PROTOCOLS, CONDITIONS, CONDITION_CHOICES, AUTO_CONDITIONS],
+                         ids=["SIMPLESHOT_PROTOCOLS", "CONDITIONS", "CONDITION_CHOICES", "AUTO_CONDITIONS"])
+def test_each_fixed_table_is_read_only(table: MappingProxyType) -> None:
+    assert isinstance(table, MappingProxyType)
+    with pytest.raises(TypeError):
+        table["new"] = None  # type: ignore[index]
+
+
+def test_the_conditions_choices_are_the_table_s_keys() -> None:
+    assert typing.get_args(typing.get_type_hints(LineageConfig)["conditions"]) == tuple(CONDITION_CHOICES)
+    assert all(set(c or ()) <= set(CONDITIONS) for c in (*CONDITION_CHOICES.values(), *AUTO_CONDITIONS.values()))
 
 
 def test_the_builtin_entries_are_registered() -> None:

@@ -128,7 +128,7 @@ def test_credentials_and_the_api_key_reach_the_server_but_no_record(dataset: Pat
     basic = "Basic " + base64.b64encode(b"alice:hunter2-secret").decode()
     assert {s.authorization for s in endpoint.state.seen} <= {basic, "Bearer sk-never-written-4417"}
 
-    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report.html")]) == 0
+    assert main(["report", str(tmp_path / "run"), "--out-file", str(tmp_path / "report.html")]) == 0
     written = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
     written["report.html"] = (tmp_path / "report.html").read_bytes()
     written.update({p.name: p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file()})

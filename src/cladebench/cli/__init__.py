@@ -153,7 +153,7 @@ def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
     notes = []
     for word in dict.fromkeys(w.split("=", 1)[0] for w in extra if w.startswith("-")):
         name = word.lstrip("-").replace("-", "_")
-        names = {name, name.removeprefix("no_")}  # --no-hint is the flag of the field hint
+        names = {name, name.removeprefix("no_")}  # --no-unseen-only is the flag of the field unseen_only
         owners = [kind for kind, member in members.items() if kind != args.kind and dataclasses.is_dataclass(
             member.config_class()) and any(f.name in names and f.init for f in dataclasses.fields(
                 member.config_class()))]

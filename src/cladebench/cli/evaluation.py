@@ -45,7 +45,7 @@ def _eval(config: EvalConfig) -> int:
     for note in label_notes(record):
         print(note)
     print(format_metrics(record))
-    print(f"label: {record.label}")
+    print(f"run name: {record.label}")
     print(f"run record: {path}")
     return 0
 

@@ -26,18 +26,18 @@ class ReviewsConfig:
     dataset: str
     """Path or URI of the Lance dataset whose reviews are exported (they are kept in DATASET/_cladebench)."""
     format: Literal["csv", "parquet"] = "csv"
-    """csv (to stdout unless --out) or parquet (needs --out)."""
-    out: Path | None = None
+    """csv (to stdout unless --out-file) or parquet (needs --out-file)."""
+    out_file: Path | None = None
     """File to write; CSV goes to stdout when omitted."""
     view: Literal["all", "agreed", "disagreements"] = "all"
     """all: every review in commit order (changes of mind included); agreed: one row per row whose reviewers
     agree (the latest review); disagreements: each reviewer's current label on every disputed row."""
 
     def __post_init__(self) -> None:
-        if self.format == "parquet" and self.out is None:
-            raise UsageError("--format parquet needs --out FILE (Parquet is not written to a terminal)")
-        if self.out is not None and self.out.is_dir():
-            raise UsageError(f"--out {self.out} is a folder; give a file name")
+        if self.format == "parquet" and self.out_file is None:
+            raise UsageError("--format parquet needs --out-file FILE (Parquet is not written to a terminal)")
+        if self.out_file is not None and self.out_file.is_dir():
+            raise UsageError(f"--out-file {self.out_file} is a folder; give a file name")
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -92,16 +92,16 @@ def _reviews(config: ReviewsConfig) -> int:
             f"{len({r for by in summary.current.values() for r in by})} reviewers; {len(summary.agreed)} rows agreed, "
             f"{len(summary.disagreements)} disputed")
     if config.format == "parquet":
-        assert config.out is not None
-        atomic_write_parquet(config.out, table)
+        assert config.out_file is not None
+        atomic_write_parquet(config.out_file, table)
     else:
         buffer = io.BytesIO()
         pacsv.write_csv(_csv_ready(table), buffer)  # type: ignore[arg-type]
-        if config.out is None:
+        if config.out_file is None:
             sys.stdout.write(buffer.getvalue().decode("utf-8"))
             sys.stdout.flush()
             print(f"reviews: {note}", file=sys.stderr)
             return 0
-        atomic_write(config.out, buffer.getvalue())
-    print(f"reviews: {note}; {table.num_rows} rows ({config.view}) written to {config.out}")
+        atomic_write(config.out_file, buffer.getvalue())
+    print(f"reviews: {note}; {table.num_rows} rows ({config.view}) written to {config.out_file}")
     return 0

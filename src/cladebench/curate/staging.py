@@ -20,7 +20,9 @@ Every builder (``build coobserved``, ``build crypticbio``, ``build finegrained``
   (``.<name>.building-<pid>-<random>``) whose marker also records the process and host; the previous
   output is moved into the staging folder, the staging folder renamed onto the output's name, and only
   then the previous output removed (:func:`staged_output`). A failure or Ctrl-C removes the staging
-  folder and leaves the previous output as it was.
+  folder and leaves the previous output as it was. The folder mechanics are :mod:`cladebench.paths`'
+  staging (:func:`~cladebench.paths.staged_folder` and its parts), the one every whole-folder output uses;
+  this module adds the marker and what it lets a rerun prove.
 - **kill -9 leaves nothing that a rerun does not clean.** A rerun looks beside the output for staging
   folders of the same writer whose process (same host) is gone, and removes them; if the run was killed
   between its two renames (the previous output already inside the staging folder, the new one not yet in
@@ -70,23 +72,34 @@ import json
 import os
 import shutil
 import socket
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cladebench.errors import CladebenchError
-from cladebench.paths import absolute, atomic_write, check_not_an_input, process_alive
+from cladebench.paths import (
+    PREVIOUS_NAME,
+    STAGING_SEPARATOR,
+    absolute,
+    atomic_write,
+    check_not_an_input,
+    discard_staging,
+    new_staging_folder,
+    process_alive,
+    put_in_place,
+    remove_dead_staging,
+)
+from cladebench.paths import staging_folders as _staging_folders
 
 MARKER_NAME = ".cladebench-output.json"
 """File in every output folder naming the command that wrote it; ``--overwrite`` trusts nothing else."""
 TOOL_PREFIX = ".cladebench-"
 """Names in an output that the tool keeps for itself (the marker, an append's journal): never a user's file."""
-STAGING_TAG = ".building-"
+_TAG = "building"
+"""The tag of this module's staging folders in :mod:`cladebench.paths`' naming."""
+STAGING_TAG = f".{_TAG}{STAGING_SEPARATOR}"
 """Staging folders are ``.<out name>.building-<pid>-<random>``, beside the output."""
-PREVIOUS_NAME = ".previous-output"
-"""Inside a staging folder during the commit: the output being replaced, until the new one is in place."""
 WORK_NAME = ".work"
 """Inside a staging folder: scratch space (DuckDB's database and spill files, caches) removed before the
 commit; being inside the staging folder, a killed run's scratch goes with it when a rerun cleans up."""
@@ -227,34 +240,13 @@ def _owned_by_dead_run(folder: Path, writer: str) -> bool:
 
 def staging_folders(out: Path) -> list[Path]:
     """The staging folders beside ``out`` (of any run, live or dead)."""
-    out = absolute(out)
-    prefix = f".{out.name}{STAGING_TAG}"
-    try:
-        return sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()
-                      and not p.is_symlink())
-    except OSError:
-        return []
+    return _staging_folders(out, _TAG)
 
 
 def clean_leftovers(out: Path, writer: str) -> list[Path]:
     """Remove what killed runs of ``writer`` left beside ``out`` (see the module docstring); returns what was
     removed. A previous output caught mid-commit is moved back to ``out`` first."""
-    out = absolute(out)
-    removed = []
-    for staging in staging_folders(out):
-        if not _owned_by_dead_run(staging, writer):
-            continue
-        previous = staging / PREVIOUS_NAME
-        if previous.is_dir() and not out.exists():
-            os.rename(previous, out)  # killed between the two renames: the previous output goes back
-        shutil.rmtree(staging, ignore_errors=True)
-        removed.append(staging)
-    # Killed while removing the replaced output, after the commit: it is inside the new output.
-    previous = out / PREVIOUS_NAME
-    if previous.is_dir() and _owned_by_dead_run(out, writer):
-        shutil.rmtree(previous, ignore_errors=True)
-        removed.append(previous)
-    return removed
+    return remove_dead_staging(out, _TAG, lambda folder: _owned_by_dead_run(folder, writer))
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -264,11 +256,10 @@ def _make_staging(target: OutputTarget) -> Path:
     out = absolute(target.out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING_TAG}{os.getpid()}-", dir=out.parent))
+        staging = new_staging_folder(out, _TAG)
     except OSError as error:
         raise CladebenchError(f"cannot write {target.out}: {_describe_os_error(error)} ({out.parent})") from None
     try:
-        staging.chmod(0o755)  # mkdtemp makes it private; an output is for sharing
         write_marker(staging, target.writer)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -289,23 +280,10 @@ def commit(staging: Path, target: OutputTarget) -> None:
     shutil.rmtree(Path(staging) / WORK_NAME, ignore_errors=True)
     write_marker(staging, target.writer, contents=(p.name for p in _entries(Path(staging)) if p.name != MARKER_NAME))
     check_replaceable(target)  # again: the folder may have changed while the build ran
-    previous = None
     try:
-        if out.is_dir() and _entries(out):
-            previous = Path(staging) / PREVIOUS_NAME
-            os.rename(out, previous)
-        elif out.is_dir():
-            out.rmdir()
-        try:
-            os.rename(staging, out)
-        except BaseException:
-            if previous is not None and not out.exists():
-                os.rename(previous, out)
-            raise
+        put_in_place(staging, out, replace=True)
     except OSError as error:
         raise CladebenchError(f"cannot put the output in place at {target.out}: {_describe_os_error(error)}") from None
-    if previous is not None:
-        shutil.rmtree(out / PREVIOUS_NAME, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -320,20 +298,8 @@ def staged_output(target: OutputTarget) -> Iterator[Path]:
         yield staging
         commit(staging, target)
     except BaseException:
-        _discard(staging, target.out)
+        discard_staging(staging, target.out)
         raise
-
-
-def _discard(staging: Path, out: Path) -> None:
-    """Remove a staging folder, never with a previous output inside it (put back first)."""
-    previous = Path(staging) / PREVIOUS_NAME
-    if previous.is_dir():
-        with contextlib.suppress(OSError):
-            if not absolute(out).exists():
-                os.rename(previous, absolute(out))
-    if previous.is_dir():  # could not be put back: leave it all for the next run's clean_leftovers
-        return
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 def prepare_in_place(target: OutputTarget) -> Path:
@@ -355,7 +321,7 @@ def prepare_in_place(target: OutputTarget) -> Path:
         write_marker(out, target.writer)
     except OSError as error:
         if aside is not None:
-            _discard(aside, out)
+            discard_staging(aside, out)
         raise CladebenchError(f"cannot write {target.out}: {_describe_os_error(error)}") from None
     if aside is not None:  # the previous output first, the marked staging folder last
         shutil.rmtree(aside / PREVIOUS_NAME, ignore_errors=True)

@@ -28,7 +28,7 @@ def _run(ctx: DemoContext, config_class: type, task: str, model: DemoModel, *, p
     label = f"{model.label} · {POOLED}" if pooled else model.label
     folder = f"{task}-{'pooled-summary-' if pooled else ''}{model.slug}"
     # Tasks on stored vectors find the model's own column (emb_demo, emb_demo_early) by its metadata.
-    return run_eval(config_class(label=label, dataset=str(ctx.dataset_path("fine-grained")), model=model.model,
+    return run_eval(config_class(run_name=label, dataset=str(ctx.dataset_path("fine-grained")), model=model.model,
                                  out=ctx.run_dir(folder), device="cpu", group_by="none" if pooled else "auto",
                                  **fields))
 

@@ -63,8 +63,9 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
                                  "scientific_name", "common_name", demo.column])
     path = ctx.dataset_path("rerank")
     store.write_dataset(_rerank_table(source, ctx.config.seed), path)
-    record, run = run_eval(RerankEvalConfig(label=demo.label, dataset=str(path), model=demo.model, column=demo.column,
-                                            out=ctx.run_dir("rerank"), device="cpu", group_by="none"))
+    record, run = run_eval(RerankEvalConfig(run_name=demo.label, dataset=str(path), model=demo.model,
+                                            column=demo.column, out=ctx.run_dir("rerank"), device="cpu",
+                                            group_by="none"))
     table = store.read(store.open_dataset(path), columns=["relevant"])
     positives = sum(table.column(0).to_pylist()) / table.num_rows
     metrics = {name: round(estimate["value"], 3) for name, estimate in record.metrics.items()}
@@ -86,7 +87,7 @@ def _geo(ctx: DemoContext) -> dict[str, Any]:
     from cladebench.evaluate.configs import GeoEvalConfig
     from cladebench.evaluate.run import run_eval
 
-    record, run = run_eval(GeoEvalConfig(label=demo.label, dataset=str(ctx.dataset_path("fine-grained")),
+    record, run = run_eval(GeoEvalConfig(run_name=demo.label, dataset=str(ctx.dataset_path("fine-grained")),
                                          model=demo.model, column=demo.column, out=ctx.run_dir("geo"), device="cpu",
                                          group_by="none", prior_seed=ctx.config.seed))
     image, fused = record.metrics["image_top1_species"], record.metrics["fused_top1_species"]
@@ -129,7 +130,7 @@ def _lineage(ctx: DemoContext) -> dict[str, Any]:
     from cladebench.evaluate.configs import LineageEvalConfig
     from cladebench.evaluate.run import run_eval
 
-    record, run = run_eval(LineageEvalConfig(label=demo.label, dataset=str(ctx.dataset_path("co-observed")),
+    record, run = run_eval(LineageEvalConfig(run_name=demo.label, dataset=str(ctx.dataset_path("co-observed")),
                                              model=demo.model, column=demo.column, out=ctx.run_dir("lineage"),
                                              device="cpu", group_by="none"))
     keys = ("exact", "depth", "lca_distance", "named_other")

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from cladebench.config import EVERYDAY, INTERNAL, OPTION
 from cladebench.evaluate.checks import check_eval_settings
-from cladebench.evaluate.labels import check_label
+from cladebench.evaluate.labels import check_run_name
 from cladebench.evaluate.reviewed import check_labels_from_reviews
 from cladebench.registry import Registry
 from cladebench.tasks.fewshot import FewShotConfig
@@ -39,9 +39,9 @@ class EvalConfig:
     """Registered task; default: the named benchmark's task, else zeroshot (each task's eval config fixes it)."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
-    label: str | None = field(default=None, metadata=EVERYDAY)
-    """Name of the run in reports and comparisons; default: the model as named and the settings that differ from
-    the task's defaults (e.g. 'bioclip · sci')."""
+    run_name: str | None = field(default=None, metadata=EVERYDAY)
+    """Name of the run in reports and comparisons (the record's `label`); default: the model as named and the
+    settings that differ from the task's defaults (e.g. 'bioclip · sci')."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
     where: str | None = field(default=None, metadata=EVERYDAY)
@@ -75,7 +75,7 @@ class EvalConfig:
         if parent is not None:
             parent()
         check_eval_settings(self)
-        check_label(self.label)
+        check_run_name(self.run_name)
         check_labels_from_reviews(self)
 
 

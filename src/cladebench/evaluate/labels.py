@@ -5,7 +5,7 @@ Why a module of its own: a run is named in many places (``eval``'s summary, ``re
 that is the same for two runs of one model with different settings, makes a leaderboard unreadable. So every
 place takes its names from here, and the rules live in one place:
 
-- a run's label is what ``--label`` gave, else :func:`default_label`: the model as the user named it (an alias
+- a run's label is what ``--run-name`` gave, else :func:`default_label`: the model as the user named it (an alias
   as typed, the folder's name of a ``local-dir:`` checkpoint, ``NAME`` of ``openai-compatible:NAME@URL``, the
   repository's name of ``hf-hub:ORG/NAME``), or the column of a run on stored vectors with no model; then the
   settings that differ from the task's defaults and change its results (name style, templates, rank, shots ...),
@@ -50,20 +50,20 @@ UNKNOWN_MODEL = "?"
 
 def one_line(text: str) -> str:
     """``text`` with every line break or other control character (a terminal's escape sequences) made a space, and
-    runs of spaces made one: what a label read from a record that ``--label`` did not check (written by hand, or
+    runs of spaces made one: what a label read from a record that ``--run-name`` did not check (written by hand, or
     received from someone) is printed as, so it can neither break a table's row nor drive the terminal."""
     return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
 
 
-def check_label(label: str | None) -> None:
-    """Refuse a ``--label`` that cannot name a run on one line: blank, or holding a line break or another control
-    character (a report's table row or a terminal line would break on it)."""
-    if label is None:
+def check_run_name(name: str | None) -> None:
+    """Refuse a ``--run-name`` that cannot name a run on one line: blank, or holding a line break or another
+    control character (a report's table row or a terminal line would break on it)."""
+    if name is None:
         return
-    if not label.strip():
-        raise UsageError("--label is empty; give a short name for the run (e.g. --label 'bioclip sci')")
-    if any(not (character.isprintable() or character == " ") for character in label):
-        raise UsageError(f"--label {label!r} holds a line break or a control character; give a label on one line")
+    if not name.strip():
+        raise UsageError("--run-name is empty; give a short name for the run (e.g. --run-name 'bioclip sci')")
+    if any(not (character.isprintable() or character == " ") for character in name):
+        raise UsageError(f"--run-name {name!r} holds a line break or a control character; give a name on one line")
 
 
 # --- the model's part ------------------------------------------------------------------------------
@@ -224,15 +224,16 @@ def setting_parts(task: str, config: Mapping[str, Any]) -> list[str]:
 
 
 def default_label(task: str, config: Mapping[str, Any], provenance: Mapping[str, Any]) -> str:
-    """A run's label when ``--label`` gave none, from what its record holds (so a record written before labels
+    """A run's label when ``--run-name`` gave none, from what its record holds (so a record written before labels
     existed is named as a new one would be): the model, then each setting that differs from the task's defaults."""
     return SEPARATOR.join([_run_model(config, provenance), *setting_parts(task, config)])
 
 
 # --- several runs at once --------------------------------------------------------------------------
 
-_NOT_TELLING = frozenset({"out", "device", "label", "task"})
-"""Config fields that never tell two runs apart in a label (where the record went, where the text tower ran)."""
+_NOT_TELLING = frozenset({"out", "device", "run_name", "label", "task"})
+"""Config fields that never tell two runs apart in a label (where the record went, where the text tower ran, the
+name given; ``label`` is how records written before ``run_name`` stored it)."""
 
 
 def _told(key: str, value: Any) -> str:

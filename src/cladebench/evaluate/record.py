@@ -73,7 +73,7 @@ class RunRecord:
     config: dict[str, Any]
     """The task config as run."""
     label: str | None = None
-    """The short name a person reads for the run in reports and comparisons (``--label``); left out, the default
+    """The short name a person reads for the run in reports and comparisons (``--run-name``); left out, the default
     of :func:`cladebench.evaluate.labels.default_label` is filled in, from the config and provenance (so a record
     written before labels existed reads with the label a new one would get). The model id stays in provenance."""
     inspection: dict[str, Any] = field(default_factory=dict)

@@ -283,7 +283,7 @@ def _record(plan: EvalPlan, scored: _Scored, encoder: Any) -> RunRecord:
         "labels_from_reviews": None if plan.reviewed is None else plan.reviewed.provenance,
     }
     return RunRecord(task=plan.task.name, metrics=scored.metrics, provenance=provenance,
-                     config=config_to_dict(config), label=None if config.label is None else config.label.strip(),
+                     config=config_to_dict(config), label=None if config.run_name is None else config.run_name.strip(),
                      inspection=scored.inspection)
 
 

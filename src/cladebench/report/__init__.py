@@ -20,7 +20,7 @@ that imports :class:`ReportConfig`) loads without them.
 
 Example:
     >>> from cladebench.report import ReportConfig
-    >>> ReportConfig(runs=(Path("runs/a"), Path("runs/b")), out=Path("report.html")).format
+    >>> ReportConfig(runs=(Path("runs/a"), Path("runs/b")), out_file=Path("report.html")).format
     'html'
 """
 
@@ -44,8 +44,9 @@ class ReportConfig:
 
     runs: tuple[Path, ...]
     """run.json files (or the directories holding them), in the order the report numbers them."""
-    out: Path = field(metadata=OPTION)
-    """File to write (report.html, or report.md with --format md)."""
+    out_file: Path = field(metadata=OPTION)
+    """File to write (report.html, or report.md with --format md); every --out is a folder, so the one file a
+    verb writes is --out-file."""
     format: Literal["html", "md"] = "html"
     """html: one self-contained page; md: the tables as Markdown, for a paper appendix."""
     title: str | None = None
@@ -90,7 +91,7 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
 
 
 def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
-    """The report is one file: refuse a folder, a file of a run it reads (``-o RUN/run.json`` would replace the
+    """The report is one file: refuse a folder, a file of a run it reads (``--out-file RUN/run.json`` would replace the
     record with its own report), or a place that cannot be written, before any work."""
     from cladebench.evaluate.record import PREDICTIONS_FILE, RUN_FILE
 
@@ -102,8 +103,8 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
         for name, path in ((RUN_FILE, given if given.is_file() else folder / RUN_FILE),
                            (PREDICTIONS_FILE, folder / PREDICTIONS_FILE)):
             if path.resolve() == target:
-                raise UsageError(f"-o {out} is the {name} of the run {given}: the report would replace it; give the "
-                                 f"report another name (e.g. {folder / 'report.html'})")
+                raise UsageError(f"--out-file {out} is the {name} of the run {given}: the report would replace it; "
+                                 f"give the report another name (e.g. {folder / 'report.html'})")
     from cladebench.store import check_writable
 
     check_writable(out)
@@ -111,5 +112,5 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
 
 def run_report(config: ReportConfig) -> Path:
     """The CLI verb's body: write the report described by ``config``."""
-    return write_report(config.runs, config.out, format=config.format, title=config.title,
+    return write_report(config.runs, config.out_file, format=config.format, title=config.title,
                         max_gallery=config.max_gallery, progress=config.progress)

@@ -37,7 +37,7 @@ from cladebench.registry import Registry
 KEY_VERSION = 2
 """Part of every run key: raised when what a run's settings mean changes, so old records are not reused for it."""
 
-SUITE_FIXED = frozenset({"dataset", "out", "model", "task", "revision", "label", "device", "data"})
+SUITE_FIXED = frozenset({"dataset", "out", "model", "task", "revision", "run_name", "device", "data"})
 """Eval fields the suite sets itself; a ``--setting`` may not name them."""
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -88,9 +89,7 @@ def _cl2n_nearest_centroid(support: np.ndarray, targets: np.ndarray, query: np.n
     return _nearest_centroid(centred_query, centroids)
 
 
-SIMPLESHOT_PROTOCOLS: Registry[str] = Registry("SimpleShot method")
-SIMPLESHOT_PROTOCOLS.add("simpleshot", "bioclip")
-SIMPLESHOT_PROTOCOLS.add("simpleshot-biobench", "biobench")
+SIMPLESHOT_PROTOCOLS: Mapping[str, str] = MappingProxyType({"simpleshot": "bioclip", "simpleshot-biobench": "biobench"})
 """SimpleShot method name -> the peer protocol it follows (recorded in the run's method settings)."""
 
 

@@ -6,8 +6,12 @@ reads the config, so it sits below them all.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
 
+from cladebench.registry import look_up
 from cladebench.tasks.common import check_vlm_settings, fixed_logit_scale
 
 DEFAULT_LINEAGE_PROMPT = (
@@ -18,6 +22,12 @@ DEFAULT_NOHINT_PROMPT = (
     "Name an organism in this photo: its {ranks}. Answer with only a JSON object of the form {schema}, using "
     "scientific names (the species as a binomial, Genus species)."
 )
+
+CONDITION_CHOICES: Mapping[str, tuple[str, ...] | None] = MappingProxyType(
+    {"auto": None, "both": ("hint", "nohint"), "hint": ("hint",), "nohint": ("nohint",)})
+"""``--conditions`` value -> the conditions a run scores, in order (None: by model kind, :data:`AUTO_CONDITIONS`)."""
+AUTO_CONDITIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"clip": ("hint", "nohint"), "vlm": ("hint",)})
+"""Model kind -> the conditions ``--conditions auto`` runs (see :attr:`LineageConfig.conditions`)."""
 
 
 @dataclass(frozen=True)
@@ -31,13 +41,11 @@ class LineageConfig:
     lineage_candidates: str = "benchmark"
     """Candidate species of contrastive models: 'benchmark' (both organisms of every evaluated photo) or a
     CSV/TSV/Parquet file of lineages (rank columns kingdom..species or scientific_name), e.g. a whole taxonomy."""
-    hint: bool = True
-    """Complete lineages from the hint; off, only the no-hint condition is run."""
-    nohint: bool = True
-    """Contrastive models: also complete without the hint (same image vectors; over a whole taxonomy this
-    encodes every species once)."""
-    vlm_nohint: bool = False
-    """VLMs: also ask without the hint for all seven ranks (one more request per photo)."""
+    conditions: Literal["auto", "both", "hint", "nohint"] = "auto"
+    """Which conditions run: 'hint' (told the hint), 'nohint' (the photo alone), 'both' (the hint's value, on the
+    same targets), 'auto' (both for contrastive models, hint only for VLMs); auto differs by kind because no hint
+    costs a VLM one more request per photo and a contrastive model only its stored vectors (over a whole
+    taxonomy, though, no hint encodes every species once)."""
     name_style: str = "taxon"
     """Candidate label strings of contrastive models: sci, com, taxon, taxon_com or mixed."""
     templates: str = "bioclip"
@@ -63,3 +71,4 @@ class LineageConfig:
     def __post_init__(self) -> None:
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
         check_vlm_settings(self)
+        look_up(CONDITION_CHOICES, "--conditions value", self.conditions)

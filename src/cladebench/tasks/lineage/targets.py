@@ -8,15 +8,16 @@ the contrastive path, the VLM path and the task that builds the prediction table
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.registry import Registry
-from cladebench.tasks.lineage.config import LineageConfig
+from cladebench.registry import look_up
+from cladebench.tasks.lineage.config import AUTO_CONDITIONS, CONDITION_CHOICES, LineageConfig
 from cladebench.tasks.lineage.parse import names_match
 from cladebench.taxonomy import RANKS, Lineage, Rank, divergence_rank
 
@@ -135,23 +136,16 @@ class Condition:
     """The config field holding the VLM prompt."""
 
 
-CONDITIONS: Registry[Condition] = Registry("lineage condition")
+CONDITIONS: Mapping[str, Condition] = MappingProxyType({
+    "hint": Condition(asked=lambda t: t.below_hint, prefix=lambda t: t.lineage.key(t.divergence),
+                      prompt_field="lineage_prompt"),
+    "nohint": Condition(asked=lambda t: RANKS, prefix=lambda t: (), prompt_field="lineage_nohint_prompt"),
+})
 """Condition name -> what it gives and asks (in the order the predictions list them)."""
-CONDITIONS.add("hint", Condition(asked=lambda t: t.below_hint, prefix=lambda t: t.lineage.key(t.divergence),
-                                 prompt_field="lineage_prompt"))
-CONDITIONS.add("nohint", Condition(asked=lambda t: RANKS, prefix=lambda t: (), prompt_field="lineage_nohint_prompt"))
-
-NOHINT_ENABLED: Registry[Callable[[LineageConfig], bool]] = Registry("model kind")
-"""Model kind -> whether the no-hint condition runs beside the hinted one."""
-NOHINT_ENABLED.add("clip", lambda config: config.nohint)
-NOHINT_ENABLED.add("vlm", lambda config: config.vlm_nohint)
-
 
 def conditions_for(kind: str, config: LineageConfig) -> tuple[str, ...]:
-    """The conditions a run scores, in order."""
-    if not config.hint:
-        return ("nohint",)
-    return ("hint", "nohint") if NOHINT_ENABLED.get_named(kind)(config) else ("hint",)
+    """The conditions a run scores, in order (the config checked its ``conditions``)."""
+    return CONDITION_CHOICES[config.conditions] or look_up(AUTO_CONDITIONS, "model kind", kind)
 
 
 @dataclass(frozen=True)

@@ -37,15 +37,15 @@ Models, by kind (:data:`PREDICTORS`):
   with hints over a whole taxonomy encodes a small part of it, and the cache serves every later run.
   Images are scored against a slice in chunks of at most :data:`CHUNK_CELLS` similarities: no
   images x all-species matrix is ever built. Without a hint every candidate is needed; over a whole
-  taxonomy that encodes every species once (turn it off with ``nohint=False``). (:data:`TEXT_BLOCK` and
-  :data:`CHUNK_CELLS` live in :mod:`cladebench.tasks.lineage.contrastive`.)
+  taxonomy that encodes every species once (the hinted condition alone: ``conditions='hint'``).
+  (:data:`TEXT_BLOCK` and :data:`CHUNK_CELLS` live in :mod:`cladebench.tasks.lineage.contrastive`.)
 - ``vlm`` (an OpenAI-compatible chat endpoint, ``openai-compatible:NAME@URL``): the photo and a prompt
   that gives the hint and asks for exactly the ranks below it as a JSON object ("One organism in this
   photo belongs to Animalia > Arthropoda > Insecta. Name its order, family, genus and species. ...").
   JSON mode is requested unless ``vlm_json=False`` (for endpoints that reject ``response_format``); the
   answer is read by :func:`cladebench.tasks.lineage.parse.parse_lineage_answer` either way, tolerant of prose,
   code fences and ``Order: X`` lines. An unreadable answer is scored wrong and counted. The no-hint
-  prompt (all seven ranks, one request per photo) is asked only with ``vlm_nohint=True``.
+  prompt (all seven ranks, one request per photo) is asked only with ``conditions='both'`` or ``'nohint'``.
 
 Metrics (:func:`~cladebench.tasks.lineage.metrics.lineage_metrics`), for each condition ``C`` in
 ``hint``/``nohint``, over the *scored* targets (at least one rank below the hint with a known true name); names

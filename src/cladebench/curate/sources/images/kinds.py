@@ -36,32 +36,32 @@ class ImageSource(Protocol):
 
 Opener = Callable[[Path, Mapping[str, str], "Path | None"], ImageSource]
 """A reader's constructor: ``(path, column overrides, images dir) -> ImageSource``."""
-KINDS: Registry[Opener] = Registry("layout")
-"""Kind -> its reader's constructor; each imports its module only when used."""
+LAYOUTS: Registry[Opener] = Registry("layout")
+"""Layout (`load images --layout`) -> its reader's constructor; each imports its module only when used."""
 
 
-@KINDS.register("folder")
+@LAYOUTS.register("folder")
 def _folder(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.folder import FolderSource
 
     return FolderSource(path)
 
 
-@KINDS.register("table")
+@LAYOUTS.register("table")
 def _table(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.table import TableSource
 
     return TableSource(path, overrides, images_dir)
 
 
-@KINDS.register("webdataset")
+@LAYOUTS.register("webdataset")
 def _shards(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.shards import ShardSource
 
     return ShardSource(path, overrides)
 
 
-@KINDS.register("dwca")
+@LAYOUTS.register("dwca")
 def _archive(path: Path, overrides: Mapping[str, str], images_dir: Path | None) -> ImageSource:
     from cladebench.curate.sources.images.archive import ArchiveSource
 
@@ -79,7 +79,7 @@ def detect_kind(path: Path) -> str:
         if name.endswith((".tar", ".tar.gz")):
             return "webdataset"
         raise UsageError(f"{path}: cannot tell what kind of source this file is; pass --layout "
-                         f"({', '.join(KINDS)})")
+                         f"({', '.join(LAYOUTS)})")
     if not path.is_dir():
         raise CladebenchError(f"{path}: no such file or folder")
     if (path / "meta.xml").is_file():
@@ -98,8 +98,8 @@ def open_source(path: Path, kind: str = "auto", overrides: Mapping[str, str] | N
                 images_dir: Path | None = None) -> ImageSource:
     """The reader of ``path`` as ``kind`` (``auto``: :func:`detect_kind`)."""
     path = Path(path)
-    opener = KINDS.get_named(detect_kind(path) if kind == "auto" else kind)  # an unknown one: exit 2, the known
+    opener = LAYOUTS.get_named(detect_kind(path) if kind == "auto" else kind)  # an unknown one: exit 2, the known
     return opener(path, overrides or {}, images_dir)
 
 
-__all__ = ["KINDS", "ImageSource", "detect_kind", "open_source"]
+__all__ = ["LAYOUTS", "ImageSource", "detect_kind", "open_source"]
