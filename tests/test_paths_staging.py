@@ -4,6 +4,7 @@ removed by the next run (only where that run is gone)."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,17 @@ def test_a_killed_run_s_folder_is_removed_by_the_next(tmp_path: Path) -> None:
     with staged_folder(out, tag="t") as staging:
         (staging / "c.txt").write_text("c")
     assert not left.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_folder_staged_on_another_host_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder shared between machines: a pid made elsewhere says nothing here, so its staging is never removed."""
+    out = tmp_path / "out"
+    killed = subprocess.run([sys.executable, "-c", KILLED, str(out)], capture_output=True, text=True, check=False)
+    left = Path(killed.stdout.strip())
+    monkeypatch.setattr(socket, "gethostname", lambda: "another-machine")
+    with staged_folder(out, tag="t") as staging:
+        (staging / "c.txt").write_text("c")
+    assert left.is_dir() and (out / "c.txt").read_text() == "c"
 
 
 KILLED_MID_COMMIT = """

@@ -19,8 +19,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -219,17 +221,28 @@ def staging_folders(out: str | Path, tag: str) -> list[Path]:
         return []
 
 
+def _host_token() -> str:
+    """This machine, in a staging folder's name: a pid names a process only on the host that made it."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
 def new_staging_folder(out: str | Path, tag: str) -> Path:
-    """A fresh, empty staging folder beside ``out`` (``.<out>.<tag>-<pid>-<random>``), readable by all (an output
-    is for sharing)."""
+    """A fresh, empty staging folder beside ``out`` (``.<out>.<tag>-<pid>-<random>-<host>``), readable by all (an
+    output is for sharing)."""
     out = absolute(out)
-    staging = out.parent / f"{_staging_prefix(out, tag)}{os.getpid()}{STAGING_SEPARATOR}{uuid.uuid4().hex[:8]}"
+    name = STAGING_SEPARATOR.join((str(os.getpid()), uuid.uuid4().hex[:8], _host_token()))
+    staging = out.parent / f"{_staging_prefix(out, tag)}{name}"
     staging.mkdir(mode=0o755)
     return staging
 
 
 def _named_pid_dead(candidate: Path, prefix: str) -> bool:
-    pid = candidate.name[len(prefix):].split(STAGING_SEPARATOR, 1)[0]
+    """Whether the process a staging name holds is gone; a name made on another host (a folder shared between
+    machines) is never taken for dead, since its pid cannot be checked from here."""
+    pid, _, rest = candidate.name[len(prefix):].partition(STAGING_SEPARATOR)
+    host = rest.split(STAGING_SEPARATOR)[1] if rest.count(STAGING_SEPARATOR) == 1 else None
+    if host is not None and host != _host_token():
+        return False
     return pid.isdigit() and not process_alive(int(pid))
 
 
