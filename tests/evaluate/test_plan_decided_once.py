@@ -150,3 +150,32 @@ def test_the_plan_builds_each_groups_label_set_once_and_the_task_and_record_read
         assert record.provenance["label_sets"][group]["labels"] == list(planned.texts)
     tree = plan_eval(ZeroShotEvalConfig(dataset=str(path), model=model, out=tmp_path / "tree", labels=str(backbone)))
     assert tree.label_sets == {} and "tree-of-life" in tree.without_label_set  # read with the model's vectors
+
+
+def test_a_row_without_a_vector_keeps_its_taxon_in_the_label_set(world, tmp_path):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cladebench.evaluate.configs import ZeroShotEvalConfig
+
+    path, model, _ = world
+    table = store.read(store.open_dataset(path))
+    species = table.column("species")
+    lost = pc.equal(species, species.drop_null()[0]).fill_null(False)  # every photo of one species failed to embed
+    vectors = table.column("emb_tiny")
+    table = table.set_column(table.column_names.index("emb_tiny"), table.schema.field("emb_tiny"),
+                             pc.if_else(lost, pa.nulls(len(table), vectors.type), vectors))
+    store.write_dataset(table, tmp_path / "holes.lance")
+
+    def labels(dataset: Path) -> object:
+        plan = plan_eval(ZeroShotEvalConfig(dataset=str(dataset), model=model, out=tmp_path / dataset.stem,
+                                            group_by="none"))
+        return plan.label_sets[None].sha256
+
+    assert labels(tmp_path / "holes.lance") == labels(path)  # both models' runs would score the same labels
+    record, _ = run_eval(ZeroShotEvalConfig(dataset=str(tmp_path / "holes.lance"), model=model,
+                                            out=tmp_path / "run", group_by="none", device="cpu"))
+    assert record.provenance["label_set"]["labels_sha256"] == labels(path)
+    not_predicted = {reason: n for reason, n in record.provenance["rows"]["left_out"].items()
+                     if reason.startswith("not predicted")}
+    assert list(not_predicted.values()) == [pc.sum(lost).as_py()]  # counted, not scored
