@@ -231,8 +231,9 @@ def default_label(task: str, config: Mapping[str, Any], provenance: Mapping[str,
 
 # --- several runs at once --------------------------------------------------------------------------
 
-_NOT_TELLING = frozenset({"out", "device", "label", "task"})
-"""Config fields that never tell two runs apart in a label (where the record went, where the text tower ran)."""
+_NOT_TELLING = frozenset({"out", "device", "label", "task", "given", "is_benchmark"})
+"""Config fields that never tell two runs apart in a label (where the record went, where the text tower ran, how
+the config was built)."""
 
 
 def _told(key: str, value: Any) -> str:
