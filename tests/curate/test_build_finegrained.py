@@ -486,6 +486,24 @@ def test_too_few_rows_for_a_vector_index(world, tmp_path):
     assert all(r is None for r in dataset.to_table().column("seen_in_training").to_pylist())  # no lists: unknown
 
 
+def test_each_embed_model_name_is_resolved_once(world, tmp_path, monkeypatch):
+    from cladebench.models import registry
+
+    resolved = Counter()
+    original = registry.resolve_model
+
+    def counting(name, revision=None):
+        resolved[name] += 1
+        return original(name, revision)
+
+    monkeypatch.setattr(registry, "resolve_model", counting)
+    model = f"local-dir:{world.model_dir}"
+    summary = build_finegrained(_config(world, tmp_path / "once", embed=(f"tiny={model}",),
+                                        group=("zebras=species:Equus quagga,Equus grevyi,Equus zebra",)))
+    assert "emb_tiny" in store.open_dataset(summary.dataset_path).schema.names
+    assert resolved == {model: 1}  # the config resolves it; the inputs check and the embedding use that spec
+
+
 # --- failures leave nothing behind ---------------------------------------------------------------
 
 
@@ -551,8 +569,8 @@ def test_bad_group_specs_are_usage_errors(spec, tmp_path):
 def test_groups_seen_and_embed_specs():
     group = ChallengeGroup.parse("Ixodidae=family: Ixodidae ")
     assert (group.rank, group.values, group.taxon) == (Rank.FAMILY, ("Ixodidae",), "family:Ixodidae")
-    assert parse_embed(("bioclip-2", "b25=bioclip-2.5", "emb_x=hf-hub:org/Model")) == (
-        ("emb_bioclip2", "bioclip-2"), ("emb_b25", "bioclip-2.5"), ("emb_x", "hf-hub:org/Model"))
+    assert [(t.column, t.model) for t in parse_embed(("bioclip-2", "b25=bioclip-2.5", "emb_x=hf-hub:org/Model"))] == [
+        ("emb_bioclip2", "bioclip-2"), ("emb_b25", "bioclip-2.5"), ("emb_x", "hf-hub:org/Model")]
     with pytest.raises(UsageError):
         parse_embed(("bioclip-2", "bioclip2=clip-vit-b-16"))  # both would write emb_bioclip2
     with pytest.raises(UnknownNameError, match="bioclip-2"):

@@ -121,6 +121,9 @@ def test_runs_sharing_a_label_are_told_apart() -> None:
     same = [{"model": "m", "out": "r1"}, {"model": "m", "out": "r2"}]
     assert distinct_labels(["m", "m"], same, ["r1", "r2"]) == ["m (r1)", "m (r2)"]
     assert distinct_labels(["m", "m"], same, ["run", "run"]) == ["m (run) #1", "m (run) #2"]
+    built = [{"model": "m", "given": ["model"], "is_benchmark": False},
+             {"model": "m", "given": [], "is_benchmark": None}]
+    assert distinct_labels(["m", "m"], built, ["r1", "r2"]) == ["m (r1)", "m (r2)"]  # how a config was built tells none
 
 
 def test_short_names_never_cut_two_names_to_one_string() -> None:

@@ -12,7 +12,7 @@ from cladebench.cli import main
 from cladebench.evaluate import run as run_module
 from cladebench.evaluate.record import RunRecord
 from cladebench.report.runs import load_runs
-from cladebench.tasks.labelled_rows import label_digest
+from cladebench.tasks.common import label_digest
 from helpers.toy_dataset import write_toy_dataset
 
 SPECIES = ["Genus sp0", "Genus sp1", "Genus sp2"]

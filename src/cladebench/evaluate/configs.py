@@ -64,6 +64,9 @@ class EvalConfig:
     """Score against the labels experts gave in `cladebench serve` instead of the dataset's: only reviewed rows
     whose reviewers agree are scored (disagreements, 'not identifiable' and unknown uuids are counted, not scored);
     recorded as such in the run record."""
+    is_benchmark: bool | None = field(default=None, metadata=INTERNAL)
+    """Whether :attr:`dataset` names a benchmark, when :func:`eval_config` has decided it already (to choose the
+    task); None: the plan decides. Either way it is decided once."""
     given: tuple[str, ...] = field(default=(), metadata=INTERNAL)
     """The settings the user gave (the command line and :func:`eval_config` fill it): a benchmark's protocol never
     replaces them. Empty (a config class called directly): each setting that differs from its default counts."""
@@ -147,10 +150,11 @@ class GeoEvalConfig(EvalConfig, GeoPriorConfig):
 def eval_config(*, task: str | None = None, **fields: Any) -> EvalConfig:
     """The eval config of ``task`` built from ``fields``; without a task, the named benchmark's (when ``dataset``
     names one and no folder of that name exists), else zeroshot's. An unknown task is a usage error."""
+    fields.setdefault("given", tuple(fields))  # the keywords passed are the settings given
     if task is None:
         from cladebench.evaluate.benchmarks import named_benchmark
 
-        benchmark = named_benchmark(str(fields.get("dataset", "")))
+        benchmark = named_benchmark(str(fields.get("dataset", "")), data=fields.get("data"))
         task = benchmark.task if benchmark is not None else "zeroshot"
-    fields.setdefault("given", tuple(fields))  # the keywords passed are the settings given
+        fields["is_benchmark"] = benchmark is not None  # the plan reads this decision rather than taking it again
     return EVAL_CONFIGS.get_named(task)(**fields)

@@ -231,9 +231,9 @@ def default_label(task: str, config: Mapping[str, Any], provenance: Mapping[str,
 
 # --- several runs at once --------------------------------------------------------------------------
 
-_NOT_TELLING = frozenset({"out", "device", "run_name", "label", "task"})
+_NOT_TELLING = frozenset({"out", "device", "run_name", "label", "task", "given", "is_benchmark"})
 """Config fields that never tell two runs apart in a label (where the record went, where the text tower ran, the
-name given; ``label`` is how records written before ``run_name`` stored it)."""
+name given, how the config was built; ``label`` is how records written before ``run_name`` stored it)."""
 
 
 def _told(key: str, value: Any) -> str:

@@ -23,7 +23,14 @@ from typing import Any
 
 from cladebench import store
 from cladebench.config import GIVEN, config_to_dict, field_default
-from cladebench.evaluate.benchmarks import Located, apply_protocol, locate, named_benchmark
+from cladebench.evaluate.benchmarks import (
+    Benchmark,
+    Located,
+    apply_protocol,
+    get_benchmark,
+    locate,
+    named_benchmark,
+)
 from cladebench.evaluate.checks import check_before_model, check_model_given
 from cladebench.evaluate.record import check_out_outside_dataset
 from cladebench.evaluate.reviewed import reviewed_labels
@@ -36,6 +43,7 @@ from cladebench.evaluate.selection import (
 )
 from cladebench.models import registry as model_registry
 from cladebench.models.spec import ModelSpec
+from cladebench.store.versions import fingerprint_selecting
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,28 @@ class EvalPlan:
     """Selected rows with no value in the partition column: in no group, so not evaluated (said, and recorded)."""
     rows_selected: int
     """Rows the filter, the exposure options and ``--within`` select (each uuid once: checked)."""
+    dataset: Any = dataclasses.field(default=None, repr=False, compare=False)
+    """The dataset at :attr:`uri`, opened once here; every later step reads this handle (a run that embeds the
+    benchmark first reopens it once, as the data changed)."""
+    fingerprint: str = ""
+    """The whole dataset's fingerprint, from the one read of its uuid column that also checked the selected
+    rows' uuids (the record keeps it)."""
+    label_sets: Mapping[str | None, Any] = dataclasses.field(default_factory=dict)
+    """Group (None when pooled) -> the label set the task scores against
+    (:class:`~cladebench.tasks.common.PlannedLabelSet`): built once here, before any model, from the selection;
+    handed to the task and read by the record. Empty for a task without one (:attr:`without_label_set` says why)
+    and for a tree-of-life set (its labels come with the text vectors the run loads)."""
     reviewed: Any = None
     """The experts' labels a ``--labels-from-reviews`` run scores against (None otherwise)."""
+
+    @property
+    def without_label_set(self) -> str | None:
+        """Why the plan holds no label set (None when it holds one per group)."""
+        if self.label_sets:
+            return None
+        if self.task.label_set is not None:
+            return "the tree-of-life set is read with the text vectors the run loads"
+        return self.task.without_label_set or "the task scores against no label set"
 
     @property
     def benchmark(self) -> str | None:
@@ -84,11 +112,16 @@ class EvalPlan:
         """The filter selecting one group's rows (the whole selection when pooled)."""
         return self.where if group is None else and_filters(self.where, self.group_filters[group])
 
+    def group_settings(self, group: str | None, settings: Any = None) -> Any:
+        """The task settings (:attr:`settings`, or ``settings`` given) of one group's run: its filter in place."""
+        return dataclasses.replace(self.settings if settings is None else settings, where=self.group_where(group))
+
     def provenance(self) -> dict[str, Any]:
-        """What the run record keeps of the plan: which settings were given, which the protocol filled, and where
-        the run departs from it."""
+        """What the run record keeps of the plan: which settings were given, which the protocol filled, where
+        the run departs from it, and why it holds no label set when it holds none."""
         return {"given": sorted(self.given), "benchmark": self.benchmark,
-                "off_protocol": {name: dict(values) for name, values in self.off_protocol.items()}}
+                "off_protocol": {name: dict(values) for name, values in self.off_protocol.items()},
+                "without_label_set": self.without_label_set}
 
 
 def given_settings(config: Any) -> frozenset[str]:
@@ -116,7 +149,7 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     from cladebench.tasks import get_task
 
     given = given_settings(config)
-    benchmark = named_benchmark(config.dataset, data=getattr(config, "data", None))
+    benchmark = _benchmark(config)
     config, off_protocol = apply_protocol(config, benchmark, given)
     check_out_outside_dataset(config.out, config.dataset)
     store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
@@ -136,12 +169,38 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     dataset = store.open_dataset(uri)
     where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
-    group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where)
-    rows_selected = check_unique_uuids(dataset, selection_filter(dataset, where, settings))
-    return EvalPlan(config=config, task=task, settings=settings, spec=spec, uri=uri, located=located, given=given,
+    # One read of the uuid column: the selected rows (counted, each uuid once) and the whole dataset's fingerprint.
+    fingerprint, selected = fingerprint_selecting(dataset, selection_filter(dataset, where, settings))
+    group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where,
+                                                                            len(selected))
+    rows_selected = check_unique_uuids(selected, uri)
+    plan = EvalPlan(config=config, task=task, settings=settings, spec=spec, uri=uri, located=located, given=given,
                     off_protocol=off_protocol, where=where, group_column=group_column, groups=tuple(groups),
                     group_filters=group_filters, rows_without_group=rows_without_group, rows_selected=rows_selected,
-                    reviewed=reviewed)
+                    dataset=dataset, fingerprint=fingerprint, reviewed=reviewed)
+    return dataclasses.replace(plan, label_sets=_label_sets(plan))
+
+
+def _benchmark(config: Any) -> Benchmark | None:
+    """The benchmark the config's dataset names: as :func:`~cladebench.evaluate.configs.eval_config` decided it
+    when it did, else decided here (:func:`~cladebench.evaluate.benchmarks.named_benchmark`)."""
+    decided = getattr(config, "is_benchmark", None)
+    if decided is None:
+        return named_benchmark(config.dataset, data=getattr(config, "data", None))
+    return get_benchmark(config.dataset) if decided else None
+
+
+def _label_sets(plan: EvalPlan) -> dict[str | None, Any]:
+    """Each group's label set, for a task that scores against one (empty otherwise, or for a tree-of-life set)."""
+    if plan.task.label_set is None:
+        return {}
+    out = {}
+    for group in plan.groups:
+        planned = plan.task.label_set(plan.dataset, plan.group_settings(group))
+        if planned is None:
+            return {}
+        out[group] = planned
+    return out
 
 
 def task_config(task_config_class: type, config: Any) -> Any:

@@ -45,15 +45,16 @@ PREDICTIONS_FILE = "predictions.parquet"
 
 
 def dataset_provenance(dataset: lance.LanceDataset, uri: str, *, where: str | None,
-                       evaluated_uuids: list[str]) -> dict[str, Any]:
-    """Identity of the data: URI, version, tags at that version, whole-dataset and evaluated-rows fingerprints."""
+                       evaluated_uuids: list[str], fingerprint: str | None = None) -> dict[str, Any]:
+    """Identity of the data: URI, version, tags at that version, whole-dataset and evaluated-rows fingerprints.
+    ``fingerprint``: the whole dataset's, when the caller has read it already (an evaluation's plan has)."""
     tags = [name for name, version in store.tags(dataset).items() if version == dataset.version]
     return {
         "uri": uri,
         "version": dataset.version,
         "tags": tags,
         "rows": dataset.count_rows(),
-        "fingerprint": store.fingerprint(dataset),
+        "fingerprint": store.fingerprint(dataset) if fingerprint is None else fingerprint,
         "where": where,
         "evaluated_rows": len(evaluated_uuids),
         "evaluated_fingerprint": store.fingerprint_uuids(evaluated_uuids),

@@ -36,7 +36,7 @@ from cladebench.metrics import display_scale
 from cladebench.models import registry as model_registry
 from cladebench.models.spec import ModelSpec, model_kind
 from cladebench.provenance import software_versions
-from cladebench.tasks.labelled_rows import label_digest
+from cladebench.tasks.common import label_digest
 from cladebench.templates import get_templates
 
 GROUP_SEPARATOR = "/"
@@ -119,17 +119,20 @@ def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
     return DeferredEncoder(spec, config.device) if spec.kind == "clip" else build_model(spec, device=config.device)
 
 
-def _embed_if_missing(uri: str, config: EvalConfig, encoder: Any) -> None:
-    """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand."""
+def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) -> Any:
+    """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand; returns
+    the dataset to read (reopened after embedding, which wrote a new version)."""
     from cladebench.embed import EmbedConfig, embed_dataset
     from cladebench.tasks.common import find_embedding_column
 
     try:
-        find_embedding_column(store.open_dataset(uri), encoder.model_id)
+        find_embedding_column(dataset, encoder.model_id)
+        return dataset
     except CladebenchError:
         print(f"[eval] embedding {uri} with {encoder.model_id} (once; kept in the dataset)", file=sys.stderr)
         embed_dataset(EmbedConfig(dataset=uri, model=config.model, revision=config.revision, device=config.device),
                       encoder=encoder)
+        return store.open_dataset(uri)
 
 
 def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
@@ -175,35 +178,37 @@ def run_eval(config: EvalConfig, *, encoder: Any = None, located: Any = None) ->
     note = off_protocol_line(plan)
     if note is not None:
         print(f"[eval] {note}", file=sys.stderr)
-    encoder, settings = _model_and_settings(plan, encoder)
-    scored = _predict_and_score(plan, encoder, settings)
-    record = _record(plan, scored, encoder)
+    encoder, settings, dataset = _model_and_settings(plan, encoder)
+    scored = _predict_and_score(plan, encoder, settings, dataset)
+    record = _record(plan, scored, encoder, dataset)
     return record, record.write(plan.config.out, scored.table)
 
 
-def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any]:
-    """The model built (the one heavy step of a run, after every check) and the task settings with the stored
-    column filled in."""
+def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any, Any]:
+    """The model built (the one heavy step of a run, after every check), the task settings with the stored
+    column filled in, and the dataset the run reads (the plan's, reopened only when embedding it changed it)."""
     if encoder is None and plan.task.uses_encoder and plan.spec is not None:
         encoder = load_model(plan.spec, plan.config)
+    dataset = plan.dataset
     if plan.located is not None and encoder is not None and model_kind(encoder) == "clip":
-        _embed_if_missing(plan.uri, plan.config, encoder)
+        dataset = _embed_if_missing(dataset, plan.uri, plan.config, encoder)
     settings = plan.settings
     if not plan.task.uses_encoder:
-        settings = _stored_column(store.open_dataset(plan.uri), plan.spec, settings)
-    return encoder, settings
+        settings = _stored_column(dataset, plan.spec, settings)
+    return encoder, settings, dataset
 
 
-def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any) -> _Scored:
+def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: Any) -> _Scored:
     """Each group predicted and scored on its own (a group the task cannot evaluate is left out with its reason);
     breakdowns scored on the same predictions."""
-    dataset = store.open_dataset(plan.uri)
     task, breakdown = plan.task, plan.config.breakdown
     scored = _Scored()
     metric_names: list[str] = []
     for group in plan.groups:
+        planned = plan.label_sets.get(group)
         try:
-            predictions = task.predict(dataset, encoder, dataclasses.replace(settings, where=plan.group_where(group)))
+            predictions = task.predict(dataset, encoder, plan.group_settings(group, settings),
+                                       **({} if planned is None else {"label_set": planned}))
         except NotEvaluableError as error:
             if group is None:
                 raise
@@ -231,7 +236,8 @@ def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any) -> _Scored:
         scored.tables.append(table)
         info = predictions.info
         scored.infos[group] = info
-        scored.label_sets[group] = {**info.get("label_set", {}), **recorded_labels(predictions.labels)}
+        scored.label_sets[group] = {**info.get("label_set", {}),
+                                    **recorded_labels(predictions.labels, sha256=getattr(planned, "sha256", None))}
         if info.get("inspection"):
             scored.inspection[group or "all"] = info["inspection"]
     if not scored.infos:
@@ -242,21 +248,22 @@ def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any) -> _Scored:
     return scored
 
 
-def _record(plan: EvalPlan, scored: _Scored, encoder: Any) -> RunRecord:
+def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunRecord:
     """The run record: the metrics, and the provenance of every number (the plan, the data, the model)."""
     config, infos, label_sets = plan.config, scored.infos, scored.label_sets
     grouped = plan.group_column is not None
     info = next(iter(infos.values()))
     # unique, in first-seen order: few-shot predicts each image once per draw
     evaluated = pc.unique(scored.table.column("uuid")).to_pylist()
-    dataset = dataset_provenance(store.open_dataset(plan.uri), plan.uri, where=plan.where, evaluated_uuids=evaluated)
-    dataset["benchmark"] = plan.benchmark
-    dataset["benchmark_source"] = plan.located.provenance if plan.located is not None else None
+    data = dataset_provenance(dataset, plan.uri, where=plan.where, evaluated_uuids=evaluated,
+                              fingerprint=plan.fingerprint)
+    data["benchmark"] = plan.benchmark
+    data["benchmark_source"] = plan.located.provenance if plan.located is not None else None
     provenance = {
-        "dataset": dataset,
+        "dataset": data,
         "rows": row_accounting(plan, scored.table, len(evaluated)),
         "plan": plan.provenance(),
-        "comparability": comparability_key(plan, infos, label_sets, dataset["evaluated_fingerprint"]),
+        "comparability": comparability_key(plan, infos, label_sets, data["evaluated_fingerprint"]),
         "exposure": {"unseen_only": config.unseen_only, "not_seen_by": config.not_seen_by},
         "groups": {"column": plan.group_column, "values": [g for g in plan.groups if g is not None],
                    "rows_without_group": plan.rows_without_group, "pooled": not grouped,
@@ -293,13 +300,15 @@ LABELS_IN_RECORD = 10_000
 as well, without making every reader of the record (report, compare, serve, suite) parse it."""
 
 
-def recorded_labels(labels: Sequence[str]) -> dict[str, Any]:
+def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict[str, Any]:
     """What a run record keeps of a run's label strings: ``labels`` (the list, or None above
     :data:`LABELS_IN_RECORD`), ``labels_count`` and ``labels_sha256`` (SHA-256 of the JSON list, as the tasks'
-    ``sha256`` of a label set), so two runs' label sets compare equal or not whatever their size."""
+    ``sha256`` of a label set), so two runs' label sets compare equal or not whatever their size. ``sha256``: the
+    hash the plan computed when it built the label set (not computed again)."""
     labels = list(labels)
     listed = len(labels) <= LABELS_IN_RECORD
-    return {"labels": labels if listed else None, "labels_count": len(labels), "labels_sha256": label_digest(labels),
+    digest = label_digest(labels) if sha256 is None else sha256
+    return {"labels": labels if listed else None, "labels_count": len(labels), "labels_sha256": digest,
             **({} if listed else {"labels_omitted": f"{len(labels):,} labels, more than the {LABELS_IN_RECORD:,} a "
                                   "run record lists; labels_sha256 and the label set's source identify them"})}
 

@@ -101,15 +101,14 @@ def selection_filter(dataset: Any, where: str | None, settings: Any) -> str | No
     return and_filters(where, within_filter(getattr(settings, "within", None), dataset.schema.names))
 
 
-def check_unique_uuids(dataset: Any, where: str | None) -> int:
-    """The number of selected rows; a uuid on two selected rows (a dataset written by another tool) is a schema
-    error naming some, since each would be counted twice in every metric."""
-    uuids = store.read(dataset, columns=["uuid"], where=where).column(0)
+def check_unique_uuids(uuids: pa.ChunkedArray, uri: str) -> int:
+    """The number of selected rows, given their uuids; a uuid on two selected rows (a dataset written by another
+    tool) is a schema error naming some, since each would be counted twice in every metric."""
     counts = pc.value_counts(uuids)
     repeated = counts.filter(pc.greater(counts.field("counts"), 1))
     if len(repeated):
         shown = ", ".join(repr(v) for v in repeated.field("values")[:3].to_pylist())
-        raise SchemaError(f"{len(repeated)} uuid(s) appear on more than one selected row of {dataset.uri} (e.g. "
+        raise SchemaError(f"{len(repeated)} uuid(s) appear on more than one selected row of {uri} (e.g. "
                           f"{shown}); each row would be counted twice: remove the duplicates (cladebench subset "
                           "--where keeps the rows you choose) before evaluating")
     return len(uuids)
@@ -148,11 +147,12 @@ def group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str
     return sorted(filters), missing, filters
 
 
-def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str | None
+def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str | None, selected_rows: int
                   ) -> tuple[str | None, list[str | None], int, dict[str, str]]:
     """The partition column (or None), its values among the selected rows (``[None]`` when pooled), the selected
     rows without a value, and each value's filter. ``--within`` counts here too: a group without a row of the
-    clade is not evaluated (the task would refuse it); a selection with no row at all is refused."""
+    clade is not evaluated (the task would refuse it); a selection with no row at all (``selected_rows``, as the
+    plan counted them) is refused."""
     within = getattr(settings, "within", None)
     clade = within_filter(within, dataset.schema.names)
     selected = selection_filter(dataset, where, settings)
@@ -161,8 +161,7 @@ def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str
     scope = " by " + " and ".join(parts) if parts else ""
     column = partition_column(dataset, config.group_by)
     if column is None:
-        key = "uuid" if "uuid" in dataset.schema.names else dataset.schema.names[0]
-        if selected is not None and store.read(dataset, columns=[key], where=selected).num_rows == 0:
+        if selected_rows == 0:
             raise CladebenchError(f"no row of {uri} is selected{scope}")
         return None, [None], 0, {}
     groups, rows_without_group, filters = group_values(dataset, column, selected)

@@ -18,6 +18,7 @@ from cladebench.store.sql import check_filter
 
 if TYPE_CHECKING:
     import lance
+    import pyarrow as pa
 
 
 def fingerprint_uuids(uuids: Iterable[str]) -> str:
@@ -43,18 +44,50 @@ def fingerprint(dataset: lance.LanceDataset, *, where: str | None = None) -> str
     where = check_filter(where)
     if where is not None and holds_epithets(dataset):  # written before species held the binomial: read as if it did
         where = species_filter(where)
-    check_uuid_type(dataset.schema, getattr(dataset, "uri", "the dataset"))
     digest = hashlib.sha256()
-    scanner = dataset.scanner(columns=["uuid"], filter=where, batch_size=65536, scan_in_order=True)
+    for uuids, _ in _uuid_batches(dataset, where=where):
+        _update(digest, uuids)
+    return digest.hexdigest()
+
+
+def fingerprint_selecting(dataset: lance.LanceDataset, where: str | None) -> tuple[str, pa.ChunkedArray]:
+    """The whole dataset's :func:`fingerprint` and the uuids ``where`` selects (every uuid when None), from one
+    read of the uuid column: an evaluation checks the selected uuids and records the fingerprint, and reads the
+    column once for both (the filter is evaluated as a column beside it)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    where = check_filter(where)
+    if where is not None and holds_epithets(dataset):
+        where = species_filter(where)
+    digest = hashlib.sha256()
+    selected = []
+    for uuids, chosen in _uuid_batches(dataset, selected=where):
+        _update(digest, uuids)
+        selected.append(uuids if chosen is None else uuids.filter(pc.fill_null(chosen, False)))
+    return digest.hexdigest(), pa.chunked_array(selected) if selected else pa.chunked_array([], type=pa.string())
+
+
+def _update(digest: Any, uuids: Any) -> None:
+    values = uuids.to_pylist()
+    if values:
+        digest.update(("\n".join(values) + "\n").encode("utf-8"))
+
+
+def _uuid_batches(dataset: lance.LanceDataset, *, where: str | None = None,
+                  selected: str | None = None) -> Iterable[tuple[Any, Any]]:
+    """The uuid column in row order, batch by batch and checked (a null, empty or multi-line uuid is a
+    :class:`SchemaError` naming its row), with the value of the ``selected`` expression per row (None without)."""
+    source = getattr(dataset, "uri", "the dataset")
+    check_uuid_type(dataset.schema, source)
+    columns: Any = ["uuid"] if selected is None else {"uuid": "uuid", "selected": f"({selected})"}
+    scanner = dataset.scanner(columns=columns, filter=where, batch_size=65536, scan_in_order=True)
     offset = 0
     for batch in scanner.to_batches():
         column = batch.column(0)
-        check_uuid_values(column, offset, f"{getattr(dataset, 'uri', 'the dataset')}: ")
-        uuids = column.to_pylist()
-        if uuids:
-            digest.update(("\n".join(uuids) + "\n").encode("utf-8"))
-        offset += len(uuids)
-    return digest.hexdigest()
+        check_uuid_values(column, offset, f"{source}: ")
+        offset += len(column)
+        yield column, None if selected is None else batch.column(1)
 
 
 def versions(dataset: lance.LanceDataset) -> list[dict[str, Any]]:

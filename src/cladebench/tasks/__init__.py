@@ -33,6 +33,12 @@ class Task:
     provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit."""
     unit: str = "images"
     """What the paired comparison resamples, as tables name it ("queries", "query images", "targets")."""
+    label_set: Callable[[Any, Any], Any] | None = None
+    """(dataset, settings) -> the run's label set (:class:`~cladebench.tasks.common.PlannedLabelSet`, or None where
+    the model's run supplies it), for a task that scores against one: the evaluation plan builds it once per group
+    before any model loads and hands it to ``predict`` as ``label_set=``."""
+    without_label_set: str = ""
+    """Why a task with no :attr:`label_set` has none (what its classes or units are instead), as the plan records."""
 
 
 TASKS: Registry[Task] = Registry("task")
@@ -58,7 +64,7 @@ def _load_builtin_tasks() -> None:
 
     register_task(Task(
         name="zeroshot", config=zeroshot.ZeroShotConfig, predict=zeroshot.zero_shot,
-        metrics=zeroshot.zero_shot_metrics,
+        metrics=zeroshot.zero_shot_metrics, label_set=zeroshot.zero_shot_label_set,
         description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks",
     ))
     register_task(Task(
@@ -67,6 +73,8 @@ def _load_builtin_tasks() -> None:
         description="k labelled images per taxon on frozen embeddings (SimpleShot, linear probe, kNN); "
                     "group-aware seeded splits, mean and t-interval over repetitions",
         uses_encoder=False,
+        without_label_set="none decided before the run: the classes are those of each seeded split (taxa with "
+                          "enough images for the shots)",
     ))
     from cladebench.tasks import retrieval
 
@@ -76,12 +84,15 @@ def _load_builtin_tasks() -> None:
         description="each image queries every other image outside its own group by exact cosine; same taxon at "
                     "the rank is relevant; mAP, mAP@k, MRR, precision@k, recall@k, also as per-class means",
         uses_encoder=False,
+        without_label_set="none: an image is relevant to a query of the same taxon at the rank; nothing is "
+                          "classified",
     ))
     from cladebench.tasks import rerank
 
     register_task(Task(
         name="rerank", config=rerank.RerankConfig, predict=rerank.rerank, metrics=rerank.rerank_metrics,
         per_unit=rerank.per_query_values, unit="queries",
+        without_label_set="none: each query ranks its own candidates",
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
     ))
@@ -92,15 +103,17 @@ def _load_builtin_tasks() -> None:
     register_task(Task(
         name="lineage", config=LineageConfig, predict=lineage, metrics=lineage_metrics,
         per_unit=per_target_values, unit="targets",
+        without_label_set="none decided before the run: lineages are named freely or among the candidate tree "
+                          "the predictor builds",
         description="photos of two organisms: each organism's lineage below the divergence rank, from the photo "
                     "and the hint (and without it); per-rank accuracy, exact completion, correct depth, LCA "
                     "distance, naming the other organism; by divergence rank and kingdom pair",
     ))
     from cladebench.tasks.geo.config import GeoPriorConfig
-    from cladebench.tasks.geo.task import geo, geo_metrics, per_image_values
+    from cladebench.tasks.geo.task import geo, geo_label_set, geo_metrics, per_image_values
 
     register_task(Task(
-        name="geo", config=GeoPriorConfig, predict=geo, metrics=geo_metrics,
+        name="geo", config=GeoPriorConfig, predict=geo, metrics=geo_metrics, label_set=geo_label_set,
         per_unit=per_image_values,
         description="zero-shot fused with a place and season prior counted from held-out fit observations (or a "
                     "location embedding); image-only vs fused top-1, paired bootstrap of the gain, weight chosen on "

@@ -30,7 +30,7 @@ from cladebench.store.embeddings import (
     published_sidecar_path,
     read_published_sidecar,
 )
-from cladebench.taxonomy import Lineage, Rank
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineages_from_table, parse_within
 
 if TYPE_CHECKING:
     import lance
@@ -56,6 +56,11 @@ class Predictions:
     """Task settings and provenance gathered while predicting (column, model, scale, label set digest...)."""
 
 
+def label_digest(labels: Sequence[str]) -> str:
+    """SHA-256 of the label strings in order (the JSON list): what identifies a label set in a run record."""
+    return hashlib.sha256(json.dumps(list(labels), ensure_ascii=False).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class LabelSet:
     """The labels of a run: one taxon per label, in a fixed order."""
@@ -73,7 +78,7 @@ class LabelSet:
 
     def digest(self, style: str) -> str:
         """SHA-256 of the label strings in order: identifies the label set in provenance."""
-        return hashlib.sha256(json.dumps(self.texts(style), ensure_ascii=False).encode()).hexdigest()
+        return label_digest(self.texts(style))
 
     def __len__(self) -> int:
         return len(self.taxa)
@@ -110,6 +115,46 @@ def label_set(lineages: Sequence[Lineage], rank: Rank | str) -> LabelSet:
             chosen[key] = kept
     kept_lineages = sorted(chosen.values(), key=lambda lin: tuple("" if n is None else n for n in lin.key(rank)))
     return LabelSet(rank=rank, taxa=tuple(lin.key(rank) for lin in kept_lineages), lineages=tuple(kept_lineages))
+
+
+@dataclass(frozen=True)
+class PlannedLabelSet:
+    """A run's label set as the evaluation plan decides it, once, before any model loads: the labels, their strings
+    in the run's name style and the hash that identifies them in the run record and its comparability key."""
+
+    labels: LabelSet
+    """The labels, in label-set order."""
+    texts: tuple[str, ...]
+    """Each label's string in the run's name style (what the text tower reads and the predictions name)."""
+    sha256: str
+    """SHA-256 of :attr:`texts` (:meth:`LabelSet.digest`): computed here and nowhere else."""
+
+    @classmethod
+    def of(cls, labels: LabelSet, name_style: str) -> PlannedLabelSet:
+        texts = labels.texts(name_style)
+        return cls(labels=labels, texts=tuple(texts), sha256=label_digest(texts))
+
+
+NAMING_COLUMNS = (*RANK_COLUMNS, "scientific_name", "common_name")
+"""The columns a row's taxon is read from (those a dataset has: published tables differ)."""
+
+
+def selected_label_set(dataset: lance.LanceDataset, *, where: str | None, rank: Rank | str, name_style: str,
+                       labels: str | Path | None = None, within: str | None = None) -> PlannedLabelSet:
+    """The label set of a run on the benchmark's taxa: every distinct taxon at ``rank`` among the rows ``where``
+    selects (in the ``within`` clade), or the label file ``labels`` resolved against them. Decided from the
+    selection, not from which rows have a vector: a row whose photo failed to embed does not take its taxon out
+    of the label set, so two models' runs on one selection are scored against the same labels."""
+    rank = Rank.parse(rank)
+    naming = [c for c in NAMING_COLUMNS if c in dataset.schema.names]
+    lineages = lineages_from_table(store.read(dataset, columns=naming, where=where))
+    if within is not None:
+        within_rank, name = parse_within(within)
+        lineages = [lin for lin in lineages if lin.names[within_rank] == name]
+        if not lineages:
+            raise CladebenchError(f"no evaluated row has {within_rank.column} = {name!r}")
+    built = label_set_from_file(labels, rank, lineages) if labels else label_set(lineages, rank)
+    return PlannedLabelSet.of(built, name_style)
 
 
 def _name_at(lineage: Lineage, rank: Rank) -> str | None:

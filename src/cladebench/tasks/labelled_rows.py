@@ -7,8 +7,6 @@ task imports the other.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -132,8 +130,3 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
     return LabelledRows(uuids=uuids, labels=labels, classes=tuple(texts), groups=groups, group_key=key,
                         rows_without_group=missing, vectors=vectors, rows_without_direction=without_direction)
 
-
-
-def label_digest(labels: Sequence[str]) -> str:
-    """SHA-256 of the label strings in order (the same construction as the zero-shot label set digest)."""
-    return hashlib.sha256(json.dumps(list(labels), ensure_ascii=False).encode()).hexdigest()

@@ -68,8 +68,8 @@ from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import Statistic, bootstrap_ci, define_metric
 from cladebench.metrics.retrieval import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
 from cladebench.store.embeddings import normalise_rows
-from cladebench.tasks.common import Predictions, column_metadata, has_direction, resolve_embedding_column
-from cladebench.tasks.labelled_rows import LABEL_STYLE, label_digest, read_labelled_rows
+from cladebench.tasks.common import Predictions, column_metadata, has_direction, label_digest, resolve_embedding_column
+from cladebench.tasks.labelled_rows import LABEL_STYLE, read_labelled_rows
 from cladebench.taxonomy import Rank
 
 if TYPE_CHECKING:

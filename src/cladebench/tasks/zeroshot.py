@@ -38,21 +38,21 @@ from cladebench.config import at_least
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits, top_k_undefined
 from cladebench.tasks.common import (
+    NAMING_COLUMNS,
     LabelSet,
+    PlannedLabelSet,
     Predictions,
     check_candidates_column,
     check_vectors,
     fixed_logit_scale,
-    label_set,
-    label_set_from_file,
     logit_scale_of,
     score_labels,
+    selected_label_set,
     text_image_column,
 )
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
 from cladebench.tasks.tree_of_life import check_source, complete_from_labels, is_tree_of_life_source, load_source
 from cladebench.taxonomy import (
-    RANK_COLUMNS,
     Lineage,
     Rank,
     lineage_runs,
@@ -136,16 +136,28 @@ def check_labels(value: str, rank: str) -> bool:
     return True
 
 
-def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotConfig) -> Predictions:
-    """Run zero-shot classification over the dataset's rows with embeddings; see the module docstring."""
+def zero_shot_label_set(dataset: lance.LanceDataset, config: ZeroShotConfig) -> PlannedLabelSet | None:
+    """The run's label set, decided from the selection before any model loads (the evaluation plan asks, once per
+    group); None for a tree-of-life set, whose labels come with the text vectors the model's run loads."""
+    if is_tree_of_life_source(config.labels):
+        return None
+    return selected_label_set(dataset, where=config.where, rank=config.rank, name_style=config.name_style,
+                              labels=config.labels, within=config.within)
+
+
+def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotConfig, *,
+              label_set: PlannedLabelSet | None = None) -> Predictions:
+    """Run zero-shot classification over the dataset's rows with embeddings; see the module docstring.
+
+    ``label_set``: the label set the evaluation plan decided (:func:`zero_shot_label_set`); without it (a direct
+    call) it is decided here the same way."""
     from cladebench.store.embeddings import valid_embeddings
 
     rank = Rank.parse(config.rank)
     column, meta = text_image_column(dataset, encoder, config.column, task="zero-shot")
     if config.candidates:
         check_candidates_column(dataset, config.candidates)
-    # Whatever naming columns the dataset has (published tables differ): ranks, common and scientific name.
-    naming = [c for c in (*RANK_COLUMNS, "scientific_name", "common_name") if c in dataset.schema.names]
+    naming = [c for c in NAMING_COLUMNS if c in dataset.schema.names]
     wanted = list(dict.fromkeys(("uuid", *naming, *((config.candidates,) if config.candidates else ()))))
     rows, image_vectors = valid_embeddings(dataset, column, where=config.where, columns=wanted,
                                            dim=getattr(encoder, "dim", None))
@@ -167,7 +179,9 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         labels = source.labels
         lineages, completed = complete_from_labels(lineages, labels)
     else:
-        labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
+        planned = label_set if label_set is not None else zero_shot_label_set(dataset, config)
+        assert planned is not None  # None only for a tree-of-life source
+        labels = planned.labels
     if len(labels) < 2:
         raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
     # Only the evaluated rows' taxa are looked up: no dict over a tree-of-life set's million labels.
@@ -242,6 +256,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         columns[f"scored_{higher.column}"] = true_taxa >= 0
         scored_ranks.append(higher.column)
     table = pa.table(columns)
+    label_sha256 = source.labels.digest(config.name_style) if source is not None else planned.sha256
     info = {
         "column": column,
         "embedding_metadata": meta,
@@ -251,7 +266,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "templates": config.templates,
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
-        "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style),
+        "label_set": {"rank": rank.column, "size": len(labels), "sha256": label_sha256,
                       # labels a reader cannot tell apart: other scripts' look-alike letters, or one text for
                       # several taxa (a shared common name); each is still its own class
                       "lookalikes": lookalike_labels(texts) if source is None else [],

@@ -15,11 +15,11 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, NotEvaluableError
-from cladebench.tasks.common import Predictions, column_metadata, resolve_embedding_column
+from cladebench.tasks.common import Predictions, column_metadata, label_digest, resolve_embedding_column
 from cladebench.tasks.fewshot.config import FewShotConfig
 from cladebench.tasks.fewshot.methods import METHODS, SIMPLESHOT_PROTOCOLS
 from cladebench.tasks.fewshot.splits import SplitPlan, few_shot_splits
-from cladebench.tasks.labelled_rows import LABEL_STYLE, LabelledRows, label_digest, read_labelled_rows
+from cladebench.tasks.labelled_rows import LABEL_STYLE, LabelledRows, read_labelled_rows
 from cladebench.taxonomy import Rank
 
 if TYPE_CHECKING:

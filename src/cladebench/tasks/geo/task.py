@@ -43,10 +43,10 @@ import pyarrow as pa
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.metrics import accuracy, define_metric, paired_bootstrap
 from cladebench.tasks.common import (
+    PlannedLabelSet,
     Predictions,
-    label_set,
-    label_set_from_file,
     score_labels,
+    selected_label_set,
     text_image_column,
 )
 from cladebench.tasks.geo.config import AUTO_GROUP_KEY, DATE, LATITUDE, LONGITUDE, GeoPriorConfig
@@ -89,8 +89,17 @@ def _read_columns(dataset: lance.LanceDataset, config: GeoPriorConfig, group_key
     return list(dict.fromkeys(wanted))
 
 
-def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -> Predictions:
-    """Image-only and place/season-fused predictions of the test rows; see the module docstring."""
+def geo_label_set(dataset: lance.LanceDataset, config: GeoPriorConfig) -> PlannedLabelSet:
+    """The run's label set (the selected rows' taxa, fit rows included, or ``--labels``), decided before any model
+    loads: the evaluation plan asks, once per group."""
+    return selected_label_set(dataset, where=config.where, rank=config.rank, name_style=config.name_style,
+                              labels=config.labels)
+
+
+def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *,
+        label_set: PlannedLabelSet | None = None) -> Predictions:
+    """Image-only and place/season-fused predictions of the test rows; see the module docstring. ``label_set``:
+    the one the evaluation plan decided (:func:`geo_label_set`); a direct call decides it the same way."""
     from cladebench.store.embeddings import valid_embeddings
 
     fuse = FUSIONS.get_named(config.prior_fusion)
@@ -102,7 +111,8 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
     if rows.num_rows == 0:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
     lineages = lineages_from_table(rows.select(naming_columns(rows.column_names)))
-    labels = label_set_from_file(config.labels, rank, lineages) if config.labels else label_set(lineages, rank)
+    planned = label_set if label_set is not None else geo_label_set(dataset, config)
+    labels = planned.labels
     if len(labels) < 2:
         raise CladebenchError(f"the geo task needs at least 2 labels at rank {rank.column}; found {len(labels)}")
     group_key = resolve_group_key(rows, config.prior_group_key, dataset.schema.names)
@@ -147,7 +157,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig) -
         "templates": config.templates,
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
-        "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style),
+        "label_set": {"rank": rank.column, "size": len(labels), "sha256": planned.sha256,
                       "source": config.labels or "the benchmark's taxa (all selected rows, fit rows included)",
                       "unscored_rows": int((test_targets < 0).sum())},
         "where": config.where,

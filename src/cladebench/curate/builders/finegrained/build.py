@@ -48,7 +48,6 @@ from cladebench.curate.builders.finegrained.config import (
     DATASET_DIR,
     ChallengeGroup,
     FineGrainedBuildConfig,
-    parse_embed,
     parse_groups,
     parse_seen,
 )
@@ -66,17 +65,20 @@ def _inputs(config: FineGrainedBuildConfig) -> tuple[Path, ...]:
     folder given to ``--embed`` included)."""
     paths: list[Path | None] = [config.catalog, config.provenance, config.image_dir, config.download_dir]
     paths += [path for _, path in parse_seen(config.seen)]
-    paths += [Path(model.removeprefix("local-dir:")) for _, model in parse_embed(config.embed)
-              if model.startswith("local-dir:")]
+    paths += [Path(target.model.removeprefix("local-dir:")) for target in config.embed_targets
+              if target.model.startswith("local-dir:")]
     return tuple(Path(p) for p in paths if p is not None)
 
 
 def _embed(dataset_path: Path, config: FineGrainedBuildConfig) -> None:
     from cladebench.embed import EmbedConfig, embed_dataset
+    from cladebench.models.deferred import DeferredEncoder
 
-    for column, model in parse_embed(config.embed):
-        embed_dataset(EmbedConfig(dataset=str(dataset_path), model=model, column=column, device=config.device,
-                                  batch_size=config.batch_size, workers=config.workers, progress=config.progress))
+    for target in config.embed_targets:  # built from the spec resolved when the config was made
+        embed_dataset(EmbedConfig(dataset=str(dataset_path), model=target.model, column=target.column,
+                                  device=config.device, batch_size=config.batch_size, workers=config.workers,
+                                  progress=config.progress),
+                      encoder=DeferredEncoder(target.spec, config.device))
 
 
 def _index(dataset_path: Path, config: FineGrainedBuildConfig) -> str | None:

@@ -15,18 +15,22 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cladebench import store
 from cladebench.config import OPTION, bare_value
 from cladebench.errors import UsageError
 from cladebench.raycluster import DEFAULT_ADDRESS
 from cladebench.taxonomy import Rank
+
+if TYPE_CHECKING:
+    from cladebench.models.spec import ModelSpec
 
 DEFAULT_GROUPS: tuple[str, ...] = (
     "Peromyscus=genus:Peromyscus",
@@ -135,30 +139,42 @@ def parse_seen(specs: Iterable[str]) -> tuple[tuple[str, Path], ...]:
 _COLUMN_KEY = re.compile(r"[A-Za-z0-9_]+")
 
 
-def parse_embed(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """Parse ``--embed`` values into ``(column, model)``: ``MODEL`` (column derived from it) or ``KEY=MODEL``.
+@dataclass(frozen=True)
+class EmbedTarget:
+    """One ``--embed`` value, its model name resolved once: the column it writes and the model that writes it."""
 
-    Each model name is resolved here (no weights read), so a misspelt alias fails before any image is fetched.
+    column: str
+    """The ``emb_*`` column written."""
+    model: str
+    """The model as named (recorded, and shown in messages)."""
+    spec: ModelSpec
+    """The name resolved (no weights read): every later step uses this, never the name again."""
+
+
+def parse_embed(specs: Iterable[str]) -> tuple[EmbedTarget, ...]:
+    """Parse ``--embed`` values: ``MODEL`` (column derived from it) or ``KEY=MODEL``.
+
+    Each model name is resolved here, once (no weights read), so a misspelt alias fails before any image is
+    fetched; :attr:`FineGrainedBuildConfig.embed_targets` keeps the result for the rest of the build.
     """
-    from cladebench.embed import column_for_model
-    from cladebench.models.registry import resolve_model
+    from cladebench.models.registry import resolve_encoder
 
-    pairs = []
+    targets = []
     for spec in specs:
         key, equals, model = spec.partition("=")
         if equals and _COLUMN_KEY.fullmatch(key) and model.strip():
+            resolved = resolve_encoder(model.strip())
             column = key if key.startswith(store.EMBEDDING_PREFIX) else store.EMBEDDING_PREFIX + key
-            pairs.append((column, model.strip()))
+            targets.append(EmbedTarget(column, model.strip(), resolved))
         elif spec.strip():
-            pairs.append((column_for_model(spec.strip()), spec.strip()))
+            resolved = resolve_encoder(spec.strip())
+            targets.append(EmbedTarget(str(resolved.column), spec.strip(), resolved))
         else:
             raise UsageError("--embed: an empty model name")
-    repeated = [c for c, n in Counter(c for c, _ in pairs).items() if n > 1]
+    repeated = [c for c, n in Counter(t.column for t in targets).items() if n > 1]
     if repeated:
         raise UsageError(f"--embed: two models would write column(s) {repeated}; name them with KEY=MODEL")
-    for _, model in pairs:
-        resolve_model(model)
-    return tuple(pairs)
+    return tuple(targets)
 
 
 # --- the config ----------------------------------------------------------------------------------
@@ -231,7 +247,12 @@ class FineGrainedBuildConfig:
             raise UsageError(f"workers must be >= 0, got {self.workers}")
         parse_groups(self.group)
         parse_seen(self.seen)
-        parse_embed(self.embed)
+        self.embed_targets  # noqa: B018 (resolved here, so a misspelt model is refused before any work)
+
+    @functools.cached_property
+    def embed_targets(self) -> tuple[EmbedTarget, ...]:
+        """The ``--embed`` values parsed, each model name resolved once (:func:`parse_embed`)."""
+        return parse_embed(self.embed)
 
 
 
@@ -244,6 +265,7 @@ __all__ = [
     "PASSTHROUGH_COLUMNS",
     "WEBP_METHOD",
     "ChallengeGroup",
+    "EmbedTarget",
     "FineGrainedBuildConfig",
     "parse_embed",
     "parse_groups",
