@@ -281,6 +281,34 @@ def _batch_vectors(array: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndar
     return vectors, norms, valid
 
 
+def unit_vectors(dataset: lance.LanceDataset, column: str, *,
+                 batch_size: int = 65536) -> tuple[pa.ChunkedArray, np.ndarray, np.ndarray]:
+    """Every row's ``uuid``, its vector in ``column`` at unit length (float32, rows in dataset order) and a mask of
+    the rows that have a cosine (the others' vectors are zeros): what :func:`brute_force_nearest` compares each
+    query with, for a caller that searches one column many times and keeps it in memory instead of reading it per
+    query. Read in batches, so the only large array is the result (rows x dim x 4 bytes)."""
+    dim = embedding_dim(dataset, column)
+    rows = dataset.count_rows()
+    vectors = np.zeros((rows, dim), dtype=np.float32)
+    valid = np.zeros(rows, dtype=bool)
+    uuids = []
+    start = 0
+    try:
+        for batch in dataset.scanner(columns=["uuid", column], batch_size=batch_size, scan_in_order=True).to_batches():
+            if batch.num_rows == 0:
+                continue
+            raw, norms, ok = _batch_vectors(batch.column(column), dim)
+            end = start + batch.num_rows
+            vectors[start:end][ok] = (raw[ok] / norms[ok, None]).astype(np.float32)
+            valid[start:end] = ok
+            uuids.append(batch.column("uuid"))
+            start = end
+    except (ValueError, OSError) as exc:
+        raise CladebenchError(f"cannot read {column!r}: {_lance_message(exc)}") from None
+    # One version throughout (a Lance dataset object is pinned to its version): the scan covers every counted row.
+    return pa.chunked_array(uuids) if uuids else pa.chunked_array([], pa.string()), vectors, valid
+
+
 def brute_force_nearest(
     dataset: lance.LanceDataset,
     column: str,
@@ -371,5 +399,6 @@ __all__ = [
     "brute_force_nearest",
     "embedding_dim",
     "nearest",
+    "unit_vectors",
     "vector_index_partitions",
 ]
