@@ -264,8 +264,9 @@ def nearest(
 # --- exact (numpy) search ------------------------------------------------------------------------------
 
 
-def _batch_vectors(array: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One batch's vectors as float64 (n, dim), their norms, and a mask of the rows with a cosine.
+def _batch_vectors(array: pa.Array | pa.ChunkedArray, dim: int,
+                   dtype: type[np.floating] = np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One batch's vectors as ``dtype`` (n, dim), their norms (float64), and a mask of the rows with a cosine.
 
     A row has a cosine when its vector is non-null, finite and not all zeros.
     """
@@ -273,12 +274,12 @@ def _batch_vectors(array: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndar
         array = array.combine_chunks()
     n = len(array)
     values = array.values.slice(array.offset * dim, n * dim)
-    vectors = values.to_numpy(zero_copy_only=False).astype(np.float64).reshape(n, dim)
-    norms = np.linalg.norm(vectors, axis=1)
+    vectors = values.to_numpy(zero_copy_only=False).reshape(n, dim)
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))  # float64 whatever is stored
     valid = np.isfinite(norms) & (norms > 0)
     if array.null_count:
         valid &= ~array.is_null().to_numpy(zero_copy_only=False)
-    return vectors, norms, valid
+    return vectors.astype(dtype, copy=False), norms, valid
 
 
 def unit_vectors(dataset: lance.LanceDataset, column: str, *,
@@ -297,9 +298,9 @@ def unit_vectors(dataset: lance.LanceDataset, column: str, *,
         for batch in dataset.scanner(columns=["uuid", column], batch_size=batch_size, scan_in_order=True).to_batches():
             if batch.num_rows == 0:
                 continue
-            raw, norms, ok = _batch_vectors(batch.column(column), dim)
+            raw, norms, ok = _batch_vectors(batch.column(column), dim, dtype=np.float32)
             end = start + batch.num_rows
-            vectors[start:end][ok] = (raw[ok] / norms[ok, None]).astype(np.float32)
+            np.divide(raw, norms[:, None], out=vectors[start:end], where=ok[:, None])
             valid[start:end] = ok
             uuids.append(batch.column("uuid"))
             start = end
