@@ -23,8 +23,10 @@ own state, so the ratio is what the page adds to its data: HTTP, templates, thum
 
 - **grid, 100 cached thumbnails**: the page's HTML and its 100 thumbnails over 6 connections, against the page's
   rows read (``offset``/``limit``) and counted;
-- **image page**: a row's page (its neighbours in the embedding column by exact scan: the bench builds no index),
-  against the read of that row;
+- **image page**: a row's page (its neighbours in the embedding column, exact: the bench builds no index), against
+  the read of that row: the first (the column's unit vectors read into memory), another row (ranked in memory, its
+  neighbours' thumbnails made), the same row again, and the same again with nothing kept in memory (the exact scan
+  from Lance that every image page made before: the baseline of the line ``exact scan / in memory``);
 - **map, first draw**: the first ``/map/points`` of the column (PCA computed and cached), against reading the
   column's vectors; and the same on a new server (the cached projection read).
 
@@ -215,23 +217,37 @@ def _timed(call: object) -> float:
     return time.perf_counter() - start
 
 
-def _one_repeat(work: Path, dataset: Path, name: str, rows: int) -> dict[str, tuple[float, float]]:
-    """Seconds of each page and of its data query, on fresh servers (empty caches)."""
+def _one_repeat(work: Path, dataset: Path, name: str, rows: int) -> tuple[dict[str, tuple[float, float]], int]:
+    """Seconds of each page and of its data query, on fresh servers (empty caches); and the bytes of unit vectors
+    the first server kept in memory."""
+    from cladebench.serve import vectors
     from cladebench.serve.browse import count, page_rows
     from cladebench.serve.image import read_row
-    from cladebench.serve.vectors import columns_of
     from cladebench.store.embeddings import valid_embeddings
 
     server, thread, base = _serving(work, dataset, name)
     state = server.state  # type: ignore[attr-defined]
-    uuid = state.dataset.to_table(columns=["uuid"], offset=rows // 2, limit=1).column(0)[0].as_py()
-    columns = [c for c in state.columns if c != "image" and c not in columns_of(state)]
+    first, other = (state.dataset.to_table(columns=["uuid"], offset=at, limit=1).column(0)[0].as_py()
+                    for at in (rows // 2, rows // 3))
+    columns = [c for c in state.columns if c != "image" and c not in vectors.columns_of(state)]
+
+    def image_page(client: httpx.Client, uuid: str) -> tuple[float, float]:
+        return (_timed(lambda: client.get(f"{base}/image/{uuid}").raise_for_status()),
+                _timed(lambda: read_row(state, uuid, columns)))
+
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=6)) as client, ThreadPoolExecutor(6) as pool:
         fetch_page(client, base, "/?page=7", pool, thumbnails=True)  # thumbnails made, counts kept
         grid = fetch_page(client, base, "/?page=7", pool, thumbnails=True)
         grid_query = _timed(lambda: (count(state, None), page_rows(state, None, 7).num_rows))
-        image = _timed(lambda: client.get(f"{base}/image/{uuid}").raise_for_status())
-        image_query = _timed(lambda: read_row(state, uuid, columns))
+        image_first = image_page(client, first)  # the column's vectors read into memory, neighbours' thumbnails made
+        image_next = image_page(client, other)  # another row: from memory; its neighbours' thumbnails made
+        image_again = image_page(client, other)  # the same row again: from memory, thumbnails on disk
+        kept = sum(v.nbytes for v in state.memo[("unit-vectors",)].values() if v is not None)
+        # The same again as before the vectors were kept: the exact scan of the column from Lance on every page.
+        budget, vectors.VECTOR_MEMORY = vectors.VECTOR_MEMORY, 0
+        state.memo.pop(("unit-vectors",))
+        image_scan = image_page(client, other)
+        vectors.VECTOR_MEMORY = budget
         first_map = _timed(lambda: client.get(f"{base}/map/points?column={COLUMN}").raise_for_status())
         map_query = _timed(lambda: valid_embeddings(state.dataset, COLUMN))
     _stop(server, thread)
@@ -239,8 +255,11 @@ def _one_repeat(work: Path, dataset: Path, name: str, rows: int) -> dict[str, tu
     shutil.copytree(work / f"maps-{name}", work / f"maps-{name}-again", dirs_exist_ok=True)
     cached_map = _timed(lambda: httpx.get(f"{again}/map/points?column={COLUMN}", timeout=600).raise_for_status())
     _stop(server, thread)
-    return {"grid, 100 cached thumbnails": (grid, grid_query), "image page": (image, image_query),
-            "map, first draw (PCA)": (first_map, map_query), "map, cached draw (new server)": (cached_map, map_query)}
+    return {"grid, 100 cached thumbnails": (grid, grid_query),
+            "image page, first (read vectors)": image_first, "image page, next row": image_next,
+            "image page, same row again": image_again, "  the same, exact scan (before)": image_scan,
+            "map, first draw (PCA)": (first_map, map_query),
+            "map, cached draw (new server)": (cached_map, map_query)}, kept
 
 
 def against_data_query(work: Path, dataset: Path, repeats: int, rows: int) -> None:
@@ -248,14 +267,21 @@ def against_data_query(work: Path, dataset: Path, repeats: int, rows: int) -> No
     draw (and its cached draw on a new server)."""
     print(f"\n{'page':<32} {'page (ms)':>10} {'data query (ms)':>16} {'page/query':>11}")
     measured: dict[str, tuple[list[float], list[float]]] = {}
+    kept = []
     for repeat in range(repeats):
-        for name, (page, query) in _one_repeat(work, dataset, f"query-{repeat}", rows).items():
+        timings, kept_bytes = _one_repeat(work, dataset, f"query-{repeat}", rows)
+        kept.append(kept_bytes)
+        for name, (page, query) in timings.items():
             pages, queries = measured.setdefault(name, ([], []))
             pages.append(page)
             queries.append(query)
     for name, (pages, queries) in measured.items():
         page_ms, query_ms = 1000 * statistics.median(pages), 1000 * statistics.median(queries)
         print(f"{name:<32} {page_ms:>10.0f} {query_ms:>16.1f} {page_ms / query_ms:>10.1f}x")
+    scan, memory = (statistics.median(measured[name][0]) for name in ("  the same, exact scan (before)",
+                                                                      "image page, same row again"))
+    print(f"image page, exact scan / in memory: {scan / memory:.1f}x; unit vectors kept: "
+          f"{max(kept) / 1e6:.0f} MB")
 
 
 if __name__ == "__main__":

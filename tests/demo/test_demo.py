@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
+from cladebench.demo.suite import GENUS_ONLY_ROWS
 from cladebench.evaluate.record import RunRecord
 
 
@@ -23,12 +24,15 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["steps"]) == ["fine-grained", "co-observed", "subset", "embed", "zeroshot", "fewshot",
                                       "retrieval", "rerank", "geo", "coobserved-export", "lineage", "report"]
+    rows = 192 + GENUS_ONLY_ROWS  # the photos asked for, then the rows labelled to genus only
+    assert summary["steps"]["fine-grained"]["rows"] == rows
+    assert summary["steps"]["fine-grained"]["genus_only"]["rows"] == GENUS_ONLY_ROWS
     embed = summary["steps"]["embed"]
     assert [m["label"] for m in embed["models"]] == ["demo", "demo · early"]
     assert [m["column"] for m in embed["models"]] == ["emb_demo", "emb_demo_early"]
-    assert embed["datasets"]["fine-grained emb_demo"]["valid"] == 192
+    assert embed["datasets"]["fine-grained emb_demo"]["valid"] == rows
     assert embed["datasets"]["fine-grained emb_demo_early"] == {
-        **embed["datasets"]["fine-grained emb_demo_early"], "valid": 192, "failed": 0}
+        **embed["datasets"]["fine-grained emb_demo_early"], "valid": rows, "failed": 0}
     assert "--model demo" in printed  # the alias the demo recorded: the next command needs no path
 
     zeroshot = summary["steps"]["zeroshot"]
@@ -42,6 +46,13 @@ def test_demo_runs_every_step_and_its_zero_shot_is_far_above_chance(tmp_path: Pa
     chance = 1.0 / pooled.provenance["label_set"]["size"]
     assert demo["pooled_value"] > 10 * chance and pooled.metrics["top1_kingdom"]["value"] > demo["pooled_value"]
     assert pooled.provenance["model"]["image_embeddings"]["column"] == "emb_demo"
+    # The genus-only rows are predicted, never scored at species, and counted by reason in every zero-shot record.
+    for record in (grouped, pooled):
+        assert record.provenance["rows"] == {"selected": rows, "evaluated": rows, "left_out": {
+            "predicted, not scored at species: no species in the label set (e.g. genus-only rows)": GENUS_ONLY_ROWS}}
+    assert sum(grouped.metrics[f"{g}/top1_species"]["n"] for g in demo["by_group"]) == 192
+    assert f"{rows} of {rows} selected rows evaluated; left out: {GENUS_ONLY_ROWS} predicted, not scored" in printed
+    assert f"{GENUS_ONLY_ROWS} of them labelled to genus only" in printed
     # The early checkpoint is worse, and the paired tests find both differences and ties among the groups.
     assert early["pooled_value"] < demo["pooled_value"]
     assert set(zeroshot["paired"]) == set(demo["by_group"])

@@ -1,6 +1,7 @@
 """A small real dataset for the review tests: synthetic photos, every fourth labelled only to genus (one of them with a
-hostile genus name), embedded by the tiny CLIP, with one zero-shot run; and a ``cladebench serve`` over it in a
-process of its own (to be killed). In a thread, :func:`helpers.serve_data.running` serves it."""
+hostile genus name), embedded by the tiny CLIP, with one zero-shot run; the demo's fine-grained dataset, small,
+embedded and run the same way; and a ``cladebench serve`` over it in a process of its own (to be killed). In a
+thread, :func:`helpers.serve_data.running` serves it."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ class ReviewData:
     model: str
     genus_only: tuple[str, ...]
     """The uuids labelled only to genus."""
-    hostile_uuid: str
+    hostile_uuid: str | None
+    """The row whose genus is :data:`HOSTILE_GENUS` (None in the demo's dataset)."""
 
     @property
     def runs(self) -> tuple[Path]:
@@ -41,8 +43,6 @@ class ReviewData:
 def write_review_data(root: Path, model: str, rows: int = 32) -> ReviewData:
     """The dataset (every fourth row genus-only, the first of them with :data:`HOSTILE_GENUS`), emb_tiny, a run."""
     from cladebench import store
-    from cladebench.cli import main
-    from cladebench.embed import EmbedConfig, embed_dataset
     from cladebench.synthetic.world import make_world
 
     table = make_world().to_table(rows, seed=5)
@@ -58,14 +58,39 @@ def write_review_data(root: Path, model: str, rows: int = 32) -> ReviewData:
                      schema=table.schema)
     dataset = root / "reviewed.lance"
     store.write_dataset(table, dataset)
+    uuids = table.column("uuid").to_pylist()
+    return ReviewData(dataset=dataset, run=_embedded_and_run(dataset, model, root), model=model,
+                      genus_only=tuple(uuids[i] for i in genus_only), hostile_uuid=uuids[genus_only[0]])
+
+
+def write_demo_review_data(root: Path, model: str, images: int = 8) -> ReviewData:
+    """The demo's fine-grained dataset (its ``fine-grained`` step: ``images`` photos, then its genus-only rows),
+    embedded by ``model`` with one zero-shot run, as :func:`write_review_data` does."""
+    from cladebench import store
+    from cladebench.demo.config import DemoConfig
+    from cladebench.demo.steps import DEMO_STEPS, DemoContext
+    from cladebench.synthetic import WorldConfig, make_world
+
+    config = DemoConfig(out=root, images=images)
+    DEMO_STEPS.get_named("fine-grained")(DemoContext(config=config, world=make_world(WorldConfig(seed=config.seed)),
+                                                     out_dir=root))
+    dataset = root / "fine-grained.lance"
+    rows = store.read(store.open_dataset(dataset), columns=["uuid", "species"]).to_pylist()
+    return ReviewData(dataset=dataset, run=_embedded_and_run(dataset, model, root), model=model,
+                      genus_only=tuple(r["uuid"] for r in rows if r["species"] is None), hostile_uuid=None)
+
+
+def _embedded_and_run(dataset: Path, model: str, root: Path) -> Path:
+    """``dataset`` embedded by ``model`` and a zero-shot run of it at species (scientific names): the run's path."""
+    from cladebench.cli import main
+    from cladebench.embed import EmbedConfig, embed_dataset
+
     embed_dataset(EmbedConfig(dataset=str(dataset), model=model, batch_size=16, device="cpu", progress=False))
     out = root / "runs" / "species"
     code = main(["eval", "zeroshot", str(dataset), "--model", model, "--out", str(out), "--device", "cpu",
                  "--group-by", "none", "--name-style", "sci"])
     assert code == 0, f"eval zeroshot exited {code}"
-    uuids = table.column("uuid").to_pylist()
-    return ReviewData(dataset=dataset, run=out / "run.json", model=model,
-                      genus_only=tuple(uuids[i] for i in genus_only), hostile_uuid=uuids[genus_only[0]])
+    return out / "run.json"
 
 
 @contextlib.contextmanager

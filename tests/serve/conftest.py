@@ -1,6 +1,6 @@
 """Fixtures of the serve tests: one dataset with runs for the whole session (embedding and two evaluations take
-a while), and a server over it per test module; the review tests' dataset, made afresh for each module that asks
-(each writes reviews into it)."""
+a while), and a server over it per test module; the review tests' datasets (their own, and the demo's), made
+afresh for each module that asks (each writes reviews into it)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,16 @@ def review_data(tmp_path_factory: pytest.TempPathFactory) -> object:
 
     root = tmp_path_factory.mktemp("review")
     return write_review_data(root, _tiny_model(root))
+
+
+@pytest.fixture(scope="module")
+def demo_review_data(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """:class:`helpers.review_data.ReviewData` of the demo's fine-grained dataset (8 photos, then its genus-only
+    rows), emb_tiny, one run."""
+    from helpers.review_data import write_demo_review_data
+
+    root = tmp_path_factory.mktemp("demo-review")
+    return write_demo_review_data(root, _tiny_model(root))
 
 
 @pytest.fixture(scope="module")

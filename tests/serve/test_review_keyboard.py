@@ -1,5 +1,6 @@
 """The whole review queue worked through by keyboard only, in Chromium driven by Playwright: no click, no focus set
-by the test. The shortcuts work from the moment a row opens, Esc leaves the taxon box, ← → move between rows, and
+by the test. The shortcuts work from the moment a row opens, Esc leaves the taxon box, ← → move between rows, the
+genus-only rows are listed and worked first (the review tests' own dataset, and the demo's fine-grained one), and
 blind mode keeps the label and the suggestions away until the answer is saved. Screenshots go to /tmp/shots30."""
 
 from __future__ import annotations
@@ -32,18 +33,30 @@ def _row_ready(page, previous: str | None = None) -> str:
                             f"location.pathname !== {json.dumps(previous)} && location.pathname")
 
 
-def test_the_whole_queue_is_worked_by_keyboard_alone(review_data, tmp_path) -> None:
+@pytest.mark.parametrize("data", ["review_data", "demo_review_data"])
+def test_the_whole_queue_is_worked_by_keyboard_alone(data, request, tmp_path) -> None:
+    review_data = request.getfixturevalue(data)
+    prefix = "" if data == "review_data" else "demo-"
     SHOTS.mkdir(parents=True, exist_ok=True)
     reviews = reviews_path(str(review_data.dataset))
+    genus_only = set(review_data.genus_only)
+    assert genus_only
     with running(review_data, thumbnails=tmp_path / "thumbs") as (url, started), chromium_page() as page:
         total = len(queue(started.state))  # every row of the dataset is in the queue
         assert total == started.state.dataset.count_rows()
         page.goto(url + "review")
+        # The rows labelled only to genus are listed first, each said to be so, with the runs' top suggestion.
+        listed = page.eval_on_selector_all("#queue tr td.uuid", "cells => cells.map(c => c.textContent)")
+        marked = page.eval_on_selector_all("#queue tr.genus-only td.uuid", "cells => cells.map(c => c.textContent)")
+        assert len(listed) == total and set(listed[:len(genus_only)]) == genus_only == set(marked)
+        assert page.locator("#queue tr.genus-only >> text=(genus only)").count() == len(genus_only)
+        assert f"{len(genus_only)} of {total} rows are labelled only to genus" in page.inner_text("main")
+        page.screenshot(path=str(SHOTS / f"{prefix}queue-1400.png"))
         assert _focused(page) == "start"  # Enter opens the first row to review
         page.keyboard.press("Enter")
         path = _row_ready(page)
         assert _focused(page) == "BODY"  # nothing has the focus: a digit is a shortcut, not text in a box
-        page.screenshot(path=str(SHOTS / "row-arrival-1400.png"))
+        page.screenshot(path=str(SHOTS / f"{prefix}row-arrival-1400.png"))
 
         # 1: the first suggestion by its key, saved with Enter
         page.keyboard.press("1")
@@ -81,12 +94,13 @@ def test_the_whole_queue_is_worked_by_keyboard_alone(review_data, tmp_path) -> N
                 path = _row_ready(page, path)
         eventually(page, "location.pathname === '/review' && document.readyState === 'complete'")
         assert "You have reviewed every row" in page.inner_text("main")
-        page.screenshot(path=str(SHOTS / "queue-done-1400.png"))
+        page.screenshot(path=str(SHOTS / f"{prefix}queue-done-1400.png"))
         assert page.problems == []
 
     rows = read_reviews(reviews).to_pylist()
     assert [r["uuid"] for r in rows] == [unquote(p.removeprefix("/review/")) for p in done]
     assert len({r["uuid"] for r in rows}) == total
+    assert {r["uuid"] for r in rows[:len(genus_only)]} == genus_only  # worked first
     assert rows[1]["not_identifiable"] and not rows[0]["not_identifiable"]
 
 

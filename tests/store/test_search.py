@@ -15,7 +15,13 @@ import pytest
 import cladebench.store.search
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.store import append, create_vector_index, embedding_field, write_dataset
-from cladebench.store.search import brute_force_nearest, embedding_dim, nearest, vector_index_partitions
+from cladebench.store.search import (
+    brute_force_nearest,
+    embedding_dim,
+    nearest,
+    unit_vectors,
+    vector_index_partitions,
+)
 
 DIM = 12
 ROWS = 600
@@ -96,6 +102,19 @@ def test_brute_force_equals_independent_numpy(world):
     dataset, queries = world
     result = brute_force_nearest(dataset, "emb_toy", queries, k=10)
     assert _per_query(result, len(queries)) == _numpy_top_k(dataset, queries, 10)
+
+
+def test_unit_vectors_are_every_row_in_order_with_the_rows_that_have_a_cosine(tmp_path):
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(50, DIM))
+    vectors[4] = 0
+    dataset = write_dataset(_table(vectors, ["alpha"] * 50, nulls=(9,)), tmp_path / "unit.lance")
+    uuids, unit, valid = unit_vectors(dataset, "emb_toy", batch_size=16)  # batches of 16: the rows in order
+    assert uuids.to_pylist() == [f"u{i:05d}" for i in range(50)]
+    assert unit.dtype == np.float32 and unit.shape == (50, DIM)
+    assert np.flatnonzero(~valid).tolist() == [4, 9] and not unit[[4, 9]].any()
+    expected = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.testing.assert_allclose(unit[valid], expected[valid], atol=1e-6)
 
 
 def test_indexed_search_over_all_partitions_equals_brute_force(world):

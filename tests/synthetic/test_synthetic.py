@@ -237,6 +237,32 @@ def test_observations_table_keeps_the_given_observations_in_order(world: World) 
     assert table.to_pylist()[1:] == world.observations_table(chosen[1:], image_format="png").to_pylist()
     store.conform(table)
 
+def test_genus_only_rows_show_the_genus_species_in_turn_and_name_only_the_genus(world: World) -> None:
+    genus = world.species[0].lineage.names[Rank.GENUS]
+    members = world.genus_species(genus)
+    assert len(members) == world.config.branching[Rank.SPECIES]
+    table = world.genus_only_table(5, genus=genus, seed=3, image_format="png")
+    store.conform(table)
+    assert table.schema == world.to_table(1, seed=3, image_format="png").schema  # appendable to the usual rows
+    rows = table.to_pylist()
+    assert [(r["genus"], r["species"], r["scientific_name"], r["common_name"], r["taxon_id"]) for r in rows] == [
+        (genus, None, genus, None, None)] * 5
+    assert [r["family"] for r in rows] == [members[0].lineage.names[Rank.FAMILY]] * 5
+    # The photos show the genus's species in turn (the label does not say which), each as to_table renders it.
+    drawn = world.observations(5, seed=3, genus=genus)
+    assert [o.species for o in drawn] == [members[i % len(members)] for i in range(5)]
+    assert [r["image"] for r in rows[:1]] == [encode_image(world.render(drawn[0].species, seed=drawn[0].image_seed),
+                                                           "png")]
+    # A draw of its own: no uuid shared with the unrestricted draw of the same seed, and the same in any batch.
+    assert not {r["uuid"] for r in rows} & set(world.to_table(50, seed=3).column("uuid").to_pylist())
+    assert world.genus_only_table(2, genus=genus, seed=3, start=3).column("uuid").to_pylist() == [
+        r["uuid"] for r in rows[3:]]
+    with pytest.raises(UnknownNameError, match="genus"):
+        world.genus_only_table(1, genus="Nogenus", seed=3)
+    with pytest.raises(ValueError, match="balanced"):
+        world.observation(0, genus=genus, balanced=True)
+
+
 
 # --- licenses and observers ----------------------------------------------------------------------
 

@@ -35,9 +35,13 @@ def _run(ctx: DemoContext, config_class: type, task: str, model: DemoModel, *, p
 
 def _task_runs(ctx: DemoContext, config_class: type, task: str, headline: str, scale: float,
                **fields: Any) -> dict[str, Any]:
-    """Run ``task`` grouped and pooled for every model; the summary's lines name each model's headline metric."""
+    """Run ``task`` grouped and pooled for every model; the summary's lines name each model's headline metric, and
+    the rows the grouped runs left out, by reason (genus-only rows, for one), as ``eval`` says them."""
+    from cladebench.evaluate.run import rows_line
+
     runs: dict[str, dict[str, Any]] = {}
     report: list[str] = []
+    left_out: str | None = None
     for model in ctx.models:
         grouped, grouped_path = _run(ctx, config_class, task, model, pooled=False, **fields)
         pooled, pooled_path = _run(ctx, config_class, task, model, pooled=True, **fields)
@@ -52,6 +56,9 @@ def _task_runs(ctx: DemoContext, config_class: type, task: str, headline: str, s
         spread = (f"{scale * min(values):.1f}–{scale * max(values):.1f}" if values else "n/a")
         report.append(f"{model.label + ':':<14} {headline} {spread} across {len(groups)} challenge groups; "
                       f"{POOLED} {scale * pooled_value:.1f}")
+        left_out = left_out or rows_line(grouped)  # the same rows for every model: said once
+    if left_out:
+        report.append(f"({left_out})")
     # Grouped runs first, side by side; the pooled summaries after them.
     return {"runs": runs, "run": [r[kind] for kind in ("grouped", "pooled") for r in runs.values()],
             "report": report}

@@ -60,7 +60,8 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
 
     source = store.read(store.open_dataset(ctx.dataset_path("fine-grained")),
                         columns=["uuid", "image", "kingdom", "phylum", "class", "order", "family", "genus", "species",
-                                 "scientific_name", "common_name", demo.column])
+                                 "scientific_name", "common_name", demo.column],
+                        where="species IS NOT NULL")  # a genus-only row is no species' image, relevant or not
     path = ctx.dataset_path("rerank")
     store.write_dataset(_rerank_table(source, ctx.config.seed), path)
     record, run = run_eval(RerankEvalConfig(run_name=demo.label, dataset=str(path), model=demo.model,

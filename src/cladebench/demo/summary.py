@@ -52,6 +52,9 @@ def summary_lines(ctx: DemoContext) -> list[str]:
         if "rows" in result:
             lines.append(f"  {name:<22} {result['rows']:>6,} rows  {result['path']}  "
                          f"fingerprint {result['fingerprint'][:16]}…")
+            if result.get("genus_only"):
+                lines.append(f"  {'':<22} {result['genus_only']['rows']:>6,} of them labelled to genus only "
+                             f"({result['genus_only']['genus']}): not scored at species, first in the review queue")
         elif "report" in result:
             lines.extend(f"  {name if i == 0 else '':<22} {line}" for i, line in enumerate(result["report"]))
         elif "datasets" in result:

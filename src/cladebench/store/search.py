@@ -264,8 +264,9 @@ def nearest(
 # --- exact (numpy) search ------------------------------------------------------------------------------
 
 
-def _batch_vectors(array: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One batch's vectors as float64 (n, dim), their norms, and a mask of the rows with a cosine.
+def _batch_vectors(array: pa.Array | pa.ChunkedArray, dim: int,
+                   dtype: type[np.floating] = np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One batch's vectors as ``dtype`` (n, dim), their norms (float64), and a mask of the rows with a cosine.
 
     A row has a cosine when its vector is non-null, finite and not all zeros.
     """
@@ -273,12 +274,40 @@ def _batch_vectors(array: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndar
         array = array.combine_chunks()
     n = len(array)
     values = array.values.slice(array.offset * dim, n * dim)
-    vectors = values.to_numpy(zero_copy_only=False).astype(np.float64).reshape(n, dim)
-    norms = np.linalg.norm(vectors, axis=1)
+    vectors = values.to_numpy(zero_copy_only=False).reshape(n, dim)
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))  # float64 whatever is stored
     valid = np.isfinite(norms) & (norms > 0)
     if array.null_count:
         valid &= ~array.is_null().to_numpy(zero_copy_only=False)
-    return vectors, norms, valid
+    return vectors.astype(dtype, copy=False), norms, valid
+
+
+def unit_vectors(dataset: lance.LanceDataset, column: str, *,
+                 batch_size: int = 65536) -> tuple[pa.ChunkedArray, np.ndarray, np.ndarray]:
+    """Every row's ``uuid``, its vector in ``column`` at unit length (float32, rows in dataset order) and a mask of
+    the rows that have a cosine (the others' vectors are zeros): what :func:`brute_force_nearest` compares each
+    query with, for a caller that searches one column many times and keeps it in memory instead of reading it per
+    query. Read in batches, so the only large array is the result (rows x dim x 4 bytes)."""
+    dim = embedding_dim(dataset, column)
+    rows = dataset.count_rows()
+    vectors = np.zeros((rows, dim), dtype=np.float32)
+    valid = np.zeros(rows, dtype=bool)
+    uuids = []
+    start = 0
+    try:
+        for batch in dataset.scanner(columns=["uuid", column], batch_size=batch_size, scan_in_order=True).to_batches():
+            if batch.num_rows == 0:
+                continue
+            raw, norms, ok = _batch_vectors(batch.column(column), dim, dtype=np.float32)
+            end = start + batch.num_rows
+            np.divide(raw, norms[:, None], out=vectors[start:end], where=ok[:, None])
+            valid[start:end] = ok
+            uuids.append(batch.column("uuid"))
+            start = end
+    except (ValueError, OSError) as exc:
+        raise CladebenchError(f"cannot read {column!r}: {_lance_message(exc)}") from None
+    # One version throughout (a Lance dataset object is pinned to its version): the scan covers every counted row.
+    return pa.chunked_array(uuids) if uuids else pa.chunked_array([], pa.string()), vectors, valid
 
 
 def brute_force_nearest(
@@ -371,5 +400,6 @@ __all__ = [
     "brute_force_nearest",
     "embedding_dim",
     "nearest",
+    "unit_vectors",
     "vector_index_partitions",
 ]

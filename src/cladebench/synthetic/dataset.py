@@ -41,8 +41,8 @@ class WorldTables:
     """
 
     if TYPE_CHECKING:  # supplied by World
-        def observations(self, n: int, *, seed: int = 0, start: int = 0,
-                         balanced: bool = False) -> list[Observation]: ...
+        def observations(self, n: int, *, seed: int = 0, start: int = 0, balanced: bool = False,
+                         genus: str | None = None) -> list[Observation]: ...
         def co_observations(self, n: int, *, seed: int = 0, start: int = 0) -> list[CoObservation]: ...
         def render(self, species: int | Lineage | Species, *, seed: int, size: int | None = None) -> Image.Image: ...
         def render_pair(self, first: int | Lineage | Species, second: int | Lineage | Species, *,
@@ -59,25 +59,38 @@ class WorldTables:
         return self.observations_table(self.observations(n, seed=seed, start=start, balanced=balanced),
                                        image_format=image_format)
 
-    def observations_table(self, observations: Sequence[Observation], *, image_format: str = "jpeg") -> pa.Table:
+    def genus_only_table(self, n: int, *, genus: str, seed: int = 0, image_format: str = "jpeg",
+                         start: int = 0) -> pa.Table:
+        """Photos ``start .. start + n - 1`` of the draw of ``genus``'s species (each in turn) labelled to the genus
+        only, as Fine-Grained Challenges' camera-trap rows are: ``species``, ``common_name`` and ``taxon_id`` null,
+        ``scientific_name`` the genus. Each photo shows one species of the genus, which the label does not say:
+        what an expert reviewing the rows is asked to name."""
+        return self.observations_table(self.observations(n, seed=seed, start=start, genus=genus),
+                                       image_format=image_format, label_rank=Rank.GENUS)
+
+    def observations_table(self, observations: Sequence[Observation], *, image_format: str = "jpeg",
+                           label_rank: Rank = Rank.SPECIES) -> pa.Table:
         """Given observations (in order) as a canonical table with images, like :meth:`to_table`.
 
         For a selection that is not a contiguous range of one draw, such as the held-out observers'
-        photos a trained demo model is evaluated on (:mod:`cladebench.demo.model`).
+        photos a trained demo model is evaluated on (:mod:`cladebench.demo.model`). Rows are labelled down to
+        ``label_rank``: above the species, the narrower names, the common name and the taxon id are null.
         """
         key = format_key(image_format)
         observations = list(observations)
         images = [encode_image(self.render(o.species, seed=o.image_seed), key) for o in observations]
+        lineages = [o.species.lineage if label_rank == Rank.SPECIES else o.species.lineage.truncate(label_rank)
+                    for o in observations]
         columns: dict[str, pa.Array] = {
             "uuid": pa.array([o.uuid for o in observations], pa.string()),
             "image": pa.array(images, pa.large_binary()),
             "image_format": pa.array([key] * len(observations), pa.string()),
         }
         for rank in RANKS:
-            columns[rank.column] = pa.array([o.species.lineage.names[rank] for o in observations], pa.string())
-        columns["scientific_name"] = pa.array([o.species.lineage.scientific_name for o in observations], pa.string())
-        columns["common_name"] = pa.array([o.species.lineage.common_name for o in observations], pa.string())
-        columns["taxon_id"] = pa.array([o.species.lineage.taxon_id for o in observations], pa.int64())
+            columns[rank.column] = pa.array([lineage.names[rank] for lineage in lineages], pa.string())
+        columns["scientific_name"] = pa.array([lineage.scientific_name for lineage in lineages], pa.string())
+        columns["common_name"] = pa.array([lineage.common_name for lineage in lineages], pa.string())
+        columns["taxon_id"] = pa.array([lineage.taxon_id for lineage in lineages], pa.int64())
         columns.update(self._record_columns(observations))
         columns["challenge_group"] = pa.array([o.species.lineage.names[Rank.CLASS] for o in observations], pa.string())
         return self._with_provenance(pa.table(columns))

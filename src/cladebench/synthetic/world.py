@@ -235,11 +235,28 @@ class World(WorldTables):
             self._cycles[key] = order
         return order
 
-    def observation(self, index: int, *, seed: int = 0, balanced: bool = False) -> Observation:
-        """The ``index``-th observation of draw ``seed``; the same whatever batch it is drawn in."""
-        rng = seeded_rng(SALT_OBS, self.config.seed, seed, index)
+    def genus_species(self, genus: str) -> tuple[Species, ...]:
+        """The species of the genus named ``genus``, in lineage order; an unknown genus lists the known ones."""
+        members = tuple(s for s in self.species if s.lineage.names[Rank.GENUS] == genus)
+        if not members:
+            raise unknown_name("genus", genus, sorted({s.lineage.names[Rank.GENUS] for s in self.species}))
+        return members
+
+    def observation(self, index: int, *, seed: int = 0, balanced: bool = False,
+                    genus: str | None = None) -> Observation:
+        """The ``index``-th observation of draw ``seed``; the same whatever batch it is drawn in. With ``genus``,
+        an observation of that genus's species in turn (a draw of its own: its uuids and its observers, places
+        and dates are not the unrestricted draw's)."""
+        if genus is not None and balanced:
+            raise ValueError("a draw within one genus is not also balanced over every species")
+        kind = "balanced" if balanced else "obs" if genus is None else f"genus/{genus}"
+        rng = seeded_rng(SALT_OBS, self.config.seed, seed, index, *(() if genus is None else (stable_int(kind),)))
         n_species = len(self.species)
-        if balanced:
+        if genus is not None:
+            members = self.genus_species(genus)
+            species = members[index % len(members)]
+            rng.random()  # keep the stream aligned with the abundance-weighted draw
+        elif balanced:
             species = self.species[int(self._cycle(seed, index // n_species)[index % n_species])]
             rng.random()  # keep the stream aligned with the abundance-weighted draw
         else:
@@ -248,22 +265,24 @@ class World(WorldTables):
         latitude, longitude = species.range.sample(rng)
         observed_on = species.season.sample(rng)
         license_ = self._license(observer, rng)
-        # A balanced draw is a different draw: its rows must not share uuids with the weighted one.
-        row_uuid, observation_id, photo_id = self._ids("balanced" if balanced else "obs", seed, index)
+        # A balanced draw, or one within a genus, is another draw: its rows must not share uuids with the weighted one.
+        row_uuid, observation_id, photo_id = self._ids(kind, seed, index)
         return Observation(
             uuid=row_uuid, index=index, observation_id=observation_id, photo_id=photo_id, species=species,
             observer=observer, latitude=round(latitude, 6), longitude=round(longitude, 6), observed_on=observed_on,
             license=license_, image_seed=stable_int(row_uuid),
         )
 
-    def observations(self, n: int, *, seed: int = 0, start: int = 0, balanced: bool = False) -> list[Observation]:
+    def observations(self, n: int, *, seed: int = 0, start: int = 0, balanced: bool = False,
+                     genus: str | None = None) -> list[Observation]:
         """Observations ``start .. start + n - 1`` of draw ``seed``.
 
         Species follow the world's abundances (a long tail, as in real data), or with ``balanced``
-        each species once per cycle of ``len(species)`` observations. Observers, places, dates and
-        licenses follow the world's distributions. Batches of one draw never repeat a uuid.
+        each species once per cycle of ``len(species)`` observations, or with ``genus`` that genus's
+        species in turn. Observers, places, dates and licenses follow the world's distributions.
+        Batches of one draw never repeat a uuid.
         """
-        return [self.observation(i, seed=seed, balanced=balanced) for i in range(start, start + n)]
+        return [self.observation(i, seed=seed, balanced=balanced, genus=genus) for i in range(start, start + n)]
 
     def _divergence_ranks(self) -> list[Rank]:
         """Ranks at which two species of this world can diverge (a rank with one child per node cannot)."""
