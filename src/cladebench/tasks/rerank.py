@@ -43,12 +43,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.config import at_least
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.models.spec import model_kind
 from cladebench.registry import Registry
 from cladebench.store.embeddings import normalise_rows
-from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions, check_vlm_settings, text_image_column
+from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions, text_image_column
+from cladebench.tasks.configs import RerankConfig
 
 if TYPE_CHECKING:
     import lance
@@ -58,37 +58,6 @@ UNSCORED = -1.0
 
 MAX_UNSCORED_SHARE = MAX_UNUSABLE_SHARE
 """Largest share of candidates without a score for which metrics are still reported ("most" unscored: none)."""
-
-
-@dataclass(frozen=True)
-class RerankConfig:
-    """How a rerank run is set up; every field is recorded in the run record."""
-
-    query_templates: str = "raw"
-    """Templates for the query text of CLIP-style models: 'raw' (the query as written, as INQUIRE) or a
-    template set / one template with {c}."""
-    rerank_k: int = 100
-    """Cutoff of the ranking metrics (INQUIRE-Rerank: 100, every candidate)."""
-    column: str | None = None
-    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
-    where: str | None = None
-    """SQL filter selecting the evaluated rows (e.g. split = 'test')."""
-    vlm_prompt: str = "Does this picture show {query}? Answer Yes or No."
-    """Question asked of a VLM endpoint; {query} is replaced by the query text."""
-    vlm_concurrency: int = 8
-    """Requests in flight at once to a VLM endpoint."""
-    vlm_deadline_s: float = 60.0
-    """Seconds one VLM request may take in all (attempts and the waits between them): an endpoint that never
-    answers, or trickles its answer, costs this much per request, then the request fails, saying so."""
-    vlm_max_response_bytes: int = 2**20
-    """Largest VLM answer read; a bigger body is an invalid response, never cached."""
-
-    def __post_init__(self) -> None:
-        from cladebench.models.vlm.config import check_prompt_template
-
-        at_least("--rerank-k", self.rerank_k, 1)
-        check_vlm_settings(self)
-        check_prompt_template(self.vlm_prompt, "--vlm-prompt")  # before any dataset is read or request sent
 
 
 _REQUIRED = ("uuid", "query_id", "query", "relevant")

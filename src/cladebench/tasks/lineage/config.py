@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cladebench.tasks.common import check_vlm_settings, fixed_logit_scale
-
 DEFAULT_LINEAGE_PROMPT = (
     "One organism in this photo belongs to {hint}. Name its {ranks}. Answer with only a JSON object of the "
     "form {schema}, using scientific names (the species as a binomial, Genus species)."
@@ -61,5 +59,7 @@ class LineageConfig:
     prompt still asks for JSON and every answer is read tolerantly."""
 
     def __post_init__(self) -> None:
+        from cladebench.tasks.common import check_vlm_settings, fixed_logit_scale  # here: help reads this class
+
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
         check_vlm_settings(self)
