@@ -16,6 +16,9 @@ from cladebench.errors import UsageError
 from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK
 from cladebench.taxonomy import Rank
 
+RERANK_K = 100
+"""Rerank's default cutoff: INQUIRE-Rerank's candidates per query, all of which its code ranks (its cutoff is the
+length of each query's list)."""
 STREAM_CHOICES = ("auto", "always", "never")
 """The values of ``--stream``."""
 
@@ -107,8 +110,10 @@ class RerankConfig:
     query_templates: str = "raw"
     """Templates for the query text of CLIP-style models: 'raw' (the query as written, as INQUIRE) or a
     template set / one template with {c}."""
-    rerank_k: int = 100
-    """Cutoff of the ranking metrics (INQUIRE-Rerank: 100, every candidate)."""
+    rerank_k: int = RERANK_K
+    """Cutoff of the ranking metrics (INQUIRE-Rerank: 100, every candidate); above both this default and every
+    query's candidates it ranks them all, and the run is named and recorded at the default or the most
+    candidates a query has, whichever is larger."""
     column: str | None = None
     """Embedding column with the images' vectors; by default the one whose metadata names the model."""
     where: str | None = None
