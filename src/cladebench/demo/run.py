@@ -24,6 +24,11 @@ STEP_MODULES = ("suite", "finegrained", "other_tasks", "summary")
 imported, so they are imported here one by one, in this order (an import sorter would reorder a list of imports)."""
 for _module in STEP_MODULES:
     importlib.import_module(f"{__package__}.{_module}")
+# A step module imported on its own before this one (a test, a script) registered its steps first: the run order is
+# STEP_MODULES' whatever the import order, each module's steps in the order it registers them.
+_ORDER = {f"{__package__}.{module}": position for position, module in enumerate(STEP_MODULES)}
+for _name, _ in sorted(DEMO_STEPS.items(), key=lambda item: _ORDER.get(item[1].__module__, len(_ORDER))):
+    DEMO_STEPS[_name] = DEMO_STEPS.pop(_name)
 
 WRITER = "demo"
 """The demo folder's marker names this writer (:mod:`cladebench.curate.staging`)."""
