@@ -24,8 +24,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from cladebench.errors import SchemaError, reading
 from cladebench.models.registry import HF_HUB_PREFIX, resolve_model
 from cladebench.models.spec import ModelSpec
@@ -34,10 +32,11 @@ from cladebench.store.sql import sql_identifier
 
 if TYPE_CHECKING:
     import lance
+    import numpy as np
     import pyarrow as pa
 
-# pyarrow and the modules of the store that need it are imported inside the functions that read: tasks import
-# this module for its constants and the row normaliser, and `cladebench eval TASK --help` reads those.
+# numpy, pyarrow and the store's modules that need them are imported in the functions that use them: the command
+# line's help reaches this module (the published columns' names), and reads none of them.
 
 STATE_DIR = "_cladebench"
 """The folder inside a local dataset where cladebench keeps what belongs to it but is not a column: the
@@ -294,6 +293,7 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
     ``dim`` its field metadata declares, or from ``dim`` when given (e.g. a text tower's width), is a
     :class:`SchemaError` naming it: scores over such vectors would be wrong or fail halfway.
     """
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -341,7 +341,7 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
 
 
 
-def normalise_rows(vectors: np.ndarray, *, dtype: Any = np.float32, floor: float = 1e-12) -> np.ndarray:
+def normalise_rows(vectors: np.ndarray, *, dtype: Any = "float32", floor: float = 1e-12) -> np.ndarray:
     """Each row L2-normalised (embeddings are raw in storage, normalised in use), computed in ``dtype``.
 
     ``dtype=None`` keeps the input's own dtype. A row's norm is raised to at least ``floor`` before the
@@ -349,9 +349,12 @@ def normalise_rows(vectors: np.ndarray, *, dtype: Any = np.float32, floor: float
     for callers that refuse such rows before, or want them to show. The last axis is the vector's.
 
     Example:
+        >>> import numpy as np
         >>> normalise_rows(np.array([[3.0, 4.0], [0.0, 0.0]])).tolist()
         [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
     """
+    import numpy as np
+
     vectors = np.asarray(vectors, dtype=dtype)
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return vectors / np.maximum(norms, floor)
