@@ -137,11 +137,13 @@ def test_no_module_imports_a_later_stage() -> None:
 
 
 def presenting_packages(graph: dict[str, set[str]]) -> set[str]:
-    """Packages (but cladebench itself) whose ``__init__`` imports some of their own modules: it presents the
-    package's API, so the package's modules must not import it."""
+    """Packages (but cladebench itself) whose ``__init__`` imports some of their own modules, or names them to
+    :func:`cladebench.lazy.present_lazily`: it presents the package's API, so the package's modules must not
+    import it."""
     files = source_files()
     packages = {m for m, path in files.items() if path.name == "__init__.py" and m != PACKAGE}
-    return {p for p in packages if any(target.startswith(p + ".") for target in graph[p])}
+    return {p for p in packages if any(target.startswith(p + ".") for target in graph[p])
+            or "present_lazily(__name__" in files[p].read_text(encoding="utf-8")}
 
 
 def imports_of_own_init(module: str, path: Path, packages: set[str]) -> list[str]:

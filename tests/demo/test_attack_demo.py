@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from cladebench import demo
 from cladebench.cli import main
+from cladebench.demo import run as demo_run
 
 
 def test_a_user_folder_is_refused_without_naming_overwrite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(demo, "DEMO_STEPS", {})
+    monkeypatch.setattr(demo_run, "DEMO_STEPS", {})
     out = tmp_path / "thesis"
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")

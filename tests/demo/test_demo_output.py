@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from cladebench import demo
 from cladebench.cli import main
 from cladebench.curate import staging
 from cladebench.curate.staging import MARKER_NAME, read_marker
+from cladebench.demo import run as demo_run
 
 
 @pytest.fixture
 def no_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "DEMO_STEPS", {})
+    monkeypatch.setattr(demo_run, "DEMO_STEPS", {})
 
 
 def _demo(out: Path, *options: str) -> int:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cladebench import store
+from cladebench.demo import DEMO_STEPS, DemoContext  # the package's registry: every step registered
 from cladebench.demo.config import DemoConfig
-from cladebench.demo.steps import DEMO_STEPS, DemoContext
 from cladebench.demo.suite import GENUS_ONLY_ROWS
 from cladebench.synthetic import WorldConfig, make_world
 

@@ -69,3 +69,22 @@ def test_the_board_opens_with_its_verdict(tmp_path: Path) -> None:
     assert first.startswith("top1_species: best [2] model-5")
     assert against.startswith("vs [1] model-4: +") and "points [" in against and "(unadjusted)" in against
     assert "better in" not in against  # one pooled value, no groups to count
+
+
+def test_the_board_reads_each_runs_predictions_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ties are decided per metric; each decision read every run's record and predictions again (a report of 50
+    runs read them once per headline metric). The board compares the runs as the report read them."""
+    paths = [zero_shot_run(tmp_path / name, rate, rank="species", labels=12, seed=seed)
+             for name, rate, seed in (("a", 0.5, 1), ("b", 0.55, 2), ("c", 0.6, 3))]
+    reads: list[str] = []
+    original = RunRecord.predictions
+
+    def counted(self: RunRecord, path: str | Path) -> pa.Table:
+        reads.append(str(path))
+        return original(self, path)
+
+    monkeypatch.setattr(RunRecord, "predictions", counted)
+    runs = load_runs(paths)
+    shown = board("zeroshot", runs)
+    assert len(shown.metrics) >= 3 and all(row.cells[0].mark for row in shown.rows)
+    assert sorted(reads) == sorted(str(p) for p in paths), reads

@@ -163,3 +163,28 @@ def test_compare_pairs_rerank_runs_query_by_query(embedded, tmp_path, endpoint, 
     assert main(["compare", *map(str, runs), "--metric", "mrr@100"]) == 0
     printed = capsys.readouterr().out
     assert "tied" in printed and "%" not in printed.split("mrr@100", 1)[1].splitlines()[0]
+
+
+def test_a_cutoff_beyond_every_candidate_is_named_for_what_it_ranks(embedded, tmp_path, capsys):
+    """``--rerank-k 1000000`` reported ``ap@1000000`` over queries of 12 candidates: INQUIRE's code ranks each
+    query's whole list, so the run is the default's (``ap@100``, the same values), said once and recorded."""
+    path, model = embedded
+    runs = {k: run_eval(eval_config(dataset=str(path), model=model, out=tmp_path / f"k{k}", task="rerank",
+                                    device="cpu", group_by="none", rerank_k=k))[0] for k in (100, 1_000_000)}
+    err = capsys.readouterr().err
+    assert err.count("--rerank-k 1000000 is more than any query's candidates (at most 12)") == 1, err
+    capped = runs[1_000_000]
+    assert not any("1000000" in name for name in capped.metrics)
+    assert {n: m["value"] for n, m in capped.metrics.items()} == {n: m["value"] for n, m in runs[100].metrics.items()}
+    task = capped.provenance["task"]
+    assert (task["rerank_k"], task["rerank_k_given"]) == (100, 1_000_000) and "capped at 100" in task["rerank_k_rule"]
+    assert "rerank_k_given" not in runs[100].provenance["task"]
+
+
+def test_a_cutoff_beyond_more_than_the_default_candidates_is_capped_at_the_most_a_query_has():
+    from cladebench.tasks.rerank import _cutoff
+
+    table = pa.table({"query_id": [1] * 150 + [2] * 40})
+    assert _cutoff(1_000_000, table)["rerank_k"] == 150
+    assert _cutoff(120, table) == {"rerank_k": 120}
+    assert _cutoff(100, pa.table({"query_id": [1] * 8})) == {"rerank_k": 100}

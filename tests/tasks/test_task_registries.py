@@ -4,6 +4,8 @@ that lists the known names and suggests the closest."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import typing
 from types import MappingProxyType
 
@@ -40,9 +42,12 @@ def test_the_conditions_choices_are_the_table_s_keys() -> None:
     assert all(set(c or ()) <= set(CONDITIONS) for c in (*CONDITION_CHOICES.values(), *AUTO_CONDITIONS.values()))
 
 
+BUILTIN_TASKS = ("zeroshot", "fewshot", "retrieval", "rerank", "lineage", "geo")
+
+
 def test_the_builtin_entries_are_registered() -> None:
-    get_task("zeroshot")
-    assert set(TASKS) == {"zeroshot", "fewshot", "retrieval", "rerank", "lineage", "geo"}
+    assert [get_task(name).name for name in BUILTIN_TASKS] == list(BUILTIN_TASKS)
+    assert set(TASKS) == set(BUILTIN_TASKS)
     assert list(METHODS) == ["simpleshot", "simpleshot-biobench", "linear", "knn"]
     assert set(FUSIONS) == {"product", "embedding_sum"} and set(SCORERS) == set(PREDICTORS) == {"clip", "vlm"}
     assert list(CONDITIONS) == ["hint", "nohint"] and next(iter(STRATEGIES)) == "json"
@@ -57,3 +62,12 @@ def test_a_mistyped_task_suggests_the_closest() -> None:
 def test_a_mistyped_fewshot_method_fails_when_the_config_is_made() -> None:
     with pytest.raises(UnknownNameError, match=r"unknown few-shot method 'simpelshot'.*Did you mean 'simpleshot'"):
         FewShotConfig(methods=("simpelshot",))
+
+
+def test_a_task_asked_for_imports_its_own_module_alone() -> None:
+    """A zero-shot run imported every task's module (geo's scipy, lineage's parsers) to find its own."""
+    script = ("import sys\nfrom cladebench.tasks import get_task\nget_task('zeroshot')\n"
+              "print(sorted(m for m in sys.modules if m.startswith('cladebench.tasks.') or m == 'scipy'))")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "cladebench.tasks.zeroshot" in loaded
+    assert not any(name in loaded for name in ("scipy", "tasks.geo", "tasks.lineage", "tasks.rerank")), loaded

@@ -25,7 +25,9 @@ def _builders() -> dict[str, Verb]:
 
         return build
 
-    return {name: Verb(name=name, help=b.doc, config=b.config(), run=run(b)) for name, b in BUILDERS.items()}
+    # each config named by where it lives: only the builder the command line names is imported
+    return {name: Verb(name=name, help=b.doc, config=f"{b.config_module or b.module}:{b.config_name}", run=run(b))
+            for name, b in BUILDERS.items()}
 
 
 def _builder_aliases() -> dict[str, str]:

@@ -58,13 +58,14 @@ import errno
 from typing import TYPE_CHECKING
 
 from cladebench.embed.config import EmbedConfig, EmbedSummary
-from cladebench.embed.core import column_for_model
 from cladebench.errors import CladebenchError, environment_error
+from cladebench.lazy import present_lazily
 
 if TYPE_CHECKING:
     from cladebench.models import Encoder
 
-__all__ = ["EmbedConfig", "EmbedSummary", "column_for_model", "embed_dataset"]
+__all__ = ["EmbedConfig", "EmbedSummary", "embed_dataset",
+           *present_lazily(__name__, {"core": ("column_for_model",)})]  # core reads datasets: pyarrow on first use
 
 
 def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,

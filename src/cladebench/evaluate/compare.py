@@ -200,6 +200,10 @@ def _read_run(path: Path) -> tuple[RunRecord, pa.Table]:
         table = record.predictions(path)
     except (FileNotFoundError, KeyError) as exc:
         raise CladebenchError(f"{path}: its predictions cannot be read ({exc})") from None
+    return _pairable(path, record, table)
+
+
+def _pairable(path: Path, record: RunRecord, table: pa.Table) -> tuple[RunRecord, pa.Table]:
     if "uuid" not in table.column_names:
         raise SchemaError(f"{path}: predictions have no uuid column, so they cannot be paired with another run")
     return record, table
@@ -576,7 +580,8 @@ def _matching(metric: str, names: Sequence[str]) -> list[str]:
 
 def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resamples: int = 10_000, seed: int = 0,
                  alpha: float = 0.05, confidence: float = 0.95, intersect: bool = False,
-                 in_every_group: bool = True) -> Comparison:
+                 in_every_group: bool = True,
+                 read: Sequence[tuple[RunRecord, pa.Table]] | None = None) -> Comparison:
     """Compare run records of one task on the same examples; the first run is the reference.
 
     Every metric of the reference (or only ``metric``, in every group that reports it) is listed for every run
@@ -587,11 +592,14 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     different examples are an error unless ``intersect``, which compares on the examples every run evaluated. The
     verdict (:class:`Verdict`) names the best run of each metric and its paired difference to every other run.
     ``in_every_group`` False compares ``metric`` alone, not also that metric of every group (a report's cell).
+    ``read``: each path's record and predictions, already read (a report holds them), so a report that compares
+    its runs on every metric reads each run once, not once per metric.
     """
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
         raise CladebenchError("compare needs at least two run records")
-    read = [_read_run(path) for path in paths]
+    read = ([_read_run(path) for path in paths] if read is None
+            else [_pairable(path, *run) for path, run in zip(paths, read, strict=True)])
     records = [record for record, _ in read]
     full_tables = [table for _, table in read]
     for record, path in zip(records[1:], paths[1:], strict=True):

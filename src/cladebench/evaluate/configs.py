@@ -1,7 +1,8 @@
 """The eval configs: what every evaluation takes, and each task's own settings on top (``cladebench eval <task>``).
 
 Why a module of its own: the configs are what the command line, the suite and the Python API build and check
-before anything runs; the run (:mod:`.run`) only reads them, through the plan (:mod:`.plan`).
+before anything runs; the run (:mod:`.run`) only reads them, through the plan (:mod:`.plan`). It imports no
+pyarrow, scipy or task code, so the command line's help and usage errors cost none of them.
 """
 
 from __future__ import annotations
@@ -11,16 +12,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cladebench.config import EVERYDAY, INTERNAL, OPTION
-from cladebench.evaluate.checks import check_eval_settings
-from cladebench.evaluate.labels import check_run_name
-from cladebench.evaluate.reviewed import check_labels_from_reviews
 from cladebench.registry import Registry
-from cladebench.tasks.fewshot import FewShotConfig
+from cladebench.tasks.configs import RerankConfig, RetrievalTaskConfig, ZeroShotConfig
+from cladebench.tasks.fewshot.config import FewShotConfig
 from cladebench.tasks.geo.config import GeoPriorConfig
 from cladebench.tasks.lineage.config import LineageConfig
-from cladebench.tasks.rerank import RerankConfig
-from cladebench.tasks.retrieval import RetrievalTaskConfig
-from cladebench.tasks.zeroshot import ZeroShotConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +73,11 @@ class EvalConfig:
         parent = getattr(super(), "__post_init__", None)
         if parent is not None:
             parent()
+        # imported here: `cladebench eval TASK --help` reads these classes, and the checks read datasets (pyarrow)
+        from cladebench.evaluate.checks import check_eval_settings
+        from cladebench.evaluate.labels import check_run_name
+        from cladebench.evaluate.reviewed import check_labels_from_reviews
+
         check_eval_settings(self)
         check_run_name(self.run_name)
         check_labels_from_reviews(self)

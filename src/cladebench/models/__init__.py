@@ -1,7 +1,8 @@
 """Models: which model a name means, how it is built, and what it turns images and texts into.
 
-This ``__init__`` presents the package's public API on purpose (``from cladebench.models import ...``); the
-submodules import each other directly.
+This ``__init__`` presents the package's public API on purpose (``from cladebench.models import ...``), each name
+imported from its module on first use (a name resolved needs none of open_clip's wrapper); the submodules import
+each other directly.
 
 - :mod:`.spec` (no torch): :class:`ModelSpec` (what a name means), the :class:`Model` protocol and
   :func:`model_kind` (what a built model can do), the default embedding column's key.
@@ -28,44 +29,15 @@ Example:
 
 from __future__ import annotations
 
-from cladebench.models.build import build_model
-from cladebench.models.endpoint import EndpointModel
-from cladebench.models.openclip import Encoder, load_encoder
-from cladebench.models.preprocessing import PREPROCESSING_MODES, Preprocessing, get_preprocessing_mode
-from cladebench.models.registry import (
-    MODELS,
-    PINNED_REVISIONS,
-    ModelLoadError,
-    ModelUnavailableError,
-    list_models,
-    register_model,
-    resolve_encoder,
-    resolve_model,
-)
-from cladebench.models.spec import ImageTextEncoder, Model, ModelKind, ModelSpec, model_kind
-from cladebench.models.text import class_text_embeddings, text_cache_key
+from cladebench.lazy import present_lazily
 
-__all__ = [
-    "MODELS",
-    "PINNED_REVISIONS",
-    "PREPROCESSING_MODES",
-    "Encoder",
-    "EndpointModel",
-    "ImageTextEncoder",
-    "Model",
-    "ModelKind",
-    "ModelLoadError",
-    "ModelSpec",
-    "ModelUnavailableError",
-    "Preprocessing",
-    "build_model",
-    "class_text_embeddings",
-    "get_preprocessing_mode",
-    "list_models",
-    "load_encoder",
-    "model_kind",
-    "register_model",
-    "resolve_encoder",
-    "resolve_model",
-    "text_cache_key",
-]
+__all__ = present_lazily(__name__, {
+    "build": ("build_model",),
+    "endpoint": ("EndpointModel",),
+    "openclip": ("Encoder", "load_encoder"),
+    "preprocessing": ("PREPROCESSING_MODES", "Preprocessing", "get_preprocessing_mode"),
+    "registry": ("MODELS", "PINNED_REVISIONS", "ModelLoadError", "ModelUnavailableError", "list_models",
+                 "register_model", "resolve_encoder", "resolve_model"),
+    "spec": ("ImageTextEncoder", "Model", "ModelKind", "ModelSpec", "model_kind"),
+    "text": ("class_text_embeddings", "text_cache_key"),
+})

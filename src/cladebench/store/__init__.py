@@ -21,8 +21,13 @@ its own module, and the modules import one another directly, never through this 
 :mod:`~cladebench.store.embeddings` (reading embedding columns, failures tables, published columns, the row
 normaliser), :mod:`~cladebench.store.search` and :mod:`~cladebench.store.info` are imported by name.
 
+A name is imported from its module when it is first used (``store.open_dataset``), not when the package is:
+importing any module of the store imports this ``__init__`` first, and the command line's help and the task
+configs (which read a constant of :mod:`~cladebench.store.embeddings`) must not pay for pyarrow and Lance.
+
 Example:
     >>> import pyarrow as pa, tempfile, os
+    >>> from cladebench.store import fingerprint, fingerprint_uuids, write_dataset
     >>> path = os.path.join(tempfile.mkdtemp(), "tiny.lance")
     >>> table = pa.table({"uuid": ["a", "b"], "image": pa.array([b"x", b"y"], pa.large_binary())})
     >>> ds = write_dataset(table, path)
@@ -32,54 +37,19 @@ Example:
 
 from __future__ import annotations
 
-from cladebench.store.checks import check_uuid_type, check_uuid_values, conform
-from cladebench.store.dataset import (
-    WriteMode,
-    append,
-    column_field,
-    is_remote,
-    lance_storage_options,
-    open_dataset,
-    read,
-    write_dataset,
-)
-from cladebench.store.files import check_writable
-from cladebench.store.indices import (
-    ScalarIndexKind,
-    VectorMetric,
-    create_scalar_index,
-    create_vector_index,
-    indices,
-)
-from cladebench.store.schema import (
-    CANONICAL_BY_NAME,
-    CANONICAL_COLUMNS,
-    CANONICAL_SCHEMA,
-    EMBEDDING_PREFIX,
-    EMBEDDING_SIDECAR,
-    GROUP_SUFFIX,
-    REQUIRED_COLUMNS,
-    SCHEMA_METADATA_KEY,
-    SCHEMA_VERSION,
-    ColumnSpec,
-    canonical_fields,
-    embedding_columns,
-    embedding_field,
-    embedding_metadata,
-    embedding_type,
-    group_columns,
-    is_string_type,
-)
-from cladebench.store.sql import check_filter, sql_identifier, sql_literal
-from cladebench.store.subset import subset
-from cladebench.store.versions import fingerprint, fingerprint_uuids, tag, tags, version_or_tag, versions
+from cladebench.lazy import present_lazily
 
-__all__ = [
-    "CANONICAL_BY_NAME", "CANONICAL_COLUMNS", "CANONICAL_SCHEMA", "EMBEDDING_PREFIX", "EMBEDDING_SIDECAR",
-    "GROUP_SUFFIX", "REQUIRED_COLUMNS", "SCHEMA_METADATA_KEY", "SCHEMA_VERSION", "ColumnSpec", "ScalarIndexKind",
-    "VectorMetric", "WriteMode", "append", "canonical_fields", "check_filter", "check_uuid_type", "check_uuid_values",
-    "check_writable", "column_field", "conform", "create_scalar_index", "create_vector_index", "embedding_columns",
-    "embedding_field", "embedding_metadata", "embedding_type", "fingerprint", "fingerprint_uuids", "group_columns",
-    "indices", "is_remote", "is_string_type", "lance_storage_options", "open_dataset", "read",
-    "sql_identifier", "sql_literal", "subset", "tag", "tags", "version_or_tag", "versions", "write_dataset",
-]
+__all__ = present_lazily(__name__, {
+    "checks": ("check_uuid_type", "check_uuid_values", "conform"),
+    "dataset": ("WriteMode", "append", "column_field", "is_remote", "lance_storage_options", "open_dataset", "read",
+                "write_dataset"),
+    "files": ("check_writable",),
+    "indices": ("ScalarIndexKind", "VectorMetric", "create_scalar_index", "create_vector_index", "indices"),
+    "schema": ("CANONICAL_BY_NAME", "CANONICAL_COLUMNS", "CANONICAL_SCHEMA", "EMBEDDING_PREFIX", "EMBEDDING_SIDECAR",
+               "GROUP_SUFFIX", "REQUIRED_COLUMNS", "SCHEMA_METADATA_KEY", "SCHEMA_VERSION", "ColumnSpec",
+               "canonical_fields", "embedding_columns", "embedding_field", "embedding_metadata", "embedding_type",
+               "group_columns", "is_string_type"),
+    "sql": ("check_filter", "sql_identifier", "sql_literal"),
+    "subset": ("subset",),
+    "versions": ("fingerprint", "fingerprint_uuids", "tag", "tags", "version_or_tag", "versions"),
+})

@@ -24,21 +24,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from cladebench.errors import SchemaError, reading
 from cladebench.models.registry import HF_HUB_PREFIX, resolve_model
 from cladebench.models.spec import ModelSpec
 from cladebench.registry import Registry
-from cladebench.store.dataset import is_remote, read
-from cladebench.store.schema import embedding_metadata
 from cladebench.store.sql import sql_identifier
 
 if TYPE_CHECKING:
     import lance
+    import numpy as np
+    import pyarrow as pa
+
+# numpy, pyarrow and the store's modules that need them are imported in the functions that use them: the command
+# line's help reaches this module (the published columns' names), and reads none of them.
 
 STATE_DIR = "_cladebench"
 """The folder inside a local dataset where cladebench keeps what belongs to it but is not a column: the
@@ -69,6 +67,8 @@ _REVISION_KEYS = ("revision", "model_revision", "hf_revision")
 
 def published_sidecar_path(uri: str) -> Path | None:
     """The publisher's sidecar beside a local ``.lance`` folder, or None (remote URI, or no such file)."""
+    from cladebench.store.dataset import is_remote
+
     if is_remote(uri):
         return None
     folder = Path(uri.removeprefix("file://"))
@@ -191,6 +191,8 @@ def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[
     one keyed by other columns) proves less. Such a column is still read, with ``unverified_reason`` saying why
     (``sidecar_absent``: why no sidecar was read), for the console and the run record (:func:`unverified_note`).
     """
+    from cladebench.store.schema import embedding_metadata
+
     uri = uri or dataset.uri
     checked: dict[str, dict[str, Any]] = {}
     for field in dataset.schema:
@@ -246,6 +248,8 @@ def unverified_note(checked: Mapping[str, Mapping[str, Any]]) -> str | None:
 def state_dir(uri: str) -> Path:
     """Where cladebench keeps a dataset's failures tables, staging and locks: ``<dataset>/_cladebench`` for a
     local dataset; for a remote one (``s3://``), a folder named after the URI in this machine's cache."""
+    from cladebench.store.dataset import is_remote
+
     if is_remote(uri):
         from cladebench.cache import cache_dir
 
@@ -261,6 +265,9 @@ def failures_path(uri: str, column: str, *, name: str | None = None) -> Path:
 
 def failures(uri: str, column: str) -> pa.Table:
     """The failures table of an embedding column: uuid, reason, column, model (empty when none failed)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = failures_path(uri, column)
     if not path.exists():
         return pa.table({"uuid": pa.array([], pa.string()), "reason": pa.array([], pa.string())})
@@ -272,6 +279,8 @@ def failures(uri: str, column: str) -> pa.Table:
 
 
 def _is_float_vector(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
     lists = pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t)
     return lists and pa.types.is_floating(t.value_type)
 
@@ -284,6 +293,12 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
     ``dim`` its field metadata declares, or from ``dim`` when given (e.g. a text tower's width), is a
     :class:`SchemaError` naming it: scores over such vectors would be wrong or fail halfway.
     """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cladebench.store.dataset import read
+
     if column not in dataset.schema.names:
         raise SchemaError(f"{dataset.uri} has no column {column!r}")
     found = dataset.schema.field(column)
@@ -326,7 +341,7 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
 
 
 
-def normalise_rows(vectors: np.ndarray, *, dtype: Any = np.float32, floor: float = 1e-12) -> np.ndarray:
+def normalise_rows(vectors: np.ndarray, *, dtype: Any = "float32", floor: float = 1e-12) -> np.ndarray:
     """Each row L2-normalised (embeddings are raw in storage, normalised in use), computed in ``dtype``.
 
     ``dtype=None`` keeps the input's own dtype. A row's norm is raised to at least ``floor`` before the
@@ -334,9 +349,12 @@ def normalise_rows(vectors: np.ndarray, *, dtype: Any = np.float32, floor: float
     for callers that refuse such rows before, or want them to show. The last axis is the vector's.
 
     Example:
+        >>> import numpy as np
         >>> normalise_rows(np.array([[3.0, 4.0], [0.0, 0.0]])).tolist()
         [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
     """
+    import numpy as np
+
     vectors = np.asarray(vectors, dtype=dtype)
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return vectors / np.maximum(norms, floor)

@@ -52,22 +52,36 @@ def register_task(task: Task) -> Task:
 
 
 def get_task(name: str) -> Task:
-    """The task called ``name``; an unknown name is a usage error that lists the tasks and suggests the closest."""
-    _load_builtin_tasks()
+    """The task called ``name``; an unknown name is a usage error that lists the tasks and suggests the closest.
+
+    A built-in task's module is imported when the task is first asked for, alone: a zero-shot run imports none of
+    geo's scipy or lineage's parsers."""
+    for builtin in ([name] if name in _BUILTIN_TASKS else list(_BUILTIN_TASKS)):
+        _load_builtin_task(builtin)
     return TASKS.get_named(name)
 
 
 @functools.cache
-def _load_builtin_tasks() -> None:
-    """Register the built-in tasks, once per process."""
-    from cladebench.tasks import fewshot, zeroshot
+def _load_builtin_task(name: str) -> None:
+    """Register the built-in task ``name``, once per process."""
+    if name not in TASKS:
+        register_task(_BUILTIN_TASKS[name]())
 
-    register_task(Task(
+
+def _zeroshot() -> Task:
+    from cladebench.tasks import zeroshot
+
+    return Task(
         name="zeroshot", config=zeroshot.ZeroShotConfig, predict=zeroshot.zero_shot,
         metrics=zeroshot.zero_shot_metrics, label_set=zeroshot.zero_shot_label_set,
         description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks",
-    ))
-    register_task(Task(
+    )
+
+
+def _fewshot() -> Task:
+    from cladebench.tasks import fewshot
+
+    return Task(
         name="fewshot", config=fewshot.FewShotConfig, predict=fewshot.few_shot, metrics=fewshot.few_shot_metrics,
         per_unit=fewshot.per_query_image_values, unit="query images",
         description="k labelled images per taxon on frozen embeddings (SimpleShot, linear probe, kNN); "
@@ -75,10 +89,13 @@ def _load_builtin_tasks() -> None:
         uses_encoder=False,
         without_label_set="none decided before the run: the classes are those of each seeded split (taxa with "
                           "enough images for the shots)",
-    ))
+    )
+
+
+def _retrieval() -> Task:
     from cladebench.tasks import retrieval
 
-    register_task(Task(
+    return Task(
         name="retrieval", config=retrieval.RetrievalTaskConfig, predict=retrieval.retrieval,
         metrics=retrieval.retrieval_task_metrics, per_unit=retrieval.per_query_values, unit="queries",
         description="each image queries every other image outside its own group by exact cosine; same taxon at "
@@ -86,21 +103,27 @@ def _load_builtin_tasks() -> None:
         uses_encoder=False,
         without_label_set="none: an image is relevant to a query of the same taxon at the rank; nothing is "
                           "classified",
-    ))
+    )
+
+
+def _rerank() -> Task:
     from cladebench.tasks import rerank
 
-    register_task(Task(
+    return Task(
         name="rerank", config=rerank.RerankConfig, predict=rerank.rerank, metrics=rerank.rerank_metrics,
         per_unit=rerank.per_query_values, unit="queries",
         without_label_set="none: each query ranks its own candidates",
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
-    ))
+    )
+
+
+def _lineage() -> Task:
     from cladebench.tasks.lineage.config import LineageConfig
     from cladebench.tasks.lineage.metrics import lineage_metrics, per_target_values
     from cladebench.tasks.lineage.task import lineage
 
-    register_task(Task(
+    return Task(
         name="lineage", config=LineageConfig, predict=lineage, metrics=lineage_metrics,
         per_unit=per_target_values, unit="targets",
         without_label_set="none decided before the run: lineages are named freely or among the candidate tree "
@@ -108,14 +131,24 @@ def _load_builtin_tasks() -> None:
         description="photos of two organisms: each organism's lineage below the divergence rank, from the photo "
                     "and the hint (and without it); per-rank accuracy, exact completion, correct depth, LCA "
                     "distance, naming the other organism; by divergence rank and kingdom pair",
-    ))
+    )
+
+
+def _geo() -> Task:
     from cladebench.tasks.geo.config import GeoPriorConfig
     from cladebench.tasks.geo.task import geo, geo_label_set, geo_metrics, per_image_values
 
-    register_task(Task(
+    return Task(
         name="geo", config=GeoPriorConfig, predict=geo, metrics=geo_metrics, label_set=geo_label_set,
         per_unit=per_image_values,
         description="zero-shot fused with a place and season prior counted from held-out fit observations (or a "
                     "location embedding); image-only vs fused top-1, paired bootstrap of the gain, weight chosen on "
                     "validation",
-    ))
+    )
+
+
+_BUILTIN_TASKS: dict[str, Callable[[], Task]] = {
+    "zeroshot": _zeroshot, "fewshot": _fewshot, "retrieval": _retrieval, "rerank": _rerank, "lineage": _lineage,
+    "geo": _geo,
+}
+"""The built-in tasks, each made (its module imported) on first use."""

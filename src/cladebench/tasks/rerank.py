@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.config import at_least
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.models.spec import model_kind
 from cladebench.registry import Registry
 from cladebench.store.embeddings import normalise_rows
-from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions, check_vlm_settings, text_image_column
+from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions, text_image_column
+from cladebench.tasks.configs import RERANK_K, RerankConfig
 
 if TYPE_CHECKING:
     import lance
@@ -58,37 +59,6 @@ UNSCORED = -1.0
 
 MAX_UNSCORED_SHARE = MAX_UNUSABLE_SHARE
 """Largest share of candidates without a score for which metrics are still reported ("most" unscored: none)."""
-
-
-@dataclass(frozen=True)
-class RerankConfig:
-    """How a rerank run is set up; every field is recorded in the run record."""
-
-    query_templates: str = "raw"
-    """Templates for the query text of CLIP-style models: 'raw' (the query as written, as INQUIRE) or a
-    template set / one template with {c}."""
-    rerank_k: int = 100
-    """Cutoff of the ranking metrics (INQUIRE-Rerank: 100, every candidate)."""
-    column: str | None = None
-    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
-    where: str | None = None
-    """SQL filter selecting the evaluated rows (e.g. split = 'test')."""
-    vlm_prompt: str = "Does this picture show {query}? Answer Yes or No."
-    """Question asked of a VLM endpoint; {query} is replaced by the query text."""
-    vlm_concurrency: int = 8
-    """Requests in flight at once to a VLM endpoint."""
-    vlm_deadline_s: float = 60.0
-    """Seconds one VLM request may take in all (attempts and the waits between them): an endpoint that never
-    answers, or trickles its answer, costs this much per request, then the request fails, saying so."""
-    vlm_max_response_bytes: int = 2**20
-    """Largest VLM answer read; a bigger body is an invalid response, never cached."""
-
-    def __post_init__(self) -> None:
-        from cladebench.models.vlm.config import check_prompt_template
-
-        at_least("--rerank-k", self.rerank_k, 1)
-        check_vlm_settings(self)
-        check_prompt_template(self.vlm_prompt, "--vlm-prompt")  # before any dataset is read or request sent
 
 
 _REQUIRED = ("uuid", "query_id", "query", "relevant")
@@ -191,6 +161,22 @@ class RankedPredictions(Predictions):
     differs (a breakdown's subset of the rows) is scored afresh."""
 
 
+def _cutoff(rerank_k: int, table: pa.Table) -> dict[str, Any]:
+    """The cutoff the metrics are named and computed at: ``rerank_k``, or, when it is above both the default and
+    every query's candidates (``--rerank-k 1000000``), the larger of the two, said once on stderr and kept in the
+    record beside the value given. Every candidate is ranked either way, as INQUIRE's code ranks each query's whole
+    list; ``ap@1000000`` would name a million candidates where a query has a hundred."""
+    most = max(Counter(table.column("query_id").to_pylist()).values(), default=0)
+    named = max(most, RERANK_K)
+    if rerank_k <= named:
+        return {"rerank_k": rerank_k}
+    print(f"[rerank] --rerank-k {rerank_k} is more than any query's candidates (at most {most}): every candidate is "
+          f"ranked, and the metrics are named @{named}", file=sys.stderr)
+    return {"rerank_k": named, "rerank_k_given": rerank_k,
+            "rerank_k_rule": f"--rerank-k {rerank_k} capped at {named}: the larger of the most candidates a query "
+                             f"has ({most}) and the default ({RERANK_K}); every candidate ranked"}
+
+
 def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> Predictions:
     """Score every (query, candidate) row; see the module docstring."""
     if encoder is None:
@@ -205,7 +191,7 @@ def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> P
         raise SchemaError(f"{dataset.uri}: a query_id has more than one query text")
     digest = hashlib.sha256(json.dumps([[str(i), q] for i, q in pairs], ensure_ascii=False).encode()).hexdigest()
     info.update({
-        "rerank_k": config.rerank_k, "where": config.where,
+        **_cutoff(config.rerank_k, table), "where": config.where,
         "label_set": {"kind": "queries", "size": len(pairs), "sha256": digest},
         "candidates": table.num_rows,
     })

@@ -57,18 +57,17 @@ Its interval resamples queries too and recomputes the class mean.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from cladebench.config import at_least
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.metrics import Statistic, bootstrap_ci, define_metric
 from cladebench.metrics.retrieval import EXCLUSION_RULE, RetrievalConfig, macro_means, score_ragged
 from cladebench.store.embeddings import normalise_rows
 from cladebench.tasks.common import Predictions, column_metadata, has_direction, label_digest, resolve_embedding_column
+from cladebench.tasks.configs import RetrievalTaskConfig
 from cladebench.tasks.labelled_rows import LABEL_STYLE, read_labelled_rows
 from cladebench.taxonomy import Rank
 
@@ -80,30 +79,6 @@ if TYPE_CHECKING:
 QUERY_CHUNK_ELEMENTS = 1 << 21
 """Query x gallery cells ranked at once (16 MiB of float64). Ranking one chunk holds a few float64/int64
 copies of it (about 100 MiB in all), so the chunk shrinks as the gallery grows."""
-
-
-@dataclass(frozen=True)
-class RetrievalTaskConfig:
-    """How a retrieval run is set up; every field is recorded in the run record."""
-
-    rank: str = "species"
-    """Rank of the labels: an image is relevant to a query when both have the same taxon at this rank."""
-    k: int = 10
-    """Retrieval cutoff for precision@k, recall@k and mAP@k (mAP and MRR always use the full ranking)."""
-    column: str | None = None
-    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
-    where: str | None = None
-    """SQL filter selecting the evaluated rows."""
-    group_key: str = "auto"
-    """Column whose equal values are one sampling unit (one organism's photos); in retrieval, images sharing the
-    query's value are left out of its gallery: 'auto' (source_id when the rows have it, else each image alone),
-    'uuid', or any column name."""
-
-    def __post_init__(self) -> None:
-        at_least("-k", self.k, 1)
-        Rank.parse(self.rank)
-        if not self.group_key:
-            raise UsageError("--group-key is empty; use 'auto', 'uuid' or a column name")
 
 
 # --- ranking -----------------------------------------------------------------------------------------

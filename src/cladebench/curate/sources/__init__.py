@@ -29,12 +29,13 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-import pyarrow as pa
+from typing import IO, TYPE_CHECKING, Any
 
 from cladebench.errors import CladebenchError, SchemaError, reading
 from cladebench.registry import Registry
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # annotations only: `load SOURCE --help` reads the registry below
 
 
 @dataclass(frozen=True)

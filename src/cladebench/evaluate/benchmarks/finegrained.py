@@ -31,7 +31,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cladebench import store
 from cladebench.errors import DatasetNotFoundError, RemoteUnavailableError
 from cladebench.evaluate.benchmarks.base import (
     Benchmark,
@@ -95,6 +94,8 @@ def _sidecar_from_hub(repo: str) -> dict[str, dict[str, Any]] | None:
 
 
 def _locate(benchmark: Benchmark, mirror: Path | None) -> Located:
+    from cladebench import store  # here: the benchmarks are registered by the command line's help too
+
     repo = benchmark.source.removeprefix("hf://datasets/").split("/data/")[0]
     if mirror is not None:
         path = mirror / DATA_PATH

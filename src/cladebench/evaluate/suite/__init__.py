@@ -7,14 +7,16 @@ or evaluated); :mod:`.results` keeps the table (one row per benchmark × protoco
 lock so concurrent suites never lose rows. The report of a suite folder is written by
 :mod:`cladebench.report.suite` (a higher layer).
 
-This ``__init__`` presents the package's API on purpose; its modules import each other, never this file.
+This ``__init__`` presents the package's API on purpose, each name imported from its module on first use (the
+command line's ``suite --help`` reads the config alone); its modules import each other, never this file.
 """
 
 from __future__ import annotations
 
-from cladebench.evaluate.suite.plan import PlannedRun, SuiteConfig, plan_suite, protocol_name
-from cladebench.evaluate.suite.results import RESULTS_FILE, format_results, read_results, require_results
-from cladebench.evaluate.suite.runner import SuiteSummary, run_suite
+from cladebench.lazy import present_lazily
 
-__all__ = ["RESULTS_FILE", "PlannedRun", "SuiteConfig", "SuiteSummary", "format_results", "plan_suite",
-           "protocol_name", "read_results", "require_results", "run_suite"]
+__all__ = present_lazily(__name__, {
+    "plan": ("PlannedRun", "SuiteConfig", "plan_suite", "protocol_name"),
+    "results": ("RESULTS_FILE", "format_results", "read_results", "require_results"),
+    "runner": ("SuiteSummary", "run_suite"),
+})

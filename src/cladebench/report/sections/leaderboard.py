@@ -177,8 +177,9 @@ def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
     from cladebench.evaluate.compare import compare_runs
 
     try:
+        read = None if any(r.predictions is None for r in ordered) else [(r.record, r.predictions) for r in ordered]
         comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,
-                                  alpha=ALPHA, in_every_group=False)
+                                  alpha=ALPHA, in_every_group=False, read=read)  # the runs as the report read them
     except CladebenchError as exc:
         return Ties({r.index: "not compared" for r in present}, (metric, f"not compared ({exc})"), "", {})
     entry = next(e for e in comparison.metrics if e.metric == metric)

@@ -46,37 +46,19 @@ This package ``__init__`` presents the few-shot API on purpose (``from cladebenc
 FewShotConfig, few_shot``); the code lives in :mod:`~cladebench.tasks.fewshot.config`,
 :mod:`~cladebench.tasks.fewshot.splits`, :mod:`~cladebench.tasks.fewshot.methods`,
 :mod:`~cladebench.tasks.fewshot.task` and :mod:`~cladebench.tasks.fewshot.metrics`, which import each other
-directly, never this ``__init__``. The rows it reads come from :mod:`cladebench.tasks.labelled_rows`.
+directly, never this ``__init__``; each name is imported from its module when first used
+(:func:`cladebench.lazy.present_lazily`), so the config alone costs no pyarrow. The rows it reads come from
+:mod:`cladebench.tasks.labelled_rows`.
 """
 
-from cladebench.tasks.fewshot.config import MAX_REPETITIONS, FewShotConfig
-from cladebench.tasks.fewshot.methods import (
-    METHODS,
-    SIMPLESHOT_PROTOCOLS,
-    FewShotMethod,
-    MethodOutput,
-    MethodSettings,
-    choose_c,
-    few_shot_method,
-    knn,
-    linear_probe,
-    simpleshot,
-    simpleshot_biobench,
-)
-from cladebench.tasks.fewshot.metrics import (
-    PAIRED_OVER_QUERIES,
-    T_INTERVAL,
-    few_shot_metrics,
-    few_shot_summary,
-    metric_name,
-    per_query_image_values,
-)
-from cladebench.tasks.fewshot.splits import FewShotSplit, SplitPlan, few_shot_splits
-from cladebench.tasks.fewshot.task import few_shot, plan_splits, predict_splits
+from cladebench.lazy import present_lazily
 
-__all__ = [
-    "MAX_REPETITIONS", "METHODS", "PAIRED_OVER_QUERIES", "SIMPLESHOT_PROTOCOLS", "T_INTERVAL", "FewShotConfig",
-    "FewShotMethod", "FewShotSplit", "MethodOutput", "MethodSettings", "SplitPlan", "choose_c", "few_shot",
-    "few_shot_method", "few_shot_metrics", "few_shot_splits", "few_shot_summary", "knn", "linear_probe",
-    "metric_name", "per_query_image_values", "plan_splits", "predict_splits", "simpleshot", "simpleshot_biobench",
-]
+__all__ = present_lazily(__name__, {
+    "config": ("MAX_REPETITIONS", "FewShotConfig"),
+    "methods": ("METHODS", "SIMPLESHOT_PROTOCOLS", "FewShotMethod", "MethodOutput", "MethodSettings", "choose_c",
+                "few_shot_method", "knn", "linear_probe", "simpleshot", "simpleshot_biobench"),
+    "metrics": ("PAIRED_OVER_QUERIES", "T_INTERVAL", "few_shot_metrics", "few_shot_summary", "metric_name",
+                "per_query_image_values"),
+    "splits": ("FewShotSplit", "SplitPlan", "few_shot_splits"),
+    "task": ("few_shot", "plan_splits", "predict_splits"),
+})

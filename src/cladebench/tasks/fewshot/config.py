@@ -12,7 +12,6 @@ from typing import Literal
 
 from cladebench.config import at_least, positive
 from cladebench.errors import UsageError
-from cladebench.tasks.fewshot.methods import METHODS
 
 MAX_REPETITIONS = 10_000
 """Most seeded splits per shot count: far more than any interval needs (the t-interval is tight at a few
@@ -56,6 +55,8 @@ class FewShotConfig:
     """Fewest query images a class must be guaranteed in every draw to be evaluated."""
 
     def __post_init__(self) -> None:
+        from cladebench.tasks.fewshot.methods import METHODS  # numpy: `eval fewshot --help` reads this class
+
         shots = tuple(int(k) for k in self.shots)
         if not shots or min(shots) < 1:
             raise UsageError(f"--shots must be at least 1, got {' '.join(map(str, self.shots)) or 'nothing'}")

@@ -12,9 +12,12 @@ from typing import Literal
 
 from cladebench.config import at_least, at_most, non_negative, positive
 from cladebench.errors import UsageError
-from cladebench.tasks.common import fixed_logit_scale
-from cladebench.tasks.geo.prior import EARTH_RADIUS_KM, MIN_CELL_KM
 
+EARTH_RADIUS_KM = 6371.0088
+"""Mean Earth radius (IUGG), the sphere the grid's areas are measured on."""
+MIN_CELL_KM = 5.0
+"""Smallest cell side accepted, km: the count matrices keep one row per cell of the whole sphere (about
+510 million km² / cell_km², 20 million rows at 5 km), so smaller cells would exhaust memory rather than help."""
 LATITUDE, LONGITUDE, DATE = "latitude", "longitude", "observed_on"
 """The canonical columns the prior reads (see :mod:`cladebench.store`)."""
 
@@ -82,6 +85,8 @@ class GeoPriorConfig:
     """Location-embedding column for embedding_sum; by default the one column named loc_emb_*."""
 
     def __post_init__(self) -> None:
+        from cladebench.tasks.common import fixed_logit_scale  # here: the command line's help reads this class
+
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
         for option, km in (("--prior-cell-km", self.prior_cell_km),
                            ("--prior-neighbourhood-km", self.prior_neighbourhood_km)):

@@ -58,8 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
-EARTH_RADIUS_KM = 6371.0088
-"""Mean Earth radius (IUGG), the sphere the grid's areas are measured on."""
+from cladebench.tasks.geo.config import EARTH_RADIUS_KM, MIN_CELL_KM
 
 FALLBACK_REASONS: dict[tuple[bool, bool], str] = {
     (True, True): "none",
@@ -184,11 +183,6 @@ def circular_spread(counts: np.ndarray) -> np.ndarray:
 
 
 # --- the prior -------------------------------------------------------------------------------------
-
-MIN_CELL_KM = 5.0
-"""Smallest cell side accepted, km: the count matrices keep one row per cell of the whole sphere (about
-510 million km² / cell_km², 20 million rows at 5 km), so smaller cells would exhaust memory rather than help."""
-
 
 @dataclass(frozen=True)
 class PriorSettings:

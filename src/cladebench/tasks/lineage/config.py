@@ -12,7 +12,6 @@ from types import MappingProxyType
 from typing import Literal
 
 from cladebench.registry import look_up
-from cladebench.tasks.common import check_vlm_settings, fixed_logit_scale
 
 DEFAULT_LINEAGE_PROMPT = (
     "One organism in this photo belongs to {hint}. Name its {ranks}. Answer with only a JSON object of the "
@@ -69,6 +68,8 @@ class LineageConfig:
     prompt still asks for JSON and every answer is read tolerantly."""
 
     def __post_init__(self) -> None:
+        from cladebench.tasks.common import check_vlm_settings, fixed_logit_scale  # here: help reads this class
+
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
         check_vlm_settings(self)
         look_up(CONDITION_CHOICES, "--conditions value", self.conditions)

@@ -15,10 +15,9 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.config import OPTION
-from cladebench.curate import cryptic_groups
 from cladebench.curate.builders.crypticbio.filters import (
     FILTER_KEYS,
     NOT_CONVERTED,
@@ -36,6 +35,9 @@ from cladebench.curate.builders.crypticbio.subsets import (
 from cladebench.curate.fetch import DownloadConfig
 from cladebench.errors import CladebenchError, UsageError, undecodable_at, unknown_name
 from cladebench.registry import Registry
+
+if TYPE_CHECKING:
+    from cladebench.curate import cryptic_groups
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ class PairsSection:
         self.mining()  # checks the thresholds
 
     def mining(self) -> cryptic_groups.MiningConfig:
+        from cladebench.curate import cryptic_groups  # pyarrow: `build crypticbio --help` reads this class
+
         return cryptic_groups.MiningConfig(self.min_observations, self.min_fraction, self.count_withdrawn)
 
 

@@ -26,15 +26,16 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from cladebench.errors import CladebenchError, SchemaError, UsageError, undecodable_at
 from cladebench.registry import Registry
 from cladebench.taxonomy import Lineage, Rank
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# numpy and pyarrow are imported where the rows are selected: `build crypticbio --help` reads the subset configs.
 
 # --- the sections --------------------------------------------------------------------------------
 
@@ -96,6 +97,9 @@ def sample_key(seed: int, url: str) -> str:
 
 def sample_per_species(table: pa.Table, per_species: int | None, seed: int) -> pa.Table:
     """Rows ordered by species, then sampling key; at most ``per_species`` per species (all when None)."""
+    import numpy as np
+    import pyarrow as pa
+
     keys = pa.array([sample_key(seed, url) for url in table.column("url").to_pylist()], pa.string())
     ordered = table.append_column("_key", keys).sort_by(
         [("scientific_name", "ascending"), ("_key", "ascending"), ("url", "ascending")]).drop_columns(["_key"])
@@ -115,6 +119,9 @@ def _species_counts(table: pa.Table) -> dict[str, int]:
 
 
 def _isin(table: pa.Table, column: str, values: Iterable[str]) -> pa.Array:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     return pc.fill_null(pc.is_in(table.column(column), value_set=pa.array(sorted(values), pa.string())), False)
 
 
@@ -132,6 +139,10 @@ class SubsetContext:
     """CommonUnseen's window, when configured (taken out of Common's pool)."""
 
     def in_window(self) -> pa.Array:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         window = self.window
         observed = self.kept.column("observed_on")
         if window is None:
@@ -144,6 +155,8 @@ class SubsetContext:
         return pc.fill_null(mask, False)
 
     def common_pool(self) -> pa.Table:
+        import pyarrow.compute as pc
+
         return self.kept.filter(pc.invert(self.in_window()))
 
     def common_species(self) -> set[str]:
