@@ -164,7 +164,9 @@ def grouped_zero_shot_run(directory: Path, rates: dict[str, float], *, seed: int
         pieces.append(table.append_column("group", pa.array([group] * n)))
     provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"},
                   "groups": {"column": "challenge_group", "values": list(rates)},
-                  "label_sets": {g: {"rank": "species", "size": 6, "sha256": g} for g in rates}}
+                  "task": info, "task_by_group": {g: info for g in rates},
+                  "label_sets": {g: {"rank": "species", "size": 6, "sha256": g,
+                                     "labels": [f"{g} {i}" for i in range(6)]} for g in rates}}
     return RunRecord(task="zeroshot", metrics=metrics, provenance=provenance, config={"rank": "species"}).write(
         directory, pa.concat_tables(pieces))
 

@@ -35,9 +35,10 @@ def zero_shot_run(directory: Path, rate: float, *, rank: str, labels: int, seed:
         columns.update(correct_genus=correct | (truth % 3 == 0), scored_genus=np.ones(N, dtype=bool))
         ranks.append("genus")
     table = pa.table(columns)
-    metrics = zero_shot_metrics(Predictions(table=table, labels=texts, info={"rank": rank, "scored_ranks": ranks}))
-    provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"},
-                  "label_set": {"rank": rank, "size": labels, "sha256": f"{rank}-{labels}"}}
+    info = {"rank": rank, "scored_ranks": ranks}
+    metrics = zero_shot_metrics(Predictions(table=table, labels=texts, info=info))
+    provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"}, "task": info,
+                  "label_set": {"rank": rank, "size": labels, "sha256": f"{rank}-{labels}", "labels": texts}}
     return RunRecord(task="zeroshot", metrics=metrics, provenance=provenance,
                      config={"rank": rank, "model": f"model-{seed}"}).write(directory, table)
 

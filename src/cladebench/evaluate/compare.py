@@ -44,10 +44,6 @@ CORRECTION = ("Holm-Bonferroni, one family per metric and group: the runs tested
               "metric of that group (not across groups or metrics)")
 """The family each Holm correction spans, as tables and the JSON say it."""
 
-STORED_VALUE_TOLERANCE = 1e-9
-"""How far a metric recomputed from predictions may be from the value in run.json before the record is distrusted."""
-
-
 def accuracy_columns(metric: str, label_rank: str | None) -> tuple[str, str] | None:
     """The predictions columns behind a per-example accuracy: (0/1 hit column, mask of scored examples), or None.
 
@@ -194,15 +190,18 @@ class Comparison:
         return json.dumps(self.to_dict(), indent=2, default=str)
 
 
-def _read_run(path: Path) -> tuple[RunRecord, pa.Table]:
-    record = RunRecord.read_given(path)
-    try:
-        table = record.predictions(path)
-    except (FileNotFoundError, KeyError) as exc:
-        raise CladebenchError(f"{path}: its predictions cannot be read ({exc})") from None
+def _checked_predictions(path: Path, record: RunRecord) -> pa.Table:
+    """A run's predictions, refused (one line naming the run) unless every metric its record stores is what they
+    give (:func:`~cladebench.evaluate.verify.read_checked`): a number edited by hand, predictions missing, changed
+    or without their SHA-256 never reach a comparison, whichever metric is compared."""
+    from cladebench.evaluate.verify import read_checked
+
+    table, problem = read_checked(path, record)
+    if problem is not None or table is None:
+        raise SchemaError(f"{path}: not compared: {problem}")
     if "uuid" not in table.column_names:
         raise SchemaError(f"{path}: predictions have no uuid column, so they cannot be paired with another run")
-    return record, table
+    return table
 
 
 def _label_rank(record: RunRecord) -> str | None:
@@ -252,19 +251,6 @@ def _scored(table: pa.Table, column: str, group: str) -> np.ndarray:
             return np.zeros_like(mask)
         mask &= np.asarray(pc.equal(table.column("group"), group).fill_null(False).to_numpy(zero_copy_only=False))
     return mask
-
-
-def _check_stored(metric: str, columns: tuple[str, str], estimate: dict[str, Any], table: pa.Table,
-                  path: Path) -> None:
-    """Refuse a record whose stored value is not what its own predictions give: pairing them would mislead."""
-    hits = _column(table, columns[0])[_scored(table, columns[1], metric.rpartition(GROUP_SEPARATOR)[0])]
-    value = float(hits.mean()) if hits.size else float("nan")
-    stored = estimate.get("value")
-    if stored is None and estimate.get("n") == hits.size == 0:
-        return  # nothing scored: the value was NaN, which run.json writes as null
-    if estimate.get("n") != hits.size or stored is None or abs(value - stored) > STORED_VALUE_TOLERANCE:
-        raise SchemaError(f"{path}: run.json gives {metric} = {stored} on n = {estimate.get('n')}, but its predictions "
-                          f"give {value} on n = {hits.size}; the record and its predictions disagree")
 
 
 def _task_hook(task_name: str) -> Any:
@@ -521,7 +507,6 @@ class _Runs:
                 if accuracy_columns(base, self.ranks[index]) != columns or not set(columns) <= set(table.column_names):
                     notes.append(f"run [{index}] has no per-image hits for it")
                     continue
-                _check_stored(metric, columns, estimate, table, self.paths[index])
             elif self.units(index, metric, None) is None:
                 notes.append(f"run [{index}] has no per-{unit} values for it")
                 continue
@@ -591,13 +576,12 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
         raise CladebenchError("compare needs at least two run records")
-    read = [_read_run(path) for path in paths]
-    records = [record for record, _ in read]
-    full_tables = [table for _, table in read]
+    records = [RunRecord.read_given(path) for path in paths]
     for record, path in zip(records[1:], paths[1:], strict=True):
         if record.task != records[0].task:
             raise CladebenchError(f"{paths[0]} is a {records[0].task} run and {path} a {record.task} run: "
                                   "only runs of the same task can be compared")
+    full_tables = [_checked_predictions(path, record) for path, record in zip(paths, records, strict=True)]
     names = list(records[0].metrics)
     if metric is not None:
         names = [metric] if not in_every_group and metric in names else _matching(metric, names)
@@ -709,8 +693,9 @@ def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
         return f"{'n/a':>8}  {'':16}"
     scale, unit = display_scale(metric)
     low, high = estimate.get("low"), estimate.get("high")
-    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None else ""
     value = estimate.get("value")  # null in run.json where the value was not a finite number
+    # no interval beside an undefined value: over no image, Wilson's is [0, 100], which says nothing of it
+    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if None not in (low, high, value) else ""
     shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'undefined':>8}"
     return f"{shown}  {interval:<16}"
 
