@@ -311,9 +311,9 @@ def _pair(run: _Units, reference: _Units) -> tuple[np.ndarray, np.ndarray]:
     return run.values[in_run], reference.values[in_reference]
 
 
-COMPARABILITY_KEYS = ("rows_sha256", "label_set_sha256", "rank", "split_sha256", "shots", "gallery")
-"""What two runs must share to be paired: the rows evaluated, the label set, its rank, the split and shots, and
-the gallery a query searches."""
+COMPARABILITY_KEYS = ("rows_sha256", "label_set", "rank", "split_sha256", "shots", "gallery")
+"""What two runs must share to be paired: the rows evaluated, the label set (its taxa, whatever their name style),
+its rank, the split and shots, and the gallery a query searches."""
 
 
 def _scoped(value: Any, group: str) -> Any:
@@ -360,7 +360,21 @@ def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
             facts["gallery"] = stored["gallery"].get("group_key")
     if isinstance(facts["shots"], (list, tuple)):
         facts["shots"] = sorted(int(k) for k in facts["shots"]) or None
+    facts["taxa_sha256"] = _taxa(record, group)
+    facts["label_set"] = facts["taxa_sha256"] or facts["label_set_sha256"]
     return facts
+
+
+def _taxa(record: RunRecord, group: str) -> str | None:
+    """The digest of a run's (group's) taxa whatever their name style (:meth:`~cladebench.tasks.common.LabelSet
+    .taxa_digest`), or None for a record written before runs kept it (or a task whose labels are not taxa)."""
+    own = _label_set_entry(record, group).get("taxa_sha256")
+    if own:
+        return str(own)
+    stored = record.provenance.get("comparability") or {}
+    per_group = stored.get("taxa_sets_sha256") if isinstance(stored, dict) else None
+    found = per_group.get(group or "None") if isinstance(per_group, dict) else None
+    return str(found) if found else None
 
 
 def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
@@ -384,11 +398,16 @@ def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str
         reasons.append(f"{b['rank'] or 'no'} rank vs {a['rank'] or 'no'} rank")
     if a["shots"] != b["shots"]:
         reasons.append(f"{_shots_words(other, group, b['shots'])} vs {_shots_words(reference, group, a['shots'])}")
+    elif a["rank"] == b["rank"] and a["taxa_sha256"] and b["taxa_sha256"]:
+        # Both records name their taxa: the same taxa under scientific and common names are one label set (such
+        # runs compare the name styles on the same images and taxa, which is what that comparison is for).
+        if a["taxa_sha256"] != b["taxa_sha256"]:
+            reasons.append(_other_taxa(reference, other, group, a["rank"]))
     elif a["label_set_sha256"] != b["label_set_sha256"] and a["rank"] == b["rank"]:
         sizes = [label_set_size(record, group) for record in (other, reference)]
         styles = [_name_style(record, group) for record in (other, reference)]
-        # A digest of label strings differs between name styles of the same taxa (sci vs com): those runs compare
-        # the styles on the same images and labels, which is what such a comparison is for.
+        # A record written before taxa were kept: its label strings' digest differs between name styles of the
+        # same taxa, so two styles with as many labels are taken as one label set.
         if sizes[0] != sizes[1] or styles[0] == styles[1] or None in styles:
             told = f" ({sizes[0]} vs {sizes[1]} labels)" if None not in sizes else ""
             reasons.append(f"different label sets{told}")
@@ -397,6 +416,28 @@ def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str
     if a["gallery"] != b["gallery"]:
         reasons.append(f"gallery without same-{b['gallery']} images vs without same-{a['gallery']} images")
     return "; ".join(reasons) or None
+
+
+TAXA_NAMED = 3
+"""Labels named in words when two runs' taxa differ (the rest are counted)."""
+
+
+def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: Any) -> str:
+    """``different taxa (9 vs 12 species; only in this run: A, B; only in the reference: C and 2 more)``: the
+    labels are named where both runs list theirs in one name style."""
+    sizes = [label_set_size(record, group) for record in (other, reference)]
+    said = f"{sizes[0]} vs {sizes[1]} {rank or 'labels'}" if None not in sizes else ""
+    entries = [_label_set_entry(record, group) for record in (other, reference)]
+    listed = [entry.get("labels") for entry in entries]
+    styles = [_name_style(record, group) for record in (other, reference)]
+    if all(isinstance(labels, list) for labels in listed) and styles[0] == styles[1]:
+        mine, theirs = set(map(str, listed[0])), set(map(str, listed[1]))
+        for words, names in (("only in this run", mine - theirs), ("only in the reference", theirs - mine)):
+            if names:
+                shown = sorted(names)[:TAXA_NAMED]
+                more = len(names) - len(shown)
+                said += f"{'; ' if said else ''}{words}: {', '.join(shown)}{f' and {more} more' if more else ''}"
+    return f"different taxa ({said})" if said else "different taxa"
 
 
 def _label_set_entry(record: RunRecord, group: str) -> dict[str, Any]:

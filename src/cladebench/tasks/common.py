@@ -75,6 +75,13 @@ class LabelSet:
         """SHA-256 of the label strings in order: identifies the label set in provenance."""
         return hashlib.sha256(json.dumps(self.texts(style), ensure_ascii=False).encode()).hexdigest()
 
+    def taxa_digest(self) -> str:
+        """SHA-256 of the set's taxa whatever name style their labels are written in: each taxon's names from
+        kingdom to the rank, case ignored (as the set is de-duplicated), sorted. Runs of the same taxa under
+        scientific and common names share it, so they are paired; runs of other taxa do not, however many labels."""
+        taxa = sorted([(name or "").casefold() for name in taxon] for taxon in self.taxa)
+        return hashlib.sha256(json.dumps(taxa, ensure_ascii=False).encode()).hexdigest()
+
     def __len__(self) -> int:
         return len(self.taxa)
 

@@ -252,6 +252,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
         "label_set": {"rank": rank.column, "size": len(labels), "sha256": labels.digest(config.name_style),
+                      "taxa_sha256": labels.taxa_digest(),
                       # labels a reader cannot tell apart: other scripts' look-alike letters, or one text for
                       # several taxa (a shared common name); each is still its own class
                       "lookalikes": lookalike_labels(texts) if source is None else [],
