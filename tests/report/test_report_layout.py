@@ -356,3 +356,18 @@ def test_markdown_of_the_wide_runs(wide) -> None:
         elif table:
             assert len(set(table)) == 1, table
             table = []
+
+
+def test_at_a_phone_width_the_page_never_scrolls_sideways(browser, wide) -> None:
+    """At 390 px every table wider than the window scrolls in its own box (its first column kept in view), and no
+    table cell cuts its text: the page itself is as wide as the window."""
+    page = browser.open(wide["html"].as_uri(), width=390)
+    assert browser.evaluate("document.documentElement.scrollWidth", page) <= 390
+    wide_tables = browser.evaluate("""Array.from(document.querySelectorAll('table')).filter(t =>
+      t.getBoundingClientRect().right > 391).map(t => { let box = t;
+        while (box && !['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) box = box.parentElement;
+        return box ? box.getBoundingClientRect().right : null; })""", page)
+    assert wide_tables and all(right is not None and right <= 391 for right in wide_tables)
+    sticky = browser.evaluate("""getComputedStyle(document.querySelector(
+      '.scroll table.leaderboard tr > :first-child')).position""", page)
+    assert sticky == "sticky"

@@ -354,7 +354,10 @@ def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
         facts.update({key: stored[key] for key in ("rows_sha256", "rank", "shots") if stored.get(key) is not None})
         if own is not None or not isinstance(per_group, dict):
             facts["label_set_sha256"] = own if own is not None else stored.get("label_set_sha256")
-        if facts["split_sha256"] is None and not group:
+        # Only a drawn split (few-shot, geo: one with a fingerprint) is a fact: the key's digest of splits of kind
+        # "none" differs between a grouped and a pooled run, though neither drew anything.
+        splits = [provenance.get("split"), *(provenance.get("split_by_group") or {}).values()]
+        if facts["split_sha256"] is None and not group and any((s or {}).get("fingerprint") for s in splits):
             facts["split_sha256"] = stored.get("split_sha256")
         if isinstance(stored.get("gallery"), dict):
             facts["gallery"] = stored["gallery"].get("group_key")
