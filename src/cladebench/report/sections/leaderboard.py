@@ -144,10 +144,10 @@ def apart(groups: Sequence[Sequence[ReportRun]]) -> list[str]:
     notes = []
     for cohort in ordered[1:]:
         run = cohort[0]
+        why = incomparable(reference.record, run.record)  # what set it apart, which other examples follow from
         if run.examples_key != reference.examples_key:
-            why = "evaluated on other examples"
-        else:
-            why = incomparable(reference.record, run.record) or "scored differently"
+            why = f"{why}; evaluated on other examples" if why else "evaluated on other examples"
+        why = why or "scored differently"
         names = ", ".join(r.name for r in cohort)
         notes.append(f"{names}: not compared with {reference.name}: {why}")
     return notes
