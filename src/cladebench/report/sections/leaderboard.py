@@ -261,8 +261,9 @@ def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple
     best = max(wins, key=lambda index: (wins[index], -index))
     name = {run.index: run.name for run in runs}
     pooled = base if base in entries else (entries[0] if len(entries) == 1 else None)
-    lines = [f"{base}: best {name[best]}" + (f" (best in {wins[best]} of {len(entries)} groups)"
-                                             if len(entries) > 1 else "")]
+    # Out of the groups the best run has a mark in: a pooled value of other runs beside grouped ones is no group.
+    own = [metric for metric in entries if marks.get((best, metric)) and metric != base]
+    lines = [f"{base}: best {name[best]}" + (f" (best in {wins[best]} of {len(own)} groups)" if len(own) > 1 else "")]
     for run in runs:
         if run.index == best:
             continue
