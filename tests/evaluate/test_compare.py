@@ -53,11 +53,12 @@ def write_run(directory: Path, correct: np.ndarray, *, model: str = "model-a", u
         "scored_genus": np.ones(n, dtype=bool),
     })
     info = {"rank": "species", "scored_ranks": ["species", "genus"]}
-    metrics = zero_shot_metrics(Predictions(table=table, labels=[f"species {i}" for i in range(9)], info=info))
+    labels = [f"species {i}" for i in range(9)]
+    metrics = zero_shot_metrics(Predictions(table=table, labels=labels, info=info))
     if order_seed is not None:  # the same predictions written in another row order
         table = table.take(np.random.default_rng(order_seed).permutation(n))
     provenance = {"dataset": {"uri": "toy.lance", "evaluated_rows": n, "evaluated_fingerprint": "f" * 64},
-                  "label_set": {"rank": "species", "size": 9}, "model": {"id": model}}
+                  "label_set": {"rank": "species", "size": 9, "labels": labels}, "model": {"id": model}, "task": info}
     record = RunRecord(task=task, metrics=metrics, provenance=provenance, config={"rank": "species"})
     return record.write(directory, table)
 
@@ -181,7 +182,7 @@ def test_different_tasks_and_inconsistent_records_are_refused(tmp_path: Path) ->
     record = json.loads(tampered.read_text())
     record["metrics"]["top1_species"]["value"] = 0.95
     tampered.write_text(json.dumps(record))
-    with pytest.raises(SchemaError, match="disagree"):
+    with pytest.raises(SchemaError, match=r"its top1_species reads 0\.95 on n = 500, but its predictions give 0\.8 "):
         compare_runs([a, tampered])
     with pytest.raises(UnknownNameError, match="top1_specie"):
         compare_runs([a, a], metric="top1_specie")
@@ -189,16 +190,20 @@ def test_different_tasks_and_inconsistent_records_are_refused(tmp_path: Path) ->
         compare_runs([a])
 
 
-def test_metrics_without_a_per_example_column_are_shown_untested(tmp_path: Path) -> None:
+def test_a_metric_the_predictions_do_not_give_is_refused(tmp_path: Path) -> None:
+    """Every stored metric is checked, not only the accuracies that are paired: one added by hand, or a balanced
+    accuracy (no per-example column) edited, is refused, naming the run and the metric."""
     paths = [write_run(tmp_path / "a", planted(0.8, 14)), write_run(tmp_path / "b", planted(0.7, 15))]
-    for path in paths:
-        record = json.loads(path.read_text())
-        record["metrics"]["macro_f1"] = {"value": 0.5, "low": 0.45, "high": 0.55, "n": N}
-        path.write_text(json.dumps(record))
-    comparison = compare_runs(paths, n_resamples=1_000)
-    entry = next(m for m in comparison.metrics if m.metric == "macro_f1")
-    assert entry.columns is None and entry.differences == ()
-    assert "macro_f1" in format_comparison(comparison) and "no paired test" in format_comparison(comparison)
+    record = json.loads(paths[1].read_text())
+    record["metrics"]["macro_f1"] = {"value": 0.5, "low": 0.45, "high": 0.55, "n": N}
+    paths[1].write_text(json.dumps(record))
+    with pytest.raises(SchemaError, match=r"b/run\.json: not compared: its metric macro_f1 is not one its pred"):
+        compare_runs(paths, n_resamples=1_000)
+    del record["metrics"]["macro_f1"]
+    record["metrics"]["balanced_accuracy_species"]["value"] = 0.99
+    paths[1].write_text(json.dumps(record))
+    with pytest.raises(SchemaError, match=r"its balanced_accuracy_species reads 0\.99 on n = 500, but its pred"):
+        compare_runs(paths, n_resamples=1_000, metric="top1_species")  # whichever metric is asked for
 
 
 def test_cli_text_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -228,20 +233,37 @@ def test_cli_text_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "no run record" in capsys.readouterr().err
 
 
-def test_runs_with_several_rows_per_example_are_shown_untested(tmp_path: Path) -> None:
-    """Few-shot predictions hold one row per query and repetition: example sets are checked, nothing is paired."""
-    paths = []
-    for name, value in (("a", 0.61), ("b", 0.64)):
-        table = pa.table({"uuid": [f"u{i:03d}" for i in range(40)] * 3, "repetition": np.repeat([0, 1, 2], 40),
-                          "correct": np.arange(120) % 3 == 0})
-        metrics = {"simpleshot_1shot": {"value": value, "low": value - 0.05, "high": value + 0.05, "n": 3}}
-        record = RunRecord(task="fewshot", metrics=metrics, provenance={"model": {"id": f"model-{name}"}}, config={})
-        paths.append(record.write(tmp_path / name, table))
+def _fewshot_run(directory: Path, correct: np.ndarray, repetitions: int) -> Path:
+    """A few-shot record of one method at one shot count: one row per query image and repetition, its metrics
+    from the task's own metrics function."""
+    from cladebench.tasks import get_task
+
+    n = correct.size
+    truth = np.arange(n) % 4
+    table = pa.table({"uuid": [f"u{i % (n // repetitions):03d}" for i in range(n)],
+                      "method": ["simpleshot"] * n, "shots": np.ones(n, dtype=np.int32),
+                      "repetition": np.repeat(np.arange(repetitions, dtype=np.int32), n // repetitions),
+                      "true_index": truth, "pred_index": np.where(correct, truth, (truth + 1) % 4),
+                      "correct": correct})
+    labels = [f"species {i}" for i in range(4)]
+    metrics = get_task("fewshot").metrics(Predictions(table=table, labels=labels, info={}))
+    record = RunRecord(task="fewshot", metrics=metrics, config={},
+                       provenance={"model": {"id": f"model-{directory.name}"}, "task": {},
+                                   "label_set": {"rank": "species", "size": 4, "labels": labels}})
+    return record.write(directory, table)
+
+
+def test_runs_with_several_rows_per_example_are_paired_by_query_image(tmp_path: Path) -> None:
+    """Few-shot predictions hold one row per query and repetition: example sets are checked, and query images are
+    paired (not rows)."""
+    paths = [_fewshot_run(tmp_path / "a", np.arange(120) % 3 == 0, 3),
+             _fewshot_run(tmp_path / "b", np.arange(120) % 2 == 0, 3)]
     comparison = compare_runs(paths, n_resamples=500)
-    (entry,) = comparison.metrics
-    assert entry.differences == () and comparison.examples == 40
-    assert "61.00%" in format_comparison(comparison) and "64.00%" in format_comparison(comparison)
-    fewer = pa.table({"uuid": [f"u{i:03d}" for i in range(30)], "correct": np.ones(30, dtype=bool)})
-    RunRecord(task="fewshot", metrics={}, provenance={}, config={}).write(tmp_path / "c", fewer)
+    entry = next(m for m in comparison.metrics if m.metric == "simpleshot_1shot")
+    assert comparison.examples == 40 and entry.unit == "query images"
+    stored = [RunRecord.read(path).metrics["simpleshot_1shot"]["value"] for path in paths]
+    text = format_comparison(comparison)
+    assert all(f"{100 * value:.2f}%" in text for value in stored)
+    _fewshot_run(tmp_path / "c", np.ones(90, dtype=bool), 3)
     with pytest.raises(CladebenchError, match="40 and 30 examples"):
         compare_runs([paths[0], tmp_path / "c"])

@@ -164,7 +164,9 @@ def grouped_zero_shot_run(directory: Path, rates: dict[str, float], *, seed: int
         pieces.append(table.append_column("group", pa.array([group] * n)))
     provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"},
                   "groups": {"column": "challenge_group", "values": list(rates)},
-                  "label_sets": {g: {"rank": "species", "size": 6, "sha256": g} for g in rates}}
+                  "task": info, "task_by_group": {g: info for g in rates},
+                  "label_sets": {g: {"rank": "species", "size": 6, "sha256": g,
+                                     "labels": [f"{g} {i}" for i in range(6)]} for g in rates}}
     return RunRecord(task="zeroshot", metrics=metrics, provenance=provenance, config={"rank": "species"}).write(
         directory, pa.concat_tables(pieces))
 
@@ -201,3 +203,16 @@ def test_name_styles_of_one_label_set_pair_and_other_label_sets_do_not(tmp_path:
     (entry,) = comparison.metrics
     assert [d.run for d in entry.differences] == [1]
     assert entry.unpaired == ((2, "different label sets (9 vs 6 labels)"),)
+
+
+def test_splits_are_said_only_where_a_split_was_drawn() -> None:
+    """Zero-shot and retrieval draw no split (kind none): a grouped and a pooled run of them are not said to have
+    different few-shot splits, though their keys' digests of those empty splits differ; drawn splits still are."""
+    def record(digest: str, split: dict) -> RunRecord:
+        return RunRecord(task="retrieval", metrics={}, config={}, provenance={
+            "split": split, "comparability": {"split_sha256": digest, "rank": "species"}})
+
+    none = {"kind": "none: every labelled image queries every other labelled image outside its group"}
+    assert incomparable(record("a", none), record("b", none)) is None
+    drawn = [record(digest, {"kind": "seeded", "fingerprint": digest}) for digest in ("a", "b")]
+    assert "different few-shot splits" in incomparable(*drawn)

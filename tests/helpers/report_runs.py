@@ -5,11 +5,11 @@ counts x three methods). The report tests load them at 1,400 px and check the la
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cladebench import store
 
@@ -26,11 +26,28 @@ def long_group_names(table: pa.Table) -> pa.Table:
     return table.set_column(table.column_names.index("challenge_group"), "challenge_group", pa.array(names))
 
 
-def plant_undefined(run: Path, metric: str) -> None:
-    """Write ``metric`` of the run record at ``run`` as undefined (value and interval null, as a record writes NaN)."""
-    record = json.loads(run.read_text())
-    record["metrics"][metric].update(value=None, low=None, high=None)
-    run.write_text(json.dumps(record))
+def plant_undefined(run: Path, group: str) -> None:
+    """Make ``group`` of the run record at ``run`` one whose rows are predicted but none scored at the label rank
+    (as when every photo of it is labelled only to genus): its predictions say so, and the record is written again
+    with every metric recomputed from them, so its species metrics are undefined (null) as such a run records them
+    and the record still agrees with its predictions."""
+    from cladebench.evaluate.record import RunRecord
+    from cladebench.evaluate.selection import LEFT_OUT
+    from cladebench.evaluate.verify import recompute_metrics
+
+    record = RunRecord.read(run)
+    table = record.predictions(run)
+    rank = record.provenance["task"]["rank"]
+    in_group = pc.equal(table.column("group"), group).fill_null(False)
+    for column in ("scored", "correct_top1", "correct_top5"):
+        table = table.set_column(table.column_names.index(column), column,
+                                 pc.if_else(in_group, False, table.column(column)))
+    table = table.set_column(table.column_names.index("true_index"), "true_index",
+                             pc.if_else(in_group, pa.scalar(None, pa.int64()), table.column("true_index")))
+    left_out = {name: estimate for name, estimate in record.metrics.items() if estimate.get(LEFT_OUT)}
+    record.metrics = {**recompute_metrics(record, table), **left_out}
+    assert record.metrics[f"{group}/top1_{rank}"]["value"] != record.metrics[f"{group}/top1_{rank}"]["value"]
+    record.write(run.parent, table)
 
 
 def build_wide_runs(root: Path) -> dict[str, Any]:
@@ -70,5 +87,5 @@ def build_wide_runs(root: Path) -> dict[str, Any]:
                        repetitions=2),
     }
     undefined = f"{groups[0]}/top1_species"
-    plant_undefined(runs["partial-b"], undefined)
+    plant_undefined(runs["partial-b"], groups[0])
     return {"runs": runs, "groups": groups, "left_out": left_out, "undefined": undefined}

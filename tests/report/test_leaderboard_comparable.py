@@ -21,23 +21,25 @@ from cladebench.tasks.zeroshot import zero_shot_metrics
 N = 120
 
 
-def zero_shot_run(directory: Path, rate: float, *, rank: str, labels: int, seed: int) -> Path:
-    """A zero-shot record at ``rank`` over ``labels`` labels, with a rolled-up genus column at species rank."""
-    correct = np.random.default_rng(seed).random(N) < rate
+def zero_shot_run(directory: Path, rate: float, *, rank: str, labels: int, seed: int, n: int = N) -> Path:
+    """A zero-shot record of ``n`` images at ``rank`` over ``labels`` labels, with a rolled-up genus column at
+    species rank."""
+    correct = np.random.default_rng(seed).random(n) < rate
     texts = [f"taxon {i}" for i in range(labels)]
-    truth = np.arange(N) % labels
+    truth = np.arange(n) % labels
     predicted = np.where(correct, truth, (truth + 1) % labels)
-    columns = {"uuid": [f"u{i:03d}" for i in range(N)], "true_label": [texts[t] for t in truth],
+    columns = {"uuid": [f"u{i:03d}" for i in range(n)], "true_label": [texts[t] for t in truth],
                "pred_label": [texts[p] for p in predicted], "true_index": truth, "pred_index": predicted,
-               "scored": np.ones(N, dtype=bool), "correct_top1": correct, "correct_top5": correct | (truth % 2 == 0)}
+               "scored": np.ones(n, dtype=bool), "correct_top1": correct, "correct_top5": correct | (truth % 2 == 0)}
     ranks = [rank]
     if rank == "species":
-        columns.update(correct_genus=correct | (truth % 3 == 0), scored_genus=np.ones(N, dtype=bool))
+        columns.update(correct_genus=correct | (truth % 3 == 0), scored_genus=np.ones(n, dtype=bool))
         ranks.append("genus")
     table = pa.table(columns)
-    metrics = zero_shot_metrics(Predictions(table=table, labels=texts, info={"rank": rank, "scored_ranks": ranks}))
-    provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"},
-                  "label_set": {"rank": rank, "size": labels, "sha256": f"{rank}-{labels}"}}
+    info = {"rank": rank, "scored_ranks": ranks}
+    metrics = zero_shot_metrics(Predictions(table=table, labels=texts, info=info))
+    provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"}, "task": info,
+                  "label_set": {"rank": rank, "size": labels, "sha256": f"{rank}-{labels}", "labels": texts}}
     return RunRecord(task="zeroshot", metrics=metrics, provenance=provenance,
                      config={"rank": rank, "model": f"model-{seed}"}).write(directory, table)
 
@@ -88,3 +90,14 @@ def test_the_board_reads_each_runs_predictions_once(tmp_path: Path, monkeypatch:
     shown = board("zeroshot", runs)
     assert len(shown.metrics) >= 3 and all(row.cells[0].mark for row in shown.rows)
     assert sorted(reads) == sorted(str(p) for p in paths), reads
+
+
+def test_what_sets_a_run_apart_is_said_before_its_other_examples(tmp_path: Path) -> None:
+    """A run on other examples that is also scored differently says how (the rank), not only that its examples
+    differ: the rank is why they differ."""
+    from cladebench.report.sections.leaderboard import apart, cohorts
+
+    paths = [zero_shot_run(tmp_path / "a", 0.5, rank="species", labels=12, seed=1),
+             zero_shot_run(tmp_path / "genus", 0.9, rank="genus", labels=4, seed=3, n=N - 20)]
+    (note,) = apart(cohorts(load_runs(paths)))
+    assert note.endswith("not compared with [1] model-1: genus rank vs species rank; evaluated on other examples")

@@ -356,3 +356,27 @@ def test_markdown_of_the_wide_runs(wide) -> None:
         elif table:
             assert len(set(table)) == 1, table
             table = []
+
+
+def test_at_a_phone_width_the_page_never_scrolls_sideways(browser, wide) -> None:
+    """At 390 px every table wider than the window scrolls in its own box (its first column kept in view), and no
+    table cell cuts its text: the page itself is as wide as the window."""
+    page = browser.open(wide["html"].as_uri(), width=390)
+    assert browser.evaluate("document.documentElement.scrollWidth", page) <= 390
+    wide_tables = browser.evaluate("""Array.from(document.querySelectorAll('table')).filter(t =>
+      t.getBoundingClientRect().right > 391).map(t => { let box = t;
+        while (box && !['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) box = box.parentElement;
+        return box ? box.getBoundingClientRect().right : null; })""", page)
+    assert wide_tables and all(right is not None and right <= 391 for right in wide_tables)
+    sticky = browser.evaluate("""getComputedStyle(document.querySelector(
+      '.scroll table.leaderboard tr > :first-child')).position""", page)
+    assert sticky == "sticky"
+
+
+def test_the_verdict_counts_the_groups_of_its_best_run(wide) -> None:
+    """Grouped runs beside a pooled one: the best grouped run is best in k of its groups, the pooled value of
+    another run not counted as a group."""
+    leaderboard = wide["md"].read_text().split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
+    verdict = next(line for line in leaderboard.splitlines() if line.startswith("Verdict: top1"))
+    found = re.search(r"best in (\d+) of (\d+) groups", verdict)
+    assert found and int(found.group(2)) == len(wide["groups"]), verdict

@@ -101,3 +101,35 @@ def test_a_published_figure_is_shown_beside_ours(suite_folder, monkeypatch, tmp_
     assert 'title="A paper, Table 9 (a test figure)"' in mine and "published</span>" in mine
     assert 'class="published"' not in rows[models[0]]
     assert not (out / "report.html").exists() or (out / "report.html").read_text() != page
+
+
+def test_results_mark_each_cell_as_the_suite_report_does(suite_folder, capsys):
+    """`cladebench results` (its default pivot) marks best / tied / worse exactly as the suite's report does, cell
+    by cell: both take the marks from one function."""
+    from cladebench.cli import main
+    from cladebench.evaluate.suite.results import require_results
+    from cladebench.report.runs import load_runs
+    from cladebench.report.sections.suite import SuiteData, suite_board
+
+    out, models = suite_folder
+    rows = [r for r in require_results(out).to_pylist() if r["status"] == "finished" and r["run"]]
+    paths = list(dict.fromkeys(r["run"] for r in rows))
+    columns, _, cells, _ = suite_board(SuiteData(rows=rows, runs=dict(zip(paths, load_runs([out / p for p in paths]),
+                                                                          strict=True))))
+    assert main(["results", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = {line.split(" | ")[0].removeprefix("| "): line.strip("| ").split(" | ")[1:]
+             for line in lines[2:] if line.startswith("| ")}
+    assert set(table) == set(models)
+    shown_marks = set()
+    for model in models:
+        for index, column in enumerate(columns):
+            text = table[model][index]
+            mark = re.search(r"\(([a-z ]+?)(?:, paired by [a-z ]+)?\)$", text)
+            shown = mark.group(1) if mark else ""
+            assert shown == cells[(model, index)].mark, (model, column.metric, text)
+            if shown in ("best", "tied", "worse"):
+                assert f", paired by {cells[(model, index)].unit})" in text
+            shown_marks.add(shown)
+    assert "best" in shown_marks and shown_marks & {"tied", "worse"}
+    assert any("tied with the best" in line and "Holm" in line for line in lines)

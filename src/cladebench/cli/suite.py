@@ -76,5 +76,5 @@ def _results(config: ResultsConfig) -> int:
 
     table = require_results(config.folder)
     pivot = config.view == "pivot" and config.format == "md"
-    print(format_pivot(table) if pivot else format_results(table, config.format))
+    print(format_pivot(table, config.folder) if pivot else format_results(table, config.format))
     return 0

@@ -44,10 +44,6 @@ CORRECTION = ("Holm-Bonferroni, one family per metric and group: the runs tested
               "metric of that group (not across groups or metrics)")
 """The family each Holm correction spans, as tables and the JSON say it."""
 
-STORED_VALUE_TOLERANCE = 1e-9
-"""How far a metric recomputed from predictions may be from the value in run.json before the record is distrusted."""
-
-
 def accuracy_columns(metric: str, label_rank: str | None) -> tuple[str, str] | None:
     """The predictions columns behind a per-example accuracy: (0/1 hit column, mask of scored examples), or None.
 
@@ -194,19 +190,22 @@ class Comparison:
         return json.dumps(self.to_dict(), indent=2, default=str)
 
 
-def _read_run(path: Path) -> tuple[RunRecord, pa.Table]:
-    record = RunRecord.read_given(path)
-    try:
-        table = record.predictions(path)
-    except (FileNotFoundError, KeyError) as exc:
-        raise CladebenchError(f"{path}: its predictions cannot be read ({exc})") from None
-    return _pairable(path, record, table)
+def _checked_predictions(path: Path, record: RunRecord) -> pa.Table:
+    """A run's predictions, refused (one line naming the run) unless every metric its record stores is what they
+    give (:func:`~cladebench.evaluate.verify.read_checked`): a number edited by hand, predictions missing, changed
+    or without their SHA-256 never reach a comparison, whichever metric is compared."""
+    from cladebench.evaluate.verify import read_checked
+
+    table, problem = read_checked(path, record)
+    if problem is not None or table is None:
+        raise SchemaError(f"{path}: not compared: {problem}")
+    return _pairable(path, table)
 
 
-def _pairable(path: Path, record: RunRecord, table: pa.Table) -> tuple[RunRecord, pa.Table]:
+def _pairable(path: Path, table: pa.Table) -> pa.Table:
     if "uuid" not in table.column_names:
         raise SchemaError(f"{path}: predictions have no uuid column, so they cannot be paired with another run")
-    return record, table
+    return table
 
 
 def _label_rank(record: RunRecord) -> str | None:
@@ -256,19 +255,6 @@ def _scored(table: pa.Table, column: str, group: str) -> np.ndarray:
             return np.zeros_like(mask)
         mask &= np.asarray(pc.equal(table.column("group"), group).fill_null(False).to_numpy(zero_copy_only=False))
     return mask
-
-
-def _check_stored(metric: str, columns: tuple[str, str], estimate: dict[str, Any], table: pa.Table,
-                  path: Path) -> None:
-    """Refuse a record whose stored value is not what its own predictions give: pairing them would mislead."""
-    hits = _column(table, columns[0])[_scored(table, columns[1], metric.rpartition(GROUP_SEPARATOR)[0])]
-    value = float(hits.mean()) if hits.size else float("nan")
-    stored = estimate.get("value")
-    if stored is None and estimate.get("n") == hits.size == 0:
-        return  # nothing scored: the value was NaN, which run.json writes as null
-    if estimate.get("n") != hits.size or stored is None or abs(value - stored) > STORED_VALUE_TOLERANCE:
-        raise SchemaError(f"{path}: run.json gives {metric} = {stored} on n = {estimate.get('n')}, but its predictions "
-                          f"give {value} on n = {hits.size}; the record and its predictions disagree")
 
 
 def _task_hook(task_name: str) -> Any:
@@ -329,9 +315,9 @@ def _pair(run: _Units, reference: _Units) -> tuple[np.ndarray, np.ndarray]:
     return run.values[in_run], reference.values[in_reference]
 
 
-COMPARABILITY_KEYS = ("rows_sha256", "label_set_sha256", "rank", "split_sha256", "shots", "gallery")
-"""What two runs must share to be paired: the rows evaluated, the label set, its rank, the split and shots, and
-the gallery a query searches."""
+COMPARABILITY_KEYS = ("rows_sha256", "label_set", "rank", "split_sha256", "shots", "gallery")
+"""What two runs must share to be paired: the rows evaluated, the label set (its taxa, whatever their name style),
+its rank, the split and shots, and the gallery a query searches."""
 
 
 def _scoped(value: Any, group: str) -> Any:
@@ -372,13 +358,30 @@ def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
         facts.update({key: stored[key] for key in ("rows_sha256", "rank", "shots") if stored.get(key) is not None})
         if own is not None or not isinstance(per_group, dict):
             facts["label_set_sha256"] = own if own is not None else stored.get("label_set_sha256")
-        if facts["split_sha256"] is None and not group:
+        # Only a drawn split (few-shot, geo: one with a fingerprint) is a fact: the key's digest of splits of kind
+        # "none" differs between a grouped and a pooled run, though neither drew anything.
+        splits = [provenance.get("split"), *(provenance.get("split_by_group") or {}).values()]
+        if facts["split_sha256"] is None and not group and any((s or {}).get("fingerprint") for s in splits):
             facts["split_sha256"] = stored.get("split_sha256")
         if isinstance(stored.get("gallery"), dict):
             facts["gallery"] = stored["gallery"].get("group_key")
     if isinstance(facts["shots"], (list, tuple)):
         facts["shots"] = sorted(int(k) for k in facts["shots"]) or None
+    facts["taxa_sha256"] = _taxa(record, group)
+    facts["label_set"] = facts["taxa_sha256"] or facts["label_set_sha256"]
     return facts
+
+
+def _taxa(record: RunRecord, group: str) -> str | None:
+    """The digest of a run's (group's) taxa whatever their name style (:meth:`~cladebench.tasks.common.LabelSet
+    .taxa_digest`), or None for a record written before runs kept it (or a task whose labels are not taxa)."""
+    own = _label_set_entry(record, group).get("taxa_sha256")
+    if own:
+        return str(own)
+    stored = record.provenance.get("comparability") or {}
+    per_group = stored.get("taxa_sets_sha256") if isinstance(stored, dict) else None
+    found = per_group.get(group or "None") if isinstance(per_group, dict) else None
+    return str(found) if found else None
 
 
 def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
@@ -402,11 +405,16 @@ def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str
         reasons.append(f"{b['rank'] or 'no'} rank vs {a['rank'] or 'no'} rank")
     if a["shots"] != b["shots"]:
         reasons.append(f"{_shots_words(other, group, b['shots'])} vs {_shots_words(reference, group, a['shots'])}")
+    elif a["rank"] == b["rank"] and a["taxa_sha256"] and b["taxa_sha256"]:
+        # Both records name their taxa: the same taxa under scientific and common names are one label set (such
+        # runs compare the name styles on the same images and taxa, which is what that comparison is for).
+        if a["taxa_sha256"] != b["taxa_sha256"]:
+            reasons.append(_other_taxa(reference, other, group, a["rank"]))
     elif a["label_set_sha256"] != b["label_set_sha256"] and a["rank"] == b["rank"]:
         sizes = [label_set_size(record, group) for record in (other, reference)]
         styles = [_name_style(record, group) for record in (other, reference)]
-        # A digest of label strings differs between name styles of the same taxa (sci vs com): those runs compare
-        # the styles on the same images and labels, which is what such a comparison is for.
+        # A record written before taxa were kept: its label strings' digest differs between name styles of the
+        # same taxa, so two styles with as many labels are taken as one label set.
         if sizes[0] != sizes[1] or styles[0] == styles[1] or None in styles:
             told = f" ({sizes[0]} vs {sizes[1]} labels)" if None not in sizes else ""
             reasons.append(f"different label sets{told}")
@@ -415,6 +423,28 @@ def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str
     if a["gallery"] != b["gallery"]:
         reasons.append(f"gallery without same-{b['gallery']} images vs without same-{a['gallery']} images")
     return "; ".join(reasons) or None
+
+
+TAXA_NAMED = 3
+"""Labels named in words when two runs' taxa differ (the rest are counted)."""
+
+
+def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: Any) -> str:
+    """``different taxa (9 vs 12 species; only in this run: A, B; only in the reference: C and 2 more)``: the
+    labels are named where both runs list theirs in one name style."""
+    sizes = [label_set_size(record, group) for record in (other, reference)]
+    said = f"{sizes[0]} vs {sizes[1]} {rank or 'labels'}" if None not in sizes else ""
+    entries = [_label_set_entry(record, group) for record in (other, reference)]
+    listed = [entry.get("labels") for entry in entries]
+    styles = [_name_style(record, group) for record in (other, reference)]
+    if all(isinstance(labels, list) for labels in listed) and styles[0] == styles[1]:
+        mine, theirs = set(map(str, listed[0])), set(map(str, listed[1]))
+        for words, names in (("only in this run", mine - theirs), ("only in the reference", theirs - mine)):
+            if names:
+                shown = sorted(names)[:TAXA_NAMED]
+                more = len(names) - len(shown)
+                said += f"{'; ' if said else ''}{words}: {', '.join(shown)}{f' and {more} more' if more else ''}"
+    return f"different taxa ({said})" if said else "different taxa"
 
 
 def _label_set_entry(record: RunRecord, group: str) -> dict[str, Any]:
@@ -525,7 +555,6 @@ class _Runs:
                 if accuracy_columns(base, self.ranks[index]) != columns or not set(columns) <= set(table.column_names):
                     notes.append(f"run [{index}] has no per-image hits for it")
                     continue
-                _check_stored(metric, columns, estimate, table, self.paths[index])
             elif self.units(index, metric, None) is None:
                 notes.append(f"run [{index}] has no per-{unit} values for it")
                 continue
@@ -592,20 +621,19 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     different examples are an error unless ``intersect``, which compares on the examples every run evaluated. The
     verdict (:class:`Verdict`) names the best run of each metric and its paired difference to every other run.
     ``in_every_group`` False compares ``metric`` alone, not also that metric of every group (a report's cell).
-    ``read``: each path's record and predictions, already read (a report holds them), so a report that compares
-    its runs on every metric reads each run once, not once per metric.
+    ``read``: each path's record and predictions, already read and checked (:func:`~cladebench.evaluate.verify.
+    read_checked`; a report holds them), so a report that compares its runs on every metric reads each run once.
     """
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
         raise CladebenchError("compare needs at least two run records")
-    read = ([_read_run(path) for path in paths] if read is None
-            else [_pairable(path, *run) for path, run in zip(paths, read, strict=True)])
-    records = [record for record, _ in read]
-    full_tables = [table for _, table in read]
+    records = [RunRecord.read_given(path) for path in paths] if read is None else [record for record, _ in read]
     for record, path in zip(records[1:], paths[1:], strict=True):
         if record.task != records[0].task:
             raise CladebenchError(f"{paths[0]} is a {records[0].task} run and {path} a {record.task} run: "
                                   "only runs of the same task can be compared")
+    full_tables = ([_checked_predictions(path, record) for path, record in zip(paths, records, strict=True)]
+                   if read is None else [_pairable(path, table) for path, (_, table) in zip(paths, read, strict=True)])
     names = list(records[0].metrics)
     if metric is not None:
         names = [metric] if not in_every_group and metric in names else _matching(metric, names)
@@ -717,8 +745,9 @@ def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
         return f"{'n/a':>8}  {'':16}"
     scale, unit = display_scale(metric)
     low, high = estimate.get("low"), estimate.get("high")
-    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None else ""
     value = estimate.get("value")  # null in run.json where the value was not a finite number
+    # no interval beside an undefined value: over no image, Wilson's is [0, 100], which says nothing of it
+    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if None not in (low, high, value) else ""
     shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'undefined':>8}"
     return f"{shown}  {interval:<16}"
 
@@ -743,6 +772,66 @@ def _stored_units(entry: MetricComparison, index: int) -> int | None:
     if estimate is None or "per_repetition" in estimate:
         return None
     return estimate.get("n")
+
+
+@dataclass(frozen=True)
+class BestMarks:
+    """Each run's mark on one metric against the best of the runs: ``best``, ``tied``, ``worse``, ``differs`` (a
+    holding difference whose sign the stored values do not show), ``not tested`` or ``not compared``."""
+
+    marks: dict[int, str]
+    """Position of the run among those given -> its mark (runs without a value have none)."""
+    unit: str
+    """What the paired test resamples (``images``, ``queries``), empty when there was none."""
+    differences: dict[int, PairedComparison]
+    """Position -> the run's paired difference from the best (run - best), where tested."""
+    unpaired: dict[int, str]
+    """Position -> why the run is not paired with the best (another rank, other taxa...), in words."""
+    note: str | None
+    """Why the metric, or some runs on it, were not tested or not compared (other than ``unpaired``)."""
+
+
+def marks_against_best(metric: str, paths: Sequence[Path], estimates: Sequence[dict[str, Any] | None], *,
+                       n_resamples: int = 10_000, seed: int = 0, alpha: float = 0.05,
+                       read: Sequence[tuple[RunRecord, pa.Table]] | None = None) -> BestMarks:
+    """The marks of runs (``paths``, their stored ``estimates`` of ``metric``) on one metric: the run with the best
+    value is the reference of a :func:`compare_runs` of ``metric`` alone, and each other run is tied with it when
+    Holm does not reject, worse when it does. What a leaderboard and ``cladebench results`` show in each cell.
+    ``read``: as for :func:`compare_runs`, one per path."""
+    present = [i for i, estimate in enumerate(estimates)
+               if estimate and isinstance(estimate.get("value"), (int, float)) and np.isfinite(estimate["value"])]
+    if len(present) < 2:
+        return BestMarks({i: "not compared" for i in present}, "", {}, {}, None)
+    higher = not lower_is_better(metric)
+    ordered = sorted(present, key=lambda i: estimates[i]["value"], reverse=higher)
+    try:
+        comparison = compare_runs([paths[i] for i in ordered], metric=metric, n_resamples=n_resamples, seed=seed,
+                                  alpha=alpha, in_every_group=False,
+                                  read=None if read is None else [read[i] for i in ordered])
+    except CladebenchError as error:
+        return BestMarks({i: "not compared" for i in present}, "", {}, {}, f"not compared ({error})")
+    entry = next(e for e in comparison.metrics if e.metric == metric)
+    if entry.columns is None:
+        return BestMarks({i: "not tested" for i in present}, "", {}, {}, entry.note)
+    by_position = {d.run: d for d in entry.differences}
+    unpaired = {ordered[position]: why for position, why in entry.unpaired}
+    marks = {ordered[0]: "best"}
+    differences = {}
+    for position, index in enumerate(ordered[1:], start=1):
+        difference = by_position.get(position)
+        if difference is not None:
+            differences[index] = difference.paired
+        if index in unpaired:
+            marks[index] = "not compared"
+        elif difference is None:
+            marks[index] = "not tested"
+        elif not difference.holds:
+            marks[index] = "tied"
+        else:
+            worse = difference.paired.difference < 0 if higher else difference.paired.difference > 0
+            marks[index] = "worse" if worse else "differs"
+    other = [n for n in (entry.note or "").split("; ") if n and "not paired:" not in n]
+    return BestMarks(marks, entry.unit or "", differences, unpaired, "; ".join(other) or None)
 
 
 def format_verdicts(comparison: Comparison) -> list[str]:

@@ -226,17 +226,21 @@ def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, An
                       label_sets: Mapping[str | None, Mapping[str, Any]], evaluated_fingerprint: str
                       ) -> dict[str, Any]:
     """What a paired comparison of two runs needs to be equal: the task, the rows evaluated, the label set (its
-    hash) and rank, the split (its fingerprint) and shots for few-shot, the gallery rule for retrieval. Two runs
-    whose keys differ score different things; ``compare`` says how, in words, and pairs nothing it cannot."""
+    hash, and its taxa's whatever their name style) and rank, the split (its fingerprint) and shots for few-shot,
+    the gallery rule for retrieval. Two runs whose keys differ score different things; ``compare`` says how, in
+    words, and pairs nothing it cannot."""
     settings = plan.settings
     splits = {str(g): (info.get("split") or {}) for g, info in infos.items()}
     label_hashes = {str(g): labels.get("labels_sha256") for g, labels in label_sets.items()}
+    taxa = {str(g): labels.get("taxa_sha256") for g, labels in label_sets.items()}  # whatever the name style
     key: dict[str, Any] = {
         "task": plan.task.name,
         "rows_sha256": evaluated_fingerprint,
         "groups": [g for g in plan.groups if g is not None and g in infos],
         "label_set_sha256": _digest(label_hashes),
         "label_sets_sha256": label_hashes,
+        "taxa_sha256": _digest(taxa) if any(taxa.values()) else None,
+        "taxa_sets_sha256": taxa if any(taxa.values()) else None,
         "rank": getattr(settings, "rank", None),
         "split_sha256": _digest({g: s.get("fingerprint") or {k: v for k, v in s.items() if k != "kind"}
                                  for g, s in splits.items()}),

@@ -9,6 +9,7 @@ compares value and count with what the record stores.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Any
@@ -54,19 +55,51 @@ def recompute_metrics(record: RunRecord, table: pa.Table) -> dict[str, Any]:
 
 def verify_record(path: str | Path) -> str | None:
     """None when the record at ``path`` (a ``run.json`` or its folder) and its predictions agree; else why not, in
-    one line (unreadable, predictions missing or changed, a metric whose stored value or count differs)."""
+    one line (unreadable, predictions missing, unchecked or changed, a metric whose stored value or count differs)."""
     path = Path(path)
     if not (path / RUN_FILE if path.is_dir() else path).is_file():
         return "its run record is missing"
     try:
         record = RunRecord.read(path)
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        return f"its record cannot be read ({type(error).__name__}: {error})"
+    return read_checked(path, record)[1]
+
+
+def read_checked(path: str | Path, record: RunRecord) -> tuple[pa.Table | None, str | None]:
+    """The predictions of ``record`` (read from beside ``path``) and None when every metric the record stores is
+    what they give; else no table where they cannot be read, and why the record is not to be shown, in one line.
+
+    A record without the SHA-256 of its predictions is refused: any predictions file beside it (another run's,
+    another dataset's) would be read as its own. The verdict is kept per content of ``run.json``: it holds the
+    predictions' SHA-256, which every read checks, so the same text with readable predictions is the same
+    verdict (a report's leaderboard pairs each run many times)."""
+    path = Path(path)
+    run_file = path / RUN_FILE if path.is_dir() else path
+    if not ((record.provenance.get("predictions") or {}).get("sha256")):
+        return None, ("its run record gives no SHA-256 for its predictions, so they cannot be told from another "
+                      "run's")
+    try:
         table = record.predictions(path)
+        key = hashlib.sha256(run_file.read_bytes()).hexdigest()
     except FileNotFoundError as error:
-        return f"its predictions are missing ({Path(error.filename or '').name or 'no file'})"
+        return None, f"its predictions are missing ({Path(error.filename or '').name or 'no file'})"
     except CladebenchError as error:
-        return str(error)
+        return None, str(error)
     except (OSError, ValueError, TypeError, KeyError, pa.ArrowException) as error:
-        return f"its record or predictions cannot be read ({type(error).__name__}: {error})"
+        return None, f"its record or predictions cannot be read ({type(error).__name__}: {error})"
+    if key not in _VERDICTS:
+        _VERDICTS[key] = check_metrics(record, table)
+    return table, _VERDICTS[key]
+
+
+_VERDICTS: dict[str, str | None] = {}
+"""SHA-256 of a run.json's text -> :func:`check_metrics` of it (see :func:`read_checked`)."""
+
+
+def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
+    """None when every metric ``record`` stores is what its predictions ``table`` give; else the first that is
+    not, in one line."""
     if record.provenance.get("breakdown") and not any(name.startswith(BREAKDOWN_PREFIX) for name in table.column_names):
         return "its predictions hold no breakdown values (written by an older version), so they cannot be checked"
     try:

@@ -57,8 +57,10 @@ def format_value(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
 
 
 def format_interval(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
-    """``[10.00, 15.00]``: the interval on the same scale (no unit, as ``eval`` prints it), or empty."""
-    if estimate is None or not (_finite(estimate.get("low")) and _finite(estimate.get("high"))):
+    """``[10.00, 15.00]``: the interval on the same scale (no unit, as ``eval`` prints it), or empty; empty too
+    beside an undefined value (a Wilson interval over no image is [0, 100], which says nothing of it)."""
+    if estimate is None or estimate_value(estimate) is None \
+            or not (_finite(estimate.get("low")) and _finite(estimate.get("high"))):
         return Markup("")
     scale, _ = display_scale(metric)
     return Markup(f"[{scale * estimate['low']:.2f}, {scale * estimate['high']:.2f}]")

@@ -96,7 +96,10 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
     """The report of ``run_paths`` as text in ``format``; ``progress``: see :class:`ProgressLine`."""
     say = ProgressLine(progress)
     output = FORMATS.get_named(format)
-    runs = load_runs(run_paths)
+    left_out: list[str] = []
+    runs = load_runs(run_paths, left_out=left_out)
+    for line in left_out:  # said whether or not progress is, and on the page
+        print(f"report: {line}", file=sys.stderr, flush=True)
     environment = output.environment()
     context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)
     sections = []
@@ -107,4 +110,4 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
             sections.append((section, fragment))
     say("writing the page")
     return environment.get_template(output.page).render(title=title or default_title(runs), runs=runs,
-                                                        sections=sections, version=__version__)
+                                                        sections=sections, version=__version__, left_out=left_out)

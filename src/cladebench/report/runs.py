@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, SchemaError
 from cladebench.evaluate.labels import distinct_labels
 from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.report.formatting import is_breakdown, split_metric
@@ -108,23 +108,36 @@ def _run_file(path: Path) -> Path:
 
 
 def load_run(index: int, path: str | Path) -> ReportRun:
-    """Read one run record and, when present, its predictions; a missing record is an error."""
+    """Read one run record and its predictions, every stored metric checked against them
+    (:func:`~cladebench.evaluate.verify.read_checked`); a missing record is a :class:`CladebenchError`, a record
+    whose numbers its predictions do not give (edited, predictions missing, changed or without their SHA-256) a
+    :class:`~cladebench.errors.SchemaError` naming the run and what does not match."""
+    from cladebench.evaluate.verify import read_checked
+
     path = _run_file(Path(path))
     record = RunRecord.read_given(path)
-    try:
-        return ReportRun(index=index, path=path, record=record, predictions=record.predictions(path))
-    except (FileNotFoundError, KeyError, OSError, pa.ArrowException) as exc:
-        # A report can still show the stored metrics and provenance; the sections built from predictions say why
-        # they are absent.
-        return ReportRun(index=index, path=path, record=record, predictions=None,
-                         predictions_note=f"predictions not readable: {exc}")
+    table, problem = read_checked(path, record)
+    if problem is not None or table is None:
+        raise SchemaError(f"{path}: {problem}")
+    return ReportRun(index=index, path=path, record=record, predictions=table)
 
 
-def load_runs(paths: Sequence[str | Path]) -> tuple[ReportRun, ...]:
-    """Every run, numbered from 1 in the order given."""
+def load_runs(paths: Sequence[str | Path], *, left_out: list[str] | None = None) -> tuple[ReportRun, ...]:
+    """Every run, numbered from 1 in the order given. A run :func:`load_run` refuses is an error, unless
+    ``left_out`` is given: then the run is skipped, keeping the others' numbers, and ``[N] PATH: why`` is appended
+    to it (a report of twenty runs still shows the nineteen whose numbers hold, and says which one it left out)."""
     if not paths:
         raise CladebenchError("a report needs at least one run record")
-    runs = [load_run(index, path) for index, path in enumerate(paths, start=1)]
+    runs = []
+    for index, path in enumerate(paths, start=1):
+        try:
+            runs.append(load_run(index, path))
+        except SchemaError as error:
+            if left_out is None:
+                raise
+            left_out.append(f"[{index}] left out: {error}")
+    if not runs:
+        raise SchemaError("no run to report: " + "; ".join(left_out or ()))
     labels = distinct_labels([str(run.record.label) for run in runs], [run.record.config for run in runs],
                              [run.path.resolve().parent.name for run in runs], [run.task for run in runs])
     return tuple(dataclasses.replace(run, distinct_label=label) for run, label in zip(runs, labels, strict=True))

@@ -80,6 +80,13 @@ class LabelSet:
         """SHA-256 of the label strings in order: identifies the label set in provenance."""
         return label_digest(self.texts(style))
 
+    def taxa_digest(self) -> str:
+        """SHA-256 of the set's taxa whatever name style their labels are written in: each taxon's names from
+        kingdom to the rank, case ignored (as the set is de-duplicated), sorted. Runs of the same taxa under
+        scientific and common names share it, so they are paired; runs of other taxa do not, however many labels."""
+        taxa = sorted([(name or "").casefold() for name in taxon] for taxon in self.taxa)
+        return hashlib.sha256(json.dumps(taxa, ensure_ascii=False).encode()).hexdigest()
+
     def __len__(self) -> int:
         return len(self.taxa)
 
@@ -128,11 +135,13 @@ class PlannedLabelSet:
     """Each label's string in the run's name style (what the text tower reads and the predictions name)."""
     sha256: str
     """SHA-256 of :attr:`texts` (:meth:`LabelSet.digest`): computed here and nowhere else."""
+    taxa_sha256: str
+    """SHA-256 of the taxa whatever their name style (:meth:`LabelSet.taxa_digest`): what comparability pairs on."""
 
     @classmethod
     def of(cls, labels: LabelSet, name_style: str) -> PlannedLabelSet:
         texts = labels.texts(name_style)
-        return cls(labels=labels, texts=tuple(texts), sha256=label_digest(texts))
+        return cls(labels=labels, texts=tuple(texts), sha256=label_digest(texts), taxa_sha256=labels.taxa_digest())
 
 
 NAMING_COLUMNS = (*RANK_COLUMNS, "scientific_name", "common_name")

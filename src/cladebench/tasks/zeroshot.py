@@ -200,6 +200,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         scored_ranks.append(higher.column)
     table = pa.table(columns)
     label_sha256 = source.labels.digest(config.name_style) if source is not None else planned.sha256
+    taxa_sha256 = source.labels.taxa_digest() if source is not None else planned.taxa_sha256
     info = {
         "column": column,
         "embedding_metadata": meta,
@@ -209,7 +210,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "templates": config.templates,
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
-        "label_set": {"rank": rank.column, "size": len(labels), "sha256": label_sha256,
+        "label_set": {"rank": rank.column, "size": len(labels), "sha256": label_sha256, "taxa_sha256": taxa_sha256,
                       # labels a reader cannot tell apart: other scripts' look-alike letters, or one text for
                       # several taxa (a shared common name); each is still its own class
                       "lookalikes": lookalike_labels(texts) if source is None else [],

@@ -210,9 +210,16 @@ def _md_cell(value: Any) -> str:
     return " ".join(text.splitlines())  # \n, \r\n, \r and the other line breaks
 
 
-def format_pivot(table: pa.Table) -> str:
+PIVOT_RESAMPLES = 10_000
+"""Bootstrap resamples behind each mark of the pivot (as ``compare`` and the suite's report)."""
+
+
+def format_pivot(table: pa.Table, root: Path) -> str:
     """Models × benchmarks as Markdown: each benchmark's headline (one column per challenge group), each model's
-    latest run, value and interval; the full table is ``--view rows``."""
+    latest run, value and interval, and its mark against the best model of the column (best / tied / worse, as
+    the suite's report marks them: :func:`~cladebench.evaluate.compare.marks_against_best` over the runs in
+    ``root``); the full table is ``--view rows``."""
+    from cladebench.evaluate.compare import marks_against_best
     from cladebench.evaluate.suite.board import board_columns, latest_rows
 
     rows = table.to_pylist()
@@ -223,9 +230,21 @@ def format_pivot(table: pa.Table) -> str:
     latest = latest_rows([r for r in rows if r["status"] == "finished" and r["metric"]])
     lines = ["| model | " + " | ".join(_md_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in columns) + " |",
              "|---|" + "---|" * len(columns)]
+    marks: dict[tuple[str, int], str] = {}
+    for index, column in enumerate(columns):
+        present = [(m, latest[key]) for m in models
+                   if (key := (column.benchmark, m, column.protocol, column.metric)) in latest]
+        found = marks_against_best(column.metric, [root / row["run"] for _, row in present],
+                                   [{"value": row["value"]} for _, row in present], n_resamples=PIVOT_RESAMPLES)
+        unit = f", paired by {found.unit}" if found.unit else ""
+        marks.update({(present[i][0], index): f"{mark}{unit if mark in ('best', 'tied', 'worse') else ''}"
+                      for i, mark in found.marks.items()})
+        said = [f"{present[i][0]}: {why}" for i, why in found.unpaired.items()]
+        notes.extend(f"{column.title} {column.metric.rpartition('/')[2]}: {note}"
+                     for note in [*said, *([found.note] if found.note else [])])
     for model in models:
         cells = []
-        for column in columns:
+        for index, column in enumerate(columns):
             row = latest.get((column.benchmark, model, column.protocol, column.metric))
             if row is None:
                 cells.append("")
@@ -233,13 +252,19 @@ def format_pivot(table: pa.Table) -> str:
                 cells.append(f"n/a ({row['reason']})" if row["reason"] else "n/a")
             else:
                 interval = _interval(row["metric"], row["low"], row["high"])
-                cells.append(f"{_shown(row['metric'], row['value'])} {interval}".strip())
+                mark = marks.get((model, index))
+                cells.append(f"{_shown(row['metric'], row['value'])} {interval}".strip()
+                             + (f" ({mark})" if mark else ""))
         lines.append("| " + " | ".join(_md_cell(c) for c in [model, *cells]) + " |")
     off = sorted({r["off_protocol"] for r in rows if r.get("off_protocol")})
-    return "\n".join([*lines, *(f"\n{note}" for note in notes),
+    return "\n".join([*lines, *(f"\n{note}" for note in dict.fromkeys(notes)),
                       *([f"\nOff protocol: {'; '.join(off)}"] if off else []),
                       "\nEach cell: the benchmark's headline metric of the model's latest run under its protocol, with "
-                      "its interval; the rows behind it: --view rows."])
+                      "its interval (unadjusted) and its mark: best of the column; tied with the best (paired "
+                      f"bootstrap, {PIVOT_RESAMPLES:,} resamples of the units named, not significant after Holm's "
+                      "correction, alpha 0.05, one family per column); worse (Holm-adjusted p at most 0.05); "
+                      "differs (a holding difference whose sign the values do not show); not tested (no paired "
+                      "test for the metric); not compared (the notes say why). The rows behind it: --view rows."])
 
 
 def format_results(table: pa.Table, format: str) -> str:

@@ -19,9 +19,8 @@ from typing import Any, NamedTuple
 from markupsafe import Markup
 
 from cladebench.errors import CladebenchError
-from cladebench.metrics import display_scale, lower_is_better
+from cladebench.metrics import display_scale
 from cladebench.report.formatting import (
-    estimate_value,
     format_interval,
     format_value,
     split_metric,
@@ -145,10 +144,10 @@ def apart(groups: Sequence[Sequence[ReportRun]]) -> list[str]:
     notes = []
     for cohort in ordered[1:]:
         run = cohort[0]
+        why = incomparable(reference.record, run.record)  # what set it apart, which other examples follow from
         if run.examples_key != reference.examples_key:
-            why = "evaluated on other examples"
-        else:
-            why = incomparable(reference.record, run.record) or "scored differently"
+            why = f"{why}; evaluated on other examples" if why else "evaluated on other examples"
+        why = why or "scored differently"
         names = ", ".join(r.name for r in cohort)
         notes.append(f"{names}: not compared with {reference.name}: {why}")
     return notes
@@ -168,45 +167,21 @@ class Ties(NamedTuple):
 
 
 def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
-    """Mark per run index for one metric among runs on the same examples, and a note when not all were tested."""
-    present = [r for r in cohort if estimate_value(r.record.metrics.get(metric)) is not None]
-    if len(present) < 2:
-        return Ties({r.index: "not compared" for r in present}, None, "", {})
-    reverse = not lower_is_better(metric)
-    ordered = sorted(present, key=lambda r: estimate_value(r.record.metrics[metric]), reverse=reverse)
-    from cladebench.evaluate.compare import compare_runs
+    """Mark per run index for one metric among runs on the same examples
+    (:func:`cladebench.evaluate.compare.marks_against_best`), and a note when not all were tested."""
+    from cladebench.evaluate.compare import marks_against_best
 
-    try:
-        read = None if any(r.predictions is None for r in ordered) else [(r.record, r.predictions) for r in ordered]
-        comparison = compare_runs([r.path for r in ordered], metric=metric, n_resamples=N_RESAMPLES, seed=SEED,
-                                  alpha=ALPHA, in_every_group=False, read=read)  # the runs as the report read them
-    except CladebenchError as exc:
-        return Ties({r.index: "not compared" for r in present}, (metric, f"not compared ({exc})"), "", {})
-    entry = next(e for e in comparison.metrics if e.metric == metric)
-    if entry.columns is None:
-        return Ties({r.index: "not tested" for r in present}, (metric, entry.note) if entry.note else None, "", {})
-    marks = {ordered[0].index: "best"}
-    by_position = {d.run: d for d in entry.differences}
-    differences = {run.index: by_position[position].paired for position, run in enumerate(ordered)
-                   if position in by_position}
-    unpaired = dict(entry.unpaired)
-    notes = []
-    for position, run in enumerate(ordered[1:], start=1):
-        difference = by_position.get(position)
-        if position in unpaired:
-            marks[run.index] = "not compared"
-            notes.append(f"{run.name}: {unpaired[position]}")
-        elif difference is None:
-            marks[run.index] = "not tested"
-        elif not difference.holds:
-            marks[run.index] = "tied"
-        else:
-            worse = difference.paired.difference < 0 if reverse else difference.paired.difference > 0
-            marks[run.index] = "worse" if worse else "differs"
-    if notes:
-        return Ties(marks, (metric, "; ".join(notes)), entry.unit or "", differences)
-    other = [n for n in (entry.note or "").split("; ") if n and "not paired:" not in n]
-    return Ties(marks, (metric, "; ".join(other)) if other else None, entry.unit or "", differences)
+    read = (None if any(run.predictions is None for run in cohort)
+            else [(run.record, run.predictions) for run in cohort])  # the runs as the report read them, checked
+    found = marks_against_best(metric, [run.path for run in cohort], [run.record.metrics.get(metric) for run in cohort],
+                               n_resamples=N_RESAMPLES, seed=SEED, alpha=ALPHA, read=read)
+    index = [run.index for run in cohort]
+    marks = {index[i]: mark for i, mark in found.marks.items()}
+    differences = {index[i]: difference for i, difference in found.differences.items()}
+    if found.unpaired:
+        note = "; ".join(f"{cohort[i].name}: {why}" for i, why in found.unpaired.items())
+        return Ties(marks, (metric, note), found.unit, differences)
+    return Ties(marks, (metric, found.note) if found.note else None, found.unit, differences)
 
 
 NOTE_METRICS = 3
@@ -288,8 +263,9 @@ def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple
     best = max(wins, key=lambda index: (wins[index], -index))
     name = {run.index: run.name for run in runs}
     pooled = base if base in entries else (entries[0] if len(entries) == 1 else None)
-    lines = [f"{base}: best {name[best]}" + (f" (best in {wins[best]} of {len(entries)} groups)"
-                                             if len(entries) > 1 else "")]
+    # Out of the groups the best run has a mark in: a pooled value of other runs beside grouped ones is no group.
+    own = [metric for metric in entries if marks.get((best, metric)) and metric != base]
+    lines = [f"{base}: best {name[best]}" + (f" (best in {wins[best]} of {len(own)} groups)" if len(own) > 1 else "")]
     for run in runs:
         if run.index == best:
             continue

@@ -158,6 +158,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *
         "logit_scale": scale,
         "logit_scale_source": "learned" if config.logit_scale == "learned" else "fixed",
         "label_set": {"rank": rank.column, "size": len(labels), "sha256": planned.sha256,
+                      "taxa_sha256": planned.taxa_sha256,
                       "source": config.labels or "the benchmark's taxa (all selected rows, fit rows included)",
                       "unscored_rows": int((test_targets < 0).sum())},
         "where": config.where,

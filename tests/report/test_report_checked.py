@@ -1,0 +1,91 @@
+"""`report` shows no number a run's predictions do not give: a record whose metric was edited, whose predictions
+are gone, or whose predictions' SHA-256 was removed is left out of the report, said on stderr and at the top of the
+page, and the report of the other runs is written; when no run is left, nothing is written and the exit is 4."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jinja2", reason="reports need jinja2 (the report extra)")
+pytest.importorskip("torch")
+pytest.importorskip("open_clip")
+
+from cladebench.cli import main
+from cladebench.evaluate.record import PREDICTIONS_FILE, RUN_FILE
+from helpers.checkpoint_runs import deep_checkpoint_runs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two real zero-shot runs of one tiny model (name styles sci and taxon), each a folder with its predictions."""
+    root = tmp_path_factory.mktemp("checked")
+    deep_checkpoint_runs(root, {"sci": ["--name-style", "sci"], "taxon": []})
+    return {name: root / name for name in ("sci", "taxon")}
+
+
+def _copy(runs: dict[str, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """Copies of the two runs, one of them to tamper with."""
+    return (shutil.copytree(runs["sci"], tmp_path / "sci"), shutil.copytree(runs["taxon"], tmp_path / "taxon"))
+
+
+def _edit(run: Path, change) -> None:
+    record = json.loads((run / RUN_FILE).read_text())
+    change(record)
+    (run / RUN_FILE).write_text(json.dumps(record))
+
+
+def _report(paths: list[Path], out: Path, form: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["report", *map(str, paths), "--out", str(out), "--format", form, "--max-gallery", "0"])
+    err = capsys.readouterr().err
+    return code, (out.read_text() if out.exists() else ""), err
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_an_edited_metric_never_reaches_the_report(runs, tmp_path, capsys, form) -> None:
+    good, edited = _copy(runs, tmp_path)
+    stored = json.loads((edited / RUN_FILE).read_text())["metrics"]["top1_species"]
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(value=0.987654))
+    code, text, err = _report([good, edited], tmp_path / f"report.{form}", form, capsys)
+    assert code == 0
+    said = [line for line in err.splitlines() if "left out" in line]
+    assert len(said) == 1 and f"[2] left out: {edited / RUN_FILE}: its top1_species reads 0.987654 on n = " \
+        f"{stored['n']}, but its predictions give {stored['value']}" in said[0]
+    # The edited value is in no table, not even in bold: only the notice at the top says what does not match.
+    notice, rest = text.split("Left out: 1 run record", 1)[1].split("0.987654", 1)
+    assert "98.77" not in text and "0.987654" not in rest and "reads" in notice
+    leaderboard = text.split("Leaderboard", 1)[1]
+    assert "[1]" in leaderboard and "[2]" not in leaderboard.split("Provenance", 1)[0]
+
+
+def test_missing_predictions_leave_the_run_out(runs, tmp_path, capsys) -> None:
+    good, gone = _copy(runs, tmp_path)
+    (gone / PREDICTIONS_FILE).unlink()
+    code, text, err = _report([gone, good], tmp_path / "report.md", "md", capsys)
+    assert code == 0
+    assert f"[1] left out: {gone / RUN_FILE}: its predictions are missing ({PREDICTIONS_FILE})" in err
+    assert "| [2] |" in text and "| [1] |" not in text
+
+
+def test_predictions_without_their_sha256_leave_the_run_out(runs, tmp_path, capsys) -> None:
+    """Without the SHA-256, any predictions file beside the record (another dataset's) would be read as its own."""
+    good, unchecked = _copy(runs, tmp_path)
+    _edit(unchecked, lambda record: record["provenance"]["predictions"].pop("sha256"))
+    code, text, err = _report([good, unchecked], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and "gives no SHA-256 for its predictions" in err and "| [2] |" not in text
+    # Another run's predictions put in its place are not read as its own either.
+    shutil.copy(good / PREDICTIONS_FILE, unchecked / PREDICTIONS_FILE)
+    assert main(["compare", str(good), str(unchecked), "--resamples", "200"]) == 4
+    assert "gives no SHA-256 for its predictions" in capsys.readouterr().err
+
+
+def test_no_run_left_is_exit_4_and_no_file(runs, tmp_path, capsys) -> None:
+    _, edited = _copy(runs, tmp_path)
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(n=3))
+    code, text, err = _report([edited], tmp_path / "report.html", "html", capsys)
+    assert code == 4 and text == "" and not (tmp_path / "report.html").exists()
+    assert len(err.strip().splitlines()) == 1  # one line: the refusal, naming the run and what does not match
+    assert "no run to report" in err and "on n = 3, but its predictions give" in err
