@@ -35,7 +35,8 @@ def _unscored_run(directory: Path, seed: int) -> Path:
     metrics = zero_shot_metrics(Predictions(table=table, labels=["species 0", "species 1", "species 2"], info=info))
     assert np.isnan(metrics["top1_species"]["value"])
     provenance = {"dataset": {"uri": "toy.lance", "evaluated_rows": n, "evaluated_fingerprint": "f" * 64},
-                  "label_set": {"rank": "species", "size": 3}, "model": {"id": f"model-{seed}"}}
+                  "label_set": {"rank": "species", "size": 3, "labels": ["species 0", "species 1", "species 2"]},
+                  "task": info, "model": {"id": f"model-{seed}"}}  # what a run writes: its metrics are recomputed
     return RunRecord(task="zeroshot", metrics=metrics, provenance=provenance,
                      config={"rank": "species"}).write(directory, table)
 

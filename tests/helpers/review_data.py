@@ -68,7 +68,7 @@ def write_demo_review_data(root: Path, model: str, images: int = 8) -> ReviewDat
     embedded by ``model`` with one zero-shot run, as :func:`write_review_data` does."""
     from cladebench import store
     from cladebench.demo.config import DemoConfig
-    from cladebench.demo.steps import DEMO_STEPS, DemoContext
+    from cladebench.demo import DEMO_STEPS, DemoContext  # the package: every step registered
     from cladebench.synthetic import WorldConfig, make_world
 
     config = DemoConfig(out=root, images=images)

@@ -39,7 +39,7 @@ def _edit(run: Path, change) -> None:
 
 
 def _report(paths: list[Path], out: Path, form: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(["report", *map(str, paths), "--out", str(out), "--format", form, "--max-gallery", "0"])
+    code = main(["report", *map(str, paths), "--out-file", str(out), "--format", form, "--max-gallery", "0"])
     err = capsys.readouterr().err
     return code, (out.read_text() if out.exists() else ""), err
 
