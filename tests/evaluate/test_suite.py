@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -225,3 +227,13 @@ def test_results_of_a_moved_folder_still_name_their_records(suite_env, tmp_path)
     for row in read_results(moved).to_pylist()[:20]:
         if row["run"]:
             assert (moved / row["run"]).is_file()
+
+
+def test_the_metrics_digest_does_not_depend_on_what_was_imported() -> None:
+    """Tasks define their metrics when imported; the run key's digest of the definitions loads every task first,
+    so a suite that happened to import one task's module before planning keys its runs as one that did not."""
+    program = ("import sys\n{}\nfrom cladebench.evaluate.suite.plan import metrics_version\nprint(metrics_version())")
+    digests = {subprocess.run([sys.executable, "-c", program.format(first)], capture_output=True, text=True,
+                              check=True).stdout.strip()
+               for first in ("pass", "import cladebench.tasks.geo.task", "import cladebench.tasks.lineage.metrics")}
+    assert len(digests) == 1 and len(next(iter(digests))) == 64, digests

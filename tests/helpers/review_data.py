@@ -67,8 +67,8 @@ def write_demo_review_data(root: Path, model: str, images: int = 8) -> ReviewDat
     """The demo's fine-grained dataset (its ``fine-grained`` step: ``images`` photos, then its genus-only rows),
     embedded by ``model`` with one zero-shot run, as :func:`write_review_data` does."""
     from cladebench import store
-    from cladebench.demo.config import DemoConfig
     from cladebench.demo import DEMO_STEPS, DemoContext  # the package: every step registered
+    from cladebench.demo.config import DemoConfig
     from cladebench.synthetic import WorldConfig, make_world
 
     config = DemoConfig(out=root, images=images)

@@ -51,6 +51,14 @@ def register_task(task: Task) -> Task:
     return TASKS.add(task.name, task)
 
 
+def all_tasks() -> Registry[Task]:
+    """Every task, the built-in ones loaded: what a digest of every metric definition needs (each task module
+    defines its metrics when it is imported)."""
+    for builtin in _BUILTIN_TASKS:
+        _load_builtin_task(builtin)
+    return TASKS
+
+
 def get_task(name: str) -> Task:
     """The task called ``name``; an unknown name is a usage error that lists the tasks and suggests the closest.
 

@@ -16,6 +16,7 @@ record there, and reuses it once the record is verified against its predictions 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import typing
@@ -29,7 +30,6 @@ from cladebench.errors import UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, mirror_folder
 from cladebench.evaluate.benchmarks.base import mirror_digest
 from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig, eval_config
-from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.models.registry import resolve_model
 from cladebench.models.spec import ModelSpec, column_key
 from cladebench.registry import Registry
@@ -204,15 +204,23 @@ def weights_identity(spec: ModelSpec) -> dict[str, Any]:
     return identity
 
 
-METRICS_VERSION = hashlib.sha256(json.dumps(METRIC_DEFINITIONS, sort_keys=True).encode()).hexdigest()
-"""Digest of the metric definitions: a change to what a metric means makes every run key new."""
+@functools.cache
+def metrics_version() -> str:
+    """Digest of every metric definition, every task's loaded first (tasks define theirs on import, so a digest of
+    what happens to be imported would change with the command): a change to what a metric means makes every run
+    key new."""
+    from cladebench.metrics import METRIC_DEFINITIONS  # here: the package defines the shared metrics on import
+    from cladebench.tasks import all_tasks
+
+    all_tasks()
+    return hashlib.sha256(json.dumps(dict(METRIC_DEFINITIONS), sort_keys=True).encode()).hexdigest()
 
 
 def run_key(benchmark: str, task: str, settings: Mapping[str, Any], model: Mapping[str, Any],
             data: Mapping[str, Any]) -> str:
     """SHA-256 naming a run: the same benchmark, task, settings, model and data (each by content) and metric
     definitions give the same key, in any suite."""
-    payload = {"version": KEY_VERSION, "metrics": METRICS_VERSION, "benchmark": benchmark, "task": task,
+    payload = {"version": KEY_VERSION, "metrics": metrics_version(), "benchmark": benchmark, "task": task,
                "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(settings.items())},
                "model": dict(model), "data": dict(data)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
