@@ -40,7 +40,7 @@ def dataset(tmp_path: Path) -> Path:
     (["eval", "retrieval", "D", "--out", "o", "--prior-cell-km", "3"], "--prior-cell-km", "eval geo"),
     (["eval", "inquire-rerank", "--out", "o", "--shots", "2"], "--shots", "eval fewshot"),
     (["load", "inquire-rerank", "D", "--out", "o", "--concurrency", "2"], "--concurrency", "load crypticbio"),
-    (["eval", "zeroshot", "D", "--out", "o", "--no-hint"], "--no-hint", "eval lineage"),
+    (["eval", "zeroshot", "D", "--out", "o", "--conditions", "nohint"], "--conditions", "eval lineage"),
 ])
 def test_another_member_s_option_names_where_it_belongs(argv: list[str], option: str, owner: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:

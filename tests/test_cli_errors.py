@@ -68,7 +68,7 @@ def dataset(tmp_path: Path) -> Path:
 
 def _run_record(root: Path, *, undefined: str | None = None) -> Path:
     """A rerank run written by hand (planted scores), enough for a report; ``undefined`` names a metric whose
-    value is planted as NaN."""
+    value is planted as NaN (a record its predictions do not give)."""
     from cladebench.tasks.common import Predictions
     from cladebench.tasks.rerank import rerank_metrics
 
@@ -144,18 +144,19 @@ def test_report_and_compare_refuse_predictions_that_are_not_the_recorded_ones(tm
     predictions.write_bytes(data[: len(data) // 2])  # cut short
     for result in (run("report", str(run_path), "--out-file", str(tmp_path / "bad.html")),
                    run("compare", str(run_path), str(run_path))):
-        one_line_error(result, 1, str(predictions), "SHA-256", "changed or cut short")
+        one_line_error(result, 4, str(predictions), "SHA-256", "changed or cut short")
     assert not (tmp_path / "bad.html").exists()
 
 
-def test_a_metric_written_as_null_is_reported_and_compared_as_undefined(tmp_path: Path) -> None:
+def test_a_metric_nulled_by_hand_is_refused_by_report_and_compare(tmp_path: Path) -> None:
+    """A stored value its predictions do not give, null included, never reaches a table (a metric its predictions
+    leave undefined is written and shown as undefined: tests/evaluate/test_run_json.py)."""
     run_path = _run_record(tmp_path, undefined="ap@100")
     assert json.loads(run_path.read_text())["metrics"]["ap@100"]["value"] is None
-    report = run("report", str(run_path), "--out-file", str(tmp_path / "r.md"), "--format", "md")
-    assert report.returncode == 0, report.stderr
-    compared = run("compare", str(run_path), str(run_path))
-    assert compared.returncode == 0, compared.stderr
-    assert any(line.startswith("ap@100") and "undefined" in line for line in compared.stdout.splitlines())
+    for result in (run("report", str(run_path), "--out-file", str(tmp_path / "r.md"), "--format", "md"),
+                   run("compare", str(run_path), str(run_path))):
+        one_line_error(result, 4, str(run_path), "ap@100 reads")
+    assert not (tmp_path / "r.md").exists()
 
 
 # --- load crypticbio -----------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_an_edited_metric_never_reaches_the_report(runs, tmp_path, capsys, form)
     assert code == 0
     said = [line for line in err.splitlines() if "left out" in line]
     assert len(said) == 1 and f"[2] left out: {edited / RUN_FILE}: its top1_species reads 0.987654 on n = " \
-        f"{stored['n']}, but its predictions give {stored['value']}" in said[0]
+        f"{stored['n']}, but its predictions give {stored['value']:.6g}" in said[0]
     # The edited value is in no table, not even in bold: only the notice at the top says what does not match.
     notice, rest = text.split("Left out: 1 run record", 1)[1].split("0.987654", 1)
     assert "98.77" not in text and "0.987654" not in rest and "reads" in notice

@@ -114,12 +114,17 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
         if again is None:
             return f"its metric {name} is not one its predictions give"
         if not _same(stored.get("value"), again.get("value")) or stored.get("n") != again.get("n"):
-            return (f"its {name} reads {stored.get('value')} on n = {stored.get('n')}, but its predictions give "
-                    f"{again.get('value')} on n = {again.get('n')}")
+            return (f"its {name} reads {_shown(stored.get('value'))} on n = {stored.get('n')}, but its predictions "
+                    f"give {_shown(again.get('value'))} on n = {again.get('n')}")
     missing = sorted(set(recomputed) - set(record.metrics))
     if missing:
         return f"its predictions give {missing[0]}, which the record does not list"
     return None
+
+
+def _shown(value: Any) -> str:
+    """A value in a refusal: enough digits to tell two apart, not a float's every digit."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _same(stored: Any, again: Any) -> bool:
