@@ -53,7 +53,7 @@ def test_the_definition_reads_as_sentences_when_no_figure_is_published():
     path = "runs/crypticbio-common/m-1/run.json"
     data = SuiteData(rows=[_row("crypticbio-common", path, 0.5, "2025-01-01T00:00:00+00:00")],
                      runs={path: _run(1, path, 0.5)})
-    output = FORMATS.get_named("html")
+    output = FORMATS["html"]
     context = ReportContext(format=output.name, environment=output.environment(), max_gallery=1,
                             cache={SUITE_KEY: data})
     text = " ".join(str(suite_section(list(data.runs.values()), context)).split())

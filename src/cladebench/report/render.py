@@ -11,16 +11,17 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TextIO
 
 import jinja2
 from markupsafe import Markup, escape
 
 from cladebench import __version__
-from cladebench.registry import Registry
+from cladebench.registry import look_up
 from cladebench.report.escaping import markdown_finalize
 from cladebench.report.formatting import format_count, format_number, short_hash
 from cladebench.report.runs import ReportRun, load_runs
@@ -60,11 +61,12 @@ class OutputFormat:
     """Makes the format's jinja2 environment."""
 
 
-FORMATS: Registry[OutputFormat] = Registry("report format")
-"""Registry: format name -> how to write it."""
-FORMATS.add("html", OutputFormat("html", "report.html.j2", lambda: _environment(breakable_html, autoescape=True)))
-FORMATS.add("md", OutputFormat("md", "report.md.j2", lambda: _environment(lambda text: text, autoescape=False,
-                                                                       finalize=markdown_finalize)))
+FORMATS: Mapping[str, OutputFormat] = MappingProxyType({
+    "html": OutputFormat("html", "report.html.j2", lambda: _environment(breakable_html, autoescape=True)),
+    "md": OutputFormat("md", "report.md.j2", lambda: _environment(lambda text: text, autoescape=False,
+                                                                  finalize=markdown_finalize)),
+})
+"""Format name -> how to write it (a fixed table: ``look_up`` names the known ones)."""
 
 
 def default_title(runs: Sequence[ReportRun]) -> str:
@@ -95,7 +97,7 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
                   max_gallery: int = 12, progress: bool = False) -> str:
     """The report of ``run_paths`` as text in ``format``; ``progress``: see :class:`ProgressLine`."""
     say = ProgressLine(progress)
-    output = FORMATS.get_named(format)
+    output = look_up(FORMATS, "report format", format)
     left_out: list[str] = []
     runs = load_runs(run_paths, left_out=left_out)
     for line in left_out:  # said whether or not progress is, and on the page

@@ -32,7 +32,7 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
 
     rows = [r for r in require_results(root).to_pylist() if r["status"] == "finished" and r["run"]]
     paths = list(dict.fromkeys(r["run"] for r in rows))
-    output = FORMATS.get_named("html")
+    output = FORMATS["html"]
     environment = output.environment()
     if not paths:
         runs: tuple = ()

@@ -16,12 +16,11 @@ from cladebench.report.formatting import split_metric
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
+from cladebench.tasks.lineage.targets import CONDITIONS  # the task's conditions, as its metric names start
 from cladebench.taxonomy import RANK_COLUMNS
 
 BREAKDOWN = "divergence"
 """Metric prefix of the divergence-rank breakdown (``divergence=class/hint_exact``)."""
-CONDITIONS = ("hint", "nohint")
-"""Conditions of the lineage task, as its metric names start."""
 
 
 def divergence_ranks(run: ReportRun) -> list[str]:
