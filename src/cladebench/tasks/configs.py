@@ -29,8 +29,9 @@ last-level cache (measured: 256-1,024 x 1,024-4,096 are within 5% of each other)
 
 
 @dataclass(frozen=True)
-class ZeroShotConfig:
-    """How a zero-shot run is set up; every field is recorded in the run record."""
+class TextLabelConfig:
+    """What every task that classifies images among text labels sets up the same way (zero-shot, and geo on top
+    of it); every field is recorded in the run record."""
 
     rank: str = "species"
     """Rank of the labels: the benchmark's taxa at this rank form the label set."""
@@ -44,6 +45,17 @@ class ZeroShotConfig:
     """Embedding column with the images' vectors; by default the one whose metadata names the model."""
     where: str | None = None
     """SQL filter selecting the evaluated rows."""
+
+    def __post_init__(self) -> None:
+        from cladebench.tasks.common import fixed_logit_scale  # here: the command line's help reads this class
+
+        fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
+
+
+@dataclass(frozen=True)
+class ZeroShotConfig(TextLabelConfig):
+    """How a zero-shot run is set up; every field is recorded in the run record."""
+
     within: str | None = None
     """Restrict rows and labels to one clade, as RANK=NAME (e.g. class=Aves)."""
     candidates: str | None = None
@@ -65,10 +77,9 @@ class ZeroShotConfig:
     """Labels read and normalised at once when streaming; each block is scored against every image."""
 
     def __post_init__(self) -> None:
-        from cladebench.tasks.common import fixed_logit_scale
         from cladebench.tasks.tree_of_life import is_tree_of_life_source
 
-        fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
+        super().__post_init__()
         if self.stream not in STREAM_CHOICES:
             raise UsageError(f"--stream must be one of {', '.join(STREAM_CHOICES)}, got {self.stream!r}")
         at_least("--image-block", self.image_block, 1)

@@ -12,6 +12,7 @@ from typing import Literal
 
 from cladebench.config import at_least, at_most, non_negative, positive
 from cladebench.errors import UsageError
+from cladebench.tasks.configs import TextLabelConfig
 
 EARTH_RADIUS_KM = 6371.0088
 """Mean Earth radius (IUGG), the sphere the grid's areas are measured on."""
@@ -33,22 +34,10 @@ PARTS = ("fit", "validation", "test")
 
 
 @dataclass(frozen=True)
-class GeoPriorConfig:
+class GeoPriorConfig(TextLabelConfig):
     """How an image + place/season run is set up; every field is recorded in the run record. The zero-shot fields
     (rank .. labels) mean what they mean for the zeroshot task."""
 
-    rank: str = "species"
-    """Rank of the labels: the benchmark's taxa at this rank form the label set."""
-    name_style: str = "taxon"
-    """Label strings: sci, com, taxon, taxon_com or mixed (scientific with common name)."""
-    templates: str = "bioclip"
-    """Template set (bioclip, photo, openai-imagenet, raw) or one template containing {c}."""
-    logit_scale: str = "learned"
-    """'learned' (the model's own scale) or a number (CLIP_benchmark uses 100)."""
-    column: str | None = None
-    """Embedding column with the images' vectors; by default the one whose metadata names the model."""
-    where: str | None = None
-    """SQL filter selecting the evaluated rows."""
     candidates: str | None = None
     """Column with each row's candidate species (e.g. cryptic_group): classify among them only, with and
     without the prior."""
@@ -85,9 +74,7 @@ class GeoPriorConfig:
     """Location-embedding column for embedding_sum; by default the one column named loc_emb_*."""
 
     def __post_init__(self) -> None:
-        from cladebench.tasks.common import fixed_logit_scale  # here: the command line's help reads this class
-
-        fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
+        super().__post_init__()
         for option, km in (("--prior-cell-km", self.prior_cell_km),
                            ("--prior-neighbourhood-km", self.prior_neighbourhood_km)):
             positive(option, km)
