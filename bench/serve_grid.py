@@ -107,7 +107,8 @@ def fetch_page(client: httpx.Client, base: str, path: str, pool: ThreadPoolExecu
     page.raise_for_status()
     if thumbnails:
         sources = [chunk.split('"')[0] for chunk in page.text.split('src="/thumb/')[1:]]
-        assert len(sources) == 100, f"{path}: {len(sources)} thumbnails, expected 100"
+        # A page holds 100 thumbnails; a filtered one of a small dataset (--rows under a few thousand) fewer.
+        assert 0 < len(sources) <= 100, f"{path}: {len(sources)} thumbnails, expected 1 to 100"
         list(pool.map(lambda s: client.get(f"{base}/thumb/{s}").raise_for_status(), sources))
     return time.perf_counter() - start
 
