@@ -89,3 +89,25 @@ def test_no_run_left_is_exit_4_and_no_file(runs, tmp_path, capsys) -> None:
     assert code == 4 and text == "" and not (tmp_path / "report.html").exists()
     assert len(err.strip().splitlines()) == 1  # one line: the refusal, naming the run and what does not match
     assert "no run to report" in err and "on n = 3, but its predictions give" in err
+
+
+@pytest.mark.parametrize("change", [
+    lambda record: record["metrics"].update(top1_species=0.5),
+    lambda record: record.update(metrics=[0.5]),
+    lambda record: record.update(provenance=[]),
+    lambda record: record.update(config=None),
+    lambda record: record["provenance"].update(predictions="predictions.parquet"),
+    lambda record: record["provenance"].update(model="tiny-clip"),
+], ids=["metric-a-number", "metrics-a-list", "provenance-a-list", "config-null", "predictions-a-string",
+        "model-a-string"])
+def test_a_record_of_the_wrong_shape_is_left_out_not_a_crash(runs, tmp_path, capsys, change) -> None:
+    """A hand-edited run.json whose parts are not the objects a record holds is not a run record: report leaves it
+    out and compare refuses it, each in one line, never an internal error."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, change)
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE} is not a run record:" in err
+    assert "| [1] |" in text and "| [2] |" not in text
+    assert main(["compare", str(good), str(edited), "--resamples", "200"]) == 4
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "is not a run record" in err
