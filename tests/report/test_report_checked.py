@@ -111,3 +111,15 @@ def test_a_record_of_the_wrong_shape_is_left_out_not_a_crash(runs, tmp_path, cap
     assert main(["compare", str(good), str(edited), "--resamples", "200"]) == 4
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "is not a run record" in err
+
+
+def test_a_metric_marked_left_out_by_hand_is_not_trusted(runs, tmp_path, capsys) -> None:
+    """Only a left-out group's metric goes unchecked, and it holds no number: an edited value marked left out is
+    refused like any edited value, never shown in the leaderboard or compared."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(value=0.987654, left_out="too few rows"))
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species is marked left out" in err
+    assert "98.77" not in text and "| [2] |" not in text
+    assert main(["compare", str(good), str(edited), "--resamples", "200"]) == 4
+    assert "98.77" not in capsys.readouterr().out

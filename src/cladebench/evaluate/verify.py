@@ -106,10 +106,14 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
         recomputed = recompute_metrics(record, table)
     except (CladebenchError, KeyError, ValueError, TypeError, pa.ArrowException) as error:
         return f"its metrics cannot be recomputed from its predictions ({type(error).__name__}: {error})"
+    left_out_groups = ((record.provenance.get("groups") or {}).get("left_out") or {})
     for name, stored in record.metrics.items():
         stored = stored or {}
         if stored.get(LEFT_OUT):
-            continue
+            if _left_out_estimate(name, stored, left_out_groups):
+                continue
+            return (f"its {name} is marked left out, but is not the empty metric of a group its provenance "
+                    "leaves out")
         again = recomputed.get(name)
         if again is None:
             return f"its metric {name} is not one its predictions give"
@@ -120,6 +124,14 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
     if missing:
         return f"its predictions give {missing[0]}, which the record does not list"
     return None
+
+
+def _left_out_estimate(name: str, stored: dict[str, Any], left_out_groups: Any) -> bool:
+    """Whether ``stored`` is what :func:`~cladebench.evaluate.selection.left_out_metrics` writes for a group the
+    provenance leaves out: no value, interval or count. Such a metric has nothing to recompute; a number marked
+    left out by hand would otherwise reach a table unchecked."""
+    in_group = any(name.startswith(f"{group}{GROUP_SEPARATOR}") for group in left_out_groups)
+    return in_group and not stored.get("n") and all(stored.get(key) is None for key in ("value", "low", "high"))
 
 
 def _shown(value: Any) -> str:
