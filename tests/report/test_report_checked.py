@@ -123,3 +123,12 @@ def test_a_metric_marked_left_out_by_hand_is_not_trusted(runs, tmp_path, capsys)
     assert "98.77" not in text and "| [2] |" not in text
     assert main(["compare", str(good), str(edited), "--resamples", "200"]) == 4
     assert "98.77" not in capsys.readouterr().out
+
+
+def test_an_edited_interval_never_reaches_the_report(runs, tmp_path, capsys) -> None:
+    """A table shows each value with its interval: the interval the predictions give is checked as the value is."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(low=0.5, high=0.9))
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species interval reads [0.5, 0.9]" in err
+    assert "50.00, 90.00" not in text and "| [2] |" not in text

@@ -4,7 +4,7 @@ Why a module of its own: a ``run.json`` is a file anyone can edit, and its predi
 after the run. A suite that reuses a finished run, and every table built from records, must not show a number the
 predictions do not give. :func:`verify_record` reads the predictions (their SHA-256 checked against the record),
 recomputes every metric with the task's own metrics function, group by group and breakdown by breakdown, and
-compares value and count with what the record stores.
+compares value, interval and count with what the record stores.
 """
 
 from __future__ import annotations
@@ -120,6 +120,9 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
         if not _same(stored.get("value"), again.get("value")) or stored.get("n") != again.get("n"):
             return (f"its {name} reads {_shown(stored.get('value'))} on n = {stored.get('n')}, but its predictions "
                     f"give {_shown(again.get('value'))} on n = {again.get('n')}")
+        if not all(_same(stored.get(key), again.get(key)) for key in ("low", "high")):  # shown beside the value
+            return (f"its {name} interval reads [{_shown(stored.get('low'))}, {_shown(stored.get('high'))}], but "
+                    f"its predictions give [{_shown(again.get('low'))}, {_shown(again.get('high'))}]")
     missing = sorted(set(recomputed) - set(record.metrics))
     if missing:
         return f"its predictions give {missing[0]}, which the record does not list"
