@@ -132,3 +132,14 @@ def test_an_edited_interval_never_reaches_the_report(runs, tmp_path, capsys) -> 
     code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
     assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species interval reads [0.5, 0.9]" in err
     assert "50.00, 90.00" not in text and "| [2] |" not in text
+
+
+@pytest.mark.parametrize("classes", [9999, "many"])
+def test_every_part_of_a_stored_metric_is_checked(runs, tmp_path, capsys, classes) -> None:
+    """A table says what a number was computed on (``24 images, 12 classes``) from the stored estimate: a part added
+    or edited by hand is refused like an edited value, never shown, never a crash."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(classes=classes))
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species holds classes = {classes}" in err
+    assert "9,999" not in text and "| [2] |" not in text

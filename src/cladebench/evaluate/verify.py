@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -123,6 +125,11 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
         if not all(_same(stored.get(key), again.get(key)) for key in ("low", "high")):  # shown beside the value
             return (f"its {name} interval reads [{_shown(stored.get('low'))}, {_shown(stored.get('high'))}], but "
                     f"its predictions give [{_shown(again.get('low'))}, {_shown(again.get('high'))}]")
+        differing = next((key for key in sorted(set(stored) | set(again))
+                          if not _same_part(stored.get(key), again.get(key))), None)
+        if differing is not None:  # what a table says beside the value (classes, repetitions) is checked too
+            return (f"its {name} holds {differing} = {_shown(stored.get(differing))}, but its predictions give "
+                    f"{_shown(again.get(differing))}")
     missing = sorted(set(recomputed) - set(record.metrics))
     if missing:
         return f"its predictions give {missing[0]}, which the record does not list"
@@ -135,6 +142,19 @@ def _left_out_estimate(name: str, stored: dict[str, Any], left_out_groups: Any) 
     left out by hand would otherwise reach a table unchecked."""
     in_group = any(name.startswith(f"{group}{GROUP_SEPARATOR}") for group in left_out_groups)
     return in_group and not stored.get("n") and all(stored.get(key) is None for key in ("value", "low", "high"))
+
+
+def _same_part(stored: Any, again: Any) -> bool:
+    """:func:`_same` for any part of an estimate: numbers within the tolerance, lists and objects part by part,
+    anything else equal."""
+    if isinstance(again, (list, tuple)):
+        return (isinstance(stored, list) and len(stored) == len(again)
+                and all(_same_part(s, a) for s, a in zip(stored, again, strict=True)))
+    if isinstance(again, dict):
+        return isinstance(stored, dict) and all(_same_part(stored.get(k), again.get(k)) for k in {*stored, *again})
+    if (isinstance(again, numbers.Real) and not isinstance(again, (bool, np.bool_))) or again is None:
+        return _same(stored, again)
+    return isinstance(stored, bool) == isinstance(again, (bool, np.bool_)) and stored == again
 
 
 def _shown(value: Any) -> str:
