@@ -94,3 +94,19 @@ def test_a_replacing_commit_keeps_the_old_output_or_the_new_one(tmp_path: Path) 
     with staged_folder(out, tag="t", replace=True) as staging:
         (staging / "rows.txt").write_text("second")
     assert (out / "rows.txt").read_text() == "second" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("target", ["empty", "missing"])
+def test_a_symbolic_link_is_refused_before_any_work(tmp_path: Path, target: str) -> None:
+    """A link as the output (to an empty folder, or dangling) cannot take the rename: refused in one line naming
+    the output as given, before the block runs, the link and its target left as they were."""
+    from cladebench.errors import CladebenchError
+
+    (tmp_path / "empty").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / target)
+    ran = []
+    with pytest.raises(CladebenchError, match=f"^{link} is a symbolic link"), staged_folder(link, tag="t"):
+        ran.append(True)
+    assert not ran and link.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["empty", "link"]
+    assert not any((tmp_path / "empty").iterdir())

@@ -319,6 +319,8 @@ def staged_folder(out: str | Path, *, tag: str, replace: bool = False, dead_run:
     (:func:`remove_dead_staging`). The one folder staging under every whole-folder output; ``curate/staging.py``
     adds the markers and the checks of what a previous output may be."""
     out = absolute(out)
+    if out.is_symlink():  # the rename would fail after all the work, naming the hidden staging folder
+        raise CladebenchError(f"{out} is a symbolic link; an output is a folder of its own: name one")
     remove_dead_staging(out, tag, dead_run)
     staging = new_staging_folder(out, tag)
     try:

@@ -267,3 +267,10 @@ def test_runs_with_several_rows_per_example_are_paired_by_query_image(tmp_path: 
     _fewshot_run(tmp_path / "c", np.ones(90, dtype=bool), 3)
     with pytest.raises(CladebenchError, match="40 and 30 examples"):
         compare_runs([paths[0], tmp_path / "c"])
+
+
+def test_one_run_to_compare_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare RUN` alone is how the command was called, not a failure of the run: exit 2, one line."""
+    assert main(["compare", str(tmp_path / "run.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "compare needs at least two run records" in err[0]

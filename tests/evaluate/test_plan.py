@@ -182,6 +182,25 @@ def test_results_never_show_a_number_its_record_and_predictions_do_not_give(suit
     assert {r["status"] for r in require_results(out).to_pylist()} == {"unverified"}
 
 
+def test_results_never_show_an_interval_its_record_does_not_give(suite, capsys):
+    """An interval is shown beside its value: one edited in results.parquet is refused as an edited value is."""
+    import pyarrow.parquet as pq
+
+    from cladebench.evaluate.suite.results import RESULTS_FILE, read_results, require_results
+
+    out = suite["record"].parents[3]
+    table = read_results(out)
+    edited = next(i for i, v in enumerate(table.column("low").to_pylist()) if v is not None)
+    for column, value in (("low", 0.5), ("high", 0.9)):
+        values = table.column(column).to_pylist()
+        values[edited] = value
+        table = table.set_column(table.schema.get_field_index(column), column, pa.array(values))
+    pq.write_table(table, out / RESULTS_FILE)
+    checked = require_results(out).to_pylist()
+    assert checked[edited]["status"] == "unverified" and checked[edited]["low"] is None
+    assert "results.parquet gives" in checked[edited]["reason"] and "[0.5, 0.9]" in checked[edited]["reason"]
+
+
 def test_results_open_with_models_by_benchmarks(suite, capsys):
     out = suite["record"].parents[3]
     assert main(["results", str(out)]) == 0

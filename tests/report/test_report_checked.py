@@ -89,3 +89,57 @@ def test_no_run_left_is_exit_4_and_no_file(runs, tmp_path, capsys) -> None:
     assert code == 4 and text == "" and not (tmp_path / "report.html").exists()
     assert len(err.strip().splitlines()) == 1  # one line: the refusal, naming the run and what does not match
     assert "no run to report" in err and "on n = 3, but its predictions give" in err
+
+
+@pytest.mark.parametrize("change", [
+    lambda record: record["metrics"].update(top1_species=0.5),
+    lambda record: record.update(metrics=[0.5]),
+    lambda record: record.update(provenance=[]),
+    lambda record: record.update(config=None),
+    lambda record: record["provenance"].update(predictions="predictions.parquet"),
+    lambda record: record["provenance"].update(model="tiny-clip"),
+], ids=["metric-a-number", "metrics-a-list", "provenance-a-list", "config-null", "predictions-a-string",
+        "model-a-string"])
+def test_a_record_of_the_wrong_shape_is_left_out_not_a_crash(runs, tmp_path, capsys, change) -> None:
+    """A hand-edited run.json whose parts are not the objects a record holds is not a run record: report leaves it
+    out and compare refuses it, each in one line, never an internal error."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, change)
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE} is not a run record:" in err
+    assert "| [1] |" in text and "| [2] |" not in text
+    assert main(["compare", str(good), str(edited), "--resamples", "200"]) == 4
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "is not a run record" in err
+
+
+def test_a_metric_marked_left_out_by_hand_is_not_trusted(runs, tmp_path, capsys) -> None:
+    """Only a left-out group's metric goes unchecked, and it holds no number: an edited value marked left out is
+    refused like any edited value, never shown in the leaderboard or compared."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(value=0.987654, left_out="too few rows"))
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species is marked left out" in err
+    assert "98.77" not in text and "| [2] |" not in text
+    assert main(["compare", str(good), str(edited), "--resamples", "200"]) == 4
+    assert "98.77" not in capsys.readouterr().out
+
+
+def test_an_edited_interval_never_reaches_the_report(runs, tmp_path, capsys) -> None:
+    """A table shows each value with its interval: the interval the predictions give is checked as the value is."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(low=0.5, high=0.9))
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species interval reads [0.5, 0.9]" in err
+    assert "50.00, 90.00" not in text and "| [2] |" not in text
+
+
+@pytest.mark.parametrize("classes", [9999, "many"])
+def test_every_part_of_a_stored_metric_is_checked(runs, tmp_path, capsys, classes) -> None:
+    """A table says what a number was computed on (``24 images, 12 classes``) from the stored estimate: a part added
+    or edited by hand is refused like an edited value, never shown, never a crash."""
+    good, edited = _copy(runs, tmp_path)
+    _edit(edited, lambda record: record["metrics"]["top1_species"].update(classes=classes))
+    code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
+    assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species holds classes = {classes}" in err
+    assert "9,999" not in text and "| [2] |" not in text

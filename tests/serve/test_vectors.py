@@ -138,3 +138,23 @@ def test_memory_stays_within_its_bound(tmp_path: Path, monkeypatch: pytest.Monke
     _same(_found(vectors.like(fresh, "emb_a", "u11", k=8)), _exact(fresh, "emb_a", "u11", 8))
     assert counted_reads == ["emb_a", "emb_b", "emb_a"]
     assert fresh.memo[("unit-vectors",)] == {(fresh.version, "emb_a"): None}
+
+
+@pytest.mark.parametrize(("query", "said"), [
+    (np.ones(DIM + 4), "dimension 20, but column 'emb_a' has dimension 16"),
+    (np.zeros(DIM), "all zeros"),
+    (np.full(DIM, np.nan), "NaN or infinite"),
+])
+def test_a_query_the_column_cannot_compare_is_refused_as_by_the_scan(tmp_path: Path, query: np.ndarray,
+                                                                      said: str) -> None:
+    """A text encoded by a model of another width (serve --model naming another model than the column's), or a
+    vector with no cosine, is the one-line error the exact scan gives, never a crash of the page or NaN hits."""
+    from cladebench.errors import CladebenchError
+
+    path = tmp_path / "d.lance"
+    store.write_dataset(_table(40, seed=0), path)
+    state = _state(path)
+    with pytest.raises(CladebenchError, match=said):
+        brute_force_nearest(state.dataset, "emb_a", query, k=3)
+    with pytest.raises(CladebenchError, match=said):
+        vectors.search(state, "emb_a", query, k=3)

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import CladebenchError, SchemaError, unknown_name
+from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
 from cladebench.evaluate.labels import distinct_labels
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import GROUP_SEPARATOR
@@ -626,7 +626,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     """
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
-        raise CladebenchError("compare needs at least two run records")
+        raise UsageError("compare needs at least two run records")
     records = [RunRecord.read_given(path) for path in paths] if read is None else [record for record, _ in read]
     for record, path in zip(records[1:], paths[1:], strict=True):
         if record.task != records[0].task:

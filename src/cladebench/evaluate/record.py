@@ -141,7 +141,7 @@ class RunRecord:
         path = Path(path)
         if path.is_dir():
             path = path / RUN_FILE
-        record = cls(**json.loads(path.read_text()))
+        record = cls(**checked_shape(json.loads(path.read_text())))
         record.redact_secrets()  # a record written before redaction existed shows no secret either
         return record
 
@@ -175,6 +175,37 @@ class RunRecord:
                                       f"{directory / RUN_FILE} records: the predictions were changed or cut short "
                                       "after the run; rerun the evaluation")
         return pq.read_table(file)
+
+
+PROVENANCE_SECTIONS = ("dataset", "rows", "plan", "comparability", "exposure", "groups", "split", "label_set",
+                       "label_sets", "model", "prompts", "task", "task_by_group", "split_by_group", "metrics",
+                       "software", "predictions", "labels_from_reviews", "published_embeddings")
+"""Parts of a record's provenance that are objects (or null) wherever they are read."""
+
+
+def checked_shape(data: Any) -> dict[str, Any]:
+    """``data`` read from a run.json when its parts are what a record holds (an object of metric objects, the
+    provenance, config and inspection as objects); else a ValueError saying which part is not. A run.json is a
+    file anyone can edit: every reader of a record may then take ``metrics[name]["value"]`` and
+    ``provenance["model"]`` as the objects they are, without a check of its own."""
+    if not isinstance(data, dict):
+        raise ValueError(f"it holds a JSON {type(data).__name__}, not an object")
+    for part in ("metrics", "provenance", "config", "inspection"):
+        if part in data and not isinstance(data[part], dict):
+            raise ValueError(f"its {part} is a JSON {_json_type(data[part])}, not an object")
+    for name, estimate in (data.get("metrics") or {}).items():
+        if not isinstance(estimate, dict):
+            raise ValueError(f"its metric {name} is a JSON {_json_type(estimate)}, not an object")
+    provenance = data.get("provenance") or {}
+    for section in PROVENANCE_SECTIONS:
+        if provenance.get(section) is not None and not isinstance(provenance[section], dict):
+            raise ValueError(f"its provenance's {section} is a JSON {_json_type(provenance[section])}, not an object")
+    return data
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
 
 
 WRITE_LOCK_WAIT_S = 600.0

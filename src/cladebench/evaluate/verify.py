@@ -4,16 +4,18 @@ Why a module of its own: a ``run.json`` is a file anyone can edit, and its predi
 after the run. A suite that reuses a finished run, and every table built from records, must not show a number the
 predictions do not give. :func:`verify_record` reads the predictions (their SHA-256 checked against the record),
 recomputes every metric with the task's own metrics function, group by group and breakdown by breakdown, and
-compares value and count with what the record stores.
+compares value, interval and count with what the record stores.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -106,20 +108,53 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
         recomputed = recompute_metrics(record, table)
     except (CladebenchError, KeyError, ValueError, TypeError, pa.ArrowException) as error:
         return f"its metrics cannot be recomputed from its predictions ({type(error).__name__}: {error})"
+    left_out_groups = ((record.provenance.get("groups") or {}).get("left_out") or {})
     for name, stored in record.metrics.items():
         stored = stored or {}
         if stored.get(LEFT_OUT):
-            continue
+            if _left_out_estimate(name, stored, left_out_groups):
+                continue
+            return (f"its {name} is marked left out, but is not the empty metric of a group its provenance "
+                    "leaves out")
         again = recomputed.get(name)
         if again is None:
             return f"its metric {name} is not one its predictions give"
         if not _same(stored.get("value"), again.get("value")) or stored.get("n") != again.get("n"):
             return (f"its {name} reads {_shown(stored.get('value'))} on n = {stored.get('n')}, but its predictions "
                     f"give {_shown(again.get('value'))} on n = {again.get('n')}")
+        if not all(_same(stored.get(key), again.get(key)) for key in ("low", "high")):  # shown beside the value
+            return (f"its {name} interval reads [{_shown(stored.get('low'))}, {_shown(stored.get('high'))}], but "
+                    f"its predictions give [{_shown(again.get('low'))}, {_shown(again.get('high'))}]")
+        differing = next((key for key in sorted(set(stored) | set(again))
+                          if not _same_part(stored.get(key), again.get(key))), None)
+        if differing is not None:  # what a table says beside the value (classes, repetitions) is checked too
+            return (f"its {name} holds {differing} = {_shown(stored.get(differing))}, but its predictions give "
+                    f"{_shown(again.get(differing))}")
     missing = sorted(set(recomputed) - set(record.metrics))
     if missing:
         return f"its predictions give {missing[0]}, which the record does not list"
     return None
+
+
+def _left_out_estimate(name: str, stored: dict[str, Any], left_out_groups: Any) -> bool:
+    """Whether ``stored`` is what :func:`~cladebench.evaluate.selection.left_out_metrics` writes for a group the
+    provenance leaves out: no value, interval or count. Such a metric has nothing to recompute; a number marked
+    left out by hand would otherwise reach a table unchecked."""
+    in_group = any(name.startswith(f"{group}{GROUP_SEPARATOR}") for group in left_out_groups)
+    return in_group and not stored.get("n") and all(stored.get(key) is None for key in ("value", "low", "high"))
+
+
+def _same_part(stored: Any, again: Any) -> bool:
+    """:func:`_same` for any part of an estimate: numbers within the tolerance, lists and objects part by part,
+    anything else equal."""
+    if isinstance(again, (list, tuple)):
+        return (isinstance(stored, list) and len(stored) == len(again)
+                and all(_same_part(s, a) for s, a in zip(stored, again, strict=True)))
+    if isinstance(again, dict):
+        return isinstance(stored, dict) and all(_same_part(stored.get(k), again.get(k)) for k in {*stored, *again})
+    if (isinstance(again, numbers.Real) and not isinstance(again, (bool, np.bool_))) or again is None:
+        return _same(stored, again)
+    return isinstance(stored, bool) == isinstance(again, (bool, np.bool_)) and stored == again
 
 
 def _shown(value: Any) -> str:

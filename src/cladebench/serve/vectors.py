@@ -23,7 +23,14 @@ import pyarrow.compute as pc
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.serve.state import ServeState
 from cladebench.store import embedding_columns, read, sql_literal
-from cladebench.store.search import brute_force_nearest, embedding_dim, nearest, unit_vectors, vector_index_partitions
+from cladebench.store.search import (
+    brute_force_nearest,
+    embedding_dim,
+    nearest,
+    query_matrix,
+    unit_vectors,
+    vector_index_partitions,
+)
 
 NAME_COLUMNS = ("uuid", "scientific_name", "species", "genus")
 """Columns read with each neighbour (what its cell shows)."""
@@ -154,6 +161,8 @@ def search(state: ServeState, column: str, vector: np.ndarray, *, k: int, where:
     use_index = indexed(state, column)
     cached = None if use_index else cached_vectors(state, column)
     if cached is not None:
+        # The scan's check of the query: another width (a text model not the column's), NaN or zeros is one line.
+        vector = query_matrix(vector, cached.vectors.shape[1], column)[0]
         return Neighbours(column=column, hits=_in_memory(state, cached, vector, k=k, where=where, exclude=exclude,
                                                          shown=shown), indexed=False)
     wanted = k + (1 if exclude is not None else 0)

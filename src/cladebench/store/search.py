@@ -103,8 +103,10 @@ def embedding_dim(dataset: lance.LanceDataset, column: str) -> int:
     return field_type.list_size
 
 
-def _query_matrix(query_vectors: ArrayLike, dim: int, column: str) -> np.ndarray:
-    """Query vectors as a C-contiguous float32 (n, dim) matrix; one vector may be given 1-D."""
+def query_matrix(query_vectors: ArrayLike, dim: int, column: str) -> np.ndarray:
+    """Query vectors as a C-contiguous float32 (n, dim) matrix; one vector may be given 1-D. Another width than
+    ``column``'s, a NaN or an all-zero vector (no cosine) is refused in one line: every search checks its query
+    here, the app's search from vectors in memory too."""
     try:
         queries = np.asarray(query_vectors, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -225,7 +227,7 @@ def nearest(
         rows pass the filter (or, with ``nprobes`` below the partition count, lie in the probed partitions).
     """
     dim = embedding_dim(dataset, column)
-    queries = _query_matrix(query_vectors, dim, column)
+    queries = query_matrix(query_vectors, dim, column)
     k = _check_k(k)
     projection = _check_columns(dataset, columns)
     where = _check_where(where, dataset)
@@ -328,13 +330,13 @@ def brute_force_nearest(
     by the batch. The result has the same columns and order as :func:`nearest`'s.
     """
     dim = embedding_dim(dataset, column)
-    queries = _query_matrix(query_vectors, dim, column)
+    queries = query_matrix(query_vectors, dim, column)
     k = _check_k(k)
     projection = _check_columns(dataset, columns)
     where = _check_where(where, dataset)
     num_queries = len(queries)
     # float64 so that near-ties are ranked by the true cosine, whatever the batch size (the output is float32).
-    unit_queries = normalise_rows(queries, dtype=np.float64, floor=0.0)  # no zero rows: _query_matrix refused them
+    unit_queries = normalise_rows(queries, dtype=np.float64, floor=0.0)  # no zero rows: query_matrix refused them
     if batch_size is None:
         batch_size = int(min(65536, max(1024, _SIMILARITY_BLOCK // num_queries)))
     read_columns = [column, *[c for c in projection if c != column]]
@@ -400,6 +402,7 @@ __all__ = [
     "brute_force_nearest",
     "embedding_dim",
     "nearest",
+    "query_matrix",
     "unit_vectors",
     "vector_index_partitions",
 ]

@@ -152,8 +152,8 @@ def require_results(root: Path) -> pa.Table:
 
 def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
     """The table with every finished row's number checked: its run record must agree with its predictions
-    (:func:`~cladebench.evaluate.verify.verify_record`) and the row must give the record's value and count. A row
-    that does not is shown without a value, with status ``unverified`` and why, never as a number."""
+    (:func:`~cladebench.evaluate.verify.verify_record`) and the row must give the record's value, interval and
+    count. A row that does not is shown without a value, with status ``unverified`` and why, never as a number."""
     from cladebench.evaluate.verify import verify_record
 
     problems: dict[str, str | None] = {}
@@ -171,13 +171,22 @@ def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
         if problem is None:
             stored = records[run].metrics.get(row["metric"]) or {}
             value, n = stored.get("value"), stored.get("n")
-            same = (row["value"] is None) == (value is None) and (value is None or abs(row["value"] - value) <= 1e-9)
-            if not same or (n is not None and row["n"] != n):
+            if not _same(row["value"], value) or (n is not None and row["n"] != n):
                 problem = (f"results.parquet gives {row['value']} on n = {row['n']}, its run record {value} on "
                            f"n = {n}")
+            elif not (_same(row["low"], stored.get("low")) and _same(row["high"], stored.get("high"))):
+                problem = (f"results.parquet gives the interval [{row['low']}, {row['high']}], its run record "
+                           f"[{stored.get('low')}, {stored.get('high')}]")
         if problem is not None:
             row.update(value=None, low=None, high=None, status="unverified", reason=problem)
     return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def _same(row: float | None, stored: float | None) -> bool:
+    """A results row's number and its record's: both absent, or equal within a JSON round trip."""
+    from cladebench.evaluate.verify import TOLERANCE
+
+    return (row is None) == (stored is None) and (stored is None or abs(row - stored) <= TOLERANCE)
 
 
 def _shown(metric: str, value: float | None) -> str:
