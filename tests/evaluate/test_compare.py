@@ -54,9 +54,10 @@ def write_run(directory: Path, correct: np.ndarray, *, model: str = "model-a", u
     })
     info = {"rank": "species", "scored_ranks": ["species", "genus"]}
     labels = [f"species {i}" for i in range(9)]
-    metrics = zero_shot_metrics(Predictions(table=table, labels=labels, info=info))
     if order_seed is not None:  # the same predictions written in another row order
         table = table.take(np.random.default_rng(order_seed).permutation(n))
+    # From the predictions as written, as a run computes them: a bootstrap's interval follows the row order.
+    metrics = zero_shot_metrics(Predictions(table=table, labels=labels, info=info))
     provenance = {"dataset": {"uri": "toy.lance", "evaluated_rows": n, "evaluated_fingerprint": "f" * 64},
                   "label_set": {"rank": "species", "size": 9, "labels": labels}, "model": {"id": model}, "task": info}
     record = RunRecord(task=task, metrics=metrics, provenance=provenance, config={"rank": "species"})

@@ -44,3 +44,11 @@ def test_counts_print_as_counts_in_a_process_that_never_imported_their_task() ->
             "print([display_scale(n) for n in ('hint_depth', 'g/nohint_lca_distance', 'image_weight')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[(1.0, ''), (1.0, ''), (1.0, '')]"
+
+
+def test_a_difference_that_rounds_to_zero_reads_plus_zero() -> None:
+    """Two identical runs differ by -0.0 once negated for display; the sign of a zero says nothing, so it reads
+    +0.00, as does anything that rounds to it."""
+    from cladebench.metrics import signed
+
+    assert [signed(v) for v in (-0.0, -0.001, 0.004, 1.236, -1.234)] == ["+0.00", "+0.00", "+0.00", "+1.24", "-1.23"]

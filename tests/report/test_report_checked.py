@@ -143,3 +143,16 @@ def test_every_part_of_a_stored_metric_is_checked(runs, tmp_path, capsys, classe
     code, text, err = _report([good, edited], tmp_path / "report.md", "md", capsys)
     assert code == 0 and f"[2] left out: {edited / RUN_FILE}: its top1_species holds classes = {classes}" in err
     assert "9,999" not in text and "| [2] |" not in text
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_a_file_of_the_user_s_is_never_replaced_by_a_report(runs, tmp_path, capsys, form) -> None:
+    """Only a report cladebench wrote is replaced at --out-file; the user's own file there is refused, untouched."""
+    mine = tmp_path / f"notes.{form}"
+    mine.write_text("# my notes\n\nnot a report\n")
+    code, _, err = _report(list(runs.values()), mine, form, capsys)
+    assert code == 2 and "is a file cladebench did not write" in err and str(mine) in err
+    assert mine.read_text() == "# my notes\n\nnot a report\n"
+    written = tmp_path / f"report.{form}"
+    assert _report(list(runs.values()), written, form, capsys)[0] == 0
+    assert _report(list(runs.values()), written, form, capsys)[0] == 0  # its own report, written again: replaced

@@ -38,7 +38,7 @@ from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_
 from cladebench.evaluate.labels import distinct_labels
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import GROUP_SEPARATOR
-from cladebench.metrics import PairedComparison, display_scale, holm, lower_is_better, paired_bootstraps
+from cladebench.metrics import PairedComparison, display_scale, holm, lower_is_better, paired_bootstraps, signed
 
 CORRECTION = ("Holm-Bonferroni, one family per metric and group: the runs tested against one reference on that "
               "metric of that group (not across groups or metrics)")
@@ -851,7 +851,8 @@ def format_verdicts(comparison: Comparison) -> list[str]:
             if tally.get("pooled") is not None:
                 difference, word = tally["pooled"]
                 d = difference.paired
-                said += (f": {-scale * d.difference:+.2f}{points} [{-scale * d.high:+.2f}, {-scale * d.low:+.2f}] "
+                said += (f": {signed(-scale * d.difference)}{points} [{signed(-scale * d.high)}, "
+                         f"{signed(-scale * d.low)}] "
                          f"on {d.n:,} {verdict.unit or 'examples'}, {word}")
             if tally["groups"] > 1 or (tally["groups"] and tally.get("pooled") is None):
                 said += (f"{',' if tally.get('pooled') is not None else ':'} better in {tally['better']} of "

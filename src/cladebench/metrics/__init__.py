@@ -29,7 +29,14 @@ from __future__ import annotations
 
 from cladebench.metrics.classification import balanced_accuracy, macro_f1, top_k_hits, top_k_undefined
 from cladebench.metrics.definitions import METRIC_DEFINITIONS, define_metric
-from cladebench.metrics.display import DISPLAY_SCALES, LOWER_IS_BETTER, display_scale, lower_is_better, register_display
+from cladebench.metrics.display import (
+    DISPLAY_SCALES,
+    LOWER_IS_BETTER,
+    display_scale,
+    lower_is_better,
+    register_display,
+    signed,
+)
 from cladebench.metrics.intervals import (
     CHUNK_ELEMENTS,
     PAIRED_P_VALUE,
@@ -54,6 +61,6 @@ __all__ = [
     "CHUNK_ELEMENTS", "DISPLAY_SCALES", "LOWER_IS_BETTER", "METRIC_DEFINITIONS", "PAIRED_P_VALUE",
     "PERCENTILE_BOOTSTRAP", "T_INTERVAL", "WILSON", "Estimate", "HolmResult", "PairedComparison", "RepeatedEstimate",
     "Statistic", "accuracy", "balanced_accuracy", "bootstrap_ci", "define_metric", "display_scale", "holm",
-    "lower_is_better", "macro_f1", "mean_std_ci", "paired_bootstrap", "paired_bootstraps", "register_display",
+    "lower_is_better", "macro_f1", "mean_std_ci", "paired_bootstrap", "paired_bootstraps", "register_display", "signed",
     "top_k_hits", "top_k_undefined", "wilson_interval",
 ]

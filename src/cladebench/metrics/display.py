@@ -38,6 +38,11 @@ LOWER_IS_BETTER: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
 read as higher is better. Only used to say which run is best."""
 
 
+def signed(value: float) -> str:
+    """A difference with its sign and two decimals; one that rounds to zero reads +0.00, never -0.00."""
+    return f"{round(value, 2) + 0.0:+.2f}"
+
+
 def lower_is_better(name: str) -> bool:
     """Whether a smaller value of metric ``name`` (``GROUP/metric`` or ``metric``) is better."""
     base = name.rsplit("/", 1)[-1]

@@ -92,7 +92,8 @@ def write_report(run_paths: Sequence[str | Path], out: str | Path, *, format: Li
 
 def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
     """The report is one file: refuse a folder, a file of a run it reads (``--out-file RUN/run.json`` would replace the
-    record with its own report), or a place that cannot be written, before any work."""
+    record with its own report), a file of the user's (only a report cladebench wrote is replaced), or a place that
+    cannot be written, before any work."""
     from cladebench.evaluate.record import PREDICTIONS_FILE, RUN_FILE
 
     if out.is_dir():
@@ -105,8 +106,12 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
             if path.resolve() == target:
                 raise UsageError(f"--out-file {out} is the {name} of the run {given}: the report would replace it; "
                                  f"give the report another name (e.g. {folder / 'report.html'})")
+    from cladebench.report.render import written_report
     from cladebench.store import check_writable
 
+    if out.exists() and not written_report(out):
+        raise UsageError(f"--out-file {out} is a file cladebench did not write; the report would replace it: move it "
+                         "or give the report another name")
     check_writable(out)
 
 

@@ -69,6 +69,22 @@ FORMATS: Mapping[str, OutputFormat] = MappingProxyType({
 """Format name -> how to write it (a fixed table: ``look_up`` names the known ones)."""
 
 
+WRITTEN_BY = ('<meta name="generator" content="cladebench', "run record(s), written by cladebench ")
+"""What the head of a report cladebench wrote holds (the HTML page's generator line, the Markdown page's opening
+sentence): a file at a report's path is replaced only when it holds one of these."""
+
+
+def written_report(path: Path) -> bool:
+    """Whether the file at ``path`` is a report cladebench wrote (:data:`WRITTEN_BY` in its first 4 KiB); a file
+    that cannot be read is not."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(marker in head for marker in WRITTEN_BY)
+
+
 def default_title(runs: Sequence[ReportRun]) -> str:
     tasks = ", ".join(dict.fromkeys(run.task for run in runs))
     return f"cladebench report: {len(runs)} run{'s' if len(runs) != 1 else ''} ({tasks})"

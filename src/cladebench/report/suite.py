@@ -80,6 +80,8 @@ def check_report_target(out: Path) -> None:
     """Refuse to replace ``out`` unless it is absent or a suite report cladebench wrote (its generator line and
     title say so): a suite folder may be one the user keeps other files in, and a ``report.html`` of theirs there is
     never overwritten. A usage error, raised before the suite runs anything."""
+    from cladebench.report.render import written_report
+
     if out.is_dir():
         raise UsageError(f"{out} is a folder; the suite writes its report to that name: move it or choose another "
                          "--out")
@@ -91,7 +93,7 @@ def check_report_target(out: Path) -> None:
     except OSError as exc:
         raise UsageError(f"{out} cannot be read to check it is a suite report ({exc.strerror}); move it or choose "
                          "another --out") from None
-    if '<meta name="generator" content="cladebench' not in head or "<title>cladebench suite" not in head:
+    if not written_report(out) or "<title>cladebench suite" not in head:
         raise UsageError(f"{out} is not a suite report cladebench wrote; the suite would replace it: move it, choose "
                          "another --out, or pass --no-report")
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from markupsafe import Markup
 
 from cladebench.errors import CladebenchError
-from cladebench.metrics import display_scale
+from cladebench.metrics import display_scale, signed
 from cladebench.report.formatting import (
     format_interval,
     format_value,
@@ -282,8 +282,8 @@ def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple
         if difference is not None:
             scale, unit = display_scale(pooled)
             points = " points" if unit == "%" else ""
-            said.append(f"{-scale * difference.difference:+.2f}{points} [{-scale * difference.high:+.2f}, "
-                        f"{-scale * difference.low:+.2f}] (unadjusted)")
+            said.append(f"{signed(-scale * difference.difference)}{points} [{signed(-scale * difference.high)}, "
+                        f"{signed(-scale * difference.low)}] (unadjusted)")
         if len(entries) > 1 and compared:
             said.append(f"better in {tally['better']} of {compared} groups (tied in {tally['tied']}, worse in "
                         f"{tally['worse']})")
