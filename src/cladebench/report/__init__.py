@@ -97,7 +97,8 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
     from cladebench.evaluate.record import PREDICTIONS_FILE, RUN_FILE
 
     if out.is_dir():
-        raise CladebenchError(f"{out} is a folder; the report is one file: give its name (e.g. {out / 'report.html'})")
+        raise CladebenchError(f"--out-file {out} is a folder; the report is one file: give its name (e.g. "
+                              f"{out / 'report.html'})")
     target = out.resolve()
     for given in map(Path, run_paths):
         folder = given if given.is_dir() else given.parent
