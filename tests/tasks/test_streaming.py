@@ -142,3 +142,19 @@ def test_the_device_path_gives_the_threads_answers(scale: float) -> None:
     for rank, (taxa, mass) in threads.rolled.items():
         assert device.rolled[rank][0].tolist() == taxa.tolist(), rank
         np.testing.assert_allclose(device.rolled[rank][1], mass, atol=tolerance)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hits_read_off_the_top_labels_are_top_k_hits(seed: int) -> None:
+    """Zero-shot reads its top-1/top-5 hits off the top labels on both paths: on scores full of ties (and masked
+    candidates' zeros) they are the hits ``top_k_hits`` counts from whole rows."""
+    from cladebench.metrics import top_k_hits
+
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 4, size=(300, 12)).astype(np.float64)  # four values over twelve labels: ties everywhere
+    scores[rng.random(scores.shape) < 0.3] = 0.0
+    targets = rng.integers(-1, 12, size=300)
+    order = top_k_indices(scores, 5)
+    for k in (1, 5):
+        read_off = (order[:, :k] == targets[:, None]).any(axis=1) & (targets >= 0)
+        assert read_off.tolist() == top_k_hits(scores, targets, k).tolist()

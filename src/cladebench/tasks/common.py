@@ -30,7 +30,7 @@ from cladebench.store.embeddings import (
     published_sidecar_path,
     read_published_sidecar,
 )
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineages_from_table, parse_within
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, distinct_lineages, lineages_from_table, parse_within
 
 if TYPE_CHECKING:
     import lance
@@ -93,7 +93,8 @@ class LabelSet:
     def index_of(self, wanted: Sequence[Lineage] | None = None) -> dict[tuple[str | None, ...], int]:
         """Label index by :meth:`~cladebench.taxonomy.Lineage.match_key` (case ignored), limited to the taxa of
         ``wanted`` when given (a tree-of-life set has a million labels; only the evaluated rows' are looked up)."""
-        keys = None if wanted is None else {lin.match_key(self.rank) for lin in wanted if lin.names[self.rank]}
+        keys = None if wanted is None else {lin.match_key(self.rank) for lin in distinct_lineages(wanted)
+                                            if lin.names[self.rank]}
         names = None if keys is None else {key[-1] for key in keys}
         out: dict[tuple[str | None, ...], int] = {}
         for i, lineage in enumerate(self.lineages):
@@ -113,7 +114,7 @@ def label_set(lineages: Sequence[Lineage], rank: Rank | str) -> LabelSet:
     first seen; rows are matched to labels the same way (:meth:`LabelSet.index_of`)."""
     rank = Rank.parse(rank)
     chosen: dict[tuple[str | None, ...], Lineage] = {}
-    for lineage in lineages:
+    for lineage in distinct_lineages(lineages):  # rows repeat their taxa: each looked at once
         if lineage.names[rank] is None:
             continue
         key = lineage.match_key(rank)

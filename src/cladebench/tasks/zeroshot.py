@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError
-from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_hits, top_k_undefined
+from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_undefined
 from cladebench.tasks.common import (
     NAMING_COLUMNS,
     LabelSet,
@@ -57,6 +57,7 @@ from cladebench.taxonomy import (
     lineages_from_table,
     lookalike_labels,
     parse_within,
+    per_lineage,
 )
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     check_vectors(image_vectors, rows.column("uuid").to_pylist(), column)
     within = None if config.within is None else parse_within(config.within)
     if within is not None:
-        keep = np.array([lin.names[within[0]] == within[1] for lin in lineages], dtype=bool)
+        keep = np.array(per_lineage(lineages, lambda lin: lin.names[within[0]] == within[1]), dtype=bool)
         if not keep.any():
             raise CladebenchError(f"no evaluated row has {within[0].column} = {within[1]!r}")
         rows, image_vectors = rows.filter(pa.array(keep)), image_vectors[keep]
@@ -129,8 +130,8 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         raise CladebenchError(f"zero-shot needs at least 2 labels at rank {rank.column}; found {len(labels)}")
     # Only the evaluated rows' taxa are looked up: no dict over a tree-of-life set's million labels.
     index = labels.index_of(lineages)  # case ignored, as label sets are de-duplicated
-    targets = np.array([index.get(lin.match_key(rank), -1) if lin.names[rank] else -1 for lin in lineages],
-                       dtype=np.int64)
+    targets = np.array(per_lineage(lineages, lambda lin: index.get(lin.match_key(rank), -1) if lin.names[rank]
+                                   else -1), dtype=np.int64)
     runs = lineage_runs(labels.lineages, rank)  # labels are in lineage order: every taxon a run of labels
     streamed = source is not None or config.stream == "always" or (
         config.stream == "auto" and not config.candidates and len(targets) * len(labels) > STREAM_ABOVE)
@@ -153,8 +154,6 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         order, top_probs, true_probs = result.top_labels, result.top_probs, result.true_probs
         rolled = result.rolled
         allowed, candidate_counts = None, None
-        correct_top1 = (order[:, 0] == targets) & (targets >= 0)
-        correct_top5 = (order == targets[:, None]).any(axis=1) & (targets >= 0)
     else:
         scores = score_labels(encoder, image_vectors, rows, labels, rank, config)
         texts, scale, allowed, candidate_counts, probs = (scores.texts, scores.scale, scores.allowed,
@@ -165,21 +164,26 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         rolled = runs.top(probs)
     reachable = (np.ones(len(targets), dtype=bool) if allowed is None
                  else allowed[np.arange(len(targets)), np.maximum(targets, 0)])
-    if not streamed:
-        # With --candidates, a true label outside the row's candidates (probability 0) is never a hit.
-        correct_top1 = top_k_hits(probs, targets, 1) & reachable
-        correct_top5 = top_k_hits(probs, targets, 5) & reachable
+    # Hits read off the top labels (a stable descending order, as top_k_hits defines them), on either path; with
+    # --candidates, a true label outside the row's candidates (probability 0) is never a hit.
+    hit = (order == targets[:, None]) & ((targets >= 0) & reachable)[:, None]
+    correct_top1, correct_top5 = hit[:, 0], hit.any(axis=1)
+    # Built as Arrow arrays, not a Python list per row: the columns of a 100,000-image run are then milliseconds.
+    text_array = pa.array(texts, pa.string())
+    unscored = targets < 0
+    width = order.shape[1]
+    offsets = pa.array(np.arange(0, order.size + 1, width, dtype=np.int32))
     columns: dict[str, Any] = {
         "uuid": rows.column("uuid"),
-        "true_label": [texts[t] if t >= 0 else None for t in targets],
-        "pred_label": [texts[o[0]] for o in order],
+        "true_label": text_array.take(pa.array(targets, pa.int64(), mask=unscored)),
+        "pred_label": text_array.take(pa.array(order[:, 0], pa.int64())),
         # Classes are taxa, not strings: two taxa may read alike (a shared common name), so scores per class
         # (balanced accuracy) count label indices.
-        "true_index": pa.array(targets, pa.int64(), mask=targets < 0),
+        "true_index": pa.array(targets, pa.int64(), mask=unscored),
         "pred_index": pa.array(order[:, 0], pa.int64()),
-        "top5_labels": [[texts[j] for j in o] for o in order],
-        "top5_probs": [[float(p) for p in row] for row in top_probs],
-        "true_prob": [float(p) if t >= 0 else None for p, t in zip(true_probs, targets, strict=True)],
+        "top5_labels": pa.ListArray.from_arrays(offsets, text_array.take(pa.array(order.ravel(), pa.int64()))),
+        "top5_probs": pa.ListArray.from_arrays(offsets, pa.array(np.asarray(top_probs, np.float64).ravel())),
+        "true_prob": pa.array(np.asarray(true_probs, np.float64), pa.float64(), mask=unscored),
         "scored": targets >= 0,
         "correct_top1": correct_top1,
         "correct_top5": correct_top5,
@@ -190,10 +194,11 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         if not rank_runs.taxa:  # no label names this rank (the dataset lacks its column): nothing to roll up to
             continue
         taxon_index = {key: j for j, key in enumerate(rank_runs.taxa)}
-        true_taxa = np.array([taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1 for lin in lineages])
+        true_taxa = np.array(per_lineage(lineages, lambda lin, higher=higher, taxon_index=taxon_index:
+                                         taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1))
         predicted, mass = rolled[higher]
         names = rank_runs.labels
-        columns[f"pred_{higher.column}"] = [names[j] for j in predicted]
+        columns[f"pred_{higher.column}"] = pa.array(names, pa.string()).take(pa.array(predicted, pa.int64()))
         columns[f"prob_{higher.column}"] = np.asarray(mass, dtype=np.float64)
         columns[f"correct_{higher.column}"] = (predicted == true_taxa) & (true_taxa >= 0)
         columns[f"scored_{higher.column}"] = true_taxa >= 0
@@ -244,8 +249,8 @@ def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], top
     ``review`` images it is least sure of (lowest top probability), for an expert to identify. ``top_labels``
     and ``top_probs`` are each row's most probable label and its probability (dense or streamed alike).
     """
-    genus_only = np.array([lin.names[Rank.SPECIES] is None and lin.names[Rank.GENUS] is not None
-                           for lin in lineages], dtype=bool)
+    genus_only = np.array(per_lineage(lineages, lambda lin: lin.names[Rank.SPECIES] is None
+                                      and lin.names[Rank.GENUS] is not None), dtype=bool)
     if not genus_only.any():
         return None
     rows = np.flatnonzero(genus_only)

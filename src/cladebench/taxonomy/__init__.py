@@ -23,11 +23,13 @@ from cladebench.taxonomy.lineage import (
     Lineage,
     NameStyle,
     Rank,
+    distinct_lineages,
     divergence_rank,
     get_name_style,
     lookalike_labels,
     name_style,
     parse_within,
+    per_lineage,
 )
 from cladebench.taxonomy.rollup import (
     LineageRuns,
@@ -42,7 +44,7 @@ from cladebench.taxonomy.rollup import (
 
 __all__ = [
     "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "LineageRuns", "Membership", "NameStyle", "Rank", "RankRuns",
-    "ancestry_from_parents", "divergence_rank", "get_name_style", "inat_lineages", "inat_rank_table",
-    "lineage_order", "lineage_runs", "lineages_from_table", "lookalike_labels", "membership_matrix", "name_style",
-    "parse_within", "read_inat_taxa", "top_taxa", "unique_species",
+    "ancestry_from_parents", "distinct_lineages", "divergence_rank", "get_name_style", "inat_lineages",
+    "inat_rank_table", "lineage_order", "lineage_runs", "lineages_from_table", "lookalike_labels",
+    "membership_matrix", "name_style", "parse_within", "per_lineage", "read_inat_taxa", "top_taxa", "unique_species",
 ]

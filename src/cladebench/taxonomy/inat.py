@@ -7,6 +7,7 @@ A module apart from the lineage itself because only curation and the lineage tas
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,16 +21,27 @@ if TYPE_CHECKING:
 
 def lineages_from_table(table: pa.Table) -> list[Lineage]:
     """One lineage per row of a table with rank columns (TreeOfLife, Rare Species, CrypticBio, a benchmark's rows):
-    each distinct row parsed once, since a benchmark repeats a few thousand lineages over many images."""
+    each distinct row parsed once, since a benchmark repeats a few thousand lineages over many images (and a run
+    reads its rows twice: once to decide the label set, once with the vectors)."""
+    names = tuple(table.column_names)
+    # Column by column, not a dict per row: a row is only a key until a new one is parsed (lists made hashable).
+    values = [[tuple(v) if isinstance(v, list) else v for v in column.to_pylist()] if kind.num_fields
+              else column.to_pylist() for column, kind in zip(table.columns, table.schema.types, strict=True)]
     parsed: dict[tuple[Any, ...], Lineage] = {}
     out = []
-    for row in table.to_pylist():
-        key = tuple(tuple(v) if isinstance(v, list) else v for v in row.values())
+    for key in zip(*values, strict=True) if values else [()] * table.num_rows:
         lineage = parsed.get(key)
         if lineage is None:
-            lineage = parsed[key] = Lineage.from_row(row)
+            lineage = parsed[key] = _parsed_row(names, key)
         out.append(lineage)
     return out
+
+
+@functools.lru_cache(maxsize=1 << 14)  # a few thousand taxa per benchmark; memory bounded
+def _parsed_row(names: tuple[str, ...], values: tuple[Any, ...]) -> Lineage:
+    """A row's lineage, remembered: lineages are immutable, and the same rows are read again within a run."""
+    return Lineage.from_row({name: list(v) if isinstance(v, tuple) else v
+                             for name, v in zip(names, values, strict=True)})
 
 
 def ancestry_from_parents(parents: Mapping[int, int | None]) -> dict[int, str]:

@@ -43,7 +43,7 @@ import dataclasses
 import enum
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,6 +290,19 @@ class Lineage:
     def label(self, style: str) -> str:
         """The label string in one of the registered name styles (see :data:`NAME_STYLES`)."""
         return get_name_style(style)(self)
+
+
+def distinct_lineages(lineages: Iterable[Lineage]) -> list[Lineage]:
+    """The distinct lineage objects, in first-seen order: a benchmark's rows repeat a few thousand lineages over
+    many images, and the readers hand each repeat out as the same object, so telling them apart is an ``id``
+    lookup, not a hash of seven names (two equal copies are both kept: whatever is computed from them agrees)."""
+    return list({id(lineage): lineage for lineage in lineages}.values())
+
+
+def per_lineage(lineages: Sequence[Lineage], value: Callable[[Lineage], Any]) -> list[Any]:
+    """``value`` of every lineage, computed once per distinct lineage (:func:`distinct_lineages`)."""
+    memo = {id(lineage): value(lineage) for lineage in distinct_lineages(lineages)}
+    return [memo[id(lineage)] for lineage in lineages]
 
 
 NameStyle = Callable[[Lineage], str]
