@@ -85,11 +85,15 @@ def test_more_mistakes_fail_before_torch_loads(dataset: Path, tiny_model: str, t
     not_utf8.write_bytes(b"Genus sp0\n\xff\xfe\n")
     header_only = tmp_path / "header.csv"
     header_only.write_text("x\n")
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
     base = ["eval", "zeroshot", str(dataset), "--model", tiny_model, "--out", out, "--device", "cpu"]
     geo = ["eval", "geo", str(dataset), "--model", tiny_model, "--out", out, "--device", "cpu"]
     cases = [
         ([*base, "--candidates", "species"], 2, "not a list of scientific names"),
         ([*base, "--templates", "nosuch"], 2, "unknown template set 'nosuch'"),
+        ([*base, "--run-name", "x" * 5_000], 2, "--run-name is 5,000 characters long"),
+        ([*base[:-3], str(dangling), "--device", "cpu"], 1, f"{dangling} is a symbolic link to {tmp_path / 'gone'}"),
         ([*base, "--templates", ""], 2, "unknown template set ''"),
         ([*base, "--name-style", "nope"], 2, "unknown name style 'nope'"),
         ([*base, "--labels", str(one_label)], 1, "1 label(s) at rank species"),

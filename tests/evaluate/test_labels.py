@@ -78,11 +78,12 @@ def test_settings_that_differ_from_the_task_defaults_are_named() -> None:
     assert default_label("no-such-task", {"model": "bioclip", "rank": "genus"}, {}) == "bioclip"
 
 
-@pytest.mark.parametrize("bad", ["", "   ", "two\nlines", "tab\there", "cr\r"])
+@pytest.mark.parametrize("bad", ["", "   ", "two\nlines", "tab\there", "cr\r", "x" * 5_000])
 def test_a_run_name_that_cannot_name_a_run_on_one_line_is_refused(bad: str) -> None:
     with pytest.raises(UsageError, match="--run-name"):
         check_run_name(bad)
     check_run_name("bioclip · sci")
+    check_run_name("é" * 100)  # at the limit, in characters, not bytes
     check_run_name(None)
 
 

@@ -25,15 +25,17 @@ def test_a_cached_run_needs_no_weights_and_gives_the_same_numbers(tmp_path: Path
     store.write_dataset(make_world(WorldConfig(seed=1)).to_table(24, seed=1), toy)
     embed_dataset(EmbedConfig(dataset=str(toy), model=model, device="cpu", progress=False))
 
-    def run(out: str) -> tuple[int, bool]:
+    def run(out: str, unimportable: tuple[str, ...] = ()) -> tuple[int, bool]:
         outcomes, _ = run_before_model([["eval", "zeroshot", str(toy), "--model", model, "--device", "cpu",
-                                         "--group-by", "none", "--out", str(tmp_path / out)]])
+                                         "--group-by", "none", "--out", str(tmp_path / out)]], unimportable)
         return outcomes[0]
 
     assert run("first") == (0, True)  # the labels' text embeddings are encoded: the weights are loaded
     assert run("second") == (0, False)  # every label cached, the learned scale remembered: no torch at all
+    # As installed for research (no pandas: only the test references bring it), and with no torch to fall back on.
+    assert run("third", ("pandas", "torch", "open_clip")) == (0, False)
     first, second = RunRecord.read(tmp_path / "first"), RunRecord.read(tmp_path / "second")
-    assert second.metrics == first.metrics
+    assert second.metrics == first.metrics == RunRecord.read(tmp_path / "third").metrics
     assert second.provenance["model"]["logit_scale"] == first.provenance["model"]["logit_scale"]
     assert second.provenance["model"]["id"] == first.provenance["model"]["id"] == model
 

@@ -55,13 +55,20 @@ def one_line(text: str) -> str:
     return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
 
 
+RUN_NAME_MAX = 100
+"""Characters a ``--run-name`` may have: it heads a run's row in every table, a line or two of a cell."""
+
+
 def check_run_name(name: str | None) -> None:
-    """Refuse a ``--run-name`` that cannot name a run on one line: blank, or holding a line break or another
-    control character (a report's table row or a terminal line would break on it)."""
+    """Refuse a ``--run-name`` that cannot name a run on one line: blank, longer than :data:`RUN_NAME_MAX`, or
+    holding a line break or another control character (a report's table row or a terminal line would break on it)."""
     if name is None:
         return
     if not name.strip():
         raise UsageError("--run-name is empty; give a short name for the run (e.g. --run-name 'bioclip sci')")
+    if len(name) > RUN_NAME_MAX:
+        raise UsageError(f"--run-name is {len(name):,} characters long; at most {RUN_NAME_MAX}, as it names the run in "
+                         "every table: give a short name (e.g. --run-name 'bioclip sci')")
     if any(not (character.isprintable() or character == " ") for character in name):
         raise UsageError(f"--run-name {name!r} holds a line break or a control character; give a name on one line")
 
