@@ -226,9 +226,9 @@ PIVOT_RESAMPLES = 10_000
 def format_pivot(table: pa.Table, root: Path) -> str:
     """Models × benchmarks as Markdown: each benchmark's headline (one column per challenge group), each model's
     latest run, value and interval, and its mark against the best model of the column (best / tied / worse, as
-    the suite's report marks them: :func:`~cladebench.evaluate.compare.marks_against_best` over the runs in
+    the suite's report marks them: :func:`~cladebench.evaluate.marks.marks_against_best` over the runs in
     ``root``); the full table is ``--view rows``."""
-    from cladebench.evaluate.compare import marks_against_best
+    from cladebench.evaluate.marks import marks_against_best
     from cladebench.evaluate.suite.board import board_columns, latest_rows
 
     rows = table.to_pylist()

@@ -168,8 +168,8 @@ class Ties(NamedTuple):
 
 def _tie_marks(metric: str, cohort: Sequence[ReportRun]) -> Ties:
     """Mark per run index for one metric among runs on the same examples
-    (:func:`cladebench.evaluate.compare.marks_against_best`), and a note when not all were tested."""
-    from cladebench.evaluate.compare import marks_against_best
+    (:func:`cladebench.evaluate.marks.marks_against_best`), and a note when not all were tested."""
+    from cladebench.evaluate.marks import marks_against_best
 
     read = (None if any(run.predictions is None for run in cohort)
             else [(run.record, run.predictions) for run in cohort])  # the runs as the report read them, checked
