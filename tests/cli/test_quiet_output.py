@@ -121,6 +121,7 @@ def _cladebench(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_search_says_it_built_an_index_in_one_line_and_nothing_else(embedded, tmp_path):
     source, model = embedded
     path = tmp_path / "gallery.lance"

@@ -318,6 +318,7 @@ def test_a_demo_model_from_before_markers_may_be_overwritten(small_dir, tmp_path
     assert json.loads((legacy / ".cladebench-output.json").read_text())["writer"] == "demo-model train"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_a_killed_trainings_staging_folder_is_removed_by_the_next(tmp_path):
     fields = {f.name: getattr(SMALL, f.name) for f in dataclasses.fields(SMALL)
@@ -360,6 +361,7 @@ def test_demo_model_id_trains_once_into_the_cache(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith(".")]  # no staging left
 
 
+@pytest.mark.slow
 def test_a_killed_trainings_staging_folder_beside_a_cached_model_is_removed(tmp_path):
     """Once the model is in the cache no call trains it again, so leftovers are cleaned on every call; a
     training killed by its parent and not yet reaped (a zombie) counts as dead."""

@@ -35,6 +35,8 @@ from cladebench.store.embeddings import failures  # noqa: E402
 from helpers.images import mixed_images, picture  # noqa: E402
 from helpers.ray_local import local_ray  # noqa: E402
 
+pytestmark = pytest.mark.slow  # each test starts Ray: 5-12 s on 2 cores
+
 COLUMN = "emb_tiny"
 BATCH = 6
 FRAGMENT_ROWS = 13  # not a multiple of BATCH: every fragment ends in a short block

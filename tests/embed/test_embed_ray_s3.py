@@ -44,6 +44,8 @@ from cladebench.embed.core import staging_dir  # noqa: E402
 from cladebench.store.embeddings import failures  # noqa: E402
 from helpers.images import mixed_images  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Ray and an S3 server: about 8 s on 2 cores
+
 BUCKET = "cladebench"
 COLUMN = "emb_tiny"
 BATCH = 6

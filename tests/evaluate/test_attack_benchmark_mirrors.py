@@ -106,6 +106,7 @@ def test_data_naming_a_file_or_the_table_itself_says_what_to_pass(tmp_path, caps
     assert a_file.read_text(encoding="utf-8") == "mine"
 
 
+@pytest.mark.slow
 def test_two_processes_building_one_benchmark_at_once_both_end_with_the_first_build(tmp_path):
     """Two suites sharing a cache built the same mirror at once: the one that moved its build into place second
     failed (directory not empty) and its whole suite stopped. Now the second waits for the first and builds

@@ -70,6 +70,7 @@ def _config(env: dict, models: list[str], out: Path, **kw) -> SuiteConfig:
                        progress=False, setting=FAST[1:], **kw)
 
 
+@pytest.mark.slow
 def test_two_models_over_every_mirrored_benchmark(suite_env):
     out = suite_env["out"]
     table = read_results(out).to_pylist()

@@ -33,6 +33,7 @@ def _row_ready(page, previous: str | None = None) -> str:
                             f"location.pathname !== {json.dumps(previous)} && location.pathname")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", ["review_data", "demo_review_data"])
 def test_the_whole_queue_is_worked_by_keyboard_alone(data, request, tmp_path) -> None:
     review_data = request.getfixturevalue(data)

@@ -190,6 +190,7 @@ def test_answers_without_logprobs_are_counted_like_other_unusable_answers(datase
     assert endpoint.state.requests == total + CANDIDATES
 
 
+@pytest.mark.slow
 def test_an_endpoint_out_of_reach_exits_5(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import socket
 
