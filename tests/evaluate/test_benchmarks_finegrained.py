@@ -107,6 +107,22 @@ def test_a_model_without_a_published_column_is_refused_before_it_loads(mirror, t
     assert "cladebench embed DIR --model clip-vit-b-16" in err
 
 
+def test_a_suite_never_embeds_into_a_published_benchmark(mirror, tmp_path, monkeypatch, capsys):
+    """The suite's runs get the same refusal from the plan as ``eval``: none tries to embed the mirror (which would
+    write a column into a published dataset) and the reason is the one line."""
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    version = store.open_dataset(mirror / "data/challenges.lance").version
+    code = main(["suite", "--model", "clip-vit-b-16", "--benchmarks", "fine-grained-challenges", "--mirror",
+                 str(mirror.parent), "--out", str(tmp_path / "suite"), "--no-report", "--setting", "methods=simpleshot",
+                 "repetitions=1"])
+    captured = capsys.readouterr()
+    assert code == 1 and "no run of the suite could run (7 skipped" in captured.err
+    assert "embedding" not in captured.err
+    assert "publishes image embeddings in emb_bioclip, emb_bioclip2, emb_bioclip2p5, none of them of clip-vit-b-16" \
+        in captured.out
+    assert store.open_dataset(mirror / "data/challenges.lance").version == version
+
+
 def test_wrong_uses_of_a_named_benchmark_are_usage_errors(mirror, tmp_path, capsys):
     assert main(["eval", "rerank", "fine-grained-challenges", "--data", str(mirror), "--out",
                  str(tmp_path / "a")]) == 2

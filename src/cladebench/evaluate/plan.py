@@ -27,6 +27,7 @@ from cladebench.evaluate.benchmarks import (
     Benchmark,
     Located,
     apply_protocol,
+    check_model_has_column,
     get_benchmark,
     locate,
     named_benchmark,
@@ -161,12 +162,15 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     if benchmark is None:
         located = None
     elif located is None or located.name != benchmark.name:
-        located = locate(benchmark, config, spec)
+        located = locate(benchmark, config)
     uri = config.dataset if located is None else located.uri
     reviewed = reviewed_labels(uri, config.out) if config.labels_from_reviews else None
     if reviewed is not None:  # the task runs on a clone holding the reviewed labels; only reviewed rows are scored
         uri = reviewed.uri
     dataset = store.open_dataset(uri)
+    if benchmark is not None:
+        assert located is not None  # a benchmark's data is always located above
+        check_model_has_column(benchmark, located, config, spec, dataset)
     where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
     # One read of the uuid column: the selected rows (counted, each uuid once) and the whole dataset's fingerprint.

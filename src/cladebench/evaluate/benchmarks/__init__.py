@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.errors import UsageError
 from cladebench.evaluate.benchmarks import crypticbio, finegrained, hub  # noqa: F401  (each registers its own)
@@ -35,7 +35,11 @@ from cladebench.evaluate.benchmarks.base import (
 )
 
 __all__ = ["BENCHMARKS", "MIRROR_ENV", "Benchmark", "Headline", "Located", "Protocol", "PublishedFigure",
-           "apply_protocol", "get_benchmark", "locate", "named_benchmark", "register_benchmark"]
+           "apply_protocol", "check_model_has_column", "get_benchmark", "locate", "named_benchmark",
+           "register_benchmark"]
+
+if TYPE_CHECKING:
+    import lance
 
 
 def get_benchmark(name: str) -> Benchmark | None:
@@ -86,32 +90,30 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def locate(benchmark: Benchmark, config: Any, spec: Any) -> Located:
+def locate(benchmark: Benchmark, config: Any) -> Located:
     """Where the benchmark's data is (built once when it is built from files); a published dataset's embeddings
-    are checked against their pinned revisions, and a model without a column there is refused, before any model
-    loads."""
-    located = benchmark.locate(mirror_folder(benchmark, getattr(config, "data", None)))
-    if benchmark.publishes_embeddings:
-        _check_model_has_column(benchmark, located, config, spec)
-    return located
+    are checked against their pinned revisions."""
+    return benchmark.locate(mirror_folder(benchmark, getattr(config, "data", None)))
 
 
-def _check_model_has_column(benchmark: Benchmark, located: Located, config: Any, spec: Any) -> None:
+def check_model_has_column(benchmark: Benchmark, located: Located, config: Any, spec: Any,
+                           dataset: lance.LanceDataset) -> None:
     """A benchmark that publishes embeddings is never embedded into: a --model without a column there is refused
-    before it loads, with the commands that make a local copy to embed."""
-    if spec is None or getattr(config, "column", None) is not None:
+    before it loads, with the commands that make a local copy to embed. Asked by the evaluation plan, on the dataset
+    it opened, for ``eval`` and every run of a suite alike."""
+    if not benchmark.publishes_embeddings or spec is None or getattr(config, "column", None) is not None:
         return
-    from cladebench import store
     from cladebench.errors import CladebenchError
     from cladebench.tasks.common import find_embedding_column
 
     if spec.kind != "clip":
         return
     try:
-        find_embedding_column(store.open_dataset(located.uri), spec.id)
+        find_embedding_column(dataset, spec.id)
     except CladebenchError:
         published = ", ".join(sorted(located.provenance.get("published_embeddings", {}))) or "none"
+        model = getattr(config, "model", None) or spec.id  # a model handed in through the Python API has no name
         raise UsageError(f"{benchmark.name} publishes image embeddings in {published}, none of them of "
-                         f"{config.model}; to evaluate it, copy the dataset (`cladebench subset {located.uri} --out "
-                         f"DIR`), embed the copy (`cladebench embed DIR --model {config.model}`) and evaluate DIR"
+                         f"{model}; to evaluate it, copy the dataset (`cladebench subset {located.uri} --out "
+                         f"DIR`), embed the copy (`cladebench embed DIR --model {model}`) and evaluate DIR"
                          ) from None
