@@ -7,6 +7,7 @@ plus the task's own, nothing of another task's), or a named benchmark, which kno
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,6 @@ from cladebench.config import at_least
 from cladebench.errors import UsageError
 
 if TYPE_CHECKING:
-    from cladebench.evaluate.benchmarks import Benchmark
     from cladebench.evaluate.configs import EvalConfig
     from cladebench.report import ReportConfig
 
@@ -50,10 +50,14 @@ def _eval(config: EvalConfig) -> int:
     return 0
 
 
-def benchmark_config(benchmark: Benchmark) -> type[EvalConfig]:
-    """The eval config of ``benchmark``'s task with the dataset fixed to the benchmark (no DATASET argument)."""
+@functools.cache
+def benchmark_config(name: str) -> type[EvalConfig]:
+    """The eval config of the benchmark ``name``'s task with the dataset fixed to the benchmark (no DATASET
+    argument); one class per benchmark, made when its command is the one run."""
+    from cladebench.evaluate.benchmarks import BENCHMARKS
     from cladebench.evaluate.configs import EVAL_CONFIGS
 
+    benchmark = BENCHMARKS[name]
     base = EVAL_CONFIGS.get_named(benchmark.task)
     return dataclasses.make_dataclass(
         base.__name__, [("dataset", str, dataclasses.field(default=benchmark.name, init=False))], bases=(base,),
@@ -72,7 +76,8 @@ def _eval_members() -> dict[str, Verb]:
                for name, config in EVAL_CONFIGS.items()}
     for name, benchmark in BENCHMARKS.items():
         members[name] = Verb(name=name, help=f"benchmark: {benchmark.description.split(':')[0]} (task "
-                                             f"{benchmark.task})", config=benchmark_config(benchmark), run=_eval)
+                                             f"{benchmark.task})",
+                             config=functools.partial(benchmark_config, name), run=_eval)
     return members
 
 

@@ -22,17 +22,20 @@ class Verb:
 
     name: str
     help: str
-    config: type | str
-    """The config class, or where it lives (``module:Class``), imported only when this verb is the one run: the
-    modules behind a verb (Lance, scipy, torch) then cost ``cladebench --help`` nothing."""
+    config: type | str | Callable[[], type]
+    """The config class, where it lives (``module:Class``) or the function that makes it, imported or made only
+    when this verb is the one run: the modules behind a verb (Lance, scipy, torch) then cost ``cladebench --help``
+    nothing, and a named benchmark's class is made for its own command alone."""
     run: Callable[[Any], int | None]
 
     def config_class(self) -> type:
-        """The config class (imported now, when it was named by where it lives)."""
+        """The config class (imported or made now, when it was named by where it lives or how it is made)."""
         if isinstance(self.config, str):
             module, _, name = self.config.partition(":")
             return getattr(importlib.import_module(module), name)
-        return self.config
+        if isinstance(self.config, type):
+            return self.config
+        return self.config()
 
 
 VERBS: Registry[Verb] = Registry("verb")
