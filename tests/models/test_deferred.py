@@ -40,6 +40,24 @@ def test_a_cached_run_needs_no_weights_and_gives_the_same_numbers(tmp_path: Path
     assert second.provenance["model"]["id"] == first.provenance["model"]["id"] == model
 
 
+def test_few_shot_and_retrieval_on_stored_vectors_need_no_torch(tmp_path: Path, monkeypatch) -> None:
+    """Neither task reads a text tower: on a dataset embedded beforehand, each runs with torch, open_clip and pandas
+    unimportable (a research install without the clip extra has neither of the first two, and no pandas)."""
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    model = "local-dir:" + str(write_tiny_model(tmp_path / "tiny", seed=1))
+    toy = tmp_path / "world.lance"
+    store.write_dataset(make_world(WorldConfig(seed=1)).to_table(48, seed=1), toy)
+    embed_dataset(EmbedConfig(dataset=str(toy), model=model, device="cpu", progress=False))
+    common = ["--model", model, "--device", "cpu", "--group-by", "none"]
+    outcomes, errors = run_before_model([
+        ["eval", "fewshot", str(toy), *common, "--shots", "1", "--methods", "simpleshot", "--repetitions", "1",
+         "--out", str(tmp_path / "fewshot")],
+        ["eval", "retrieval", str(toy), *common, "--out", str(tmp_path / "retrieval")],
+    ], ("torch", "open_clip", "pandas"))
+    assert outcomes == [(0, False), (0, False)], errors
+    assert RunRecord.read(tmp_path / "fewshot").metrics and RunRecord.read(tmp_path / "retrieval").metrics
+
+
 def test_embedding_with_a_deferred_model_records_the_built_model(tmp_path: Path, monkeypatch) -> None:
     """A benchmark embedded on first use gets the deferred model of the run: the column's metadata must describe
     the weights that encoded it (preprocessing, dimension), not the facts a cached run knows."""
