@@ -223,7 +223,11 @@ def check_out_outside_dataset(out: str | Path, dataset: str) -> None:
     if is_remote(str(dataset)):
         return
     root = Path(str(dataset).removeprefix("file://")).resolve()
-    if relation(Path(out).resolve(), root) in ("is", "is inside"):
+    try:
+        where = Path(out).resolve()
+    except (OSError, RuntimeError):  # a link loop: inside nothing, and refused by the writability check next
+        return
+    if relation(where, root) in ("is", "is inside"):
         raise UsageError(f"--out {out} is inside the dataset {dataset}: the run record would be written among the "
                          "dataset's own files; choose a folder outside it")
 

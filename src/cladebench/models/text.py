@@ -40,6 +40,7 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
+from cladebench.errors import CladebenchError
 from cladebench.paths import atomic_write, held_lock
 from cladebench.templates import PLACEHOLDER, get_templates
 
@@ -159,7 +160,13 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
         return np.zeros((0, int(getattr(encoder, "dim", 0))), dtype=np.float32)
 
     def encode(chunk: Sequence[str]) -> np.ndarray:
-        return _encode_classes(lambda texts: encoder.encode_texts(texts, batch_size=batch_size), chunk, resolved)
+        vectors = _encode_classes(lambda texts: encoder.encode_texts(texts, batch_size=batch_size), chunk, resolved)
+        bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+        if bad.size:  # NaN scores every image as anything (a sort's arbitrary first); never cached for the next run
+            raise CladebenchError(f"{encoder.model_id} gives non-finite text embeddings for {bad.size} label(s), "
+                                  f"first {chunk[int(bad[0])]!r}: its text tower is broken (its weights, or a float16 "
+                                  "overflow); check the model")
+        return vectors
 
     folder.mkdir(parents=True, exist_ok=True)
     if block_labels is None or len(labels) <= block_labels:

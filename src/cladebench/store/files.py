@@ -13,16 +13,17 @@ from cladebench.errors import CladebenchError, environment_error
 
 def check_writable(path: str | Path, *, folder: bool = False) -> None:
     """Refuse, before any work, an output ``path`` that cannot be written: a parent that is a file, a folder
-    without write permission, a read-only file system, a link to nothing; with ``folder``, also a ``path`` that is
-    a file.
+    without write permission, a read-only file system, a link to nothing (the output or a folder above it); with
+    ``folder``, also a ``path`` that is a file.
 
     Probes the folder the output will be created in (``path`` itself when it is an existing folder, else its
     nearest existing ancestor) by making and removing a hidden folder there; nothing else is touched.
     """
     target = Path(path)
-    if target.is_symlink() and not target.exists():  # else "file exists" when the output is made, after the work
-        raise CladebenchError(f"{target} is a symbolic link to {os.readlink(target)}, which does not exist: remove "
-                              "the link or choose another path")
+    for link in (target, *target.parents):  # else "file exists" (or a loop) when the output is made, after the work
+        if link.is_symlink() and not link.exists():
+            raise CladebenchError(f"{link} is a symbolic link to {os.readlink(link)}, which leads nowhere (a missing "
+                                  "path or a loop): remove the link or choose another path")
     if folder and target.exists() and not target.is_dir():
         raise CladebenchError(f"{target} is a file; the output is a folder: choose another path")
     probe_in = target if target.is_dir() else target.parent
