@@ -41,7 +41,7 @@ def test_the_command_line_records_the_options_typed() -> None:
 
     args = build_parser().parse_args(["eval", "crypticbio-common", "--out", "o", "--name-style", "taxon",
                                       "--group-by", "auto"])
-    config = config_from_args(FAMILIES["eval"].members()["crypticbio-common"].config, args)
+    config = config_from_args(FAMILIES["eval"].members()["crypticbio-common"].config_class(), args)
     assert {"name_style", "group_by", "out"} <= given_settings(config)
     assert "rank" not in given_settings(config)
 

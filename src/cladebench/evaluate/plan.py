@@ -164,13 +164,14 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     elif located is None or located.name != benchmark.name:
         located = locate(benchmark, config)
     uri = config.dataset if located is None else located.uri
+    dataset = store.open_dataset(uri)
+    if benchmark is not None:  # before anything is written (the reviewed clone below)
+        assert located is not None  # a benchmark's data is always located above
+        check_model_has_column(benchmark, located, config, spec, dataset)
     reviewed = reviewed_labels(uri, config.out) if config.labels_from_reviews else None
     if reviewed is not None:  # the task runs on a clone holding the reviewed labels; only reviewed rows are scored
         uri = reviewed.uri
-    dataset = store.open_dataset(uri)
-    if benchmark is not None:
-        assert located is not None  # a benchmark's data is always located above
-        check_model_has_column(benchmark, located, config, spec, dataset)
+        dataset = store.open_dataset(uri)
     where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
     # One read of the uuid column: the selected rows (counted, each uuid once) and the whole dataset's fingerprint.
