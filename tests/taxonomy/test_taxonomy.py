@@ -199,6 +199,19 @@ def test_deepest_rank_completeness_and_scientific_name_fallbacks() -> None:
     assert empty.scientific_name is None
 
 
+@pytest.mark.parametrize(("given", "taxon_id"), [(7, 7), ("7", 7), (" 7 ", 7), (7.0, 7), (float("nan"), None),
+                                                ("", None), (None, None)])
+def test_a_taxon_id_is_a_whole_number_or_missing(given: object, taxon_id: int | None) -> None:
+    assert Lineage.from_row({"genus": "Aramus", "species": "guarauna", "taxon_id": given}).taxon_id == taxon_id
+
+
+@pytest.mark.parametrize("given", [1.5, True, "abc", "7a", [7]])
+def test_a_taxon_id_that_is_not_a_whole_number_is_a_schema_error(given: object) -> None:
+    """Before, 1.5 and True became taxon 1 silently, and text crashed (int() raised a bare ValueError)."""
+    with pytest.raises(SchemaError, match=r"column 'taxon_id': .* is not a taxon id"):
+        Lineage.from_row({"genus": "Aramus", "species": "guarauna", "taxon_id": given})
+
+
 def test_from_row_spellings() -> None:
     tol = Lineage.from_row({"kingdom": "Animalia", "phylum": "Chordata", "class": "Aves", "order": "Gruiformes",
                             "family": "Aramidae", "genus": "Aramus", "species": "guarauna",

@@ -144,6 +144,23 @@ def _clean(value: Any, field: str | None = None) -> str | None:
     return text or None
 
 
+def _taxon_id(value: Any, field: str) -> int | None:
+    """A taxon id as a whole number (``12``, ``12.0``, ``"12"``); a missing one (NaN, a blank cell) is ``None``.
+    Anything else is a :class:`SchemaError`: ``1.5`` would otherwise become taxon 1 and ``True`` taxon 1, silently."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    kind = getattr(getattr(value, "dtype", None), "kind", None)  # numpy scalars, without importing numpy
+    if isinstance(value, float) or kind == "f":
+        if value != value:
+            return None
+        if float(value).is_integer():
+            return int(value)
+    elif ((isinstance(value, int) and not isinstance(value, bool)) or kind in ("i", "u")
+          or (isinstance(value, str) and value.strip().isdigit())):
+        return int(value)
+    raise SchemaError(f"column {field!r}: {value!r} is not a taxon id (a whole number)")
+
+
 def _first_vernacular(value: Any, field: str | None = None) -> str | None:
     """CrypticBio stores vernacular names as a Python list literal; take the first, the preferred one."""
     text = _clean(value, field)
@@ -221,8 +238,8 @@ class Lineage:
             if binomial is not None and names[Rank.GENUS] in (None, binomial.split()[0]):
                 names[Rank.SPECIES] = binomial
         common = next((_first_vernacular(row[a], a) for a in _COMMON_NAME_ALIASES if a in row), None)
-        taxon_id = next((row[a] for a in _TAXON_ID_ALIASES if a in row and row[a] is not None), None)
-        return cls(tuple(names), common_name=common, taxon_id=None if taxon_id is None else int(taxon_id))
+        taxon_id = next((_taxon_id(row[a], a) for a in _TAXON_ID_ALIASES if a in row and row[a] is not None), None)
+        return cls(tuple(names), common_name=common, taxon_id=taxon_id)
 
     def __getitem__(self, rank: Rank | str | int) -> str | None:
         return self.names[Rank.parse(rank)]
