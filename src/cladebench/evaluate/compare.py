@@ -243,6 +243,27 @@ def _aligned(tables: Sequence[pa.Table], paths: Sequence[Path],
     return aligned, n_shared, intersected
 
 
+def _other_truths(reference: pa.Table, other: pa.Table, same_style: bool) -> tuple[int, int]:
+    """(examples both runs evaluated that carry another true label in one than in the other, examples shared).
+
+    The rows' fingerprint is their uuids: a dataset whose curator corrected a label keeps it, and two runs on its
+    versions would be paired on questions with other answers. In one name style the labels must be equal; in two,
+    each label of one run must stand for one label of the other (the same taxa, other names)."""
+    if "true_label" not in reference.column_names or "true_label" not in other.column_names:
+        return 0, 0
+    truths = [dict(zip(table.column("uuid").to_pylist(), table.column("true_label").to_pylist(), strict=True))
+              for table in (reference, other)]
+    shared = truths[0].keys() & truths[1].keys()
+    forward: dict[Any, Any] = {}
+    backward: dict[Any, Any] = {}
+    differ = 0
+    for uuid in shared:
+        a, b = truths[0][uuid], truths[1][uuid]
+        if (a != b) if same_style else (forward.setdefault(a, b) != b or backward.setdefault(b, a) != a):
+            differ += 1
+    return differ, len(shared)
+
+
 def _column(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -634,6 +655,8 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                                   "only runs of the same task can be compared")
     full_tables = ([_checked_predictions(path, record) for path, record in zip(paths, records, strict=True)]
                    if read is None else [_pairable(path, table) for path, (_, table) in zip(paths, read, strict=True)])
+    if read is None:
+        RunRecord.given_once(paths)
     names = list(records[0].metrics)
     if metric is not None:
         names = [metric] if not in_every_group and metric in names else _matching(metric, names)
@@ -645,6 +668,13 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     pairable = [0] + [i for i in range(1, len(records)) if incomparable(records[0], records[i]) is None]
     aligned, n_shared, intersected = _aligned([full_tables[i] for i in pairable], [paths[i] for i in pairable],
                                               intersect)
+    for i in pairable[1:]:
+        differ, shared = _other_truths(full_tables[0], full_tables[i],
+                                       _name_style(records[0], "") == _name_style(records[i], ""))
+        if differ:
+            raise CladebenchError(
+                f"{paths[0]} and {paths[i]}: {differ} of the {shared} examples both evaluated carry another true "
+                "label in one than in the other (another version of the dataset?), so they are not compared")
     tables = None
     if aligned is not None:
         by_index = dict(zip(pairable, aligned, strict=True))

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,6 +157,17 @@ class RunRecord:
             raise CladebenchError(f"no run record at {path}") from None
         except (ValueError, TypeError) as exc:
             raise SchemaError(f"{path} is not a run record: {exc}") from None
+
+    @staticmethod
+    def given_once(paths: Sequence[str | Path]) -> None:
+        """Refuse (:class:`UsageError`) a run record given twice (a folder and its ``run.json`` are one): beside
+        itself it ties on every metric, as two runs that agree would, which is never what was asked."""
+        seen: dict[Path, str | Path] = {}
+        for path in paths:
+            file = (Path(path) / RUN_FILE if Path(path).is_dir() else Path(path)).resolve()
+            if file in seen:
+                raise UsageError(f"{path} is the run record {seen[file]} given twice: give each run once")
+            seen[file] = path
 
     def predictions(self, path: str | Path) -> pa.Table:
         """The per-example predictions beside a ``run.json``, checked against the SHA-256 the record gives them
