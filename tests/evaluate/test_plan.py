@@ -29,6 +29,19 @@ def test_a_given_setting_equal_to_the_default_is_not_replaced_by_the_protocol() 
     assert config.name_style == "sci" and off == {}
 
 
+def test_a_run_of_the_protocols_own_runs_is_on_protocol() -> None:
+    """The protocol's runs (FGC few-shot at 1 shot and at 5, CrypticBio under common names) are what a suite runs
+    for it: each one asked for alone is on protocol; a value none of them takes is not."""
+    for name, task, setting, value in (("fine-grained-challenges", "fewshot", "shots", (1,)),
+                                       ("fine-grained-challenges", "fewshot", "shots", (5,)),
+                                       ("crypticbio-common", "zeroshot", "name_style", "com")):
+        given = eval_config(task=task, dataset=name, out=Path("o"), **{setting: value})
+        assert apply_protocol(given, BENCHMARKS.get_named(name), given_settings(given))[1] == {}
+    given = eval_config(task="fewshot", dataset="fine-grained-challenges", out=Path("o"), shots=(2,))
+    off = apply_protocol(given, BENCHMARKS.get_named("fine-grained-challenges"), given_settings(given))[1]
+    assert off == {"shots": {"protocol": [1, 5], "run": [2]}}
+
+
 def test_a_config_built_directly_counts_what_differs_from_its_defaults_as_given() -> None:
     config = ZeroShotEvalConfig(dataset="d", out=Path("o"), rank="genus")
     assert given_settings(config) == {"dataset", "out", "rank"}
