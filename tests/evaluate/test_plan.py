@@ -222,3 +222,27 @@ def test_results_open_with_models_by_benchmarks(suite, capsys):
     assert pivot[2].startswith("| local-dir:") and "[" in pivot[2]  # a value and its interval
     assert main(["results", str(out), "--view", "rows"]) == 0
     assert capsys.readouterr().out.startswith("| benchmark | protocol | model | metric |")
+
+
+@pytest.mark.parametrize(("column", "value"), [("model", "another-model"), ("model_id", "hf-hub:org/another"),
+                                               ("benchmark", "inat-coobserved"), ("task", "zeroshot"),
+                                               ("label", "another run")])
+def test_results_never_give_a_run_to_another_model_or_benchmark(suite, column, value):
+    """A row edited to say another model (or benchmark, task, label) would put that run's number, verified, in
+    another model's row of the pivot: what a row says of its run is checked against the record too."""
+    import pyarrow.parquet as pq
+
+    from cladebench.evaluate.suite.results import RESULTS_FILE, read_results, require_results
+
+    out = suite["record"].parents[3]
+    table = read_results(out)
+    edited = next(i for i, v in enumerate(table.column("value").to_pylist()) if v is not None)
+    values = table.column(column).to_pylist()
+    assert values[edited] != value
+    values[edited] = value
+    pq.write_table(table.set_column(table.schema.get_field_index(column), column, pa.array(values)),
+                   out / RESULTS_FILE)
+    checked = require_results(out).to_pylist()
+    assert checked[edited]["status"] == "unverified" and checked[edited]["value"] is None
+    assert f"results.parquet gives {column} {value}" in checked[edited]["reason"]
+    assert sum(row["status"] == "unverified" for row in checked) == 1
