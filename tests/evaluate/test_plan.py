@@ -246,3 +246,36 @@ def test_results_never_give_a_run_to_another_model_or_benchmark(suite, column, v
     assert checked[edited]["status"] == "unverified" and checked[edited]["value"] is None
     assert f"results.parquet gives {column} {value}" in checked[edited]["reason"]
     assert sum(row["status"] == "unverified" for row in checked) == 1
+
+
+def test_an_older_run_never_stands_in_for_a_newer_one_that_is_refused(suite, tmp_path):
+    """The pivot and the suite's board show each model's newest run. When that run is refused (its predictions
+    gone), an older run of the model (other settings, an older copy of the data) must not take its place as if it
+    were the model's result: the cell says the newest run is unverified, and why."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from cladebench.evaluate.suite.results import RESULTS_FILE, format_pivot, read_results
+    from cladebench.report.suite import render_suite_report
+
+    out = suite["record"].parents[3]
+    table = read_results(out)
+    older_folder = suite["record"].parent.with_name("older")
+    shutil.copytree(suite["record"].parent, older_folder)
+    older = [dict(row, run=str(older_folder.relative_to(out) / "run.json"), key="older",
+                  recorded_at="2000-01-01T00:00:00+00:00") for row in table.to_pylist()]
+    pq.write_table(pa.concat_tables([pa.Table.from_pylist(older, schema=table.schema), table]), out / RESULTS_FILE)
+    shown = format_pivot(require(out), out).splitlines()[2].split(" | ")[1]  # the model's cell
+    assert shown.split()[0][0].isdigit()
+    (suite["record"].parent / PREDICTIONS_FILE).unlink()
+    pivot = format_pivot(require(out), out)
+    assert shown not in pivot and "unverified (its predictions are missing" in pivot
+    board = render_suite_report(out, max_gallery=0)
+    assert "its predictions are missing" in board
+
+
+def require(out: Path) -> pa.Table:
+    from cladebench.evaluate.suite.results import require_results
+
+    return require_results(out)

@@ -251,13 +251,14 @@ def format_pivot(table: pa.Table, root: Path) -> str:
     if not columns:
         return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
                 "row).")
-    latest = latest_rows([r for r in rows if r["status"] == "finished" and r["metric"]])
+    latest = latest_rows(rows)
     lines = ["| model | " + " | ".join(_md_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in columns) + " |",
              "|---|" + "---|" * len(columns)]
     marks: dict[tuple[str, int], str] = {}
     for index, column in enumerate(columns):
         present = [(m, latest[key]) for m in models
-                   if (key := (column.benchmark, m, column.protocol, column.metric)) in latest]
+                   if (key := (column.benchmark, m, column.protocol, column.metric)) in latest
+                   and latest[key]["status"] == "finished"]
         found = marks_against_best(column.metric, [root / row["run"] for _, row in present],
                                    [{"value": row["value"]} for _, row in present], n_resamples=PIVOT_RESAMPLES)
         unit = f", paired by {found.unit}" if found.unit else ""
@@ -272,6 +273,8 @@ def format_pivot(table: pa.Table, root: Path) -> str:
             row = latest.get((column.benchmark, model, column.protocol, column.metric))
             if row is None:
                 cells.append("")
+            elif row["status"] != "finished":
+                cells.append(f"unverified ({row['reason']})")
             elif row["value"] is None:
                 cells.append(f"n/a ({row['reason']})" if row["reason"] else "n/a")
             else:
