@@ -93,3 +93,19 @@ def test_the_same_run_given_twice_is_a_usage_error(two_runs: tuple[Path, Path],
     assert len(err) == 1 and "twice" in err[0]
     assert main(["report", str(run), str(run), "--out-file", str(run.parent / "r.html")]) == 2
     assert not (run.parent / "r.html").exists()
+
+
+def test_truths_are_taxa_so_a_shared_common_name_or_another_order_is_no_change() -> None:
+    """Under common names two taxa may read alike (cryptic look-alikes), and another label order numbers the same
+    taxa otherwise: neither is a changed label. Moving a row to another taxon is."""
+    import pyarrow as pa
+
+    from cladebench.evaluate.compare import _other_truths
+
+    uuids = ["a", "b", "c", "d"]
+    sci = pa.table({"uuid": uuids, "true_index": [0, 1, 2, 0], "true_label": ["A x", "A y", "B z", "A x"]})
+    com = pa.table({"uuid": uuids[::-1], "true_index": [2, 1, 0, 2], "true_label": ["fly", "bee", "fly", "fly"]})
+    assert _other_truths(sci, com, same_labels=False) == (0, 4)
+    moved = com.set_column(1, "true_index", pa.array([2, 1, 0, 0]))  # "a" now the taxon "b" is
+    assert _other_truths(sci, moved, same_labels=False)[0] > 0
+    assert _other_truths(sci, sci.set_column(1, "true_index", pa.array([0, 1, 2, 1])), same_labels=True) == (1, 4)

@@ -243,23 +243,30 @@ def _aligned(tables: Sequence[pa.Table], paths: Sequence[Path],
     return aligned, n_shared, intersected
 
 
-def _other_truths(reference: pa.Table, other: pa.Table, same_style: bool) -> tuple[int, int]:
+def _other_truths(reference: pa.Table, other: pa.Table, same_labels: bool) -> tuple[int, int]:
     """(examples both runs evaluated that carry another true label in one than in the other, examples shared).
 
     The rows' fingerprint is their uuids: a dataset whose curator corrected a label keeps it, and two runs on its
-    versions would be paired on questions with other answers. In one name style the labels must be equal; in two,
-    each label of one run must stand for one label of the other (the same taxa, other names)."""
-    if "true_label" not in reference.column_names or "true_label" not in other.column_names:
+    versions would be paired on questions with other answers. A truth is the label's index where the predictions
+    keep it (two taxa may share a common name), within its group. Over one label list the truths must be equal;
+    over two (another name style or order of the same taxa), each truth of one run must stand for one of the
+    other."""
+    column = next((c for c in ("true_index", "true_label")
+                   if c in reference.column_names and c in other.column_names), None)
+    if column is None:
         return 0, 0
-    truths = [dict(zip(table.column("uuid").to_pylist(), table.column("true_label").to_pylist(), strict=True))
-              for table in (reference, other)]
+    truths = []
+    for table in (reference, other):
+        groups = table.column("group").to_pylist() if "group" in table.column_names else [None] * table.num_rows
+        truths.append(dict(zip(table.column("uuid").to_pylist(),
+                               zip(groups, table.column(column).to_pylist(), strict=True), strict=True)))
     shared = truths[0].keys() & truths[1].keys()
     forward: dict[Any, Any] = {}
     backward: dict[Any, Any] = {}
     differ = 0
     for uuid in shared:
         a, b = truths[0][uuid], truths[1][uuid]
-        if (a != b) if same_style else (forward.setdefault(a, b) != b or backward.setdefault(b, a) != a):
+        if (a != b) if same_labels else (forward.setdefault(a, b) != b or backward.setdefault(b, a) != a):
             differ += 1
     return differ, len(shared)
 
@@ -669,8 +676,9 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     aligned, n_shared, intersected = _aligned([full_tables[i] for i in pairable], [paths[i] for i in pairable],
                                               intersect)
     for i in pairable[1:]:
-        differ, shared = _other_truths(full_tables[0], full_tables[i],
-                                       _name_style(records[0], "") == _name_style(records[i], ""))
+        same_labels = (comparability_of(records[0])["label_set_sha256"]
+                       == comparability_of(records[i])["label_set_sha256"])
+        differ, shared = _other_truths(full_tables[0], full_tables[i], same_labels)
         if differ:
             raise CladebenchError(
                 f"{paths[0]} and {paths[i]}: {differ} of the {shared} examples both evaluated carry another true "
