@@ -208,6 +208,11 @@ def checked_shape(data: Any) -> dict[str, Any]:
     for name, estimate in (data.get("metrics") or {}).items():
         if not isinstance(estimate, dict):
             raise ValueError(f"its metric {name} is a JSON {_json_type(estimate)}, not an object")
+    version = data.get("record_version", RECORD_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= RECORD_VERSION:
+        # a newer format may mean other things by the same fields: never read as this one
+        raise ValueError(f"its record version {version!r} is not one this version of cladebench reads "
+                         f"(1 to {RECORD_VERSION}; a newer cladebench wrote it?)")
     provenance = data.get("provenance") or {}
     for section in PROVENANCE_SECTIONS:
         if provenance.get(section) is not None and not isinstance(provenance[section], dict):
