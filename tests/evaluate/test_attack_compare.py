@@ -49,3 +49,63 @@ def test_a_hand_edited_label_prints_on_one_line_without_escapes(two_runs: tuple[
     out = capsys.readouterr().out
     assert "\x1b" not in out
     assert "  [1] evil [2J second line | x  " in out
+
+
+def _relabelled_copy(toy: Path, path: Path) -> Path:
+    """The toy dataset with one row's species changed to another species of the set: the same uuids and taxa (the
+    next version of a dataset whose curator corrected one label)."""
+    import pyarrow as pa
+
+    from cladebench import store
+
+    table = store.read(store.open_dataset(toy))
+    for column, value in (("species", "sp1"), ("scientific_name", "Genus sp1")):
+        values = table.column(column).to_pylist()
+        assert values[0] != value
+        values[0] = value
+        table = table.set_column(table.column_names.index(column), column, pa.array(values))
+    store.write_dataset(table, path)
+    return path
+
+
+def test_runs_whose_rows_carry_other_true_labels_are_not_paired(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs of one embedding on two versions of a dataset (one label corrected): the same uuids, the same taxa,
+    but one query's relevant images differ. Pairing them would test the label change, not the runs."""
+    toy = write_toy_dataset(tmp_path / "toy.lance")
+    relabelled = _relabelled_copy(toy, tmp_path / "toy2.lance")
+    for dataset, out in ((toy, "a"), (relabelled, "b")):
+        assert main(["eval", "retrieval", str(dataset), "--column", "emb_toy", "--out", str(tmp_path / out),
+                     "--group-by", "none"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--resamples", "50"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1 of the 12 examples" in err[0] and "another true label" in err[0]
+
+
+def test_the_same_run_given_twice_is_a_usage_error(two_runs: tuple[Path, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A run compared with itself is tied with itself on every metric: never what a person meant."""
+    run = two_runs[0]
+    capsys.readouterr()
+    assert main(["compare", str(run), str(run / "run.json"), str(two_runs[1]), "--resamples", "50"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "twice" in err[0]
+    assert main(["report", str(run), str(run), "--out-file", str(run.parent / "r.html")]) == 2
+    assert not (run.parent / "r.html").exists()
+
+
+def test_truths_are_taxa_so_a_shared_common_name_or_another_order_is_no_change() -> None:
+    """Under common names two taxa may read alike (cryptic look-alikes), and another label order numbers the same
+    taxa otherwise: neither is a changed label. Moving a row to another taxon is."""
+    import pyarrow as pa
+
+    from cladebench.evaluate.compare import _other_truths
+
+    uuids = ["a", "b", "c", "d"]
+    sci = pa.table({"uuid": uuids, "true_index": [0, 1, 2, 0], "true_label": ["A x", "A y", "B z", "A x"]})
+    com = pa.table({"uuid": uuids[::-1], "true_index": [2, 1, 0, 2], "true_label": ["fly", "bee", "fly", "fly"]})
+    assert _other_truths(sci, com, same_labels=False) == (0, 4)
+    moved = com.set_column(1, "true_index", pa.array([2, 1, 0, 0]))  # "a" now the taxon "b" is
+    assert _other_truths(sci, moved, same_labels=False)[0] > 0
+    assert _other_truths(sci, sci.set_column(1, "true_index", pa.array([0, 1, 2, 1])), same_labels=True) == (1, 4)

@@ -43,8 +43,10 @@ def write_run(directory: Path, correct: np.ndarray, *, model: str = "model-a", u
     genus = correct_top1 | (np.arange(n) % 7 == 0)
     table = pa.table({
         "uuid": uuids,
-        "true_label": [f"species {i % 9}" if s else None for i, s in enumerate(scored)],
-        "pred_label": [f"species {(i % 9) if c else (i + 1) % 9}" for i, c in enumerate(correct_top1)],
+        # an example's taxon follows its uuid (u0007 is species 7 in every run), as a dataset's rows do
+        "true_label": [f"species {int(u[1:]) % 9}" if s else None for u, s in zip(uuids, scored, strict=True)],
+        "pred_label": [f"species {int(u[1:]) % 9 if c else (int(u[1:]) + 1) % 9}"
+                       for u, c in zip(uuids, correct_top1, strict=True)],
         "scored": scored,
         "correct_top1": correct_top1,
         "correct_top5": correct_top1 | (np.arange(n) % 3 == 0) & scored,
@@ -186,7 +188,7 @@ def test_different_tasks_and_inconsistent_records_are_refused(tmp_path: Path) ->
     with pytest.raises(SchemaError, match=r"its top1_species reads 0\.95 on n = 500, but its predictions give 0\.8 "):
         compare_runs([a, tampered])
     with pytest.raises(UnknownNameError, match="top1_specie"):
-        compare_runs([a, a], metric="top1_specie")
+        compare_runs([a, write_run(tmp_path / "d", planted(0.7, 12))], metric="top1_specie")
     with pytest.raises(CladebenchError, match="at least two"):
         compare_runs([a])
 

@@ -29,6 +29,19 @@ def test_a_given_setting_equal_to_the_default_is_not_replaced_by_the_protocol() 
     assert config.name_style == "sci" and off == {}
 
 
+def test_a_run_of_the_protocols_own_runs_is_on_protocol() -> None:
+    """The protocol's runs (FGC few-shot at 1 shot and at 5, CrypticBio under common names) are what a suite runs
+    for it: each one asked for alone is on protocol; a value none of them takes is not."""
+    for name, task, setting, value in (("fine-grained-challenges", "fewshot", "shots", (1,)),
+                                       ("fine-grained-challenges", "fewshot", "shots", (5,)),
+                                       ("crypticbio-common", "zeroshot", "name_style", "com")):
+        given = eval_config(task=task, dataset=name, out=Path("o"), **{setting: value})
+        assert apply_protocol(given, BENCHMARKS.get_named(name), given_settings(given))[1] == {}
+    given = eval_config(task="fewshot", dataset="fine-grained-challenges", out=Path("o"), shots=(2,))
+    off = apply_protocol(given, BENCHMARKS.get_named("fine-grained-challenges"), given_settings(given))[1]
+    assert off == {"shots": {"protocol": [1, 5], "run": [2]}}
+
+
 def test_a_config_built_directly_counts_what_differs_from_its_defaults_as_given() -> None:
     config = ZeroShotEvalConfig(dataset="d", out=Path("o"), rank="genus")
     assert given_settings(config) == {"dataset", "out", "rank"}
@@ -209,3 +222,60 @@ def test_results_open_with_models_by_benchmarks(suite, capsys):
     assert pivot[2].startswith("| local-dir:") and "[" in pivot[2]  # a value and its interval
     assert main(["results", str(out), "--view", "rows"]) == 0
     assert capsys.readouterr().out.startswith("| benchmark | protocol | model | metric |")
+
+
+@pytest.mark.parametrize(("column", "value"), [("model", "another-model"), ("model_id", "hf-hub:org/another"),
+                                               ("benchmark", "inat-coobserved"), ("task", "zeroshot"),
+                                               ("label", "another run")])
+def test_results_never_give_a_run_to_another_model_or_benchmark(suite, column, value):
+    """A row edited to say another model (or benchmark, task, label) would put that run's number, verified, in
+    another model's row of the pivot: what a row says of its run is checked against the record too."""
+    import pyarrow.parquet as pq
+
+    from cladebench.evaluate.suite.results import RESULTS_FILE, read_results, require_results
+
+    out = suite["record"].parents[3]
+    table = read_results(out)
+    edited = next(i for i, v in enumerate(table.column("value").to_pylist()) if v is not None)
+    values = table.column(column).to_pylist()
+    assert values[edited] != value
+    values[edited] = value
+    pq.write_table(table.set_column(table.schema.get_field_index(column), column, pa.array(values)),
+                   out / RESULTS_FILE)
+    checked = require_results(out).to_pylist()
+    assert checked[edited]["status"] == "unverified" and checked[edited]["value"] is None
+    assert f"results.parquet gives {column} {value}" in checked[edited]["reason"]
+    assert sum(row["status"] == "unverified" for row in checked) == 1
+
+
+def test_an_older_run_never_stands_in_for_a_newer_one_that_is_refused(suite, tmp_path):
+    """The pivot and the suite's board show each model's newest run. When that run is refused (its predictions
+    gone), an older run of the model (other settings, an older copy of the data) must not take its place as if it
+    were the model's result: the cell says the newest run is unverified, and why."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from cladebench.evaluate.suite.results import RESULTS_FILE, format_pivot, read_results
+    from cladebench.report.suite import render_suite_report
+
+    out = suite["record"].parents[3]
+    table = read_results(out)
+    older_folder = suite["record"].parent.with_name("older")
+    shutil.copytree(suite["record"].parent, older_folder)
+    older = [dict(row, run=str(older_folder.relative_to(out) / "run.json"), key="older",
+                  recorded_at="2000-01-01T00:00:00+00:00") for row in table.to_pylist()]
+    pq.write_table(pa.concat_tables([pa.Table.from_pylist(older, schema=table.schema), table]), out / RESULTS_FILE)
+    shown = format_pivot(require(out), out).splitlines()[2].split(" | ")[1]  # the model's cell
+    assert shown.split()[0][0].isdigit()
+    (suite["record"].parent / PREDICTIONS_FILE).unlink()
+    pivot = format_pivot(require(out), out)
+    assert shown not in pivot and "unverified (its predictions are missing" in pivot
+    board = render_suite_report(out, max_gallery=0)
+    assert "its predictions are missing" in board
+
+
+def require(out: Path) -> pa.Table:
+    from cladebench.evaluate.suite.results import require_results
+
+    return require_results(out)

@@ -19,3 +19,20 @@ from cladebench.evaluate.record import RunRecord
 def test_model_name(model: dict[str, Any] | None, named: str) -> None:
     record = RunRecord(task="fewshot", metrics={}, provenance={"model": model}, config={})
     assert record.model_name() == named
+
+
+@pytest.mark.parametrize("version", [2, 99, "1", None, True, 0])
+def test_a_record_of_another_format_is_not_read_as_this_one(tmp_path, version: Any) -> None:
+    """A run.json written by a newer version (or whose version is not one at all) may mean other things by the same
+    fields: it is refused, naming its version, never compared or reused as if it were of this format."""
+    import json
+
+    from cladebench.errors import SchemaError
+
+    path = RunRecord(task="zeroshot", metrics={}, provenance={}, config={}).write(
+        tmp_path, __import__("pyarrow").table({"uuid": ["a"]}))
+    data = json.loads(path.read_text())
+    data["record_version"] = version
+    path.write_text(json.dumps(data))
+    with pytest.raises(SchemaError, match=f"record version {version!r}"):
+        RunRecord.read_given(path)

@@ -51,11 +51,15 @@ def test_report_names_runs_by_label(two_styles: tuple[Path, Path, Path, str], tm
     assert path in provenance  # full ids stay in provenance
 
 
-def test_report_names_two_runs_with_one_label_apart(two_styles: tuple[Path, Path, Path, str]) -> None:
+def test_report_names_two_runs_with_one_label_apart(two_styles: tuple[Path, Path, Path, str],
+                                                    tmp_path: Path) -> None:
+    import shutil
+
     from cladebench.report.runs import load_runs
 
     sci, _, _, _ = two_styles
-    first, second = load_runs([sci, sci / "run.json"])
+    again = shutil.copytree(sci, tmp_path / sci.name)  # the same settings written to a folder of the same name
+    first, second = load_runs([sci, again / "run.json"])
     assert first.label != second.label and first.name != second.name
     assert first.label.startswith("tiny-clip · sci")
 

@@ -243,6 +243,34 @@ def _aligned(tables: Sequence[pa.Table], paths: Sequence[Path],
     return aligned, n_shared, intersected
 
 
+def _other_truths(reference: pa.Table, other: pa.Table, same_labels: bool) -> tuple[int, int]:
+    """(examples both runs evaluated that carry another true label in one than in the other, examples shared).
+
+    The rows' fingerprint is their uuids: a dataset whose curator corrected a label keeps it, and two runs on its
+    versions would be paired on questions with other answers. A truth is the label's index where the predictions
+    keep it (two taxa may share a common name), within its group. Over one label list the truths must be equal;
+    over two (another name style or order of the same taxa), each truth of one run must stand for one of the
+    other."""
+    column = next((c for c in ("true_index", "true_label")
+                   if c in reference.column_names and c in other.column_names), None)
+    if column is None:
+        return 0, 0
+    truths = []
+    for table in (reference, other):
+        groups = table.column("group").to_pylist() if "group" in table.column_names else [None] * table.num_rows
+        truths.append(dict(zip(table.column("uuid").to_pylist(),
+                               zip(groups, table.column(column).to_pylist(), strict=True), strict=True)))
+    shared = truths[0].keys() & truths[1].keys()
+    forward: dict[Any, Any] = {}
+    backward: dict[Any, Any] = {}
+    differ = 0
+    for uuid in shared:
+        a, b = truths[0][uuid], truths[1][uuid]
+        if (a != b) if same_labels else (forward.setdefault(a, b) != b or backward.setdefault(b, a) != a):
+            differ += 1
+    return differ, len(shared)
+
+
 def _column(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -634,6 +662,8 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                                   "only runs of the same task can be compared")
     full_tables = ([_checked_predictions(path, record) for path, record in zip(paths, records, strict=True)]
                    if read is None else [_pairable(path, table) for path, (_, table) in zip(paths, read, strict=True)])
+    if read is None:
+        RunRecord.given_once(paths)
     names = list(records[0].metrics)
     if metric is not None:
         names = [metric] if not in_every_group and metric in names else _matching(metric, names)
@@ -645,6 +675,14 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     pairable = [0] + [i for i in range(1, len(records)) if incomparable(records[0], records[i]) is None]
     aligned, n_shared, intersected = _aligned([full_tables[i] for i in pairable], [paths[i] for i in pairable],
                                               intersect)
+    for i in pairable[1:]:
+        same_labels = (comparability_of(records[0])["label_set_sha256"]
+                       == comparability_of(records[i])["label_set_sha256"])
+        differ, shared = _other_truths(full_tables[0], full_tables[i], same_labels)
+        if differ:
+            raise CladebenchError(
+                f"{paths[0]} and {paths[i]}: {differ} of the {shared} examples both evaluated carry another true "
+                "label in one than in the other (another version of the dataset?), so they are not compared")
     tables = None
     if aligned is not None:
         by_index = dict(zip(pairable, aligned, strict=True))

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,6 +158,17 @@ class RunRecord:
         except (ValueError, TypeError) as exc:
             raise SchemaError(f"{path} is not a run record: {exc}") from None
 
+    @staticmethod
+    def given_once(paths: Sequence[str | Path]) -> None:
+        """Refuse (:class:`UsageError`) a run record given twice (a folder and its ``run.json`` are one): beside
+        itself it ties on every metric, as two runs that agree would, which is never what was asked."""
+        seen: dict[Path, str | Path] = {}
+        for path in paths:
+            file = (Path(path) / RUN_FILE if Path(path).is_dir() else Path(path)).resolve()
+            if file in seen:
+                raise UsageError(f"{path} is the run record {seen[file]} given twice: give each run once")
+            seen[file] = path
+
     def predictions(self, path: str | Path) -> pa.Table:
         """The per-example predictions beside a ``run.json``, checked against the SHA-256 the record gives them
         (a truncated or edited file is a :class:`CladebenchError`, never a silently different report)."""
@@ -196,6 +208,11 @@ def checked_shape(data: Any) -> dict[str, Any]:
     for name, estimate in (data.get("metrics") or {}).items():
         if not isinstance(estimate, dict):
             raise ValueError(f"its metric {name} is a JSON {_json_type(estimate)}, not an object")
+    version = data.get("record_version", RECORD_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= RECORD_VERSION:
+        # a newer format may mean other things by the same fields: never read as this one
+        raise ValueError(f"its record version {version!r} is not one this version of cladebench reads "
+                         f"(1 to {RECORD_VERSION}; a newer cladebench wrote it?)")
     provenance = data.get("provenance") or {}
     for section in PROVENANCE_SECTIONS:
         if provenance.get(section) is not None and not isinstance(provenance[section], dict):

@@ -138,6 +138,7 @@ def load_runs(paths: Sequence[str | Path], *, left_out: list[str] | None = None)
             left_out.append(f"[{index}] left out: {error}")
     if not runs:
         raise SchemaError("no run to report: " + "; ".join(left_out or ()))
+    RunRecord.given_once(paths)
     labels = distinct_labels([str(run.record.label) for run in runs], [run.record.config for run in runs],
                              [run.path.resolve().parent.name for run in runs], [run.task for run in runs])
     return tuple(dataclasses.replace(run, distinct_label=label) for run, label in zip(runs, labels, strict=True))

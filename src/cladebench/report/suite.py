@@ -30,7 +30,8 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
     from cladebench.report.sections.base import ReportContext
     from cladebench.report.sections.suite import SUITE_KEY, SuiteData
 
-    rows = [r for r in require_results(root).to_pylist() if r["status"] == "finished" and r["run"]]
+    checked = require_results(root).to_pylist()
+    rows = [r for r in checked if r["status"] == "finished" and r["run"]]
     paths = list(dict.fromkeys(r["run"] for r in rows))
     output = FORMATS["html"]
     environment = output.environment()
@@ -41,7 +42,9 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
         runs = load_runs([root / p for p in paths])
         by_path = dict(zip(paths, runs, strict=True))
         context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery,
-                                cache={SUITE_KEY: SuiteData(rows=rows, runs=by_path)})
+                                cache={SUITE_KEY: SuiteData(rows=rows, runs=by_path,
+                                                                  refused=[r for r in checked
+                                                                           if r["status"] == "unverified"])})
         everything = ordered_sections()
         suite_section = next(s for s in everything if s.name == SUITE_KEY)
         sections = []

@@ -62,7 +62,8 @@ def named_benchmark(dataset: str, *, data: Any = None) -> Benchmark | None:
 def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[str]
                    ) -> tuple[Any, dict[str, dict[str, Any]]]:
     """The config with the benchmark's protocol filled in where the user gave no setting, and each given setting
-    that departs from the protocol (name -> the protocol's value and the one run). Reads nothing. A task the
+    that departs from the protocol, that is, from every one of its runs (name -> the protocol's value and the one
+    run). Reads nothing. A task the
     benchmark is not evaluated with is a usage error."""
     if benchmark is None:
         return config, {}
@@ -79,7 +80,8 @@ def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[st
             continue
         current = getattr(config, name)
         if name in given:
-            if _plain(current) != _plain(value):
+            # one of the protocol's own runs (FGC's 1-shot run, CrypticBio's common names) is on protocol
+            if all(_plain(current) != _plain({name: value, **run}[name]) for run in protocol.runs):
                 departures[name] = {"protocol": _plain(value), "run": _plain(current)}
         elif current != value:
             changes[name] = value

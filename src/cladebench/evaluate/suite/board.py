@@ -61,8 +61,10 @@ def _group_of(metric: str, base: str) -> tuple[bool, str | None]:
 def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], Mapping[str, Any]]:
     """(benchmark, model, protocol, metric) -> the most recently recorded row (a run under other --setting values is
     older or newer; the newest stands for the model). The benchmark is part of the key: the four CrypticBio
-    benchmarks share their protocol and metric names, and a column shows its own benchmark's run only."""
+    benchmarks share their protocol and metric names, and a column shows its own benchmark's run only. A newest
+    row refused as ``unverified`` is the latest too (the caller shows why): an older run never stands in for it."""
     out: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
+    rows = [r for r in rows if r.get("status") in ("finished", "unverified") and r.get("metric")]
     for row in sorted(rows, key=lambda r: str(r.get("recorded_at") or "")):
         out[(row["benchmark"], row["model"], row["protocol"], row["metric"])] = row
     return out

@@ -167,7 +167,7 @@ def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
             problems[run] = verify_record(root / run)
             if problems[run] is None:
                 records[run] = RunRecord.read(root / run)
-        problem = problems[run]
+        problem = problems[run] or _other_run(row, records[run])
         if problem is None:
             stored = records[run].metrics.get(row["metric"]) or {}
             value, n = stored.get("value"), stored.get("n")
@@ -180,6 +180,21 @@ def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
         if problem is not None:
             row.update(value=None, low=None, high=None, status="unverified", reason=problem)
     return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def _other_run(row: dict[str, Any], record: RunRecord) -> str | None:
+    """Why a results row is not its run's own (it names another model, benchmark, task or label than the record
+    it points to), or None: the pivot shows a number under the row's model, so that is checked as the number is."""
+    from cladebench.provenance import redact
+
+    own = {"model": redact(record.config.get("model")), "model_id": record.model_name(),
+           "benchmark": (record.provenance.get("dataset") or {}).get("benchmark"), "task": record.task,
+           "label": record.label}
+    said = {"model": redact(row["model"]), **{k: row[k] for k in ("model_id", "benchmark", "task", "label")}}
+    differing = next((k for k in own if said[k] != own[k]), None)
+    if differing is None:
+        return None
+    return f"results.parquet gives {differing} {row[differing]}, its run record {own[differing]}"
 
 
 def _same(row: float | None, stored: float | None) -> bool:
@@ -236,13 +251,14 @@ def format_pivot(table: pa.Table, root: Path) -> str:
     if not columns:
         return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
                 "row).")
-    latest = latest_rows([r for r in rows if r["status"] == "finished" and r["metric"]])
+    latest = latest_rows(rows)
     lines = ["| model | " + " | ".join(_md_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in columns) + " |",
              "|---|" + "---|" * len(columns)]
     marks: dict[tuple[str, int], str] = {}
     for index, column in enumerate(columns):
         present = [(m, latest[key]) for m in models
-                   if (key := (column.benchmark, m, column.protocol, column.metric)) in latest]
+                   if (key := (column.benchmark, m, column.protocol, column.metric)) in latest
+                   and latest[key]["status"] == "finished"]
         found = marks_against_best(column.metric, [root / row["run"] for _, row in present],
                                    [{"value": row["value"]} for _, row in present], n_resamples=PIVOT_RESAMPLES)
         unit = f", paired by {found.unit}" if found.unit else ""
@@ -257,6 +273,8 @@ def format_pivot(table: pa.Table, root: Path) -> str:
             row = latest.get((column.benchmark, model, column.protocol, column.metric))
             if row is None:
                 cells.append("")
+            elif row["status"] != "finished":
+                cells.append(f"unverified ({row['reason']})")
             elif row["value"] is None:
                 cells.append(f"n/a ({row['reason']})" if row["reason"] else "n/a")
             else:

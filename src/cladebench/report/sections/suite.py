@@ -43,6 +43,9 @@ class SuiteData:
     """Rows of the results table with status finished."""
     runs: Mapping[str, ReportRun]
     """Each row's ``run`` (run.json relative to the suite folder) -> the run loaded for the report."""
+    refused: Sequence[Mapping[str, Any]] = ()
+    """Rows refused as ``unverified`` (their run's numbers do not hold): a model's newest such row is its cell,
+    said as refused, so an older run never stands in for it."""
 
 
 @dataclass(frozen=True)
@@ -87,12 +90,15 @@ def _shown(figure: PublishedFigure, metric: str) -> Published:
 def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[str, int], SuiteCell], list[str]]:
     """Columns, models (in the order they entered the table), cells by (model, column index), and notes."""
     rows = [r for r in data.rows if r.get("status") == "finished" and r.get("metric")]
-    latest = latest_rows(rows)
+    latest = latest_rows([*rows, *data.refused])
     columns, models, notes = board_columns(rows)
     cells: dict[tuple[str, int], SuiteCell] = {}
     for index, column in enumerate(columns):
         keys = {m: (column.benchmark, m, column.protocol, column.metric) for m in models}
-        present = {m: latest[key] for m, key in keys.items() if key in latest and latest[key]["run"] in data.runs}
+        notes.extend(f"{column.benchmark} {column.metric}: {m}'s latest run is not shown: {latest[key]['reason']}"
+                     for m, key in keys.items() if key in latest and latest[key]["status"] != "finished")
+        present = {m: latest[key] for m, key in keys.items()
+                   if key in latest and latest[key]["status"] == "finished" and latest[key]["run"] in data.runs}
         runs = {m: data.runs[row["run"]] for m, row in present.items()}
         marks: dict[int, str] = {}
         units: dict[int, str] = {}
