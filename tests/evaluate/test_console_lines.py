@@ -19,3 +19,10 @@ def test_an_undefined_metric_prints_its_reason_and_confusable_labels_are_said() 
     assert label_notes(record) == [
         "labels differ only by look-alike characters: Felis catus / Felis c\u0430tus",
         "one label text stands for several taxa: 'mouse' (scored by taxon, not by text)"]
+
+
+def test_an_undefined_value_is_shown_without_an_interval() -> None:
+    """Over no example Wilson's interval is [0, 100]: beside 'undefined' it would read as a measurement."""
+    record = RunRecord(task="zeroshot", config={}, metrics={
+        "top1_species": {"value": None, "low": 0.0, "high": 1.0, "n": 0}}, provenance={})
+    assert format_metrics(record).split() == ["top1_species", "undefined", "n=0"]

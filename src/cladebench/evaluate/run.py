@@ -392,8 +392,11 @@ def format_metrics(record: RunRecord) -> str:
         if value is None and estimate.get("reason"):  # undefined, and why (top-5 of five labels, no positives...)
             lines.append(f"  {name:<{width}}    n/a  {estimate['reason']}")
             continue
-        shown = f"{scale * value:6.2f}{unit}" if value is not None and np.isfinite(value) else "undefined"
-        lines.append(f"  {name:<{width}} {shown}  {interval}  n={estimate.get('n')}{extra}")
+        if value is None or not np.isfinite(value):
+            # no interval beside it: over no example Wilson's is [0, 100], which says nothing (as compare and report)
+            lines.append(f"  {name:<{width}} undefined  n={estimate.get('n')}")
+            continue
+        lines.append(f"  {name:<{width}} {scale * value:6.2f}{unit}  {interval}  n={estimate.get('n')}{extra}")
     groups = record.provenance.get("groups") or {}
     for group, reason in (groups.get("left_out") or {}).items():
         lines.append(f"  {group}{GROUP_SEPARATOR}*  n/a: {groups.get('column')} {group!r} left out: {reason}")
