@@ -57,6 +57,14 @@ def _limited(records: Iterator[ImageRecord], limit: int | None) -> Iterator[Imag
         yield record
 
 
+def _problem(record: ImageRecord) -> tuple[str, str] | None:
+    """Why ``record`` cannot become a row, or None; a record with neither a label nor a rank (an empty cell) is
+    one: a row without any name could be neither listed in the card nor scored."""
+    if record.problem is None and record.label is None:
+        record.problem = ("no_label", "no scientific name or rank is given")
+    return record.problem
+
+
 def _row_schema(extras: Sequence[str]) -> pa.Schema:
     return pa.schema([*canonical_fields("uuid", "image", *_CANONICAL),
                       *(pa.field(name, pa.string()) for name in (*EXTRA_COLUMNS, *extras))])
@@ -120,8 +128,9 @@ class _Writer:
         rows: list[dict[str, Any]] = []
         for record in _limited(self.source.records(images=True), self.limit):
             uuid = uuids(record.key)
-            if record.problem is not None:
-                self.fail(record, uuid, *record.problem)
+            problem = _problem(record)
+            if problem is not None:
+                self.fail(record, uuid, *problem)
                 continue
             data = self.image_of(record, uuid)
             if data is None:
@@ -191,7 +200,7 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
         for record in _limited(source.records(images=False), limit):
             rows += 1
             uuid = uuids(record.key)
-            if record.problem is None and record.label is not None:
+            if _problem(record) is None:
                 labels.add(record.label)
             if record.problem is None and record.url is not None:
                 items.append(DownloadItem(uuid, record.url))
