@@ -49,3 +49,26 @@ def test_a_table_row_with_no_name_at_all_is_left_out_as_no_label(tmp_path: Path)
     failures = pq.read_table(tmp_path / "out" / "failures.parquet").to_pylist()
     assert [(f["where"], f["reason"]) for f in failures] == [("labels.csv row 2", "no_label")]
     assert summary.written == 1 and sum(summary.rows_by_label.values()) == 1
+
+
+def test_a_shard_cut_short_between_two_samples_is_refused_not_read_in_part(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from cladebench.cli import main
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for key, data in (("000001.jpg", picture(0)), ("000001.txt", b"Bufo bufo"),
+                          ("000002.jpg", picture(1)), ("000002.txt", b"Bufo bufo")):
+            info = tarfile.TarInfo(key)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    with tarfile.open(fileobj=io.BytesIO(buffer.getvalue())) as written:
+        start = written.getmembers()[2].offset  # the header of the second sample
+    (tmp_path / "shard.tar").write_bytes(buffer.getvalue()[:start + 256])  # a copy that stopped in a header
+    assert main(["load", "images", str(tmp_path / "shard.tar"), "--out", str(tmp_path / "out")]) == 4
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "shard.tar").write_bytes(buffer.getvalue()[:start])  # stopped at a block boundary
+    assert main(["load", "images", str(tmp_path / "shard.tar"), "--out", str(tmp_path / "out")]) == 4
+    assert not (tmp_path / "out").exists()
