@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import cladebench
+from cladebench import store
+from cladebench.errors import DatasetNotFoundError
 
 _CHILD = """
 import sys, time
@@ -48,3 +52,5 @@ def test_ctrl_c_mid_write_exits_as_an_interrupt_and_leaves_no_dataset(tmp_path: 
         output, _ = process.communicate(timeout=120)
         assert (process.returncode, output.strip()) == (130, "interrupted")
         assert not out.exists()
+        with pytest.raises(DatasetNotFoundError):
+            store.open_dataset(out)
