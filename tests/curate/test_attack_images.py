@@ -72,3 +72,14 @@ def test_a_shard_cut_short_between_two_samples_is_refused_not_read_in_part(tmp_p
     (tmp_path / "shard.tar").write_bytes(buffer.getvalue()[:start])  # stopped at a block boundary
     assert main(["load", "images", str(tmp_path / "shard.tar"), "--out", str(tmp_path / "out")]) == 4
     assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_name_with_a_pipe_or_a_line_break_stays_one_row_of_the_card(tmp_path: Path) -> None:
+    root = tmp_path / "photos"
+    for label in ("Bufo bufo\n", "Vulpes|Canis", "Parus major"):
+        _photo(root / label / "a.jpg")
+    build_images_dataset(root, tmp_path / "out")
+    card = (tmp_path / "out" / "README.md").read_text()
+    table = card[card.index("| label | rows |"):].split("\n\n")[0].splitlines()
+    assert len(table) == 2 + 3
+    assert all(line.count("|") - line.count("\\|") == 8 for line in table), table
