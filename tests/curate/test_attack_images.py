@@ -83,3 +83,18 @@ def test_a_folder_name_with_a_pipe_or_a_line_break_stays_one_row_of_the_card(tmp
     table = card[card.index("| label | rows |"):].split("\n\n")[0].splitlines()
     assert len(table) == 2 + 3
     assert all(line.count("|") - line.count("\\|") == 8 for line in table), table
+
+
+def test_a_local_file_over_the_size_cap_is_left_out_unread_as_a_download_would_be(tmp_path: Path) -> None:
+    """A camera-trap table lists its videos too; a path to a file of gigabytes was read whole into memory
+    before being found not to be an image. Local files now meet the downloader's cap on a body."""
+    from cladebench.curate.fetch import DownloadConfig
+
+    small = _photo(tmp_path / "toad.jpg")
+    (tmp_path / "clip.jpg").write_bytes(picture(1, size=(400, 400), fmt="PNG"))
+    cap = max(small.stat().st_size, 2048)
+    assert (tmp_path / "clip.jpg").stat().st_size > cap
+    (tmp_path / "labels.csv").write_text("path,species\ntoad.jpg,Bufo bufo\nclip.jpg,Bufo bufo\n")
+    summary = build_images_dataset(tmp_path / "labels.csv", tmp_path / "out",
+                                   download_config=DownloadConfig(max_bytes=cap))
+    assert summary.written == 1 and summary.failed_by_reason == {"too_large": 1}
