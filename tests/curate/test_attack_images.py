@@ -98,3 +98,17 @@ def test_a_local_file_over_the_size_cap_is_left_out_unread_as_a_download_would_b
     summary = build_images_dataset(tmp_path / "labels.csv", tmp_path / "out",
                                    download_config=DownloadConfig(max_bytes=cap))
     assert summary.written == 1 and summary.failed_by_reason == {"too_large": 1}
+
+
+def test_a_parquet_column_of_image_bytes_is_read_as_the_images(tmp_path: Path) -> None:
+    """A table exported with the photos in a binary column (no Hugging Face metadata) had each photo's bytes
+    taken for a file name, and every row left out as an unreadable file."""
+    import pyarrow as pa
+
+    photos = [picture(0), picture(1)]
+    pq.write_table(pa.table({"image": pa.array(photos, pa.binary()), "species": ["Bufo bufo", "Vulpes vulpes"]}),
+                   tmp_path / "photos.parquet")
+    summary = build_images_dataset(tmp_path / "photos.parquet", tmp_path / "out")
+    assert summary.written == 2 and not summary.failed_by_reason
+    table = store.open_dataset(tmp_path / "out").to_table(columns=["image", "species"])
+    assert table.column("image").to_pylist() == photos
