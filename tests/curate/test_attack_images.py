@@ -112,3 +112,18 @@ def test_a_parquet_column_of_image_bytes_is_read_as_the_images(tmp_path: Path) -
     assert summary.written == 2 and not summary.failed_by_reason
     table = store.open_dataset(tmp_path / "out").to_table(columns=["image", "species"])
     assert table.column("image").to_pylist() == photos
+
+
+def test_genus_folders_holding_epithet_folders_name_the_species(tmp_path: Path) -> None:
+    """``Vulpes/lagopus/`` (the Arctic fox, in a genus-then-epithet tree) was resolved, as "exact", to the
+    bird genus *Lagopus*, and ``Vulpes/vulpes/`` to the genus *Vulpes*: the epithet alone named another taxon."""
+    root = tmp_path / "photos"
+    for folder in ("Vulpes/lagopus", "Vulpes/vulpes", "train/Bufo bufo", "Aves/Parus"):
+        _photo(root / folder / "a.jpg")
+    build_images_dataset(root, tmp_path / "out")
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_id", "species", "genus", "class"])
+    found = {r["source_id"]: (r["species"], r["genus"], r["class"]) for r in rows.to_pylist()}
+    assert found == {"Vulpes/lagopus/a.jpg": ("Vulpes lagopus", "Vulpes", "Mammalia"),
+                     "Vulpes/vulpes/a.jpg": ("Vulpes vulpes", "Vulpes", "Mammalia"),
+                     "train/Bufo bufo/a.jpg": ("Bufo bufo", "Bufo", "Amphibia"),
+                     "Aves/Parus/a.jpg": (None, "Parus", "Aves")}

@@ -2,7 +2,9 @@
 
 The label of an image is the name of the folder it is in (``Vulpes vulpes``, ``vulpes_vulpes``,
 ``Peromyscus sp.``); folders may nest (``ROOT/train/Vulpes vulpes/``), the innermost names the taxon, and the
-folders above it are kept as ``split_folder``. Files are read in place, in sorted order; hidden files and
+folders above it are kept as ``split_folder``. A folder named by a lone lowercase word inside one named by a
+capitalised word is an epithet in its genus (``Vulpes/lagopus/``: *Vulpes lagopus*, not the bird genus
+*Lagopus*), and the two make the label. Files are read in place, in sorted order; hidden files and
 folders are skipped. A linked folder (a season kept on another disk) is read like any other; one that leads
 to a folder already read (a link loop, a second link to the same folder) is read once and listed. A file that is
 not an image by its name (a ``README.txt``, a ``labels.csv``) and an image directly in ``ROOT`` (no folder names
@@ -14,6 +16,7 @@ Why a module: the one kind whose labels come from the file system.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ from cladebench.errors import CladebenchError
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
 """File name endings read as images (in any case)."""
+_EPITHET = re.compile(r"[a-z][a-z-]*")
+_GENUS = re.compile(r"[A-Z][a-z-]*")
 
 
 class FolderSource:
@@ -61,10 +66,14 @@ class FolderSource:
             key = relative.as_posix()
             record = ImageRecord(key=key, where=key, path=path)
             if len(relative.parts) > 1:
-                record.label = relative.parts[-2]
+                taxon = 2  # folders that name the taxon, counted from the file
+                if len(relative.parts) > 2 and _EPITHET.fullmatch(relative.parts[-2]) and \
+                        _GENUS.fullmatch(relative.parts[-3]):
+                    taxon = 3
+                record.label = " ".join(relative.parts[-taxon:-1])
                 record.values["source_id"] = key
-                if len(relative.parts) > 2:
-                    record.values["split_folder"] = "/".join(relative.parts[:-2])
+                if len(relative.parts) > taxon:
+                    record.values["split_folder"] = "/".join(relative.parts[:-taxon])
             if repeated is not None:
                 record.label, record.problem = None, ("repeated_folder", repeated)
             elif path.suffix.lower() not in IMAGE_SUFFIXES:
