@@ -342,3 +342,16 @@ def test_a_cutoff_beyond_any_gallery_is_refused(planted_dataset: tuple[Any, dict
         task.predict(dataset, None, RetrievalTaskConfig(column="emb_planted", k=1_000_000))
     whole = task.predict(dataset, None, RetrievalTaskConfig(column="emb_planted", k=largest))
     assert f"precision@{largest}_species" in task.metrics(whole)
+
+
+def test_a_one_row_dataset_is_called_undefined_not_a_two_row_one(tmp_path: Path) -> None:
+    """The cutoff check counted a one-row dataset (a first photo loaded) as two rows with a gallery of one."""
+    path = tmp_path / "one.lance"
+    table = pa.table({"uuid": ["u0"], "image": pa.array([b"x"], pa.large_binary()), "genus": ["Bufo"],
+                      "species": ["Bufo bufo"], "source_id": ["s0"]})
+    field = store.embedding_field("planted", DIM, {"model": "planted-model", "revision": "r1"})
+    vector = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(DIM, dtype=np.float32)), DIM)
+    store.write_dataset(table.append_column(field, vector), path)
+    with pytest.raises(CladebenchError, match="undefined on these 1 rows") as error:
+        get_task("retrieval").predict(store.open_dataset(path), None, RetrievalTaskConfig(column="emb_planted"))
+    assert "2 rows" not in str(error.value)

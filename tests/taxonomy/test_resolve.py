@@ -49,3 +49,12 @@ def test_a_backbone_that_is_missing_or_not_in_the_layout_is_one_line(tmp_path: P
     pq.write_table(pa.table({"name": ["Morus"]}), tmp_path / "other.parquet")
     with pytest.raises(SchemaError, match="needs column"):
         resolve_labels(["Morus"], tmp_path / "other.parquet")
+
+
+def test_invisible_characters_pasted_with_a_name_do_not_hide_its_taxon(backbone: Path) -> None:
+    """A name copied from a web page or a PDF carries a zero-width space, a soft hyphen or a byte-order mark
+    that no one sees; the card showed it as an unresolved ``Morus bassanus`` that looked exactly right."""
+    labels = ["Morus bassanus\u200b", "\ufeffMorus bassanus", "Morus bas\u00adsanus"]
+    found = resolve_labels(labels, backbone)
+    assert {label: (r.status, r.matched_name) for label, r in found.items()} == {
+        label: ("normalised", "Morus bassanus") for label in labels}

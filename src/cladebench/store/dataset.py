@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import socket
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -169,6 +170,12 @@ def existing_uuids(dataset: lance.LanceDataset) -> set[str]:
     return uuids
 
 
+_WRITER_STOP_S = 60.0
+"""Seconds an interrupted write waits for Lance's reading thread to finish the batch it is making."""
+_WRITER_GRACE_S = 1.0
+"""Seconds it then waits for that thread to ask for the next batch and be told to stop (it may never ask)."""
+
+
 def write_dataset(
     data: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table],
     uri: str | Path,
@@ -211,10 +218,26 @@ def write_dataset(
     schema = first[0].schema
 
     written: set[str] = set()
+    stop, idle, finished = threading.Event(), threading.Event(), threading.Event()
+    idle.set()
 
     def checked() -> Iterator[pa.RecordBatch]:
+        """The batches, saying when Lance's thread is making one (in Python) and when it has stopped."""
+        try:
+            idle.clear()
+            for batch in checked_batches():
+                idle.set()
+                yield batch
+                idle.clear()
+        finally:
+            idle.set()
+            finished.set()
+
+    def checked_batches() -> Iterator[pa.RecordBatch]:
         offset = 0
         for index, table in enumerate(_chain(first, iterator)):
+            if stop.is_set():
+                raise KeyboardInterrupt
             conformed = table if index == 0 else conform(
                 table, existing=existing_schema or schema, add_missing=False, row_offset=offset, source=source
             )
@@ -241,6 +264,12 @@ def write_dataset(
             storage_options=lance_storage_options(uri, storage_options), max_rows_per_file=max_rows_per_file,
         )
     except BaseException as exc:
+        # Lance pulls the rows on a thread of its own, which goes on after a Ctrl-C ends the call here; left
+        # running, it calls into Python while the interpreter shuts down, which aborts the process (no exit
+        # 130, no cleanup message). Let it finish the batch it is making, and take the stop if it asks again.
+        stop.set()
+        if idle.wait(_WRITER_STOP_S):
+            finished.wait(_WRITER_GRACE_S)
         if created_dir and Path(uri).exists() and not is_lance_dataset(Path(uri)):
             shutil.rmtree(uri, ignore_errors=True)
         error = write_error(exc, uri, environment=local)

@@ -204,9 +204,10 @@ SKIPPED_UUIDS_LISTED = 20
 def _check_cutoff(dataset: lance.LanceDataset, k: int) -> None:
     """A cutoff no gallery of the dataset can reach is a mistake, refused: ``precision@1000000`` would name a
     million images where there are a few dozen (and each query would keep its whole gallery as neighbours). A
-    cutoff above a small group's gallery is not: there the top min(k, gallery) count, as the metrics say."""
-    largest = max(1, dataset.count_rows() - 1)
-    if k > largest:
+    cutoff above a small group's gallery is not: there the top min(k, gallery) count, as the metrics say. A
+    dataset of one row has no gallery at all: the task calls it undefined, whatever the cutoff."""
+    largest = dataset.count_rows() - 1
+    if 1 <= largest < k:
         raise UsageError(f"-k {k} is more than any query's gallery holds: the dataset has {largest + 1:,} rows, "
                          f"so a gallery has at most {largest:,} images; use -k {largest} or less")
 

@@ -25,6 +25,7 @@ Why a module: resolution is the one step that decides what a label *means*; the 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,8 +102,12 @@ def normalise_label(label: str, *, authorship: bool = False) -> str:
         ('peromyscus', 'white tailed deer', 'sp')
         >>> normalise_label("Vulpes vulpes (Linnaeus, 1758)", authorship=True)
         'vulpes vulpes'
+
+    Characters no one sees (a zero-width space, a soft hyphen, a byte-order mark, pasted with a name from a web
+    page or a PDF) are dropped, and compatibility forms (full-width letters) read as the plain ones.
     """
-    text = re.sub(r"\s+", " ", label.replace("_", " ")).strip()
+    visible = "".join(c for c in unicodedata.normalize("NFKC", label) if unicodedata.category(c) != "Cf")
+    text = re.sub(r"\s+", " ", visible.replace("_", " ")).strip()
     if authorship:
         text = strip_authorship(text)
     words = text.lower().split(" ")

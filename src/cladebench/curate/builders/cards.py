@@ -16,15 +16,27 @@ Example:
 
 from __future__ import annotations
 
+import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 
+def markdown_cell(value: Any) -> str:
+    """A value as one Markdown table cell: a backslash kept as one (``\\``, so ``\\|`` in a label cannot end the
+    cell), a pipe escaped, line breaks as spaces, and ``<``, ``>``, ``&`` as entities (a label is shown as text,
+    never read as HTML by a Markdown renderer)."""
+    text = html.escape(str("" if value is None else value), quote=False)
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(text.splitlines())  # \n, \r\n, \r and the other line breaks
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A Markdown table: integers with thousands separators, anything else as ``str`` gives it."""
+    """A Markdown table: integers with thousands separators, anything else one cell of its text (a folder's
+    name with a pipe or a line break in it stays in its cell and row)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else markdown_cell(v) for v in row) + " |"
+              for row in rows]
     return "\n".join(lines)
 
 
@@ -33,4 +45,4 @@ def counts(values: Iterable[Any]) -> dict[str, int]:
     return {str(k): v for k, v in sorted(Counter(values).items(), key=lambda kv: (-kv[1], str(kv[0])))}
 
 
-__all__ = ["counts", "markdown_table"]
+__all__ = ["counts", "markdown_cell", "markdown_table"]

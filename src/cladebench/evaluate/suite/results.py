@@ -16,7 +16,6 @@ results``.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import math
@@ -28,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cladebench.curate.builders.cards import markdown_cell
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.selection import LEFT_OUT
@@ -225,15 +225,6 @@ def _why(reason: str | None) -> str:
     return reason if reason.startswith(("undefined", "not reported")) else f"left out: {reason}"
 
 
-def _md_cell(value: Any) -> str:
-    """A value as one Markdown table cell: a backslash kept as one (``\\``, so ``\\|`` in a label cannot end the
-    cell), a pipe escaped, line breaks as spaces, and ``<``, ``>``, ``&`` as entities (a label is shown as text,
-    never read as HTML by a Markdown renderer)."""
-    text = html.escape(str("" if value is None else value), quote=False)
-    text = text.replace("\\", "\\\\").replace("|", "\\|")
-    return " ".join(text.splitlines())  # \n, \r\n, \r and the other line breaks
-
-
 PIVOT_RESAMPLES = 10_000
 """Bootstrap resamples behind each mark of the pivot (as ``compare`` and the suite's report)."""
 
@@ -252,7 +243,8 @@ def format_pivot(table: pa.Table, root: Path) -> str:
         return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
                 "row).")
     latest = latest_rows(rows)
-    lines = ["| model | " + " | ".join(_md_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in columns) + " |",
+    heads = (markdown_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in columns)
+    lines = ["| model | " + " | ".join(heads) + " |",
              "|---|" + "---|" * len(columns)]
     marks: dict[tuple[str, int], str] = {}
     for index, column in enumerate(columns):
@@ -282,7 +274,7 @@ def format_pivot(table: pa.Table, root: Path) -> str:
                 mark = marks.get((model, index))
                 cells.append(f"{_shown(row['metric'], row['value'])} {interval}".strip()
                              + (f" ({mark})" if mark else ""))
-        lines.append("| " + " | ".join(_md_cell(c) for c in [model, *cells]) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in [model, *cells]) + " |")
     off = sorted({r["off_protocol"] for r in rows if r.get("off_protocol")})
     return "\n".join([*lines, *(f"\n{note}" for note in dict.fromkeys(notes)),
                       *([f"\nOff protocol: {'; '.join(off)}"] if off else []),
@@ -316,16 +308,16 @@ def format_results(table: pa.Table, format: str) -> str:
         protocol = r["protocol"] + (f" (off protocol: {r['off_protocol']})" if r.get("off_protocol") else "")
         cells = (r["benchmark"], protocol, r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
                  r["n"], r["label"], r["run"])
-        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     if unverified:
         lines += ["", "Not shown: the run record or its predictions do not give these numbers (run the suite again "
                   "to recompute them):", "", "| benchmark | protocol | model | metric | why |", "|---|---|---|---|---|"]
         for r in unverified:
-            lines.append("| " + " | ".join(_md_cell(r[c]) for c in ("benchmark", "protocol", "model", "metric",
+            lines.append("| " + " | ".join(markdown_cell(r[c]) for c in ("benchmark", "protocol", "model", "metric",
                                                                      "reason")) + " |")
     if skipped:
         lines += ["", "Skipped runs:", "", "| benchmark | protocol | model | reason |", "|---|---|---|---|"]
         for r in skipped:
-            lines.append("| " + " | ".join(_md_cell(r[c]) for c in ("benchmark", "protocol", "model", "reason"))
+            lines.append("| " + " | ".join(markdown_cell(r[c]) for c in ("benchmark", "protocol", "model", "reason"))
                          + " |")
     return "\n".join(lines)

@@ -57,6 +57,14 @@ def _limited(records: Iterator[ImageRecord], limit: int | None) -> Iterator[Imag
         yield record
 
 
+def _problem(record: ImageRecord) -> tuple[str, str] | None:
+    """Why ``record`` cannot become a row, or None; a record with neither a label nor a rank (an empty cell) is
+    one: a row without any name could be neither listed in the card nor scored."""
+    if record.problem is None and record.label is None:
+        record.problem = ("no_label", "no scientific name or rank is given")
+    return record.problem
+
+
 def _row_schema(extras: Sequence[str]) -> pa.Schema:
     return pa.schema([*canonical_fields("uuid", "image", *_CANONICAL),
                       *(pa.field(name, pa.string()) for name in (*EXTRA_COLUMNS, *extras))])
@@ -66,7 +74,8 @@ class _Writer:
     """The second pass: records to row batches, failures and counts gathered on the way."""
 
     def __init__(self, source: ImageSource, summary: ImagesLoadSummary, report: DownloadReport | None,
-                 extras: Sequence[str], limit: int | None, image_check: str, defaults: dict[str, Any]) -> None:
+                 extras: Sequence[str], limit: int | None, download_config: DownloadConfig,
+                 defaults: dict[str, Any]) -> None:
         from cladebench.curate.fetch.checks import IMAGE_CHECKS
 
         self.source, self.summary, self.resolutions = source, summary, summary.resolutions
@@ -74,7 +83,9 @@ class _Writer:
         self.schema = _row_schema(extras)
         self.failures: list[dict[str, Any]] = []
         self.download_failures = {f.key: f for f in report.failures} if report is not None else {}
-        self.check = IMAGE_CHECKS.get_named(image_check)
+        self.check = IMAGE_CHECKS.get_named(download_config.image_check)
+        self.max_bytes = download_config.max_bytes
+        """A local file larger than this is left out unread, as the downloader leaves out a larger body."""
         self.defaults = defaults
         """Values for the rows whose source gives none (``--license``, ``--attribution``)."""
 
@@ -99,6 +110,11 @@ class _Writer:
             return self.report.store.read_verified(self.report.downloaded[uuid])  # checked by the downloader
         elif record.path is not None:
             try:
+                size = record.path.stat().st_size
+                if size > self.max_bytes:  # a video listed beside the photos: not read whole into memory
+                    self.fail(record, uuid, "too_large", f"{record.path}: {size:,} bytes, over the cap of "
+                                                         f"{self.max_bytes:,} bytes")
+                    return None
                 data = record.path.read_bytes()
             except OSError as exc:
                 self.fail(record, uuid, "missing_file" if isinstance(exc, FileNotFoundError) else "unreadable_file",
@@ -120,8 +136,9 @@ class _Writer:
         rows: list[dict[str, Any]] = []
         for record in _limited(self.source.records(images=True), self.limit):
             uuid = uuids(record.key)
-            if record.problem is not None:
-                self.fail(record, uuid, *record.problem)
+            problem = _problem(record)
+            if problem is not None:
+                self.fail(record, uuid, *problem)
                 continue
             data = self.image_of(record, uuid)
             if data is None:
@@ -191,7 +208,7 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
         for record in _limited(source.records(images=False), limit):
             rows += 1
             uuid = uuids(record.key)
-            if record.problem is None and record.label is not None:
+            if _problem(record) is None:
                 labels.add(record.label)
             if record.problem is None and record.url is not None:
                 items.append(DownloadItem(uuid, record.url))
@@ -207,7 +224,7 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
                 download_dir = cache_dir("downloads")
             report = download(items, download_dir, download_config)
             summary.download = report
-        writer = _Writer(source, summary, report, sorted(extras), limit, download_config.image_check,
+        writer = _Writer(source, summary, report, sorted(extras), limit, download_config,
                          _defaults(license, attribution))
         batches = writer.batches()
         first = next(batches, None)

@@ -2,10 +2,13 @@
 
 The label of an image is the name of the folder it is in (``Vulpes vulpes``, ``vulpes_vulpes``,
 ``Peromyscus sp.``); folders may nest (``ROOT/train/Vulpes vulpes/``), the innermost names the taxon, and the
-folders above it are kept as ``split_folder``. Files are read in place, in sorted order; hidden files and
-folders are skipped. A file that is not an image by its name (a ``README.txt``, a ``labels.csv``) and an image
-directly in ``ROOT`` (no folder names its taxon) are records with a problem, so they appear in the failures
-table rather than vanish.
+folders above it are kept as ``split_folder``. A folder named by a lone lowercase word inside one named by a
+capitalised word is an epithet in its genus (``Vulpes/lagopus/``: *Vulpes lagopus*, not the bird genus
+*Lagopus*), and the two make the label. Files are read in place, in sorted order; hidden files and
+folders are skipped. A linked folder (a season kept on another disk) is read like any other; one that leads
+to a folder already read (a link loop, a second link to the same folder) is read once and listed. A file that is
+not an image by its name (a ``README.txt``, a ``labels.csv``) and an image directly in ``ROOT`` (no folder names
+its taxon) are records with a problem, so they appear in the failures table rather than vanish.
 
 Why a module: the one kind whose labels come from the file system.
 """
@@ -13,6 +16,7 @@ Why a module: the one kind whose labels come from the file system.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,8 @@ from cladebench.errors import CladebenchError
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
 """File name endings read as images (in any case)."""
+_EPITHET = re.compile(r"[a-z][a-z-]*")
+_GENUS = re.compile(r"[A-Z][a-z-]*")
 
 
 class FolderSource:
@@ -35,24 +41,42 @@ class FolderSource:
             raise CladebenchError(f"{self.root}: not a folder")
         self.notes: dict[str, Any] = {"root": str(self.root)}
 
-    def files(self) -> Iterator[Path]:
-        for folder, folders, files in os.walk(self.root):
-            folders[:] = sorted(name for name in folders if not name.startswith("."))
+    def files(self) -> Iterator[tuple[Path, str | None]]:
+        """Each file in sorted order with None, and each folder not read again with why (it leads to one read)."""
+        seen = {os.path.realpath(self.root)}
+        for folder, folders, files in os.walk(self.root, followlinks=True):
+            kept = []
+            for name in sorted(folders):
+                if name.startswith("."):
+                    continue
+                real = os.path.realpath(os.path.join(folder, name))
+                if real in seen:
+                    yield Path(folder) / name, f"leads to {real}, which is read once"
+                    continue
+                seen.add(real)
+                kept.append(name)
+            folders[:] = kept
             for name in sorted(files):
                 if not name.startswith("."):
-                    yield Path(folder) / name
+                    yield Path(folder) / name, None
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
-        for path in self.files():
+        for path, repeated in self.files():
             relative = path.relative_to(self.root)
             key = relative.as_posix()
             record = ImageRecord(key=key, where=key, path=path)
             if len(relative.parts) > 1:
-                record.label = relative.parts[-2]
+                taxon = 2  # folders that name the taxon, counted from the file
+                if len(relative.parts) > 2 and _EPITHET.fullmatch(relative.parts[-2]) and \
+                        _GENUS.fullmatch(relative.parts[-3]):
+                    taxon = 3
+                record.label = " ".join(relative.parts[-taxon:-1])
                 record.values["source_id"] = key
-                if len(relative.parts) > 2:
-                    record.values["split_folder"] = "/".join(relative.parts[:-2])
-            if path.suffix.lower() not in IMAGE_SUFFIXES:
+                if len(relative.parts) > taxon:
+                    record.values["split_folder"] = "/".join(relative.parts[:-taxon])
+            if repeated is not None:
+                record.label, record.problem = None, ("repeated_folder", repeated)
+            elif path.suffix.lower() not in IMAGE_SUFFIXES:
                 record.problem = ("not_an_image_file", f"{path.suffix or 'no suffix'} is not an image file name")
             elif record.label is None:
                 record.problem = ("no_label", "directly in the root folder: put it in a folder named after its "

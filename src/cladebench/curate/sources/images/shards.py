@@ -30,6 +30,20 @@ _LABEL_PARTS = ("sci.txt", "scientific_name.txt", "txt")
 _COMMON_PARTS = ("com.txt", "common_name.txt")
 
 
+class _WholeTarInfo(tarfile.TarInfo):
+    """A member header that refuses a shard ending where a header should be: ``tarfile`` takes that for the end of
+    the archive, so a shard whose copy or download stopped between two members would be read in part, without a
+    word. A whole tar ends with a block of zeros."""
+
+    @classmethod
+    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        try:
+            return super().fromtarfile(tarfile_)
+        except (tarfile.EmptyHeaderError, tarfile.TruncatedHeaderError):  # type: ignore[attr-defined]
+            raise tarfile.ReadError("it ends before its end-of-archive block (a copy or download cut short?)") \
+                from None
+
+
 def shard_files(path: Path) -> list[Path]:
     """The shards of ``path``: itself, or the shard files in a folder, sorted."""
     if path.is_file():
@@ -62,7 +76,7 @@ class ShardSource:
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
         for shard in self.shards:
             try:
-                with tarfile.open(shard, mode="r|*") as archive:
+                with tarfile.open(shard, mode="r|*", tarinfo=_WholeTarInfo) as archive:
                     yield from self._samples(shard, archive, images)
             except (tarfile.TarError, EOFError, OSError) as exc:
                 raise SchemaError(f"{shard}: not a readable tar shard: {exc}") from None

@@ -2,11 +2,11 @@
 
 Each row is one image. Its columns are mapped by :mod:`.columns`; the image cell is a URL (``http://``,
 ``https://``: fetched through the downloader), a path (relative to ``--images-dir``, else to the table's folder:
-a flat folder of photos with a labels table beside it), or, in a Hugging Face dataset, an ``Image`` feature's
-``{bytes, path}``. A Hugging Face dataset is read from its Parquet files or from the folder ``save_to_disk``
-writes (its ``state.json`` and Arrow files; a ``DatasetDict``'s splits each in a folder), without importing
-``datasets``: the features in the schema's ``huggingface`` metadata name the ``Image`` column and turn a
-``ClassLabel``'s integers into its names.
+a flat folder of photos with a labels table beside it), the image's bytes themselves (a binary column), or, in a
+Hugging Face dataset, an ``Image`` feature's ``{bytes, path}``. A Hugging Face dataset is read from its Parquet
+files or from the folder ``save_to_disk`` writes (its ``state.json`` and Arrow files; a ``DatasetDict``'s splits
+each in a folder), without importing ``datasets``: the features in the schema's ``huggingface`` metadata name
+the ``Image`` column and turn a ``ClassLabel``'s integers into its names.
 
 Tables are read a batch at a time (CSV with every column as text, Parquet and Arrow by record batch), so a
 table of millions of rows is read in bounded memory. A table without an image column, or without any column a
@@ -150,6 +150,9 @@ class TableSource:
         record = ImageRecord(key=where, where=where, label=mapped.label, ranks=mapped.ranks, values=mapped.values,
                              set_null=mapped.dropped)
         cell = cells.get(self.mapping["image"])
+        if isinstance(cell, bytes) and cell:  # a binary column holds the image itself, not where it is
+            record.image = cell if images else b""
+            return record
         if isinstance(cell, dict):  # a Hugging Face Image feature
             if cell.get("bytes"):
                 record.image = cell["bytes"] if images else b""
