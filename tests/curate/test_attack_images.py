@@ -118,7 +118,7 @@ def test_genus_folders_holding_epithet_folders_name_the_species(tmp_path: Path) 
     """``Vulpes/lagopus/`` (the Arctic fox, in a genus-then-epithet tree) was resolved, as "exact", to the
     bird genus *Lagopus*, and ``Vulpes/vulpes/`` to the genus *Vulpes*: the epithet alone named another taxon."""
     root = tmp_path / "photos"
-    for folder in ("Vulpes/lagopus", "Vulpes/vulpes", "train/Bufo bufo", "Aves/Parus"):
+    for folder in ("Vulpes/lagopus", "Vulpes/vulpes", "train/Bufo bufo", "Aves/Parus", "Train/bufo"):
         _photo(root / folder / "a.jpg")
     build_images_dataset(root, tmp_path / "out")
     rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_id", "species", "genus", "class"])
@@ -126,4 +126,6 @@ def test_genus_folders_holding_epithet_folders_name_the_species(tmp_path: Path) 
     assert found == {"Vulpes/lagopus/a.jpg": ("Vulpes lagopus", "Vulpes", "Mammalia"),
                      "Vulpes/vulpes/a.jpg": ("Vulpes vulpes", "Vulpes", "Mammalia"),
                      "train/Bufo bufo/a.jpg": ("Bufo bufo", "Bufo", "Amphibia"),
-                     "Aves/Parus/a.jpg": (None, "Parus", "Aves")}
+                     "Aves/Parus/a.jpg": (None, "Parus", "Aves"),
+                     # a capitalised split folder is not a genus: its lowercase folder is the label alone
+                     "Train/bufo/a.jpg": (None, "Bufo", "Amphibia")}

@@ -28,6 +28,9 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".
 """File name endings read as images (in any case)."""
 _EPITHET = re.compile(r"[a-z][a-z-]*")
 _GENUS = re.compile(r"[A-Z][a-z-]*")
+_CONTAINERS = frozenset({"train", "training", "test", "testing", "val", "valid", "validation", "images", "photos",
+                         "pictures", "data", "dataset", "all"})
+"""Capitalised folder names that hold species folders rather than name a genus (``Photos/fox/`` is a fox)."""
 
 
 class FolderSource:
@@ -68,7 +71,7 @@ class FolderSource:
             if len(relative.parts) > 1:
                 taxon = 2  # folders that name the taxon, counted from the file
                 if len(relative.parts) > 2 and _EPITHET.fullmatch(relative.parts[-2]) and \
-                        _GENUS.fullmatch(relative.parts[-3]):
+                        _GENUS.fullmatch(relative.parts[-3]) and relative.parts[-3].lower() not in _CONTAINERS:
                     taxon = 3
                 record.label = " ".join(relative.parts[-taxon:-1])
                 record.values["source_id"] = key
