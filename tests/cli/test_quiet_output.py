@@ -100,17 +100,15 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A small dataset embedded with a tiny CLIP (no vector index yet), and the model's name."""
     pytest.importorskip("torch")
     pytest.importorskip("open_clip")
-    from cladebench.embed import EmbedConfig, embed_dataset
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
+    from helpers.embedded import write_embedded
 
     root = tmp_path_factory.mktemp("quiet")
     model = "local-dir:" + str(write_tiny_model(root / "tiny", seed=3))
     world = make_world(WorldConfig(seed=2, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
     path = root / "gallery.lance"
-    store.write_dataset(world.to_table(40, seed=2, image_format="jpeg"), path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(world.to_table(40, seed=2, image_format="jpeg"), path, model)
     return path, model
 
 

@@ -19,7 +19,6 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.compare import compare_runs
 from cladebench.evaluate.configs import ZeroShotEvalConfig
 from cladebench.evaluate.record import RunRecord
@@ -27,6 +26,7 @@ from cladebench.evaluate.run import run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.store.embeddings import PUBLISHED_EMBEDDING_COLUMNS, register_published_column
 from cladebench.synthetic import WorldConfig, make_world
+from helpers.embedded import write_embedded
 
 N = 72
 
@@ -60,9 +60,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                   for s, g in zip(scientific, genus_only, strict=True)]
     table = table.append_column("lookalikes", pa.array(lookalikes, pa.list_(pa.string())))
     path = root / "world.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(table, path, model)
     return path, model
 
 

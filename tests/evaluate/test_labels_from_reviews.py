@@ -21,11 +21,11 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.configs import RerankEvalConfig, ZeroShotEvalConfig
 from cladebench.evaluate.run import run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
+from helpers.embedded import write_embedded
 
 N = 48
 
@@ -42,9 +42,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         values = [blank(row) if g else row[column] for row, g in zip(table.to_pylist(), genus_only, strict=True)]
         table = table.set_column(table.column_names.index(column), column, pa.array(values, pa.string()))
     path = root / "world.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(table, path, model)
     return path, model
 
 

@@ -6,6 +6,7 @@
 - lineage_vlm: two-organism photos and an endpoint that answers the lineage task in many shapes.
 - crypticbio_rows, inquire_rows, coobserved_rows: rows and files in each benchmark's published layout.
 - images, planted_embeddings, rerank_data: pictures, datasets with planted vectors, planted rerank datasets.
+- embedded: a table written as a dataset and embedded with a tiny model into ``emb_tiny``.
 - huge_png, ray_local: decompression-bomb PNGs; a local Ray for one test module.
 - source_imports: who imports whom in src/cladebench, read from the text (the shape and layout tests).
 - devtools: headless Chromium over the DevTools pipe (open a page at a width, evaluate JS, screenshot).

@@ -11,18 +11,15 @@ def deep_checkpoint_runs(root: Path, runs: Mapping[str, Sequence[str]]) -> tuple
     """A small world with photos (``root/world.lance``, 24 rows of generated names) embedded as ``emb_tiny`` by the
     tiny CLIP (seed 1) at ``root/deep/checkpoints/tiny-clip``, then one ``eval zeroshot`` (no groups) per entry of
     ``runs`` (its folder under ``root`` -> extra options); returns the dataset and the ``local-dir:`` model name."""
-    from cladebench import store
     from cladebench.cli import main
-    from cladebench.embed import EmbedConfig, embed_dataset
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
+    from helpers.embedded import write_embedded
 
     model = "local-dir:" + str(write_tiny_model(root / "deep" / "checkpoints" / "tiny-clip", seed=1))
     world = make_world(WorldConfig(seed=2, names="generated", branching=(1, 1, 2, 1, 2, 2, 2)))
     dataset = root / "world.lance"
-    store.write_dataset(world.to_table(24, seed=3, image_format="jpeg"), dataset)
-    embed_dataset(EmbedConfig(dataset=str(dataset), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(world.to_table(24, seed=3, image_format="jpeg"), dataset, model)
     for name, extra in runs.items():
         code = main(["eval", "zeroshot", str(dataset), "--model", model, "--out", str(root / name), "--device", "cpu",
                      "--group-by", "none", *extra])

@@ -11,15 +11,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cladebench import store
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
 
 def write_world(root: Path, model: str, n: int = 48) -> tuple[Path, Path, list[Lineage]]:
     """The embedded dataset (every 6th row identified to genus only, column ``emb_tiny``), the backbone, and the
     backbone's species."""
-    from cladebench.embed import EmbedConfig, embed_dataset
     from cladebench.synthetic import WorldConfig, make_world
+    from helpers.embedded import write_embedded
 
     table = make_world(WorldConfig(seed=3, names="generated", branching=(2, 1, 2, 1, 2, 2, 2))).to_table(
         n, seed=4, image_format="jpeg")
@@ -29,9 +28,7 @@ def write_world(root: Path, model: str, n: int = 48) -> tuple[Path, Path, list[L
     if "scientific_name" in table.column_names:
         table = table.drop_columns(["scientific_name"])
     path = root / "world.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(table, path, model)
     known = sorted({Lineage.from_row(r).names for r in table.select(list(RANK_COLUMNS)).to_pylist() if r["species"]})
     rng = np.random.default_rng(0)
     extra = [Lineage(("Animalia", "Zarthropoda", f"Cls{rng.integers(3)}", "Ord", f"Fam{rng.integers(4)}",

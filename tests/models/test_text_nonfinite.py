@@ -8,17 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from cladebench import store
 from cladebench.errors import CladebenchError
 
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.configs import ZeroShotEvalConfig
 from cladebench.evaluate.run import run_eval
 from cladebench.models.tiny import write_tiny_model
 from cladebench.synthetic import WorldConfig, make_world
+from helpers.embedded import write_embedded
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +34,7 @@ def nan_text_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]
     model = f"local-dir:{folder}"
     world = make_world(WorldConfig(seed=1, names="generated", branching=(1, 1, 1, 1, 1, 2, 2)))
     path = root / "world.lance"
-    store.write_dataset(world.to_table(12, seed=5, image_format="jpeg"), path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(world.to_table(12, seed=5, image_format="jpeg"), path, model)
     return path, model
 
 

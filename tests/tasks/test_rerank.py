@@ -17,12 +17,12 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.configs import eval_config
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import run_eval
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
+from helpers.embedded import write_embedded
 from helpers.http_local import ChatEndpoint, ChatRequest, serving, yes_no_reply
 from helpers.rerank_data import rerank_table as planted_rerank_table
 
@@ -42,9 +42,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("rerank")
     model = "local-dir:" + str(write_tiny_model(root / "tiny", seed=5))
     path = root / "rerank.lance"
-    store.write_dataset(rerank_table(), path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(rerank_table(), path, model)
     return path, model
 
 

@@ -16,13 +16,13 @@ pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
 from cladebench.cli import main
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.record import RunRecord
 from cladebench.models import class_text_embeddings, load_encoder
 from cladebench.models.tiny import write_tiny_model
 from cladebench.store.search import vector_index_partitions
 from cladebench.synthetic import WorldConfig, make_world
 from cladebench.taxonomy import RANK_COLUMNS
+from helpers.embedded import write_embedded
 
 N = 90
 
@@ -40,9 +40,7 @@ def gallery(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     names = [f"train/{f}/{u}.jpg" for f, u in zip(folders, table.column("uuid").to_pylist(), strict=True)]
     table = table.append_column("inat24_file_name", pa.array(names))
     path = root / "gallery.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(table, path, model)
     return path, model
 
 

@@ -17,7 +17,6 @@ from cladebench.taxonomy import Lineage, Rank
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.evaluate.configs import ZeroShotEvalConfig
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import run_eval
@@ -27,6 +26,7 @@ from cladebench.synthetic import WorldConfig, make_world
 from cladebench.tasks.common import label_set
 from cladebench.tasks.zeroshot import ZeroShotConfig, zero_shot
 from cladebench.templates import get_templates
+from helpers.embedded import write_embedded
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +36,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     world = make_world(WorldConfig(seed=1, names="generated", branching=(2, 2, 1, 2, 1, 2, 3)))
     table = world.to_table(60, seed=5, image_format="jpeg")
     path = root / "world.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(table, path, model)
     return path, model
 
 
@@ -154,9 +152,7 @@ def test_rows_without_embeddings_are_not_scored(tmp_path: Path, embedded: tuple[
     images[0] = b""
     table = table.set_column(table.column_names.index("image"), "image", pa.array(images, pa.large_binary()))
     path = tmp_path / "broken.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(table, path, model)
     predictions = zero_shot(store.open_dataset(path), load_encoder(model, device="cpu"), ZeroShotConfig())
     assert predictions.table.num_rows == 11
 

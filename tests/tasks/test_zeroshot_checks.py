@@ -102,19 +102,17 @@ def test_finite_json_keeps_finite_numbers_exactly() -> None:
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, object]:
     pytest.importorskip("torch")
     pytest.importorskip("open_clip")
-    from cladebench.embed import EmbedConfig, embed_dataset
     from cladebench.models import load_encoder
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
+    from helpers.embedded import write_embedded
 
     root = tmp_path_factory.mktemp("zeroshot-checks")
     model = "local-dir:" + str(write_tiny_model(root / "tiny", seed=3))
     table = make_world(WorldConfig(seed=1, names="generated", branching=(2, 2, 1, 2, 1, 2, 3))).to_table(
         24, seed=5, image_format="jpeg")
     path = root / "world.lance"
-    store.write_dataset(table, path)
-    embed_dataset(EmbedConfig(dataset=str(path), model=model, column="emb_tiny", workers=0, device="cpu",
-                              progress=False))
+    write_embedded(table, path, model)
     return path, model, load_encoder(model, device="cpu")
 
 
