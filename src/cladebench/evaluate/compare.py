@@ -655,8 +655,6 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
         raise UsageError("compare needs at least two run records")
-    if read is None:  # a usage mistake, said before any record or prediction is read
-        RunRecord.given_once(paths)
     records = [RunRecord.read_given(path) for path in paths] if read is None else [record for record, _ in read]
     for record, path in zip(records[1:], paths[1:], strict=True):
         if record.task != records[0].task:
@@ -664,6 +662,8 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                                   "only runs of the same task can be compared")
     full_tables = ([_checked_predictions(path, record) for path, record in zip(paths, records, strict=True)]
                    if read is None else [_pairable(path, table) for path, (_, table) in zip(paths, read, strict=True)])
+    if read is None:
+        RunRecord.given_once(paths)
     names = list(records[0].metrics)
     if metric is not None:
         names = [metric] if not in_every_group and metric in names else _matching(metric, names)

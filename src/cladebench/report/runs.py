@@ -128,7 +128,6 @@ def load_runs(paths: Sequence[str | Path], *, left_out: list[str] | None = None)
     to it (a report of twenty runs still shows the nineteen whose numbers hold, and says which one it left out)."""
     if not paths:
         raise CladebenchError("a report needs at least one run record")
-    RunRecord.given_once(paths)  # a usage mistake, said before any run is read and checked
     runs = []
     for index, path in enumerate(paths, start=1):
         try:
@@ -139,6 +138,7 @@ def load_runs(paths: Sequence[str | Path], *, left_out: list[str] | None = None)
             left_out.append(f"[{index}] left out: {error}")
     if not runs:
         raise SchemaError("no run to report: " + "; ".join(left_out or ()))
+    RunRecord.given_once(paths)
     labels = distinct_labels([str(run.record.label) for run in runs], [run.record.config for run in runs],
                              [run.path.resolve().parent.name for run in runs], [run.task for run in runs])
     return tuple(dataclasses.replace(run, distinct_label=label) for run, label in zip(runs, labels, strict=True))
