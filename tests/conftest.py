@@ -2,9 +2,7 @@
 several packages use (a tiny CLIP model; the lineage task's VLM photos and endpoint). Helpers that are not
 fixtures live in ``tests/helpers``.
 
-Real-format files (see ``shared/realdata/MANIFEST.md``) live beside the repository, not in it: CI clones
-the repo with ``../shared`` next to its root. ``CLADEBENCH_REALDATA`` points elsewhere; tests that need
-a file skip when it is absent rather than fail.
+Real-format files are found through ``helpers.realdata``; tests that need a file skip when it is absent.
 """
 
 from __future__ import annotations
@@ -14,9 +12,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-REALDATA_ENV = "CLADEBENCH_REALDATA"
-DEFAULT_REALDATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 
 _OPT_IN_MARKERS = {
     "network": "CLADEBENCH_NETWORK",
@@ -31,6 +26,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from helpers.slow_lane import is_listed, slow_ids
+
+    listed = slow_ids()
+    for item in items:
+        if is_listed(item.nodeid, listed):
+            item.add_marker(pytest.mark.slow)
     for marker, variable in _OPT_IN_MARKERS.items():
         if os.environ.get(variable) == "1":
             continue
@@ -40,20 +41,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(skip)
 
 
-def realdata_dir() -> Path:
-    """The real-format data folder: ``$CLADEBENCH_REALDATA`` or ``../shared/realdata``."""
-    override = os.environ.get(REALDATA_ENV)
-    return Path(override) if override else DEFAULT_REALDATA_DIR
-
-
 @pytest.fixture(scope="session")
 def realdata() -> Callable[[str], Path]:
     """``realdata("dir/file.csv")`` -> the path of a real-format file, or skip the test when it is absent."""
+    from helpers.realdata import require
 
     def locate(relative_path: str) -> Path:
-        path = realdata_dir() / relative_path
+        path = require(relative_path)
         if not path.is_file():
-            pytest.skip(f"real-format data not available: {path} (set {REALDATA_ENV} or place ../shared/realdata)")
+            pytest.skip(f"real-format data not available: {path} is not a file")
         return path
 
     return locate

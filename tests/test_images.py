@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +11,9 @@ from PIL import Image
 from cladebench.curate.fetch import IMAGE_CHECKS
 from cladebench.images import MAX_PIXELS, ImageDecodeError, ImageTooLargeError, decode_image, open_image, sniff_format
 from helpers.huge_png import huge_png
+from helpers.realdata import camera_trap_dir
 
-REALDATA = Path(os.environ.get("CLADEBENCH_REALDATA", Path(__file__).resolve().parents[2] / "shared" / "realdata"))
-CAMERA_TRAP = REALDATA / "cameratrapai" / "test_data"
+CAMERA_TRAP = camera_trap_dir()
 
 
 def encode(image: Image.Image, fmt: str, **kwargs: object) -> bytes:

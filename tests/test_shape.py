@@ -248,6 +248,27 @@ def test_every_test_module_lives_in_the_folder_of_the_package_it_tests() -> None
     assert not misplaced, "\n".join(misplaced)
 
 
+def test_every_test_the_slow_list_names_exists() -> None:
+    """An entry of ``tests/slow_tests.txt`` that names no test (renamed, removed) would quietly put its test back in
+    the fast lane under a new name, or keep a dead line: each names a module, or a test function in it."""
+    from helpers.slow_lane import slow_ids
+
+    listed = slow_ids()
+    assert len(listed) > 50  # the list was read
+    defined: dict[str, set[str]] = {}
+    for module in sorted({entry.partition("::")[0] for entry in listed}):
+        path = TESTS.parent / module
+        if path.is_file():
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+            defined[module] = {n.name for n in tree.body if isinstance(n, functions)} | {
+                f"{c.name}::{n.name}" for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body
+                if isinstance(n, functions)}
+    missing = [entry for entry in sorted(listed) if (parts := entry.partition("::"))[0] not in defined
+               or (parts[2] and parts[2] not in defined[parts[0]])]
+    assert not missing, "tests/slow_tests.txt names tests that do not exist:\n" + "\n".join(missing)
+
+
 def test_the_declared_python_floor_is_the_one_linted() -> None:
     """``requires-python`` and ruff's ``target-version`` name the same minimum: ruff then refuses syntax and
     standard-library names newer than the floor (``datetime.UTC`` is 3.11), so what is declared is what is checked."""

@@ -20,7 +20,7 @@ pytest.importorskip("open_clip")
 
 from cladebench.embed import EmbedConfig, column_for_model, embed_dataset  # noqa: E402
 from cladebench.store.embeddings import failures  # noqa: E402
-from helpers.images import mixed_images, picture, reference_embeddings, write_images  # noqa: E402
+from helpers.images import BROKEN, mixed_images, picture, reference_embeddings, with_real_camera_trap, write_images  # noqa: E402
 
 
 def test_column_names_follow_the_published_convention() -> None:
@@ -33,13 +33,13 @@ def test_column_names_follow_the_published_convention() -> None:
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_embed_mixed_dataset(tmp_path: Path, tiny_model: str, workers: int) -> None:
-    images = mixed_images()
+    images = with_real_camera_trap(mixed_images())
     path = tmp_path / "mixed.lance"
     write_images(path, images)
     before = store.open_dataset(path)
     summary = embed_dataset(EmbedConfig(dataset=str(path), model=tiny_model, column="emb_tiny", batch_size=5,
                                         workers=workers, device="cpu", progress=False))
-    broken = {"zero-bytes", "garbage", "truncated", "real-african_elephants_truncated_file"} & set(images)
+    broken = BROKEN & set(images)
     assert summary.rows == len(images)
     assert summary.failed == len(broken)
     assert summary.valid == len(images) - len(broken)

@@ -28,8 +28,9 @@ from PIL import Image
 
 from helpers.http_local import serving
 from helpers.photo_host import PhotoHost
+from helpers.realdata import camera_trap_dir
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "realdata" / "cameratrapai" / "test_data"
+REAL = camera_trap_dir()
 MOUSE = ["Animalia", "Chordata", "Mammalia", "Rodentia", "Cricetidae"]
 
 
