@@ -1,5 +1,5 @@
 """The verbs ``suite`` (every named benchmark's standard protocol for several models, resumable, into one folder)
-and ``results`` (that folder's results table, printed as Markdown, CSV or JSON).
+and ``results`` (that folder's results table, printed as Markdown, CSV, JSON or LaTeX).
 
 ``suite`` runs the suite (:mod:`cladebench.evaluate.suite`), then writes the folder's report with
 :mod:`cladebench.report.suite` (the report is a higher layer than evaluation, so the two meet here). Progress lines
@@ -63,18 +63,30 @@ class ResultsConfig:
     """The suite's --out folder (holding results.parquet)."""
     view: Literal["pivot", "rows"] = "pivot"
     """pivot: models × benchmarks, one headline per benchmark and group; rows: every row of the table."""
-    format: Literal["md", "csv", "json"] = "md"
+    format: Literal["md", "csv", "json", "latex"] = "md"
     """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every row, every
-    column as stored."""
+    column as stored; latex: a booktabs table for a paper (the pivot's cells, best in bold, ties marked, skipped
+    runs in its notes; --view rows: every row)."""
+    interval: Literal["bounds", "halfwidth"] = "bounds"
+    """How --format latex gives an interval: bounds ([lo, hi]) or halfwidth (± half its width, which hides an
+    asymmetric interval's shape)."""
+    label: str = "tab:cladebench-results"
+    """The \\label of the --format latex table."""
 
 
 @verb("results", ResultsConfig, "a suite folder's results table (benchmark × protocol × model × metric) as Markdown, "
-                                "CSV or JSON")
+                                "CSV, JSON or LaTeX")
 def _results(config: ResultsConfig) -> int:
     from cladebench.evaluate.suite import format_results, require_results
     from cladebench.evaluate.suite.results import format_pivot
 
     table = require_results(config.folder)
+    if config.format == "latex":  # the report layer's escaping: the two meet here
+        from cladebench.export.latex import format_latex, format_latex_rows
+
+        write = format_latex if config.view == "pivot" else format_latex_rows
+        print(write(table, config.folder, interval=config.interval, label=config.label))
+        return 0
     pivot = config.view == "pivot" and config.format == "md"
     print(format_pivot(table, config.folder) if pivot else format_results(table, config.format))
     return 0
