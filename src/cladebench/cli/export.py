@@ -1,0 +1,38 @@
+"""The verbs ``export model-card`` and ``export mlflow``: checked results written where researchers keep them
+(:mod:`cladebench.export`). Each member's config lives in :mod:`cladebench.export.configs`, so ``export --help``
+imports none of the libraries a format needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cladebench.cli.verbs import FAMILIES, Family, Verb
+
+
+def _said(left_out: list[str]) -> None:
+    from cladebench.evaluate.labels import one_line
+
+    for line in left_out:  # one line each, whatever the names in it hold
+        print(f"  left out: {one_line(line)}")
+
+
+def _model_card(config: Any) -> int:
+    from cladebench.export.model_card import run_model_card
+
+    written = run_model_card(config)
+    print(f"{written.path}: {written.written} results of {written.runs} run{'s' * (written.runs != 1)} in its "
+          "model-index"
+          + (f", {written.kept} kept from before" if written.kept else "")
+          + "; nothing uploaded (push it with `huggingface-cli upload REPO README.md`)")
+    _said(written.left_out)
+    return 0
+
+
+def _members() -> dict[str, Verb]:
+    return {"model-card": Verb(name="model-card", config="cladebench.export.configs:ModelCardConfig",
+                               help="a model's checked results as a Hugging Face model card's model-index (README.md "
+                                    "metadata, written or updated; nothing uploaded)", run=_model_card)}
+
+
+FAMILIES.add("export", Family(help="checked results of a suite or of runs where researchers keep them: a Hugging Face "
+                                   "model card, MLflow runs", metavar="FORMAT", members=_members))

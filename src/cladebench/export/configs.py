@@ -1,0 +1,24 @@
+"""The configs of the ``export`` verbs, apart from their code: the command line's help reads them without importing
+pyarrow, huggingface_hub or mlflow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cladebench.config import OPTION
+
+
+@dataclass(frozen=True)
+class ModelCardConfig:
+    """Write (or update) a Hugging Face model card's model-index from a model's checked results; nothing is
+    uploaded (push the card with `huggingface-cli upload`)."""
+
+    runs: tuple[Path, ...]
+    """Suite folders, run.json files or the folders holding them."""
+    model: str = field(metadata=OPTION)
+    """The model whose runs go on the card: as the suite names it, its id, or its runs' label."""
+    out_file: Path = field(metadata=OPTION)
+    """The card to write (README.md); an existing card is updated, keeping its body and other metadata."""
+    name: str | None = None
+    """The model's name in the model-index; by default the card's own, else --model."""
