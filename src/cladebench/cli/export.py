@@ -28,10 +28,25 @@ def _model_card(config: Any) -> int:
     return 0
 
 
+def _mlflow(config: Any) -> int:
+    from cladebench.export.mlflow_runs import export_to_mlflow
+
+    done = export_to_mlflow(config.runs, tracking_uri=config.tracking_uri, experiment=config.experiment,
+                            model=config.model)
+    print(f"mlflow: {len(done.logged)} run{'s' * (len(done.logged) != 1)} logged, {len(done.already)} there "
+          "already (same record SHA-256), "
+          f"experiment {done.experiment!r} at {done.tracking_uri}")
+    _said(done.left_out)
+    return 0
+
+
 def _members() -> dict[str, Verb]:
     return {"model-card": Verb(name="model-card", config="cladebench.export.configs:ModelCardConfig",
                                help="a model's checked results as a Hugging Face model card's model-index (README.md "
-                                    "metadata, written or updated; nothing uploaded)", run=_model_card)}
+                                    "metadata, written or updated; nothing uploaded)", run=_model_card),
+            "mlflow": Verb(name="mlflow", config="cladebench.export.configs:MlflowConfig",
+                           help="each checked run as one MLflow run: params, metrics with intervals, tags, run.json "
+                                "and its report; a run logged before is not logged again", run=_mlflow)}
 
 
 FAMILIES.add("export", Family(help="checked results of a suite or of runs where researchers keep them: a Hugging Face "

@@ -20,8 +20,9 @@ from cladebench.errors import CladebenchError
 from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.suite.results import RESULTS_FILE, metric_rows, off_protocol_text, require_results
 
-NOT_SETTINGS = frozenset({"out", "dataset", "data", "model", "device", "given", "run_name"})
-"""Fields of a record's config that are no task setting: where it read and wrote, on what it ran, what was typed."""
+NOT_SETTINGS = frozenset({"out", "dataset", "data", "model", "revision", "task", "device", "given", "run_name"})
+"""Fields of a record's config that are no task setting: where it read and wrote, the model and task (named apart),
+where it ran, what was typed."""
 
 
 @dataclass(frozen=True)

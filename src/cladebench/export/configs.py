@@ -22,3 +22,19 @@ class ModelCardConfig:
     """The card to write (README.md); an existing card is updated, keeping its body and other metadata."""
     name: str | None = None
     """The model's name in the model-index; by default the card's own, else --model."""
+
+
+@dataclass(frozen=True)
+class MlflowConfig:
+    """Log each checked run of suites or run records as one MLflow run (params, metrics with interval bounds, tags,
+    run.json and its report as artifacts); a run already in the experiment is not logged again."""
+
+    runs: tuple[Path, ...]
+    """Suite folders, run.json files or the folders holding them."""
+    tracking_uri: str | None = None
+    """Where MLflow keeps runs (a server's http(s):// URL, file:PATH, ...); by default $MLFLOW_TRACKING_URI, else
+    MLflow's own default."""
+    experiment: str = "cladebench"
+    """The MLflow experiment the runs go to (created when absent)."""
+    model: str | None = None
+    """Only the runs of this model (as the suite names it, its id or its runs' label); by default every run."""
