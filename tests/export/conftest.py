@@ -17,4 +17,4 @@ def export_suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CLADEBENCH_CACHE_DIR", str(root / "cache"))
         patch.delenv("CLADEBENCH_MIRROR", raising=False)
-        return build_export_suite(root)
+        return {**build_export_suite(root), "cache": root / "cache"}

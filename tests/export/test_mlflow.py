@@ -72,6 +72,26 @@ def test_one_mlflow_run_per_record_with_its_metrics_and_a_second_export_adds_non
     assert "0 runs logged, 1 there already" in capsys.readouterr().out
 
 
+def test_suite_mlflow_logs_each_run_as_it_goes_and_once(export_suite, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(export_suite["cache"]))
+    monkeypatch.delenv("CLADEBENCH_MIRROR", raising=False)
+    uri = (tmp_path / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    out = tmp_path / "suite"
+    assert main([*export_suite["args"], "--out", str(out), "--mlflow"]) == 0
+    assert f"mlflow: 2 runs logged, 0 there already, experiment 'cladebench' at {uri}" in capsys.readouterr().out
+    runs = _runs(uri)
+    rows = _json_rows(capsys, out)
+    for mlflow_run in runs:  # the suite's own rows: its protocol and run key, as `export mlflow DIR` logs them
+        mine = [r for r in rows if r["model"] == mlflow_run.data.params["model"]]
+        assert mlflow_run.data.tags["cladebench.run_key"] == mine[0]["key"]
+        assert mlflow_run.data.metrics["ap_100"] == next(r["value"] for r in mine if r["metric"] == "ap@100")
+    assert main([*export_suite["args"], "--out", str(out), "--mlflow"]) == 0  # every run reused: none logged again
+    assert "mlflow: 0 runs logged, 2 there already" in capsys.readouterr().out
+    assert main(["export", "mlflow", str(out)]) == 0
+    assert "0 runs logged, 2 there already" in capsys.readouterr().out and len(_runs(uri)) == 2
+
+
 def test_hostile_names_survive_as_params_and_through_the_key_map(export_suite, capsys, tmp_path):
     folder = rename_benchmark(export_suite["out"], tmp_path / "copy")
     hostile = export_suite["models"][0]

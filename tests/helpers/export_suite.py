@@ -14,7 +14,8 @@ HOSTILE_BENCHMARK = "bench_%&\"'\nmark"
 
 
 def build_export_suite(root: Path) -> dict[str, Any]:
-    """The suite folder (``root / 'out'``) and the two models as the suite names them."""
+    """The suite folder (``root / 'out'``), the two models as the suite names them, and the suite's arguments
+    without --out (to run it again elsewhere)."""
     from cladebench.cli import main
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import make_world
@@ -25,9 +26,9 @@ def build_export_suite(root: Path) -> dict[str, Any]:
               for name, seed in ((HOSTILE_MODEL, 0), ("tiny-b", 2))]
     out = root / "out"
     args = ["suite", *(a for m in models for a in ("--model", m)), "--benchmarks", "inquire-rerank", "--mirror",
-            str(root / "mirrors"), "--out", str(out), "--device", "cpu", "--no-report", "--no-progress"]
-    assert main(args) == 0
-    return {"out": out, "models": models}
+            str(root / "mirrors"), "--device", "cpu", "--no-report", "--no-progress"]
+    assert main([*args, "--out", str(out)]) == 0
+    return {"out": out, "models": models, "args": args}
 
 
 def rename_benchmark(out: Path, copy: Path, name: str = HOSTILE_BENCHMARK) -> Path:

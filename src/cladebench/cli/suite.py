@@ -9,9 +9,10 @@ and skips go to stderr; the summary to stdout.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cladebench.cli.verbs import verb
 
@@ -34,7 +35,8 @@ def _suite(config: SuiteConfig) -> int:
         from cladebench.report.suite import REPORT_FILE, check_report_target
 
         check_report_target(config.out / REPORT_FILE)
-    summary = run_suite(config, progress=_stderr if config.progress else None)
+    logged, finished_run = _mlflow_as_it_goes() if config.mlflow else ({}, None)
+    summary = run_suite(config, progress=_stderr if config.progress else None, finished_run=finished_run)
     runs = {p.key: p for p in summary.runs}
     print(f"suite: {len(summary.runs)} runs: {len(summary.executed)} run now, {len(summary.reused)} reused, "
           f"{len(summary.skipped)} skipped")
@@ -45,6 +47,13 @@ def _suite(config: SuiteConfig) -> int:
     for (benchmark, model, reason), protocols in grouped.items():
         print(f"  skipped {benchmark} with {model} ({'; '.join(protocols)}): {reason}")
     print(f"results: {summary.results}")
+    if config.mlflow:
+        print(f"mlflow: {logged['new']} run{'s' * (logged['new'] != 1)} logged, {logged['there']} there already, "
+              f"experiment {logged['experiment']!r} at {logged['uri']}")
+        from cladebench.evaluate.labels import one_line
+
+        for line in logged["left_out"]:
+            print(f"  not logged: {one_line(line)}")
     if config.report:
         from cladebench.report.suite import write_suite_report
 
@@ -52,6 +61,33 @@ def _suite(config: SuiteConfig) -> int:
     if not summary.executed and not summary.reused:
         raise CladebenchError(f"no run of the suite could run ({len(summary.skipped)} skipped, reasons above)")
     return 0
+
+
+def _mlflow_as_it_goes() -> tuple[dict[str, Any], Callable[[Path, list[dict[str, Any]]], None]]:
+    """The tracker opened before any run (no mlflow, or a store it cannot open, is one line before an hour of runs)
+    and the function that logs each run the suite finishes; the counts it keeps, to say them."""
+    from cladebench.errors import CladebenchError
+    from cladebench.export.checked import suite_run
+    from cladebench.export.mlflow_runs import REPORT_MISSING, Tracker
+
+    tracker = Tracker()
+    said: dict[str, Any] = {"new": 0, "there": 0, "uri": tracker.uri, "experiment": tracker.experiment,
+                            "left_out": [] if tracker.report else [REPORT_MISSING]}
+
+    def log(path: Path, rows: list[dict[str, Any]]) -> None:
+        run, why = suite_run(path, rows)
+        if run is None:
+            said["left_out"].append(why)
+            return
+        try:
+            _, new, notes = tracker.log(run)
+        except CladebenchError as error:  # the tracker's failure never ends the suite: `export mlflow` catches up
+            said["left_out"].append(f"{path}: {error}")
+            return
+        said["new" if new else "there"] += 1
+        said["left_out"].extend(notes)
+
+    return said, log
 
 
 @dataclass(frozen=True)

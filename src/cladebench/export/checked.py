@@ -114,6 +114,17 @@ def _suite_runs(root: Path) -> tuple[list[ExportedRun], list[str]]:
     return runs, left_out
 
 
+def suite_run(path: Path, rows: Sequence[Mapping[str, Any]]) -> tuple[ExportedRun | None, str | None]:
+    """A run a suite has just finished or reused (its ``run.json`` and the rows it put in the table), verified
+    against its predictions as ``results`` would verify it; None and why when it does not check."""
+    from cladebench.evaluate.verify import verify_record
+
+    problem = verify_record(path)
+    if problem is not None or not rows:
+        return None, f"{path}: not exported, its numbers did not check: {problem or 'no metric'}"
+    return ExportedRun(path, RunRecord.read(path), [dict(r) for r in rows], _sha256(path)), None
+
+
 def _given_run(given: Path) -> tuple[list[ExportedRun], list[str]]:
     from cladebench.evaluate.verify import verify_record
     from cladebench.provenance import redact

@@ -168,43 +168,70 @@ def _log_one(client: Any, experiment_id: str, run: ExportedRun, report: bool) ->
     return run_id, said
 
 
+class Tracker:
+    """An MLflow experiment opened once (created when absent), to which checked runs are logged one by one: what
+    ``export mlflow`` and ``suite --mlflow`` (each run as it finishes) share."""
+
+    def __init__(self, tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
+        _require_mlflow()
+        from mlflow import MlflowClient
+        from mlflow.tracking import get_tracking_uri
+
+        self.uri = tracking_uri or get_tracking_uri()
+        self.experiment = experiment
+        self.report = _report_available()
+        with self._talking():
+            self.client = MlflowClient(tracking_uri=self.uri)
+            found = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = found.experiment_id if found is not None else self.client.create_experiment(
+                experiment)
+
+    @contextlib.contextmanager
+    def _talking(self) -> Iterator[None]:
+        """MLflow's own errors (a store it cannot open, a server that refuses) as one line, exit 1."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            with _store_allowed(self.uri):
+                yield
+        except MlflowException as error:
+            from cladebench.evaluate.labels import one_line
+
+            raise CladebenchError(f"MLflow cannot log to {self.uri}: {one_line(error.message)[:300]}"
+                                  + _hint(self.uri)) from None
+
+    def log(self, run: ExportedRun) -> tuple[str, bool, list[str]]:
+        """Log ``run`` unless the experiment holds it already (its record SHA-256): the MLflow run id, whether it
+        was logged now, and what was not logged."""
+        with self._talking():
+            existing = self.client.search_runs([self.experiment_id],
+                                               filter_string=f"tags.`{SHA256_TAG}` = '{run.sha256}'", max_results=1)
+            if existing:
+                return existing[0].info.run_id, False, []
+            run_id, said = _log_one(self.client, self.experiment_id, run, self.report)
+        return run_id, True, said
+
+
 def export_to_mlflow(paths: Sequence[str | Path], *, tracking_uri: str | None = None,
                      experiment: str = DEFAULT_EXPERIMENT, model: str | None = None) -> Logged:
     """Log each checked run of ``paths`` not yet in ``experiment`` (created when absent) of ``tracking_uri``
     (``MLFLOW_TRACKING_URI``, else MLflow's own default)."""
     _require_mlflow()
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import get_tracking_uri
-
     exported = exported_results([Path(p) for p in paths], model=model)
-    uri = tracking_uri or get_tracking_uri()
-    report = _report_available()
+    tracker = Tracker(tracking_uri, experiment)
     left_out = list(exported.left_out)
-    if not report:
-        left_out.append("the runs' reports (report.md) are not logged: reports need jinja2 and matplotlib, pip "
-                        "install 'cladebench[report]'")
+    if not tracker.report:
+        left_out.append(REPORT_MISSING)
     logged, already = [], []
-    try:
-        with _store_allowed(uri):
-            client = MlflowClient(tracking_uri=uri)
-            found = client.get_experiment_by_name(experiment)
-            experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
-            for run in exported.runs:
-                existing = client.search_runs([experiment_id], filter_string=f"tags.`{SHA256_TAG}` = '{run.sha256}'",
-                                              max_results=1)
-                if existing:
-                    already.append((run, existing[0].info.run_id))
-                    continue
-                run_id, said = _log_one(client, experiment_id, run, report)
-                logged.append((run, run_id))
-                left_out.extend(said)
-    except MlflowException as error:
-        from cladebench.evaluate.labels import one_line
+    for run in exported.runs:
+        run_id, new, said = tracker.log(run)
+        (logged if new else already).append((run, run_id))
+        left_out.extend(said)
+    return Logged(tracker.uri, experiment, logged, already, left_out)
 
-        raise CladebenchError(f"MLflow cannot log to {uri}: {one_line(error.message)[:300]}"
-                              + _hint(uri)) from None
-    return Logged(uri, experiment, logged, already, left_out)
+
+REPORT_MISSING = ("the runs' reports (report.md) are not logged: reports need jinja2 and matplotlib, pip install "
+                  "'cladebench[report]'")
 
 
 def _hint(uri: str) -> str:
