@@ -162,8 +162,9 @@ def _log_one(client: Any, experiment_id: str, run: ExportedRun, report: bool) ->
                         "says why)")
         client.set_terminated(run_id, "FINISHED")
     except BaseException:
-        client.set_terminated(run_id, "FAILED")  # never a half-logged run that passes for a finished one
-        client.delete_run(run_id)
+        with contextlib.suppress(Exception):  # never a half-logged run that passes for a finished one
+            client.set_terminated(run_id, "FAILED")
+            client.delete_run(run_id)
         raise
     return run_id, said
 
