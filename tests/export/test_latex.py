@@ -41,6 +41,9 @@ def _results(capsys, folder, *args) -> str:
 
 
 def _body(latex: str) -> list[list[str]]:
+    if "\\endlastfoot" in latex:  # a longtable: its rows after its header and feet
+        body = latex.split("\\endlastfoot\n", 1)[1].split("\n\\end{longtable}", 1)[0]
+        return [line.removesuffix(r" \\").split(" & ") for line in body.splitlines()]
     body = latex.split("\\midrule\n", 1)[1].split("\n\\bottomrule", 1)[0]
     return [line.removesuffix(r" \\").split(" & ") for line in body.splitlines()]
 
@@ -69,7 +72,10 @@ def test_latex_numbers_are_the_json_ones_and_marks_the_markdown_ones(export_suit
             assert cell == latex_escape(expected) + SYMBOLS[mark]
     assert sum("(best" in line for line in markdown.splitlines()) == sum(r"\textbf" in c for c in body.values()) == 1
     halfwidth = _results(capsys, out, "--format", "latex", "--interval", "halfwidth", "--label", "tab:x_1")
-    assert r"\label{tab:x\_1}" in halfwidth
+    assert r"\label{tab:x_1}" in halfwidth  # a key, not text: never escaped, and what TeX cannot read is refused
+    assert main(["results", str(out), "--format", "latex", "--label", "tab:50%"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "a LaTeX label may hold" in err
     row = next(r for r in rows if r["model"] == models[1] and r["metric"] == "ap@100")
     assert rf"{scale * row['value']:.2f}{unit} $\pm$ {scale * (row['high'] - row['low']) / 2:.2f}" in halfwidth
 
@@ -121,10 +127,10 @@ def test_an_unverified_cell_is_a_lettered_note_never_a_number(export_suite, caps
                     "as text only (their escaping by unescape()); where TeX is, this compiles them")
 def test_the_tables_compile_with_pdflatex(export_suite, capsys, tmp_path):
     folder = rename_benchmark(export_suite["out"], tmp_path / "copy")
-    tables = [_results(capsys, export_suite["out"], "--format", "latex"),
+    tables = [_results(capsys, export_suite["out"], "--format", "latex", "--label", "tab:pivot_1"),
               _results(capsys, folder, "--format", "latex", "--view", "rows", "--interval", "halfwidth")]
     document = tmp_path / "tables.tex"
-    document.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+    document.write_text("\\documentclass{article}\n\\usepackage{booktabs,longtable}\n\\begin{document}\n"
                         + "\n".join(tables) + "\n\\end{document}\n")
     done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", document.name],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)

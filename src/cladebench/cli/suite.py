@@ -109,6 +109,11 @@ class ResultsConfig:
     label: str = "tab:cladebench-results"
     """The \\label of the --format latex table."""
 
+    def __post_init__(self) -> None:
+        from cladebench.report.escaping import latex_key
+
+        latex_key(self.label)  # a label TeX cannot read is refused before the table is read
+
 
 @verb("results", ResultsConfig, "a suite folder's results table (benchmark × protocol × model × metric) as Markdown, "
                                 "CSV, JSON or LaTeX")

@@ -5,7 +5,8 @@ marks of the Markdown pivot; ``--view rows`` is every row of the table. Values a
 ``results`` prints them (:func:`~cladebench.evaluate.suite.results.shown`), the best of a column in bold and the
 other marks as symbols the caption explains; a cell without a number gets a letter whose note under the table says
 why, and skipped runs are listed there too. Every string from data (model names, benchmark and group names,
-reasons) goes through :func:`~cladebench.report.escaping.latex_escape`. The preamble needs ``booktabs`` alone.
+reasons) goes through :func:`~cladebench.report.escaping.latex_escape`. The preamble needs ``booktabs`` (and
+``longtable`` for ``--view rows``, whose every row runs over pages).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cladebench import __version__
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.suite.results import PIVOT_RESAMPLES, pivot, shown
 from cladebench.metrics import display_scale
-from cladebench.report.escaping import latex_escape
+from cladebench.report.escaping import latex_escape, latex_key
 
 Interval = Literal["bounds", "halfwidth"]
 
@@ -90,17 +91,37 @@ def _methods(rows: list[Mapping[str, Any]], root: Path) -> str:
     return "; ".join(methods) or "no interval"
 
 
+def _comment(source: str, packages: str) -> str:
+    return (f"% cladebench {__version__}: {source}; every number is its run record's, checked against its "
+            f"predictions (needs \\usepackage{{{packages}}})")
+
+
+def _notes(notes: list[str]) -> list[str]:
+    if not notes:
+        return []
+    return [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize", *(f"{note}\\par" for note in notes),
+            r"\end{minipage}"]
+
+
 def _table(columns: str, header: list[str], body: list[str], caption: str, label: str, notes: list[str],
            source: str) -> str:
-    lines = [f"% cladebench {__version__}: {source}; every number is its run record's, checked against its "
-             "predictions (needs \\usepackage{booktabs})",
-             r"\begin{table}[htbp]", r"\centering", rf"\caption{{{caption}}}", rf"\label{{{latex_escape(label)}}}",
+    lines = [_comment(source, "booktabs"),
+             r"\begin{table}[htbp]", r"\centering", rf"\caption{{{caption}}}", rf"\label{{{latex_key(label)}}}",
              rf"\begin{{tabular}}{{{columns}}}", r"\toprule", *header, r"\midrule", *body, r"\bottomrule",
-             r"\end{tabular}"]
-    if notes:
-        lines += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
-                  *(f"{note}\\par" for note in notes), r"\end{minipage}"]
-    return "\n".join([*lines, r"\end{table}"])
+             r"\end{tabular}", *_notes(notes), r"\end{table}"]
+    return "\n".join(lines)
+
+
+def _long_table(columns: str, header: str, body: list[str], caption: str, label: str, notes: list[str],
+                source: str) -> str:
+    """A ``longtable``: every row of a suite runs over pages, its header repeated on each."""
+    width = len(columns)
+    lines = [_comment(source, "booktabs,longtable"), rf"\begin{{longtable}}{{{columns}}}",
+             rf"\caption{{{caption}}}\label{{{latex_key(label)}}} \\", r"\toprule", header, r"\midrule",
+             r"\endfirsthead", r"\toprule", header, r"\midrule", r"\endhead",
+             rf"\midrule \multicolumn{{{width}}}{{r}}{{continued}} \\", r"\endfoot", r"\bottomrule", r"\endlastfoot",
+             *body, r"\end{longtable}"]
+    return "\n".join([*lines, *_notes(notes)])
 
 
 def format_latex(table: pa.Table, root: Path, *, interval: Interval = "bounds", label: str = LABEL) -> str:
@@ -181,5 +202,5 @@ def format_latex_rows(table: pa.Table, root: Path, *, interval: Interval = "boun
     form = FORMS[interval]
     caption = (f"Every metric of every run in the suite, as {form} on the display scale of cladebench results; "
                f"intervals: {latex_escape(_methods(rows, root))}, unadjusted.")
-    return _table("llllcr", [r"benchmark & protocol & model & metric & value & $n$ \\"], body or [r"\\"], caption,
-                  label, [*notes.lines(), *refused, *skipped], latex_escape(str(root)))
+    return _long_table("llllcr", r"benchmark & protocol & model & metric & value & $n$ \\", body, caption, label,
+                       [*notes.lines(), *refused, *skipped], latex_escape(str(root)))

@@ -62,3 +62,21 @@ def latex_escape(text: Any) -> str:
     """
     text = _CONTROL.sub("", _LINE_BREAKS.sub(" ", str(text)))
     return _LATEX_SPECIAL.sub(lambda match: _LATEX[match.group()], text)
+
+
+_LATEX_KEY = re.compile(r"[A-Za-z0-9:._/+-]+")
+
+
+def latex_key(text: str) -> str:
+    """``text`` as a ``\\label`` or ``\\ref`` key, which TeX reads as a name, not as text (an escaped character
+    there is an error): letters, digits and ``: . _ / + -`` only, else a :class:`~cladebench.errors.UsageError`.
+
+    Example:
+        >>> latex_key("tab:results_2")
+        'tab:results_2'
+    """
+    if not _LATEX_KEY.fullmatch(text):
+        from cladebench.errors import UsageError
+
+        raise UsageError(f"--label {text!r}: a LaTeX label may hold letters, digits and : . _ / + - only")
+    return text
