@@ -17,7 +17,7 @@ pytest.importorskip("mlflow")
 from mlflow import MlflowClient
 
 from cladebench.cli import main
-from cladebench.export.mlflow_runs import SHA256_TAG, metric_key, metric_keys
+from cladebench.export.tracked import SHA256_TAG, metric_key, metric_keys
 from helpers.export_suite import HOSTILE_BENCHMARK, rename_benchmark
 
 

@@ -68,7 +68,8 @@ def _mlflow_as_it_goes() -> tuple[dict[str, Any], Callable[[Path, list[dict[str,
     and the function that logs each run the suite finishes; the counts it keeps, to say them."""
     from cladebench.errors import CladebenchError
     from cladebench.export.checked import suite_run
-    from cladebench.export.mlflow_runs import REPORT_MISSING, Tracker
+    from cladebench.export.mlflow_runs import Tracker
+    from cladebench.export.tracked import REPORT_MISSING
 
     tracker = Tracker()
     said: dict[str, Any] = {"new": 0, "there": 0, "uri": tracker.uri, "experiment": tracker.experiment,
