@@ -38,3 +38,20 @@ class MlflowConfig:
     """The MLflow experiment the runs go to (created when absent)."""
     model: str | None = None
     """Only the runs of this model (as the suite names it, its id or its runs' label); by default every run."""
+
+
+@dataclass(frozen=True)
+class WandbConfig:
+    """Log each checked run of suites or run records as one Weights & Biases run, offline unless $WANDB_MODE says
+    otherwise (`wandb sync` uploads later); a run logged before is not logged again."""
+
+    runs: tuple[Path, ...]
+    """Suite folders, run.json files or the folders holding them."""
+    project: str = "cladebench"
+    """The W&B project the runs go to."""
+    entity: str | None = None
+    """The W&B entity (user or team); by default W&B's own."""
+    dir: Path | None = None
+    """Where W&B writes its run folders (DIR/wandb/offline-run-*); by default $WANDB_DIR, else the working folder."""
+    model: str | None = None
+    """Only the runs of this model (as the suite names it, its id or its runs' label); by default every run."""
