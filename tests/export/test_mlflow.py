@@ -143,3 +143,25 @@ def test_without_mlflow_it_is_one_line_with_the_pip_command(export_suite, capsys
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install 'cladebench[mlflow]'" in err
     assert not (tmp_path / "m").exists()
+
+
+def test_skipped_and_unchecked_runs_are_said_never_logged(export_suite, capsys, tmp_path):
+    import shutil
+
+    from cladebench.evaluate.suite.results import SCHEMA, update_results
+
+    folder = tmp_path / "copy"
+    shutil.copytree(export_suite["out"], folder)
+    base = {**dict.fromkeys(SCHEMA.names), "benchmark": "inquire-rerank", "protocol": "rerank"}
+    update_results(folder, ["s", "g"], [
+        {**base, "model": "skipped_m", "key": "s", "status": "skipped", "reason": "too few queries"},
+        {**base, "model": "ghost", "key": "g", "status": "finished", "metric": "ap@100", "value": 1.0, "n": 1,
+         "run": "runs/none/run.json"}])
+    uri = (tmp_path / "mlruns").as_uri()
+    assert main(["export", "mlflow", str(folder), "--tracking-uri", uri]) == 0
+    said = capsys.readouterr().out
+    assert "2 runs logged" in said
+    assert "left out: inquire-rerank (rerank) with skipped_m: skipped: too few queries" in said
+    assert "left out: inquire-rerank (rerank) with ghost: not exported, its numbers did not check: its run record " \
+           "is missing" in said
+    assert {r.data.params["model"] for r in _runs(uri)} == set(export_suite["models"])
