@@ -12,7 +12,7 @@ reasons) goes through :func:`~cladebench.report.escaping.latex_escape`. The prea
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -178,7 +178,7 @@ def _legend(used: Mapping[str, None]) -> str:
     return "; ".join(parts)
 
 
-def _skipped(rows: list[Mapping[str, Any]], refused: list[Mapping[str, Any]] = ()) -> list[str]:
+def _skipped(rows: Sequence[Mapping[str, Any]], refused: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     return [*(latex_escape(f"Not shown: {r['benchmark']} ({r['protocol']}) with {r['model']}: {r['reason']}")
               for r in refused),
             *(latex_escape(f"Skipped: {r['benchmark']} ({r['protocol']}) with {r['model']}: {r['reason']}")

@@ -155,7 +155,8 @@ def export_to_mlflow(paths: Sequence[str | Path], *, tracking_uri: str | None = 
     left_out = list(exported.left_out)
     if not tracker.report:
         left_out.append(REPORT_MISSING)
-    logged, already = [], []
+    logged: list[tuple[ExportedRun, str]] = []
+    already: list[tuple[ExportedRun, str]] = []
     for run in exported.runs:
         run_id, new, said = tracker.log(run)
         (logged if new else already).append((run, run_id))

@@ -107,7 +107,7 @@ def check_card_target(out: Path, inputs: Sequence[Path]) -> str | None:
     from cladebench.evaluate.record import PREDICTIONS_FILE, RUN_FILE
     from cladebench.evaluate.suite.results import RESULTS_FILE
     from cladebench.paths import check_not_an_input
-    from cladebench.store import check_writable
+    from cladebench.store.files import check_writable
 
     if out.is_dir():
         raise CladebenchError(f"--out-file {out} is a folder; the card is one file: give its name (e.g. "
@@ -168,6 +168,7 @@ def write_model_card(runs: Sequence[str | Path], model: str, out: str | Path, *,
         raise CladebenchError(f"no metric of {model}'s runs has a value to put on the card:\n"
                               + "\n".join([*exported.left_out, *left_out]))
     card = ModelCard(existing) if existing is not None else None
+    data: Any
     if card is None:
         data = ModelCardData()
         body = (f"\n# {name or model}\n\nBenchmark results in this card's metadata (`model-index`) were written by "

@@ -75,7 +75,8 @@ def export_to_wandb(paths: Sequence[str | Path], *, project: str = DEFAULT_PROJE
     root.mkdir(parents=True, exist_ok=True)
     report = report_available()
     left_out = list(exported.left_out) + ([] if report else [REPORT_MISSING])
-    logged, already = [], []
+    logged: list[tuple[ExportedRun, str]] = []
+    already: list[tuple[ExportedRun, str]] = []
     import wandb
 
     try:
