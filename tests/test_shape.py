@@ -6,7 +6,7 @@
 - No test module imports another test module: shared pieces live in ``tests/helpers`` or ``tests/conftest.py``.
 - The import graph of ``src/cladebench`` (imports inside functions included) has no cycle, and no module imports a
   later stage than its own (:data:`LAYERS`: foundation, metrics, models, store, embed, curate, tasks, evaluate,
-  report, synthetic, demo, serve, cli).
+  report and export, synthetic, demo, serve, cli).
 - No module imports the ``__init__`` of a package it is in when that ``__init__`` presents the package's API
   (imports its modules): it imports the sibling module that defines the name.
 - Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
@@ -34,7 +34,7 @@ from helpers.source_imports import (
 
 LAYERS: dict[str, int] = {
     "taxonomy": 1, "metrics": 2, "models": 3, "store": 4, "embed": 5, "curate": 6, "tasks": 7, "evaluate": 8,
-    "report": 9, "synthetic": 10, "demo": 11, "serve": 12, "cli": 13, "__main__": 13,
+    "report": 9, "export": 9, "synthetic": 10, "demo": 11, "serve": 12, "cli": 13, "__main__": 13,
 }
 """Stage of each top-level package (or module) of cladebench, lowest first; any other top-level module is the
 foundation (stage 1). A module may import from its own stage or a lower one."""

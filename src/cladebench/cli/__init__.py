@@ -33,6 +33,7 @@ from cladebench.cli import (  # noqa: F401  (each registers its verbs)
     data,
     demo,
     evaluation,
+    export,
     reviews,
     serve,
     suite,

@@ -69,6 +69,10 @@ class SuiteConfig:
     """Write report.html (leaderboard of every model and benchmark in the folder, then each benchmark's sections)."""
     progress: bool = True
     """A line on stderr as each benchmark finishes, with the time left for the whole suite."""
+    mlflow: bool = False
+    """Log each run to MLflow as it finishes (reused runs too): experiment 'cladebench' at $MLFLOW_TRACKING_URI,
+    else MLflow's own default; a run logged before is not logged again (as `export mlflow`, which logs a suite
+    folder afterwards)."""
 
     def __post_init__(self) -> None:
         if not self.model:

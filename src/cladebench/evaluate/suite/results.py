@@ -20,9 +20,10 @@ import io
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,6 +35,9 @@ from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.evaluate.suite.plan import PlannedRun
 from cladebench.metrics import display_scale
 from cladebench.paths import atomic_write_parquet, held_lock
+
+if TYPE_CHECKING:
+    from cladebench.evaluate.suite.board import Column
 
 RESULTS_FILE = "results.parquet"
 """The table's file in the suite folder."""
@@ -84,8 +88,13 @@ def _setting(value: Any) -> str:
 
 def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: Path) -> list[dict[str, Any]]:
     """One row per metric of a finished run's record."""
-    what = {**_what(planned), "off_protocol": off_protocol_text(record)}
-    relative = os.path.relpath(run_path, root)
+    return metric_rows(record, {**_what(planned), "off_protocol": off_protocol_text(record)},
+                       os.path.relpath(run_path, root))
+
+
+def metric_rows(record: RunRecord, what: dict[str, Any], run: str) -> list[dict[str, Any]]:
+    """One row per metric of ``record``: ``what`` names the run (benchmark, protocol, model...), ``run`` its
+    ``run.json``; the number, interval and count as the record stores them."""
     rows = []
     for metric, estimate in record.metrics.items():
         estimate = estimate or {}
@@ -93,7 +102,7 @@ def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: 
         rows.append({**what, "metric": metric, "value": _finite(estimate.get("value")),
                      "low": _finite(estimate.get("low")), "high": _finite(estimate.get("high")),
                      "n": int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None,
-                     "label": record.label, "run": relative, "status": "finished",
+                     "label": record.label, "run": run, "status": "finished",
                      # a group the task left out, or a value undefined by construction: no value, and why
                      "reason": estimate.get(LEFT_OUT) or estimate.get("reason"),
                      "recorded_at": record.created_at})
@@ -204,14 +213,16 @@ def _same(row: float | None, stored: float | None) -> bool:
     return (row is None) == (stored is None) and (stored is None or abs(row - stored) <= TOLERANCE)
 
 
-def _shown(metric: str, value: float | None) -> str:
+def shown(metric: str, value: float | None) -> str:
+    """A value on its display scale, with two decimals and its unit, as every table of the suite prints it."""
     if value is None:
         return "n/a"
     scale, unit = display_scale(metric)
     return f"{scale * value:.2f}{unit}"
 
 
-def _interval(metric: str, low: float | None, high: float | None) -> str:
+def interval_text(metric: str, low: float | None, high: float | None) -> str:
+    """``[low, high]`` on the display scale (empty without an interval)."""
     if low is None or high is None:
         return ""
     scale, _ = display_scale(metric)
@@ -229,40 +240,78 @@ PIVOT_RESAMPLES = 10_000
 """Bootstrap resamples behind each mark of the pivot (as ``compare`` and the suite's report)."""
 
 
-def format_pivot(table: pa.Table, root: Path) -> str:
-    """Models × benchmarks as Markdown: each benchmark's headline (one column per challenge group), each model's
-    latest run, value and interval, and its mark against the best model of the column (best / tied / worse, as
-    the suite's report marks them: :func:`~cladebench.evaluate.marks.marks_against_best` over the runs in
-    ``root``); the full table is ``--view rows``."""
+@dataclass(frozen=True)
+class Pivot:
+    """Models × benchmarks as every format of ``cladebench results`` shows it (Markdown here, LaTeX in
+    :mod:`cladebench.export.latex`): decided once, so the formats never disagree on a number or a mark."""
+
+    columns: list[Column]
+    """Each benchmark's headline (one per challenge group of a grouped benchmark), in registry order."""
+    models: list[str]
+    """The models, in the order they entered the table."""
+    cells: dict[tuple[str, int], Mapping[str, Any]]
+    """(model, column index) -> the model's latest row for the column (finished or unverified, as checked)."""
+    marks: dict[tuple[str, int], str]
+    """(model, column index) -> its mark against the best of the column (best, tied, worse, ...)."""
+    units: dict[int, str]
+    """Column index -> what its paired test resamples (``images``, ``queries``); absent when none ran."""
+    notes: list[str]
+    """Why runs were not compared, and rows of benchmarks this version does not know."""
+    off_protocol: list[str]
+    """How runs in the table depart from their benchmark's protocol."""
+    skipped: list[Mapping[str, Any]]
+    """The rows of skipped runs (benchmark, protocol, model and reason): said under every table, never dropped."""
+    refused: list[Mapping[str, Any]]
+    """One row per run whose numbers did not check and that no cell shows (the newest of a cell is shown as
+    refused): said under the table, with why."""
+
+
+def pivot(table: pa.Table, root: Path) -> Pivot:
+    """Models × benchmarks: each benchmark's headline (one column per challenge group), each model's latest run,
+    and its mark against the best model of the column (best / tied / worse, as the suite's report marks them:
+    :func:`~cladebench.evaluate.marks.marks_against_best` over the runs in ``root``)."""
     from cladebench.evaluate.marks import marks_against_best
     from cladebench.evaluate.suite.board import board_columns, latest_rows
 
     rows = table.to_pylist()
     columns, models, notes = board_columns(rows)
-    if not columns:
-        return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
-                "row).")
     latest = latest_rows(rows)
-    heads = (markdown_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in columns)
-    lines = ["| model | " + " | ".join(heads) + " |",
-             "|---|" + "---|" * len(columns)]
+    cells: dict[tuple[str, int], Mapping[str, Any]] = {}
     marks: dict[tuple[str, int], str] = {}
+    units: dict[int, str] = {}
     for index, column in enumerate(columns):
-        present = [(m, latest[key]) for m in models
-                   if (key := (column.benchmark, m, column.protocol, column.metric)) in latest
-                   and latest[key]["status"] == "finished"]
+        cells.update({(m, index): latest[key] for m in models
+                      if (key := (column.benchmark, m, column.protocol, column.metric)) in latest})
+        present = [(m, cells[(m, index)]) for m in models
+                   if (m, index) in cells and cells[(m, index)]["status"] == "finished"]
         found = marks_against_best(column.metric, [root / row["run"] for _, row in present],
                                    [{"value": row["value"]} for _, row in present], n_resamples=PIVOT_RESAMPLES)
-        unit = f", paired by {found.unit}" if found.unit else ""
-        marks.update({(present[i][0], index): f"{mark}{unit if mark in ('best', 'tied', 'worse') else ''}"
-                      for i, mark in found.marks.items()})
+        if found.unit:
+            units[index] = found.unit
+        marks.update({(present[i][0], index): mark for i, mark in found.marks.items()})
         said = [f"{present[i][0]}: {why}" for i, why in found.unpaired.items()]
         notes.extend(f"{column.title} {column.metric.rpartition('/')[2]}: {note}"
                      for note in [*said, *([found.note] if found.note else [])])
-    for model in models:
+    off = sorted({r["off_protocol"] for r in rows if r.get("off_protocol")})
+    skipped = [r for r in rows if r["status"] not in ("finished", "unverified")]
+    in_cells = {row["run"] for row in cells.values()}
+    refused = list({r["run"]: r for r in rows if r["status"] == "unverified" and r["run"] not in in_cells}.values())
+    return Pivot(columns, models, cells, marks, units, list(dict.fromkeys(notes)), off, skipped, refused)
+
+
+def format_pivot(table: pa.Table, root: Path) -> str:
+    """:func:`pivot` as Markdown: value, interval and mark in each cell; the full table is ``--view rows``."""
+    board = pivot(table, root)
+    if not board.columns:
+        return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
+                "row).")
+    heads = (markdown_cell(f"{c.title} {c.metric.rpartition('/')[2]}") for c in board.columns)
+    lines = ["| model | " + " | ".join(heads) + " |",
+             "|---|" + "---|" * len(board.columns)]
+    for model in board.models:
         cells = []
-        for index, column in enumerate(columns):
-            row = latest.get((column.benchmark, model, column.protocol, column.metric))
+        for index, _ in enumerate(board.columns):
+            row = board.cells.get((model, index))
             if row is None:
                 cells.append("")
             elif row["status"] != "finished":
@@ -270,20 +319,27 @@ def format_pivot(table: pa.Table, root: Path) -> str:
             elif row["value"] is None:
                 cells.append(f"n/a ({row['reason']})" if row["reason"] else "n/a")
             else:
-                interval = _interval(row["metric"], row["low"], row["high"])
-                mark = marks.get((model, index))
-                cells.append(f"{_shown(row['metric'], row['value'])} {interval}".strip()
-                             + (f" ({mark})" if mark else ""))
+                interval = interval_text(row["metric"], row["low"], row["high"])
+                mark = board.marks.get((model, index))
+                unit = (f", paired by {board.units[index]}" if index in board.units
+                        and mark in ("best", "tied", "worse") else "")
+                cells.append(f"{shown(row['metric'], row['value'])} {interval}".strip()
+                             + (f" ({mark}{unit})" if mark else ""))
         lines.append("| " + " | ".join(markdown_cell(c) for c in [model, *cells]) + " |")
-    off = sorted({r["off_protocol"] for r in rows if r.get("off_protocol")})
-    return "\n".join([*lines, *(f"\n{note}" for note in dict.fromkeys(notes)),
-                      *([f"\nOff protocol: {'; '.join(off)}"] if off else []),
+    refused = [f"{r['model']} on {r['benchmark']} ({r['protocol']}): {r['reason']}" for r in board.refused]
+    return "\n".join([*lines, *(f"\n{note}" for note in board.notes),
+                      *([f"\nNot shown, its numbers did not check: {'; '.join(refused)}"] if refused else []),
+                      *([f"\nOff protocol: {'; '.join(board.off_protocol)}"] if board.off_protocol else []),
                       "\nEach cell: the benchmark's headline metric of the model's latest run under its protocol, with "
-                      "its interval (unadjusted) and its mark: best of the column; tied with the best (paired "
-                      f"bootstrap, {PIVOT_RESAMPLES:,} resamples of the units named, not significant after Holm's "
-                      "correction, alpha 0.05, one family per column); worse (Holm-adjusted p at most 0.05); "
-                      "differs (a holding difference whose sign the values do not show); not tested (no paired "
-                      "test for the metric); not compared (the notes say why). The rows behind it: --view rows."])
+                      f"its interval (unadjusted) and its mark: {MARKS_MEANING} The rows behind it: --view rows."])
+
+
+MARKS_MEANING = ("best of the column; tied with the best (paired bootstrap, "
+                 f"{PIVOT_RESAMPLES:,} resamples of the units named, not significant after Holm's correction, alpha "
+                 "0.05, one family per column); worse (Holm-adjusted p at most 0.05); differs (a holding difference "
+                 "whose sign the values do not show); not tested (no paired test for the metric); not compared (the "
+                 "notes say why).")
+"""What each mark of the pivot means, as every format's legend says it."""
 
 
 def format_results(table: pa.Table, format: str) -> str:
@@ -304,9 +360,9 @@ def format_results(table: pa.Table, format: str) -> str:
     lines = ["| benchmark | protocol | model | metric | value | interval | n | label | run |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in finished:
-        interval = _interval(r["metric"], r["low"], r["high"]) or _why(r["reason"])
+        interval = interval_text(r["metric"], r["low"], r["high"]) or _why(r["reason"])
         protocol = r["protocol"] + (f" (off protocol: {r['off_protocol']})" if r.get("off_protocol") else "")
-        cells = (r["benchmark"], protocol, r["model"], r["metric"], _shown(r["metric"], r["value"]), interval,
+        cells = (r["benchmark"], protocol, r["model"], r["metric"], shown(r["metric"], r["value"]), interval,
                  r["n"], r["label"], r["run"])
         lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     if unverified:

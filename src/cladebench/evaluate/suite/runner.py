@@ -143,10 +143,13 @@ def _uses_encoder(task: str) -> bool:
     return get_task(task).uses_encoder
 
 
-def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = None) -> SuiteSummary:
+def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = None,
+              finished_run: Callable[[Path, list[dict[str, Any]]], None] | None = None) -> SuiteSummary:
     """Run ``config``'s suite into ``config.out``; returns what was run, reused and skipped. Interrupted, the table
-    keeps every run finished so far, and the next suite continues from there."""
+    keeps every run finished so far, and the next suite continues from there. ``finished_run``: called with the
+    ``run.json`` and the table rows of each run as it finishes or is reused (``suite --mlflow`` logs it)."""
     say = progress or (lambda line: None)
+    then = finished_run or (lambda path, rows: None)
     planned = plan_suite(config)
     _refuse_same_weights(planned)
     store.check_writable(config.out, folder=True)
@@ -179,7 +182,9 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
                     summary.reused.append(p.key)
                     counts["reused"] += 1
                     keys.append(p.key)
-                    rows += finished_rows(p, record, p.folder / RUN_FILE, config.out)
+                    mine = finished_rows(p, record, p.folder / RUN_FILE, config.out)
+                    rows += mine
+                    then(p.folder / RUN_FILE, mine)
                     continue
                 earlier = recorded[p.key]
                 reason = earlier[0] if earlier else p.unsupported or location_error
@@ -197,7 +202,9 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
                         (p.folder / SKIP_FILE).unlink(missing_ok=True)  # an earlier skip of this run, now run
                         summary.executed.append(p.key)
                         counts["run"] += 1
-                        update_results(config.out, [p.key], finished_rows(p, record, path, config.out))
+                        mine = finished_rows(p, record, path, config.out)
+                        update_results(config.out, [p.key], mine)
+                        then(path, mine)
                         continue
                     finally:
                         spent += time.monotonic() - run_started
