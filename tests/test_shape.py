@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from helpers.source_imports import (
@@ -258,3 +259,57 @@ def test_the_declared_python_floor_is_the_one_linted() -> None:
     assert project["tool"]["ruff"]["target-version"] == "py" + floor.replace(".", "")
     major, minor = (int(part) for part in floor.split("."))
     assert sys.version_info >= (major, minor)
+
+
+# --- one home per policy -----------------------------------------------------------------------------------------
+
+Finder = Callable[[ast.AST], Iterator[tuple[int, str]]]
+"""What in a module's syntax tree belongs to a policy's home only: (line, what) for each."""
+
+
+def policy_offenders(find: Finder, home: set[str], files: dict[str, Path] | None = None) -> list[str]:
+    """``module:line: what`` for each place outside the modules ``home`` (a name ending in ``.`` is a package, all
+    its modules) where ``find`` finds the policy done again."""
+    found = []
+    for module, path in (source_files() if files is None else files).items():
+        if any(module == h or (h.endswith(".") and module.startswith(h)) for h in home):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found += [f"{module}:{line}: {what}" for line, what in find(tree)]
+    return found
+
+
+def _planted(tmp_path: Path, text: str, module: str = "cladebench.store.probe") -> dict[str, Path]:
+    probe = tmp_path / "probe.py"
+    probe.write_text(text, encoding="utf-8")
+    return {module: probe}
+
+
+def _is_os_name(node: ast.AST, names: set[str]) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" and (
+        node.attr in names)
+
+
+ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def environment_reads(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Reads and writes of the environment (``os.environ``, ``os.getenv``, ``from os import environ``)."""
+    for node in ast.walk(tree):
+        if _is_os_name(node, ENVIRONMENT_NAMES):
+            yield node.lineno, f"os.{node.attr}"  # type: ignore[attr-defined]
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            yield from ((node.lineno, f"from os import {a.name}") for a in node.names if a.name in ENVIRONMENT_NAMES)
+
+
+def test_the_environment_is_read_in_one_module() -> None:
+    found = policy_offenders(environment_reads, {"cladebench.environment"})
+    assert not found, ("environment variables are read through cladebench.environment (variable, flag, "
+                       "hub_offline, defaults), so every flag means the same:\n" + "\n".join(found))
+
+
+def test_a_second_reader_of_the_environment_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import os\nfrom os import getenv\n"
+                               "def offline():\n    return os.environ.get('HF_HUB_OFFLINE') == '1'\n")
+    assert policy_offenders(environment_reads, {"cladebench.environment"}, files) == [
+        "cladebench.store.probe:2: from os import getenv", "cladebench.store.probe:4: os.environ"]

@@ -39,6 +39,7 @@ from cladebench.cli import (  # noqa: F401  (each registers its verbs)
 )
 from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
 from cladebench.config import add_config_arguments, config_from_args, take_late_positionals, usage_line
+from cladebench.environment import DEBUG, flag
 from cladebench.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_BUG,
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cladebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
+    debug = args.debug or flag(DEBUG)
     with third_party_output(verbose=args.verbose):  # before any verb imports lance: it reads LANCE_LOG once
         return _run(parser, args, extra, debug)
 

@@ -5,7 +5,6 @@ readable when a write dies midway.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -17,6 +16,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
+from cladebench.environment import OFFLINE_REASON, hub_offline, variable
 from cladebench.errors import (
     CladebenchError,
     DatasetNotFoundError,
@@ -55,16 +55,16 @@ def _check_remote_reachable(uri: str, timeout_s: float = 3.0,
     The endpoint probed is the one Lance will use: from the storage options, else from the environment.
     """
     scheme = urlparse(uri).scheme
-    if scheme == "hf" and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+    if scheme == "hf" and hub_offline():
         raise RemoteUnavailableError(
-            f"cannot open {uri}: HF_HUB_OFFLINE is set, so hf:// datasets are not fetched. "
+            f"cannot open {uri}: {OFFLINE_REASON}, so hf:// datasets are not fetched. "
             "Unset it when online, or pass a local copy (see `cladebench subset`)."
         )
     # AWS_ENDPOINT_URL is the AWS SDKs' name, AWS_ENDPOINT object_store's; Lance honours both.
     s3 = scheme in ("s3", "s3a")
     given = {k.lower(): v for k, v in (storage_options or {}).items()}
     endpoint = next((given[k] for k in _ENDPOINT_OPTIONS if given.get(k)), None) if s3 else None
-    endpoint = endpoint or ((os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")) if s3 else None)
+    endpoint = endpoint or ((variable("AWS_ENDPOINT_URL") or variable("AWS_ENDPOINT")) if s3 else None)
     if endpoint:
         parsed = urlparse(endpoint)
         host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
