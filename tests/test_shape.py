@@ -313,3 +313,61 @@ def test_a_second_reader_of_the_environment_is_found(tmp_path: Path) -> None:
                                "def offline():\n    return os.environ.get('HF_HUB_OFFLINE') == '1'\n")
     assert policy_offenders(environment_reads, {"cladebench.environment"}, files) == [
         "cladebench.store.probe:2: from os import getenv", "cladebench.store.probe:4: os.environ"]
+
+
+LOCK_MODULES = {"fcntl", "msvcrt", "filelock", "portalocker"}
+LOCK_CALLS = {"flock", "lockf", "locking"}
+LOCK_HOME = {"cladebench.paths"}
+"""Where the one lock lives (:func:`cladebench.paths.held_lock`)."""
+
+
+def _imported_modules(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name.split(".")[0] for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        return [node.module.split(".")[0]]
+    return []
+
+
+def lock_implementations(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Imports of a locking module and calls of a locking primitive, at any depth."""
+    for node in ast.walk(tree):
+        for name in _imported_modules(node):
+            if name in LOCK_MODULES:
+                yield node.lineno, f"imports {name}"  # type: ignore[attr-defined]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LOCK_CALLS:
+            yield node.lineno, f"calls {node.func.attr}"
+
+
+def module_level_imports(tree: ast.AST, names: set[str]) -> Iterator[tuple[int, str]]:
+    """Imports of ``names`` that run when the module is imported (outside any function or class)."""
+    work = list(getattr(tree, "body", []))
+    while work:
+        node = work.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        for name in _imported_modules(node):
+            if name in names:
+                yield node.lineno, f"imports {name} at import time"  # type: ignore[attr-defined]
+        work.extend(ast.iter_child_nodes(node))
+
+
+def test_there_is_one_file_lock() -> None:
+    found = policy_offenders(lock_implementations, LOCK_HOME)
+    assert not found, "a file lock is cladebench.paths.held_lock (portable, released on death):\n" + "\n".join(found)
+
+
+def test_no_module_imports_a_platform_s_lock_module_at_import_time() -> None:
+    """fcntl exists only on POSIX, msvcrt only on Windows: imported at import time, the module fails on the other."""
+    found = policy_offenders(lambda tree: module_level_imports(tree, {"fcntl", "msvcrt"}), set())
+    assert not found, "\n".join(found)
+
+
+def test_a_second_lock_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import fcntl\n"
+                               "def lock(handle):\n    import msvcrt\n    fcntl.flock(handle, fcntl.LOCK_EX)\n")
+    assert policy_offenders(lock_implementations, LOCK_HOME, files) == [
+        "cladebench.store.probe:1: imports fcntl", "cladebench.store.probe:3: imports msvcrt",
+        "cladebench.store.probe:4: calls flock"]
+    assert policy_offenders(lambda tree: module_level_imports(tree, {"fcntl", "msvcrt"}), set(), files) == [
+        "cladebench.store.probe:1: imports fcntl at import time"]

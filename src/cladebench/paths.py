@@ -122,47 +122,98 @@ def atomic_write_parquet(path: str | Path, table: pa.Table, *, durable: bool = F
 
 LOCK_POLL_S = 0.05
 """How often a bounded wait for a lock tries again."""
+WINDOWS_LOCK_OFFSET = 2**31 - 2
+"""Where the one byte a Windows lock covers lies: past any note a holder writes, so the note stays readable (a
+Windows byte lock is mandatory: a locked byte cannot be read by another process)."""
+
+
+def _try_lock(handle: int, *, blocking: bool) -> bool:
+    """Take an exclusive lock on the open ``handle``: True once held, False when another holds it and not
+    ``blocking``. The lock belongs to the open file, so the operating system releases it when the holder closes it
+    or ends, however it ends. ``fcntl`` (POSIX) and ``msvcrt`` (Windows) are imported here, where they exist."""
+    if os.name == "nt":
+        import msvcrt
+
+        os.lseek(handle, WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            while True:
+                try:
+                    msvcrt.locking(handle, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+                    return True
+                except PermissionError:  # held by another
+                    if not blocking:
+                        return False
+                    time.sleep(LOCK_POLL_S)
+        finally:
+            os.lseek(handle, 0, os.SEEK_SET)
+    import fcntl
+
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _lock_file_of(path: Path) -> tuple[Path, bool]:
+    """What to open to lock ``path``, and whether that is the folder itself: a folder is locked itself where the
+    system can (POSIX), through a hidden lock file beside it where it cannot (Windows opens no folder)."""
+    if not path.is_dir():
+        return path, False
+    if os.name == "nt":
+        return path.with_name(f".{path.name}.lock"), False
+    return path, True
+
+
+def _holder_note(handle: int) -> str:
+    """What the holder of a lock file wrote in it (see ``note`` of :func:`held_lock`), in one line."""
+    try:
+        os.lseek(handle, 0, os.SEEK_SET)
+        return " ".join(os.read(handle, 4096).decode("utf-8", "replace").split())
+    except OSError:
+        return ""
 
 
 @contextlib.contextmanager
-def held_lock(path: str | Path, *, wait_s: float | None = None, busy: str | Callable[[int], str] = "",
-              on_wait: Callable[[], None] | None = None) -> Iterator[int]:
-    """Hold an exclusive ``flock`` on ``path`` for the block: the one lock of the package. A folder is locked
-    itself (no lock file is left behind); any other path is a lock file, created when missing. The operating
-    system releases the lock when the holder ends, however it ends (kill -9 too), so no stale lock survives.
+def held_lock(path: str | Path, *, wait_s: float | None = None, busy: str | Callable[[str], str] = "",
+              on_wait: Callable[[], None] | None = None, note: str | None = None) -> Iterator[int]:
+    """Hold an exclusive lock on ``path`` for the block: the one lock of the package (POSIX and Windows). A
+    folder is locked itself (no lock file is left behind; on Windows a hidden ``.<folder>.lock`` beside it); any
+    other path is a lock file, created when missing. The operating system releases the lock when the holder ends,
+    however it ends (kill -9 too), so no stale lock survives.
 
     ``wait_s``: None waits as long as it takes, 0 refuses at once, a number refuses after that many seconds; a
     refusal is a :class:`~cladebench.errors.CladebenchError` (exit 1) saying ``busy`` (or what ``busy`` makes of
-    the lock file's descriptor). ``on_wait`` is called once when the lock is held by another. Yields the open
-    descriptor (a holder may write who it is into a lock file)."""
-    import fcntl
-
+    the note the holder left, "" when none). ``on_wait`` is called once when the lock is held by another.
+    ``note``: written into the lock file once it is held (who holds it, since when), for the refusal of the next.
+    Yields the open descriptor."""
     path = Path(path)
-    folder = path.is_dir()
+    target, folder = _lock_file_of(path)
     try:
-        handle = os.open(path, os.O_RDONLY) if folder else os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        handle = os.open(target, os.O_RDONLY) if folder else os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
     try:
         waited = 0.0
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if wait_s is not None or on_wait else 0))
-                break
-            except BlockingIOError:
+        try:
+            while not _try_lock(handle, blocking=wait_s is None and on_wait is None):
                 if on_wait is not None:
                     on_wait()
                     on_wait = None
                 if wait_s is not None and waited >= wait_s:
-                    raise CladebenchError(busy(handle) if callable(busy) else busy
-                                          or f"{path} is locked by another process") from None
+                    raise CladebenchError(busy(_holder_note(handle)) if callable(busy) else busy
+                                          or f"{path} is locked by another process")
                 if wait_s is None:
-                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    _try_lock(handle, blocking=True)
                     break
                 time.sleep(LOCK_POLL_S)
                 waited += LOCK_POLL_S
-            except OSError as exc:  # a file system without locks (some network mounts)
-                raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+            if note is not None and not folder:
+                os.ftruncate(handle, 0)
+                os.lseek(handle, 0, os.SEEK_SET)
+                os.write(handle, (note.rstrip("\n") + "\n").encode("utf-8"))
+        except OSError as exc:  # a file system without locks (some network mounts)
+            raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
         yield handle
     finally:
         os.close(handle)  # releases the lock

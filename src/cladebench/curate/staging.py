@@ -85,6 +85,7 @@ from cladebench.paths import (
     atomic_write,
     check_not_an_input,
     discard_staging,
+    held_lock,
     new_staging_folder,
     process_alive,
     put_in_place,
@@ -334,19 +335,11 @@ def prepare_in_place(target: OutputTarget) -> Path:
 
 @contextlib.contextmanager
 def folder_lock(folder: Path, busy: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``folder`` itself for the block (no lock file to leave behind; a kill
-    releases it); while another holds it, a :class:`CladebenchError` (exit 1) saying ``busy``, at once."""
-    import fcntl
-
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CladebenchError(busy) from None
+    """Hold the lock of ``folder`` itself for the block (:func:`~cladebench.paths.held_lock`: no lock file to
+    leave behind; a kill releases it); while another holds it, a :class:`CladebenchError` (exit 1) saying
+    ``busy``, at once."""
+    with held_lock(folder, wait_s=0, busy=busy):
         yield
-    finally:
-        os.close(handle)  # releases the lock
 
 
 def pending_journal(folder: Path, name: str) -> dict[str, Any] | None:
