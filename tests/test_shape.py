@@ -371,3 +371,60 @@ def test_a_second_lock_is_found(tmp_path: Path) -> None:
         "cladebench.store.probe:4: calls flock"]
     assert policy_offenders(lambda tree: module_level_imports(tree, {"fcntl", "msvcrt"}), set(), files) == [
         "cladebench.store.probe:1: imports fcntl at import time"]
+
+
+PROGRESS_MODULES = {"tqdm", "alive_progress", "progressbar", "enlighten"}
+
+
+def progress_bars(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Imports of a progress bar library (``rich.progress`` too)."""
+    for node in ast.walk(tree):
+        for name in _imported_modules(node):
+            if name in PROGRESS_MODULES:
+                yield node.lineno, f"imports {name}"  # type: ignore[attr-defined]
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rich.progress"):
+            yield node.lineno, "imports rich.progress"
+
+
+def test_there_is_one_progress_bar() -> None:
+    found = policy_offenders(progress_bars, {"cladebench.progress"})
+    assert not found, ("a long loop's bar is cladebench.progress.progress_bar (counts and rates, off when stderr is "
+                       "no terminal or with --quiet):\n" + "\n".join(found))
+
+
+def _is_stderr(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in ("stderr", "__stderr__") and isinstance(n.value, ast.Name)
+               and n.value.id == "sys" for n in ast.walk(node))
+
+
+def stderr_lines(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Lines written to stderr by hand: ``print(..., file=sys.stderr)`` and ``sys.stderr.write(...)``."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id == "print" and any(
+                k.arg == "file" and _is_stderr(k.value) for k in node.keywords):
+            yield node.lineno, "print(..., file=sys.stderr)"
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "write" and _is_stderr(node.func.value):
+            yield node.lineno, "sys.stderr.write"
+
+
+CONSOLE_HOME = {"cladebench.console", "cladebench.cli.", "cladebench.cli", "cladebench.__main__"}
+"""The console, and the command line (whose errors and results are its own)."""
+
+
+def test_notes_and_warnings_go_through_the_console() -> None:
+    found = policy_offenders(stderr_lines, CONSOLE_HOME)
+    assert not found, ("a note or warning for the user is cladebench.console.note or .warn (one place decides "
+                       "where it goes and what --quiet drops):\n" + "\n".join(found))
+
+
+def test_a_second_progress_bar_and_a_stray_stderr_line_are_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import sys\nfrom tqdm.auto import tqdm\n"
+                               "def f(stream=None):\n    print('x', file=stream or sys.stderr)\n"
+                               "    sys.stderr.write('y')\n    print('result')\n")
+    assert policy_offenders(progress_bars, {"cladebench.progress"}, files) == ["cladebench.store.probe:2: imports tqdm"]
+    assert policy_offenders(stderr_lines, CONSOLE_HOME, files) == [
+        "cladebench.store.probe:4: print(..., file=sys.stderr)", "cladebench.store.probe:5: sys.stderr.write"]
+    assert policy_offenders(stderr_lines, CONSOLE_HOME, _planted(tmp_path, "import sys\nprint('e', file=sys.stderr)\n",
+                                                                 "cladebench.cli.probe")) == []

@@ -9,12 +9,12 @@ at once.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cladebench.cli.verbs import verb
+from cladebench.console import warn
 from cladebench.environment import variable
 
 
@@ -71,7 +71,7 @@ def mirror_notes() -> list[str]:
 def _benchmarks(config: BenchmarksConfig) -> int:
     rows = benchmark_rows()
     for note in mirror_notes():  # on stderr: the table (or JSON) on stdout stays as it is
-        print(f"note: {note}", file=sys.stderr)
+        warn(f"note: {note}")
     if config.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -8,7 +8,6 @@ and skips go to stderr; the summary to stdout.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -20,7 +19,9 @@ if TYPE_CHECKING:
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    from cladebench.console import note
+
+    note(line)
 
 
 @verb("suite", "cladebench.evaluate.suite.plan:SuiteConfig",

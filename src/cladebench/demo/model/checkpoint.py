@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cladebench.console import note
 from cladebench.demo.model.card import model_card
 from cladebench.demo.model.config import (
     HELD_OUT_DRAW_SEED,
@@ -75,7 +76,7 @@ def _is_unmarked_demo_model(folder: Path) -> bool:
 
 def _say(message: str, progress: bool) -> None:
     if progress:
-        print(message, file=sys.stderr, flush=True)
+        note(message)
 
 
 def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> None:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cladebench.cache import cache_dir
+from cladebench.console import warn
 from cladebench.environment import MIRROR, variable
 from cladebench.errors import DatasetNotFoundError, UsageError
 from cladebench.paths import held_lock, staged_folder
@@ -157,7 +157,7 @@ class Benchmark:
             located = self.locate_remote(self, mirror)
             note = unverified_note(located.provenance.get("published_embeddings") or {})
             if note:  # read, but on one record only: the person running it is told, as the record tells a reader
-                print(f"cladebench eval: {self.name}: {note}", file=sys.stderr)
+                warn(f"cladebench eval: {self.name}: {note}")
             return located
         assert self.fetch is not None and self.from_mirror is not None
         if mirror is not None:
