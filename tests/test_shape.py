@@ -275,7 +275,7 @@ def policy_offenders(find: Finder, home: set[str], files: dict[str, Path] | None
         if any(module == h or (h.endswith(".") and module.startswith(h)) for h in home):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        found += [f"{module}:{line}: {what}" for line, what in find(tree)]
+        found += [f"{module}:{line}: {what}" for line, what in sorted(find(tree))]
     return found
 
 
@@ -428,3 +428,43 @@ def test_a_second_progress_bar_and_a_stray_stderr_line_are_found(tmp_path: Path)
         "cladebench.store.probe:4: print(..., file=sys.stderr)", "cladebench.store.probe:5: sys.stderr.write"]
     assert policy_offenders(stderr_lines, CONSOLE_HOME, _planted(tmp_path, "import sys\nprint('e', file=sys.stderr)\n",
                                                                  "cladebench.cli.probe")) == []
+
+
+ENTITIES = ("&lt;", "&gt;", "&amp;", "&quot;", "&#")
+ESCAPING_HOME = {"cladebench.escaping"}
+"""The Markdown escaper; HTML is markupsafe's (jinja2's autoescape, ``markupsafe.escape``), which has no home here."""
+
+
+def hand_escaping(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """A Markdown or HTML escaper written again: a function named for escaping, a character replaced by its
+    backslash escape or an entity, an entity written out, or the standard library's ``html.escape`` (a second
+    HTML escaper beside markupsafe, with other entities)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "escape" in node.name.lower():
+            yield node.lineno, f"defines {node.name}"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(e in node.value for e in ENTITIES):
+            yield node.lineno, f"writes the entity in {node.value!r}"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace"
+              and len(node.args) == 2 and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                              for a in node.args)):
+            old, new = (a.value for a in node.args)  # type: ignore[attr-defined]
+            if old and new in ("\\" + old, "\\\\" + old):
+                yield node.lineno, f"escapes {old!r} by hand"
+        elif (isinstance(node, ast.Attribute) and node.attr == "escape" and isinstance(node.value, ast.Name)
+              and node.value.id == "html") or (isinstance(node, ast.ImportFrom) and node.module == "html"):
+            yield node.lineno, "uses html.escape"
+
+
+def test_there_is_one_markdown_escaper_and_one_html_escaper() -> None:
+    found = policy_offenders(hand_escaping, ESCAPING_HOME)
+    assert not found, ("Markdown is escaped by cladebench.escaping.markdown_escape, HTML by markupsafe:\n"
+                       + "\n".join(found))
+
+
+def test_a_second_escaper_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import html\n"
+                               "def cell(text):\n    return html.escape(text).replace('|', '\\\\|')\n"
+                               "def escape_md(text):\n    return text.replace('<', '&lt;')\n")
+    assert policy_offenders(hand_escaping, ESCAPING_HOME, files) == [
+        "cladebench.store.probe:3: escapes '|' by hand", "cladebench.store.probe:3: uses html.escape",
+        "cladebench.store.probe:4: defines escape_md", "cladebench.store.probe:5: writes the entity in '&lt;'"]

@@ -1,35 +1,20 @@
-"""Escaping of strings from data (taxon names, attributions, queries, model ids, paths) for each output format.
-
-HTML is escaped by jinja2's autoescape. Markdown has no autoescape, so :func:`markdown_escape` is
-installed as the Markdown environment's ``finalize``: every ``{{ value }}`` of a Markdown template is
-escaped unless it is :class:`markupsafe.Markup` (numbers formatted by :mod:`.formatting`, fragments
-already rendered). Angle brackets and ampersands become entities rather than backslash escapes because
-every Markdown renderer (CommonMark, GitHub, pandoc, Python-Markdown) decodes entities, while some
-pass ``\\<script>`` through as raw HTML. Pipes, backticks, emphasis and link brackets get backslashes,
-and line breaks become spaces, so a value stays inside its table cell and cannot open a link or a code span.
+"""Escaping in the report's templates: HTML by jinja2's autoescape (markupsafe), Markdown by
+:func:`cladebench.escaping.markdown_escape`, installed as the Markdown environment's ``finalize``: every
+``{{ value }}`` of a Markdown template is escaped unless it is :class:`markupsafe.Markup` (numbers formatted by
+:mod:`.formatting`, fragments already rendered).
 
 Example:
-    >>> print(markdown_escape("Peromyscus | <i>maniculatus</i> [link](x)"))
-    Peromyscus \\| &lt;i&gt;maniculatus&lt;/i&gt; \\[link\\](x)
+    >>> print(markdown_finalize("a | b"), markdown_finalize(None) == "")
+    a \\| b True
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from markupsafe import Markup
 
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_BACKSLASHED = re.compile(r"([\\`*_\[\]|~])")
-_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
-
-
-def markdown_escape(text: Any) -> str:
-    """``text`` as literal Markdown inline text, safe inside a table cell."""
-    text = _LINE_BREAKS.sub(" ", str(text))
-    text = "".join(_ENTITIES.get(char, char) for char in text)
-    return _BACKSLASHED.sub(r"\\\1", text)
+from cladebench.escaping import markdown_escape
 
 
 def markdown_finalize(value: Any) -> Any:
