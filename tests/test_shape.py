@@ -468,3 +468,31 @@ def test_a_second_escaper_is_found(tmp_path: Path) -> None:
     assert policy_offenders(hand_escaping, ESCAPING_HOME, files) == [
         "cladebench.store.probe:3: escapes '|' by hand", "cladebench.store.probe:3: uses html.escape",
         "cladebench.store.probe:4: defines escape_md", "cladebench.store.probe:5: writes the entity in '&lt;'"]
+
+
+WRITE_CHECK_HOME = {"cladebench.paths"}
+"""Where "may this output be written" is decided (:func:`cladebench.paths.write_refusal`)."""
+
+
+def output_decisions(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """A condition that decides again whether an output is there and empty (``out.exists() and
+    any(out.iterdir())``): each caller asks :func:`cladebench.paths.write_refusal` and words its own refusal."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            calls = {n.func.attr for n in ast.walk(node.test) if isinstance(n, ast.Call)
+                     and isinstance(n.func, ast.Attribute)}
+            if "iterdir" in calls and calls & {"exists", "is_dir"}:
+                yield node.lineno, "decides whether an output is there and empty"
+
+
+def test_one_function_decides_whether_an_output_may_be_written() -> None:
+    found = policy_offenders(output_decisions, WRITE_CHECK_HOME)
+    assert not found, "ask cladebench.paths.write_refusal (one rule for every output):\n" + "\n".join(found)
+
+
+def test_a_second_output_check_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "def check(out):\n    if out.exists() and any(out.iterdir()):\n"
+                               "        raise ValueError(f'{out} already exists')\n"
+                               "    if out.is_file():\n        pass\n")
+    assert policy_offenders(output_decisions, WRITE_CHECK_HOME, files) == [
+        "cladebench.store.probe:2: decides whether an output is there and empty"]

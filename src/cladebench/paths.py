@@ -76,6 +76,42 @@ def check_not_an_input(out: str | Path, inputs: Iterable[str | Path | None], out
                                      "folder of its own, apart from what is read")
 
 
+LINK = "a link"
+WRONG_KIND = "the wrong kind"
+TAKEN = "taken"
+NOT_OURS = "not ours"
+"""Why an output may not be written (:func:`write_refusal`): a symbolic link where a folder is renamed into place,
+a file where a folder goes (or a folder where a file goes), something there and no ``--overwrite``, or something
+there that cladebench did not write."""
+
+
+def write_refusal(out: str | Path, *, folder: bool, overwrite: bool = True, ours: Callable[[Path], bool] | None = None,
+                  link_ok: bool = True) -> str | None:
+    """Why ``out`` may not be written, or None when it may: the one decision of every output, before any work
+    (each caller says the reason in its own words, naming its options).
+
+    May be written: nothing there; an empty folder (``folder``); with ``overwrite``, what ``ours`` says cladebench
+    wrote (anything when ``ours`` is None). Refused: :data:`LINK` (``link_ok`` False: a folder renamed into place
+    must be one of its own), :data:`WRONG_KIND`, :data:`TAKEN` (without ``overwrite``), :data:`NOT_OURS`. A folder
+    that cannot be listed raises the ``OSError``."""
+    out = Path(out)
+    if not link_ok and out.is_symlink():
+        return LINK
+    if not out.exists():
+        return None
+    if out.is_dir() != folder:
+        return WRONG_KIND
+    if overwrite and ours is None:  # anything may be replaced: nothing to read
+        return None
+    if folder and not any(out.iterdir()):
+        return None
+    if not overwrite:
+        return TAKEN
+    if ours is not None and not ours(out):
+        return NOT_OURS
+    return None
+
+
 def atomic_write(path: str | Path, data: bytes | str | Callable[[BinaryIO], object], *, durable: bool = False
                  ) -> Path:
     """Write a file whole or not at all: into a temporary file beside it, then renamed over it.
@@ -370,7 +406,7 @@ def staged_folder(out: str | Path, *, tag: str, replace: bool = False, dead_run:
     (:func:`remove_dead_staging`). The one folder staging under every whole-folder output; ``curate/staging.py``
     adds the markers and the checks of what a previous output may be."""
     out = absolute(out)
-    if out.is_symlink():  # the rename would fail after all the work, naming the hidden staging folder
+    if write_refusal(out, folder=True, link_ok=False) == LINK:  # the rename would fail after all the work
         raise CladebenchError(f"{out} is a symbolic link; an output is a folder of its own: name one")
     remove_dead_staging(out, tag, dead_run)
     staging = new_staging_folder(out, tag)

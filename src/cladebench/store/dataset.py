@@ -24,6 +24,7 @@ from cladebench.errors import (
     SchemaError,
     environment_error,
 )
+from cladebench.paths import NOT_OURS, TAKEN, WRONG_KIND, write_refusal
 from cladebench.store.checks import conform, duplicate_uuids
 from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.species import check_appendable, columns_to_read, holds_epithets, species_filter, with_binomials
@@ -283,11 +284,13 @@ def write_dataset(
 
 def _check_local_target(path: Path, mode: WriteMode) -> None:
     """Refuse, before writing anything, a target that is a file or a directory we would clobber."""
-    if path.exists() and not path.is_dir():
+    refusal = write_refusal(path, folder=True, overwrite=mode != "create",
+                            ours=is_lance_dataset if mode == "overwrite" else None)
+    if refusal == WRONG_KIND:
         raise DatasetNotFoundError(f"{path} is a file, not a Lance dataset (a directory)")
-    if mode == "create" and path.exists() and any(path.iterdir()):
+    if refusal == TAKEN:
         raise CladebenchError(f"{path} already exists; use mode='overwrite' to replace it or mode='append'")
-    if mode == "overwrite" and path.exists() and any(path.iterdir()) and not is_lance_dataset(path):
+    if refusal == NOT_OURS:
         raise DatasetNotFoundError(f"{path} is not a Lance dataset (it has no _versions directory); not overwriting it")
 
 
