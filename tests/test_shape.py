@@ -10,6 +10,10 @@
 - No module imports the ``__init__`` of a package it is in when that ``__init__`` presents the package's API
   (imports its modules): it imports the sibling module that defines the name.
 - Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
+- One home per policy: outside its home, no module reads the environment, takes a file lock, draws a progress
+  bar, writes a line to stderr by hand (the CLI aside), escapes Markdown or HTML, or decides whether an output may
+  be written; and no module imports ``fcntl`` or ``msvcrt`` at import time. Each finder is shown to catch a planted
+  offender.
 
 The per-package layout tests (``tests/<package>/test_*_layout.py`` and the like) keep only what is particular to
 their package; the import reader is :mod:`helpers.source_imports`.

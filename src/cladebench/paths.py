@@ -1,6 +1,8 @@
 """Where an output may go relative to what a command reads (never onto, into or around an input), and how a
 file gets there whole (:func:`atomic_write`, the one writer every stage uses for files it replaces;
-:func:`atomic_write_parquet` for an Arrow table), and a folder (:func:`staged_folder`, the one folder staging).
+:func:`atomic_write_parquet` for an Arrow table), and a folder (:func:`staged_folder`, the one folder staging);
+whether an output may be written at all (:func:`write_refusal`, the one decision), and the one file lock
+(:func:`held_lock`).
 
 Every verb that writes a folder (the builders, ``demo``, ``load``, ``subset``) checks this before reading
 anything: an output equal to an input, inside one or holding one would let ``--overwrite`` delete what is
