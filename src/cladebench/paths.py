@@ -25,6 +25,7 @@ import hashlib
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -169,14 +170,14 @@ def _try_lock(handle: int, *, blocking: bool) -> bool:
     """Take an exclusive lock on the open ``handle``: True once held, False when another holds it and not
     ``blocking``. The lock belongs to the open file, so the operating system releases it when the holder closes it
     or ends, however it ends. ``fcntl`` (POSIX) and ``msvcrt`` (Windows) are imported here, where they exist."""
-    if os.name == "nt":
+    if sys.platform == "win32":
         import msvcrt
 
         os.lseek(handle, WINDOWS_LOCK_OFFSET, os.SEEK_SET)
         try:
             while True:
                 try:
-                    msvcrt.locking(handle, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+                    msvcrt.locking(handle, msvcrt.LK_NBLCK, 1)
                     return True
                 except PermissionError:  # held by another
                     if not blocking:
@@ -198,7 +199,7 @@ def _lock_file_of(path: Path) -> tuple[Path, bool]:
     system can (POSIX), through a hidden lock file beside it where it cannot (Windows opens no folder)."""
     if not path.is_dir():
         return path, False
-    if os.name == "nt":
+    if sys.platform == "win32":
         return path.with_name(f".{path.name}.lock"), False
     return path, True
 
