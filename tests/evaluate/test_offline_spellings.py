@@ -49,3 +49,14 @@ def test_what_is_not_true_is_not_offline(value: str, monkeypatch: pytest.MonkeyP
     assert not hub_offline()
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "Yes")  # transformers' name for the same rule
     assert hub_offline()
+
+
+@pytest.mark.parametrize("spelling", ("1", *SPELLINGS))
+def test_a_hub_dataset_offline_is_refused_alike_for_every_spelling(spelling: str, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", spelling)
+    assert main(["info", "hf://datasets/imageomics/fine-grained-challenges/data/challenges.lance"]) == 5
+    said = capsys.readouterr().err.strip()
+    assert said == ("cladebench info: error: cannot open hf://datasets/imageomics/fine-grained-challenges/data/"
+                    "challenges.lance: HF_HUB_OFFLINE is set, so hf:// datasets are not fetched. Unset it when "
+                    "online, or pass a local copy (see `cladebench subset`).")
