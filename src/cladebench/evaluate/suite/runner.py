@@ -168,7 +168,12 @@ def suite_lock(out: Path) -> Iterator[None]:
     started = _now()
 
     def waiting() -> None:
-        note(f"[suite] another cladebench suite is writing {out}; waiting for it to finish (Ctrl-C to stop)")
+        try:
+            holder = " ".join((out / LOCK_FILE).read_text(encoding="utf-8", errors="replace").split())
+        except OSError:
+            holder = ""
+        note(f"[suite] another cladebench suite{f' ({holder})' if holder else ''} is writing {out}; waiting for it "
+             "to finish (Ctrl-C to stop)")
 
     with held_lock(out / LOCK_FILE, on_wait=waiting, note=f"pid {os.getpid()} on {socket.gethostname()} since "
                                                           f"{started}"):
