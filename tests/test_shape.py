@@ -10,6 +10,10 @@
 - No module imports the ``__init__`` of a package it is in when that ``__init__`` presents the package's API
   (imports its modules): it imports the sibling module that defines the name.
 - Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
+- One home per policy: outside its home, no module reads the environment, takes a file lock, draws a progress
+  bar, writes a line to stderr by hand (the CLI aside), escapes Markdown or HTML, or decides whether an output may
+  be written; and no module imports ``fcntl`` or ``msvcrt`` at import time. Each finder is shown to catch a planted
+  offender.
 
 The per-package layout tests (``tests/<package>/test_*_layout.py`` and the like) keep only what is particular to
 their package; the import reader is :mod:`helpers.source_imports`.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from helpers.source_imports import (
@@ -279,3 +284,240 @@ def test_the_declared_python_floor_is_the_one_linted() -> None:
     assert project["tool"]["ruff"]["target-version"] == "py" + floor.replace(".", "")
     major, minor = (int(part) for part in floor.split("."))
     assert sys.version_info >= (major, minor)
+
+
+# --- one home per policy -----------------------------------------------------------------------------------------
+
+Finder = Callable[[ast.AST], Iterator[tuple[int, str]]]
+"""What in a module's syntax tree belongs to a policy's home only: (line, what) for each."""
+
+
+def policy_offenders(find: Finder, home: set[str], files: dict[str, Path] | None = None) -> list[str]:
+    """``module:line: what`` for each place outside the modules ``home`` (a name ending in ``.`` is a package, all
+    its modules) where ``find`` finds the policy done again."""
+    found = []
+    for module, path in (source_files() if files is None else files).items():
+        if any(module == h or (h.endswith(".") and module.startswith(h)) for h in home):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found += [f"{module}:{line}: {what}" for line, what in sorted(find(tree))]
+    return found
+
+
+def _planted(tmp_path: Path, text: str, module: str = "cladebench.store.probe") -> dict[str, Path]:
+    probe = tmp_path / "probe.py"
+    probe.write_text(text, encoding="utf-8")
+    return {module: probe}
+
+
+def _is_os_name(node: ast.AST, names: set[str]) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" and (
+        node.attr in names)
+
+
+ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def environment_reads(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Reads and writes of the environment (``os.environ``, ``os.getenv``, ``from os import environ``)."""
+    for node in ast.walk(tree):
+        if _is_os_name(node, ENVIRONMENT_NAMES):
+            yield node.lineno, f"os.{node.attr}"  # type: ignore[attr-defined]
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            yield from ((node.lineno, f"from os import {a.name}") for a in node.names if a.name in ENVIRONMENT_NAMES)
+
+
+def test_the_environment_is_read_in_one_module() -> None:
+    found = policy_offenders(environment_reads, {"cladebench.environment"})
+    assert not found, ("environment variables are read through cladebench.environment (variable, flag, "
+                       "hub_offline, defaults), so every flag means the same:\n" + "\n".join(found))
+
+
+def test_a_second_reader_of_the_environment_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import os\nfrom os import getenv\n"
+                               "def offline():\n    return os.environ.get('HF_HUB_OFFLINE') == '1'\n")
+    assert policy_offenders(environment_reads, {"cladebench.environment"}, files) == [
+        "cladebench.store.probe:2: from os import getenv", "cladebench.store.probe:4: os.environ"]
+
+
+LOCK_MODULES = {"fcntl", "msvcrt", "filelock", "portalocker"}
+LOCK_CALLS = {"flock", "lockf", "locking"}
+LOCK_HOME = {"cladebench.paths"}
+"""Where the one lock lives (:func:`cladebench.paths.held_lock`)."""
+
+
+def _imported_modules(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name.split(".")[0] for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        return [node.module.split(".")[0]]
+    return []
+
+
+def lock_implementations(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Imports of a locking module and calls of a locking primitive, at any depth."""
+    for node in ast.walk(tree):
+        for name in _imported_modules(node):
+            if name in LOCK_MODULES:
+                yield node.lineno, f"imports {name}"  # type: ignore[attr-defined]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LOCK_CALLS:
+            yield node.lineno, f"calls {node.func.attr}"
+
+
+def module_level_imports(tree: ast.AST, names: set[str]) -> Iterator[tuple[int, str]]:
+    """Imports of ``names`` that run when the module is imported (outside any function or class)."""
+    work = list(getattr(tree, "body", []))
+    while work:
+        node = work.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        for name in _imported_modules(node):
+            if name in names:
+                yield node.lineno, f"imports {name} at import time"  # type: ignore[attr-defined]
+        work.extend(ast.iter_child_nodes(node))
+
+
+def test_there_is_one_file_lock() -> None:
+    found = policy_offenders(lock_implementations, LOCK_HOME)
+    assert not found, "a file lock is cladebench.paths.held_lock (portable, released on death):\n" + "\n".join(found)
+
+
+def test_no_module_imports_a_platform_s_lock_module_at_import_time() -> None:
+    """fcntl exists only on POSIX, msvcrt only on Windows: imported at import time, the module fails on the other."""
+    found = policy_offenders(lambda tree: module_level_imports(tree, {"fcntl", "msvcrt"}), set())
+    assert not found, "\n".join(found)
+
+
+def test_a_second_lock_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import fcntl\n"
+                               "def lock(handle):\n    import msvcrt\n    fcntl.flock(handle, fcntl.LOCK_EX)\n")
+    assert policy_offenders(lock_implementations, LOCK_HOME, files) == [
+        "cladebench.store.probe:1: imports fcntl", "cladebench.store.probe:3: imports msvcrt",
+        "cladebench.store.probe:4: calls flock"]
+    assert policy_offenders(lambda tree: module_level_imports(tree, {"fcntl", "msvcrt"}), set(), files) == [
+        "cladebench.store.probe:1: imports fcntl at import time"]
+
+
+PROGRESS_MODULES = {"tqdm", "alive_progress", "progressbar", "enlighten"}
+
+
+def progress_bars(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Imports of a progress bar library (``rich.progress`` too)."""
+    for node in ast.walk(tree):
+        for name in _imported_modules(node):
+            if name in PROGRESS_MODULES:
+                yield node.lineno, f"imports {name}"  # type: ignore[attr-defined]
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rich.progress"):
+            yield node.lineno, "imports rich.progress"
+
+
+def test_there_is_one_progress_bar() -> None:
+    found = policy_offenders(progress_bars, {"cladebench.progress"})
+    assert not found, ("a long loop's bar is cladebench.progress.progress_bar (counts and rates, off when stderr is "
+                       "no terminal or with --quiet):\n" + "\n".join(found))
+
+
+def _is_stderr(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in ("stderr", "__stderr__") and isinstance(n.value, ast.Name)
+               and n.value.id == "sys" for n in ast.walk(node))
+
+
+def stderr_lines(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Lines written to stderr by hand: ``print(..., file=sys.stderr)`` and ``sys.stderr.write(...)``."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id == "print" and any(
+                k.arg == "file" and _is_stderr(k.value) for k in node.keywords):
+            yield node.lineno, "print(..., file=sys.stderr)"
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "write" and _is_stderr(node.func.value):
+            yield node.lineno, "sys.stderr.write"
+
+
+CONSOLE_HOME = {"cladebench.console", "cladebench.cli.", "cladebench.cli", "cladebench.__main__"}
+"""The console, and the command line (whose errors and results are its own)."""
+
+
+def test_notes_and_warnings_go_through_the_console() -> None:
+    found = policy_offenders(stderr_lines, CONSOLE_HOME)
+    assert not found, ("a note or warning for the user is cladebench.console.note or .warn (one place decides "
+                       "where it goes and what --quiet drops):\n" + "\n".join(found))
+
+
+def test_a_second_progress_bar_and_a_stray_stderr_line_are_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import sys\nfrom tqdm.auto import tqdm\n"
+                               "def f(stream=None):\n    print('x', file=stream or sys.stderr)\n"
+                               "    sys.stderr.write('y')\n    print('result')\n")
+    assert policy_offenders(progress_bars, {"cladebench.progress"}, files) == ["cladebench.store.probe:2: imports tqdm"]
+    assert policy_offenders(stderr_lines, CONSOLE_HOME, files) == [
+        "cladebench.store.probe:4: print(..., file=sys.stderr)", "cladebench.store.probe:5: sys.stderr.write"]
+    assert policy_offenders(stderr_lines, CONSOLE_HOME, _planted(tmp_path, "import sys\nprint('e', file=sys.stderr)\n",
+                                                                 "cladebench.cli.probe")) == []
+
+
+ENTITIES = ("&lt;", "&gt;", "&amp;", "&quot;", "&#")
+ESCAPING_HOME = {"cladebench.escaping"}
+"""The Markdown escaper; HTML is markupsafe's (jinja2's autoescape, ``markupsafe.escape``), which has no home here."""
+
+
+def hand_escaping(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """A Markdown or HTML escaper written again: a function named for escaping, a character replaced by its
+    backslash escape or an entity, an entity written out, or the standard library's ``html.escape`` (a second
+    HTML escaper beside markupsafe, with other entities)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "escape" in node.name.lower():
+            yield node.lineno, f"defines {node.name}"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(e in node.value for e in ENTITIES):
+            yield node.lineno, f"writes the entity in {node.value!r}"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace"
+              and len(node.args) == 2 and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                              for a in node.args)):
+            old, new = (a.value for a in node.args)  # type: ignore[attr-defined]
+            if old and new in ("\\" + old, "\\\\" + old):
+                yield node.lineno, f"escapes {old!r} by hand"
+        elif (isinstance(node, ast.Attribute) and node.attr == "escape" and isinstance(node.value, ast.Name)
+              and node.value.id == "html") or (isinstance(node, ast.ImportFrom) and node.module == "html"):
+            yield node.lineno, "uses html.escape"
+
+
+def test_there_is_one_markdown_escaper_and_one_html_escaper() -> None:
+    found = policy_offenders(hand_escaping, ESCAPING_HOME)
+    assert not found, ("Markdown is escaped by cladebench.escaping.markdown_escape, HTML by markupsafe:\n"
+                       + "\n".join(found))
+
+
+def test_a_second_escaper_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "import html\n"
+                               "def cell(text):\n    return html.escape(text).replace('|', '\\\\|')\n"
+                               "def escape_md(text):\n    return text.replace('<', '&lt;')\n")
+    assert policy_offenders(hand_escaping, ESCAPING_HOME, files) == [
+        "cladebench.store.probe:3: escapes '|' by hand", "cladebench.store.probe:3: uses html.escape",
+        "cladebench.store.probe:4: defines escape_md", "cladebench.store.probe:5: writes the entity in '&lt;'"]
+
+
+WRITE_CHECK_HOME = {"cladebench.paths"}
+"""Where "may this output be written" is decided (:func:`cladebench.paths.write_refusal`)."""
+
+
+def output_decisions(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """A condition that decides again whether an output is there and empty (``out.exists() and
+    any(out.iterdir())``): each caller asks :func:`cladebench.paths.write_refusal` and words its own refusal."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            calls = {n.func.attr for n in ast.walk(node.test) if isinstance(n, ast.Call)
+                     and isinstance(n.func, ast.Attribute)}
+            if "iterdir" in calls and calls & {"exists", "is_dir"}:
+                yield node.lineno, "decides whether an output is there and empty"
+
+
+def test_one_function_decides_whether_an_output_may_be_written() -> None:
+    found = policy_offenders(output_decisions, WRITE_CHECK_HOME)
+    assert not found, "ask cladebench.paths.write_refusal (one rule for every output):\n" + "\n".join(found)
+
+
+def test_a_second_output_check_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "def check(out):\n    if out.exists() and any(out.iterdir()):\n"
+                               "        raise ValueError(f'{out} already exists')\n"
+                               "    if out.is_file():\n        pass\n")
+    assert policy_offenders(output_decisions, WRITE_CHECK_HOME, files) == [
+        "cladebench.store.probe:2: decides whether an output is there and empty"]

@@ -12,8 +12,9 @@ registry reads it back (:func:`recorded_demo_model`): the rule of where that fil
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from cladebench.environment import CACHE_DIR, variable
 
 DEMO_MODEL_RECORD = "demo-model.json"
 """File in the cache's ``models`` folder naming the demo model's checkpoint folder, written by the demo."""
@@ -24,7 +25,7 @@ DEMO_TRAINING_RECORD = "training.json"
 
 def cache_root() -> Path:
     """The cache root, without creating it."""
-    root = os.environ.get("CLADEBENCH_CACHE_DIR")
+    root = variable(CACHE_DIR)
     return Path(root).expanduser() if root else Path.home() / ".cache" / "cladebench"
 
 

@@ -1,6 +1,8 @@
 """Where an output may go relative to what a command reads (never onto, into or around an input), and how a
 file gets there whole (:func:`atomic_write`, the one writer every stage uses for files it replaces;
-:func:`atomic_write_parquet` for an Arrow table), and a folder (:func:`staged_folder`, the one folder staging).
+:func:`atomic_write_parquet` for an Arrow table), and a folder (:func:`staged_folder`, the one folder staging);
+whether an output may be written at all (:func:`write_refusal`, the one decision), and the one file lock
+(:func:`held_lock`).
 
 Every verb that writes a folder (the builders, ``demo``, ``load``, ``subset``) checks this before reading
 anything: an output equal to an input, inside one or holding one would let ``--overwrite`` delete what is
@@ -23,6 +25,7 @@ import hashlib
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -76,6 +79,42 @@ def check_not_an_input(out: str | Path, inputs: Iterable[str | Path | None], out
                                      "folder of its own, apart from what is read")
 
 
+LINK = "a link"
+WRONG_KIND = "the wrong kind"
+TAKEN = "taken"
+NOT_OURS = "not ours"
+"""Why an output may not be written (:func:`write_refusal`): a symbolic link where a folder is renamed into place,
+a file where a folder goes (or a folder where a file goes), something there and no ``--overwrite``, or something
+there that cladebench did not write."""
+
+
+def write_refusal(out: str | Path, *, folder: bool, overwrite: bool = True, ours: Callable[[Path], bool] | None = None,
+                  link_ok: bool = True) -> str | None:
+    """Why ``out`` may not be written, or None when it may: the one decision of every output, before any work
+    (each caller says the reason in its own words, naming its options).
+
+    May be written: nothing there; an empty folder (``folder``); with ``overwrite``, what ``ours`` says cladebench
+    wrote (anything when ``ours`` is None). Refused: :data:`LINK` (``link_ok`` False: a folder renamed into place
+    must be one of its own), :data:`WRONG_KIND`, :data:`TAKEN` (without ``overwrite``), :data:`NOT_OURS`. A folder
+    that cannot be listed raises the ``OSError``."""
+    out = Path(out)
+    if not link_ok and out.is_symlink():
+        return LINK
+    if not out.exists():
+        return None
+    if out.is_dir() != folder:
+        return WRONG_KIND
+    if overwrite and ours is None:  # anything may be replaced: nothing to read
+        return None
+    if folder and not any(out.iterdir()):
+        return None
+    if not overwrite:
+        return TAKEN
+    if ours is not None and not ours(out):
+        return NOT_OURS
+    return None
+
+
 def atomic_write(path: str | Path, data: bytes | str | Callable[[BinaryIO], object], *, durable: bool = False
                  ) -> Path:
     """Write a file whole or not at all: into a temporary file beside it, then renamed over it.
@@ -122,47 +161,98 @@ def atomic_write_parquet(path: str | Path, table: pa.Table, *, durable: bool = F
 
 LOCK_POLL_S = 0.05
 """How often a bounded wait for a lock tries again."""
+WINDOWS_LOCK_OFFSET = 2**31 - 2
+"""Where the one byte a Windows lock covers lies: past any note a holder writes, so the note stays readable (a
+Windows byte lock is mandatory: a locked byte cannot be read by another process)."""
+
+
+def _try_lock(handle: int, *, blocking: bool) -> bool:
+    """Take an exclusive lock on the open ``handle``: True once held, False when another holds it and not
+    ``blocking``. The lock belongs to the open file, so the operating system releases it when the holder closes it
+    or ends, however it ends. ``fcntl`` (POSIX) and ``msvcrt`` (Windows) are imported here, where they exist."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        os.lseek(handle, WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            while True:
+                try:
+                    msvcrt.locking(handle, msvcrt.LK_NBLCK, 1)
+                    return True
+                except PermissionError:  # held by another
+                    if not blocking:
+                        return False
+                    time.sleep(LOCK_POLL_S)
+        finally:
+            os.lseek(handle, 0, os.SEEK_SET)
+    import fcntl
+
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _lock_file_of(path: Path) -> tuple[Path, bool]:
+    """What to open to lock ``path``, and whether that is the folder itself: a folder is locked itself where the
+    system can (POSIX), through a hidden lock file beside it where it cannot (Windows opens no folder)."""
+    if not path.is_dir():
+        return path, False
+    if sys.platform == "win32":
+        return path.with_name(f".{path.name}.lock"), False
+    return path, True
+
+
+def _holder_note(handle: int) -> str:
+    """What the holder of a lock file wrote in it (see ``note`` of :func:`held_lock`), in one line."""
+    try:
+        os.lseek(handle, 0, os.SEEK_SET)
+        return " ".join(os.read(handle, 4096).decode("utf-8", "replace").split())
+    except OSError:
+        return ""
 
 
 @contextlib.contextmanager
-def held_lock(path: str | Path, *, wait_s: float | None = None, busy: str | Callable[[int], str] = "",
-              on_wait: Callable[[], None] | None = None) -> Iterator[int]:
-    """Hold an exclusive ``flock`` on ``path`` for the block: the one lock of the package. A folder is locked
-    itself (no lock file is left behind); any other path is a lock file, created when missing. The operating
-    system releases the lock when the holder ends, however it ends (kill -9 too), so no stale lock survives.
+def held_lock(path: str | Path, *, wait_s: float | None = None, busy: str | Callable[[str], str] = "",
+              on_wait: Callable[[], None] | None = None, note: str | None = None) -> Iterator[int]:
+    """Hold an exclusive lock on ``path`` for the block: the one lock of the package (POSIX and Windows). A
+    folder is locked itself (no lock file is left behind; on Windows a hidden ``.<folder>.lock`` beside it); any
+    other path is a lock file, created when missing. The operating system releases the lock when the holder ends,
+    however it ends (kill -9 too), so no stale lock survives.
 
     ``wait_s``: None waits as long as it takes, 0 refuses at once, a number refuses after that many seconds; a
     refusal is a :class:`~cladebench.errors.CladebenchError` (exit 1) saying ``busy`` (or what ``busy`` makes of
-    the lock file's descriptor). ``on_wait`` is called once when the lock is held by another. Yields the open
-    descriptor (a holder may write who it is into a lock file)."""
-    import fcntl
-
+    the note the holder left, "" when none). ``on_wait`` is called once when the lock is held by another.
+    ``note``: written into the lock file once it is held (who holds it, since when), for the refusal of the next.
+    Yields the open descriptor."""
     path = Path(path)
-    folder = path.is_dir()
+    target, folder = _lock_file_of(path)
     try:
-        handle = os.open(path, os.O_RDONLY) if folder else os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        handle = os.open(target, os.O_RDONLY) if folder else os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
     try:
         waited = 0.0
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if wait_s is not None or on_wait else 0))
-                break
-            except BlockingIOError:
+        try:
+            while not _try_lock(handle, blocking=wait_s is None and on_wait is None):
                 if on_wait is not None:
                     on_wait()
                     on_wait = None
                 if wait_s is not None and waited >= wait_s:
-                    raise CladebenchError(busy(handle) if callable(busy) else busy
-                                          or f"{path} is locked by another process") from None
+                    raise CladebenchError(busy(_holder_note(handle)) if callable(busy) else busy
+                                          or f"{path} is locked by another process")
                 if wait_s is None:
-                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    _try_lock(handle, blocking=True)
                     break
                 time.sleep(LOCK_POLL_S)
                 waited += LOCK_POLL_S
-            except OSError as exc:  # a file system without locks (some network mounts)
-                raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+            if note is not None and not folder:
+                os.ftruncate(handle, 0)
+                os.lseek(handle, 0, os.SEEK_SET)
+                os.write(handle, (note.rstrip("\n") + "\n").encode("utf-8"))
+        except OSError as exc:  # a file system without locks (some network mounts)
+            raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
         yield handle
     finally:
         os.close(handle)  # releases the lock
@@ -319,7 +409,7 @@ def staged_folder(out: str | Path, *, tag: str, replace: bool = False, dead_run:
     (:func:`remove_dead_staging`). The one folder staging under every whole-folder output; ``curate/staging.py``
     adds the markers and the checks of what a previous output may be."""
     out = absolute(out)
-    if out.is_symlink():  # the rename would fail after all the work, naming the hidden staging folder
+    if write_refusal(out, folder=True, link_ok=False) == LINK:  # the rename would fail after all the work
         raise CladebenchError(f"{out} is a symbolic link; an output is a folder of its own: name one")
     remove_dead_staging(out, tag, dead_run)
     staging = new_staging_folder(out, tag)

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import warnings
 from collections.abc import Iterator
+
+from cladebench.environment import defaults
 
 QUIET_ENVIRONMENT: dict[str, str] = {"LANCE_LOG": "error", "PYTHONWARNINGS": "ignore"}
 """Variables set for a quiet command when the user has not set them: Lance reads ``LANCE_LOG`` at import, for
@@ -57,19 +58,6 @@ class _NotHandledBelow(logging.Filter):
                 return True
             logger = logger.parent  # type: ignore[assignment]
         return True
-
-
-@contextlib.contextmanager
-def _environment_defaults(defaults: dict[str, str]) -> Iterator[None]:
-    """``defaults`` in ``os.environ`` where the user has set nothing, removed again afterwards."""
-    added = [name for name in defaults if name not in os.environ]
-    for name in added:
-        os.environ[name] = defaults[name]
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
 
 
 @contextlib.contextmanager
@@ -103,7 +91,7 @@ def third_party_output(verbose: bool) -> Iterator[None]:
     """
     with contextlib.ExitStack() as stack:
         if not verbose:
-            stack.enter_context(_environment_defaults(QUIET_ENVIRONMENT))
+            stack.enter_context(defaults(QUIET_ENVIRONMENT))
         stack.enter_context(warnings.catch_warnings())
         if not verbose:
             warnings.simplefilter("ignore")

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
+from cladebench import environment
 from cladebench.errors import CladebenchError
 
 DEFAULT_ADDRESS = "default"
@@ -73,7 +74,7 @@ def exit_if_marked(variable: str) -> None:
     ``variable`` names a file that exists, the one worker that manages to remove it ends its own process
     (``os._exit``), as a worker killed by its node would. Tests give the variable to every worker through
     ``ray.init(runtime_env={"env_vars": ...})`` and arm it by creating the file."""
-    marker = os.environ.get(variable)
+    marker = environment.variable(variable)
     if not marker:
         return
     try:

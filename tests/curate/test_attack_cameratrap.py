@@ -10,9 +10,7 @@ was before, whatever happened in between.
 from __future__ import annotations
 
 import csv
-import fcntl
 import json
-import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -26,6 +24,7 @@ from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, 
 from cladebench.curate.builders.cameratrap.screening import screen
 from cladebench.curate.sources.cameratrap import BadRecords
 from cladebench.curate.sources.megadetector import read_detections, read_detector_run
+from cladebench.paths import held_lock
 from helpers.cameratrap_planted import REAL, det, jpeg, md_output, planted_collections, tiny_fgc, write_taxonomy
 
 PEROMYSCUS = {"name": "c", "challenge_group": "Peromyscus", "taxon": "genus:Peromyscus", "labels": ["peromyscus"]}
@@ -280,12 +279,8 @@ def test_an_append_while_another_holds_the_folder_is_refused(fgc_and_cohort, cap
     """Two appends at once would both pass the 'not appended yet' check; the second is refused, exit 1."""
     root, cohort, taxonomy, fgc, _old = fgc_and_cohort
     version = store.open_dataset(fgc / "data/challenges.lance").version
-    handle = os.open(fgc, os.O_RDONLY)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what a running append holds
+    with held_lock(fgc, wait_s=0):  # what a running append holds
         assert main(_append_args(root, cohort, taxonomy, fgc, "second")) == 1
-    finally:
-        os.close(handle)
     assert "is appending to it now" in capsys.readouterr().err
     assert store.open_dataset(fgc / "data/challenges.lance").version == version
     assert _state(fgc) == UNTOUCHED and not (root / "second").exists()

@@ -10,6 +10,7 @@ import multiprocessing
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.suite import SuiteConfig, plan_suite, read_results, run_suite
 from cladebench.evaluate.suite import runner as suite_runner
 from cladebench.models.tiny import write_tiny_model
+from cladebench.paths import held_lock
 from cladebench.synthetic.mirrors import write_mirrors
 from helpers.http_local import serving
 from helpers.photo_host import PhotoHost
@@ -220,6 +222,36 @@ def test_two_writers_at_once_lose_no_rows(tmp_path):
     keys = read_results(tmp_path).column("key").to_pylist()
     assert sorted(keys) == sorted(f"{p}{i}" for p in "ab" for i in range(12))
     assert [p.name for p in tmp_path.iterdir() if p.name != ".results.lock"] == ["results.parquet"]
+
+
+def test_two_suite_processes_on_one_out_take_turns_and_lose_no_row(suite_env, tmp_path):
+    """Two `cladebench suite` processes on one --out, with other models: each waits for the folder (here held first
+    by this test, so that both are seen waiting), says so in one line, then runs; the table holds the rows of both."""
+    out = tmp_path / "shared"
+    out.mkdir()
+    models = suite_env["models"][:2]
+    args = ["suite", "--benchmarks", "inquire-rerank", "--mirror", str(suite_env["mirrors"].root), "--out", str(out),
+            "--device", "cpu", "--no-report"]
+    logs = [tmp_path / f"stderr-{i}.txt" for i in range(2)]
+    with held_lock(out / suite_runner.LOCK_FILE):
+        processes = [subprocess.Popen([sys.executable, "-m", "cladebench", *args, "--model", model],
+                                      stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+                     for model, log in zip(models, logs, strict=True)]
+        deadline = time.monotonic() + 120
+        while not all("waiting for it to finish" in log.read_text() for log in logs):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in processes), [
+                log.read_text() for log in logs]
+            time.sleep(0.1)
+    for process in processes:
+        process.communicate(timeout=300)
+    said = [log.read_text() for log in logs]
+    assert [p.returncode for p in processes] == [0, 0], said
+    assert all(text.count("another cladebench suite") == 1 for text in said), said
+    rows = [r for r in read_results(out).to_pylist() if r["status"] == "finished"]
+    assert {r["model"] for r in rows} == set(models)
+    for model in models:  # every run of each suite, each with its metrics
+        assert len({r["key"] for r in rows if r["model"] == model}) == 1
+        assert len([r for r in rows if r["model"] == model]) == len(rows) // 2
 
 
 def test_results_of_a_moved_folder_still_name_their_records(suite_env, tmp_path):

@@ -12,10 +12,10 @@ import subprocess
 import pytest
 
 from cladebench.cli import main
+from cladebench.escaping import latex_escape
 from cladebench.evaluate.suite.results import SCHEMA, update_results
 from cladebench.export.latex import SYMBOLS
 from cladebench.metrics import display_scale
-from cladebench.report.escaping import latex_escape
 from helpers.export_suite import HOSTILE_BENCHMARK, HOSTILE_MODEL, rename_benchmark
 
 COMMANDS = {r"\textbackslash{}": "\\", r"\textasciitilde{}": "~", r"\textasciicircum{}": "^", r"\textless{}": "<",

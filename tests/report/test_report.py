@@ -23,9 +23,9 @@ from cladebench.metrics import display_scale
 pytest.importorskip("jinja2", reason="reports need jinja2 (the report extra)")
 pytest.importorskip("matplotlib", reason="reports need matplotlib (the report extra)")
 
+from cladebench.escaping import markdown_escape
 from cladebench.report import ReportConfig, write_report
 from cladebench.report.calibration import bin_index, reliability
-from cladebench.report.escaping import markdown_escape
 from cladebench.report.sections import SECTIONS, ordered_sections
 from helpers.devtools import DevTools
 from helpers.devtools import browser as chromium

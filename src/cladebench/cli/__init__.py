@@ -8,7 +8,7 @@ per group (:mod:`~cladebench.cli.data`, :mod:`~cladebench.cli.curate`, :mod:`~cl
 fraction of a second. Abbreviated options
 (``--out`` as ``--o``) are refused everywhere: a script that relies on one breaks when an option is added.
 What the libraries underneath log and warn stays off the terminal unless ``--verbose`` is given, before or
-after the verb (:mod:`cladebench.quiet`).
+after the verb (:mod:`cladebench.quiet`); ``--quiet`` drops progress bars and notes (:mod:`cladebench.console`).
 
 Exit codes a script can trust: 0 success; 1 a failure of the input or environment; 2 a usage error
 (bad arguments, unknown name); 3 no dataset at the path; 4 a schema error; 5 a remote URI (dataset
@@ -40,6 +40,8 @@ from cladebench.cli import (  # noqa: F401  (each registers its verbs)
 )
 from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
 from cladebench.config import add_config_arguments, config_from_args, take_late_positionals, usage_line
+from cladebench.console import quieted
+from cladebench.environment import DEBUG, flag
 from cladebench.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_BUG,
@@ -91,6 +93,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cladebench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     chosen = None if argv is None else _chosen(argv)
     for name in sorted({*VERBS, *FAMILIES}):
@@ -137,12 +140,14 @@ def _chosen(argv: Sequence[str]) -> tuple[str, str | None]:
 
 
 VERBOSE_HELP = "also show what the libraries underneath (Lance, huggingface_hub, open_clip) log and warn"
+QUIET_HELP = "no progress bars and no notes on stderr (warnings and errors are still shown)"
 
 
 def _add_late_verbose(parser: argparse.ArgumentParser) -> None:
-    """``--verbose`` after the verb too (``cladebench info DS --verbose``). SUPPRESS as the default: a
-    sub-parser's default would overwrite the ``--verbose`` given before the verb."""
+    """``--verbose`` and ``--quiet`` after the verb too (``cladebench info DS --verbose``). SUPPRESS as the
+    default: a sub-parser's default would overwrite the option given before the verb."""
     parser.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+    parser.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
 
 
 def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
@@ -173,8 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cladebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    debug = args.debug or os.environ.get("CLADEBENCH_DEBUG") == "1"
-    with third_party_output(verbose=args.verbose):  # before any verb imports lance: it reads LANCE_LOG once
+    debug = args.debug or flag(DEBUG)
+    # third_party_output before any verb imports lance: it reads LANCE_LOG once
+    with third_party_output(verbose=args.verbose), quieted(args.quiet):
         return _run(parser, args, extra, debug)
 
 

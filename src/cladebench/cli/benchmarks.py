@@ -9,13 +9,13 @@ at once.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cladebench.cli.verbs import verb
+from cladebench.console import warn
+from cladebench.environment import variable
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def benchmark_rows() -> list[dict[str, Any]]:
     """One row per benchmark, as the verb prints them."""
     from cladebench.evaluate.benchmarks import BENCHMARKS, MIRROR_ENV
 
-    root = os.environ.get(MIRROR_ENV)
+    root = variable(MIRROR_ENV)
     mirror_root = Path(root).expanduser() if root else None
     return [{"name": name, "tasks": list(b.tasks), "source": b.source,
              "release": b.release, "here": b.availability(mirror_root),
@@ -45,7 +45,7 @@ def mirror_notes() -> list[str]:
 
     from cladebench.evaluate.benchmarks import BENCHMARKS, MIRROR_ENV
 
-    root = os.environ.get(MIRROR_ENV)
+    root = variable(MIRROR_ENV)
     if not root:
         return []
     folder = Path(root).expanduser()
@@ -71,7 +71,7 @@ def mirror_notes() -> list[str]:
 def _benchmarks(config: BenchmarksConfig) -> int:
     rows = benchmark_rows()
     for note in mirror_notes():  # on stderr: the table (or JSON) on stdout stays as it is
-        print(f"note: {note}", file=sys.stderr)
+        warn(f"note: {note}")
     if config.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -199,8 +199,10 @@ def _print_search(dataset: Any, encoder: Any, command: SearchCommand) -> int:
                          where=command.where, column=command.column,
                          templates=command.templates, columns=shown)
     if result.index_built:
-        print(f"built an IVF_FLAT index on {result.column}: new version {result.version} of the dataset "
-              "(later searches reuse it)", file=sys.stderr)
+        from cladebench.console import note
+
+        note(f"built an IVF_FLAT index on {result.column}: new version {result.version} of the dataset "
+             "(later searches reuse it)")
     if result.hits.num_rows == 0:
         scope = f"matching {command.where!r}" if command.where else "in the dataset"
         print(f"no hits: no row {scope} has an embedding in {result.column}", file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import Literal
 
 from cladebench.cli.verbs import verb
 from cladebench.errors import UsageError
+from cladebench.paths import WRONG_KIND, write_refusal
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class ReviewsConfig:
     def __post_init__(self) -> None:
         if self.format == "parquet" and self.out_file is None:
             raise UsageError("--format parquet needs --out-file FILE (Parquet is not written to a terminal)")
-        if self.out_file is not None and self.out_file.is_dir():
+        if self.out_file is not None and write_refusal(self.out_file, folder=False) == WRONG_KIND:
             raise UsageError(f"--out-file {self.out_file} is a folder; give a file name")
 
 

@@ -8,7 +8,6 @@ and skips go to stderr; the summary to stdout.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,9 @@ if TYPE_CHECKING:
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    from cladebench.console import note
+
+    note(line)
 
 
 @verb("suite", "cladebench.evaluate.suite.plan:SuiteConfig",
@@ -111,7 +112,7 @@ class ResultsConfig:
     """The \\label of the --format latex table."""
 
     def __post_init__(self) -> None:
-        from cladebench.report.escaping import latex_key
+        from cladebench.escaping import latex_key
 
         latex_key(self.label)  # a label TeX cannot read is refused before the table is read
 

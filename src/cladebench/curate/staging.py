@@ -79,16 +79,22 @@ from typing import Any
 
 from cladebench.errors import CladebenchError
 from cladebench.paths import (
+    LINK,
+    NOT_OURS,
     PREVIOUS_NAME,
     STAGING_SEPARATOR,
+    TAKEN,
+    WRONG_KIND,
     absolute,
     atomic_write,
     check_not_an_input,
     discard_staging,
+    held_lock,
     new_staging_folder,
     process_alive,
     put_in_place,
     remove_dead_staging,
+    write_refusal,
 )
 from cladebench.paths import staging_folders as _staging_folders
 
@@ -192,19 +198,22 @@ def check_replaceable(target: OutputTarget) -> None:
     """Refuse (exit 1) an output that exists and may not be replaced: a file or link, a non-empty folder
     without ``overwrite``, or, with it, anything but a previous output of the same writer."""
     out = Path(target.out)
-    if out.is_symlink():
+    try:
+        refusal = write_refusal(out, folder=True, overwrite=target.overwrite, link_ok=False,
+                                ours=lambda folder: is_output_of(folder, target.writer, target.legacy))
+    except OSError as error:
+        raise CladebenchError(f"cannot read {out}: {_describe_os_error(error)}") from None
+    if refusal == LINK:
         raise CladebenchError(f"{out} is a symbolic link; {target.out_option} must name a folder of its own")
-    if not out.exists():
-        return
-    if not out.is_dir():
+    if refusal == WRONG_KIND:
         raise CladebenchError(f"{out} exists and is not a folder; choose another {target.out_option}")
-    if not _entries(out):
-        return
-    if not target.overwrite:
+    if refusal == TAKEN:
         raise CladebenchError(f"{out} already exists and is not empty; choose another {target.out_option} or pass "
                               f"{target.overwrite_option} (which replaces only a previous output of "
                               f"`cladebench {target.writer}`)")
-    if not is_output_of(out, target.writer, target.legacy):
+    if not out.is_dir() or not _entries(out):
+        return
+    if refusal == NOT_OURS:
         marker = read_marker(out)
         whose = (f"its {MARKER_NAME} names `cladebench {marker.get('writer')}`" if marker is not None
                  else f"it has no {MARKER_NAME} naming it")
@@ -334,19 +343,11 @@ def prepare_in_place(target: OutputTarget) -> Path:
 
 @contextlib.contextmanager
 def folder_lock(folder: Path, busy: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``folder`` itself for the block (no lock file to leave behind; a kill
-    releases it); while another holds it, a :class:`CladebenchError` (exit 1) saying ``busy``, at once."""
-    import fcntl
-
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CladebenchError(busy) from None
+    """Hold the lock of ``folder`` itself for the block (:func:`~cladebench.paths.held_lock`: no lock file to
+    leave behind; a kill releases it); while another holds it, a :class:`CladebenchError` (exit 1) saying
+    ``busy``, at once."""
+    with held_lock(folder, wait_s=0, busy=busy):
         yield
-    finally:
-        os.close(handle)  # releases the lock
 
 
 def pending_journal(folder: Path, name: str) -> dict[str, Any] | None:

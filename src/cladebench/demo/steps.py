@@ -7,7 +7,6 @@ left in the context, without importing each other or the package that runs them.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cladebench import store
+from cladebench.console import note
 from cladebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -66,14 +66,14 @@ NO_EMBEDDINGS = {"skipped": "no embeddings (the embed step was skipped)"}
 
 def say(message: str) -> None:
     """A progress line on stderr (stdout holds the summary)."""
-    print(message, file=sys.stderr, flush=True)
+    note(message)
 
 
 def in_batches(make: Callable[[int, int], pa.Table], total: int, batch: int, label: str) -> Iterator[pa.Table]:
     """Render and yield a table in batches, so memory stays flat and the progress bar moves."""
-    from tqdm import tqdm
+    from cladebench.progress import progress_bar
 
-    with tqdm(total=total, desc=label, unit="img", file=sys.stderr, leave=False) as bar:
+    with progress_bar(total=total, desc=label, unit="img", leave=False) as bar:
         for start in range(0, total, batch):
             table = make(start, min(batch, total - start))
             bar.update(table.num_rows)

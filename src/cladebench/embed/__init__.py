@@ -12,7 +12,7 @@ Why it is built this way:
   they were encoded with the same model, revision, preprocessing and precision: parts without that
   proof are discarded (and the run says how many), never resumed.
 - **One run per dataset and column.** A run holds an exclusive lock on
-  ``<dataset>/_cladebench/locks/<column>.lock`` (``fcntl.flock``) from before it stages anything until
+  ``<dataset>/_cladebench/locks/<column>.lock`` (``paths.held_lock``) from before it stages anything until
   its column is committed. A second run of the same column refuses at once (exit 1, naming the holder's
   pid) rather than waiting: encoding may take hours, and a queued run would only recompute the column
   the first one commits. The operating system drops the lock when its process ends, however it ends

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import socket
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.models.registry import resolve_encoder
-from cladebench.paths import atomic_write, atomic_write_parquet
+from cladebench.paths import atomic_write, atomic_write_parquet, held_lock
 from cladebench.provenance import software_versions
 from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.embeddings import STATE_DIR, failures, failures_path, state_dir
@@ -125,36 +126,23 @@ def lock_path(uri: str, column: str) -> Path:
 def embedding_lock(uri: str, column: str) -> Iterator[Path]:
     """Hold the lock of ``column`` on ``uri`` for the duration, or refuse at once when another process holds it.
 
-    ``fcntl.flock`` on a lock file: the lock belongs to the open file, so the operating system releases it
-    when the holder exits in any way (kill -9 too); the file itself stays, empty of meaning once unlocked.
+    :func:`~cladebench.paths.held_lock` on a lock file: the operating system releases it when the holder exits
+    in any way (kill -9 too); the file itself stays, holding who held it last, empty of meaning once unlocked.
     """
-    import fcntl
-
     path = lock_path(uri, column)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")  # noqa: SIM115  (held open for the duration; appending truncates nothing)
+        with open(path, "a"):  # appending truncates nothing: a holder's note stays
+            pass
     except OSError as exc:
         raise CladebenchError(f"cannot write {exc.filename or path}: {exc.strerror or exc}; embed keeps its "
                               f"lock and staged rows in {path.parent.parent}") from None
-    try:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = " ".join(handle.read().split()) or "pid not yet written"
-            raise CladebenchError(f"another embed of {column!r} on {uri} is running ({holder}); wait for it to "
-                                  f"finish, or stop it (its lock: {path})") from None
-        except OSError as exc:  # a file system without locks (some network mounts)
-            raise CladebenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
-        handle.seek(0)
-        handle.truncate()
-        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        handle.write(f"pid {os.getpid()} on {os.uname().nodename} since {started}\n")
-        handle.flush()
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    with held_lock(path, wait_s=0, note=f"pid {os.getpid()} on {socket.gethostname()} since {started}",
+                   busy=lambda holder: f"another embed of {column!r} on {uri} is running ("
+                                       f"{holder or 'pid not yet written'}); wait for it to finish, or stop it "
+                                       f"(its lock: {path})"):
         yield path
-    finally:
-        handle.close()  # releases the lock
 
 
 def check_writable(uri: str) -> None:

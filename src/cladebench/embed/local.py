@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import uuid as uuidlib
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cladebench import store
+from cladebench import console, store
 from cladebench.embed.config import EmbedSummary
 from cladebench.embed.core import (
     all_failed,
@@ -298,9 +297,9 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
                        uri: str, dataset: lance.LanceDataset, column: str, fragment_uuids: list[list[str]],
                        present: set[str], started: float, fill: set[str] | None) -> EmbedSummary:
     import torch
-    from tqdm import tqdm
 
     from cladebench.models import load_encoder
+    from cladebench.progress import progress_bar
 
     if encoder is None:
         encoder = load_encoder(config.model, revision=config.revision, preprocessing=config.preprocessing,
@@ -312,7 +311,7 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     staging = _Staging(staging_dir(uri, column), key, dim_hint=encoder.dim)
     done, note = staging.open(config.restart)
     if note:
-        print(f"cladebench embed: {note}", file=sys.stderr)
+        console.note(f"cladebench embed: {note}")
     wanted = fill or present  # the rows this run encodes: every row, or those of the column without a vector
     blocks, total_rows = _pending_blocks(fragment_uuids, done | (present - wanted), config.batch_size)
     pending_rows = sum(len(b) for b in blocks)
@@ -349,8 +348,7 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
         if len(buffer_uuids) >= config.checkpoint_rows or time.monotonic() - last_flush > 60:
             flush()
 
-    bar = tqdm(total=pending_rows, desc=f"embed {column}", unit="img", disable=not config.progress,
-               file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    bar = progress_bar(total=pending_rows, desc=f"embed {column}", unit="img", enabled=config.progress, smoothing=0.1)
     threads_before = torch.get_num_threads()
     try:
         plan = _Plan(workers=config.workers, threads=threads_before)
@@ -391,9 +389,9 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     staging.remove()
     arrived = len(rows_without_vector(store.open_dataset(uri, storage_options=storage_options), uri, column))
     if arrived:
-        print(f"cladebench embed: {arrived:,} row(s) were added to {uri} while this run encoded version "
-              f"{dataset.version}; they have no vector in {column!r} yet: run embed again (without --overwrite) to "
-              "encode only them", file=sys.stderr)
+        console.warn(f"cladebench embed: {arrived:,} row(s) were added to {uri} while this run encoded version "
+                     f"{dataset.version}; they have no vector in {column!r} yet: run embed again (without --overwrite) "
+                     "to encode only them")
     seconds = time.perf_counter() - started
     return EmbedSummary(
         column=column, rows=summary["rows"], valid=summary["valid"], failed=summary["failed"],

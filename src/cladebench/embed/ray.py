@@ -35,7 +35,6 @@ import base64
 import dataclasses
 import json
 import pickle
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cladebench import errors, store
+from cladebench import console, errors, store
 from cladebench.embed.config import EmbedSummary
 from cladebench.embed.core import (
     NormSums,
@@ -216,7 +215,7 @@ def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str
         staging = _FragmentStaging(staging_dir(uri, column, fragments=True), key)
         staged, note = staging.open(config.restart, dataset, column)
         if note:
-            print(f"cladebench embed: {note}", file=sys.stderr)
+            console.note(f"cladebench embed: {note}")
         resumed = sum(r["rows"] for r in staged.values())
         runner.update(fragments_resumed=len(staged))
         for _ in range(_COMMIT_ROUNDS):
@@ -262,7 +261,7 @@ def _encode_pending(ray: Any, config: EmbedConfig, encoder: Encoder, described: 
                     storage_options: dict[str, str] | None, uri: str, dataset: lance.LanceDataset, column: str,
                     staging: _FragmentStaging, staged: dict[int, dict[str, Any]], runner: dict[str, Any]) -> None:
     """Encode the fragments of ``dataset`` not yet in ``staged`` on the actor pool, staging each as it arrives."""
-    from tqdm import tqdm
+    from cladebench.progress import progress_bar
 
     fragments = dataset.get_fragments()
     pending = [f.fragment_id for f in fragments if f.fragment_id not in staged]
@@ -273,9 +272,8 @@ def _encode_pending(ray: Any, config: EmbedConfig, encoder: Encoder, described: 
     runner.update(fragments=len(fragments), actors=plan.actors, cpus_per_actor=plan.cpus, gpus_per_actor=plan.gpus)
     if not pending:
         return
-    bar = tqdm(total=dataset.count_rows(), initial=sum(r["rows"] for r in staged.values()),
-               desc=f"embed {column} on Ray", unit="img", disable=not config.progress, file=sys.stderr,
-               dynamic_ncols=True, smoothing=0.1)
+    bar = progress_bar(total=dataset.count_rows(), initial=sum(r["rows"] for r in staged.values()),
+                       desc=f"embed {column} on Ray", unit="img", enabled=config.progress, smoothing=0.1)
     with bar:
         source = {f.fragment_id: _source_of(f) for f in fragments}
         for result in _run_pool(ray, plan, pending, uri=_absolute(uri), version=dataset.version,
@@ -302,8 +300,8 @@ def _grown(uri: str, dataset: lance.LanceDataset, staged: dict[int, dict[str, An
         raise CladebenchError(f"{uri} changed while this run encoded (fragments {changed[:5]} or the columns); "
                               "rerun to encode what changed: fragments that still match are resumed")
     arrived = latest.count_rows() - dataset.count_rows()
-    print(f"cladebench embed: {arrived:,} row(s) were added to {uri} while this run encoded version "
-          f"{dataset.version}; encoding them too", file=sys.stderr)
+    console.note(f"cladebench embed: {arrived:,} row(s) were added to {uri} while this run encoded version "
+                 f"{dataset.version}; encoding them too")
     return latest
 
 

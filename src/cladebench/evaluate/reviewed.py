@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.paths import NOT_OURS, WRONG_KIND, write_refusal
 from cladebench.store.dataset import is_remote, open_dataset
 from cladebench.store.reviews import read_reviews, review_summary, reviews_path
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
@@ -67,10 +68,10 @@ class ReviewedLabels:
 def _clone_target(out: Path) -> Path:
     """``<out>/reviewed-labels.lance``, emptied when a previous run made it; anything else there is refused."""
     target = Path(out) / CLONE_NAME
+    if write_refusal(target, folder=True, ours=lambda folder: (folder / MARKER).is_file()) in (NOT_OURS, WRONG_KIND):
+        raise UsageError(f"{target} exists and was not made by --labels-from-reviews; move it or choose "
+                         "another --out")
     if target.exists():
-        if not (target / MARKER).is_file():
-            raise UsageError(f"{target} exists and was not made by --labels-from-reviews; move it or choose "
-                             "another --out")
         shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     return target

@@ -15,7 +15,6 @@ Breakdowns are different: the same predictions, scored on subsets (``taxonomic_g
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench import store
+from cladebench import console, store
 from cladebench.config import config_to_dict
 from cladebench.errors import CladebenchError, NotEvaluableError
 from cladebench.evaluate.configs import EvalConfig
@@ -129,7 +128,7 @@ def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) 
         find_embedding_column(dataset, encoder.model_id)
         return dataset
     except CladebenchError:
-        print(f"[eval] embedding {uri} with {encoder.model_id} (once; kept in the dataset)", file=sys.stderr)
+        console.note(f"[eval] embedding {uri} with {encoder.model_id} (once; kept in the dataset)")
         embed_dataset(EmbedConfig(dataset=uri, model=config.model, revision=config.revision, device=config.device),
                       encoder=encoder)
         return store.open_dataset(uri)
@@ -177,7 +176,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None, located: Any = None) ->
     plan = plan_eval(config, encoder=encoder, located=located)
     note = off_protocol_line(plan)
     if note is not None:
-        print(f"[eval] {note}", file=sys.stderr)
+        console.warn(f"[eval] {note}")
     encoder, settings, dataset = _model_and_settings(plan, encoder)
     scored = _predict_and_score(plan, encoder, settings, dataset)
     record = _record(plan, scored, encoder, dataset)

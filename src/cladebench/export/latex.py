@@ -5,7 +5,7 @@ marks of the Markdown pivot; ``--view rows`` is every row of the table. Values a
 ``results`` prints them (:func:`~cladebench.evaluate.suite.results.shown`), the best of a column in bold and the
 other marks as symbols the caption explains; a cell without a number gets a letter whose note under the table says
 why, and skipped runs are listed there too. Every string from data (model names, benchmark and group names,
-reasons) goes through :func:`~cladebench.report.escaping.latex_escape`. The preamble needs ``booktabs`` (and
+reasons) goes through :func:`~cladebench.escaping.latex_escape`. The preamble needs ``booktabs`` (and
 ``longtable`` for ``--view rows``, whose every row runs over pages).
 """
 
@@ -19,10 +19,10 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from cladebench import __version__
+from cladebench.escaping import latex_escape, latex_key
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.suite.results import PIVOT_RESAMPLES, pivot, shown
 from cladebench.metrics import display_scale
-from cladebench.report.escaping import latex_escape, latex_key
 
 Interval = Literal["bounds", "halfwidth"]
 

@@ -15,13 +15,13 @@ artifact) maps each back to the metric's name as the record writes it.
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cladebench.environment import defaults
 from cladebench.errors import CladebenchError
 from cladebench.export.checked import ExportedRun, exported_results
 from cladebench.export.tracked import (
@@ -51,14 +51,8 @@ def _store_allowed(uri: str) -> Iterator[None]:
     """MLflow 3 refuses its file store unless ``MLFLOW_ALLOW_FILE_STORE`` says yes; a ``file:`` URI or a path the
     user names is that choice made, so it is allowed for this export alone."""
     local = uri.startswith("file:") or ("://" not in uri and ":" not in uri.split("/")[0])
-    if not local or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
+    with defaults({"MLFLOW_ALLOW_FILE_STORE": "true"} if local else {}):
         yield
-        return
-    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
-    try:
-        yield
-    finally:
-        os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ online, W&B itself refuses a second run of an id that exists (``resume='never'``
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cladebench.environment import variable
 from cladebench.errors import CladebenchError
 from cladebench.export.checked import ExportedRun, exported_results
 from cladebench.export.tracked import (
@@ -66,12 +66,12 @@ def export_to_wandb(paths: Sequence[str | Path], *, project: str = DEFAULT_PROJE
     """Log each checked run of ``paths`` as a W&B run of ``project`` (offline unless ``WANDB_MODE`` says
     otherwise), its files under ``folder`` (``WANDB_DIR``, else the working folder)."""
     _require_wandb()
-    mode = os.environ.get("WANDB_MODE") or "offline"
+    mode = variable("WANDB_MODE") or "offline"
     if mode == "disabled":
         raise CladebenchError("WANDB_MODE=disabled: W&B would log nothing; unset it (offline by default) or set "
                               "WANDB_MODE=online")
     exported = exported_results([Path(p) for p in paths], model=model)
-    root = Path(folder or os.environ.get("WANDB_DIR") or ".").absolute()
+    root = Path(folder or variable("WANDB_DIR") or ".").absolute()
     root.mkdir(parents=True, exist_ok=True)
     report = report_available()
     left_out = list(exported.left_out) + ([] if report else [REPORT_MISSING])

@@ -29,6 +29,7 @@ import os
 import threading
 from pathlib import Path
 
+from cladebench.environment import OFFLINE_REASON, hub_offline, variable
 from cladebench.models.registry import ModelLoadError, ModelUnavailableError
 
 CONFIG_NAME = "open_clip_config.json"
@@ -41,8 +42,6 @@ SMALL_FILE_PATTERNS = (
 """The config and the tokenizer files an HF tokenizer (SigLIP's) reads from a ``local-dir:``, by exact name:
 a wildcard would also fetch whatever large JSON or text files a model repo keeps beside its weights."""
 
-_TRUE = {"1", "true", "yes", "on"}
-
 PROBE_TIMEOUT_S = 2.0
 """Seconds the Hub has to answer the one request made before downloading a model that is not cached: the
 whole request, name lookup included. The Hub answers a repo's info in well under a second; a model that is
@@ -50,24 +49,12 @@ not cached then fails within about this long when the network is down, instead o
 retries."""
 
 
-def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set now, or was at import."""
-    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        if os.environ.get(variable, "").strip().lower() in _TRUE:
-            return True
-    try:
-        from huggingface_hub import constants
-    except ImportError:
-        return False
-    return bool(constants.HF_HUB_OFFLINE)
-
-
 def hub_cache_dir() -> Path:
     """The Hub cache as the environment says now: ``HF_HUB_CACHE``, else ``$HF_HOME/hub``."""
-    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(variable):
-            return Path(os.environ[variable]).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if value := variable(name):
+            return Path(value).expanduser()
+    home = variable("HF_HOME") or os.path.join(variable("XDG_CACHE_HOME") or "~/.cache", "huggingface")
     return Path(home).expanduser() / "hub"
 
 
@@ -86,8 +73,8 @@ def _describe(repo: str, revision: str | None) -> str:
 
 def _offline_error(repo: str, revision: str | None, cache: Path, what: str) -> ModelUnavailableError:
     return ModelUnavailableError(
-        f"model {_describe(repo, revision)}: {what} not in the Hugging Face cache ({cache}) and HF_HUB_OFFLINE=1 "
-        "forbids downloading it. Run once with network access to cache it, or set HF_HOME to a cache that "
+        f"model {_describe(repo, revision)}: {what} not in the Hugging Face cache ({cache}) and {OFFLINE_REASON}, "
+        "which forbids downloading it. Run once with network access to cache it, or set HF_HOME to a cache that "
         "holds it."
     )
 

@@ -33,13 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
+from cladebench.console import note
 from cladebench.errors import CladebenchError
 from cladebench.paths import atomic_write, held_lock
 from cladebench.templates import PLACEHOLDER, get_templates
@@ -180,8 +180,7 @@ def class_text_embeddings(encoder: TextEncoder, labels: Sequence[str], templates
     # the finished entry), so none removes the parts folder while another still writes or joins its blocks.
     def waiting() -> None:
         if progress:
-            print("text embeddings: another process is encoding the same labels; waiting for it to finish",
-                  file=sys.stderr)
+            note("text embeddings: another process is encoding the same labels; waiting for it to finish")
 
     with held_lock(folder / f"{key}.lock", on_wait=waiting):
         cached = _read_entry(array_path, len(labels), mmap)  # written by the process this one waited for
@@ -241,7 +240,7 @@ def _encode_in_blocks(encode: Callable[[Sequence[str]], np.ndarray], labels: Seq
                       parts_dir: Path, progress: bool) -> list[Path]:
     """Encode ``labels`` ``block`` at a time into ``parts_dir/<first label>.npy``, skipping blocks already there
     (a resumed run); each block is written whole (:func:`atomic_write`), so a part present is a part done."""
-    from tqdm.auto import tqdm
+    from cladebench.progress import progress_bar
 
     parts_dir.mkdir(parents=True, exist_ok=True)
     starts = range(0, len(labels), block)
@@ -255,8 +254,8 @@ def _encode_in_blocks(encode: Callable[[Sequence[str]], np.ndarray], labels: Seq
 
     sizes = [min(block, len(labels) - start) for start in starts]
     finished = [done(path, size) for path, size in zip(paths, sizes, strict=True)]
-    with tqdm(total=len(labels), initial=sum(s for s, f in zip(sizes, finished, strict=True) if f),
-              unit="labels", desc="text embeddings", disable=not progress) as bar:
+    with progress_bar(total=len(labels), initial=sum(s for s, f in zip(sizes, finished, strict=True) if f),
+                      unit="labels", desc="text embeddings", enabled=progress) as bar:
         for start, path, size, ready in zip(starts, paths, sizes, finished, strict=True):
             if ready:
                 continue

@@ -95,8 +95,11 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
     record with its own report), a file of the user's (only a report cladebench wrote is replaced), or a place that
     cannot be written, before any work."""
     from cladebench.evaluate.record import PREDICTIONS_FILE, RUN_FILE
+    from cladebench.paths import NOT_OURS, WRONG_KIND, write_refusal
+    from cladebench.report.render import written_report
 
-    if out.is_dir():
+    refusal = write_refusal(out, folder=False, ours=written_report)
+    if refusal == WRONG_KIND:
         raise CladebenchError(f"--out-file {out} is a folder; the report is one file: give its name (e.g. "
                               f"{out / 'report.html'})")
     target = out.resolve()
@@ -107,10 +110,9 @@ def _check_output(out: Path, run_paths: Sequence[str | Path] = ()) -> None:
             if path.resolve() == target:
                 raise UsageError(f"--out-file {out} is the {name} of the run {given}: the report would replace it; "
                                  f"give the report another name (e.g. {folder / 'report.html'})")
-    from cladebench.report.render import written_report
     from cladebench.store import check_writable
 
-    if out.exists() and not written_report(out):
+    if refusal == NOT_OURS:
         raise UsageError(f"--out-file {out} is a file cladebench did not write; the report would replace it: move it "
                          "or give the report another name")
     check_writable(out)

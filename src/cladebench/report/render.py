@@ -9,7 +9,6 @@ nothing. The sections (the :mod:`.sections` package) fill the page in their regi
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from cladebench import __version__
+from cladebench.console import note, warn
 from cladebench.registry import look_up
 from cladebench.report.escaping import markdown_finalize
 from cladebench.report.formatting import format_count, format_number, short_hash
@@ -106,7 +106,11 @@ class ProgressLine:
     def __call__(self, what: str) -> None:
         elapsed = time.monotonic() - self.started
         if self.enabled and elapsed >= PROGRESS_AFTER:
-            print(f"report: {what} ({elapsed:.0f} s)", file=self.stream or sys.stderr, flush=True)
+            line = f"report: {what} ({elapsed:.0f} s)"
+            if self.stream is None:
+                note(line)
+            else:
+                print(line, file=self.stream, flush=True)
 
 
 def render_report(run_paths: Sequence[str | Path], *, format: str = "html", title: str | None = None,
@@ -117,7 +121,7 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
     left_out: list[str] = []
     runs = load_runs(run_paths, left_out=left_out)
     for line in left_out:  # said whether or not progress is, and on the page
-        print(f"report: {line}", file=sys.stderr, flush=True)
+        warn(f"report: {line}")
     environment = output.environment()
     context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)
     sections = []

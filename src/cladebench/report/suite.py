@@ -83,20 +83,23 @@ def check_report_target(out: Path) -> None:
     """Refuse to replace ``out`` unless it is absent or a suite report cladebench wrote (its generator line and
     title say so): a suite folder may be one the user keeps other files in, and a ``report.html`` of theirs there is
     never overwritten. A usage error, raised before the suite runs anything."""
+    from cladebench.paths import NOT_OURS, WRONG_KIND, write_refusal
     from cladebench.report.render import written_report
 
-    if out.is_dir():
+    def a_suite_report(path: Path) -> bool:
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096).decode("utf-8", errors="replace")
+        except OSError as exc:
+            raise UsageError(f"{path} cannot be read to check it is a suite report ({exc.strerror}); move it or "
+                             "choose another --out") from None
+        return written_report(path) and "<title>cladebench suite" in head
+
+    refusal = write_refusal(out, folder=False, ours=a_suite_report)
+    if refusal == WRONG_KIND:
         raise UsageError(f"{out} is a folder; the suite writes its report to that name: move it or choose another "
                          "--out")
-    if not out.exists():
-        return
-    try:
-        with open(out, "rb") as handle:
-            head = handle.read(4096).decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"{out} cannot be read to check it is a suite report ({exc.strerror}); move it or choose "
-                         "another --out") from None
-    if not written_report(out) or "<title>cladebench suite" not in head:
+    if refusal == NOT_OURS:
         raise UsageError(f"{out} is not a suite report cladebench wrote; the suite would replace it: move it, choose "
                          "another --out, or pass --no-report")
 

@@ -8,11 +8,11 @@ the command with exit 0: stopping is how a server is meant to end, not an interr
 from __future__ import annotations
 
 import socket
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from cladebench.console import note
 from cladebench.errors import CladebenchError
 from cladebench.serve.config import ServeConfig
 from cladebench.serve.security import Access, local_user, needs_token, new_token, read_token_file
@@ -131,5 +131,5 @@ def serve(config: ServeConfig) -> int:
         pass
     finally:
         started.sock.close()
-    print("stopped", file=sys.stderr, flush=True)
+    note("stopped")
     return 0

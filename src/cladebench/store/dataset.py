@@ -5,7 +5,6 @@ readable when a write dies midway.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -17,6 +16,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
+from cladebench.environment import OFFLINE_REASON, hub_offline, variable
 from cladebench.errors import (
     CladebenchError,
     DatasetNotFoundError,
@@ -24,6 +24,7 @@ from cladebench.errors import (
     SchemaError,
     environment_error,
 )
+from cladebench.paths import NOT_OURS, TAKEN, WRONG_KIND, write_refusal
 from cladebench.store.checks import conform, duplicate_uuids
 from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.species import check_appendable, columns_to_read, holds_epithets, species_filter, with_binomials
@@ -55,16 +56,16 @@ def _check_remote_reachable(uri: str, timeout_s: float = 3.0,
     The endpoint probed is the one Lance will use: from the storage options, else from the environment.
     """
     scheme = urlparse(uri).scheme
-    if scheme == "hf" and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+    if scheme == "hf" and hub_offline():
         raise RemoteUnavailableError(
-            f"cannot open {uri}: HF_HUB_OFFLINE is set, so hf:// datasets are not fetched. "
+            f"cannot open {uri}: {OFFLINE_REASON}, so hf:// datasets are not fetched. "
             "Unset it when online, or pass a local copy (see `cladebench subset`)."
         )
     # AWS_ENDPOINT_URL is the AWS SDKs' name, AWS_ENDPOINT object_store's; Lance honours both.
     s3 = scheme in ("s3", "s3a")
     given = {k.lower(): v for k, v in (storage_options or {}).items()}
     endpoint = next((given[k] for k in _ENDPOINT_OPTIONS if given.get(k)), None) if s3 else None
-    endpoint = endpoint or ((os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")) if s3 else None)
+    endpoint = endpoint or ((variable("AWS_ENDPOINT_URL") or variable("AWS_ENDPOINT")) if s3 else None)
     if endpoint:
         parsed = urlparse(endpoint)
         host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -283,11 +284,13 @@ def write_dataset(
 
 def _check_local_target(path: Path, mode: WriteMode) -> None:
     """Refuse, before writing anything, a target that is a file or a directory we would clobber."""
-    if path.exists() and not path.is_dir():
+    refusal = write_refusal(path, folder=True, overwrite=mode != "create",
+                            ours=is_lance_dataset if mode == "overwrite" else None)
+    if refusal == WRONG_KIND:
         raise DatasetNotFoundError(f"{path} is a file, not a Lance dataset (a directory)")
-    if mode == "create" and path.exists() and any(path.iterdir()):
+    if refusal == TAKEN:
         raise CladebenchError(f"{path} already exists; use mode='overwrite' to replace it or mode='append'")
-    if mode == "overwrite" and path.exists() and any(path.iterdir()) and not is_lance_dataset(path):
+    if refusal == NOT_OURS:
         raise DatasetNotFoundError(f"{path} is not a Lance dataset (it has no _versions directory); not overwriting it")
 
 

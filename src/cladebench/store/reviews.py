@@ -18,7 +18,6 @@ committed, so a server killed at any moment loses no review it acknowledged.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import uuid as uuid_module
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.paths import held_lock
 from cladebench.store.checks import uuid_problem
 from cladebench.store.embeddings import state_dir
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
@@ -138,12 +138,8 @@ def _create_lock(path: Path) -> Iterator[None]:
     """An exclusive lock beside the table while it may be created: two first reviews at once would each create
     a version 1, and one would be lost."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f"{path.name}.lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with held_lock(path.parent / f"{path.name}.lock"):
+        yield
 
 
 def _exists(path: Path) -> bool:

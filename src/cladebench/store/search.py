@@ -47,7 +47,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -55,6 +54,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cladebench.environment import defaults
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.store.embeddings import normalise_rows
 from cladebench.store.schema import EMBEDDING_PREFIX, embedding_columns
@@ -183,14 +183,8 @@ _CENTROIDS_VARIABLE = "LANCE_INCLUDE_VECTOR_CENTROIDS"
 @contextlib.contextmanager
 def _without_centroids() -> Iterator[None]:
     """``LANCE_INCLUDE_VECTOR_CENTROIDS=false`` for one statistics call (Lance reads it per call), unless set."""
-    if _CENTROIDS_VARIABLE in os.environ:
+    with defaults({_CENTROIDS_VARIABLE: "false"}):
         yield
-        return
-    os.environ[_CENTROIDS_VARIABLE] = "false"
-    try:
-        yield
-    finally:
-        os.environ.pop(_CENTROIDS_VARIABLE, None)
 
 
 # --- indexed (Lance) search ------------------------------------------------------------------------

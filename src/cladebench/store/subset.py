@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.paths import atomic_write, staged_folder
+from cladebench.paths import NOT_OURS, TAKEN, WRONG_KIND, atomic_write, staged_folder, write_refusal
 from cladebench.store.checks import check_uuid_type, check_values, duplicate_uuids
 from cladebench.store.dataset import (
     WriteMode,
@@ -125,11 +125,13 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         # A subset written inside its source would sit among the source's own files (and one that holds the
         # source could not be renamed into place): refused before anything is read or written.
         check_not_an_input(out_path, [Path(str(uri).removeprefix("file://"))])
-    if out_path.exists() and not out_path.is_dir():
+    refusal = write_refusal(out_path, folder=True, overwrite=mode != "create",
+                            ours=is_lance_dataset if mode == "overwrite" else None)
+    if refusal == WRONG_KIND:
         raise CladebenchError(f"{out_path} is a file; a subset is a folder: choose another --out")
-    if mode == "create" and out_path.exists() and any(out_path.iterdir()):
+    if refusal == TAKEN:
         raise CladebenchError(f"{out_path} already exists; choose another --out or remove it")
-    if mode == "overwrite" and out_path.exists() and any(out_path.iterdir()) and not is_lance_dataset(out_path):
+    if refusal == NOT_OURS:
         raise CladebenchError(f"{out_path} is not a Lance dataset; not overwriting it")
     dataset = open_dataset(uri, storage_options=storage_options)
     source = f"{uri}: "

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
+from cladebench.console import note, warn
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.models.spec import model_kind
 from cladebench.registry import Registry
@@ -124,9 +124,8 @@ def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig)
     unscored = sum(r.score is None for r in results)
     if unscored:
         counts = ", ".join(f"{o} {n}" for o, n in sorted(outcomes.items()) if o != "scored")
-        print(f"[rerank] {unscored} of {len(results)} candidates have no score ({counts}); they rank last in their "
-              "query" + ("; too many to report a metric" if unscored > MAX_UNSCORED_SHARE * len(results) else ""),
-              file=sys.stderr)
+        warn(f"[rerank] {unscored} of {len(results)} candidates have no score ({counts}); they rank last in their "
+             "query" + ("; too many to report a metric" if unscored > MAX_UNSCORED_SHARE * len(results) else ""))
     info = {"scorer": "vlm: P(Yes) / (P(Yes) + P(No)) of the first token", "vlm": vlm_config.provenance(),
             "outcomes": outcomes, "cached": sum(r.cached for r in results), "unscored": unscored,
             "unscored_rule": f"candidates without a score rank last in their query (score {UNSCORED}); metrics are "
@@ -170,8 +169,8 @@ def _cutoff(rerank_k: int, table: pa.Table) -> dict[str, Any]:
     named = max(most, RERANK_K)
     if rerank_k <= named:
         return {"rerank_k": rerank_k}
-    print(f"[rerank] --rerank-k {rerank_k} is more than any query's candidates (at most {most}): every candidate is "
-          f"ranked, and the metrics are named @{named}", file=sys.stderr)
+    note(f"[rerank] --rerank-k {rerank_k} is more than any query's candidates (at most {most}): every candidate is "
+         f"ranked, and the metrics are named @{named}")
     return {"rerank_k": named, "rerank_k_given": rerank_k,
             "rerank_k_rule": f"--rerank-k {rerank_k} capped at {named}: the larger of the most candidates a query "
                              f"has ({most}) and the default ({RERANK_K}); every candidate ranked"}

@@ -16,19 +16,11 @@ Example:
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-
-def markdown_cell(value: Any) -> str:
-    """A value as one Markdown table cell: a backslash kept as one (``\\``, so ``\\|`` in a label cannot end the
-    cell), a pipe escaped, line breaks as spaces, and ``<``, ``>``, ``&`` as entities (a label is shown as text,
-    never read as HTML by a Markdown renderer)."""
-    text = html.escape(str("" if value is None else value), quote=False)
-    text = text.replace("\\", "\\\\").replace("|", "\\|")
-    return " ".join(text.splitlines())  # \n, \r\n, \r and the other line breaks
+from cladebench.escaping import markdown_cell
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -45,4 +37,4 @@ def counts(values: Iterable[Any]) -> dict[str, int]:
     return {str(k): v for k, v in sorted(Counter(values).items(), key=lambda kv: (-kv[1], str(kv[0])))}
 
 
-__all__ = ["counts", "markdown_cell", "markdown_table"]
+__all__ = ["counts", "markdown_table"]

@@ -317,11 +317,12 @@ def finish_report(wanted: list[DownloadItem], cached: Mapping[str, Downloaded],
 
 
 def progress_bar(total: int, done: int, config: DownloadConfig) -> Any:
-    """The tqdm bar of a run (disabled unless ``config.progress``), starting at the items already done."""
-    from tqdm import tqdm
+    """The bar of a run (:mod:`cladebench.progress`; off unless ``config.progress``), starting at the items already
+    done."""
+    from cladebench import progress
 
-    return tqdm(total=total, initial=done, desc="downloading", unit="file", disable=not config.progress,
-                leave=False)
+    return progress.progress_bar(total=total, initial=done, desc="downloading", unit="file",
+                                 enabled=config.progress, leave=False)
 
 
 __all__ = ["fetch_pending", "finish_report", "progress_bar", "split_cached"]

@@ -141,7 +141,7 @@ def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
     Then a :class:`~cladebench.errors.CladebenchError` when ``out`` exists and is not an empty folder: checked
     before any download, which can take hours, rather than by the write after it.
     """
-    from cladebench.paths import check_not_an_input
+    from cladebench.paths import TAKEN, WRONG_KIND, check_not_an_input, write_refusal
 
     local = []
     for item in inputs:
@@ -153,7 +153,7 @@ def check_out_apart(out: str | Path, inputs: Iterable[object]) -> None:
                 local.append(root)
     out = Path(out)
     check_not_an_input(out, local)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if write_refusal(out, folder=True, overwrite=False) in (TAKEN, WRONG_KIND):
         raise CladebenchError(f"{out} already exists; choose another output path or remove it")
 
 

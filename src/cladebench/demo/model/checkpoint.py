@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cladebench.console import note
 from cladebench.demo.model.card import model_card
 from cladebench.demo.model.config import (
     HELD_OUT_DRAW_SEED,
@@ -35,6 +36,7 @@ from cladebench.demo.model.data import held_out_observer_ids, training_observati
 from cladebench.demo.model.evaluation import evaluate_zero_shot
 from cladebench.demo.model.photos import render_pool
 from cladebench.demo.model.training import check_captions_fit, train_weights
+from cladebench.paths import held_lock
 from cladebench.provenance import software_versions
 
 
@@ -74,7 +76,7 @@ def _is_unmarked_demo_model(folder: Path) -> bool:
 
 def _say(message: str, progress: bool) -> None:
     if progress:
-        print(message, file=sys.stderr, flush=True)
+        note(message)
 
 
 def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> None:
@@ -169,18 +171,9 @@ def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> Non
 
 @contextlib.contextmanager
 def _exclusive(lock_path: Path) -> Iterator[None]:
-    """An advisory lock, so two processes asking for the same model train it once (where fcntl exists)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: both may train; the rename still keeps the folder whole
+    """The lock (:func:`~cladebench.paths.held_lock`), so two processes asking for the same model train it once."""
+    with held_lock(lock_path):
         yield
-        return
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def demo_model_dir(cache_dir: str | Path | None = None, *, config: DemoModelConfig | None = None) -> Path:

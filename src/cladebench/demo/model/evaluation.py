@@ -10,7 +10,6 @@ scores and top-1 are those of the zero-shot task (:mod:`cladebench.tasks.zerosho
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +50,8 @@ def _image_embeddings(encoder: Encoder, world: World, observations: Sequence[Obs
     """Raw image embeddings of full-size photos, preprocessed by the encoder's own transform (the task's
     :func:`~cladebench.tasks.common.classify` normalises them, as it does stored ones)."""
     import torch
-    from tqdm import tqdm
+
+    from cladebench.progress import progress_bar
 
     items = [(o.species.index, o.image_seed) for o in observations]
     chunks = [items[i:i + batch_size] for i in range(0, len(items), batch_size)]
@@ -60,7 +60,7 @@ def _image_embeddings(encoder: Encoder, world: World, observations: Sequence[Obs
         return [world.render(species, seed=seed) for species, seed in chunk]
 
     rows = []
-    with tqdm(total=len(items), desc="held-out photos", unit="img", file=sys.stderr, disable=not progress,
+    with progress_bar(total=len(items), desc="held-out photos", unit="img", enabled=progress,
               leave=False) as bar:
         for images in in_workers(world, chunks, render_full, workers, local):
             rows.append(encoder.encode_images(torch.stack([encoder.transform(image) for image in images])))

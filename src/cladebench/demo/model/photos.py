@@ -8,7 +8,6 @@ function of its species and seed, so the result never depends on the number of w
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -87,13 +86,13 @@ def in_workers(world: World, chunks: Sequence[Any], work: Callable[..., Any], wo
 def render_pool(world: World, observations: Sequence[Observation], config: DemoModelConfig,
                  progress: bool) -> np.ndarray:
     """Every training photo, preprocessed to uint8 pixels (n, S, S, 3), drawn in worker processes."""
-    from tqdm import tqdm
+    from cladebench.progress import progress_bar
 
     items = [(o.species.index, o.image_seed) for o in observations]
     chunks = [items[i:i + 256] for i in range(0, len(items), 256)]
     parts: list[np.ndarray] = []
-    with tqdm(total=len(items), desc="rendering training photos", unit="img", file=sys.stderr,
-              disable=not progress, leave=False) as bar:
+    with progress_bar(total=len(items), desc="rendering training photos", unit="img", enabled=progress,
+                      leave=False) as bar:
         local = functools.partial(_render_items, render_size=config.render_size, image_size=config.image_size,
                                   world=world)
         for part in in_workers(world, chunks, _render_items, config.workers, local, config.render_size,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +129,8 @@ def train_weights(config: DemoModelConfig, world: World, pool: np.ndarray, pool_
                    progress: bool) -> tuple[dict[str, torch.Tensor], list[float]]:
     import open_clip
     import torch
-    from tqdm import tqdm
+
+    from cladebench.progress import progress_bar
 
     plan = BatchPlan(config, world, pool_species)
     mean = torch.tensor(preprocess_cfg["mean"], dtype=torch.float32).view(1, 3, 1, 1)
@@ -149,8 +149,8 @@ def train_weights(config: DemoModelConfig, world: World, pool: np.ndarray, pool_
         optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.98),
                                       eps=1e-6, fused=True)
         # An early checkpoint stops here; the schedule (_lr_at) is still the full training's.
-        bar = tqdm(range(trained_steps(config)), desc="training demo model", unit="step", file=sys.stderr,
-                   disable=not progress)
+        bar = progress_bar(range(trained_steps(config)), desc="training demo model", unit="step",
+                           enabled=progress)
         for step in bar:
             batch = plan.batch(step)
             for group in optimizer.param_groups:

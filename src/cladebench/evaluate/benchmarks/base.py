@@ -21,20 +21,22 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cladebench.cache import cache_dir
+from cladebench.console import warn
+from cladebench.environment import MIRROR, variable
 from cladebench.errors import DatasetNotFoundError, UsageError
 from cladebench.paths import held_lock, staged_folder
 from cladebench.registry import Registry
 from cladebench.store.embeddings import unverified_note
 
-MIRROR_ENV = "CLADEBENCH_MIRROR"
-"""Environment variable naming a folder that holds one mirror folder per benchmark, each named like it."""
+MIRROR_ENV = MIRROR
+"""Environment variable (read through :mod:`cladebench.environment`) naming a folder that holds one mirror folder
+per benchmark, each named like it."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ class Benchmark:
             located = self.locate_remote(self, mirror)
             note = unverified_note(located.provenance.get("published_embeddings") or {})
             if note:  # read, but on one record only: the person running it is told, as the record tells a reader
-                print(f"cladebench eval: {self.name}: {note}", file=sys.stderr)
+                warn(f"cladebench eval: {self.name}: {note}")
             return located
         assert self.fetch is not None and self.from_mirror is not None
         if mirror is not None:
@@ -201,7 +203,7 @@ def mirror_folder(benchmark: Benchmark, data: str | Path | None) -> Path | None:
             raise DatasetNotFoundError(f"--data {data}: {what} (a mirror of {benchmark.name} is a folder holding "
                                        f"{benchmark.mirror_layout})")
         return folder
-    root = os.environ.get(MIRROR_ENV)
+    root = variable(MIRROR_ENV)
     if root:
         folder = Path(root).expanduser() / benchmark.name
         if folder.is_dir():

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cladebench.environment import OFFLINE_REASON, hub_offline
 from cladebench.errors import CladebenchError, DatasetNotFoundError
 from cladebench.evaluate.benchmarks.base import Benchmark, Headline, Protocol, PublishedFigure, register_benchmark
 
@@ -68,11 +69,11 @@ def _register(name: str, file_name: str, subset: str, what: str) -> None:
         _build(csv_path, _find(folder, LOOKUP_FILE), out, subset)
 
     def fetch(out: Path) -> dict[str, Any]:
-        if os.environ.get("HF_HUB_OFFLINE") == "1":
+        if hub_offline():
             raise CladebenchError(
-                f"benchmark {name} is not built on this machine and HF_HUB_OFFLINE=1 forbids fetching it; download "
-                f"CrypticBio-Benchmark/{file_name} of {REPO} into a folder and pass it with --data DIR (its photos "
-                "are then fetched from their URLs), then rerun")
+                f"benchmark {name} is not built on this machine and {OFFLINE_REASON}, which forbids fetching it; "
+                f"download CrypticBio-Benchmark/{file_name} of {REPO} into a folder and pass it with --data DIR (its "
+                "photos are then fetched from their URLs), then rerun")
         from huggingface_hub import hf_hub_download
 
         path = Path(hf_hub_download(repo_id=REPO, repo_type="dataset", filename=f"CrypticBio-Benchmark/{file_name}"))

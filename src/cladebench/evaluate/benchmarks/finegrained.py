@@ -27,10 +27,10 @@ How it is read:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+from cladebench.environment import OFFLINE_REASON, hub_offline
 from cladebench.errors import DatasetNotFoundError, RemoteUnavailableError
 from cladebench.evaluate.benchmarks.base import (
     Benchmark,
@@ -113,9 +113,9 @@ def _locate(benchmark: Benchmark, mirror: Path | None) -> Located:
     else:
         uri = f"hf://datasets/{repo}@{RELEASE}/{DATA_PATH}"
         dataset = store.open_dataset(uri)  # offline or unreachable: one line, within seconds
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        offline = hub_offline()
         sidecar = None if offline else _sidecar_from_hub(repo)
-        absent = (f"{SIDECAR_NAME} was not fetched (HF_HUB_OFFLINE=1)" if offline
+        absent = (f"{SIDECAR_NAME} was not fetched ({OFFLINE_REASON})" if offline
                   else f"the release has no {SIDECAR_NAME}")
         provenance = {"kind": "published", "source": benchmark.source, "release": RELEASE}
     checked = check_published_embeddings(dataset, sidecar=sidecar, sidecar_name=SIDECAR_NAME, uri=uri,

@@ -12,10 +12,10 @@ and MRR as the INQUIRE paper reports them; Co-Observed by lineage completion, pe
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+from cladebench.environment import OFFLINE_REASON, hub_offline
 from cladebench.errors import CladebenchError
 from cladebench.evaluate.benchmarks.base import Benchmark, Headline, Protocol, register_benchmark
 
@@ -25,10 +25,10 @@ INQUIRE_RERANK_FILES = ("*validation-*.parquet", "*test-*.parquet")
 
 def hub_snapshot(repo_id: str, patterns: list[str], *, name: str, how: str) -> tuple[Path, dict[str, Any]]:
     """The published files of a Hub dataset (fetched once into the Hub's cache) and the commit they are at; offline
-    (``HF_HUB_OFFLINE=1``) an error that says ``how`` to build the benchmark from local files."""
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise CladebenchError(f"benchmark {name} is not built on this machine and HF_HUB_OFFLINE=1 forbids fetching "
-                              f"it; {how}, or pass a local mirror of {repo_id} with --data DIR, then rerun")
+    (:func:`~cladebench.environment.hub_offline`) an error that says ``how`` to build the benchmark from local files."""
+    if hub_offline():
+        raise CladebenchError(f"benchmark {name} is not built on this machine and {OFFLINE_REASON}, which forbids "
+                              f"fetching it; {how}, or pass a local mirror of {repo_id} with --data DIR, then rerun")
     from huggingface_hub import snapshot_download
 
     folder = Path(snapshot_download(repo_id=repo_id, repo_type="dataset", allow_patterns=patterns))

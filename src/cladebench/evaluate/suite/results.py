@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cladebench.curate.builders.cards import markdown_cell
 from cladebench.errors import CladebenchError, SchemaError
+from cladebench.escaping import markdown_cell
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.evaluate.suite.plan import PlannedRun

@@ -17,15 +17,19 @@ score with it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cladebench import store
+from cladebench.console import note
 from cladebench.errors import EXIT_INTERRUPTED, CladebenchError, UsageError
 from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.run import load_model, run_eval
@@ -38,8 +42,10 @@ from cladebench.evaluate.suite.results import (
     update_results,
 )
 from cladebench.evaluate.verify import verify_record
-from cladebench.paths import atomic_write
+from cladebench.paths import atomic_write, held_lock
 
+LOCK_FILE = ".suite.lock"
+"""In the suite folder: held by the suite writing it (:func:`suite_lock`); it names the holder's pid."""
 SKIP_FILE = "skipped.json"
 """Beside where a run's record would be: why the run could not run (written whole, read by later suites)."""
 NOT_RECORDED_EXIT_CODES = frozenset({3, 5, 6, EXIT_INTERRUPTED})
@@ -148,13 +154,37 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
     """Run ``config``'s suite into ``config.out``; returns what was run, reused and skipped. Interrupted, the table
     keeps every run finished so far, and the next suite continues from there. ``finished_run``: called with the
     ``run.json`` and the table rows of each run as it finishes or is reused (``suite --mlflow`` logs it)."""
-    say = progress or (lambda line: None)
-    then = finished_run or (lambda path, rows: None)
     planned = plan_suite(config)
     _refuse_same_weights(planned)
     store.check_writable(config.out, folder=True)
     read_results(config.out)  # a results.parquet that is no suite's table is refused before any run, never replaced
     config.out.mkdir(parents=True, exist_ok=True)
+    with suite_lock(config.out):
+        return _run_planned(config, planned, progress or (lambda line: None),
+                            finished_run or (lambda path, rows: None))
+
+
+@contextlib.contextmanager
+def suite_lock(out: Path) -> Iterator[None]:
+    """Hold the suite folder ``out`` for one suite at a time (:data:`LOCK_FILE`): a second suite on it waits, saying
+    so in one line, and then reuses what the first finished (the same runs) and adds its own rows."""
+    started = _now()
+
+    def waiting() -> None:
+        try:
+            holder = " ".join((out / LOCK_FILE).read_text(encoding="utf-8", errors="replace").split())
+        except OSError:
+            holder = ""
+        note(f"[suite] another cladebench suite{f' ({holder})' if holder else ''} is writing {out}; waiting for it "
+             "to finish (Ctrl-C to stop)")
+
+    with held_lock(out / LOCK_FILE, on_wait=waiting, note=f"pid {os.getpid()} on {socket.gethostname()} since "
+                                                          f"{started}"):
+        yield
+
+
+def _run_planned(config: SuiteConfig, planned: list[PlannedRun], say: Callable[[str], None],
+                 then: Callable[[Path, list[dict[str, Any]]], None]) -> SuiteSummary:
     summary = SuiteSummary(runs=planned, results=config.out / RESULTS_FILE)
     finished = {p.key: _finished(p, say) for p in planned}
     recorded = {p.key: None if config.retry_skipped else _recorded_skip(p) for p in planned}

@@ -192,9 +192,9 @@ class VLMClient:
         at all came with logprobs, the endpoint cannot score: :class:`LogprobsUnsupportedError` is raised.
         """
         wanted = [i if isinstance(i, YesNoItem) else YesNoItem(*i) for i in items]
-        from tqdm import tqdm
+        from cladebench.progress import progress_bar
 
-        with tqdm(total=len(wanted), desc="asking", unit="item", disable=not self.config.progress,
+        with progress_bar(total=len(wanted), desc="asking", unit="item", enabled=self.config.progress,
                   leave=False) as bar:
 
             async def one(item: YesNoItem) -> YesNoResult:

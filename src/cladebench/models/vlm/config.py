@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import string
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cladebench.environment import variable
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.retry import RetryPolicy
 
@@ -115,7 +115,7 @@ class VLMConfig:
                            max_retry_after_s=self.max_retry_after_s, deadline_s=self.request_deadline_s)
 
     def resolved_api_key(self) -> str | None:
-        return self.api_key or os.environ.get(self.api_key_env) or None
+        return self.api_key or variable(self.api_key_env)
 
     def provenance(self) -> dict[str, Any]:
         """The settings that shape answers, for a results record (no key, no local paths)."""

@@ -86,17 +86,16 @@ class Reply:
 
 async def ask_all(questions: Sequence[tuple[str, bytes]], model_id: str, config: LineageConfig) -> list[Reply]:
     """Every (prompt, image) question, concurrently, answers in order; the first endpoint error is raised."""
-    from tqdm import tqdm
-
     from cladebench.images import ImageDecodeError
     from cladebench.models.endpoint import parse_endpoint
     from cladebench.models.vlm import InvalidResponseError, VLMClient, VLMConfig
+    from cladebench.progress import progress_bar
     from cladebench.retry import gather_or_cancel
 
     vlm_config = VLMConfig(concurrency=config.vlm_concurrency, request_deadline_s=config.vlm_deadline_s,
                            max_response_bytes=config.vlm_max_response_bytes)
     async with VLMClient(parse_endpoint(model_id), vlm_config) as vlm:
-        with tqdm(total=len(questions), desc="asking", unit="question", leave=False) as bar:
+        with progress_bar(total=len(questions), desc="asking", unit="question", leave=False) as bar:
 
             async def one(prompt: str, image: bytes) -> Reply:
                 try:

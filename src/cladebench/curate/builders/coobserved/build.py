@@ -46,7 +46,6 @@ Why a module: it is the one place that orders the other modules' work and writes
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -108,7 +107,7 @@ def _download(staging: Path, ray: str | None = None) -> tuple[Path, int, dict[st
 
     dataset_path = staging / "coobserved.lance"
     build = build_inat_coobserved(staging / "data", dataset_path,
-                                  download_config=DownloadConfig(progress=sys.stderr.isatty(), ray=ray))
+                                  download_config=DownloadConfig(progress=True, ray=ray))
     return dataset_path, build.failed, build.failed_by_reason, build.fingerprint
 
 

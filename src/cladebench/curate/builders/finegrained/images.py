@@ -19,7 +19,6 @@ processes); the table's schema lives beside it because a row is written only onc
 from __future__ import annotations
 
 import io
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,12 +204,12 @@ def output_batches(rows: Sequence[dict[str, Any]], config: FineGrainedBuildConfi
              seen: Sequence[tuple[str, set[str]]] | None, dropped: list[dict[str, Any]],
              workers: int) -> Iterator[pa.Table]:
     """The dataset's rows as Arrow tables of at most :data:`CHUNK_ROWS`; rows whose image fails go to ``dropped``."""
-    from tqdm import tqdm
+    from cladebench.progress import progress_bar
 
     by_uuid = {r["uuid"]: r for r in rows}
     tasks = [(r["uuid"], r["image_file"], config.max_side) for r in rows]
     pending: list[dict[str, Any]] = []
-    with tqdm(total=len(tasks), desc="images", unit="img", disable=not config.progress, file=sys.stderr) as bar:
+    with progress_bar(total=len(tasks), desc="images", unit="img", enabled=config.progress) as bar:
         for uuid, result in encoded_files(tasks, workers):
             bar.update(1)
             row = by_uuid[uuid]
