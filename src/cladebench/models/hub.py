@@ -29,7 +29,7 @@ import os
 import threading
 from pathlib import Path
 
-from cladebench.models.registry import ModelLoadError, ModelUnavailableError
+from cladebench.models.failures import ModelLoadError, ModelUnavailableError
 
 CONFIG_NAME = "open_clip_config.json"
 WEIGHT_NAMES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
@@ -235,3 +235,30 @@ def fetch_file(repo: str, filenames: tuple[str, ...], revision: str | None) -> t
     except Exception as error:
         raise _remote_error(repo, revision, error) from error
     return Path(path), commit_of(path)
+
+
+def config_files(repo: str, revision: str | None, names: tuple[str, ...]) -> Path | None:
+    """The snapshot folder holding those of ``names`` (small config files) that the repo has at ``revision``: from
+    the cache, or online fetched alone (no weights); None when none is cached and they cannot be fetched now (offline,
+    the Hub not answering, no such repo: the model's load then says which, in its one line)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    cache = hub_cache_dir()
+    for name in names:
+        try:
+            return Path(hf_hub_download(repo, name, revision=revision, cache_dir=cache, local_files_only=True)).parent
+        except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
+            continue
+    if hub_offline():
+        return None
+    try:
+        check_hub_answers(repo, revision)
+        from huggingface_hub import HfApi
+
+        files = set(HfApi().list_repo_files(repo, revision=revision))
+        found = [Path(hf_hub_download(repo, name, revision=revision, cache_dir=cache)) for name in names
+                 if name in files]
+    except Exception:  # unreachable, gated, no such repo: the load that follows reports it in one line
+        return None
+    return found[0].parent if found else None

@@ -34,7 +34,7 @@ import numpy as np
 from cladebench.errors import CladebenchError, unknown_name
 from cladebench.models import hub
 from cladebench.models.preprocessing import Preprocessing
-from cladebench.models.registry import ModelLoadError, ModelUnavailableError, resolve_encoder
+from cladebench.models.registry import ModelLoadError, ModelUnavailableError
 from cladebench.models.spec import ModelSpec
 from cladebench.provenance import software_versions
 from cladebench.registry import Registry
@@ -361,14 +361,3 @@ def load_open_clip(spec: ModelSpec, *, preprocessing: str = "openclip", device: 
     model_preprocess = open_clip.get_model_preprocess_cfg(model)  # config, tag and overrides merged
     return Encoder(model, tokenizer, spec=spec, revision=load.revision,
                    preprocessing=mode.from_model_config(model_preprocess), device=device, precision=precision)
-
-
-def load_encoder(name: str, *, revision: str | None = None, preprocessing: str = "openclip",
-                 device: str = "auto", precision: str = "fp32") -> Encoder:
-    """Resolve a model name (alias, ``hf-hub:``, ``local-dir:``, ``NAME/PRETRAINED``) and load it.
-
-    ``revision`` overrides the alias's pin; ``preprocessing`` is ``openclip`` or ``tol``; ``device``
-    ``auto`` picks cuda, then mps, then cpu; ``precision`` is ``fp32``, ``fp16`` (GPU only) or ``bf16``.
-    """
-    return load_open_clip(resolve_encoder(name, revision), preprocessing=preprocessing, device=device,
-                          precision=precision)
