@@ -33,6 +33,7 @@ import numpy as np
 
 from cladebench.errors import CladebenchError, unknown_name
 from cladebench.models import hub
+from cladebench.models.backbones import EXPECTED, CheckpointLayoutError
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.registry import ModelLoadError, ModelUnavailableError
 from cladebench.models.spec import ModelSpec
@@ -253,6 +254,9 @@ def _fetch_hf_hub(spec: ModelSpec) -> OpenClipLoad:
 @fetcher("local-dir")
 def _fetch_local_dir(spec: ModelSpec) -> OpenClipLoad:
     folder = Path(spec.open_clip_name.removeprefix("local-dir:"))
+    if folder.is_dir() and not (folder / hub.CONFIG_NAME).is_file():  # a folder, but no library's that we read
+        raise CheckpointLayoutError(f"model {spec.id}: {folder} is no model folder cladebench reads; expected "
+                                    f"{EXPECTED}")
     if not (folder / hub.CONFIG_NAME).is_file():
         raise ModelLoadError(f"model {spec.id}: no {hub.CONFIG_NAME} in {folder} (is it an open_clip checkpoint?)")
     weights = sorted({p for pattern in _LOCAL_WEIGHT_GLOBS for p in folder.glob(pattern)})
