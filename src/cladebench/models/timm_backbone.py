@@ -12,11 +12,13 @@ naming model and revision, :mod:`.hub`) and handed to timm as a file, so timm it
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
-from cladebench.errors import CladebenchError, unknown_name
+from cladebench.errors import CladebenchError, UnknownNameError, unknown_name
 from cladebench.models import hub
 from cladebench.models.backbones import LAYOUTS, TIMM_PREFIX, checked_layout
 from cladebench.models.failures import ModelLoadError, ModelUnavailableError
@@ -57,7 +59,7 @@ def _tag_weights(spec: ModelSpec, name: str) -> tuple[dict[str, Any], str | None
 
     architecture, tag = split_model_name_tag(name)
     if not timm.is_model(architecture):
-        raise unknown_name("timm architecture", architecture, timm.list_models())
+        raise unknown_architecture(spec, architecture)
     tags = timm.list_pretrained(f"{architecture}.*")
     if not tags:
         raise ModelLoadError(f"model {spec.id}: timm has no pretrained weights for {architecture}; save a model with "
@@ -108,12 +110,22 @@ def load_timm(spec: ModelSpec, *, preprocessing: str = "openclip", device: str =
                         device=device, precision=precision, embedding=EMBEDDING, library="timm")
 
 
+def unknown_architecture(spec: ModelSpec, architecture: str, where: str = "") -> UnknownNameError:
+    """An architecture timm does not know, with the closest it does (its 1,300 names are not listed)."""
+    import timm
+
+    close = difflib.get_close_matches(architecture, timm.list_models(), n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; see timm.list_models()"
+    return UnknownNameError(f"model {spec.id}: unknown timm architecture {architecture!r}{where} (timm "
+                            f"{timm.__version__}){hint}")
+
+
 def _build_error(spec: ModelSpec, revision: str | None, error: Exception) -> CladebenchError:
     if "Unknown model" in str(error) or "Invalid model name" in str(error):
-        import timm
-
-        architecture = str(error).split("(")[-1].rstrip(")") if "(" in str(error) else spec.id
-        return unknown_name("timm architecture", architecture, timm.list_models())
+        folder = Path(spec.id.removeprefix("local-dir:"))
+        config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
+        architecture = str(config.get("architecture") or spec.id)
+        return unknown_architecture(spec, architecture, f" named by {folder / 'config.json'}" if config else "")
     return ModelLoadError(f"model {spec.id} (revision {revision}) could not be built by timm: "
                           f"{type(error).__name__}: {error}; a folder must hold {LAYOUTS['timm'].expected}")
 
