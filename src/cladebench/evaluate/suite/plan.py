@@ -136,7 +136,8 @@ def unsupported_reason(task: str, model: str, spec: ModelSpec) -> str | None:
     from cladebench.tasks import get_task
 
     refusal = model_refusal(get_task(task), spec)
-    return None if refusal is None else f"{task} {refusal}; {model} is {spec.traits.described} ({spec.id})"
+    named = model if model == spec.id else f"{model} ({spec.id})"
+    return None if refusal is None else f"{task} {refusal}; {named} is {spec.traits.described}"
 
 
 def parse_settings(given: Sequence[str]) -> dict[str, str]:
