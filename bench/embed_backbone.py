@@ -9,7 +9,7 @@ the figure to read (target >= 0.95: decoding hidden behind the model).
 The model is a timm architecture with seeded random weights saved by ``timm.models.save_for_hf`` and loaded as
 ``local-dir:`` (nothing can be downloaded here; throughput does not depend on weight values).
 
-    .venv/bin/python bench/embed_backbone.py [--arch vit_small_patch16_224] [--images 192] [--repeats 2]
+    .venv/bin/python bench/embed_backbone.py [--arch vit_small_patch16_224] [--images 128] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import argparse
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from _args import positive_int
 from cladebench import store
-from embed_throughput import build_dataset, measure_embed, measure_pure_forward, median_of
+from embed_throughput import build_dataset, measure_embed, measure_pure_forward
 
 
 def write_timm_model(directory: Path, architecture: str, seed: int = 0) -> str:
@@ -44,10 +45,10 @@ def write_timm_model(directory: Path, architecture: str, seed: int = 0) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="vit_small_patch16_224", help="timm architecture (random weights)")
-    parser.add_argument("--images", type=positive_int, default=192)
+    parser.add_argument("--images", type=positive_int, default=128)
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--workers", type=int, default=None, help="embed's decoding workers (default: its own)")
-    parser.add_argument("--repeats", type=positive_int, default=2, help="runs of each measurement; the median")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="runs of each measurement; the median")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
@@ -70,9 +71,14 @@ def main() -> None:
         model = write_timm_model(work / "models" / args.arch, args.arch, args.seed)
         encoder = load_encoder(model, device="cpu")
         print(f"model: {encoder!r}, preprocessing {encoder.preprocessing.mode} {encoder.preprocessing.size}")
-        forward = median_of(args.repeats, measure_pure_forward, encoder, images, args.batch_size)
-        embed = median_of(args.repeats, measure_embed, encoder, model, source, work, len(images), args.batch_size,
-                          args.workers)
+        # Interleaved (forward, embed, forward, embed, ...): on a shared machine a burst of load then slows both.
+        forwards, embeds = [], []
+        for _ in range(args.repeats):
+            forwards.append(measure_pure_forward(encoder, images, args.batch_size))
+            embeds.append(measure_embed(encoder, model, source, work, len(images), args.batch_size, args.workers))
+            print(f"  pure forward {forwards[-1]:.1f} img/s, embed {embeds[-1]:.1f} img/s "
+                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+        forward, embed = statistics.median(forwards), statistics.median(embeds)
         print()
         print("| model | images | pure forward img/s | embed img/s | embed / forward |")
         print("|---|---|---|---|---|")

@@ -107,6 +107,10 @@ def test_a_text_task_on_an_image_only_model_is_refused_before_anything_loads(tmp
     assert "zeroshot task needs a text tower" in error[0] and f"local-dir:{tiny_dinov2}" in error[0]
     assert "image-only transformers vision model" in error[0] and "tasks that run on it: fewshot, retrieval" in error[0]
     assert "LOADED []" in result.stderr and not out.exists()
+    # Text search needs a text tower too: refused before the weights load, not as a missing method.
+    result = _cli(["search", str(dataset), "a bird", "--model", f"local-dir:{tiny_dinov2}"])
+    assert result.returncode == 2, result.stderr
+    assert "text search needs a text tower" in result.stderr and "LOADED []" in result.stderr
 
 
 def _folder_with(tmp_path: Path, name: str, files: dict[str, str | bytes]) -> Path:

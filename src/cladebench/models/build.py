@@ -14,7 +14,7 @@ from typing import Any
 from cladebench.models.endpoint import EndpointModel
 from cladebench.models.hf_vision import load_hf_vision
 from cladebench.models.openclip import load_open_clip
-from cladebench.models.registry import resolve_encoder
+from cladebench.models.registry import require_texts, resolve_encoder
 from cladebench.models.spec import Model, ModelSpec
 from cladebench.models.timm_backbone import load_timm
 from cladebench.registry import Registry
@@ -58,16 +58,20 @@ def build_model(spec: ModelSpec, *, device: str = "auto", precision: str = "fp32
 
 
 def load_encoder(name: str, *, revision: str | None = None, preprocessing: str = "openclip",
-                 device: str = "auto", precision: str = "fp32") -> Any:
+                 device: str = "auto", precision: str = "fp32", texts: str | None = None) -> Any:
     """Resolve a model name that embeds images (alias, ``hf-hub:``, ``local-dir:``, ``timm:``, ``NAME/PRETRAINED``)
     and build it: an open_clip :class:`~cladebench.models.openclip.Encoder` or an image-only
     :class:`~cladebench.models.image_encoder.ImageEncoder`.
 
     ``revision`` overrides the alias's pin; ``preprocessing`` is ``openclip`` (the model's own) or ``tol``;
     ``device`` ``auto`` picks cuda, then mps, then cpu; ``precision`` is ``fp32``, ``fp16`` (GPU only) or ``bf16``.
+    ``texts``: what the caller will embed texts for (``text search``), when it will: a model without a text tower
+    is then refused before it loads (:func:`~cladebench.models.registry.require_texts`).
     """
-    return build_model(resolve_encoder(name, revision), device=device, precision=precision,
-                       preprocessing=preprocessing)
+    spec = resolve_encoder(name, revision)
+    if texts is not None:
+        require_texts(spec, texts)
+    return build_model(spec, device=device, precision=precision, preprocessing=preprocessing)
 
 
 __all__ = ["MODEL_BUILDERS", "build_model", "load_encoder"]

@@ -48,7 +48,7 @@ from cladebench.models.backbones import TIMM_PREFIX, folder_spec, hub_spec_of_ba
 from cladebench.models.endpoint import ENDPOINT_PREFIX, endpoint_model_spec
 from cladebench.models.failures import ModelLoadError
 from cladebench.models.failures import ModelUnavailableError as ModelUnavailableError
-from cladebench.models.spec import EMBEDS_IMAGES, ModelSpec, column_key
+from cladebench.models.spec import EMBEDS_IMAGES, EMBEDS_TEXTS, ModelSpec, column_key
 from cladebench.registry import Registry
 
 HF_HUB_PREFIX = "hf-hub:"
@@ -297,4 +297,15 @@ def require_encoder(spec: ModelSpec) -> ModelSpec:
         raise UsageError(f"model {redact_text(spec.name or spec.id)!r} is {spec.traits.described}: it does not embed "
                          "images, so it serves the tasks that take it (rerank, lineage), not those that need image "
                          "embeddings")
+    return spec
+
+
+def require_texts(spec: ModelSpec, purpose: str) -> ModelSpec:
+    """``spec`` when the model embeds texts; an image-only model is a :class:`~cladebench.errors.UsageError`
+    naming ``purpose`` (``text search``), the model and what it lacks."""
+    if not spec.can(EMBEDS_TEXTS):
+        from cladebench.provenance import redact_text
+
+        raise UsageError(f"{purpose} needs a text tower; model {redact_text(spec.name or spec.id)!r} is "
+                         f"{spec.traits.described}, without it")
     return spec
