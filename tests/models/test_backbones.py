@@ -165,3 +165,21 @@ def test_offline_with_nothing_cached_names_the_model_and_revision(tmp_path: Path
         lines = [line for line in result.stderr.splitlines() if not line.startswith("LOADED")]
         assert result.returncode == 5 and len(lines) == 1, result.stderr
         assert needle in lines[0] and "HF_HUB_OFFLINE" in lines[0], lines[0]
+
+
+def test_each_task_asks_what_the_model_can_do(tiny_dinov2: Path) -> None:
+    from cladebench.evaluate.checks import model_refusal, tasks_for
+    from cladebench.models.spec import ANSWERS, EMBEDS_IMAGES, EMBEDS_TEXTS, missing_for
+    from cladebench.tasks import get_task
+
+    image_only = resolve_model(f"local-dir:{tiny_dinov2}")
+    endpoint = resolve_model("openai-compatible:m@http://127.0.0.1:9/v1")
+    both = frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS})
+    assert missing_for((both, frozenset({ANSWERS})), frozenset({EMBEDS_IMAGES})) == {EMBEDS_TEXTS}
+    assert missing_for((both, frozenset({ANSWERS})), frozenset({ANSWERS})) is None
+    assert {name: model_refusal(get_task(name), image_only) for name in ("zeroshot", "geo", "rerank", "lineage",
+                                                                          "fewshot", "retrieval")} == {
+        "zeroshot": "needs a text tower", "geo": "needs a text tower", "rerank": "needs a text tower",
+        "lineage": "needs a text tower", "fewshot": None, "retrieval": None}
+    assert model_refusal(get_task("fewshot"), endpoint) == "needs an image tower"
+    assert tasks_for(image_only) == ["fewshot", "retrieval"] and tasks_for(endpoint) == ["rerank", "lineage"]

@@ -81,13 +81,14 @@ def register_kind(name: str, traits: KindTraits) -> KindTraits:
 
 def missing_for(needs: Sequence[frozenset[str]], can: frozenset[str]) -> frozenset[str] | None:
     """What a model that can do ``can`` lacks for a task whose ``needs`` are alternatives (any one suffices):
-    None when one alternative is met, else the smallest set missing from one of them."""
+    None when one alternative is met, else the smallest set missing from one of them (the first of equal size:
+    alternatives come in the order a task prefers them)."""
     if not needs:
         return None
     gaps = [need - can for need in needs]
     if any(not gap for gap in gaps):
         return None
-    return min(gaps, key=lambda gap: (len(gap), sorted(gap)))
+    return min(gaps, key=len)
 
 
 def lacking(missing: frozenset[str]) -> str:

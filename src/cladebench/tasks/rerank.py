@@ -35,8 +35,9 @@ import hashlib
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -151,8 +152,8 @@ SCORERS: Registry[Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = 
 SCORERS.add("clip", _clip_scores)
 SCORERS.add("vlm", _vlm_scores)
 
-SCORER_NEEDS: dict[str, frozenset[str]] = {"clip": frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}),
-                                           "vlm": frozenset({ANSWERS})}
+SCORER_NEEDS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "clip": frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}), "vlm": frozenset({ANSWERS})})
 """Scorer -> what it needs of a model (an image and a text tower for a cosine; an endpoint for P(Yes)), tried in
 this order."""
 MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(SCORER_NEEDS.values())

@@ -88,7 +88,8 @@ VLM answers), :mod:`~cladebench.tasks.lineage.metrics`; this module runs the tas
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -121,8 +122,8 @@ PREDICTORS: Registry[Callable[..., Predicted]] = Registry("lineage predictor")
 PREDICTORS.add("clip", predict_contrastive)
 PREDICTORS.add("vlm", predict_vlm)
 
-PREDICTOR_NEEDS: dict[str, frozenset[str]] = {"clip": frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}),
-                                              "vlm": frozenset({ANSWERS})}
+PREDICTOR_NEEDS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "clip": frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}), "vlm": frozenset({ANSWERS})})
 """Predictor -> what it needs of a model, tried in this order."""
 MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(PREDICTOR_NEEDS.values())
 """What lineage needs of a model: any one predictor's needs."""
