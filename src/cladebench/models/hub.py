@@ -6,6 +6,10 @@ honoured by downloading the snapshot with ``huggingface_hub.snapshot_download(re
 loading it as ``local-dir:``; the cache is read first, so a cached commit needs no network at all;
 and ``HF_HUB_OFFLINE`` with nothing cached fails at once with a message naming model and revision.
 
+An image-only backbone's files (timm's or transformers' ``config.json``, weights and image processor) come through
+:func:`fetch_file` the same way, and :func:`config_files` reads a repo's small config files alone, which is how
+the resolver tells an open_clip repo from a timm or transformers one.
+
 Only what open_clip reads is fetched: ``open_clip_config.json``, one weights file (safetensors when
 the repo has it) and small tokenizer files. Some repos hold several gigabytes of other checkpoints
 (BGLab/BioTrove-CLIP keeps three ``.pt`` files beside its open_clip weights).

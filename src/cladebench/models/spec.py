@@ -132,15 +132,15 @@ class ModelSpec:
     ``NAME/PRETRAINED`` or ``openai-compatible:NAME@URL``. Two names for the same weights share it."""
     open_clip_name: str | None
     """First argument to ``open_clip.create_model``: an architecture (``ViT-B-16``) or ``hf-hub:``/``local-dir:``;
-    ``None`` for a model behind an endpoint."""
+    ``None`` for a model behind an endpoint and for an image-only backbone (timm, transformers)."""
     pretrained: str | None
     """open_clip ``pretrained``: a tag (``openai``) or an absolute file path; ``None`` for hf-hub, local-dir and
     endpoints."""
     revision: str | None
     """Hub commit or branch to load; ``None`` means the source has no revision or it was not pinned."""
     source: str
-    """Where the weights come from: ``hf-hub``, ``local-dir``, ``open_clip`` or ``openai-compatible`` (see
-    :data:`cladebench.models.registry.MODEL_NAME_FORMS`)."""
+    """Where the weights come from: ``hf-hub``, ``local-dir``, ``open_clip``, ``timm`` (a timm pretrained tag) or
+    ``openai-compatible`` (see :data:`cladebench.models.registry.MODEL_NAME_FORMS`)."""
     alias: str | None = None
     """The registered alias this spec was resolved from, if any; not part of the identity of the weights."""
     kind: ModelKind = "clip"
