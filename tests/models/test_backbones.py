@@ -4,6 +4,7 @@ loads, and bad folders and names end in one line with exit 2 or 4 (5 offline wit
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -76,24 +77,30 @@ def test_embed_stores_the_librarys_own_vectors(tmp_path: Path, tiny_timm: Path, 
     assert embedding in metadata["embedding"]
 
 
-def test_a_hub_repo_in_the_cache_is_read_by_its_own_library(tmp_path: Path, tiny_dinov2: Path, monkeypatch) -> None:
-    # The cache as huggingface_hub lays out a downloaded snapshot: the repo's config.json says it is transformers'.
+@pytest.mark.parametrize(("which", "kind", "reference"), [("dinov2", "hf-vision", dinov2_vectors),
+                                                        ("timm", "timm", timm_vectors)])
+def test_a_hub_repo_in_the_cache_is_read_by_its_own_library(tmp_path: Path, tiny_dinov2: Path, tiny_timm: Path,
+                                                             monkeypatch, which: str, kind: str, reference) -> None:
+    # The cache as huggingface_hub lays out a downloaded snapshot: the repo's config.json says whose it is.
+    folder = tiny_dinov2 if which == "dinov2" else tiny_timm
     commit = "c" * 40
-    storage = tmp_path / "hf" / "hub" / "models--test-org--tiny-dinov2"
-    shutil.copytree(tiny_dinov2, storage / "snapshots" / commit)
+    storage = tmp_path / "hf" / "hub" / f"models--test-org--tiny-{which}"
+    shutil.copytree(folder, storage / "snapshots" / commit)
     (storage / "refs").mkdir()
     (storage / "refs" / "main").write_text(commit)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    spec = resolve_model("hf-hub:test-org/tiny-dinov2")
-    assert (spec.kind, spec.source, spec.column) == ("hf-vision", "hf-hub", "emb_tinydinov2")
+    spec = resolve_model(f"hf-hub:test-org/tiny-{which}")
+    assert (spec.kind, spec.source, spec.column) == (kind, "hf-hub", f"emb_tiny{which}")
+    from PIL import Image
+
     from cladebench.models import load_encoder
 
-    encoder = load_encoder("hf-hub:test-org/tiny-dinov2", device="cpu")
+    encoder = load_encoder(f"hf-hub:test-org/tiny-{which}", device="cpu")
     assert encoder.describe()["revision"] == commit and encoder.dim == 48
-    vectors = dict(zip(IMAGES, encoder.encode_pil([__import__("PIL.Image").Image.open(
-        __import__("io").BytesIO(data)) for data in IMAGES.values()]), strict=True))
-    assert min(cosines(vectors, dinov2_vectors(tiny_dinov2, IMAGES))) >= 0.9999
+    pil = [Image.open(io.BytesIO(data)) for data in IMAGES.values()]
+    vectors = dict(zip(IMAGES, encoder.encode_pil(pil), strict=True))
+    assert min(cosines(vectors, reference(folder, IMAGES))) >= 0.9999
 
 
 def test_a_text_task_on_an_image_only_model_is_refused_before_anything_loads(tmp_path: Path,
