@@ -187,7 +187,7 @@ def fetch_snapshot(repo: str, revision: str | None) -> tuple[Path, str]:
         if (folder / CONFIG_NAME).is_file() and (folder / weights).is_file():
             return folder, commit_of(folder) or folder.name
     if hub_offline():
-        raise _offline_error(repo, revision, cache, "the open_clip config and weights are")
+        raise _offline_error(repo, revision, cache, "the model's config and weights are")
     check_hub_answers(repo, revision)
 
     from huggingface_hub import HfApi
