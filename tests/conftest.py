@@ -1,5 +1,6 @@
 """Shared test setup: offline by default, opt-in markers, the real-format data folder, and fixtures that tests of
-several packages use (a tiny CLIP model; the lineage task's VLM photos and endpoint). Helpers that are not
+several packages use (a tiny CLIP model; tiny timm and DINOv2 backbones in their libraries' folder layouts; the
+lineage task's VLM photos and endpoint). Helpers that are not
 fixtures live in ``tests/helpers``.
 
 Real-format files are found through ``helpers.realdata``; tests that need a file skip when it is absent.
@@ -61,6 +62,25 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     from cladebench.models.tiny import write_tiny_model
 
     return "local-dir:" + str(write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-clip", seed=0))
+
+
+@pytest.fixture(scope="module")
+def tiny_timm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight timm ViT saved by ``timm.models.save_for_hf`` (:mod:`helpers.backbones`)."""
+    pytest.importorskip("timm")
+    from helpers.backbones import write_tiny_timm
+
+    return write_tiny_timm(tmp_path_factory.mktemp("timm") / "tiny-timm")
+
+
+@pytest.fixture(scope="module")
+def tiny_dinov2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight DINOv2 and its image processor saved by ``save_pretrained`` (:mod:`helpers.backbones`)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    from helpers.backbones import write_tiny_dinov2
+
+    return write_tiny_dinov2(tmp_path_factory.mktemp("dinov2") / "tiny-dinov2")
 
 
 @pytest.fixture(scope="module")

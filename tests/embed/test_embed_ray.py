@@ -377,3 +377,26 @@ def test_rows_added_while_a_ray_run_encodes_are_encoded_in_the_same_run(
     assert all(vectors[u] is not None for u in late)
     assert got["metadata"]["valid_rows"] == summary.valid and not embed_ray.staging_dir(
         str(path), COLUMN, fragments=True).exists()
+
+
+def test_an_image_only_backbone_runs_on_ray_as_in_one_process(cluster: Any, template: Path, tiny_dinov2: Path,
+                                                               tmp_path: Path) -> None:
+    # A DINOv2 in transformers' own layout: its image processor rebuilt in each actor from the recorded values.
+    model = f"local-dir:{tiny_dinov2}"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "ray").mkdir()
+    here, there = _copy(template, tmp_path / "one"), _copy(template, tmp_path / "ray")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        embed_dataset(_config(here, model, workers=0))
+    finally:
+        torch.set_num_threads(threads)
+    embed_dataset(_config(there, model, ray="default", ray_cpus_per_actor=1))
+    got, want = _column(there), _column(here)
+    assert got["metadata"]["preprocessing"]["mode"] == "transformers" and "CLS" in got["metadata"]["embedding"]
+    # Layer-normed CLS tokens of random weights have nearly equal norms: their std, merged from per-fragment sums,
+    # keeps only about 7 digits, so the statistics are compared at that precision and everything else exactly.
+    assert got["metadata"]["norm_stats"] == pytest.approx(want["metadata"]["norm_stats"], rel=1e-5)
+    got["metadata"]["norm_stats"] = want["metadata"]["norm_stats"]
+    _assert_same_column(got, want)

@@ -194,8 +194,8 @@ def test_an_endpoint_runs_only_the_tasks_that_take_one(suite_env, tmp_path):
     reasons = {(p.benchmark.name, p.task): p.unsupported for p in planned}
     assert reasons[("inquire-rerank", "rerank")] is None and reasons[("inat-coobserved", "lineage")] is None
     for name in ("fine-grained-challenges", "crypticbio-common"):
-        assert "zeroshot takes clip models; " in reasons[(name, "zeroshot")]
-        assert "is a vlm model" in reasons[(name, "zeroshot")]
+        assert "zeroshot needs an image tower and a text tower; " in reasons[(name, "zeroshot")]
+        assert "is a VLM behind an endpoint" in reasons[(name, "zeroshot")]
 
 
 def test_settings_and_models_are_checked_before_any_run(suite_env, tmp_path, capsys):

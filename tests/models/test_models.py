@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cladebench.errors import CladebenchError, UnknownNameError, UsageError
+from cladebench.errors import CladebenchError, SchemaError, UnknownNameError, UsageError
 from cladebench.models import (
     MODELS,
     ModelLoadError,
@@ -439,8 +439,9 @@ def test_precision_and_device_errors(tiny_dir):
 def test_missing_local_checkpoint(tmp_path):
     from cladebench.models import load_encoder
 
-    with pytest.raises(ModelLoadError, match=r"open_clip_config\.json"):
+    with pytest.raises(SchemaError, match=r"open_clip_config\.json") as info:  # a folder of no layout: exit 4
         load_encoder(f"local-dir:{tmp_path}", device="cpu")
+    assert str(tmp_path) in str(info.value) and "save_for_hf" in str(info.value) and info.value.exit_code == 4
     with pytest.raises(ModelLoadError, match="does not exist"):
         load_encoder(f"ViT-B-16/{tmp_path / 'nothing.pt'}", device="cpu")
 

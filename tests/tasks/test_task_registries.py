@@ -19,8 +19,8 @@ from cladebench.tasks.geo.fusion import FUSIONS
 from cladebench.tasks.lineage.config import AUTO_CONDITIONS, CONDITION_CHOICES, LineageConfig
 from cladebench.tasks.lineage.parse import STRATEGIES
 from cladebench.tasks.lineage.targets import CONDITIONS
-from cladebench.tasks.lineage.task import PREDICTORS
-from cladebench.tasks.rerank import SCORERS
+from cladebench.tasks.lineage.task import PREDICTOR_NEEDS, PREDICTORS
+from cladebench.tasks.rerank import SCORER_NEEDS, SCORERS
 
 
 @pytest.mark.parametrize("registry", [TASKS, METHODS, FUSIONS, STRATEGIES, PREDICTORS, SCORERS],
@@ -29,8 +29,10 @@ def test_each_pluggable_table_is_a_registry(registry: object) -> None:
     assert isinstance(registry, Registry)
 
 
-@pytest.mark.parametrize("table", [SIMPLESHOT_PROTOCOLS, CONDITIONS, CONDITION_CHOICES, AUTO_CONDITIONS],
-                         ids=["SIMPLESHOT_PROTOCOLS", "CONDITIONS", "CONDITION_CHOICES", "AUTO_CONDITIONS"])
+@pytest.mark.parametrize("table", [SIMPLESHOT_PROTOCOLS, CONDITIONS, CONDITION_CHOICES, AUTO_CONDITIONS,
+                                   SCORER_NEEDS, PREDICTOR_NEEDS],
+                         ids=["SIMPLESHOT_PROTOCOLS", "CONDITIONS", "CONDITION_CHOICES", "AUTO_CONDITIONS",
+                              "SCORER_NEEDS", "PREDICTOR_NEEDS"])
 def test_each_fixed_table_is_read_only(table: MappingProxyType) -> None:
     assert isinstance(table, MappingProxyType)
     with pytest.raises(TypeError):
@@ -50,6 +52,7 @@ def test_the_builtin_entries_are_registered() -> None:
     assert set(TASKS) == set(BUILTIN_TASKS)
     assert list(METHODS) == ["simpleshot", "simpleshot-biobench", "linear", "knn"]
     assert set(FUSIONS) == {"product", "embedding_sum"} and set(SCORERS) == set(PREDICTORS) == {"clip", "vlm"}
+    assert set(SCORER_NEEDS) == set(SCORERS) and set(PREDICTOR_NEEDS) == set(PREDICTORS)
     assert list(CONDITIONS) == ["hint", "nohint"] and next(iter(STRATEGIES)) == "json"
 
 

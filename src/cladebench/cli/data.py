@@ -166,7 +166,7 @@ def _search(command: SearchCommand) -> int:
         raise UsageError("a fullrank evaluation needs --queries, --annotations and --out")
     dataset = store.open_dataset(command.dataset)
     _check_search(dataset, command)  # before the text tower loads
-    encoder = load_encoder(command.model, revision=command.revision, device=command.device)
+    encoder = load_encoder(command.model, revision=command.revision, device=command.device, texts="text search")
     if not fullrank:
         return _print_search(dataset, encoder, command)
     from cladebench.evaluate.fullrank import write_fullrank_record

@@ -20,15 +20,16 @@ class EmbedConfig:
     dataset: str
     """Path or URI of the Lance dataset to add the column to."""
     model: str = field(metadata=OPTION)
-    """Model: an alias (bioclip, bioclip-2, bioclip-2.5, clip-vit-b-16, ...), hf-hub:ORG/NAME, local-dir:PATH
-    or NAME/PRETRAINED."""
+    """Model: an alias (bioclip, bioclip-2, bioclip-2.5, clip-vit-b-16, ...), hf-hub:ORG/NAME, local-dir:PATH,
+    timm:ARCH[.TAG] (an image-only backbone, as are timm and transformers folders) or NAME/PRETRAINED."""
     column: str | None = None
     """Name of the new column: emb_ followed by lower-case letters, digits and underscores (emb_[a-z0-9_]+, so
     that filters and SQL need no quoting); derived from the model when omitted (bioclip-2.5 -> emb_bioclip2p5)."""
     revision: str | None = None
     """Model revision to load instead of the pinned one."""
     preprocessing: Literal["openclip", "tol"] = "openclip"
-    """openclip: the model's own resize + centre crop; tol: resize to a square without crop, as pybioclip does."""
+    """openclip: the model's own resize + centre crop (a timm or transformers model: its library's own transform);
+    tol: resize to a square without crop, as pybioclip does."""
     batch_size: int = 64
     """Images per forward pass."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"

@@ -350,6 +350,7 @@ def column_metadata(uri: str, described: dict[str, Any], config: EmbedConfig, *,
         "model": described.get("model_id", config.model),
         "revision": described.get("revision") or "",
         "preprocessing": described.get("preprocessing", {}),
+        "embedding": described.get("embedding"),  # which output of an image-only backbone is the vector
         "precision": config.precision,
         "device": described.get("device", ""),
         "logit_scale": described.get("logit_scale"),

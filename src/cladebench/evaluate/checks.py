@@ -198,6 +198,38 @@ def check_model_given(task: Any, settings: Any, *, model_named: bool) -> None:
                          "(to find the column holding its embeddings)")
 
 
+def model_refusal(task: Any, spec: Any) -> str | None:
+    """Why the model ``spec`` means cannot run ``task`` (what it lacks, e.g. "needs a text tower"), or None when it
+    can: the task's needs (:attr:`cladebench.tasks.Task.needs`) against the kind's capabilities, asked, not named."""
+    from cladebench.models.spec import lacking, missing_for
+
+    missing = missing_for(task.needs, spec.capabilities)
+    return None if missing is None else f"needs {lacking(missing)}"
+
+
+def tasks_for(spec: Any) -> list[str]:
+    """The tasks the model ``spec`` can run (each registered task's needs met by its capabilities)."""
+    from cladebench.models.spec import missing_for
+    from cladebench.tasks import all_tasks
+
+    return [name for name, task in all_tasks().items() if missing_for(task.needs, spec.capabilities) is None]
+
+
+def check_model_can(task: Any, spec: Any) -> None:
+    """A usage error, before any weights load, when the model cannot run the task: one line naming the task, the
+    model, what it lacks, and the tasks that do run on it."""
+    if spec is None:
+        return
+    refusal = model_refusal(task, spec)
+    if refusal is None:
+        return
+    from cladebench.provenance import redact_text
+
+    runs = tasks_for(spec)
+    raise UsageError(f"the {task.name} task {refusal}; model {redact_text(spec.name or spec.id)!r} is "
+                     f"{spec.traits.described}, without it; tasks that run on it: {', '.join(runs) or 'none'}")
+
+
 def check_prior_dataset(dataset: Any, settings: Any) -> None:
     """The geo prior's other dataset opens (exit 3 when it is not there) and --prior-fit-where plans on the
     dataset it selects from."""

@@ -32,7 +32,7 @@ from cladebench.evaluate.benchmarks import (
     locate,
     named_benchmark,
 )
-from cladebench.evaluate.checks import check_before_model, check_model_given
+from cladebench.evaluate.checks import check_before_model, check_model_can, check_model_given
 from cladebench.evaluate.record import check_out_outside_dataset
 from cladebench.evaluate.reviewed import reviewed_labels
 from cladebench.evaluate.selection import (
@@ -159,6 +159,7 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     spec = (getattr(encoder, "spec", None) if encoder is not None
             else None if config.model is None else model_registry.resolve_model(config.model, revision=config.revision))
     check_model_given(task, settings, model_named=config.model is not None or encoder is not None)
+    check_model_can(task, spec)  # a text-needing task on an image-only model: refused before anything loads
     if benchmark is None:
         located = None
     elif located is None or located.name != benchmark.name:

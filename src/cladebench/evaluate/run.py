@@ -33,7 +33,7 @@ from cladebench.evaluate.record import RunRecord, command_line, dataset_provenan
 from cladebench.evaluate.selection import LEFT_OUT, left_out_metrics, none_evaluable
 from cladebench.metrics import display_scale
 from cladebench.models import registry as model_registry
-from cladebench.models.spec import ModelSpec, model_kind
+from cladebench.models.spec import EMBEDS_IMAGES, EMBEDS_TEXTS, ModelSpec, model_capabilities
 from cladebench.provenance import software_versions
 from cladebench.tasks.common import label_digest
 from cladebench.templates import get_templates
@@ -81,9 +81,7 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
     """The record's model: what the built model describes (the revision actually loaded), else the spec resolved
     from --model, else what the evaluated column's metadata says."""
     embedding = info.get("embedding_metadata", {})
-    if encoder is not None and model_kind(encoder) == "vlm":
-        model_id, revision, text_precision, named_by = encoder.model_id, None, None, "--model"
-    elif encoder is not None:
+    if encoder is not None:  # an endpoint describes itself too: its id, no revision, no precision
         described = encoder.describe()
         model_id, revision, text_precision = described["model_id"], described.get("revision"), described.get(
             "precision")
@@ -109,13 +107,15 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
 
 
 def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
-    """The model an evaluation scores with, from the resolved --model: an image-text encoder built on first use of
-    its weights (a run whose text embeddings are all cached never imports torch), or a stand-in for a model
-    behind an endpoint."""
+    """The model an evaluation scores with, from the resolved --model: a model with a text tower built on first use
+    of its weights (a run whose text embeddings are all cached never imports torch), else the model as built (a
+    stand-in for a model behind an endpoint, an image-only encoder)."""
     from cladebench.models.build import build_model
     from cladebench.models.deferred import DeferredEncoder
 
-    return DeferredEncoder(spec, config.device) if spec.kind == "clip" else build_model(spec, device=config.device)
+    if spec.can(EMBEDS_TEXTS):
+        return DeferredEncoder(spec, config.device)
+    return build_model(spec, device=config.device)
 
 
 def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) -> Any:
@@ -189,7 +189,7 @@ def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any, Any]:
     if encoder is None and plan.task.uses_encoder and plan.spec is not None:
         encoder = load_model(plan.spec, plan.config)
     dataset = plan.dataset
-    if plan.located is not None and encoder is not None and model_kind(encoder) == "clip":
+    if plan.located is not None and encoder is not None and EMBEDS_IMAGES in model_capabilities(encoder):
         dataset = _embed_if_missing(dataset, plan.uri, plan.config, encoder)
     settings = plan.settings
     if not plan.task.uses_encoder:

@@ -9,9 +9,12 @@ each other directly.
 - :mod:`.registry` (no torch): aliases and string forms -> :class:`ModelSpec`, pinned revisions;
   :func:`resolve_model` is the one place a name is resolved.
 - :mod:`.endpoint` (no torch): ``openai-compatible:NAME@URL`` parsed, :class:`EndpointModel`.
-- :mod:`.build`: :func:`build_model`, the lazy step from a spec to a model.
+- :mod:`.build`: :func:`build_model`, the lazy step from a spec to a model; :func:`load_encoder`, a name to a
+  model that embeds images.
+- :mod:`.backbones` (no torch): image-only backbones' names and folder layouts (timm, transformers);
+  :mod:`.timm_backbone`, :mod:`.hf_vision` build them as an :class:`~.image_encoder.ImageEncoder`.
 - :mod:`.preprocessing` (no torch to import): :class:`Preprocessing` as plain values, ``openclip``/``tol``.
-- :mod:`.openclip`: :class:`Encoder` and :func:`load_encoder` (torch and open_clip imported when loading).
+- :mod:`.openclip`: :class:`Encoder` (torch and open_clip imported when loading).
 - :mod:`.hub`: Hub snapshots at an exact revision, cache first, fast offline failure.
 - :mod:`.text`: zero-shot class embeddings from templates, cached on disk.
 - :mod:`.tiny`: a tiny random-weight open_clip checkpoint for tests and the demo.
@@ -32,12 +35,12 @@ from __future__ import annotations
 from cladebench.lazy import present_lazily
 
 __all__ = present_lazily(__name__, {
-    "build": ("build_model",),
+    "build": ("build_model", "load_encoder"),
     "endpoint": ("EndpointModel",),
-    "openclip": ("Encoder", "load_encoder"),
+    "openclip": ("Encoder",),
     "preprocessing": ("PREPROCESSING_MODES", "Preprocessing", "get_preprocessing_mode"),
     "registry": ("MODELS", "PINNED_REVISIONS", "ModelLoadError", "ModelUnavailableError", "list_models",
                  "register_model", "resolve_encoder", "resolve_model"),
-    "spec": ("ImageTextEncoder", "Model", "ModelKind", "ModelSpec", "model_kind"),
+    "spec": ("ImageTextEncoder", "Model", "ModelKind", "ModelSpec", "model_capabilities", "model_kind"),
     "text": ("class_text_embeddings", "text_cache_key"),
 })

@@ -6,6 +6,10 @@ honoured by downloading the snapshot with ``huggingface_hub.snapshot_download(re
 loading it as ``local-dir:``; the cache is read first, so a cached commit needs no network at all;
 and ``HF_HUB_OFFLINE`` with nothing cached fails at once with a message naming model and revision.
 
+An image-only backbone's files (timm's or transformers' ``config.json``, weights and image processor) come through
+:func:`fetch_file` the same way, and :func:`config_files` reads a repo's small config files alone, which is how
+the resolver tells an open_clip repo from a timm or transformers one.
+
 Only what open_clip reads is fetched: ``open_clip_config.json``, one weights file (safetensors when
 the repo has it) and small tokenizer files. Some repos hold several gigabytes of other checkpoints
 (BGLab/BioTrove-CLIP keeps three ``.pt`` files beside its open_clip weights).
@@ -30,7 +34,7 @@ import threading
 from pathlib import Path
 
 from cladebench.environment import OFFLINE_REASON, hub_offline, variable
-from cladebench.models.registry import ModelLoadError, ModelUnavailableError
+from cladebench.models.failures import ModelLoadError, ModelUnavailableError
 
 CONFIG_NAME = "open_clip_config.json"
 WEIGHT_NAMES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
@@ -170,7 +174,7 @@ def fetch_snapshot(repo: str, revision: str | None) -> tuple[Path, str]:
         if (folder / CONFIG_NAME).is_file() and (folder / weights).is_file():
             return folder, commit_of(folder) or folder.name
     if hub_offline():
-        raise _offline_error(repo, revision, cache, "the open_clip config and weights are")
+        raise _offline_error(repo, revision, cache, "the model's config and weights are")
     check_hub_answers(repo, revision)
 
     from huggingface_hub import HfApi
@@ -222,3 +226,30 @@ def fetch_file(repo: str, filenames: tuple[str, ...], revision: str | None) -> t
     except Exception as error:
         raise _remote_error(repo, revision, error) from error
     return Path(path), commit_of(path)
+
+
+def config_files(repo: str, revision: str | None, names: tuple[str, ...]) -> Path | None:
+    """The snapshot folder holding those of ``names`` (small config files) that the repo has at ``revision``: from
+    the cache, or online fetched alone (no weights); None when none is cached and they cannot be fetched now (offline,
+    the Hub not answering, no such repo: the model's load then says which, in its one line)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    cache = hub_cache_dir()
+    for name in names:
+        try:
+            return Path(hf_hub_download(repo, name, revision=revision, cache_dir=cache, local_files_only=True)).parent
+        except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
+            continue
+    if hub_offline():
+        return None
+    try:
+        check_hub_answers(repo, revision)
+        from huggingface_hub import HfApi
+
+        files = set(HfApi().list_repo_files(repo, revision=revision))
+        found = [Path(hf_hub_download(repo, name, revision=revision, cache_dir=cache)) for name in names
+                 if name in files]
+    except Exception:  # unreachable, gated, no such repo: the load that follows reports it in one line
+        return None
+    return found[0].parent if found else None

@@ -33,8 +33,9 @@ import numpy as np
 
 from cladebench.errors import CladebenchError, unknown_name
 from cladebench.models import hub
+from cladebench.models.backbones import EXPECTED, CheckpointLayoutError
 from cladebench.models.preprocessing import Preprocessing
-from cladebench.models.registry import ModelLoadError, ModelUnavailableError, resolve_encoder
+from cladebench.models.registry import ModelLoadError, ModelUnavailableError
 from cladebench.models.spec import ModelSpec
 from cladebench.provenance import software_versions
 from cladebench.registry import Registry
@@ -253,6 +254,9 @@ def _fetch_hf_hub(spec: ModelSpec) -> OpenClipLoad:
 @fetcher("local-dir")
 def _fetch_local_dir(spec: ModelSpec) -> OpenClipLoad:
     folder = Path(spec.open_clip_name.removeprefix("local-dir:"))
+    if folder.is_dir() and not (folder / hub.CONFIG_NAME).is_file():  # a folder, but no library's that we read
+        raise CheckpointLayoutError(f"model {spec.id}: {folder} is no model folder cladebench reads; expected "
+                                    f"{EXPECTED}")
     if not (folder / hub.CONFIG_NAME).is_file():
         raise ModelLoadError(f"model {spec.id}: no {hub.CONFIG_NAME} in {folder} (is it an open_clip checkpoint?)")
     weights = sorted({p for pattern in _LOCAL_WEIGHT_GLOBS for p in folder.glob(pattern)})
@@ -361,14 +365,3 @@ def load_open_clip(spec: ModelSpec, *, preprocessing: str = "openclip", device: 
     model_preprocess = open_clip.get_model_preprocess_cfg(model)  # config, tag and overrides merged
     return Encoder(model, tokenizer, spec=spec, revision=load.revision,
                    preprocessing=mode.from_model_config(model_preprocess), device=device, precision=precision)
-
-
-def load_encoder(name: str, *, revision: str | None = None, preprocessing: str = "openclip",
-                 device: str = "auto", precision: str = "fp32") -> Encoder:
-    """Resolve a model name (alias, ``hf-hub:``, ``local-dir:``, ``NAME/PRETRAINED``) and load it.
-
-    ``revision`` overrides the alias's pin; ``preprocessing`` is ``openclip`` or ``tol``; ``device``
-    ``auto`` picks cuda, then mps, then cpu; ``precision`` is ``fp32``, ``fp16`` (GPU only) or ``bf16``.
-    """
-    return load_open_clip(resolve_encoder(name, revision), preprocessing=preprocessing, device=device,
-                          precision=precision)

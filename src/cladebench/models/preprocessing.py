@@ -8,7 +8,9 @@ border is lost). So preprocessing is part of an embedding's identity, recorded n
 :class:`Preprocessing` holds only numbers and strings, so it pickles into a worker process, goes into
 JSON provenance unchanged, and :meth:`Preprocessing.build` makes the torch transform where it runs.
 Modes live in :data:`PREPROCESSING_MODES`; each knows how to derive its settings from the model's
-own open_clip preprocess config and how to build the transform.
+own open_clip preprocess config and how to build the transform. An image-only backbone's own preprocessing is
+its library's transform rebuilt from plain values (:attr:`Preprocessing.config`): ``timm`` (the data config of
+``timm.data.resolve_data_config``) and ``transformers`` (the saved image processor's settings).
 
 Example:
     >>> cfg = {"size": (224, 224), "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5),
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cladebench.registry import Registry
@@ -52,6 +54,9 @@ class Preprocessing:
     ``squash`` (resize both sides, aspect ratio not kept)."""
     fill_color: int = 0
     """Padding value for ``longest``."""
+    config: Mapping[str, Any] | None = field(default=None, hash=False)
+    """The library's own settings, JSON values, for the modes that rebuild a library's transform (``timm``:
+    its data config; ``transformers``: the image processor's class and settings); None for the others."""
 
     def __post_init__(self) -> None:
         get_preprocessing_mode(self.mode)  # an unknown mode fails here, not later in a worker
@@ -68,14 +73,17 @@ class Preprocessing:
         return get_preprocessing_mode(mode).from_model_config(config)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        """JSON-ready fields (tuples become lists); ``config`` only when there is one, so the preprocessing an
+        open_clip column recorded before it existed reads the same."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+                if not (k == "config" and v is None)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Preprocessing:
         """Inverse of :meth:`to_dict`, for reading provenance back."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names})
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
+                      if k in names and k != "config"}, config=data.get("config"))
 
     def build(self) -> ImageTransform:
         """The transform PIL image -> float tensor (3, height, width); imports torchvision here, not above."""
@@ -176,3 +184,63 @@ def _tol_from_model(config: Mapping[str, Any]) -> Preprocessing:
         mode="tol", size=_size(config), mean=tuple(config.get("mean", _OPENAI_MEAN)),
         std=tuple(config.get("std", _OPENAI_STD)), interpolation="bilinear", resize_mode="squash",
     )
+
+
+def _json_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` as JSON reads it back (tuples as lists), so a recorded preprocessing equals a described one."""
+    import json
+
+    return json.loads(json.dumps(dict(config), default=str))
+
+
+def _build_timm(p: Preprocessing) -> ImageTransform:
+    from timm.data import create_transform
+    from torchvision.transforms import Compose
+
+    # timm's own eval transform from the model's data config: resize by crop_pct, centre crop, normalise.
+    return Compose([_to_rgb, create_transform(**dict(p.config or {}), is_training=False)])
+
+
+@preprocessing_mode("timm", "the timm model's own eval transform, from its data config (resize, crop_pct, crop)",
+                    _build_timm)
+def _timm_from_model(config: Mapping[str, Any]) -> Preprocessing:
+    data = _json_values(config)
+    size = data.get("input_size", [3, 224, 224])[-2:]
+    return Preprocessing(mode="timm", size=(int(size[0]), int(size[1])), mean=tuple(data.get("mean", _OPENAI_MEAN)),
+                         std=tuple(data.get("std", _OPENAI_STD)), interpolation=str(data.get("interpolation",
+                                                                                              "bicubic")),
+                         resize_mode="shortest", config=data)
+
+
+class _ProcessorTransform:
+    """A transformers image processor as a PIL -> tensor transform (its pixel values of one image)."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        import transformers
+
+        settings = dict(settings)
+        self.processor = getattr(transformers, str(settings.pop("class"))).from_dict(settings)
+
+    def __call__(self, image: Image.Image) -> torch.Tensor:
+        import torch
+
+        pixels = self.processor(images=_to_rgb(image), return_tensors="np")["pixel_values"][0]
+        return torch.from_numpy(pixels.astype("float32", copy=False))
+
+
+def _build_transformers(p: Preprocessing) -> ImageTransform:
+    return _ProcessorTransform(p.config or {})
+
+
+@preprocessing_mode("transformers", "the transformers model's own saved image processor", _build_transformers)
+def _transformers_from_model(config: Mapping[str, Any]) -> Preprocessing:
+    data = _json_values(config)
+    crop = data.get("crop_size") if data.get("do_center_crop") else None
+    size = crop or data.get("size") or {}
+    side = size.get("shortest_edge") or size.get("height") or 224
+    height, width = (size.get("height", side), size.get("width", side)) if isinstance(size, dict) else (side, side)
+    return Preprocessing(mode="transformers", size=(int(height), int(width)),
+                         mean=tuple(data.get("image_mean") or _OPENAI_MEAN), std=tuple(data.get("image_std")
+                                                                                       or _OPENAI_STD),
+                         interpolation="bicubic" if data.get("resample") == 3 else "bilinear",
+                         resize_mode="shortest" if crop else "squash", config=data)

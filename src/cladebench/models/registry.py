@@ -8,7 +8,9 @@ before anything is loaded, and the spec is what provenance records:
   ``biotrove-clip``, ``siglip``; see :data:`MODELS`), each a function of the requested revision; ``demo`` is
   the demo's tiny CLIP as ``cladebench demo`` last trained or reused it in the cache (a ``local-dir:`` spec);
 - ``hf-hub:ORG/NAME[@REVISION]``, an open_clip checkpoint on the Hugging Face Hub;
-- ``local-dir:PATH``, a folder with ``open_clip_config.json`` and a weights file;
+- ``local-dir:PATH``, a folder with ``open_clip_config.json`` and a weights file, or a timm or transformers
+  image-only model as those libraries save it (:mod:`.backbones`; an ``hf-hub:`` repo of either is one too);
+- ``timm:ARCH[.TAG]``, a timm architecture with its pretrained weights (an image-only backbone);
 - ``NAME/PRETRAINED``, an open_clip architecture and a pretrained tag (``ViT-B-16/openai``) or a local
   weights file (``ViT-B-16//data/ckpt.pt``);
 - ``openai-compatible:NAME@URL``, a VLM behind an endpoint: a spec of kind ``vlm``, asked over HTTP, not
@@ -41,9 +43,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from cladebench.errors import CladebenchError, RemoteUnavailableError, UnknownNameError, UsageError, unknown_name
+from cladebench.errors import UnknownNameError, UsageError, unknown_name
+from cladebench.models.backbones import TIMM_PREFIX, folder_spec, hub_spec_of_backbone, timm_spec
 from cladebench.models.endpoint import ENDPOINT_PREFIX, endpoint_model_spec
-from cladebench.models.spec import ModelSpec, column_key
+from cladebench.models.failures import ModelLoadError
+from cladebench.models.failures import ModelUnavailableError as ModelUnavailableError
+from cladebench.models.spec import EMBEDS_IMAGES, EMBEDS_TEXTS, ModelSpec, column_key
 from cladebench.registry import Registry
 
 HF_HUB_PREFIX = "hf-hub:"
@@ -53,16 +58,6 @@ _URL_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 
 # Weight files open_clip reads; a ``pretrained`` ending in one of these is a path, not a tag.
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".npz", ".ckpt")
-
-
-class ModelLoadError(CladebenchError):
-    """A model that resolves but cannot be built: missing files, unknown architecture, bad checkpoint."""
-
-    exit_code = 6
-
-
-class ModelUnavailableError(RemoteUnavailableError):
-    """Model files that are neither cached on this machine nor reachable (offline, no network, no access)."""
 
 
 ModelFactory = Callable[[str | None], ModelSpec]
@@ -157,16 +152,21 @@ def _clip_vit_l_14(revision: str | None) -> ModelSpec:
     return open_clip_spec("ViT-L-14", "openai", revision, alias="clip-vit-l-14")
 
 
+_BIOTROVE_REPO, _SIGLIP_REPO = "BGLab/BioTrove-CLIP", "timm/ViT-B-16-SigLIP"
+_UNPINNED_OPEN_CLIP_REPOS = frozenset({_BIOTROVE_REPO, _SIGLIP_REPO})
+"""Hub repos an alias names without a pin: open_clip checkpoints, whose layout is known without looking."""
+
+
 @register_model("biotrove-clip")
 def _biotrove_clip(revision: str | None) -> ModelSpec:
     """BioTrove-CLIP-O: ViT-B/16 from OpenAI CLIP, trained on BioTrove-Train (Yang et al., NeurIPS 2024)."""
-    return hub_spec("BGLab/BioTrove-CLIP", revision, alias="biotrove-clip")
+    return hub_spec(_BIOTROVE_REPO, revision, alias="biotrove-clip")
 
 
 @register_model("siglip")
 def _siglip(revision: str | None) -> ModelSpec:
     """SigLIP ViT-B/16 at 224 px, 768-d, WebLI (Zhai et al., 2023); its tokenizer needs ``transformers``."""
-    return hub_spec("timm/ViT-B-16-SigLIP", revision, alias="siglip")
+    return hub_spec(_SIGLIP_REPO, revision, alias="siglip")
 
 
 @register_model("demo")
@@ -204,7 +204,14 @@ def _merge_revisions(name: str, in_name: str | None, given: str | None) -> str |
 @model_source(HF_HUB_PREFIX)
 def _parse_hf_hub(name: str, revision: str | None) -> ModelSpec:
     repo, _, in_name = name.removeprefix(HF_HUB_PREFIX).partition("@")
-    return hub_spec(repo, _merge_revisions(name, in_name or None, revision))
+    spec = hub_spec(repo, _merge_revisions(name, in_name or None, revision))
+    if spec.hub_repo in PINNED_REVISIONS or spec.hub_repo in _UNPINNED_OPEN_CLIP_REPOS:
+        return spec
+    try:  # a timm or transformers repo is an image-only backbone (its config files say so)
+        backbone = hub_spec_of_backbone(str(spec.hub_repo), spec.revision)
+    except ImportError:  # no huggingface_hub: nothing can be read from the Hub, and the load says so
+        backbone = None
+    return backbone or spec
 
 
 @model_source(LOCAL_DIR_PREFIX)
@@ -214,8 +221,16 @@ def _parse_local_dir(name: str, revision: str | None) -> ModelSpec:
         raise ModelLoadError("local-dir: needs a path, as in local-dir:/models/my-clip")
     path = str(Path(rest.strip()).expanduser().resolve())
     # A folder has no revision of its own; the loader records a hash of the weights instead.
+    backbone = folder_spec(path, revision)
+    if backbone is not None:
+        return backbone
     return ModelSpec(id=LOCAL_DIR_PREFIX + path, open_clip_name=LOCAL_DIR_PREFIX + path, pretrained=None,
                      revision=revision, source="local-dir")
+
+
+@model_source(TIMM_PREFIX)
+def _parse_timm(name: str, revision: str | None) -> ModelSpec:
+    return timm_spec(name, revision)
 
 
 @model_source(ENDPOINT_PREFIX)
@@ -223,7 +238,7 @@ def _parse_endpoint(name: str, revision: str | None) -> ModelSpec:
     return endpoint_model_spec(name, revision)
 
 
-_FORMS_HINT = (" Or name a model as hf-hub:ORG/NAME[@REVISION], local-dir:PATH, or an open_clip"
+_FORMS_HINT = (" Or name a model as hf-hub:ORG/NAME[@REVISION], local-dir:PATH, timm:ARCH[.TAG], or an open_clip"
                " NAME/PRETRAINED (pretrained tag or weights file).")
 
 
@@ -264,22 +279,33 @@ def resolve_model(name: str, revision: str | None = None) -> ModelSpec:
     """
     name = name.strip()
     spec = _resolve(name, revision)
-    return spec.replace(name=name, column_key=column_key(name) if spec.kind == "clip" else None)
+    return spec.replace(name=name, column_key=column_key(name) if spec.can(EMBEDS_IMAGES) else None)
 
 
 def resolve_encoder(name: str, revision: str | None = None) -> ModelSpec:
-    """The spec of a name that must mean an image-text encoder (to embed images, or to find the column holding
+    """The spec of a name that must mean a model that embeds images (to embed them, or to find the column holding
     its embeddings); a model behind an endpoint is a :class:`~cladebench.errors.UsageError` that says why."""
     return require_encoder(resolve_model(name, revision))
 
 
 def require_encoder(spec: ModelSpec) -> ModelSpec:
-    """``spec`` when it is an image-text encoder; a model behind an endpoint is a
-    :class:`~cladebench.errors.UsageError` saying which tasks it serves."""
-    if spec.kind != "clip":
+    """``spec`` when the model embeds images (an image-text encoder or an image-only backbone); any other (a model
+    behind an endpoint) is a :class:`~cladebench.errors.UsageError` saying what it is."""
+    if not spec.can(EMBEDS_IMAGES):
         from cladebench.provenance import redact_text
 
-        raise UsageError(f"model {redact_text(spec.name or spec.id)!r} is a VLM behind an endpoint, asked over HTTP: "
-                         "it serves the rerank and lineage tasks, not tasks that need an image-text encoder or its "
+        raise UsageError(f"model {redact_text(spec.name or spec.id)!r} is {spec.traits.described}: it does not embed "
+                         "images, so it serves the tasks that take it (rerank, lineage), not those that need image "
                          "embeddings")
+    return spec
+
+
+def require_texts(spec: ModelSpec, purpose: str) -> ModelSpec:
+    """``spec`` when the model embeds texts; an image-only model is a :class:`~cladebench.errors.UsageError`
+    naming ``purpose`` (``text search``), the model and what it lacks."""
+    if not spec.can(EMBEDS_TEXTS):
+        from cladebench.provenance import redact_text
+
+        raise UsageError(f"{purpose} needs a text tower; model {redact_text(spec.name or spec.id)!r} is "
+                         f"{spec.traits.described}, without it")
     return spec

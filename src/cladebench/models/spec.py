@@ -6,10 +6,13 @@ whether torch is needed), the default embedding column (``emb_<key>``), the look
 holds, and the provenance of a run record. Parsing a name again elsewhere would let the places disagree (an
 alias pinned in one, unpinned in another; a column named after one spelling and looked up by another).
 
-Two kinds of model exist, and a task asks which one it got through the spec, not by probing attributes:
+A spec's ``kind`` says how the model is built; what it can do (:data:`EMBEDS_IMAGES`, :data:`EMBEDS_TEXTS`,
+:data:`ANSWERS`) and what it needs are the kind's :class:`KindTraits` in :data:`MODEL_KINDS`, and a task asks
+those (:attr:`ModelSpec.capabilities`, :func:`missing_for`), never the kind's name:
 
 - ``clip``: an image-text encoder loaded with open_clip (needs torch); it embeds images and texts.
 - ``vlm``: a generative model behind an OpenAI-compatible endpoint, asked questions over HTTP.
+- image-only backbones (``timm``, ``hf-vision``; :mod:`.backbones`): they embed images, nothing else.
 
 This module imports neither torch nor open_clip: it is plain values and protocols.
 
@@ -29,13 +32,73 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-ModelKind = Literal["clip", "vlm"]
-"""``clip``: an image-text encoder (embeds images and texts); ``vlm``: a generative model behind an endpoint."""
+ModelKind = Literal["clip", "vlm", "timm", "hf-vision"]
+"""How a model is built: ``clip`` (open_clip), ``vlm`` (an endpoint), ``timm`` and ``hf-vision`` (transformers)
+image-only backbones. What each can do is in :data:`MODEL_KINDS`."""
+
+EMBEDS_IMAGES = "embeds images"
+"""Capability: the model turns images into vectors (``embed``, few-shot, retrieval, comparing columns)."""
+EMBEDS_TEXTS = "embeds texts"
+"""Capability: the model turns texts into vectors in its images' space (zero-shot, text search, rerank)."""
+ANSWERS = "answers over an endpoint"
+"""Capability: the model answers questions about images over HTTP (rerank by P(Yes), lineage)."""
+
+CAPABILITY_NAMES: dict[str, str] = {EMBEDS_IMAGES: "an image tower", EMBEDS_TEXTS: "a text tower",
+                                    ANSWERS: "an endpoint that answers questions"}
+"""What a missing capability is called in a refusal: a task that needs texts embedded "needs a text tower"."""
+
+
+@dataclass(frozen=True)
+class KindTraits:
+    """What models of one kind can do and what building them needs; asked by tasks and plans, never by name."""
+
+    can: frozenset[str]
+    """Its capabilities (:data:`EMBEDS_IMAGES`, :data:`EMBEDS_TEXTS`, :data:`ANSWERS`)."""
+    needs: tuple[str, ...]
+    """What building it needs: Python packages (``torch``, ``open_clip``) or ``a server``."""
+    described: str
+    """The kind in a few words, for messages: ``an image-only timm backbone``."""
+    extra: str | None = None
+    """The cladebench extra that installs :attr:`needs` (``clip``, ``vision``), None when nothing is installed."""
+
+
+MODEL_KINDS: dict[str, KindTraits] = {
+    "clip": KindTraits(frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}), ("torch", "open_clip"),
+                       "an image-text encoder (open_clip)", "clip"),
+    "vlm": KindTraits(frozenset({ANSWERS}), ("a server",), "a VLM behind an endpoint, asked over HTTP"),
+}
+"""Kind -> its traits. The image-only kinds are added by :mod:`cladebench.models.backbones`, which the resolver
+imports, so every spec that exists has its kind here."""
+
+
+def register_kind(name: str, traits: KindTraits) -> KindTraits:
+    """Add a model kind's traits (once: a second registration would change what recorded specs can do)."""
+    if name in MODEL_KINDS:
+        raise ValueError(f"model kind {name!r} registered twice")
+    MODEL_KINDS[name] = traits
+    return traits
+
+
+def missing_for(needs: Sequence[frozenset[str]], can: frozenset[str]) -> frozenset[str] | None:
+    """What a model that can do ``can`` lacks for a task whose ``needs`` are alternatives (any one suffices):
+    None when one alternative is met, else the smallest set missing from one of them (the first of equal size:
+    alternatives come in the order a task prefers them)."""
+    if not needs:
+        return None
+    gaps = [need - can for need in needs]
+    if any(not gap for gap in gaps):
+        return None
+    return min(gaps, key=len)
+
+
+def lacking(missing: frozenset[str]) -> str:
+    """A missing set in words: ``a text tower``, ``an image tower and a text tower``."""
+    return " and ".join(CAPABILITY_NAMES.get(name, name) for name in sorted(missing))
 
 EMBEDDING_COLUMN_PREFIX = "emb_"
 """Every embedding column's name starts with it (the store's ``EMBEDDING_PREFIX``; models sit below the store)."""
 
-_NAME_PREFIXES = ("hf-hub:", "local-dir:")
+_NAME_PREFIXES = ("hf-hub:", "local-dir:", "timm:")
 
 
 def column_key(name: str) -> str:
@@ -69,19 +132,19 @@ class ModelSpec:
     ``NAME/PRETRAINED`` or ``openai-compatible:NAME@URL``. Two names for the same weights share it."""
     open_clip_name: str | None
     """First argument to ``open_clip.create_model``: an architecture (``ViT-B-16``) or ``hf-hub:``/``local-dir:``;
-    ``None`` for a model behind an endpoint."""
+    ``None`` for a model behind an endpoint and for an image-only backbone (timm, transformers)."""
     pretrained: str | None
     """open_clip ``pretrained``: a tag (``openai``) or an absolute file path; ``None`` for hf-hub, local-dir and
     endpoints."""
     revision: str | None
     """Hub commit or branch to load; ``None`` means the source has no revision or it was not pinned."""
     source: str
-    """Where the weights come from: ``hf-hub``, ``local-dir``, ``open_clip`` or ``openai-compatible`` (see
-    :data:`cladebench.models.registry.MODEL_NAME_FORMS`)."""
+    """Where the weights come from: ``hf-hub``, ``local-dir``, ``open_clip``, ``timm`` (a timm pretrained tag) or
+    ``openai-compatible`` (see :data:`cladebench.models.registry.MODEL_NAME_FORMS`)."""
     alias: str | None = None
     """The registered alias this spec was resolved from, if any; not part of the identity of the weights."""
     kind: ModelKind = "clip"
-    """What the built model can do: ``clip`` embeds images and texts, ``vlm`` answers questions over HTTP."""
+    """How the model is built, whose :data:`MODEL_KINDS` traits say what it can do (:attr:`capabilities`)."""
     name: str = field(default="", compare=False)
     """The name as typed (stripped), for messages; not part of the identity."""
     column_key: str | None = field(default=None, compare=False)
@@ -94,9 +157,23 @@ class ModelSpec:
         return self.id.removeprefix("hf-hub:") if self.source == "hf-hub" else None
 
     @property
+    def traits(self) -> KindTraits:
+        """What the model's kind can do and needs."""
+        return MODEL_KINDS[self.kind]
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the model can do (:data:`EMBEDS_IMAGES`, :data:`EMBEDS_TEXTS`, :data:`ANSWERS`)."""
+        return self.traits.can
+
+    def can(self, capability: str) -> bool:
+        """Whether the model can do ``capability``."""
+        return capability in self.traits.can
+
+    @property
     def needs_torch(self) -> bool:
         """Whether building the model imports torch (an encoder does; an endpoint is asked over HTTP)."""
-        return self.kind == "clip"
+        return "torch" in self.traits.needs
 
     @property
     def column(self) -> str | None:
@@ -145,9 +222,16 @@ class ImageTextEncoder(Protocol):
 
 
 def model_kind(model: Model | ImageTextEncoder) -> ModelKind:
-    """What a built model can do, from its spec: a :class:`Model` says so through ``spec.kind``; anything else
+    """How a built model was built, from its spec: a :class:`Model` says so through ``spec.kind``; anything else
     passed as a model (an encoder double without a spec) is an image-text encoder."""
     return model.spec.kind if isinstance(model, Model) else "clip"
 
 
-__all__ = ["EMBEDDING_COLUMN_PREFIX", "ImageTextEncoder", "Model", "ModelKind", "ModelSpec", "column_key", "model_kind"]
+def model_capabilities(model: Model | ImageTextEncoder) -> frozenset[str]:
+    """What a built model can do, from its spec (a double without a spec is an image-text encoder)."""
+    return MODEL_KINDS[model_kind(model)].can
+
+
+__all__ = ["ANSWERS", "CAPABILITY_NAMES", "EMBEDDING_COLUMN_PREFIX", "EMBEDS_IMAGES", "EMBEDS_TEXTS", "MODEL_KINDS",
+           "ImageTextEncoder", "KindTraits", "Model", "ModelKind", "ModelSpec", "column_key", "lacking",
+           "missing_for", "model_capabilities", "model_kind", "register_kind"]

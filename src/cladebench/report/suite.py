@@ -44,7 +44,9 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
         context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery,
                                 cache={SUITE_KEY: SuiteData(rows=rows, runs=by_path,
                                                                   refused=[r for r in checked
-                                                                           if r["status"] == "unverified"])})
+                                                                           if r["status"] == "unverified"],
+                                                                  skipped=[r for r in checked
+                                                                           if r["status"] == "skipped"])})
         everything = ordered_sections()
         suite_section = next(s for s in everything if s.name == SUITE_KEY)
         sections = []

@@ -202,6 +202,7 @@ def text_vector(state: ServeState, column: str, text: str) -> np.ndarray:
     from cladebench.models import class_text_embeddings, load_encoder
 
     model = column_model(state, column)
-    encoder = state.remembered(("encoder", model), lambda: load_encoder(model, device=state.device))
+    encoder = state.remembered(("encoder", model),
+                               lambda: load_encoder(model, device=state.device, texts="text search"))
     with state.encode_lock:
         return np.asarray(class_text_embeddings(encoder, [text], "raw")[0], dtype=np.float32)

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cladebench.models.spec import EMBEDS_IMAGES, EMBEDS_TEXTS
 from cladebench.registry import Registry
+
+IMAGES_AND_TEXTS: tuple[frozenset[str], ...] = (frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}),)
+"""What a task scoring images against texts needs of a model: an image tower and a text tower."""
+IMAGES: tuple[frozenset[str], ...] = (frozenset({EMBEDS_IMAGES}),)
+"""What a task on image vectors alone needs of a model: that it embeds images (its column holds them)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,10 @@ class Task:
     before any model loads and hands it to ``predict`` as ``label_set=``."""
     without_label_set: str = ""
     """Why a task with no :attr:`label_set` has none (what its classes or units are instead), as the plan records."""
+    needs: tuple[frozenset[str], ...] = IMAGES_AND_TEXTS
+    """What the task needs of a model: alternatives, any one of which suffices, each a set of capabilities
+    (:data:`cladebench.models.spec.EMBEDS_IMAGES`, ...). The plan checks them against the model's before any
+    weights load (:func:`cladebench.models.spec.missing_for`)."""
 
 
 TASKS: Registry[Task] = Registry("task")
@@ -94,7 +104,7 @@ def _fewshot() -> Task:
         per_unit=fewshot.per_query_image_values, unit="query images",
         description="k labelled images per taxon on frozen embeddings (SimpleShot, linear probe, kNN); "
                     "group-aware seeded splits, mean and t-interval over repetitions",
-        uses_encoder=False,
+        uses_encoder=False, needs=IMAGES,
         without_label_set="none decided before the run: the classes are those of each seeded split (taxa with "
                           "enough images for the shots)",
     )
@@ -108,7 +118,7 @@ def _retrieval() -> Task:
         metrics=retrieval.retrieval_task_metrics, per_unit=retrieval.per_query_values, unit="queries",
         description="each image queries every other image outside its own group by exact cosine; same taxon at "
                     "the rank is relevant; mAP, mAP@k, MRR, precision@k, recall@k, also as per-class means",
-        uses_encoder=False,
+        uses_encoder=False, needs=IMAGES,
         without_label_set="none: an image is relevant to a query of the same taxon at the rank; nothing is "
                           "classified",
     )
@@ -119,7 +129,7 @@ def _rerank() -> Task:
 
     return Task(
         name="rerank", config=rerank.RerankConfig, predict=rerank.rerank, metrics=rerank.rerank_metrics,
-        per_unit=rerank.per_query_values, unit="queries",
+        per_unit=rerank.per_query_values, unit="queries", needs=rerank.MODEL_NEEDS,
         without_label_set="none: each query ranks its own candidates",
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
@@ -129,11 +139,12 @@ def _rerank() -> Task:
 def _lineage() -> Task:
     from cladebench.tasks.lineage.config import LineageConfig
     from cladebench.tasks.lineage.metrics import lineage_metrics, per_target_values
+    from cladebench.tasks.lineage.task import MODEL_NEEDS as LINEAGE_NEEDS
     from cladebench.tasks.lineage.task import lineage
 
     return Task(
         name="lineage", config=LineageConfig, predict=lineage, metrics=lineage_metrics,
-        per_unit=per_target_values, unit="targets",
+        per_unit=per_target_values, unit="targets", needs=LINEAGE_NEEDS,
         without_label_set="none decided before the run: lineages are named freely or among the candidate tree "
                           "the predictor builds",
         description="photos of two organisms: each organism's lineage below the divergence rank, from the photo "

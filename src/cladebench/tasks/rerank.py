@@ -34,8 +34,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,8 +45,8 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.console import note, warn
-from cladebench.errors import CladebenchError, SchemaError
-from cladebench.models.spec import model_kind
+from cladebench.errors import CladebenchError, SchemaError, UsageError
+from cladebench.models.spec import ANSWERS, EMBEDS_IMAGES, EMBEDS_TEXTS, lacking, model_capabilities
 from cladebench.registry import Registry
 from cladebench.store.embeddings import normalise_rows
 from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions, text_image_column
@@ -145,10 +146,27 @@ def _unscored_refusal(predictions: Predictions) -> str | None:
             f"{MAX_UNSCORED_SHARE:.0%}); a ranking that is mostly ties at the bottom would measure the failures")
 
 
-SCORERS: Registry[Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = Registry("model kind")
-"""Model kind (:func:`cladebench.models.spec.model_kind`) -> scorer."""
+SCORERS: Registry[Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = Registry("rerank scorer")
+"""Scorer name -> scorer; :data:`SCORER_NEEDS` says which models each takes."""
 SCORERS.add("clip", _clip_scores)
 SCORERS.add("vlm", _vlm_scores)
+
+SCORER_NEEDS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "clip": frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}), "vlm": frozenset({ANSWERS})})
+"""Scorer -> what it needs of a model (an image and a text tower for a cosine; an endpoint for P(Yes)), tried in
+this order."""
+MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(SCORER_NEEDS.values())
+"""What rerank needs of a model: any one scorer's needs."""
+
+
+def scorer_for(encoder: Any) -> str:
+    """The first scorer whose needs the model meets (the plan refused a model that meets none)."""
+    can = model_capabilities(encoder)
+    found = next((name for name, needs in SCORER_NEEDS.items() if needs <= can), None)
+    if found is None:
+        raise UsageError(f"rerank needs an image-text encoder or openai-compatible:NAME@URL; "
+                         f"{getattr(encoder, 'model_id', encoder)} has {lacking(MODEL_NEEDS[0] - can)} missing")
+    return found
 
 
 @dataclass(frozen=True)
@@ -180,7 +198,7 @@ def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> P
     """Score every (query, candidate) row; see the module docstring."""
     if encoder is None:
         raise CladebenchError("rerank needs a model: a CLIP-style model or openai-compatible:NAME@URL")
-    rows, scores, info = SCORERS.get_named(model_kind(encoder))(dataset, encoder, config)
+    rows, scores, info = SCORERS.get_named(scorer_for(encoder))(dataset, encoder, config)
     table = rows.append_column("score", pa.array(scores, pa.float64()))
     table = table.set_column(table.column_names.index("relevant"), "relevant",
                              pc.cast(table.column("relevant"), pa.bool_()))

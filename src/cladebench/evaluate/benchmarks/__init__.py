@@ -106,9 +106,10 @@ def check_model_has_column(benchmark: Benchmark, located: Located, config: Any, 
     if not benchmark.publishes_embeddings or spec is None or getattr(config, "column", None) is not None:
         return
     from cladebench.errors import CladebenchError
+    from cladebench.models.spec import EMBEDS_IMAGES
     from cladebench.tasks.common import find_embedding_column
 
-    if spec.kind != "clip":
+    if not spec.can(EMBEDS_IMAGES):  # a model that makes no vectors looks for none
         return
     try:
         find_embedding_column(dataset, spec.id)

@@ -20,7 +20,7 @@ import functools
 import hashlib
 import json
 import typing
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +32,6 @@ from cladebench.evaluate.benchmarks.base import mirror_digest
 from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig, eval_config
 from cladebench.models.registry import resolve_model
 from cladebench.models.spec import ModelSpec, column_key
-from cladebench.registry import Registry
 
 KEY_VERSION = 2
 """Part of every run key: raised when what a run's settings mean changes, so old records are not reused for it."""
@@ -112,7 +111,8 @@ class PlannedRun:
     config: EvalConfig
     """The eval config of the run, built (and checked) once when the suite is planned."""
     unsupported: str | None = None
-    """Why the model cannot run this task (an endpoint on zero-shot); None when it can."""
+    """Why the model cannot run this task (an endpoint on zero-shot, an image-only model on anything that needs a
+    text tower); None when it can."""
 
     @property
     def protocol(self) -> str:
@@ -134,29 +134,14 @@ def protocol_name(task: str, run: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-MODEL_KINDS: Registry[Callable[[], Collection[str]]] = Registry("task taking endpoints")
-"""Task -> the model kinds it can score with, for tasks that take more than image-text encoders; every other task
-takes ``clip`` models only."""
+def unsupported_reason(task: str, model: str, spec: ModelSpec) -> str | None:
+    """Why ``model`` cannot run ``task`` (``needs a text tower``: a recorded skip of the cell), None when it can."""
+    from cladebench.evaluate.checks import model_refusal
+    from cladebench.tasks import get_task
 
-
-@MODEL_KINDS.register("rerank")
-def _rerank_kinds() -> Collection[str]:
-    from cladebench.tasks.rerank import SCORERS
-
-    return tuple(SCORERS)
-
-
-@MODEL_KINDS.register("lineage")
-def _lineage_kinds() -> Collection[str]:
-    from cladebench.tasks.lineage.task import PREDICTORS
-
-    return tuple(PREDICTORS)
-
-
-def model_kinds(task: str) -> Collection[str]:
-    """The model kinds ``task`` scores with."""
-    kinds = MODEL_KINDS.get(task)
-    return kinds() if kinds is not None else ("clip",)
+    refusal = model_refusal(get_task(task), spec)
+    named = model if model == spec.id else f"{model} ({spec.id})"
+    return None if refusal is None else f"{task} {refusal}; {named} is {spec.traits.described}"
 
 
 def parse_settings(given: Sequence[str]) -> dict[str, str]:
@@ -263,7 +248,6 @@ def plan_suite(config: SuiteConfig) -> list[PlannedRun]:
         identity = data_identity(benchmark, data)
         for protocol in benchmark.protocols:
             overrides = _overrides(protocol.task, raw)
-            kinds = model_kinds(protocol.task)
             for run in protocol.runs:
                 for model, spec in specs.items():
                     settings = {**protocol.settings, **run, **overrides}
@@ -272,9 +256,7 @@ def plan_suite(config: SuiteConfig) -> list[PlannedRun]:
                     key = run_key(benchmark.name, protocol.task, settings, weights[model], identity)
                     folder = (config.out / "runs" / benchmark.name
                               / f"{spec.column_key or column_key(model)}-{key[:12]}")
-                    unsupported = None if spec.kind in kinds else (
-                        f"{protocol.task} takes {' or '.join(sorted(kinds))} models; {model} is a {spec.kind} "
-                        f"model ({spec.id})")
+                    unsupported = unsupported_reason(protocol.task, model, spec)
                     # Built once, here: the eval checks of every setting run before any work.
                     eval_settings = eval_config(task=protocol.task, dataset=benchmark.name, model=model, out=folder,
                                                 device=config.device, data=data, **settings)

@@ -46,6 +46,9 @@ class SuiteData:
     refused: Sequence[Mapping[str, Any]] = ()
     """Rows refused as ``unverified`` (their run's numbers do not hold): a model's newest such row is its cell,
     said as refused, so an older run never stands in for it."""
+    skipped: Sequence[Mapping[str, Any]] = ()
+    """Rows of runs that did not run (a task needing a text tower on an image-only model, too few images): shown
+    as skipped with their reason."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,9 @@ def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[st
                 published=_published(benchmark, column.metric, row["model_id"], row.get("revision")),
                 on=computed_on(run.record, column.metric, getattr(_task(run.record.task), "unit", None)),
                 unit=units.get(run.index, ""))
+    # A run that could not run (a text-needing task on an image-only model, too few images) is shown as skipped, with
+    # its reason, never as a failure or a silent gap.
+    notes.extend(f"{r['benchmark']} {r['protocol']}: {r['model']} skipped: {r['reason']}" for r in data.skipped)
     return columns, models, cells, list(dict.fromkeys(notes))
 
 

@@ -88,13 +88,14 @@ VLM answers), :mod:`~cladebench.tasks.lineage.metrics`; this module runs the tas
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError
-from cladebench.models.spec import model_kind
+from cladebench.errors import CladebenchError, UsageError
+from cladebench.models.spec import ANSWERS, EMBEDS_IMAGES, EMBEDS_TEXTS, lacking, model_capabilities
 from cladebench.registry import Registry
 from cladebench.tasks.common import Predictions
 from cladebench.tasks.lineage.config import LineageConfig
@@ -115,10 +116,27 @@ from cladebench.taxonomy import RANKS, Rank
 if TYPE_CHECKING:
     import lance
 
-PREDICTORS: Registry[Callable[..., Predicted]] = Registry("model kind")
-"""Model kind (:func:`cladebench.models.spec.model_kind`) -> predictor."""
+PREDICTORS: Registry[Callable[..., Predicted]] = Registry("lineage predictor")
+"""Predictor name (``clip``: candidates ranked by cosine; ``vlm``: lineages named by a VLM) -> predictor;
+:data:`PREDICTOR_NEEDS` says which models each takes."""
 PREDICTORS.add("clip", predict_contrastive)
 PREDICTORS.add("vlm", predict_vlm)
+
+PREDICTOR_NEEDS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "clip": frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}), "vlm": frozenset({ANSWERS})})
+"""Predictor -> what it needs of a model, tried in this order."""
+MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(PREDICTOR_NEEDS.values())
+"""What lineage needs of a model: any one predictor's needs."""
+
+
+def predictor_for(encoder: Any) -> str:
+    """The first predictor whose needs the model meets (the plan refused a model that meets none)."""
+    can = model_capabilities(encoder)
+    found = next((name for name, needs in PREDICTOR_NEEDS.items() if needs <= can), None)
+    if found is None:
+        raise UsageError(f"lineage needs an image-text encoder or openai-compatible:NAME@URL; "
+                         f"{getattr(encoder, 'model_id', encoder)} has {lacking(MODEL_NEEDS[0] - can)} missing")
+    return found
 
 
 # --- the task ------------------------------------------------------------------------------------
@@ -175,7 +193,7 @@ def lineage(dataset: lance.LanceDataset, encoder: Any, config: LineageConfig) ->
     """Complete both organisms' lineages in every photo, with and without the hint; see the module docstring."""
     if encoder is None:
         raise CladebenchError("lineage needs a model: a CLIP-style model or openai-compatible:NAME@URL")
-    kind = model_kind(encoder)
+    kind = predictor_for(encoder)
     conditions = conditions_for(kind, config)
     predicted = PREDICTORS.get_named(kind)(dataset, encoder, config, conditions)
     found, completions, info = predicted.found, predicted.completions, predicted.info
