@@ -81,8 +81,9 @@ def _zeroshot() -> Task:
 
     return Task(
         name="zeroshot", config=zeroshot.ZeroShotConfig, predict=zeroshot.zero_shot,
-        metrics=zeroshot.zero_shot_metrics, label_set=zeroshot.zero_shot_label_set,
-        description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks",
+        metrics=zeroshot.zero_shot_metrics, label_set=zeroshot.zero_shot_label_set, per_unit=zeroshot.per_image_values,
+        description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks, "
+                    "mistake severity and hierarchical distance@1/@5",
     )
 
 

@@ -34,7 +34,17 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError
-from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_undefined
+from cladebench.metrics import (
+    HEIGHT_COLUMN,
+    TOP_HEIGHTS_COLUMN,
+    accuracy,
+    balanced_accuracy,
+    bootstrap_ci,
+    hierarchy_summary,
+    lca_heights,
+    severity_metrics,
+    top_k_undefined,
+)
 from cladebench.tasks.common import (
     NAMING_COLUMNS,
     LabelSet,
@@ -203,6 +213,13 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         columns[f"correct_{higher.column}"] = (predicted == true_taxa) & (true_taxa >= 0)
         columns[f"scored_{higher.column}"] = true_taxa >= 0
         scored_ranks.append(higher.column)
+    hierarchy = hierarchy_summary(labels.lineages, rank, "the label set's lineages (" + str(
+        config.labels or "the benchmark's rank columns") + ")")
+    if not hierarchy["absent"]:
+        heights = lca_heights(labels.lineages, targets, order, rank)
+        columns[HEIGHT_COLUMN] = pa.array(heights[:, 0], pa.int8(), mask=unscored)
+        columns[TOP_HEIGHTS_COLUMN] = pa.ListArray.from_arrays(offsets, pa.array(heights.ravel(), pa.int8()),
+                                                               mask=pa.array(unscored))
     table = pa.table(columns)
     label_sha256 = source.labels.digest(config.name_style) if source is not None else planned.sha256
     taxa_sha256 = source.labels.taxa_digest() if source is not None else planned.taxa_sha256
@@ -223,6 +240,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
                       "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum()),
                       **({"vectors": source.source, "rows_completed_from_labels": completed}
                          if source is not None else {})},
+        "hierarchy": hierarchy,
         "scoring": ({"path": "streamed", "image_block": config.image_block, "label_block": config.label_block}
                     if streamed else {"path": "dense"}),
         "within": config.within,
@@ -287,7 +305,8 @@ def _class_codes(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
-    """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals.
+    """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals; mistake
+    severity and hierarchical distance@1/@5 (:mod:`cladebench.metrics.hierarchy`) with bootstrap intervals.
 
     Only examples whose true taxon is in the label set at that rank are scored; the count is reported.
     """
@@ -312,4 +331,36 @@ def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     for higher in predictions.info["scored_ranks"][1:]:
         mask = np.asarray(table.column(f"scored_{higher}"), dtype=bool)
         metrics[f"top1_{higher}"] = accuracy(np.asarray(table.column(f"correct_{higher}"))[mask]).to_dict()
+    heights, top_heights = scored_heights(table, scored)
+    metrics.update(severity_metrics(heights, top_heights, np.asarray(table.column("correct_top1"))[scored], rank,
+                                    n_labels=len(predictions.labels) or None,
+                                    hierarchy=predictions.info.get("hierarchy")))
     return metrics
+
+
+def scored_heights(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The scored rows' top-1 LCA heights (n,) and top-5 ones (n, width), or None for predictions without them
+    (written before they were, or with no lineage to measure on)."""
+    if HEIGHT_COLUMN not in table.column_names:
+        return None, None
+    heights = table.column(HEIGHT_COLUMN).fill_null(-1).to_numpy(zero_copy_only=False)[scored]
+    if TOP_HEIGHTS_COLUMN not in table.column_names:
+        return heights, None
+    lists = table.filter(pa.array(scored)).column(TOP_HEIGHTS_COLUMN).combine_chunks()
+    flat = lists.flatten().to_numpy(zero_copy_only=False)
+    return heights, flat.reshape(len(lists), -1) if len(lists) else flat.reshape(0, 0)
+
+
+def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+    """Each scored image's hierarchical distances, keyed by uuid, so `compare` pairs two runs image by image on
+    them (top-k hits pair through their own columns)."""
+    rank = task_provenance.get("rank", "species")
+    scored = np.asarray(table.column("scored"), dtype=bool)
+    heights, top_heights = scored_heights(table, scored)
+    if heights is None:
+        return {}
+    uuids = [u for u, s in zip(table.column("uuid").to_pylist(), scored, strict=True) if s]
+    out: dict[str, tuple[list[Any], np.ndarray]] = {f"hdist1_{rank}": (uuids, heights.astype(np.float64))}
+    if top_heights is not None and top_heights.shape[1] >= 5:
+        out[f"hdist5_{rank}"] = (uuids, top_heights[:, :5].mean(axis=1))
+    return out
