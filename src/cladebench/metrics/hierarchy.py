@@ -126,7 +126,9 @@ def hierarchy_summary(label_lineages: Sequence[Lineage], rank: Rank | str, sourc
         "source": source, "ranks": [r.column for r in RANKS[: rank + 1]], "rule": RULE, "labels": int(depths.size),
         "labels_with_full_lineage": full, "labels_with_a_missing_rank": int(depths.size) - full - none,
         "labels_without_lineage": none, "absent": None}
-    if depths.size and none == depths.size:
+    if not depths.size:
+        summary["absent"] = "the label set gives no lineages to measure a mistake on"
+    elif none == depths.size:
         summary["absent"] = (f"no label names a kingdom (none of the {depths.size} has a lineage above "
                              f"{rank.column}), so every mistake would have the same height")
     return summary
