@@ -367,7 +367,7 @@ def test_task_end_to_end_on_a_lance_dataset(planted_dataset: tuple[Any, pa.Table
     predictions = task.predict(dataset, None, config)
     table = predictions.table
     assert table.column_names == ["uuid", "method", "shots", "repetition", "true_label", "pred_label", "true_index",
-                                  "pred_index", "correct"]
+                                  "pred_index", "correct", "lca_height", "true_depth"]
 
     rows = source.to_pylist()
     by_uuid = {r["uuid"]: r for r in rows}
@@ -376,6 +376,13 @@ def test_task_end_to_end_on_a_lance_dataset(planted_dataset: tuple[Any, pa.Table
     for row in result:
         assert row["true_label"] == label_of[row["uuid"]]
         assert row["correct"] == (row["true_label"] == row["pred_label"])
+        # The LCA height from the two labels' seven names (one word each here): 7 less the ranks they share.
+        shared = 0
+        for a, b in zip(row["true_label"].split(), row["pred_label"].split(), strict=True):
+            if a != b:
+                break
+            shared += 1
+        assert row["lca_height"] == 7 - shared and row["true_depth"] == 7
 
     # The query of each split, checked against the dataset's own observation ids.
     labelled = read_labelled_rows(dataset, ["emb_planted"], rank="species", group_key="auto")
@@ -400,7 +407,20 @@ def test_task_end_to_end_on_a_lance_dataset(planted_dataset: tuple[Any, pa.Table
     json.dumps(info)
 
     metrics = task.metrics(predictions)
-    assert set(metrics) == {f"{m}_{k}shot{b}" for m in config.methods for k in (1, 3) for b in ("", "_balanced")}
+    above = ("kingdom", "phylum", "class", "order", "family", "genus")
+    assert set(metrics) == {f"{m}_{k}shot{b}" for m in config.methods for k in (1, 3)
+                            for b in ("", "_balanced", "_mistake_severity", "_hdist1", *(f"_{r}" for r in above))}
+    # Severity, hdist@1 and genus accuracy per repetition from the label strings alone (one word per rank).
+    for rep in range(3):
+        rows_of = [r for r in result if r["method"] == "knn" and r["shots"] == 1 and r["repetition"] == rep]
+        words = [(r["true_label"].split(), r["pred_label"].split()) for r in rows_of]
+        height = [7 - next((i for i, (a, b) in enumerate(zip(t, p, strict=True)) if a != b), 7) for t, p in words]
+        wrong = [h for h in height if h > 0]
+        if wrong:
+            assert metrics["knn_1shot_mistake_severity"]["per_repetition"][rep] == pytest.approx(np.mean(wrong))
+        assert metrics["knn_1shot_hdist1"]["per_repetition"][rep] == pytest.approx(np.mean(height))
+        assert metrics["knn_1shot_genus"]["per_repetition"][rep] == pytest.approx(
+            np.mean([t[:6] == p[:6] for t, p in words]))
     estimate = metrics["simpleshot_3shot"]
     per_rep = [np.mean([r["correct"] for r in result if r["method"] == "simpleshot" and r["shots"] == 3
                         and r["repetition"] == rep]) for rep in range(3)]

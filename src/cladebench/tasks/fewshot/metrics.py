@@ -246,7 +246,8 @@ def few_shot_hierarchy(table: pa.Table, methods: Sequence[str] | None, label_ran
                         hit = correct[scored] | (heights[scored] <= label_level - int(rank))
                         per_rep[rank.column].append(float(hit.mean()))
             for key, name in names.items():
-                metrics[name] = _repetition_estimate(per_rep[key], clip=key not in ("severity", "hdist1"))
+                metrics[name] = {**_repetition_estimate(per_rep[key], clip=key not in ("severity", "hdist1")),
+                                 "per_repetition": per_rep[key]}
     return metrics
 
 
