@@ -198,15 +198,17 @@ def hierarchical_distance(top_heights: np.ndarray, k: int, n_labels: int | None 
 
 
 def severity_metrics(heights: np.ndarray | None, top_heights: np.ndarray | None, correct: np.ndarray, rank: str, *,
-                     n_labels: int | None, hierarchy: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
+                     n_labels: int | None, hierarchy: dict[str, Any] | None, prefix: str = "",
+                     ranked: bool = True) -> dict[str, Any]:
     """Mistake severity and hdist@1/@5 of the scored rows at label rank ``rank``, named by :func:`severity_names`.
 
-    ``heights`` (n,) are the top-1 heights, ``top_heights`` (n, 5) the top-5 ones (None where the task keeps only
-    its top-1 prediction: hdist@5 is then not reported); ``hierarchy`` is :func:`hierarchy_summary` of the run, and
-    when it says the metrics are absent each is recorded without a value and with that reason.
+    ``heights`` (n,) are the top-1 heights, ``top_heights`` (n, 5) the top-5 ones; ``ranked`` False for a task that
+    keeps only its top-1 prediction (hdist@5 is then not reported). ``hierarchy`` is :func:`hierarchy_summary` of
+    the run, and when it says the metrics are absent each is recorded without a value and with that reason;
+    predictions without heights (written before them) give none.
     """
     names = severity_names(rank, prefix)
-    wanted = [names["severity"], names["hdist1"], *([names["hdist5"]] if top_heights is not None else [])]
+    wanted = [names["severity"], names["hdist1"], *([names["hdist5"]] if ranked else [])]
     if hierarchy and hierarchy.get("absent"):
         return absent_estimates(wanted, hierarchy["absent"])
     if heights is None:
@@ -214,7 +216,7 @@ def severity_metrics(heights: np.ndarray | None, top_heights: np.ndarray | None,
     heights = np.asarray(heights, dtype=np.int64)
     out = {names["severity"]: mistake_severity(heights, correct),
            names["hdist1"]: hierarchical_distance(heights[:, None], 1)}
-    if top_heights is not None:
+    if ranked and top_heights is not None:
         out[names["hdist5"]] = hierarchical_distance(top_heights, 5, n_labels)
     return out
 

@@ -238,7 +238,7 @@ def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
         heights = _heights(table, kind, scored)
         metrics.update(severity_metrics(heights, None, _bools(table, f"correct_{kind}")[scored], rank,
                                         n_labels=len(predictions.labels) or None, hierarchy=info.get("hierarchy"),
-                                        prefix=f"{kind}_"))
+                                        prefix=f"{kind}_", ranked=False))
     reasons = np.asarray(table.column("prior_fallback").to_pylist(), dtype=object)
     for reason in sorted(set(reasons.tolist()) - {"none"}):
         metrics[f"prior_fallback_{reason}"] = accuracy(reasons == reason).to_dict()
