@@ -114,3 +114,24 @@ def test_hierarchy_summary_counts_full_partial_and_missing_lineages() -> None:
     assert (summary["labels"], summary["labels_with_full_lineage"], summary["labels_with_a_missing_rank"],
             summary["labels_without_lineage"], summary["absent"]) == (7, 5, 1, 1, None)
     assert summary["ranks"] == ["kingdom", "phylum", "class", "order", "family", "genus", "species"]
+
+
+def test_paired_severity_prefers_gentler_mistakes_at_the_same_accuracy() -> None:
+    from cladebench.metrics.hierarchy import paired_ratio_bootstrap, severity_units
+
+    rng = np.random.default_rng(2)
+    correct = rng.random(400) < 0.6  # both runs right on the same images: the same accuracy
+    gentle = np.where(correct, 0, rng.choice([1, 2], size=400))
+    harsh = np.where(correct, 0, rng.choice([5, 6, 7], size=400))
+    _, a_values, a_weights = severity_units(range(400), gentle, correct)
+    _, b_values, b_weights = severity_units(range(400), harsh, correct)
+    paired = paired_ratio_bootstrap(a_values, a_weights, b_values, b_weights, n_resamples=4000)
+    assert paired.difference == pytest.approx(gentle[~correct].mean() - harsh[~correct].mean())
+    assert paired.high < 0 and paired.p_value < 0.001 and paired.n == 400
+    # Against a bootstrap that draws image indices, the same draw for both runs.
+    draws = rng.integers(0, 400, size=(4000, 400))
+    replicates = (a_values[draws].sum(1) / a_weights[draws].sum(1)) - (b_values[draws].sum(1) / b_weights[draws].sum(1))
+    low, high = np.quantile(replicates, [0.025, 0.975])
+    assert paired.low == pytest.approx(low, abs=0.05) and paired.high == pytest.approx(high, abs=0.05)
+    same = paired_ratio_bootstrap(a_values, a_weights, a_values, a_weights, n_resamples=500)
+    assert same.difference == 0 and same.p_value == 1.0

@@ -36,7 +36,13 @@ from typing import Any
 import numpy as np
 
 from cladebench.metrics.definitions import define_metric
-from cladebench.metrics.intervals import PERCENTILE_BOOTSTRAP, bootstrap_ci
+from cladebench.metrics.intervals import (
+    CHUNK_ELEMENTS,
+    PAIRED_P_VALUE,
+    PERCENTILE_BOOTSTRAP,
+    PairedComparison,
+    bootstrap_ci,
+)
 from cladebench.taxonomy import RANKS, Lineage, Rank
 
 HEIGHT_COLUMN = "lca_height"
@@ -228,3 +234,46 @@ for _k in DISTANCE_KS:
     define_metric(f"hdist{_k}", f"hierarchical distance@{_k}: mean over the scored images of the mean LCA height of "
                   f"the true label and each of the {_k} highest-scoring predictions (a correct one 0); " + RULE
                   + "; percentile bootstrap over images; undefined where k is at least the label count")
+
+
+def severity_units(keys: Sequence[Any], heights: np.ndarray, correct: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+    """A run's mistake severity image by image, for a paired comparison: (keys, each image's height where it is a
+    mistake else 0, 1 where it is a mistake else 0); the ratio of their sums is the severity."""
+    wrong = ~np.asarray(correct, dtype=bool)
+    return keys, np.where(wrong, np.maximum(np.asarray(heights, dtype=np.float64), 1.0), 0.0), wrong.astype(np.float64)
+
+
+def paired_ratio_bootstrap(a_values: np.ndarray, a_weights: np.ndarray, b_values: np.ndarray, b_weights: np.ndarray,
+                           *, n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 0) -> PairedComparison:
+    """Paired bootstrap of sum(a_values)/sum(a_weights) - sum(b_values)/sum(b_weights) on aligned images: how two
+    runs' mistake severities (heights over mistakes, a ratio and not a mean of per-image values) differ.
+
+    Each resample draws the images with replacement, the same draw for both runs (as the count of each distinct
+    image kind, a multinomial: the same distribution as drawing images); a resample in which either run makes no
+    mistake has no difference and is left out. The interval and p-value are those of
+    :func:`cladebench.metrics.paired_bootstrap` over the resampled differences."""
+    columns = [np.asarray(x, dtype=np.float64) for x in (a_values, a_weights, b_values, b_weights)]
+    n = columns[0].size
+    if n == 0 or any(c.shape != (n,) for c in columns):
+        raise ValueError("a and b must be non-empty aligned 1-D arrays")
+    if columns[1].sum() <= 0 or columns[3].sum() <= 0:
+        raise ValueError("a run without a mistake has no severity to compare")
+    kinds, counts = np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
+    rng = np.random.default_rng(seed)
+    pieces = []
+    rows_per_chunk = max(1, CHUNK_ELEMENTS // kinds.shape[0])
+    for start in range(0, n_resamples, rows_per_chunk):
+        drawn = rng.multinomial(n, counts / n, size=min(rows_per_chunk, n_resamples - start)).astype(np.float64)
+        sums = drawn @ kinds
+        defined = (sums[:, 1] > 0) & (sums[:, 3] > 0)
+        pieces.append(sums[defined, 0] / sums[defined, 1] - sums[defined, 2] / sums[defined, 3])
+    replicates = np.concatenate(pieces)
+    low, high = np.quantile(replicates, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
+    at_or_below = 1 + int(np.count_nonzero(replicates <= 0.0))
+    at_or_above = 1 + int(np.count_nonzero(replicates >= 0.0))
+    p_value = min(1.0, 2.0 * min(at_or_below, at_or_above) / (replicates.size + 1))
+    difference = columns[0].sum() / columns[1].sum() - columns[2].sum() / columns[3].sum()
+    return PairedComparison(difference=float(difference), low=float(low), high=float(high), p_value=p_value, n=n,
+                            n_resamples=n_resamples, confidence=confidence, seed=seed,
+                            method=f"paired {PERCENTILE_BOOTSTRAP} of a ratio of sums (mistake severity), "
+                                   f"resamples in which a run makes no mistake left out; {PAIRED_P_VALUE}")

@@ -28,9 +28,10 @@ class Task:
     description: str
     uses_encoder: bool = True
     """False for tasks on stored image embeddings alone (no text tower to load)."""
-    per_unit: Callable[[Any, dict[str, Any]], dict[str, tuple[Any, Any]]] | None = None
+    per_unit: Callable[[Any, dict[str, Any]], dict[str, tuple[Any, ...]]] | None = None
     """For metrics that are means over units other than rows (queries): (predictions table, the record's task
-    provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit."""
+    provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit; a metric that is a ratio
+    of sums (mistake severity) gives (unit keys, values, weights), the ratio being sum(values) / sum(weights)."""
     unit: str = "images"
     """What the paired comparison resamples, as tables name it ("queries", "query images", "targets")."""
     label_set: Callable[[Any, Any], Any] | None = None

@@ -45,6 +45,7 @@ from cladebench.metrics import (
     severity_metrics,
     top_k_undefined,
 )
+from cladebench.metrics.hierarchy import severity_units
 from cladebench.tasks.common import (
     NAMING_COLUMNS,
     LabelSet,
@@ -351,16 +352,18 @@ def scored_heights(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray | No
     return heights, flat.reshape(len(lists), -1) if len(lists) else flat.reshape(0, 0)
 
 
-def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
-    """Each scored image's hierarchical distances, keyed by uuid, so `compare` pairs two runs image by image on
-    them (top-k hits pair through their own columns)."""
+def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """Each scored image's hierarchical distances and its part of the mistake severity (its height and whether it
+    is a mistake: :func:`~cladebench.metrics.hierarchy.severity_units`), keyed by uuid, so `compare` pairs two runs
+    image by image on them (top-k hits pair through their own columns)."""
     rank = task_provenance.get("rank", "species")
     scored = np.asarray(table.column("scored"), dtype=bool)
     heights, top_heights = scored_heights(table, scored)
     if heights is None:
         return {}
     uuids = [u for u, s in zip(table.column("uuid").to_pylist(), scored, strict=True) if s]
-    out: dict[str, tuple[list[Any], np.ndarray]] = {f"hdist1_{rank}": (uuids, heights.astype(np.float64))}
+    out: dict[str, tuple[Any, ...]] = {f"hdist1_{rank}": (uuids, heights.astype(np.float64))}
     if top_heights is not None and top_heights.shape[1] >= 5:
         out[f"hdist5_{rank}"] = (uuids, top_heights[:, :5].mean(axis=1))
+    out[f"mistake_severity_{rank}"] = severity_units(uuids, heights, np.asarray(table.column("correct_top1"))[scored])
     return out

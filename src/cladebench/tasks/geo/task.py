@@ -49,6 +49,7 @@ from cladebench.metrics import (
     paired_bootstrap,
     severity_metrics,
 )
+from cladebench.metrics.hierarchy import severity_units
 from cladebench.tasks.common import (
     PlannedLabelSet,
     Predictions,
@@ -245,7 +246,7 @@ def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     return metrics
 
 
-def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     """Each scored test image's 0/1 correctness, image-only and fused, keyed by uuid, so runs pair image by image."""
     rank = task_provenance.get("rank", "species")
     scored = _bools(table, "scored")
@@ -256,6 +257,8 @@ def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[s
         heights = _heights(table, kind, scored)
         if heights is not None:
             out[f"{kind}_hdist1_{rank}"] = (uuids, heights.astype(np.float64))
+            out[f"{kind}_mistake_severity_{rank}"] = severity_units(uuids, heights,
+                                                                     _bools(table, f"correct_{kind}")[scored])
     return out
 
 
