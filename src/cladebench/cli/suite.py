@@ -66,6 +66,9 @@ class ResultsConfig:
     format: Literal["md", "csv", "json"] = "md"
     """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every row, every
     column as stored."""
+    metric: str | None = None
+    """pivot on this metric instead of each benchmark's headline (its own name, e.g. mistake_severity_species or
+    hdist5_species: how wrong the wrong answers are); rows and csv/json show every metric already."""
 
 
 @verb("results", ResultsConfig, "a suite folder's results table (benchmark × protocol × model × metric) as Markdown, "
@@ -76,5 +79,5 @@ def _results(config: ResultsConfig) -> int:
 
     table = require_results(config.folder)
     pivot = config.view == "pivot" and config.format == "md"
-    print(format_pivot(table, config.folder) if pivot else format_results(table, config.format))
+    print(format_pivot(table, config.folder, config.metric) if pivot else format_results(table, config.format))
     return 0

@@ -229,17 +229,21 @@ PIVOT_RESAMPLES = 10_000
 """Bootstrap resamples behind each mark of the pivot (as ``compare`` and the suite's report)."""
 
 
-def format_pivot(table: pa.Table, root: Path) -> str:
-    """Models × benchmarks as Markdown: each benchmark's headline (one column per challenge group), each model's
-    latest run, value and interval, and its mark against the best model of the column (best / tied / worse, as
-    the suite's report marks them: :func:`~cladebench.evaluate.marks.marks_against_best` over the runs in
-    ``root``); the full table is ``--view rows``."""
+def format_pivot(table: pa.Table, root: Path, metric: str | None = None) -> str:
+    """Models × benchmarks as Markdown: each benchmark's headline (one column per challenge group), or ``metric``
+    (``mistake_severity_species``), each model's latest run, value and interval, and its mark against the best model
+    of the column (best / tied / worse, as the suite's report marks them:
+    :func:`~cladebench.evaluate.marks.marks_against_best` over the runs in ``root``); the full table is ``--view
+    rows``."""
     from cladebench.evaluate.marks import marks_against_best
     from cladebench.evaluate.suite.board import board_columns, latest_rows
 
     rows = table.to_pylist()
-    columns, models, notes = board_columns(rows)
+    columns, models, notes = board_columns(rows, metric)
     if not columns:
+        if metric is not None:
+            return (f"No finished run reports {metric} (`cladebench results DIR --view rows` shows every metric of "
+                    "every run).")
         return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
                 "row).")
     latest = latest_rows(rows)
@@ -276,9 +280,10 @@ def format_pivot(table: pa.Table, root: Path) -> str:
                              + (f" ({mark})" if mark else ""))
         lines.append("| " + " | ".join(markdown_cell(c) for c in [model, *cells]) + " |")
     off = sorted({r["off_protocol"] for r in rows if r.get("off_protocol")})
+    shown = "the benchmark's headline metric" if metric is None else metric
     return "\n".join([*lines, *(f"\n{note}" for note in dict.fromkeys(notes)),
                       *([f"\nOff protocol: {'; '.join(off)}"] if off else []),
-                      "\nEach cell: the benchmark's headline metric of the model's latest run under its protocol, with "
+                      f"\nEach cell: {shown} of the model's latest run under its protocol, with "
                       "its interval (unadjusted) and its mark: best of the column; tied with the best (paired "
                       f"bootstrap, {PIVOT_RESAMPLES:,} resamples of the units named, not significant after Holm's "
                       "correction, alpha 0.05, one family per column); worse (Holm-adjusted p at most 0.05); "
