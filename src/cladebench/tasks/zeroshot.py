@@ -40,12 +40,11 @@ from cladebench.metrics import (
     accuracy,
     balanced_accuracy,
     bootstrap_ci,
-    hierarchy_summary,
     lca_heights,
     severity_metrics,
     top_k_undefined,
 )
-from cladebench.metrics.hierarchy import severity_units
+from cladebench.metrics.hierarchy import label_hierarchy, severity_units
 from cladebench.tasks.common import (
     NAMING_COLUMNS,
     LabelSet,
@@ -214,10 +213,10 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         columns[f"correct_{higher.column}"] = (predicted == true_taxa) & (true_taxa >= 0)
         columns[f"scored_{higher.column}"] = true_taxa >= 0
         scored_ranks.append(higher.column)
-    hierarchy = hierarchy_summary(labels.lineages, rank, "the label set's lineages (" + str(
+    measured, hierarchy = label_hierarchy(labels.lineages, rank, "the label set's lineages (" + str(
         config.labels or "the benchmark's rank columns") + ")")
     if not hierarchy["absent"]:
-        heights = lca_heights(labels.lineages, targets, order, rank)
+        heights = lca_heights(measured, targets, order, rank)
         columns[HEIGHT_COLUMN] = pa.array(heights[:, 0], pa.int8(), mask=unscored)
         columns[TOP_HEIGHTS_COLUMN] = pa.ListArray.from_arrays(offsets, pa.array(heights.ravel(), pa.int8()),
                                                                mask=pa.array(unscored))

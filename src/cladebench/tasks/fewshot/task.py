@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, NotEvaluableError
-from cladebench.metrics import HEIGHT_COLUMN, hierarchy_summary, lca_heights
-from cladebench.metrics.hierarchy import lineage_depth
+from cladebench.metrics import HEIGHT_COLUMN, lca_heights
+from cladebench.metrics.hierarchy import label_hierarchy, lineage_depth
 from cladebench.tasks.common import Predictions, column_metadata, label_digest, resolve_embedding_column
 from cladebench.tasks.fewshot.config import FewShotConfig
 from cladebench.tasks.fewshot.methods import METHODS, SIMPLESHOT_PROTOCOLS
@@ -101,8 +101,8 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
     plan = plan_splits(rows, config)
     lineage_of = dict(zip(rows.classes, rows.class_lineages, strict=False))
     class_lineages = [lineage_of[label] for label in plan.classes] if lineage_of else []
-    hierarchy = hierarchy_summary(class_lineages, rank, "the lineages of the evaluated classes (the dataset's rank "
-                                  "columns)")
+    class_lineages, hierarchy = label_hierarchy(class_lineages, rank, "the lineages of the evaluated classes (the "
+                                                "dataset's rank columns)")
     table, chosen = predict_splits(rows.vectors[column], plan, rows.uuids, config,
                                    class_lineages=None if hierarchy["absent"] else class_lineages)
     info = {

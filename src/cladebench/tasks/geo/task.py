@@ -44,12 +44,11 @@ from cladebench.errors import CladebenchError, SchemaError
 from cladebench.metrics import (
     accuracy,
     define_metric,
-    hierarchy_summary,
     lca_heights,
     paired_bootstrap,
     severity_metrics,
 )
-from cladebench.metrics.hierarchy import severity_units
+from cladebench.metrics.hierarchy import label_hierarchy, severity_units
 from cladebench.tasks.common import (
     PlannedLabelSet,
     Predictions,
@@ -156,10 +155,10 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *
         "prior_fallback": pa.array(outcome.fallback, pa.string()),
         **extra,
     })
-    hierarchy = hierarchy_summary(labels.lineages, rank, "the label set's lineages (" + str(
+    measured, hierarchy = label_hierarchy(labels.lineages, rank, "the label set's lineages (" + str(
         config.labels or "the benchmark's rank columns") + ")")
     if not hierarchy["absent"]:  # each test row's LCA height of truth and image-only, and fused, top-1
-        heights = lca_heights(labels.lineages, test_targets, np.stack([image, outcome.fused], axis=1), rank)
+        heights = lca_heights(measured, test_targets, np.stack([image, outcome.fused], axis=1), rank)
         unscored = test_targets < 0
         for column, kind in enumerate(KINDS):
             table = table.append_column(f"lca_height_{kind}", pa.array(heights[:, column], pa.int8(), mask=unscored))
