@@ -74,6 +74,30 @@ def lca_height(truth: Lineage, predicted: Lineage, rank: Rank | str) -> int:
     return int(rank) + 1 - shared
 
 
+def lca_rank(height: int, rank: Rank | str) -> str | None:
+    """Where a mistake of LCA ``height`` at label rank ``rank`` lands, as a rank column (``family`` for a same-family
+    mistake at species), ``root`` across kingdoms, None for a correct prediction (height 0)."""
+    if height <= 0:
+        return None
+    level = int(Rank.parse(rank)) - int(height)
+    return "root" if level < 0 else RANKS[level].column
+
+
+def lca_ranks(rank: Rank | str) -> list[str]:
+    """Every place a mistake at label rank ``rank`` can land, the gentlest first: the rank above it .. kingdom,
+    then ``root``."""
+    return [r.column for r in reversed(RANKS[: Rank.parse(rank)])] + ["root"]
+
+
+def lca_words(height: int, rank: Rank | str) -> str:
+    """A mistake's LCA in words, as a gallery or a filter names it: ``same family (height 2)``, ``different
+    kingdoms (height 7)``, ``correct``."""
+    where = lca_rank(height, rank)
+    if where is None:
+        return "correct"
+    return f"{'different kingdoms' if where == 'root' else 'same ' + where} (height {height})"
+
+
 def lineage_depth(lineage: Lineage, rank: Rank | str) -> int:
     """How many ranks from the kingdom down are named without a hole: the most a height can ever share."""
     depth = 0
