@@ -114,12 +114,17 @@ def test_fewshot_severity_and_higher_ranks_equal_an_independent_count(embedded: 
                    for r in mine]
         severity.append(np.mean([h for h in heights if h > 0]))
         hdist.append(np.mean(heights))
+        for r in mine:  # the five best classes' heights, recounted from the labels they name
+            assert r["top5_lca_heights"][0] == (0 if r["correct"] else height(
+                truth_of[r["uuid"]], lineage_of_label[r["pred_label"]]))
         predicted = [lineage_of_label[r["pred_label"]] for r in mine]
         genus.append(np.mean([p[:6] == truth_of[r["uuid"]][:6] for p, r in zip(predicted, mine, strict=True)]))
         kingdom.append(np.mean([p[0] == truth_of[r["uuid"]][0] for p, r in zip(predicted, mine, strict=True)]))
     metrics = record["metrics"]
     assert metrics["simpleshot_1shot_mistake_severity"]["value"] == pytest.approx(np.mean(severity))
     assert metrics["simpleshot_1shot_hdist1"]["value"] == pytest.approx(np.mean(hdist))
+    assert metrics["simpleshot_1shot_hdist5"]["value"] == pytest.approx(np.mean(
+        [np.mean([np.mean(r["top5_lca_heights"]) for r in rows if r["repetition"] == rep]) for rep in (0, 1)]))
     assert metrics["simpleshot_1shot_genus"]["value"] == pytest.approx(np.mean(genus))
     assert metrics["simpleshot_1shot_kingdom"]["value"] == pytest.approx(np.mean(kingdom))
     assert metrics["simpleshot_1shot_mistake_severity"]["n"] == 2  # repetitions, as every few-shot metric

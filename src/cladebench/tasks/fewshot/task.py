@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, NotEvaluableError
-from cladebench.metrics import HEIGHT_COLUMN, lca_heights
+from cladebench.metrics import HEIGHT_COLUMN, TOP_HEIGHTS_COLUMN, lca_heights
 from cladebench.metrics.hierarchy import label_hierarchy, lineage_depth
 from cladebench.tasks.common import Predictions, column_metadata, label_digest, resolve_embedding_column
 from cladebench.tasks.fewshot.config import FewShotConfig
@@ -43,8 +43,9 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], c
 
     Returns the prediction table and, per method, what it chose on each split (shots, repetition, details).
     With ``class_lineages`` (one per class of ``plan``), each row also carries the LCA height of its truth and
-    prediction (:func:`cladebench.metrics.lca_heights`) and how deep its truth's lineage is named
-    (``true_depth``): what mistake severity and accuracy at the higher ranks are computed from.
+    prediction (:func:`cladebench.metrics.lca_heights`), those of the method's five best classes where it ranks
+    them (``top5_lca_heights``), and how deep its truth's lineage is named (``true_depth``): what mistake
+    severity, hierarchical distance and accuracy at the higher ranks are computed from.
     """
     if len(plan.classes) < 2:  # a grouped run leaves this group out with the reason and evaluates the others
         raise NotEvaluableError(f"few-shot needs at least 2 classes with enough images; {len(plan.classes)} qualify "
@@ -61,10 +62,16 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], c
             truth = plan.targets[split.query]
             output = fit_predict(vectors[split.support], plan.targets[split.support], vectors[split.query], config)
             n = len(split.query)
-            hierarchy: dict[str, Any] = {} if class_lineages is None else {
-                HEIGHT_COLUMN: pa.array(lca_heights(class_lineages, truth, output.predicted[:, None],
-                                                    config.rank)[:, 0], pa.int8()),
-                "true_depth": pa.array(depths[truth], pa.int8())}
+            hierarchy: dict[str, Any] = {}
+            if class_lineages is not None:
+                top = output.predicted[:, None] if output.ranked is None else output.ranked
+                heights = lca_heights(class_lineages, truth, top, config.rank)
+                hierarchy = {HEIGHT_COLUMN: pa.array(heights[:, 0], pa.int8()),
+                             "true_depth": pa.array(depths[truth], pa.int8())}
+                if output.ranked is not None:
+                    offsets = pa.array(np.arange(0, heights.size + 1, heights.shape[1], dtype=np.int32))
+                    hierarchy[TOP_HEIGHTS_COLUMN] = pa.ListArray.from_arrays(offsets, pa.array(heights.ravel(),
+                                                                                               pa.int8()))
             pieces.append(pa.table({
                 "uuid": pa.array(uuid_array[split.query], pa.string()),
                 "method": pa.array([method] * n, pa.string()),
