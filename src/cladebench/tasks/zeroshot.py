@@ -10,7 +10,9 @@ are stored raw and L2-normalised here.
 Logits use the model's learned scale (``logit_scale="learned"``) or a fixed number (CLIP_benchmark
 uses 100); softmax probabilities at the label rank are rolled up to every higher rank (segmented sums over
 the labels in lineage order, :class:`~cladebench.taxonomy.LineageRuns`), so "genus accuracy" means the genus
-with the most probability mass, not the genus of the top species; ``prob_<rank>`` is that mass.
+with the most probability mass, not the genus of the top species; ``prob_<rank>`` is that mass. Each scored row
+also carries the LCA heights of its truth and its top-5 labels on the label set's lineages
+(:mod:`cladebench.metrics.hierarchy`): how far up the tree each wrong answer meets the truth.
 
 Two paths with the same answers: the dense one holds the images x labels probabilities (and is the only one
 that takes ``--candidates``); the streaming one (:mod:`cladebench.tasks.streaming`) scores blocks of images
