@@ -100,12 +100,8 @@ def lca_words(height: int, rank: Rank | str) -> str:
 
 def lineage_depth(lineage: Lineage, rank: Rank | str) -> int:
     """How many ranks from the kingdom down are named without a hole: the most a height can ever share."""
-    depth = 0
-    for level in RANKS[: Rank.parse(rank) + 1]:
-        if lineage.names[level] is None:
-            break
-        depth += 1
-    return depth
+    names = lineage.names[: int(Rank.parse(rank)) + 1]
+    return names.index(None) if None in names else len(names)
 
 
 def lca_heights(label_lineages: Sequence[Lineage], truth: np.ndarray, predicted: np.ndarray,
@@ -149,7 +145,8 @@ def hierarchy_summary(label_lineages: Sequence[Lineage], rank: Rank | str, sourc
     full lineage (every rank down to the label rank), how many a hole, how many none (no kingdom: every mistake
     against them is the largest height), and ``absent`` (why there are no severity metrics) when no label has any."""
     rank = Rank.parse(rank)
-    depths = np.array([lineage_depth(lineage, rank) for lineage in label_lineages], dtype=np.int64)
+    depths = np.fromiter((lineage_depth(lineage, rank) for lineage in label_lineages), dtype=np.int64,
+                         count=len(label_lineages))
     full = int((depths == int(rank) + 1).sum())
     none = int((depths == 0).sum())
     summary: dict[str, Any] = {
