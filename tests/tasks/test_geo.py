@@ -518,9 +518,11 @@ def test_registered_task_runs_through_run_eval(world: World, world_dataset: Any,
     assert "paired percentile bootstrap" in record.provenance["metrics"]["fused_minus_image_species"]
     assert "image_weight" in format_metrics(record)
     units = per_image_values(record.predictions(path), record.provenance["task"])
-    assert set(units) == {f"{kind}_{metric}_species" for kind in ("image", "fused") for metric in ("top1", "hdist1")}
-    for name in units:  # each unit's mean is the stored metric, so compare pairs what the record says
-        assert units[name][1].mean() == pytest.approx(record.metrics[name]["value"])
+    assert set(units) == {f"{kind}_{metric}_species" for kind in ("image", "fused")
+                          for metric in ("top1", "hdist1", "mistake_severity")}
+    for name, (_, values, *weights) in units.items():  # each is the stored metric, so compare pairs what it says
+        value = values.sum() / weights[0].sum() if weights else values.mean()  # severity: a ratio over mistakes
+        assert value == pytest.approx(record.metrics[name]["value"])
     # The LCA heights against an independent count of shared ranks of the true and fused lineages.
     table = record.predictions(path).to_pylist()
     lineage_by_name = {lineage_of(s).label("sci"): lineage_of(s) for s in range(16)}
