@@ -274,6 +274,18 @@ def test_candidates_restrict_each_image_to_its_lookalikes(embedded, tmp_path):
             assert row["correct_top1"]  # the true species won against everything, so it wins against one
         checked += 1
     assert checked == N - N // 8
+    # Severity among look-alikes: each mistake's height recounted from the dataset's lineages of the two names.
+    ranks = ("kingdom", "phylum", "class", "order", "family", "genus", "species")
+    named = {tuple(r[c] for c in ranks)[-1]: tuple(r[c] for c in ranks)
+             for r in store.read(store.open_dataset(path), columns=list(ranks)).to_pylist() if r["species"]}
+    wrong = []
+    for row in restricted.predictions(tmp_path / "cand" / "run.json").to_pylist():
+        if row["scored"] and not row["correct_top1"]:
+            truth, predicted = named[row["true_label"]], named[row["pred_label"]]
+            wrong.append(7 - next((i for i in range(7) if truth[i] != predicted[i]), 7))
+            assert row["lca_height"] == wrong[-1]
+    severity = restricted.metrics["mistake_severity_species"]
+    assert severity["value"] == (pytest.approx(np.mean(wrong)) if wrong else None)
     by_group = _eval(path, model, tmp_path / "per-group", group_by="none", candidates="lookalikes",
                      name_style="sci", breakdown=("lookalikes",))
     group_metrics = {k: v for k, v in by_group.metrics.items() if k.startswith("lookalikes=")

@@ -51,7 +51,9 @@ def test_a_group_too_small_for_the_shots_is_left_out_and_the_others_are_evaluate
     for group in evaluated:
         assert record["metrics"][f"{group}/simpleshot_5shot"]["value"] > 0
     names = {m.split("/", 1)[1] for m in record["metrics"] if m.startswith(f"{evaluated[0]}/")}
-    assert names == {"simpleshot_5shot", "simpleshot_5shot_balanced", "knn_5shot", "knn_5shot_balanced"}
+    measures = ("", "_balanced", "_mistake_severity", "_hdist1", "_hdist5",
+                *(f"_{rank}" for rank in ("kingdom", "phylum", "class", "order", "family", "genus")))
+    assert names == {f"{method}_5shot{measure}" for method in ("simpleshot", "knn") for measure in measures}
     for name in names:
         estimate = record["metrics"][f"{small}/{name}"]
         assert estimate["value"] is None and estimate["n"] == 0 and estimate["left_out"] == reason

@@ -270,3 +270,17 @@ def test_the_metrics_digest_does_not_depend_on_what_was_imported() -> None:
                               check=True).stdout.strip()
                for first in ("pass", "import cladebench.tasks.geo.task", "import cladebench.tasks.lineage.metrics")}
     assert len(digests) == 1 and len(next(iter(digests))) == 64, digests
+
+
+def test_results_pivots_on_mistake_severity_when_asked(suite_env, capsys):
+    out = suite_env["out"]
+    assert main(["results", str(out), "--metric", "mistake_severity_species"]) == 0
+    printed = capsys.readouterr().out
+    assert "| crypticbio-common mistake_severity_species |" in printed.replace(" | ", " |\n| ")
+    assert "Each cell: mistake_severity_species of the model's latest run" in printed
+    rows = [r for r in read_results(out).to_pylist() if r["status"] == "finished"
+            and r["benchmark"] == "crypticbio-common" and r["metric"] == "mistake_severity_species"
+            and r["protocol"] == "zeroshot · name_style=sci"]
+    assert rows and all(f"{r['value']:.2f}" in printed for r in rows)  # a height, not a percentage
+    assert main(["results", str(out), "--metric", "no_such_metric"]) == 0
+    assert "No finished run reports no_such_metric" in capsys.readouterr().out

@@ -40,7 +40,9 @@ def test_a_small_group_is_a_gap_in_the_run_not_a_skip_of_it(tmp_path, monkeypatc
     five = [r for r in rows if r["protocol"] == "fewshot · shots=5"]
     assert five and {r["status"] for r in five} == {"finished"}
     gaps = [r for r in five if r["metric"].startswith(f"{small}/")]
-    assert {r["metric"] for r in gaps} == {f"{small}/simpleshot_5shot", f"{small}/simpleshot_5shot_balanced"}
+    measures = ("", "_balanced", "_mistake_severity", "_hdist1", "_hdist5",
+                *(f"_{rank}" for rank in ("kingdom", "phylum", "class", "order", "family", "genus")))
+    assert {r["metric"] for r in gaps} == {f"{small}/simpleshot_5shot{measure}" for measure in measures}
     assert all(r["value"] is None and r["n"] == 0 and "too few groups for 5 shots" in r["reason"] for r in gaps)
     assert all(r["value"] is not None and r["reason"] is None for r in five if r not in gaps)
     record = json.loads((out / gaps[0]["run"]).read_text())

@@ -104,7 +104,7 @@ def test_sections_appear_only_for_runs_they_apply_to(tmp_path) -> None:
     run = _rerank_record(tmp_path)
     html = write_report([run], tmp_path / "r.html").read_text()
     assert 'id="rerank_ap"' in html and 'id="leaderboard"' in html and 'id="provenance"' in html
-    for absent in ("calibration", "confusion", "lineage", "ranks", "groups"):
+    for absent in ("calibration", "confusion", "lineage", "ranks", "mistakes", "groups"):
         assert f'id="{absent}"' not in html, absent
     # The dataset is gone: the gallery says why instead of showing broken images.
     assert "photos not available" in html and "<img src=\"data:image/jpeg" not in html
@@ -306,8 +306,8 @@ def test_html_report_numbers_and_escaping_without_a_browser(html_report, runs) -
     assert HOSTILE not in html and "<script" not in html and "<img src=x" not in html
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
     assert all(src.startswith("data:") for src in re.findall(r'src="([^"]*)"', html))  # nothing is fetched
-    for section in ("leaderboard", "groups", "ranks", "calibration", "confusion", "rerank_ap", "lineage", "gallery",
-                    "provenance"):
+    for section in ("leaderboard", "groups", "ranks", "mistakes", "calibration", "confusion", "rerank_ap", "lineage",
+                    "gallery", "provenance"):
         assert f'<section id="{section}">' in html, section
     for record in _records(runs):
         assert record.provenance["dataset"]["fingerprint"] in html
@@ -363,6 +363,31 @@ def _tables(markdown: str) -> list[list[str]]:
 
 def _cells(line: str) -> list[str]:
     return [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+
+
+def test_where_mistakes_land_is_counted_from_the_predictions(runs, html_report, tmp_path) -> None:
+    from cladebench.report.runs import load_runs
+    from cladebench.report.sections.mistakes import mistake_shares
+
+    loaded = load_runs([runs["zeroshot-a"], runs["zeroshot-b"]])
+    places = ["genus", "family", "order", "class", "phylum", "kingdom", "root"]
+    for run in loaded:
+        for group in run.groups:
+            rows = [r for r in run.predictions.to_pylist() if r["group"] == group and r["scored"]
+                    and not r["correct_top1"]]
+            found = mistake_shares(run, group)
+            if not rows:
+                assert found is None
+                continue
+            rank, shares = found
+            assert rank == "species" and sum(s["successes"] for s in shares.values()) == len(rows)
+            for height, place in enumerate(places, start=1):  # a height h at species meets at rank 7 - h
+                count = sum(r["lca_height"] == height for r in rows)
+                assert shares[f"mistakes_at_{place}"]["value"] == pytest.approx(count / len(rows))
+    md = write_report([runs["zeroshot-a"], runs["zeroshot-b"]], tmp_path / "m.md", format="md").read_text()
+    assert "## Where mistakes land on the tree" in md and "| different kingdoms |" in md
+    html = html_report.read_text()  # the gallery: the most severe mistakes first, each with where it lands
+    assert "the most severe mistakes" in html and "(height " in html
 
 
 def test_markdown_report(runs, tmp_path) -> None:

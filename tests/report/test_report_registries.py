@@ -20,8 +20,8 @@ from cladebench.report.render import FORMATS, render_report
 from cladebench.report.sections import SECTIONS, ordered_sections
 from cladebench.report.sections.gallery import GALLERIES
 
-BUILT_IN = ["suite", "leaderboard", "groups", "ranks", "calibration", "confusion", "rerank_ap", "lineage", "gallery",
-            "provenance"]
+BUILT_IN = ["suite", "leaderboard", "groups", "ranks", "mistakes", "calibration", "confusion", "rerank_ap", "lineage",
+            "gallery", "provenance"]
 """Every built-in section, in page order."""
 
 

@@ -135,6 +135,27 @@ def test_the_runs_views_sort_errors_first_and_list_disagreements(served) -> None
     assert confusion.status_code == 200 and "/runs?run=1&amp;sort=errors&amp;truth=" in confusion.text
 
 
+def test_the_runs_grid_shows_the_mistakes_meeting_the_truth_at_one_rank(served) -> None:
+    url, started = served
+    run = started.state.runs[0]
+    rank = run.record.provenance["task"]["rank"]
+    rows = run.predictions.to_pylist()
+    levels = ["kingdom", "phylum", "class", "order", "family", "genus", "species"]
+    for place in [*reversed(levels[:levels.index(rank)]), "root"]:
+        # Independently: a mistake meets the truth `height` ranks above the label rank, beyond the kingdom at root.
+        expected = sum(1 for r in rows if r["lca_height"] and (
+            levels.index(rank) - r["lca_height"] < 0 if place == "root"
+            else levels.index(rank) - r["lca_height"] == levels.index(place)))
+        page = get(url, "/runs", run="1", lca=place)
+        assert page.status_code == 200 and 'class="error"' not in page.text
+        assert f'id="summary">{expected} row' in page.text, place
+        cells = page.text.split('id="grid"')[1]
+        assert 'class="cell right' not in cells  # only mistakes
+    assert "mistakes that meet the truth at:" in get(url, "/runs", run="1").text
+    wrong = get(url, "/runs", run="1", lca="no_such_rank")
+    assert 'class="error"' in wrong.text and "lca must be one of" in wrong.text
+
+
 def test_a_confusion_cell_opens_the_images_behind_it(served) -> None:
     url, started = served
     from cladebench.serve.runs_data import by_uuid

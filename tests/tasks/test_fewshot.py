@@ -81,7 +81,7 @@ def test_planted_classes_are_found_and_shuffled_labels_fall_to_chance() -> None:
 
 
 def loop_simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, *,
-                    normalise_first: bool) -> list[int]:
+                    normalise_first: bool, ranked: bool = False) -> list[Any]:
     """SimpleShot written out with loops: (each vector L2-normalised first: BioCLIP's protocol) centre on the
     support mean, normalise, nearest class mean."""
 
@@ -111,7 +111,10 @@ def loop_simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray,
         unit_vector = centred_unit(q)
         distances = {label: math.sqrt(sum((a - b) ** 2 for a, b in zip(unit_vector, c, strict=True)))
                      for label, c in centroids.items()}
-        predicted.append(min(sorted(distances), key=lambda label: distances[label]))
+        if ranked:  # the five nearest centroids, nearest first
+            predicted.append(sorted(distances, key=lambda label: (distances[label], label))[:5])
+        else:
+            predicted.append(min(sorted(distances), key=lambda label: distances[label]))
     return predicted
 
 
@@ -168,6 +171,19 @@ def test_simpleshot_matches_an_independent_loop_implementation(method, normalise
     centred_centroids = np.stack([unit(start[targets == c] - mean).mean(0) for c in range(6)])
     cosine = (unit((unit(query) if normalise_first else query) - mean) @ unit(centred_centroids).T).argmax(axis=1)
     assert cosine.tolist() != ours.tolist()
+
+
+def test_every_method_ranks_five_classes_its_prediction_first() -> None:
+    support, targets, query, _ = hard_problem(seed=2, shots=5)
+    for method in METHODS.values():
+        output = method.fit_predict(support, targets, query, FewShotConfig(knn_k=5))
+        assert output.ranked is not None and output.ranked.shape == (len(query), 5), method.name
+        assert output.ranked[:, 0].tolist() == output.predicted.tolist(), method.name
+        assert all(len(set(row)) == 5 for row in output.ranked.tolist()), method.name
+    for method, normalise_first in ((simpleshot, True), (simpleshot_biobench, False)):
+        ranked = method(support, targets, query, FewShotConfig()).ranked
+        assert ranked.tolist() == loop_simpleshot(support, targets, query, normalise_first=normalise_first,
+                                                  ranked=True)
 
 
 def test_the_two_simpleshot_protocols_on_vectors_with_spread_norms() -> None:
@@ -367,7 +383,7 @@ def test_task_end_to_end_on_a_lance_dataset(planted_dataset: tuple[Any, pa.Table
     predictions = task.predict(dataset, None, config)
     table = predictions.table
     assert table.column_names == ["uuid", "method", "shots", "repetition", "true_label", "pred_label", "true_index",
-                                  "pred_index", "correct"]
+                                  "pred_index", "correct", "lca_height", "true_depth", "top5_lca_heights"]
 
     rows = source.to_pylist()
     by_uuid = {r["uuid"]: r for r in rows}
@@ -376,6 +392,14 @@ def test_task_end_to_end_on_a_lance_dataset(planted_dataset: tuple[Any, pa.Table
     for row in result:
         assert row["true_label"] == label_of[row["uuid"]]
         assert row["correct"] == (row["true_label"] == row["pred_label"])
+        # The LCA height from the two labels' seven names (one word each here): 7 less the ranks they share.
+        shared = 0
+        for a, b in zip(row["true_label"].split(), row["pred_label"].split(), strict=True):
+            if a != b:
+                break
+            shared += 1
+        assert row["lca_height"] == 7 - shared and row["true_depth"] == 7
+        assert row["top5_lca_heights"][0] == row["lca_height"] and len(row["top5_lca_heights"]) == 5
 
     # The query of each split, checked against the dataset's own observation ids.
     labelled = read_labelled_rows(dataset, ["emb_planted"], rank="species", group_key="auto")
@@ -400,7 +424,23 @@ def test_task_end_to_end_on_a_lance_dataset(planted_dataset: tuple[Any, pa.Table
     json.dumps(info)
 
     metrics = task.metrics(predictions)
-    assert set(metrics) == {f"{m}_{k}shot{b}" for m in config.methods for k in (1, 3) for b in ("", "_balanced")}
+    above = ("kingdom", "phylum", "class", "order", "family", "genus")
+    assert set(metrics) == {f"{m}_{k}shot{b}" for m in config.methods for k in (1, 3)
+                            for b in ("", "_balanced", "_mistake_severity", "_hdist1", "_hdist5",
+                                      *(f"_{r}" for r in above))}
+    # Severity, hdist@1 and genus accuracy per repetition from the label strings alone (one word per rank).
+    for rep in range(3):
+        rows_of = [r for r in result if r["method"] == "knn" and r["shots"] == 1 and r["repetition"] == rep]
+        words = [(r["true_label"].split(), r["pred_label"].split()) for r in rows_of]
+        height = [7 - next((i for i, (a, b) in enumerate(zip(t, p, strict=True)) if a != b), 7) for t, p in words]
+        wrong = [h for h in height if h > 0]
+        if wrong:
+            assert metrics["knn_1shot_mistake_severity"]["per_repetition"][rep] == pytest.approx(np.mean(wrong))
+        assert metrics["knn_1shot_hdist1"]["per_repetition"][rep] == pytest.approx(np.mean(height))
+        assert metrics["knn_1shot_hdist5"]["per_repetition"][rep] == pytest.approx(
+            np.mean([np.mean(r["top5_lca_heights"]) for r in rows_of]))
+        assert metrics["knn_1shot_genus"]["per_repetition"][rep] == pytest.approx(
+            np.mean([t[:6] == p[:6] for t, p in words]))
     estimate = metrics["simpleshot_3shot"]
     per_rep = [np.mean([r["correct"] for r in result if r["method"] == "simpleshot" and r["shots"] == 3
                         and r["repetition"] == rep]) for rep in range(3)]

@@ -518,8 +518,24 @@ def test_registered_task_runs_through_run_eval(world: World, world_dataset: Any,
     assert "paired percentile bootstrap" in record.provenance["metrics"]["fused_minus_image_species"]
     assert "image_weight" in format_metrics(record)
     units = per_image_values(record.predictions(path), record.provenance["task"])
-    assert set(units) == {"image_top1_species", "fused_top1_species"}
-    assert units["fused_top1_species"][1].mean() == pytest.approx(record.metrics["fused_top1_species"]["value"])
+    assert set(units) == {f"{kind}_{metric}_species" for kind in ("image", "fused")
+                          for metric in ("top1", "hdist1", "mistake_severity")}
+    for name, (_, values, *weights) in units.items():  # each is the stored metric, so compare pairs what it says
+        if weights and not weights[0].any():  # no mistake at all: no severity, never 0
+            assert record.metrics[name]["value"] is None and "no mistakes" in record.metrics[name]["reason"]
+            continue
+        value = values.sum() / weights[0].sum() if weights else values.mean()  # severity: a ratio over mistakes
+        assert value == pytest.approx(record.metrics[name]["value"])
+    # The LCA heights against an independent count of shared ranks of the true and fused lineages.
+    table = record.predictions(path).to_pylist()
+    lineage_by_name = {lineage_of(s).label("sci"): lineage_of(s) for s in range(16)}
+    for row in table:
+        if row["scored"]:
+            truth, fused = lineage_by_name[row["true_label"]], lineage_by_name[row["pred_fused"]]
+            shared = next((i for i in range(7) if truth.names[i] != fused.names[i]), 7)
+            assert row["lca_height_fused"] == 7 - shared
+    assert record.metrics["fused_mistake_severity_species"]["n"] == sum(
+        1 for row in table if row["scored"] and not row["correct_fused"])
     # A run without the season term (one bin) compared image by image through the per-unit hook.
     other, other_path = run_eval(dataclasses.replace(config, out=tmp_path / "other", prior_season_bins=1),
                                  encoder=world.encoder)

@@ -57,6 +57,18 @@ def test_a_backbone_run_through_the_cli_reports_every_rank_and_the_genus_only_ro
     assert record.provenance["label_set"]["size"] == len(species)
     assert record.provenance["task"]["scoring"]["path"] == "streamed"
     assert record.provenance["label_set"]["vectors"]["species"] == len(species)
+    # Severity on the backbone's lineages, recounted from the streamed top-5 and the labels' own lineages.
+    hierarchy = record.provenance["task"]["hierarchy"]
+    assert hierarchy["labels"] == len(species) and hierarchy["absent"] is None
+    lineage_of = {lineage.label("taxon"): lineage for lineage in species}
+    rows = record.predictions(tmp_path / "run").to_pylist()
+    for row in (r for r in rows if r["scored"]):
+        truth = lineage_of[row["true_label"]]
+        expected = [0 if label == row["true_label"] else 7 - next(
+            (i for i in range(7) if truth.names[i] != lineage_of[label].names[i]), 7) for label in row["top5_labels"]]
+        assert row["top5_lca_heights"] == expected
+    wrong = [r["lca_height"] for r in rows if r["scored"] and not r["correct_top1"]]
+    assert record.metrics["mistake_severity_species"]["value"] == pytest.approx(np.mean(wrong))
     # The species' text vectors went into the text-embedding cache, one entry for the whole label set.
     entries = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("text_embeddings/*/*.json")]
     assert [e["n_labels"] for e in entries] == [len(species)]

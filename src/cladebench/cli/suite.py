@@ -108,6 +108,9 @@ class ResultsConfig:
     interval: Literal["bounds", "halfwidth"] = "bounds"
     """How --format latex gives an interval: bounds ([lo, hi]) or halfwidth (± half its width, which hides an
     asymmetric interval's shape)."""
+    metric: str | None = None
+    """pivot on this metric instead of each benchmark's headline (its own name, e.g. mistake_severity_species or
+    hdist5_species: how wrong the wrong answers are); rows and csv/json show every metric already."""
     label: str = "tab:cladebench-results"
     """The \\label of the --format latex table."""
 
@@ -131,5 +134,5 @@ def _results(config: ResultsConfig) -> int:
         print(write(table, config.folder, interval=config.interval, label=config.label))
         return 0
     pivot = config.view == "pivot" and config.format == "md"
-    print(format_pivot(table, config.folder) if pivot else format_results(table, config.format))
+    print(format_pivot(table, config.folder, config.metric) if pivot else format_results(table, config.format))
     return 0

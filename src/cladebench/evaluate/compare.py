@@ -39,6 +39,7 @@ from cladebench.evaluate.labels import distinct_labels
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.metrics import PairedComparison, display_scale, holm, lower_is_better, paired_bootstraps, signed
+from cladebench.metrics.hierarchy import paired_ratio_bootstrap
 
 CORRECTION = ("Holm-Bonferroni, one family per metric and group: the runs tested against one reference on that "
               "metric of that group (not across groups or metrics)")
@@ -304,10 +305,12 @@ def _in_group(table: pa.Table, group: str) -> pa.Table | None:
 
 @dataclass(frozen=True)
 class _Units:
-    """One run's per-unit values of one metric: unit keys (sorted, as text) and their values."""
+    """One run's per-unit values of one metric: unit keys (sorted, as text) and their values; for a metric that is
+    a ratio of sums (mistake severity: heights over mistakes), each unit's weight in the denominator too."""
 
     keys: np.ndarray
     values: np.ndarray
+    weights: np.ndarray | None = None
 
 
 def _unit_values(task: Any, record: RunRecord, table: pa.Table, group: str, metric: str) -> _Units | None:
@@ -327,7 +330,8 @@ def _unit_values(task: Any, record: RunRecord, table: pa.Table, group: str, metr
     numbers = np.asarray(values[1], dtype=np.float64)
     finite = np.isfinite(numbers)
     order = np.argsort(keys[finite].astype(str), kind="stable")
-    return _Units(keys[finite][order].astype(str), numbers[finite][order])
+    weights = None if len(values) < 3 else np.asarray(values[2], dtype=np.float64)[finite][order]
+    return _Units(keys[finite][order].astype(str), numbers[finite][order], weights)
 
 
 def _hit_units(table: pa.Table, columns: tuple[str, str], group: str) -> _Units:
@@ -338,8 +342,12 @@ def _hit_units(table: pa.Table, columns: tuple[str, str], group: str) -> _Units:
 
 
 def _pair(run: _Units, reference: _Units) -> tuple[np.ndarray, np.ndarray]:
-    """The two runs' values on the units both scored, in one order."""
+    """The two runs' values on the units both scored, in one order; for a ratio, each run's (values, weights) as
+    the two rows of one array."""
     _, in_run, in_reference = np.intersect1d(run.keys, reference.keys, assume_unique=True, return_indices=True)
+    if run.weights is not None and reference.weights is not None:
+        return (np.stack([run.values[in_run], run.weights[in_run]]),
+                np.stack([reference.values[in_reference], reference.weights[in_reference]]))
     return run.values[in_run], reference.values[in_reference]
 
 
@@ -505,6 +513,8 @@ def computed_on(record: RunRecord, metric: str, unit: str | None = None) -> str:
     if "per_repetition" in estimate or "query_examples" in estimate:  # a mean over repetitions
         queries = estimate.get("query_examples")
         parts.append(f"{n} reps" + (f" of {queries:,} {unit or 'query images'} in all" if queries else ""))
+    elif isinstance(n, int) and isinstance(estimate.get("images"), int):  # a mean over some of the images
+        parts.append(f"{n:,} mistakes of {estimate['images']:,} {unit or 'images'}")
     elif isinstance(n, int):
         parts.append(f"{n:,} {unit or 'images'}")
     classes = estimate.get("classes") or label_set_size(record, group if group else "")
@@ -601,6 +611,10 @@ class _Runs:
             if not a.size:
                 notes.append(f"run [{index}] shares no scored {unit or 'example'} with run [{reference}]")
                 continue
+            if a.ndim == 2 and not (a[1].any() and b[1].any()):  # a ratio over mistakes: none, no ratio
+                notes.append(f"run [{index}] or run [{reference}] makes no mistake on the {unit or 'example'}s "
+                             "they share")
+                continue
             runs.append(index)
             pairs.append((a, b))
         return _Job(metric, reference, runs, pairs, notes, columns, unit, unpaired)
@@ -613,9 +627,15 @@ def _reason(estimate: dict[str, Any]) -> str:
 
 def _tested(jobs: Sequence[_Job], *, n_resamples: int, seed: int, alpha: float,
             confidence: float) -> list[tuple[Difference, ...]]:
-    """Every job's pairs bootstrapped at once (one draw per block for pairs of one size), then Holm per metric."""
+    """Every job's pairs bootstrapped at once (one draw per block for pairs of one size), then Holm per metric; a
+    ratio's pairs (two rows each: values and weights) by :func:`cladebench.metrics.hierarchy.paired_ratio_bootstrap`.
+    """
     flat = [pair for job in jobs for pair in job.pairs]
-    results = iter(paired_bootstraps(flat, n_resamples=n_resamples, confidence=confidence, seed=seed) if flat else [])
+    means = [pair for pair in flat if pair[0].ndim == 1]
+    mean_results = iter(paired_bootstraps(means, n_resamples=n_resamples, confidence=confidence, seed=seed)
+                        if means else [])
+    results = iter([next(mean_results) if a.ndim == 1 else paired_ratio_bootstrap(
+        a[0], a[1], b[0], b[1], n_resamples=n_resamples, confidence=confidence, seed=seed) for a, b in flat])
     out = []
     for job in jobs:
         tested = [(index, next(results)) for index in job.runs]

@@ -21,7 +21,8 @@ This package ``__init__`` presents the public API on purpose: callers import ``f
 accuracy``. The code lives in one module per job: :mod:`~cladebench.metrics.definitions` (the definition
 registry), :mod:`~cladebench.metrics.intervals` (Wilson, bootstrap, paired, Holm, t-intervals),
 :mod:`~cladebench.metrics.classification` (top-k, balanced accuracy, macro-F1), :mod:`~cladebench.metrics.display`
-(how values are printed) and :mod:`~cladebench.metrics.retrieval` (INQUIRE's AP, nDCG, MRR; imported by name).
+(how values are printed), :mod:`~cladebench.metrics.hierarchy` (LCA heights, mistake severity, hierarchical
+distance@k) and :mod:`~cladebench.metrics.retrieval` (INQUIRE's AP, nDCG, MRR; imported by name).
 Modules inside the package import their siblings directly, never this ``__init__``.
 """
 
@@ -36,6 +37,14 @@ from cladebench.metrics.display import (
     lower_is_better,
     register_display,
     signed,
+)
+from cladebench.metrics.hierarchy import (
+    HEIGHT_COLUMN,
+    TOP_HEIGHTS_COLUMN,
+    hierarchy_summary,
+    lca_height,
+    lca_heights,
+    severity_metrics,
 )
 from cladebench.metrics.intervals import (
     CHUNK_ELEMENTS,
@@ -58,9 +67,10 @@ from cladebench.metrics.intervals import (
 )
 
 __all__ = [
-    "CHUNK_ELEMENTS", "DISPLAY_SCALES", "LOWER_IS_BETTER", "METRIC_DEFINITIONS", "PAIRED_P_VALUE",
-    "PERCENTILE_BOOTSTRAP", "T_INTERVAL", "WILSON", "Estimate", "HolmResult", "PairedComparison", "RepeatedEstimate",
-    "Statistic", "accuracy", "balanced_accuracy", "bootstrap_ci", "define_metric", "display_scale", "holm",
-    "lower_is_better", "macro_f1", "mean_std_ci", "paired_bootstrap", "paired_bootstraps", "register_display", "signed",
-    "top_k_hits", "top_k_undefined", "wilson_interval",
+    "CHUNK_ELEMENTS", "DISPLAY_SCALES", "HEIGHT_COLUMN", "LOWER_IS_BETTER", "METRIC_DEFINITIONS", "PAIRED_P_VALUE",
+    "PERCENTILE_BOOTSTRAP", "TOP_HEIGHTS_COLUMN", "T_INTERVAL", "WILSON", "Estimate", "HolmResult",
+    "PairedComparison", "RepeatedEstimate", "Statistic", "accuracy", "balanced_accuracy", "bootstrap_ci",
+    "define_metric", "display_scale", "hierarchy_summary", "holm", "lca_height", "lca_heights", "lower_is_better",
+    "macro_f1", "mean_std_ci", "paired_bootstrap", "paired_bootstraps", "register_display", "severity_metrics",
+    "signed", "top_k_hits", "top_k_undefined", "wilson_interval",
 ]

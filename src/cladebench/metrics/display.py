@@ -33,6 +33,7 @@ def display_scale(name: str) -> tuple[float, str]:
 
 LOWER_IS_BETTER: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
     r"(no)?hint_lca_distance", r".*_unparseable", r".*_unusable", r".*named_other", r"prior_fallback_.*",
+    r"(.*_)?mistake_severity(_.*)?", r"(.*_)?hdist\d+(_.*)?",
 ))
 """Metrics (their own name, after any ``GROUP/``) where a smaller value is the better one; every other is
 read as higher is better. Only used to say which run is best."""
@@ -54,3 +55,5 @@ def lower_is_better(name: str) -> bool:
 register_display(r"(no)?hint_depth", 1.0, "")  # lineage completion: ranks completed correctly
 register_display(r"(no)?hint_lca_distance", 1.0, "")  # lineage completion: ranks from the truth to the LCA
 register_display(r"image_weight", 1.0, "")  # geo: the fused weight a of log p_image
+register_display(r"(.*_)?mistake_severity(_.*)?", 1.0, "")  # ranks from the label rank up to the LCA
+register_display(r"(.*_)?hdist\d+(_.*)?", 1.0, "")  # mean LCA height of the top-k predictions

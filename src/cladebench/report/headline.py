@@ -38,7 +38,8 @@ def _matching(names: Sequence[str], pattern: str) -> list[str]:
 @HEADLINES.register("zeroshot")
 def _zeroshot(run: ReportRun, names: Sequence[str]) -> list[str]:
     rank = run.label_rank or "species"
-    return _present(names, [f"top1_{rank}", f"top5_{rank}", f"balanced_accuracy_{rank}"])
+    # mistake severity beside accuracy: the same accuracy with gentler mistakes is the better model
+    return _present(names, [f"top1_{rank}", f"top5_{rank}", f"balanced_accuracy_{rank}", f"mistake_severity_{rank}"])
 
 
 @HEADLINES.register("geo")

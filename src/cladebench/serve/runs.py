@@ -1,4 +1,5 @@
-"""The loaded runs over the dataset: their rows sorted by confidence, errors first, where two runs disagree, and a
+"""The loaded runs over the dataset: their rows sorted by confidence, errors first, where two runs disagree, the
+mistakes that meet the truth at one rank of the tree (``lca=family``: the cross-genus, same-family ones), and a
 confusion matrix per challenge group whose cells open the images behind them.
 
 Every view reads the runs' predictions (:mod:`cladebench.serve.runs_data`) and keeps the grid's filters: the rows
@@ -8,12 +9,14 @@ shown are those the run evaluated that also pass the filters.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.metrics.hierarchy import HEIGHT_COLUMN, lca_rank, lca_ranks
 from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import checked_filter, display_name, page_number, view_uuids
 from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, view_link
@@ -34,7 +37,28 @@ SORTS = {
 """Orders of the runs' grid, as ``sort=`` takes them."""
 CONFUSION_LABELS = 30
 """Most true labels (the commonest) a confusion matrix shows; the rest are counted in one row."""
-KEEP = ("run", "other", "sort", "truth", "pred", "group_of_run")
+KEEP = ("run", "other", "sort", "truth", "pred", "group_of_run", "lca")
+
+
+def lca_places(state: ServeState, index: int) -> list[tuple[str, str]]:
+    """Where run ``index``'s mistakes can meet the truth, as ``lca=`` takes them and as the page names them
+    (``family``: same family ... ``root``: different kingdoms); none for predictions without LCA heights."""
+    run = state.runs[index - 1]
+    if run.predictions is None or HEIGHT_COLUMN not in run.predictions.column_names:
+        return []
+    rank = str((run.record.provenance.get("task") or {}).get("rank") or "species")
+    return [(place, "different kingdoms" if place == "root" else f"same {place}") for place in lca_ranks(rank)]
+
+
+def _meets_at(state: ServeState, index: int, lca: str) -> Callable[[dict[str, Any]], bool]:
+    """Whether a predictions row of run ``index`` is a mistake whose LCA with the truth is ``lca``."""
+    places = [place for place, _ in lca_places(state, index)]
+    if lca not in places:
+        raise UsageError(f"lca must be one of {', '.join(places)} for run [{index}], got {lca!r}" if places
+                         else f"run [{index}] has no LCA heights in its predictions (written before they were, or "
+                              "its labels have no lineage), so it cannot be filtered by where its mistakes land")
+    rank = str((state.runs[index - 1].record.provenance.get("task") or {}).get("rank") or "species")
+    return lambda row: row.get(HEIGHT_COLUMN) is not None and lca_rank(int(row[HEIGHT_COLUMN]), rank) == lca
 
 
 def _passing(state: ServeState, sql: str | None) -> set[str] | None:
@@ -45,13 +69,16 @@ def _passing(state: ServeState, sql: str | None) -> set[str] | None:
 
 
 def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: str | None,
-            truth: str | None = None, pred: str | None = None, group: str | None = None) -> list[str]:
-    """uuids of run ``index`` that pass the filters, in the order ``sort`` asks for."""
+            truth: str | None = None, pred: str | None = None, group: str | None = None,
+            lca: str | None = None) -> list[str]:
+    """uuids of run ``index`` that pass the filters (``lca``: only the mistakes meeting the truth at that rank, as
+    :func:`lca_places` names it), in the order ``sort`` asks for."""
     if sort not in SORTS:
         raise UsageError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
     passing = _passing(state, sql)
+    meets = None if lca is None else _meets_at(state, index, lca)
     pairs = [(uuid, said(state, index, row)) for uuid, row in by_uuid(state, index).items()
-             if passing is None or uuid in passing]
+             if (passing is None or uuid in passing) and (meets is None or meets(row))]
     if truth is not None:
         pairs = [(u, s) for u, s in pairs if s.truth == truth]
     if pred is not None:
@@ -118,7 +145,7 @@ def runs_page(request: Request, state: AppState) -> Response:
             with filter_errors(filters.where):
                 uuids = ordered(state, index, sort, other if sort == "disagree" else None,
                                 checked_filter(state, filters), truth=query.get("truth"), pred=query.get("pred"),
-                                group=query.get("group_of_run"))
+                                group=query.get("group_of_run"), lca=query.get("lca") or None)
             total = len(uuids)
             cells = grid_cells(state, index, uuids[(page - 1) * PAGE_SIZE:page * PAGE_SIZE],
                                other if sort == "disagree" else None)
@@ -127,7 +154,7 @@ def runs_page(request: Request, state: AppState) -> Response:
     return render(request, "runs/grid.html", filters=filters, index=index, other=other, sort=sort, sorts=SORTS,
                   rows=cells, total=total, page=page, pages=max(1, -(-total // PAGE_SIZE)), error=error,
                   truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"),
-                  groups=groups_of(state, index),
+                  groups=groups_of(state, index), lca=query.get("lca") or None, lca_places=lca_places(state, index),
                   view=view_link("", [*filters.params(), ("run", str(index)), ("sort", sort),
                                       *((("other", str(other)),) if other else ())], "runs"))
 

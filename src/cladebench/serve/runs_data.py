@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cladebench.errors import UsageError
+from cladebench.metrics.hierarchy import HEIGHT_COLUMN
 from cladebench.report.taxon_names import run_name_style, taxon_name
 from cladebench.serve.state import ServeState
 
@@ -60,7 +61,7 @@ def by_uuid(state: ServeState, index: int) -> dict[str, dict[str, Any]]:
         if not usable(run):
             return {}
         keep = [c for c in ("uuid", "true_label", "pred_label", "top5_labels", "top5_probs", "correct_top1",
-                            "scored", "group") if c in run.predictions.column_names]
+                            "scored", "group", HEIGHT_COLUMN) if c in run.predictions.column_names]
         return {row["uuid"]: row for row in run.predictions.select(keep).to_pylist()}
 
     return state.remembered(("predictions", index), read)

@@ -34,9 +34,10 @@ class Task:
     description: str
     uses_encoder: bool = True
     """False for tasks on stored image embeddings alone (no text tower to load)."""
-    per_unit: Callable[[Any, dict[str, Any]], dict[str, tuple[Any, Any]]] | None = None
+    per_unit: Callable[[Any, dict[str, Any]], dict[str, tuple[Any, ...]]] | None = None
     """For metrics that are means over units other than rows (queries): (predictions table, the record's task
-    provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit."""
+    provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit; a metric that is a ratio
+    of sums (mistake severity) gives (unit keys, values, weights), the ratio being sum(values) / sum(weights)."""
     unit: str = "images"
     """What the paired comparison resamples, as tables name it ("queries", "query images", "targets")."""
     label_set: Callable[[Any, Any], Any] | None = None
@@ -91,8 +92,9 @@ def _zeroshot() -> Task:
 
     return Task(
         name="zeroshot", config=zeroshot.ZeroShotConfig, predict=zeroshot.zero_shot,
-        metrics=zeroshot.zero_shot_metrics, label_set=zeroshot.zero_shot_label_set,
-        description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks",
+        metrics=zeroshot.zero_shot_metrics, label_set=zeroshot.zero_shot_label_set, per_unit=zeroshot.per_image_values,
+        description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks, "
+                    "mistake severity and hierarchical distance@1/@5",
     )
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.tasks.common import has_direction, label_set
-from cladebench.taxonomy import RANK_COLUMNS, Rank, lineages_from_table
+from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, lineages_from_table
 
 if TYPE_CHECKING:
     import lance
@@ -52,6 +52,9 @@ class LabelledRows:
     rows_without_direction: int = 0
     """Rows left out because a vector was all zeros (or its norm not finite): SimpleShot's first step, and
     cosine kNN, need a direction, and a zero vector would silently land in the first class."""
+    class_lineages: tuple[Lineage, ...] = ()
+    """Each class's lineage (down to the rank), aligned with :attr:`classes`: what a mistake's LCA height is
+    measured on."""
 
 
 def _combined_where(where: str | None, columns: Sequence[str]) -> str | None:
@@ -128,5 +131,6 @@ def read_labelled_rows(dataset: lance.LanceDataset, columns: Sequence[str], *, r
     groups = [f"{key}={v}" if v is not None else f"uuid={u}" for v, u in zip(values, uuids, strict=True)]
     missing = 0 if key == "uuid" else sum(v is None for v in values)
     return LabelledRows(uuids=uuids, labels=labels, classes=tuple(texts), groups=groups, group_key=key,
-                        rows_without_group=missing, vectors=vectors, rows_without_direction=without_direction)
+                        rows_without_group=missing, vectors=vectors, rows_without_direction=without_direction,
+                        class_lineages=labels_in_order.lineages)
 

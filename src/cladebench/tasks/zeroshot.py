@@ -10,7 +10,9 @@ are stored raw and L2-normalised here.
 Logits use the model's learned scale (``logit_scale="learned"``) or a fixed number (CLIP_benchmark
 uses 100); softmax probabilities at the label rank are rolled up to every higher rank (segmented sums over
 the labels in lineage order, :class:`~cladebench.taxonomy.LineageRuns`), so "genus accuracy" means the genus
-with the most probability mass, not the genus of the top species; ``prob_<rank>`` is that mass.
+with the most probability mass, not the genus of the top species; ``prob_<rank>`` is that mass. Each scored row
+also carries the LCA heights of its truth and its top-5 labels on the label set's lineages
+(:mod:`cladebench.metrics.hierarchy`): how far up the tree each wrong answer meets the truth.
 
 Two paths with the same answers: the dense one holds the images x labels probabilities (and is the only one
 that takes ``--candidates``); the streaming one (:mod:`cladebench.tasks.streaming`) scores blocks of images
@@ -34,7 +36,17 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError
-from cladebench.metrics import accuracy, balanced_accuracy, bootstrap_ci, top_k_undefined
+from cladebench.metrics import (
+    HEIGHT_COLUMN,
+    TOP_HEIGHTS_COLUMN,
+    accuracy,
+    balanced_accuracy,
+    bootstrap_ci,
+    lca_heights,
+    severity_metrics,
+    top_k_undefined,
+)
+from cladebench.metrics.hierarchy import label_hierarchy, severity_units
 from cladebench.tasks.common import (
     NAMING_COLUMNS,
     LabelSet,
@@ -203,6 +215,13 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         columns[f"correct_{higher.column}"] = (predicted == true_taxa) & (true_taxa >= 0)
         columns[f"scored_{higher.column}"] = true_taxa >= 0
         scored_ranks.append(higher.column)
+    measured, hierarchy = label_hierarchy(labels.lineages, rank, "the label set's lineages (" + str(
+        config.labels or "the benchmark's rank columns") + ")")
+    if not hierarchy["absent"]:
+        heights = lca_heights(measured, targets, order, rank)
+        columns[HEIGHT_COLUMN] = pa.array(heights[:, 0], pa.int8(), mask=unscored)
+        columns[TOP_HEIGHTS_COLUMN] = pa.ListArray.from_arrays(offsets, pa.array(heights.ravel(), pa.int8()),
+                                                               mask=pa.array(unscored))
     table = pa.table(columns)
     label_sha256 = source.labels.digest(config.name_style) if source is not None else planned.sha256
     taxa_sha256 = source.labels.taxa_digest() if source is not None else planned.taxa_sha256
@@ -223,6 +242,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
                       "source": config.labels or "the benchmark's taxa", "unscored_rows": int((targets < 0).sum()),
                       **({"vectors": source.source, "rows_completed_from_labels": completed}
                          if source is not None else {})},
+        "hierarchy": hierarchy,
         "scoring": ({"path": "streamed", "image_block": config.image_block, "label_block": config.label_block}
                     if streamed else {"path": "dense"}),
         "within": config.within,
@@ -287,7 +307,8 @@ def _class_codes(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
-    """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals.
+    """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals; mistake
+    severity and hierarchical distance@1/@5 (:mod:`cladebench.metrics.hierarchy`) with bootstrap intervals.
 
     Only examples whose true taxon is in the label set at that rank are scored; the count is reported.
     """
@@ -312,4 +333,38 @@ def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     for higher in predictions.info["scored_ranks"][1:]:
         mask = np.asarray(table.column(f"scored_{higher}"), dtype=bool)
         metrics[f"top1_{higher}"] = accuracy(np.asarray(table.column(f"correct_{higher}"))[mask]).to_dict()
+    heights, top_heights = scored_heights(table, scored)
+    metrics.update(severity_metrics(heights, top_heights, np.asarray(table.column("correct_top1"))[scored], rank,
+                                    n_labels=len(predictions.labels) or None,
+                                    hierarchy=predictions.info.get("hierarchy")))
     return metrics
+
+
+def scored_heights(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The scored rows' top-1 LCA heights (n,) and top-5 ones (n, width), or None for predictions without them
+    (written before they were, or with no lineage to measure on)."""
+    if HEIGHT_COLUMN not in table.column_names:
+        return None, None
+    heights = table.column(HEIGHT_COLUMN).fill_null(-1).to_numpy(zero_copy_only=False)[scored]
+    if TOP_HEIGHTS_COLUMN not in table.column_names:
+        return heights, None
+    lists = table.filter(pa.array(scored)).column(TOP_HEIGHTS_COLUMN).combine_chunks()
+    flat = lists.flatten().to_numpy(zero_copy_only=False)
+    return heights, flat.reshape(len(lists), -1) if len(lists) else flat.reshape(0, 0)
+
+
+def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """Each scored image's hierarchical distances and its part of the mistake severity (its height and whether it
+    is a mistake: :func:`~cladebench.metrics.hierarchy.severity_units`), keyed by uuid, so `compare` pairs two runs
+    image by image on them (top-k hits pair through their own columns)."""
+    rank = task_provenance.get("rank", "species")
+    scored = np.asarray(table.column("scored"), dtype=bool)
+    heights, top_heights = scored_heights(table, scored)
+    if heights is None:
+        return {}
+    uuids = [u for u, s in zip(table.column("uuid").to_pylist(), scored, strict=True) if s]
+    out: dict[str, tuple[Any, ...]] = {f"hdist1_{rank}": (uuids, heights.astype(np.float64))}
+    if top_heights is not None and top_heights.shape[1] >= 5:
+        out[f"hdist5_{rank}"] = (uuids, top_heights[:, :5].mean(axis=1))
+    out[f"mistake_severity_{rank}"] = severity_units(uuids, heights, np.asarray(table.column("correct_top1"))[scored])
+    return out

@@ -24,9 +24,10 @@ Why a module: resolution is the one step that decides what a label *means*; the 
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,5 +187,44 @@ def resolve_labels(labels: Iterable[str], backbone: str | Path | None = None, *,
     return out
 
 
-__all__ = ["QUALIFIERS", "STATUSES", "Resolution", "backbone_path", "normalise_label", "resolve_labels",
-           "strip_authorship"]
+def complete_from_backbone(lineages: Sequence[Lineage],
+                           rank: Rank | str) -> tuple[list[Lineage], dict[str, Any] | None]:
+    """``lineages`` with the ranks of those that name no kingdom filled in from the bundled backbone, where their
+    name at ``rank`` resolves (exactly or normalised) to one taxon of that rank; names a lineage has are kept.
+
+    Why: a label set given as plain names (a dataset with species and genus only) has no tree to measure a mistake
+    on; the backbone gives it one. Returns the lineages and what was done (``None`` when every lineage names its
+    kingdom): how many were looked up and resolved, and the backbone, or why none could be read. Each distinct
+    set of names is looked up once per process (a scan of the backbone takes seconds).
+    """
+    rank = Rank.parse(rank)
+    wanted = {i: name for i, lineage in enumerate(lineages)
+              if lineage.names[Rank.KINGDOM] is None and (name := lineage.names[rank]) is not None}
+    if not wanted:
+        return list(lineages), None
+    try:
+        path = backbone_path(None)
+    except CladebenchError as error:
+        return list(lineages), {"looked_up": len(wanted), "resolved": 0, "backbone": None, "why_not": str(error)}
+    found = _resolved(str(path), path.stat().st_mtime_ns, tuple(sorted(set(wanted.values()))))
+    out = list(lineages)
+    resolved = 0
+    for i, name in wanted.items():
+        match = found.get(name)
+        if match is None or match.rank != rank or match.lineage is None:
+            continue
+        names = tuple(own if own is not None else theirs
+                      for own, theirs in zip(out[i].names, match.lineage.names, strict=True))
+        out[i] = Lineage(names, common_name=out[i].common_name, taxon_id=out[i].taxon_id)
+        resolved += 1
+    return out, {"looked_up": len(wanted), "resolved": resolved, "backbone": str(path)}
+
+
+@functools.cache
+def _resolved(path: str, mtime_ns: int, names: tuple[str, ...]) -> dict[str, Resolution]:
+    del mtime_ns  # part of the key only: a backbone replaced on disk is read again
+    return {label: r for label, r in resolve_labels(names, path).items() if r.resolved}
+
+
+__all__ = ["QUALIFIERS", "STATUSES", "Resolution", "backbone_path", "complete_from_backbone", "normalise_label",
+           "resolve_labels", "strip_authorship"]

@@ -70,9 +70,12 @@ def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str, 
     return out
 
 
-def board_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Column], list[str], list[str]]:
+def board_columns(rows: Sequence[Mapping[str, Any]],
+                  metric: str | None = None) -> tuple[list[Column], list[str], list[str]]:
     """The headline columns of finished ``rows`` (benchmarks in registry order), the models in the order they
-    entered the table, and notes on rows of benchmarks this version does not know."""
+    entered the table, and notes on rows of benchmarks this version does not know. With ``metric`` (its own name,
+    e.g. ``mistake_severity_species``), that metric instead of each headline: from the headline's protocol where
+    it reports it, else from the first of the benchmark's protocols that does."""
     rows = [r for r in rows if r.get("status") == "finished" and r.get("metric")]
     models = list(dict.fromkeys(r["model"] for r in sorted(rows, key=lambda r: str(r.get("recorded_at") or ""))))
     columns: list[Column] = []
@@ -86,10 +89,13 @@ def board_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Column], list
             continue
         chosen = headline(benchmark)
         protocol = _protocol_of(benchmark, chosen)
+        if metric is not None:
+            reporting = [r["protocol"] for r in rows if r["benchmark"] == name and _group_of(r["metric"], metric)[0]]
+            protocol = protocol if protocol in reporting else next(iter(reporting), protocol)
         mine = [r for r in rows if r["benchmark"] == name and r["protocol"] == protocol]
-        base = chosen.metric or (mine[0]["metric"].rpartition("/")[2] if mine else "")
-        for metric in dict.fromkeys(r["metric"] for r in mine):
-            matches, group = _group_of(metric, base)
+        base = metric or chosen.metric or (mine[0]["metric"].rpartition("/")[2] if mine else "")
+        for reported in dict.fromkeys(r["metric"] for r in mine):
+            matches, group = _group_of(reported, base)
             if matches:
-                columns.append(Column(benchmark=name, group=group, metric=metric, protocol=protocol))
+                columns.append(Column(benchmark=name, group=group, metric=reported, protocol=protocol))
     return columns, models, notes

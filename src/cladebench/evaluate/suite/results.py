@@ -266,15 +266,16 @@ class Pivot:
     refused): said under the table, with why."""
 
 
-def pivot(table: pa.Table, root: Path) -> Pivot:
-    """Models × benchmarks: each benchmark's headline (one column per challenge group), each model's latest run,
+def pivot(table: pa.Table, root: Path, metric: str | None = None) -> Pivot:
+    """Models × benchmarks: each benchmark's headline (one column per challenge group), or ``metric``
+    (``mistake_severity_species``), each model's latest run,
     and its mark against the best model of the column (best / tied / worse, as the suite's report marks them:
     :func:`~cladebench.evaluate.marks.marks_against_best` over the runs in ``root``)."""
     from cladebench.evaluate.marks import marks_against_best
     from cladebench.evaluate.suite.board import board_columns, latest_rows
 
     rows = table.to_pylist()
-    columns, models, notes = board_columns(rows)
+    columns, models, notes = board_columns(rows, metric)
     latest = latest_rows(rows)
     cells: dict[tuple[str, int], Mapping[str, Any]] = {}
     marks: dict[tuple[str, int], str] = {}
@@ -299,9 +300,13 @@ def pivot(table: pa.Table, root: Path) -> Pivot:
     return Pivot(columns, models, cells, marks, units, list(dict.fromkeys(notes)), off, skipped, refused)
 
 
-def format_pivot(table: pa.Table, root: Path) -> str:
+def format_pivot(table: pa.Table, root: Path, metric: str | None = None) -> str:
     """:func:`pivot` as Markdown: value, interval and mark in each cell; the full table is ``--view rows``."""
-    board = pivot(table, root)
+    board = pivot(table, root, metric)
+    what = "the benchmark's headline metric" if metric is None else metric
+    if not board.columns and metric is not None:
+        return (f"No finished run reports {metric} (`cladebench results DIR --view rows` shows every metric of "
+                "every run).")
     if not board.columns:
         return ("No finished run gives a benchmark's headline yet (`cladebench results DIR --view rows` shows every "
                 "row).")
@@ -330,7 +335,7 @@ def format_pivot(table: pa.Table, root: Path) -> str:
     return "\n".join([*lines, *(f"\n{note}" for note in board.notes),
                       *([f"\nNot shown, its numbers did not check: {'; '.join(refused)}"] if refused else []),
                       *([f"\nOff protocol: {'; '.join(board.off_protocol)}"] if board.off_protocol else []),
-                      "\nEach cell: the benchmark's headline metric of the model's latest run under its protocol, with "
+                      f"\nEach cell: {what} of the model's latest run under its protocol, with "
                       f"its interval (unadjusted) and its mark: {MARKS_MEANING} The rows behind it: --view rows."])
 
 

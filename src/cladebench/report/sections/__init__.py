@@ -15,6 +15,7 @@ from cladebench.report.sections import (  # noqa: F401  (imported to register th
     groups,
     leaderboard,
     lineage_ranks,
+    mistakes,
     provenance,
     ranks,
     rerank_ap,

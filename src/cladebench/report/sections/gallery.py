@@ -3,7 +3,9 @@ score, and the photo's license and attribution. A photo without a recorded licen
 gallery (how many), not on every card. Zero-shot labels are named by their species, the whole label on hover.
 
 Which predictions are the worst depends on the task, so each task registers a picker in
-:data:`GALLERIES`: zero-shot shows the images with the lowest probability on their true label; rerank
+:data:`GALLERIES`: zero-shot shows its most severe mistakes (the lowest common ancestor of truth and prediction
+farthest up the tree, written beside each: ``same family (height 2)``), then those with the lowest probability on
+their true label (predictions written before heights: the lowest probability alone); rerank
 the non-relevant candidates scored highest; lineage the targets whose completion under the hint went
 wrong earliest. Ties are broken by uuid, so a gallery does not change with row order.
 """
@@ -17,6 +19,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from cladebench.metrics.hierarchy import HEIGHT_COLUMN, lca_words
 from cladebench.registry import Registry
 from cladebench.report.formatting import format_number
 from cladebench.report.runs import ReportRun
@@ -66,17 +69,26 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     table = run.predictions
     table = table.filter(pc.and_(table.column("scored").fill_null(False),
                                  pc.is_finite(table.column("true_prob")).fill_null(False)))
+    severity = HEIGHT_COLUMN in table.column_names
+    if severity:  # the worst mistakes first: the farthest up the tree, then the least probable truth
+        table = table.filter(pc.greater(table.column(HEIGHT_COLUMN), 0).fill_null(False))
     # Sorted and cut in Arrow: a run may hold hundreds of thousands of rows, a gallery a dozen.
-    order = pc.sort_indices(table, sort_keys=[("true_prob", "ascending"), ("uuid", "ascending")])
+    keys = [(HEIGHT_COLUMN, "descending")] if severity else []
+    order = pc.sort_indices(table, sort_keys=[*keys, ("true_prob", "ascending"), ("uuid", "ascending")])
     rows = table.take(order[:most]).to_pylist()
     style = run_name_style(run.record.provenance)
+    rank = str((run.record.provenance.get("task") or {}).get("rank") or "species")
     items = tuple(GalleryItem(uuid=r["uuid"], fields=(
         *((("group", _text(r["group"])),) if "group" in r else ()),
         ("truth", taxon_name(_text(r["true_label"]), style)),
         ("predicted", taxon_name(_text(r["pred_label"]), style)),
+        *((("LCA", lca_words(int(r[HEIGHT_COLUMN]), rank)),) if severity else ()),
         ("P(truth)", format_number(r["true_prob"])),
         ("P(predicted)", format_number((r["top5_probs"] or [math.nan])[0])),
     )) for r in rows)
+    if severity:
+        return Picked(ordering="the most severe mistakes (the lowest common ancestor of truth and prediction "
+                               "farthest up the tree), then the lowest probability on the true label", items=items)
     return Picked(ordering="scored images with the lowest probability on their true label", items=items)
 
 

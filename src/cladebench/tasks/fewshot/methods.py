@@ -38,6 +38,20 @@ class MethodOutput:
     predicted: np.ndarray
     """Class index per query row."""
     details: dict[str, Any] = field(default_factory=dict)
+    ranked: np.ndarray | None = None
+    """The :data:`RANKED` best classes per query row, best first (the first is :attr:`predicted`), where the method
+    scores every class: what hierarchical distance@5 reads."""
+
+
+RANKED = 5
+"""Classes a method ranks per query row (hierarchical distance@5)."""
+
+
+def _best_first(scores: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """The :data:`RANKED` best columns of each row of ``scores``, best first, ties to the lower column (as argmax and
+    argmin break them, so the first is the prediction)."""
+    order = np.argsort(-scores if higher_is_better else scores, axis=1, kind="stable")
+    return order[:, :RANKED]
 
 
 @dataclass(frozen=True)
@@ -65,18 +79,22 @@ def few_shot_method(name: str, definition: str) -> Callable[[Callable[..., Metho
     return register
 
 
-def _nearest_centroid(query: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> np.ndarray:
-    """Index of the nearest centroid by Euclidean distance, in chunks so memory stays flat on many queries."""
+def _nearest_centroid(query: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+    """Index of the nearest centroid by Euclidean distance, and the :data:`RANKED` nearest best first, in chunks so
+    memory stays flat on many queries."""
     squared = (centroids * centroids).sum(axis=1)
     out = np.empty(len(query), dtype=np.int64)
+    ranked = np.empty((len(query), min(RANKED, len(centroids))), dtype=np.int64)
     for start in range(0, len(query), chunk):
         block = query[start:start + chunk]
         # ||q - c||^2 = ||q||^2 - 2 q.c + ||c||^2; the first term is the same for every centroid.
-        out[start:start + chunk] = np.argmin(squared[None, :] - 2.0 * block @ centroids.T, axis=1)
-    return out
+        distances = squared[None, :] - 2.0 * block @ centroids.T
+        out[start:start + chunk] = np.argmin(distances, axis=1)
+        ranked[start:start + chunk] = _best_first(distances, higher_is_better=False)
+    return out, ranked
 
 
-def _cl2n_nearest_centroid(support: np.ndarray, targets: np.ndarray, query: np.ndarray) -> np.ndarray:
+def _cl2n_nearest_centroid(support: np.ndarray, targets: np.ndarray, query: np.ndarray) -> MethodOutput:
     """SimpleShot's CL2N nearest centroid on the vectors as given: centre on the support mean (no query statistic
     is used), L2-normalise, nearest class mean of the support by Euclidean distance (ties: the first class)."""
     mean = support.mean(axis=0, keepdims=True)
@@ -86,7 +104,8 @@ def _cl2n_nearest_centroid(support: np.ndarray, targets: np.ndarray, query: np.n
     centroids = np.zeros((n_classes, support.shape[1]))
     np.add.at(centroids, targets, centred_support)
     centroids /= np.bincount(targets, minlength=n_classes)[:, None]
-    return _nearest_centroid(centred_query, centroids)
+    predicted, ranked = _nearest_centroid(centred_query, centroids)
+    return MethodOutput(predicted=predicted, ranked=ranked)
 
 
 SIMPLESHOT_PROTOCOLS: Mapping[str, str] = MappingProxyType({"simpleshot": "bioclip", "simpleshot-biobench": "biobench"})
@@ -101,7 +120,7 @@ def simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, conf
     """BioCLIP's protocol: its features are L2-normalised at extraction, then CL2N and nearest centroid."""
     support = normalise_rows(support, dtype=np.float64)
     query = normalise_rows(query, dtype=np.float64)
-    return MethodOutput(predicted=_cl2n_nearest_centroid(support, targets, query))
+    return _cl2n_nearest_centroid(support, targets, query)
 
 
 @few_shot_method("simpleshot-biobench", "SimpleShot as BioBench runs it on raw features (protocol 'biobench'): "
@@ -111,8 +130,7 @@ def simpleshot(support: np.ndarray, targets: np.ndarray, query: np.ndarray, conf
 def simpleshot_biobench(support: np.ndarray, targets: np.ndarray, query: np.ndarray,
                         config: MethodSettings) -> MethodOutput:
     """BioBench's ``SimpleShotClassifier``: CL2N and nearest centroid on the raw stored vectors."""
-    return MethodOutput(predicted=_cl2n_nearest_centroid(np.asarray(support, dtype=np.float64), targets,
-                                                         np.asarray(query, dtype=np.float64)))
+    return _cl2n_nearest_centroid(np.asarray(support, dtype=np.float64), targets, np.asarray(query, dtype=np.float64))
 
 
 @contextlib.contextmanager
@@ -170,8 +188,10 @@ def linear_probe(support: np.ndarray, targets: np.ndarray, query: np.ndarray, co
     with _expected_fit_warnings():
         model = LogisticRegression(C=c, max_iter=max_iter).fit(support, targets)
     details["converged"] = bool(np.all(np.asarray(model.n_iter_) < max_iter))
-    predicted = model.predict(normalise_rows(query, dtype=np.float64))
-    return MethodOutput(predicted=np.asarray(predicted, dtype=np.int64), details=details)
+    features = normalise_rows(query, dtype=np.float64)
+    predicted = model.predict(features)
+    return MethodOutput(predicted=np.asarray(predicted, dtype=np.int64), details=details,
+                        ranked=_classes_best_first(model, model.predict_proba(features)))
 
 
 @few_shot_method("knn", "cosine k-nearest neighbours among the support images (k and the vote weighting are in the "
@@ -184,5 +204,13 @@ def knn(support: np.ndarray, targets: np.ndarray, query: np.ndarray, config: Met
     model = KNeighborsClassifier(n_neighbors=k, metric="cosine", algorithm="brute", weights=config.knn_weights)
     with _expected_fit_warnings():
         model.fit(np.asarray(support, dtype=np.float64), targets)
-    predicted = model.predict(np.asarray(query, dtype=np.float64))
-    return MethodOutput(predicted=np.asarray(predicted, dtype=np.int64))
+    features = np.asarray(query, dtype=np.float64)
+    predicted = model.predict(features)
+    return MethodOutput(predicted=np.asarray(predicted, dtype=np.int64),
+                        ranked=_classes_best_first(model, model.predict_proba(features)))
+
+
+def _classes_best_first(model: Any, probabilities: np.ndarray) -> np.ndarray:
+    """A scikit-learn classifier's :data:`RANKED` most probable classes per row, best first (ties to the lower
+    class, as its ``predict`` breaks them), as class indices."""
+    return np.asarray(model.classes_, dtype=np.int64)[_best_first(probabilities, higher_is_better=True)]

@@ -15,12 +15,14 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, NotEvaluableError
+from cladebench.metrics import HEIGHT_COLUMN, TOP_HEIGHTS_COLUMN, lca_heights
+from cladebench.metrics.hierarchy import label_hierarchy, lineage_depth
 from cladebench.tasks.common import Predictions, column_metadata, label_digest, resolve_embedding_column
 from cladebench.tasks.fewshot.config import FewShotConfig
 from cladebench.tasks.fewshot.methods import METHODS, SIMPLESHOT_PROTOCOLS
 from cladebench.tasks.fewshot.splits import SplitPlan, few_shot_splits
 from cladebench.tasks.labelled_rows import LABEL_STYLE, LabelledRows, read_labelled_rows
-from cladebench.taxonomy import Rank
+from cladebench.taxonomy import Lineage, Rank
 
 if TYPE_CHECKING:
     import lance
@@ -34,11 +36,16 @@ def plan_splits(rows: LabelledRows, config: FewShotConfig) -> SplitPlan:
                            seed=config.seed, min_test_per_class=config.min_test_per_class, classes=rows.classes)
 
 
-def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
-                   config: FewShotConfig) -> tuple[pa.Table, dict[str, list[dict[str, Any]]]]:
+def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], config: FewShotConfig, *,
+                   class_lineages: Sequence[Lineage] | None = None
+                   ) -> tuple[pa.Table, dict[str, list[dict[str, Any]]]]:
     """Run every configured method on every split: one row per (method, shots, repetition, query image).
 
     Returns the prediction table and, per method, what it chose on each split (shots, repetition, details).
+    With ``class_lineages`` (one per class of ``plan``), each row also carries the LCA height of its truth and
+    prediction (:func:`cladebench.metrics.lca_heights`), those of the method's five best classes where it ranks
+    them (``top5_lca_heights``), and how deep its truth's lineage is named (``true_depth``): what mistake
+    severity, hierarchical distance and accuracy at the higher ranks are computed from.
     """
     if len(plan.classes) < 2:  # a grouped run leaves this group out with the reason and evaluates the others
         raise NotEvaluableError(f"few-shot needs at least 2 classes with enough images; {len(plan.classes)} qualify "
@@ -48,12 +55,23 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
     uuid_array = np.asarray(uuids, dtype=object)
     pieces: list[pa.Table] = []
     chosen: dict[str, list[dict[str, Any]]] = {}
+    depths = np.array([lineage_depth(lineage, config.rank) for lineage in class_lineages or ()], dtype=np.int64)
     for method in config.methods:
         fit_predict = METHODS[method].fit_predict
         for split in plan.splits:
             truth = plan.targets[split.query]
             output = fit_predict(vectors[split.support], plan.targets[split.support], vectors[split.query], config)
             n = len(split.query)
+            hierarchy: dict[str, Any] = {}
+            if class_lineages is not None:
+                top = output.predicted[:, None] if output.ranked is None else output.ranked
+                heights = lca_heights(class_lineages, truth, top, config.rank)
+                hierarchy = {HEIGHT_COLUMN: pa.array(heights[:, 0], pa.int8()),
+                             "true_depth": pa.array(depths[truth], pa.int8())}
+                if output.ranked is not None:
+                    offsets = pa.array(np.arange(0, heights.size + 1, heights.shape[1], dtype=np.int32))
+                    hierarchy[TOP_HEIGHTS_COLUMN] = pa.ListArray.from_arrays(offsets, pa.array(heights.ravel(),
+                                                                                               pa.int8()))
             pieces.append(pa.table({
                 "uuid": pa.array(uuid_array[split.query], pa.string()),
                 "method": pa.array([method] * n, pa.string()),
@@ -65,6 +83,7 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
                 "true_index": pa.array(truth, pa.int64()),
                 "pred_index": pa.array(output.predicted, pa.int64()),
                 "correct": pa.array(output.predicted == truth, pa.bool_()),
+                **hierarchy,
             }))
             if output.details:
                 chosen.setdefault(method, []).append({"shots": split.shots, "repetition": split.repetition,
@@ -87,7 +106,12 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
     if not rows.uuids:
         raise CladebenchError(f"no rows with embeddings in {column!r} match the filter {config.where!r}")
     plan = plan_splits(rows, config)
-    table, chosen = predict_splits(rows.vectors[column], plan, rows.uuids, config)
+    lineage_of = dict(zip(rows.classes, rows.class_lineages, strict=False))
+    class_lineages = [lineage_of[label] for label in plan.classes] if lineage_of else []
+    class_lineages, hierarchy = label_hierarchy(class_lineages, rank, "the lineages of the evaluated classes (the "
+                                                "dataset's rank columns)")
+    table, chosen = predict_splits(rows.vectors[column], plan, rows.uuids, config,
+                                   class_lineages=None if hierarchy["absent"] else class_lineages)
     info = {
         "column": column,
         "embedding_metadata": column_metadata(dataset, column),
@@ -101,6 +125,7 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
         "split": {**plan.provenance(), "sampling_unit": rows.group_key, "group_key": config.group_key,
                   "rows_without_group": rows.rows_without_group},
         "methods": list(config.methods),
+        "hierarchy": hierarchy,
         "method_settings": _method_settings(config, chosen),
     }
     return Predictions(table=table, labels=list(plan.classes), info=info)

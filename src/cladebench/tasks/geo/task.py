@@ -41,7 +41,14 @@ import numpy as np
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.metrics import accuracy, define_metric, paired_bootstrap
+from cladebench.metrics import (
+    accuracy,
+    define_metric,
+    lca_heights,
+    paired_bootstrap,
+    severity_metrics,
+)
+from cladebench.metrics.hierarchy import label_hierarchy, severity_units
 from cladebench.tasks.common import (
     PlannedLabelSet,
     Predictions,
@@ -148,6 +155,13 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *
         "prior_fallback": pa.array(outcome.fallback, pa.string()),
         **extra,
     })
+    measured, hierarchy = label_hierarchy(labels.lineages, rank, "the label set's lineages (" + str(
+        config.labels or "the benchmark's rank columns") + ")")
+    if not hierarchy["absent"]:  # each test row's LCA height of truth and image-only, and fused, top-1
+        heights = lca_heights(measured, test_targets, np.stack([image, outcome.fused], axis=1), rank)
+        unscored = test_targets < 0
+        for column, kind in enumerate(KINDS):
+            table = table.append_column(f"lca_height_{kind}", pa.array(heights[:, column], pa.int8(), mask=unscored))
     place = Place.of(rows.slice(nv))
     info = {
         "column": column,
@@ -164,6 +178,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *
         "where": config.where,
         "candidates": None if config.candidates is None else {"column": config.candidates, **candidate_counts},
         "fusion": config.prior_fusion,
+        "hierarchy": hierarchy,
         "split": split.info,
         "test_fallbacks": reason_counts(outcome.fallback),
         "test_rows_with_place": int(usable_location(place.latitudes, place.longitudes).sum()),
@@ -197,7 +212,8 @@ def _bools(table: pa.Table, name: str) -> np.ndarray:
 
 
 def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
-    """Top-1 image-only and fused, their paired difference, the chosen weight, and fallback shares."""
+    """Top-1 image-only and fused, their paired difference, the chosen weight, fallback shares, and each top-1's
+    mistake severity and hdist@1 (:mod:`cladebench.metrics.hierarchy`)."""
     table, info = predictions.table, predictions.info
     rank = info["rank"]
     scored = _bools(table, "scored")
@@ -218,16 +234,40 @@ def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
         metrics["image_weight"] = {"value": float(info["image_weight"]), "low": None, "high": None,
                                    "n": int(validation.get("scored", 0)),
                                    "interval": "none: chosen on the validation rows"}
+    for kind in KINDS:  # mistake severity and hdist@1 of each top-1 (no top-5 is kept: no hdist@5)
+        heights = _heights(table, kind, scored)
+        metrics.update(severity_metrics(heights, None, _bools(table, f"correct_{kind}")[scored], rank,
+                                        n_labels=len(predictions.labels) or None, hierarchy=info.get("hierarchy"),
+                                        prefix=f"{kind}_", ranked=False))
     reasons = np.asarray(table.column("prior_fallback").to_pylist(), dtype=object)
     for reason in sorted(set(reasons.tolist()) - {"none"}):
         metrics[f"prior_fallback_{reason}"] = accuracy(reasons == reason).to_dict()
     return metrics
 
 
-def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     """Each scored test image's 0/1 correctness, image-only and fused, keyed by uuid, so runs pair image by image."""
     rank = task_provenance.get("rank", "species")
     scored = _bools(table, "scored")
     uuids = [u for u, s in zip(table.column("uuid").to_pylist(), scored, strict=True) if s]
-    return {f"{kind}_top1_{rank}": (uuids, _bools(table, f"correct_{kind}")[scored].astype(np.float64))
-            for kind in ("image", "fused")}
+    out = {f"{kind}_top1_{rank}": (uuids, _bools(table, f"correct_{kind}")[scored].astype(np.float64))
+           for kind in KINDS}
+    for kind in KINDS:
+        heights = _heights(table, kind, scored)
+        if heights is not None:
+            out[f"{kind}_hdist1_{rank}"] = (uuids, heights.astype(np.float64))
+            out[f"{kind}_mistake_severity_{rank}"] = severity_units(uuids, heights,
+                                                                     _bools(table, f"correct_{kind}")[scored])
+    return out
+
+
+KINDS = ("image", "fused")
+"""The two predictions of every test row: the image alone, and fused with place and season."""
+
+
+def _heights(table: pa.Table, kind: str, scored: np.ndarray) -> np.ndarray | None:
+    """The scored rows' LCA heights of truth and the ``kind`` top-1, or None where the predictions lack them."""
+    column = f"lca_height_{kind}"
+    if column not in table.column_names:
+        return None
+    return table.column(column).fill_null(-1).to_numpy(zero_copy_only=False)[scored]
