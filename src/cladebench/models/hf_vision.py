@@ -21,15 +21,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cladebench.errors import CladebenchError, unknown_name
+from cladebench.errors import CladebenchError
 from cladebench.models import hub
 from cladebench.models.backbones import checked_layout
 from cladebench.models.failures import ModelLoadError
 from cladebench.models.image_encoder import ImageEncoder, own_or_chosen
-from cladebench.models.openclip import AUTOCAST_DTYPES, check_precision, files_digest, resolve_device
+from cladebench.models.openclip import check_precision, files_digest, resolve_device
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.spec import ModelSpec
 from cladebench.models.timm_backbone import require_packages
+from cladebench.models.tower import check_build_options
 
 if TYPE_CHECKING:
     import torch
@@ -98,11 +99,7 @@ def _features(network: Any, model_type: str, embedding: str, spec: ModelSpec) ->
 def load_hf_vision(spec: ModelSpec, *, preprocessing: str = "openclip", device: str = "auto",
                    precision: str = "fp32") -> ImageEncoder:
     """Make the spec's files local and build the model and its image processor as an :class:`ImageEncoder`."""
-    from cladebench.models.preprocessing import get_preprocessing_mode
-
-    get_preprocessing_mode(preprocessing)
-    if precision not in AUTOCAST_DTYPES:
-        raise unknown_name("precision", precision, AUTOCAST_DTYPES)
+    check_build_options(preprocessing, precision)
     require_packages(spec, ("torch", "transformers"))
     folder, revision = _folder(spec)
     device = resolve_device(device)

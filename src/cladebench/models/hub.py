@@ -103,10 +103,12 @@ def _endpoint() -> str:
 
 
 def _is_timeout(error: BaseException | None) -> bool:
-    """Whether the probe ended by its own HTTP timeout, which races the thread's deadline and means the same."""
+    """Whether the probe ended by its own HTTP timeout, which races the thread's deadline and means the same
+    (httpcore's own timeout can reach the caller unwrapped by httpx when the read times out mid-stream)."""
+    import httpcore
     import httpx
 
-    return isinstance(error, (httpx.TimeoutException, TimeoutError))
+    return isinstance(error, (httpx.TimeoutException, httpcore.TimeoutException, TimeoutError))
 
 
 def check_hub_answers(repo: str, revision: str | None) -> None:

@@ -10,23 +10,19 @@ recorded in :meth:`ImageEncoder.describe`, beside the preprocessing, as every em
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from cladebench.models.openclip import AUTOCAST_DTYPES
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.spec import ModelSpec
+from cladebench.models.tower import ImageTower
 from cladebench.provenance import software_versions
 
 if TYPE_CHECKING:
     import torch
-    from PIL import Image
 
 
-class ImageEncoder:
+class ImageEncoder(ImageTower):
     """A loaded image-only model: images in, raw float32 embeddings out (no text tower)."""
 
     def __init__(self, network: torch.nn.Module, features: Callable[[torch.Tensor], torch.Tensor], *,
@@ -42,15 +38,10 @@ class ImageEncoder:
         """The resolved name the encoder was built from (an image-only kind)."""
         self.model_id: str = spec.id
         self.revision: str | None = revision
-        self.preprocessing: Preprocessing = preprocessing
-        self.device: str = device
-        self.precision: str = precision
+        self._prepare(preprocessing, device, precision)
         self.embedding: str = embedding
         """Which output of the network is the embedding, in words (recorded)."""
         self.library: str = library
-        dtype_name = AUTOCAST_DTYPES[precision]
-        self._autocast_dtype = None if dtype_name is None else getattr(torch, dtype_name)
-        self._transform: Callable[[Image.Image], torch.Tensor] | None = None
         height, width = preprocessing.size
         self.dim: int = int(self.encode_images(torch.zeros(1, 3, height, width)).shape[1])
 
@@ -58,41 +49,8 @@ class ImageEncoder:
         revision = f"@{self.revision[:12]}" if self.revision else ""
         return f"ImageEncoder({self.model_id}{revision}, dim={self.dim}, {self.library}, {self.device})"
 
-    @contextlib.contextmanager
-    def _inference(self) -> Iterator[None]:
-        import torch
-
-        device_type = self.device.split(":", 1)[0]
-        autocast = (torch.autocast(device_type=device_type, dtype=self._autocast_dtype)
-                    if self._autocast_dtype is not None else contextlib.nullcontext())
-        with torch.inference_mode(), autocast:
-            yield
-
-    @property
-    def transform(self) -> Callable[[Image.Image], torch.Tensor]:
-        """``preprocessing.build()``, built once; for encoding images in this process."""
-        if self._transform is None:
-            self._transform = self.preprocessing.build()
-        return self._transform
-
-    def encode_images(self, pixels: torch.Tensor) -> np.ndarray:
-        """Raw image embeddings, float32 (N, dim), of a batch of preprocessed pixels (N, 3, H, W)."""
-        import torch
-
-        if pixels.ndim != 4:
-            raise ValueError(f"encode_images takes a batch (N, 3, H, W); got shape {tuple(pixels.shape)}")
-        pixels = pixels.to(self.device, dtype=torch.float32, non_blocking=True)
-        with self._inference():
-            features = self._features(pixels)
-        return features.float().reshape(features.shape[0], -1).cpu().numpy()
-
-    def encode_pil(self, images: Sequence[Image.Image]) -> np.ndarray:
-        """Raw embeddings of PIL images, preprocessed here (convenient for a handful of images)."""
-        import torch
-
-        if not images:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return self.encode_images(torch.stack([self.transform(image) for image in images]))
+    def _image_features(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self._features(pixels)
 
     def describe(self) -> dict[str, Any]:
         """Provenance of every embedding this encoder makes: model, revision, which output, preprocessing."""

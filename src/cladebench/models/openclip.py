@@ -22,9 +22,8 @@ works without them.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,12 +36,12 @@ from cladebench.models.backbones import EXPECTED, CheckpointLayoutError
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.registry import ModelLoadError, ModelUnavailableError
 from cladebench.models.spec import ModelSpec
+from cladebench.models.tower import AUTOCAST_DTYPES, ImageTower
 from cladebench.provenance import software_versions
 from cladebench.registry import Registry
 
 if TYPE_CHECKING:
     import torch
-    from PIL import Image
 
 _LOCAL_WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pth")  # what open_clip's local-dir loader looks for
 
@@ -65,9 +64,6 @@ def _mps_available() -> bool:
 
 DEVICE_PROBES: dict[str, Callable[[], bool]] = {"cuda": _cuda_available, "mps": _mps_available, "cpu": lambda: True}
 """Device types in the order ``auto`` tries them, each with a check that it is usable here."""
-
-AUTOCAST_DTYPES: dict[str, str | None] = {"fp32": None, "fp16": "float16", "bf16": "bfloat16"}
-"""Precision name -> torch autocast dtype (``None``: plain float32). Weights stay float32 in all three."""
 
 _FP16_DEVICES = ("cuda", "mps")  # CPU autocast has no float16 kernels worth using
 
@@ -96,7 +92,7 @@ def check_precision(precision: str, device: str) -> None:
 # --- the encoder ---------------------------------------------------------------------------------
 
 
-class Encoder:
+class Encoder(ImageTower):
     """A loaded contrastive model: images and texts in, raw float32 embeddings out.
 
     Build it with :func:`load_encoder`. ``encode_images`` takes pixels already transformed by
@@ -106,8 +102,6 @@ class Encoder:
     def __init__(self, model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor], *,
                  spec: ModelSpec, revision: str | None, preprocessing: Preprocessing, device: str,
                  precision: str) -> None:
-        import torch
-
         self.model = model.eval()
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)
@@ -116,16 +110,11 @@ class Encoder:
         """The resolved name the encoder was built from (kind ``clip``)."""
         self.model_id: str = spec.id
         self.revision: str | None = revision
-        self.preprocessing: Preprocessing = preprocessing
-        self.device: str = device
-        self.precision: str = precision
+        self._prepare(preprocessing, device, precision)
         self.logit_scale: float = float(model.logit_scale.detach().float().exp().item())
         bias = getattr(model, "logit_bias", None)
         self.logit_bias: float | None = None if bias is None else float(bias.detach().float().item())
         """SigLIP's learned bias (sigmoid loss); ``None`` for softmax-trained CLIP models."""
-        dtype_name = AUTOCAST_DTYPES[precision]
-        self._autocast_dtype = None if dtype_name is None else getattr(torch, dtype_name)
-        self._transform: Callable[[Image.Image], torch.Tensor] | None = None
         self.dim: int = self._output_dim()
 
     def _output_dim(self) -> int:
@@ -139,41 +128,8 @@ class Encoder:
         return (f"Encoder({self.model_id}{revision}, dim={self.dim}, {self.preprocessing.mode}, "
                 f"{self.precision}, {self.device})")
 
-    @contextlib.contextmanager
-    def _inference(self) -> Iterator[None]:
-        import torch
-
-        device_type = self.device.split(":", 1)[0]
-        autocast = (torch.autocast(device_type=device_type, dtype=self._autocast_dtype)
-                    if self._autocast_dtype is not None else contextlib.nullcontext())
-        with torch.inference_mode(), autocast:
-            yield
-
-    @property
-    def transform(self) -> Callable[[Image.Image], torch.Tensor]:
-        """``preprocessing.build()``, built once; for encoding images in this process."""
-        if self._transform is None:
-            self._transform = self.preprocessing.build()
-        return self._transform
-
-    def encode_images(self, pixels: torch.Tensor) -> np.ndarray:
-        """Raw image embeddings, float32 (N, dim), of a batch of preprocessed pixels (N, 3, H, W)."""
-        import torch
-
-        if pixels.ndim != 4:
-            raise ValueError(f"encode_images takes a batch (N, 3, H, W); got shape {tuple(pixels.shape)}")
-        pixels = pixels.to(self.device, dtype=torch.float32, non_blocking=True)
-        with self._inference():
-            features = self.model.encode_image(pixels)
-        return features.float().cpu().numpy()
-
-    def encode_pil(self, images: Sequence[Image.Image]) -> np.ndarray:
-        """Raw embeddings of PIL images, preprocessed here (convenient for a handful of images)."""
-        import torch
-
-        if not images:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return self.encode_images(torch.stack([self.transform(image) for image in images]))
+    def _image_features(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.model.encode_image(pixels)
 
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """Raw text embeddings, float32 (len(texts), dim), encoded ``batch_size`` strings at a time."""

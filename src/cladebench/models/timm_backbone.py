@@ -23,9 +23,10 @@ from cladebench.models import hub
 from cladebench.models.backbones import LAYOUTS, TIMM_PREFIX, checked_layout
 from cladebench.models.failures import ModelLoadError, ModelUnavailableError
 from cladebench.models.image_encoder import ImageEncoder, own_or_chosen
-from cladebench.models.openclip import AUTOCAST_DTYPES, check_precision, files_digest, resolve_device
+from cladebench.models.openclip import check_precision, files_digest, resolve_device
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.spec import ModelSpec
+from cladebench.models.tower import check_build_options
 
 EMBEDDING = "pooled pre-logits feature: forward_head(forward_features(x), pre_logits=True)"
 _HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -81,11 +82,7 @@ def _tag_weights(spec: ModelSpec, name: str) -> tuple[dict[str, Any], str | None
 def load_timm(spec: ModelSpec, *, preprocessing: str = "openclip", device: str = "auto",
               precision: str = "fp32") -> ImageEncoder:
     """Make the spec's weights local and build the timm model as an :class:`ImageEncoder` (pre-logits feature)."""
-    from cladebench.models.preprocessing import get_preprocessing_mode
-
-    get_preprocessing_mode(preprocessing)
-    if precision not in AUTOCAST_DTYPES:
-        raise unknown_name("precision", precision, AUTOCAST_DTYPES)
+    check_build_options(preprocessing, precision)
     require_packages(spec, ("torch", "timm"))
     name = spec.id.removeprefix(TIMM_PREFIX)
     if spec.source == "timm":
