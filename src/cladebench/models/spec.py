@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from cladebench.errors import UsageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -232,6 +234,18 @@ def model_capabilities(model: Model | ImageTextEncoder) -> frozenset[str]:
     return MODEL_KINDS[model_kind(model)].can
 
 
+def first_fitting(task: str, ways: Mapping[str, frozenset[str]], model: Model | ImageTextEncoder) -> str:
+    """The first of a task's ways to use a model (name -> what it needs) whose needs the model meets; a model that
+    meets none is refused naming what the first way lacks (the plan refuses it before it loads)."""
+    can = model_capabilities(model)
+    found = next((name for name, needs in ways.items() if needs <= can), None)
+    if found is None:
+        first = next(iter(ways.values()))
+        raise UsageError(f"{task} needs an image-text encoder or openai-compatible:NAME@URL; "
+                         f"{getattr(model, 'model_id', model)} has {lacking(first - can)} missing")
+    return found
+
+
 __all__ = ["ANSWERS", "CAPABILITY_NAMES", "EMBEDDING_COLUMN_PREFIX", "EMBEDS_IMAGES", "EMBEDS_TEXTS", "MODEL_KINDS",
-           "ImageTextEncoder", "KindTraits", "Model", "ModelKind", "ModelSpec", "column_key", "lacking",
-           "missing_for", "model_capabilities", "model_kind", "register_kind"]
+           "ImageTextEncoder", "KindTraits", "Model", "ModelKind", "ModelSpec", "column_key", "first_fitting",
+           "lacking", "missing_for", "model_capabilities", "model_kind", "register_kind"]

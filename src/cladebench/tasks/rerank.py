@@ -45,8 +45,8 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.console import note, warn
-from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.models.spec import ANSWERS, EMBEDS_IMAGES, EMBEDS_TEXTS, lacking, model_capabilities
+from cladebench.errors import CladebenchError, SchemaError
+from cladebench.models.spec import ANSWERS, EMBEDS_IMAGES, EMBEDS_TEXTS, first_fitting
 from cladebench.registry import Registry
 from cladebench.store.embeddings import normalise_rows
 from cladebench.tasks.common import MAX_UNUSABLE_SHARE, Predictions, text_image_column
@@ -161,12 +161,7 @@ MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(SCORER_NEEDS.values())
 
 def scorer_for(encoder: Any) -> str:
     """The first scorer whose needs the model meets (the plan refused a model that meets none)."""
-    can = model_capabilities(encoder)
-    found = next((name for name, needs in SCORER_NEEDS.items() if needs <= can), None)
-    if found is None:
-        raise UsageError(f"rerank needs an image-text encoder or openai-compatible:NAME@URL; "
-                         f"{getattr(encoder, 'model_id', encoder)} has {lacking(MODEL_NEEDS[0] - can)} missing")
-    return found
+    return first_fitting("rerank", SCORER_NEEDS, encoder)
 
 
 @dataclass(frozen=True)

@@ -94,8 +94,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cladebench.errors import CladebenchError, UsageError
-from cladebench.models.spec import ANSWERS, EMBEDS_IMAGES, EMBEDS_TEXTS, lacking, model_capabilities
+from cladebench.errors import CladebenchError
+from cladebench.models.spec import ANSWERS, EMBEDS_IMAGES, EMBEDS_TEXTS, first_fitting
 from cladebench.registry import Registry
 from cladebench.tasks.common import Predictions
 from cladebench.tasks.lineage.config import LineageConfig
@@ -131,12 +131,7 @@ MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(PREDICTOR_NEEDS.values())
 
 def predictor_for(encoder: Any) -> str:
     """The first predictor whose needs the model meets (the plan refused a model that meets none)."""
-    can = model_capabilities(encoder)
-    found = next((name for name, needs in PREDICTOR_NEEDS.items() if needs <= can), None)
-    if found is None:
-        raise UsageError(f"lineage needs an image-text encoder or openai-compatible:NAME@URL; "
-                         f"{getattr(encoder, 'model_id', encoder)} has {lacking(MODEL_NEEDS[0] - can)} missing")
-    return found
+    return first_fitting("lineage", PREDICTOR_NEEDS, encoder)
 
 
 # --- the task ------------------------------------------------------------------------------------
