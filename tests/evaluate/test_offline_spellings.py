@@ -12,8 +12,8 @@ from cladebench.environment import hub_offline
 from cladebench.evaluate.benchmarks import BENCHMARKS
 
 SPELLINGS = ("true", "yes", "TRUE", "On", " 1 ")
-ENDPOINT = "openai-compatible:x@http://127.0.0.1:9/v1"
-"""A model that is never reached: each benchmark stops at its data, before any model loads."""
+ENDPOINT = "bioclip-2"
+"""A model every task takes and that is never loaded: each benchmark stops at its data, before any model loads."""
 
 
 def _eval(benchmark: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
