@@ -158,6 +158,8 @@ def test_named_benchmarks_fetch_and_build_from_the_hub_layout(tmp_path: Path,
 
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # huggingface_hub reads the flag once, at its import: online for this test, whatever imported it first.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     repos = {"evendrow/INQUIRE-Rerank": _inquire_snapshot(tmp_path / "hub" / "INQUIRE-Rerank"),
              "dcher95/inat-coobserved": _coobserved_snapshot(tmp_path / "hub" / "inat-coobserved")}
     write_published(repos["dcher95/inat-coobserved"] / "data" / "train-00001-of-00001.parquet", alias_rows(),

@@ -189,4 +189,4 @@ def test_each_task_asks_what_the_model_can_do(tiny_dinov2: Path) -> None:
         "zeroshot": "needs a text tower", "geo": "needs a text tower", "rerank": "needs a text tower",
         "lineage": "needs a text tower", "fewshot": None, "retrieval": None}
     assert model_refusal(get_task("fewshot"), endpoint) == "needs an image tower"
-    assert tasks_for(image_only) == ["fewshot", "retrieval"] and tasks_for(endpoint) == ["rerank", "lineage"]
+    assert set(tasks_for(image_only)) == {"fewshot", "retrieval"} and set(tasks_for(endpoint)) == {"rerank", "lineage"}
