@@ -96,3 +96,30 @@ def test_overwrite_replaces_only_a_previous_demo(tmp_path: Path) -> None:
     (precious / "thesis.tex").write_text("years of work")
     assert main(["demo", "--out", str(precious), "--overwrite"]) == 1
     assert (precious / "thesis.tex").read_text() == "years of work"
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_demo_lines() -> list[str]:
+    """The lines of the README's "What it prints" block, but its ``...`` elisions."""
+    section = README.read_text(encoding="utf-8").split("What it prints", 1)[1]
+    block = section.split("```", 2)[1]
+    lines = [line.rstrip() for line in block.splitlines()[1:] if line.strip()]
+    assert len(lines) >= 8, "the README's demo block was not found"
+    return [line for line in lines if line.strip() != "..."]
+
+
+@pytest.mark.slow
+def test_the_readme_shows_what_the_demo_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's example output is the demo's, line for line (a line ending in ``...`` as its start): the
+    numbers come from a deterministic training and seeded evaluation, so they are the same on every CPU."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 0
+    printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    for line in readme_demo_lines():
+        if line.endswith(" ..."):
+            assert any(p.startswith(line[:-4]) for p in printed), f"no printed line starts as: {line}"
+        else:
+            assert line in printed, f"the README shows a line the demo does not print: {line}"
