@@ -30,15 +30,9 @@ class ImageEncoder(ImageTower):
                  embedding: str, library: str) -> None:
         import torch
 
-        self.network = network.eval()
-        for parameter in self.network.parameters():
-            parameter.requires_grad_(False)
+        self.network = self._prepare(network, spec=spec, revision=revision, preprocessing=preprocessing,
+                                     device=device, precision=precision)
         self._features = features
-        self.spec: ModelSpec = spec
-        """The resolved name the encoder was built from (an image-only kind)."""
-        self.model_id: str = spec.id
-        self.revision: str | None = revision
-        self._prepare(preprocessing, device, precision)
         self.embedding: str = embedding
         """Which output of the network is the embedding, in words (recorded)."""
         self.library: str = library

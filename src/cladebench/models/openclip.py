@@ -102,15 +102,9 @@ class Encoder(ImageTower):
     def __init__(self, model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor], *,
                  spec: ModelSpec, revision: str | None, preprocessing: Preprocessing, device: str,
                  precision: str) -> None:
-        self.model = model.eval()
-        for parameter in self.model.parameters():
-            parameter.requires_grad_(False)
+        self.model = self._prepare(model, spec=spec, revision=revision, preprocessing=preprocessing, device=device,
+                                   precision=precision)
         self.tokenizer = tokenizer
-        self.spec: ModelSpec = spec
-        """The resolved name the encoder was built from (kind ``clip``)."""
-        self.model_id: str = spec.id
-        self.revision: str | None = revision
-        self._prepare(preprocessing, device, precision)
         self.logit_scale: float = float(model.logit_scale.detach().float().exp().item())
         bias = getattr(model, "logit_bias", None)
         self.logit_bias: float | None = None if bias is None else float(bias.detach().float().item())

@@ -16,6 +16,7 @@ import numpy as np
 
 from cladebench.errors import unknown_name
 from cladebench.models.preprocessing import Preprocessing
+from cladebench.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     import torch
@@ -38,20 +39,33 @@ class ImageTower:
     """A built network's image side. A subclass sets the attributes below (through :meth:`_prepare`) and says in
     :meth:`_image_features` which output of its network is the embedding."""
 
+    spec: ModelSpec
+    """The resolved name the encoder was built from."""
+    model_id: str
+    revision: str | None
     preprocessing: Preprocessing
     device: str
     precision: str
     dim: int
 
-    def _prepare(self, preprocessing: Preprocessing, device: str, precision: str) -> None:
+    def _prepare(self, network: torch.nn.Module, *, spec: ModelSpec, revision: str | None,
+                 preprocessing: Preprocessing, device: str, precision: str) -> torch.nn.Module:
+        """Set what every tower records and return ``network`` frozen for inference (eval mode, no gradients)."""
         import torch
 
+        network = network.eval()
+        for parameter in network.parameters():
+            parameter.requires_grad_(False)
+        self.spec = spec
+        self.model_id = spec.id
+        self.revision = revision
         self.preprocessing = preprocessing
         self.device = device
         self.precision = precision
         dtype_name = AUTOCAST_DTYPES[precision]
         self._autocast_dtype = None if dtype_name is None else getattr(torch, dtype_name)
         self._transform: Callable[[Image.Image], torch.Tensor] | None = None
+        return network
 
     def _image_features(self, pixels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
