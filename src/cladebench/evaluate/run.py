@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,7 +340,8 @@ def label_notes(record: RunRecord) -> list[str]:
     """The console's lines on label sets whose labels a reader could confuse: distinct labels that differ only
     by look-alike characters, and one text standing for several taxa."""
     sets = record.provenance.get("label_sets") or {"": record.provenance.get("label_set") or {}}
-    lines = []
+    lines = [mixed_script_line(name, entry)
+             for name, entry in ((record.provenance.get("plan") or {}).get("mixed_script_names") or {}).items()]
     for group, labels in sets.items():
         where = f"{group}: " if group else ""
         for pair in (labels or {}).get("lookalikes") or []:
@@ -347,6 +349,18 @@ def label_notes(record: RunRecord) -> list[str]:
         for text in (labels or {}).get("shared_texts") or []:
             lines.append(f"{where}one label text stands for several taxa: {text!r} (scored by taxon, not by text)")
     return lines
+
+
+def mixed_script_line(name: str, entry: Mapping[str, Any]) -> str:
+    """One warning on a name whose words mix scripts: its foreign letters by code point (they look Latin), and
+    the rows that carry it, so the name can be fixed where it was written."""
+    foreign = sorted({c for word in entry.get("words") or [] for c in word
+                      if c.isalpha() and not unicodedata.name(c, "").startswith("LATIN")})
+    letters = ", ".join(f"{c} U+{ord(c):04X} {unicodedata.name(c, '?').lower()}" for c in foreign)
+    rows, uuids = int(entry.get("rows") or 0), [str(u) for u in entry.get("uuids") or []]
+    shown = ", ".join(uuids) + (f" and {rows - len(uuids)} more" if rows > len(uuids) else "")
+    return (f"warning: name {name!r} mixes Latin with other scripts' letters ({letters}), a class of its own "
+            f"unless corrected; {rows} row(s): {shown}")
 
 
 def rows_line(record: RunRecord) -> str | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,15 @@ from cladebench.store.embeddings import (
     published_sidecar_path,
     read_published_sidecar,
 )
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, distinct_lineages, lineages_from_table, parse_within
+from cladebench.taxonomy import (
+    RANK_COLUMNS,
+    Lineage,
+    Rank,
+    distinct_lineages,
+    lineages_from_table,
+    normalised_name,
+    parse_within,
+)
 
 if TYPE_CHECKING:
     import lance
@@ -220,7 +227,7 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
         return label_set(lineages, rank)
     lineages, unknown = [], []
     for number, line in enumerate(text.splitlines(), start=1):
-        name = " ".join(unicodedata.normalize("NFC", line.split("#", 1)[0]).split())  # as lineages spell names
+        name = normalised_name(line.split("#", 1)[0])  # as lineages spell names
         if not name:
             continue
         if name in ambiguous:
