@@ -168,6 +168,7 @@ class _Scored:
     inspection: dict[str, Any] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
     breakdown_missing: dict[str, int] = field(default_factory=dict)
+    spot_check: dict[str, Any] | None = None
     table: pa.Table | None = None
     """Every group's predictions in one table (the run's predictions.parquet)."""
 
@@ -243,10 +244,25 @@ def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: Any
             scored.inspection[group or "all"] = info["inspection"]
     if not scored.infos:
         raise none_evaluable(plan.group_column, scored.left_out)
+    scored.spot_check = _spot_check(dataset, encoder, next(iter(scored.infos.values())))
     for group, reason in scored.left_out.items():
         scored.metrics.update(left_out_metrics(metric_names, group, reason, GROUP_SEPARATOR))
     scored.table = pa.concat_tables(scored.tables, promote_options="permissive")
     return scored
+
+
+def _spot_check(dataset: Any, encoder: Any, info: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored column checked against a fresh forward pass when the run loaded the model's weights anyway
+    (:func:`~cladebench.embed.spot_check.spot_check_column`); None when no weights were loaded (a run whose text
+    embeddings were all cached loads none, and is not made to) or the task read no stored column of the model."""
+    column, metadata = info.get("column"), info.get("embedding_metadata") or {}
+    if not getattr(encoder, "built", False) or column not in dataset.schema.names:  # a deferred encoder, built
+        return None
+    if metadata.get("model") != getattr(encoder, "model_id", None):
+        return None
+    from cladebench.embed.spot_check import spot_check_column
+
+    return {"column": column, **spot_check_column(dataset, column, encoder, metadata)}
 
 
 def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunRecord:
@@ -272,6 +288,7 @@ def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunR
                    "left_out": scored.left_out},
         "breakdown": list(config.breakdown),
         "breakdown_rows_without_value": scored.breakdown_missing,
+        "vectors_spot_check": scored.spot_check,
         "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
                                        "seed": None, "sampling_unit": "image"},
         "label_set": None if grouped else label_sets[None],

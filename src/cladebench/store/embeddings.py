@@ -291,7 +291,8 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
 
     A column that is not a list of floats, whose vectors are not all one width, whose width differs from the
     ``dim`` its field metadata declares, or from ``dim`` when given (e.g. a text tower's width), is a
-    :class:`SchemaError` naming it: scores over such vectors would be wrong or fail halfway.
+    :class:`SchemaError` naming it: scores over such vectors would be wrong or fail halfway. So is a column whose
+    vectors are not those the dataset's sidecar recorded (:func:`~cladebench.store.sidecar.check_vectors`).
     """
     import numpy as np
     import pyarrow as pa
@@ -305,6 +306,9 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
     if not _is_float_vector(found.type):
         raise SchemaError(f"{dataset.uri}: column {column!r} has type {found.type}; an embedding column holds a "
                           "list of floats per row")
+    from cladebench.store.sidecar import check_vectors
+
+    check_vectors(dataset, column)
     declared = (found.metadata or {}).get(b"dim")
     expected = {"its field metadata": int(declared)} if declared is not None and declared.strip().isdigit() else {}
     if dim is not None:
