@@ -37,6 +37,7 @@ from cladebench.evaluate.record import check_out_outside_dataset
 from cladebench.evaluate.reviewed import reviewed_labels
 from cladebench.evaluate.selection import (
     and_filters,
+    check_breakdown_values,
     check_unique_uuids,
     exposure_filter,
     mixed_script_names,
@@ -183,6 +184,7 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where,
                                                                             len(selected))
     rows_selected = check_unique_uuids(selected, uri)
+    check_breakdown_values(dataset, config.breakdown, selection_filter(dataset, where, settings))
     plan = EvalPlan(config=config, task=task, settings=settings, spec=spec, uri=uri, located=located, given=given,
                     off_protocol=off_protocol, where=where, group_column=group_column, groups=tuple(groups),
                     group_filters=group_filters, rows_without_group=rows_without_group, rows_selected=rows_selected,

@@ -56,8 +56,9 @@ def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]
         lookup = store.read(dataset, columns=["uuid", column])
         values = pc.take(lookup.column(column), pc.index_in(uuids, value_set=lookup.column("uuid")))
         if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
-            # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group.
-            values = pc.binary_join(values, " | ")
+            # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group;
+            # an empty list is no value, as a null is.
+            values = pc.if_else(pc.greater(pc.list_value_length(values), 0), pc.binary_join(values, " | "), None)
         table = table.append_column(BREAKDOWN_PREFIX + column, values.cast(pa.string()))
     return table
 

@@ -152,6 +152,23 @@ def mixed_script_names(dataset: Any, where: str | None) -> dict[str, dict[str, A
     return found
 
 
+def check_breakdown_values(dataset: Any, columns: Sequence[str], where: str | None) -> None:
+    """Refuse (exit 2, before any model) a ``--breakdown`` column that has no value on any selected row (all
+    null, or only empty lists): it would give no breakdown, and a run that silently lacks one reads as if the
+    column had one group."""
+    if not columns:
+        return
+    table = store.read(dataset, columns=list(dict.fromkeys(columns)), where=where)
+    for column in dict.fromkeys(columns):
+        values = table.column(column)
+        if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+            values = values.filter(pc.greater(pc.list_value_length(values), 0))
+        if not len(values.drop_null()):
+            scope = f" of the {table.num_rows:,} selected" if table.num_rows else ""
+            raise UsageError(f"--breakdown {column!r}: no row{scope} has a value in it (all null or empty), so "
+                             "there is nothing to break down by; drop the option or fill the column")
+
+
 def partition_column(dataset: Any, group_by: str) -> str | None:
     """The column whose values are evaluated separately, or None for one pooled evaluation."""
     if group_by == "none":
