@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from cladebench.cli import main
+from cladebench.evaluate.record import RunRecord
 from helpers.toy_dataset import write_toy_dataset
 
 
@@ -49,6 +50,8 @@ def test_a_breakdown_with_values_only_outside_the_filter_is_refused(dataset: Pat
 
 
 def test_a_breakdown_with_some_values_runs(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err, out = _run(["eval", "fewshot", str(dataset), "--column", "emb_toy", "--out", str(tmp_path / "run"),
-                           "--shots", "1", "--breakdown", "region", "--group-by", "none"], capsys)
+    code, err, _ = _run(["eval", "fewshot", str(dataset), "--column", "emb_toy", "--out", str(tmp_path / "run"),
+                         "--shots", "1", "--breakdown", "region", "--group-by", "none"], capsys)
     assert code == 0, err
+    record = RunRecord.read(tmp_path / "run" / "run.json")
+    assert any(name.startswith("region=north/") for name in record.metrics), sorted(record.metrics)
