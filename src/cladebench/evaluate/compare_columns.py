@@ -23,6 +23,7 @@ import numpy as np
 
 from cladebench import store
 from cladebench.errors import CladebenchError
+from cladebench.evaluate.checks import check_filter_on_schema
 from cladebench.tasks.common import column_metadata
 
 if TYPE_CHECKING:
@@ -99,9 +100,13 @@ def compare_columns(dataset: lance.LanceDataset, columns: Sequence[str] | None =
     config = FewShotConfig(rank=rank, shots=tuple(shots), repetitions=repetitions, seed=seed,
                            methods=tuple(methods), where=where, group_key=group_key,
                            min_test_per_class=min_test_per_class)
+    check_filter_on_schema(dataset, where)  # an unknown column or a type mismatch: exit 2, naming it
+    if where is not None and where.strip() and not dataset.count_rows(filter=where):
+        raise CladebenchError(f"the filter {where!r} matches no row of {dataset.uri}")
     rows = read_labelled_rows(dataset, columns, rank=rank, where=where, group_key=group_key)
     if not rows.uuids:
-        raise CladebenchError(f"no row has a vector in every one of {columns} (filter {where!r})")
+        scope = f" of the rows the filter {where!r} matches" if where is not None and where.strip() else ""
+        raise CladebenchError(f"no row{scope} has a vector in every one of {columns}")
     plan = plan_splits(rows, config)
     accuracy = {}
     for column in columns:
