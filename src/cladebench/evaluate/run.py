@@ -266,6 +266,29 @@ def _spot_check(dataset: Any, encoder: Any, info: dict[str, Any]) -> dict[str, A
     return {"column": column, **spot_check_column(dataset, column, encoder, metadata)}
 
 
+SPLIT_SETTINGS = ("seed", "repetitions", "shots", "min_test_per_class", "sampling_unit", "group_key", "test_fraction")
+"""A split's settings (not its counts): what a grouped run's top-level split repeats when every group shares it."""
+
+
+def _grouped_split(infos: Mapping[str | None, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A grouped run's top-level split: what every group's split shares (seed, shots, sampling unit ...), and a
+    fingerprint of all of them (SHA-256 of the groups' fingerprints by group), never one group's split standing
+    for the others; each group's own is in ``split_by_group``. None when the task draws no split."""
+    import hashlib
+    import json
+
+    splits = {str(g): dict(i["split"]) for g, i in infos.items() if i.get("split")}
+    if not splits:
+        return None
+    first = next(iter(splits.values()))
+    shared = {k: v for k, v in first.items()
+              if k in SPLIT_SETTINGS and all(s.get(k) == v for s in splits.values())}
+    digest = hashlib.sha256(json.dumps({g: s.get("fingerprint") for g, s in sorted(splits.items())},
+                                       sort_keys=True).encode()).hexdigest()
+    return {**shared, "kind": f"per group: {len(splits)} groups, each its own split (split_by_group)",
+            "groups": sorted(splits), "fingerprint": digest}
+
+
 def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunRecord:
     """The run record: the metrics, and the provenance of every number (the plan, the data, the model)."""
     config, infos, label_sets = plan.config, scored.infos, scored.label_sets
@@ -290,8 +313,9 @@ def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunR
         "breakdown": list(config.breakdown),
         "breakdown_rows_without_value": scored.breakdown_missing,
         "vectors_spot_check": scored.spot_check,
-        "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
-                                       "seed": None, "sampling_unit": "image"},
+        "split": ((_grouped_split(infos) if grouped else info.get("split"))
+                  or {"kind": "none: every selected row with an embedding is evaluated", "seed": None,
+                      "sampling_unit": "image"}),
         "label_set": None if grouped else label_sets[None],
         "label_sets": label_sets if grouped else None,
         "model": _model_provenance(config, plan.spec, encoder, info),
