@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from cladebench.curate.builders.cards import markdown_cell
 from cladebench.errors import CladebenchError, SchemaError
-from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.evaluate.suite.plan import PlannedRun
 from cladebench.metrics import display_scale
@@ -144,6 +144,18 @@ def _sort_key(table: pa.Table) -> Any:
 def require_results(root: Path) -> pa.Table:
     """The table of a suite folder a user named, each number checked against its run record and the record
     against its predictions (:func:`checked_against_records`); none there is a one-line error."""
+    root = Path(root)
+    if not (root / RESULTS_FILE).is_file():
+        run_folder = root.parent if root.name == RUN_FILE and root.is_file() else root
+        suite = next((p for p in list(run_folder.resolve().parents)[:4] if (p / RESULTS_FILE).is_file()), None)
+        within = f" (the suite folder holding it is {suite})" if suite is not None else ""
+        if (run_folder / RUN_FILE).is_file():
+            raise CladebenchError(f"{root} is a run, not a suite folder{within}: `results` reads a suite's results "
+                                  f"table; for the run, write its report: cladebench report {run_folder} "
+                                  "--out-file report.html")
+        if suite is not None:
+            raise CladebenchError(f"{root} is inside the suite folder {suite}: give that folder (cladebench results "
+                                  f"{suite})")
     if not (Path(root) / RESULTS_FILE).is_file():
         raise CladebenchError(f"no results table at {Path(root) / RESULTS_FILE}: run `cladebench suite --model M "
                               f"--out {root}` first")
