@@ -64,8 +64,11 @@ class ResultsConfig:
     view: Literal["pivot", "rows"] = "pivot"
     """pivot: models × benchmarks, one headline per benchmark and group; rows: every row of the table."""
     format: Literal["md", "csv", "json"] = "md"
-    """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every row, every
-    column as stored."""
+    """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every row of the
+    current runs, every column as stored."""
+    superseded: bool = False
+    """With csv or json, also the rows of runs a newer run of the same benchmark, model and protocol replaced
+    (their current column false, superseded saying by which run and why)."""
 
 
 @verb("results", ResultsConfig, "a suite folder's results table (benchmark × protocol × model × metric) as Markdown, "
@@ -76,5 +79,6 @@ def _results(config: ResultsConfig) -> int:
 
     table = require_results(config.folder)
     pivot = config.view == "pivot" and config.format == "md"
-    print(format_pivot(table, config.folder) if pivot else format_results(table, config.format))
+    print(format_pivot(table, config.folder) if pivot
+          else format_results(table, config.format, superseded=config.superseded))
     return 0
