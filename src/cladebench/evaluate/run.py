@@ -142,6 +142,7 @@ def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
     from cladebench.errors import UsageError
+    from cladebench.store.embeddings import names_model
     from cladebench.tasks.common import column_metadata, find_embedding_column
 
     column = getattr(settings, "column", "unset")
@@ -152,9 +153,9 @@ def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
         return dataclasses.replace(settings, column=find_embedding_column(dataset, model_id))
     if column in dataset.schema.names:
         named = column_metadata(dataset, column).get("model")
-        if named and named != model_id:
-            raise UsageError(f"--column {column!r} holds embeddings of {named}, not of --model {model_id}; drop "
-                             "--model to evaluate the column as it is")
+        if named and not names_model(str(named), spec):  # another tool's spelling of the id is the same model
+            raise UsageError(f"--column {column!r} holds embeddings of {named!r}, which is no spelling of --model "
+                             f"{model_id}; drop --model to evaluate the column as it is")
     return settings
 
 

@@ -24,6 +24,7 @@ from cladebench import store
 from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.store.embeddings import (
+    model_spelling,
     normalise_rows,
     published_metadata,
     published_sidecar_path,
@@ -383,7 +384,8 @@ def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
     """The ``emb_*`` column holding ``model_id``'s embeddings; an error that says how to make one."""
     matches = [
         f.name for f in dataset.schema
-        if f.name.startswith(store.EMBEDDING_PREFIX) and column_metadata(dataset, f.name).get("model") == model_id
+        if f.name.startswith(store.EMBEDDING_PREFIX)
+        and model_spelling(str(column_metadata(dataset, f.name).get("model") or "")) == model_spelling(model_id)
     ]
     if not matches:
         raise CladebenchError(
@@ -408,7 +410,7 @@ def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: 
     if not column.startswith(store.EMBEDDING_PREFIX):
         raise SchemaError(f"column {column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
     model = column_metadata(dataset, column).get("model")
-    if encoder is not None and model != encoder.model_id:
+    if encoder is not None and model_spelling(str(model or "")) != model_spelling(encoder.model_id):
         raise CladebenchError(f"column {column!r} holds embeddings of {model}, not of {encoder.model_id}: vectors of "
                               "different models are not comparable, and the run record would name the wrong model")
     return column
