@@ -215,7 +215,7 @@ def parse_text(annotation: Any, text: str, option: str) -> Any:
             kind = "an integer" if annotation is int else "a number"
             raise UsageError(f"{option}: expected {kind}, got {text!r}") from None
     if annotation is Path:
-        return Path(text)
+        return Path(text).expanduser()  # a quoted ~/photos (the shell expands only a bare one)
     return text
 
 
