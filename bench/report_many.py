@@ -32,7 +32,8 @@ def build_runs(root: Path, count: int, rows: int, seed: int) -> list[Path]:
     styles, grouped by challenge group)."""
     from cladebench import store
     from cladebench.embed import EmbedConfig, embed_dataset
-    from cladebench.evaluate.run import eval_config, run_eval
+    from cladebench.evaluate.configs import eval_config
+    from cladebench.evaluate.run import run_eval
     from cladebench.models.tiny import write_tiny_model
     from cladebench.synthetic import WorldConfig, make_world
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from _args import positive_int
 from _timing import MB, timed
+from _tolerance import probability_tolerance
 from cladebench.store.embeddings import normalise_rows
 from cladebench.tasks.common import classify
 from cladebench.tasks.streaming import (
@@ -59,11 +60,9 @@ from cladebench.tasks.streaming import (
 from cladebench.taxonomy import Lineage, LineageRuns, lineage_runs
 from cladebench.taxonomy.backbone import backbone_species
 
-TOLERANCE = 1e-6
-"""The issue's bound on probabilities, streamed against dense (both float32 logits; float64 sums streamed)."""
-LOOP_TOLERANCE = 1e-5
-"""Against the per-image loop: its float32 softmax and the dict's Python sums differ by a few 1e-7 at 1.1M terms
-(plus the mass its ``min_prob`` cut leaves out, added per run)."""
+# Tolerances on probabilities come from float32's error bound for the computation compared (bench/_tolerance.py):
+# streamed and dense (and the loop) compute the same float32 logits in other blocks and orders, and the dense
+# path's softmax sums its labels in float32; the loop's tolerance adds the mass its ``min_prob`` cut leaves out.
 
 
 def write_label_vectors(path: Path, n: int, dim: int, seed: int, chunk: int = 65_536) -> np.memmap:
@@ -175,7 +174,7 @@ def agreement(name: str, left: tuple, right: tuple, tolerance: float) -> bool:
     other_taxon = sum(int((rolled_a[r][0] != rolled_b[r][0]).sum()) for r in rolled_a)
     print(f"same answers, {name}: top-5 lists identical for {same_top5:,} of {len(order_a):,} images; largest "
           f"|probability difference| top-5 {prob_diff:.1e}, rolled-up top taxon {taxa_diff:.1e} (tolerance "
-          f"{tolerance:g}); a different top taxon at some rank {other_taxon} time(s)")
+          f"{tolerance:.1e}, float32's bound); a different top taxon at some rank {other_taxon} time(s)")
     return same_top5 == len(order_a) and max(prob_diff, taxa_diff) < tolerance and other_taxon == 0
 
 
@@ -274,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"peak within the stated bound: {stream_peak <= bound}")
         full_ok = stream_peak <= bound and agreement(
             f"streamed vs the per-image loop on its {baseline} images", first, tuple(looped),
-            LOOP_TOLERANCE + float(dropped.max()))
+            probability_tolerance(args.dim, args.scale, len(species)) + float(dropped.max()))
 
         # 1. Shared size.
         shared_species = min(args.shared_species, len(species))
@@ -293,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
                   dense_peak, dense_s))
         print(row("stream_scores  [library]", streamed_s, len(shared_images), streamed_peak, dense_s))
         shared_ok = agreement("streamed vs dense on every image", (small.top_labels, small.top_probs, small.rolled),
-                              dense, TOLERANCE)
+                              dense, probability_tolerance(args.dim, args.scale, shared_species))
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     sys.stdout.flush()
     assert full_ok and shared_ok, "the streaming scorer disagrees"

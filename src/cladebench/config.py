@@ -215,7 +215,7 @@ def parse_text(annotation: Any, text: str, option: str) -> Any:
             kind = "an integer" if annotation is int else "a number"
             raise UsageError(f"{option}: expected {kind}, got {text!r}") from None
     if annotation is Path:
-        return Path(text)
+        return Path(text).expanduser()  # a quoted ~/photos (the shell expands only a bare one)
     return text
 
 
@@ -352,7 +352,20 @@ def config_from_args(cls: type[C], args: argparse.Namespace) -> C:
         values[field.name] = value
     if any(f.name == GIVEN for f in dataclasses.fields(cls)):
         values[GIVEN] = tuple(name for name in values if name != GIVEN)
-    return cls(**values)
+    try:
+        return cls(**values)
+    except UsageError as error:
+        raise UsageError(_said_as_option(str(error), cls)) from None
+
+
+def _said_as_option(message: str, cls: type) -> str:
+    """A config's refusal that starts with a field's name (``per_species must be at least 1``) said with the
+    option the user typed (``--per-species must be at least 1``): a config checks its fields by name, the user
+    knows the options."""
+    for field in dataclasses.fields(cls):
+        if field.init and field_default(field) is not dataclasses.MISSING and message.startswith(f"{field.name} "):
+            return _flags(field.name)[0] + message[len(field.name):]
+    return message
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

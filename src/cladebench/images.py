@@ -1,9 +1,9 @@
 """Decode stored image bytes into RGB, the same way everywhere, or say exactly why not.
 
-Real benchmark images arrive as JPEG, WebP, PNG and GIF, in RGB, grayscale (L), CMYK, palette (P) and
-RGBA, sometimes EXIF-rotated, sometimes truncated or empty. Models want upright RGB. Every consumer
-(embedding, galleries, VLM requests) decodes through :func:`decode_image`, so a camera-trap photo
-stored on its side is upright for every model, and a broken file becomes an :class:`ImageDecodeError`
+Real benchmark images arrive as JPEG, WebP, PNG and GIF (and a phone's HEIC, read with the ``heif`` extra), in
+RGB, grayscale (L), CMYK, palette (P) and RGBA, sometimes EXIF-rotated, sometimes truncated or empty. Models
+want upright RGB. Every consumer (embedding, galleries, VLM requests) decodes through :func:`decode_image`, so a
+camera-trap photo stored on its side is upright for every model, and a broken file becomes an :class:`ImageDecodeError`
 with a reason that is recorded, never a silent drop.
 """
 
@@ -58,6 +58,28 @@ def _bomb_error(exc: Exception) -> ImageTooLargeError:
     return _too_large(f"{int(found[1]):,}" if found else "more than Pillow's limit of")
 
 
+HEIF_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs", b"mif1", b"msf1"})
+"""The ``ftyp`` brands of HEIC/HEIF files (a phone's photos): Pillow reads them only with pillow-heif's plugin."""
+
+HEIF_EXTRA = "pip install 'cladebench[heif]'"
+"""How to get the HEIF reader: one line, said wherever a HEIC photo cannot be read without it."""
+
+
+def is_heif(data: bytes) -> bool:
+    """Whether the bytes are a HEIC/HEIF file (an ISO-BMFF ``ftyp`` box with a HEIF brand)."""
+    return data[4:8] == b"ftyp" and data[8:12] in HEIF_BRANDS
+
+
+def _register_heif() -> None:
+    """pillow-heif's opener registered with Pillow (once; registering again is harmless), or a decode error
+    naming the extra to install."""
+    try:
+        import pillow_heif
+    except ImportError:
+        raise ImageDecodeError(f"a HEIC/HEIF photo, which needs the heif extra to be read ({HEIF_EXTRA})") from None
+    pillow_heif.register_heif_opener()
+
+
 def open_image(data: bytes) -> Image.Image:
     """``PIL.Image.open`` on the bytes (header read, pixels not yet decoded), with the pixel limit applied.
 
@@ -65,6 +87,8 @@ def open_image(data: bytes) -> Image.Image:
     (the callers sort them). Pillow's own bomb check is subsumed: its warning is not a refusal (the
     limit here is the documented one), and its error becomes :class:`ImageTooLargeError`.
     """
+    if is_heif(data):
+        _register_heif()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -132,7 +156,8 @@ def decode_image(data: bytes | None) -> Image.Image:
 
 
 def sniff_format(data: bytes) -> str | None:
-    """The image format from the bytes' signature (``jpeg``, ``png``, ``webp``, ``gif``), without decoding."""
+    """The image format from the bytes' signature (``jpeg``, ``png``, ``webp``, ``gif``, ``heif``), without
+    decoding."""
     if data.startswith(b"\xff\xd8\xff"):
         return "jpeg"
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -141,4 +166,6 @@ def sniff_format(data: bytes) -> str | None:
         return "webp"
     if data[:6] in (b"GIF87a", b"GIF89a"):
         return "gif"
+    if is_heif(data):
+        return "heif"
     return None

@@ -48,7 +48,7 @@ def test_markdown_keeps_hostile_strings_inside_their_cells(tmp_path, capsys):
     assert "\r" not in out and "<script>" not in out
     lines = [line for line in out.splitlines() if line.startswith("| ")]
     header, finished, skipped_header, skipped = lines
-    assert len(_cells(finished)) == len(_cells(header)) == 9
+    assert len(_cells(finished)) == len(_cells(header)) == 10
     assert len(_cells(skipped)) == len(_cells(skipped_header)) == 4
     label = _cells(finished)[7].strip()
     assert label == 'ends in a backslash \\\\\\|=HYPERLINK("x") next line'

@@ -94,7 +94,7 @@ def test_compare_columns_needs_no_model(stored: Path, capsys) -> None:
     (["fewshot"], "needs --column"),
     (["retrieval"], "needs --column"),
     (["zeroshot", "--column", "emb_planted"], "needs --model"),
-    (["fewshot", "--column", "emb_planted", "--model", "hf-hub:imageomics/bioclip"], "not of --model"),
+    (["fewshot", "--column", "emb_planted", "--model", "hf-hub:imageomics/bioclip"], "which is no spelling of --model"),
 ])
 def test_what_needs_a_model_says_so(stored: Path, tmp_path: Path, capsys, args: list[str], says: str) -> None:
     task, *options = args

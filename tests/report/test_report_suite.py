@@ -133,3 +133,28 @@ def test_results_mark_each_cell_as_the_suite_report_does(suite_folder, capsys):
             shown_marks.add(shown)
     assert "best" in shown_marks and shown_marks & {"tied", "worse"}
     assert any("tied with the best" in line and "Holm" in line for line in lines)
+
+
+def test_a_partly_skipped_suite_says_so_in_its_title_summary_and_a_section(suite_folder, tmp_path):
+    """Cells the suite skipped are counted in the title and the summary, and each skip is listed with its reason:
+    a board with gaps never reads as a complete models × benchmarks grid."""
+    import shutil
+
+    from cladebench.evaluate.suite.results import SCHEMA, update_results
+
+    out = tmp_path / "suite"
+    shutil.copytree(suite_folder[0], out)
+    before = read_results(out).to_pylist()
+    finished = {r["run"] for r in before if r["status"] == "finished"}
+    skipped = 1 + sum(r["status"] == "skipped" for r in before)
+    row = {name: None for name in SCHEMA.names}
+    row.update(benchmark="crypticbio-common", task="zeroshot", protocol="zeroshot · sci", model="extra-model",
+               key="skip-1", status="skipped", reason="no <vectors> for extra-model", recorded_at="2099-01-01")
+    update_results(out, ["skip-1"], [row])
+    page = write_suite_report(out).read_text()
+    title = f"cladebench suite: 3 models × 4 benchmarks, {len(finished)} runs, {skipped} skipped"
+    assert f"<title>{title}</title>" in page and f"<h1>{title}</h1>" in page
+    assert f'{skipped} runs of the suite were skipped: <a href="#skipped">' in page
+    section = page.split('<section id="skipped">')[1].split("</section>")[0].replace("<wbr>", "")
+    assert "crypticbio-common" in section and "no &lt;vectors&gt; for extra-model" in section
+    assert section.count("<tr><td>") == skipped

@@ -43,7 +43,8 @@ def test_recorded_revisions_are_read_and_checked(tmp_path):
 
 @pytest.mark.parametrize(("metadata", "sidecar", "message"), [
     ({"revision": "feedface00"}, None, "pins bioclip-2 at"),
-    ({"model": "imageomics/bioclip"}, None, "as embeddings of imageomics/bioclip"),
+    ({"model": "imageomics/bioclip"}, None,
+     "as embeddings of 'imageomics/bioclip', which is no spelling of bioclip-2 \\(id hf-hub:imageomics/bioclip-2\\)"),
     ({"revision": PIN}, {"emb_bioclip2": {"revision": "feedface00"}}, "the release is inconsistent"),
 ])
 def test_another_revision_or_model_is_refused(tmp_path, metadata, sidecar, message):

@@ -621,7 +621,9 @@ def test_subset_keeps_embedding_metadata_and_uuid(indexed_path: Path, tmp_path: 
     assert meta["model"] == MODEL
     assert meta["revision"] == "abc123"
     assert meta["norm_mean"] == [1.5, 0.25]
-    assert json.loads((out / store.EMBEDDING_SIDECAR).read_text()) == sidecar
+    written = json.loads((out / store.EMBEDDING_SIDECAR).read_text())  # of the subset's rows, not the source's
+    assert written.keys() == {"emb_bioclip"} and written["emb_bioclip"]["model"] == MODEL
+    assert written["emb_bioclip"]["vectors_rows"] == written["emb_bioclip"]["valid_rows"] == len(expected)
     vectors = reopened.to_table(columns=["emb_bioclip"]).column(0).to_pylist()
     assert vectors == read(source, columns=["emb_bioclip"], where="challenge_group = 'g2'").column(0).to_pylist()
 

@@ -162,6 +162,9 @@ class CompareColumnsCommand:
     mean, normalised again), simpleshot-biobench (BioBench's: raw vectors centred), linear, knn."""
     where: str | None = None
     """SQL filter (e.g. challenge_group = 'Peromyscus')."""
+    group_by: str = "auto"
+    """Partition column whose groups are separate few-shot problems, as in eval: auto (challenge_group when
+    present), none (pool every row on purpose), or a column name."""
     json: bool = False
     """Print JSON instead of tables."""
 
@@ -184,6 +187,6 @@ def _compare_columns(command: CompareColumnsCommand) -> int:
 
     result = compare_columns(store.open_dataset(command.dataset), command.columns or None, rank=command.rank,
                              shots=command.shots, repetitions=command.repetitions, seed=command.seed,
-                             methods=command.methods, where=command.where)
+                             methods=command.methods, where=command.where, group_by=command.group_by)
     print(json.dumps(result.to_dict(), indent=2, default=str) if command.json else format_column_comparison(result))
     return 0

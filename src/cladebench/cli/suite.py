@@ -102,15 +102,18 @@ class ResultsConfig:
     view: Literal["pivot", "rows"] = "pivot"
     """pivot: models × benchmarks, one headline per benchmark and group; rows: every row of the table."""
     format: Literal["md", "csv", "json", "latex"] = "md"
-    """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every row, every
-    column as stored; latex: a booktabs table for a paper (the pivot's cells, best in bold, ties marked, skipped
-    runs in its notes; --view rows: every row)."""
+    """md: a Markdown table (values on their display scale, skipped runs apart); csv or json: every row of the
+    current runs, every column as stored; latex: a booktabs table for a paper (the pivot's cells, best in bold,
+    ties marked, skipped runs in its notes; --view rows: every row)."""
     interval: Literal["bounds", "halfwidth"] = "bounds"
     """How --format latex gives an interval: bounds ([lo, hi]) or halfwidth (± half its width, which hides an
     asymmetric interval's shape)."""
     metric: str | None = None
     """pivot on this metric instead of each benchmark's headline (its own name, e.g. mistake_severity_species or
     hdist5_species: how wrong the wrong answers are); rows and csv/json show every metric already."""
+    superseded: bool = False
+    """With csv or json, also the rows of runs a newer run of the same benchmark, model and protocol replaced
+    (their current column false, superseded saying by which run and why)."""
     label: str = "tab:cladebench-results"
     """The \\label of the --format latex table."""
 
@@ -134,5 +137,6 @@ def _results(config: ResultsConfig) -> int:
         print(write(table, config.folder, interval=config.interval, label=config.label))
         return 0
     pivot = config.view == "pivot" and config.format == "md"
-    print(format_pivot(table, config.folder, config.metric) if pivot else format_results(table, config.format))
+    print(format_pivot(table, config.folder, config.metric) if pivot
+          else format_results(table, config.format, superseded=config.superseded))
     return 0

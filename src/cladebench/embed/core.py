@@ -28,7 +28,7 @@ import pyarrow as pa
 from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.models.registry import resolve_encoder
-from cladebench.paths import atomic_write, atomic_write_parquet, held_lock
+from cladebench.paths import atomic_write_parquet, held_lock
 from cladebench.provenance import software_versions
 from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.embeddings import STATE_DIR, failures, failures_path, state_dir
@@ -384,11 +384,15 @@ def write_failures(uri: str, column: str, failed: pa.Table, model: str, *, name:
 
 
 def write_sidecar(uri: str, column: str, dim: int, metadata: dict[str, Any]) -> None:
-    """``embedding_models.json`` beside the data: one entry per embedding column, as the FGC card has."""
+    """``embedding_models.json`` beside the data: one entry per embedding column, as the FGC card has, with the
+    checksum of its vectors (:mod:`cladebench.store.sidecar`)."""
     if store.is_remote(uri):
         return
-    path = Path(uri.removeprefix("file://")) / store.EMBEDDING_SIDECAR
-    entries = json.loads(path.read_text()) if path.exists() else {}
+    from cladebench.store.sidecar import read_sidecar
+    from cladebench.store.sidecar import write_sidecar as write_entries
+
+    entries = read_sidecar(uri)
     entries[column] = {"column": column, "dim": dim, **metadata}
-    atomic_write(path, (json.dumps(entries, indent=2, sort_keys=True) + "\n").encode())
+    write_entries(uri, entries, written=[column])  # the checksum of its vectors, as they are now
+    path = Path(uri.removeprefix("file://")) / store.EMBEDDING_SIDECAR
     write_datasets_card(path.parent, store.open_dataset(uri).schema)  # the new column, for Hugging Face `datasets`

@@ -37,8 +37,10 @@ from cladebench.evaluate.record import check_out_outside_dataset
 from cladebench.evaluate.reviewed import reviewed_labels
 from cladebench.evaluate.selection import (
     and_filters,
+    check_breakdown_values,
     check_unique_uuids,
     exposure_filter,
+    mixed_script_names,
     select_groups,
     selection_filter,
 )
@@ -92,6 +94,8 @@ class EvalPlan:
     (:class:`~cladebench.tasks.common.PlannedLabelSet`): built once here, before any model, from the selection;
     handed to the task and read by the record. Empty for a task without one (:attr:`without_label_set` says why)
     and for a tree-of-life set (its labels come with the text vectors the run loads)."""
+    mixed_script: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """Names of the selected rows that mix scripts, with their rows (:func:`~.selection.mixed_script_names`)."""
     reviewed: Any = None
     """The experts' labels a ``--labels-from-reviews`` run scores against (None otherwise)."""
 
@@ -122,7 +126,8 @@ class EvalPlan:
         the run departs from it, and why it holds no label set when it holds none."""
         return {"given": sorted(self.given), "benchmark": self.benchmark,
                 "off_protocol": {name: dict(values) for name, values in self.off_protocol.items()},
-                "without_label_set": self.without_label_set}
+                "without_label_set": self.without_label_set,
+                "mixed_script_names": {name: dict(entry) for name, entry in self.mixed_script.items()}}
 
 
 def given_settings(config: Any) -> frozenset[str]:
@@ -180,10 +185,12 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     group_column, groups, rows_without_group, group_filters = select_groups(dataset, uri, config, settings, where,
                                                                             len(selected))
     rows_selected = check_unique_uuids(selected, uri)
+    check_breakdown_values(dataset, config.breakdown, selection_filter(dataset, where, settings))
     plan = EvalPlan(config=config, task=task, settings=settings, spec=spec, uri=uri, located=located, given=given,
                     off_protocol=off_protocol, where=where, group_column=group_column, groups=tuple(groups),
                     group_filters=group_filters, rows_without_group=rows_without_group, rows_selected=rows_selected,
-                    dataset=dataset, fingerprint=fingerprint, reviewed=reviewed)
+                    dataset=dataset, fingerprint=fingerprint, reviewed=reviewed,
+                    mixed_script=mixed_script_names(dataset, selection_filter(dataset, where, settings)))
     return dataclasses.replace(plan, label_sets=_label_sets(plan))
 
 

@@ -15,7 +15,8 @@ Breakdowns are different: the same predictions, scored on subsets (``taxonomic_g
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,9 @@ def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]
         lookup = store.read(dataset, columns=["uuid", column])
         values = pc.take(lookup.column(column), pc.index_in(uuids, value_set=lookup.column("uuid")))
         if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
-            # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group.
-            values = pc.binary_join(values, " | ")
+            # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group;
+            # an empty list is no value, as a null is.
+            values = pc.if_else(pc.greater(pc.list_value_length(values), 0), pc.binary_join(values, " | "), None)
         table = table.append_column(BREAKDOWN_PREFIX + column, values.cast(pa.string()))
     return table
 
@@ -139,6 +141,7 @@ def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
     from cladebench.errors import UsageError
+    from cladebench.store.embeddings import names_model
     from cladebench.tasks.common import column_metadata, find_embedding_column
 
     column = getattr(settings, "column", "unset")
@@ -149,9 +152,9 @@ def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
         return dataclasses.replace(settings, column=find_embedding_column(dataset, model_id))
     if column in dataset.schema.names:
         named = column_metadata(dataset, column).get("model")
-        if named and named != model_id:
-            raise UsageError(f"--column {column!r} holds embeddings of {named}, not of --model {model_id}; drop "
-                             "--model to evaluate the column as it is")
+        if named and not names_model(str(named), spec):  # another tool's spelling of the id is the same model
+            raise UsageError(f"--column {column!r} holds embeddings of {named!r}, which is no spelling of --model "
+                             f"{model_id}; drop --model to evaluate the column as it is")
     return settings
 
 
@@ -166,6 +169,7 @@ class _Scored:
     inspection: dict[str, Any] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
     breakdown_missing: dict[str, int] = field(default_factory=dict)
+    spot_check: dict[str, Any] | None = None
     table: pa.Table | None = None
     """Every group's predictions in one table (the run's predictions.parquet)."""
 
@@ -241,10 +245,48 @@ def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: Any
             scored.inspection[group or "all"] = info["inspection"]
     if not scored.infos:
         raise none_evaluable(plan.group_column, scored.left_out)
+    scored.spot_check = _spot_check(dataset, encoder, next(iter(scored.infos.values())))
     for group, reason in scored.left_out.items():
         scored.metrics.update(left_out_metrics(metric_names, group, reason, GROUP_SEPARATOR))
     scored.table = pa.concat_tables(scored.tables, promote_options="permissive")
     return scored
+
+
+def _spot_check(dataset: Any, encoder: Any, info: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored column checked against a fresh forward pass when the run loaded the model's weights anyway
+    (:func:`~cladebench.embed.spot_check.spot_check_column`); None when no weights were loaded (a run whose text
+    embeddings were all cached loads none, and is not made to) or the task read no stored column of the model."""
+    column, metadata = info.get("column"), info.get("embedding_metadata") or {}
+    if not getattr(encoder, "built", False) or column not in dataset.schema.names:  # a deferred encoder, built
+        return None
+    if metadata.get("model") != getattr(encoder, "model_id", None):
+        return None
+    from cladebench.embed.spot_check import spot_check_column
+
+    return {"column": column, **spot_check_column(dataset, column, encoder, metadata)}
+
+
+SPLIT_SETTINGS = ("seed", "repetitions", "shots", "min_test_per_class", "sampling_unit", "group_key", "test_fraction")
+"""A split's settings (not its counts): what a grouped run's top-level split repeats when every group shares it."""
+
+
+def _grouped_split(infos: Mapping[str | None, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A grouped run's top-level split: what every group's split shares (seed, shots, sampling unit ...), and a
+    fingerprint of all of them (SHA-256 of the groups' fingerprints by group), never one group's split standing
+    for the others; each group's own is in ``split_by_group``. None when the task draws no split."""
+    import hashlib
+    import json
+
+    splits = {str(g): dict(i["split"]) for g, i in infos.items() if i.get("split")}
+    if not splits:
+        return None
+    first = next(iter(splits.values()))
+    shared = {k: v for k, v in first.items()
+              if k in SPLIT_SETTINGS and all(s.get(k) == v for s in splits.values())}
+    digest = hashlib.sha256(json.dumps({g: s.get("fingerprint") for g, s in sorted(splits.items())},
+                                       sort_keys=True).encode()).hexdigest()
+    return {**shared, "kind": f"per group: {len(splits)} groups, each its own split (split_by_group)",
+            "groups": sorted(splits), "fingerprint": digest}
 
 
 def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunRecord:
@@ -270,8 +312,10 @@ def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunR
                    "left_out": scored.left_out},
         "breakdown": list(config.breakdown),
         "breakdown_rows_without_value": scored.breakdown_missing,
-        "split": info.get("split") or {"kind": "none: every selected row with an embedding is evaluated",
-                                       "seed": None, "sampling_unit": "image"},
+        "vectors_spot_check": scored.spot_check,
+        "split": ((_grouped_split(infos) if grouped else info.get("split"))
+                  or {"kind": "none: every selected row with an embedding is evaluated", "seed": None,
+                      "sampling_unit": "image"}),
         "label_set": None if grouped else label_sets[None],
         "label_sets": label_sets if grouped else None,
         "model": _model_provenance(config, plan.spec, encoder, info),
@@ -338,7 +382,8 @@ def label_notes(record: RunRecord) -> list[str]:
     """The console's lines on label sets whose labels a reader could confuse: distinct labels that differ only
     by look-alike characters, and one text standing for several taxa."""
     sets = record.provenance.get("label_sets") or {"": record.provenance.get("label_set") or {}}
-    lines = []
+    lines = [mixed_script_line(name, entry)
+             for name, entry in ((record.provenance.get("plan") or {}).get("mixed_script_names") or {}).items()]
     for group, labels in sets.items():
         where = f"{group}: " if group else ""
         for pair in (labels or {}).get("lookalikes") or []:
@@ -346,6 +391,18 @@ def label_notes(record: RunRecord) -> list[str]:
         for text in (labels or {}).get("shared_texts") or []:
             lines.append(f"{where}one label text stands for several taxa: {text!r} (scored by taxon, not by text)")
     return lines
+
+
+def mixed_script_line(name: str, entry: Mapping[str, Any]) -> str:
+    """One warning on a name whose words mix scripts: its foreign letters by code point (they look Latin), and
+    the rows that carry it, so the name can be fixed where it was written."""
+    foreign = sorted({c for word in entry.get("words") or [] for c in word
+                      if c.isalpha() and not unicodedata.name(c, "").startswith("LATIN")})
+    letters = ", ".join(f"{c} U+{ord(c):04X} {unicodedata.name(c, '?').lower()}" for c in foreign)
+    rows, uuids = int(entry.get("rows") or 0), [str(u) for u in entry.get("uuids") or []]
+    shown = ", ".join(uuids) + (f" and {rows - len(uuids)} more" if rows > len(uuids) else "")
+    return (f"warning: name {name!r} mixes Latin with other scripts' letters ({letters}), a class of its own "
+            f"unless corrected; {rows} row(s): {shown}")
 
 
 def rows_line(record: RunRecord) -> str | None:

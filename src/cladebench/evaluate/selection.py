@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.errors import CladebenchError, NotEvaluableError, SchemaError, UsageError
-from cladebench.taxonomy import Rank, parse_within
+from cladebench.tasks.common import NAMING_COLUMNS
+from cladebench.taxonomy import Rank, mixed_script_words, normalised_name, parse_within
 
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
 """Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
@@ -112,6 +113,60 @@ def check_unique_uuids(uuids: pa.ChunkedArray, uri: str) -> int:
                           f"{shown}); each row would be counted twice: remove the duplicates (cladebench subset "
                           "--where keeps the rows you choose) before evaluating")
     return len(uuids)
+
+
+MIXED_SCRIPT_UUIDS = 5
+"""Row uuids a mixed-script name's record and line name (with the count of all)."""
+
+
+def mixed_script_names(dataset: Any, where: str | None) -> dict[str, dict[str, Any]]:
+    """Name -> its mixed words, its rows' count and their first uuids, for each name of the selected rows with a
+    word that mixes Latin letters with another script's (:func:`~cladebench.taxonomy.mixed_script_words`). Such
+    a name reads as its Latin twin but is another string, so it would be a class of its own: it is said whether
+    or not its twin is among the labels, so a silent drop in accuracy has a named cause. A word is said once,
+    under the fullest name that holds it (the binomial rather than its epithet)."""
+    schema = dataset.schema
+    names = [c for c in ("scientific_name", *reversed(NAMING_COLUMNS)) if c in schema.names
+             and (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type))]
+    if not names or "uuid" not in schema.names:
+        return {}
+    table = store.read(dataset, columns=["uuid", *dict.fromkeys(names)], where=where)
+    by_word: dict[str, tuple[str, dict[str, None]]] = {}
+    for column in dict.fromkeys(names):
+        values = table.column(column)
+        mixed = [v for v in pc.unique(values).to_pylist() if v is not None and mixed_script_words(v)]
+        if not mixed:
+            continue
+        mask = pc.is_in(values, value_set=pa.array(mixed, values.type))
+        for name, uuid in zip(values.filter(mask).to_pylist(), table.column("uuid").filter(mask).to_pylist(),
+                              strict=True):
+            name = normalised_name(name)
+            for word in mixed_script_words(name):
+                by_word.setdefault(word, (name, {}))[1][str(uuid)] = None
+    found: dict[str, dict[str, Any]] = {}
+    for word, (name, uuids) in by_word.items():
+        entry = found.setdefault(name, {"words": [], "rows": 0, "uuids": []})
+        entry["words"].append(word)
+        entry["rows"] = max(entry["rows"], len(uuids))
+        entry["uuids"] = list(dict.fromkeys([*entry["uuids"], *uuids]))[:MIXED_SCRIPT_UUIDS]
+    return found
+
+
+def check_breakdown_values(dataset: Any, columns: Sequence[str], where: str | None) -> None:
+    """Refuse (exit 2, before any model) a ``--breakdown`` column that has no value on any selected row (all
+    null, or only empty lists): it would give no breakdown, and a run that silently lacks one reads as if the
+    column had one group."""
+    if not columns:
+        return
+    table = store.read(dataset, columns=list(dict.fromkeys(columns)), where=where)
+    for column in dict.fromkeys(columns):
+        values = table.column(column)
+        if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+            values = values.filter(pc.greater(pc.list_value_length(values), 0))
+        if not len(values.drop_null()):
+            scope = f" of the {table.num_rows:,} selected" if table.num_rows else ""
+            raise UsageError(f"--breakdown {column!r}: no row{scope} has a value in it (all null or empty), so "
+                             "there is nothing to break down by; drop the option or fill the column")
 
 
 def partition_column(dataset: Any, group_by: str) -> str | None:

@@ -36,10 +36,25 @@ BREAK_AFTER = re.compile(r"([|/_=;])")
 """Characters after which a long name in a table header may wrap (``Animalia|Plantae/top1_species``)."""
 
 
+LONG_WORD = 24
+"""Characters of a word without a separator after which it may wrap too: a 300-character group name would
+otherwise widen its column (and the page) or overprint the next cell, while a word of a name a person reads
+(a run's, a taxon's) is shorter and never broken."""
+
+_LONG = re.compile(rf"[^\s|/_=;&<>]{{{LONG_WORD + 1},}}")
+
+
+def _wrappable(match: re.Match[str]) -> str:
+    word = match.group(0)
+    return "<wbr>".join(word[i:i + LONG_WORD] for i in range(0, len(word), LONG_WORD))
+
+
 def breakable_html(text: object) -> Markup:
     """``text`` escaped, with a line-break opportunity (``<wbr>``) after each of :data:`BREAK_AFTER`, so a long
-    group or metric name wraps at its own separators instead of widening its column or breaking mid-word."""
-    return Markup(BREAK_AFTER.sub(r"\1<wbr>", str(escape(str(text)))))
+    group or metric name wraps at its own separators instead of widening its column or breaking mid-word, and
+    every :data:`LONG_WORD` characters of a word longer than that."""
+    escaped = _LONG.sub(_wrappable, str(escape(str(text))))
+    return Markup(BREAK_AFTER.sub(r"\1<wbr>", escaped))
 
 
 def _environment(breakable: Callable[[object], object], **options: object) -> jinja2.Environment:

@@ -30,8 +30,9 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
     from cladebench.report.sections.base import ReportContext
     from cladebench.report.sections.suite import SUITE_KEY, SuiteData
 
-    checked = require_results(root).to_pylist()
+    checked = [r for r in require_results(root).to_pylist() if r.get("current") is not False]
     rows = [r for r in checked if r["status"] == "finished" and r["run"]]
+    skipped = [r for r in checked if r["status"] == "skipped"]
     paths = list(dict.fromkeys(r["run"] for r in rows))
     output = FORMATS["html"]
     environment = output.environment()
@@ -64,12 +65,19 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
                     named = dataclasses.replace(section, name=f"{benchmark}-{section.name}",
                                                 title=f"{benchmark}: {section.title}")
                     sections.append((named, fragment))
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    benchmarks = list(dict.fromkeys(r["benchmark"] for r in rows))
-    title = (f"cladebench suite: {len(models)} model{'s' * (len(models) != 1)} × {len(benchmarks)} "
-             f"benchmark{'s' * (len(benchmarks) != 1)}")
-    return environment.get_template(output.page).render(title=title, runs=runs, sections=sections,
-                                                        version=__version__, left_out=[])
+    return environment.get_template(output.page).render(title=suite_title(rows, skipped), runs=runs,
+                                                        sections=sections, version=__version__, left_out=[],
+                                                        skipped=skipped)
+
+
+def suite_title(rows: list[dict], skipped: list[dict]) -> str:
+    """The report's title: models × benchmarks the suite covered (skipped cells included), and how many runs ran
+    and how many were skipped, so a board with gaps never reads as complete."""
+    models = list(dict.fromkeys(r["model"] for r in [*rows, *skipped]))
+    benchmarks = list(dict.fromkeys(r["benchmark"] for r in [*rows, *skipped]))
+    ran = len(dict.fromkeys(r["run"] for r in rows))
+    return (f"cladebench suite: {len(models)} model{'s' * (len(models) != 1)} × {len(benchmarks)} "
+            f"benchmark{'s' * (len(benchmarks) != 1)}, {ran} run{'s' * (ran != 1)}, {len(skipped)} skipped")
 
 
 def benchmark_order(rows: list[dict]) -> list[str]:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 
 from cladebench.errors import UsageError
 from cladebench.serve.areas import AREAS, Area
-from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, group_columns_of, view_link
+from cladebench.serve.filters import PAGE_SIZE, Filters, filter_errors, group_columns_of, list_columns_of, view_link
 from cladebench.serve.pages import STATIC_DIR, render
 from cladebench.serve.runs_data import CORRECTNESS, PredictionFilter, verdict_and_tag
 from cladebench.serve.state import AppState, ServeState
@@ -41,7 +42,7 @@ def checked_filter(state: ServeState, filters: Filters) -> str | None:
     """The SQL of ``filters``, planned by Lance on this dataset before any row is read (errors as one line)."""
     from cladebench.evaluate.checks import check_filter_on_schema
 
-    sql = filters.sql(state.columns)
+    sql = filters.sql(state.columns, list_columns_of(state.dataset))
     if filters.where is not None:
         check_filter_on_schema(state.dataset, filters.where, option="where")
     return sql
@@ -53,14 +54,18 @@ def count(state: ServeState, sql: str | None) -> int:
 
 
 def facet_counts(state: ServeState, sql: str | None, columns: tuple[str, ...]) -> dict[str, list[tuple[Any, int]]]:
-    """Column -> (value, rows) commonest first, over the rows passing ``sql`` (one scan, kept per filter)."""
+    """Column -> (value, rows) commonest first, over the rows passing ``sql`` (one scan, kept per filter); a list
+    column (CrypticBio's ``cryptic_group``) counts each row under every element of its list."""
     present = tuple(c for c in columns if c in state.columns)
 
     def scan() -> dict[str, list[tuple[Any, int]]]:
         table = state.dataset.to_table(columns=list(present), filter=sql) if present else pa.table({})
         result = {}
         for column in present:
-            counts = table.column(column).value_counts()
+            values = table.column(column)
+            if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+                values = pc.list_flatten(values)  # a list column is a facet by its elements: a row in each
+            counts = values.value_counts()
             pairs = [(v["values"].as_py(), v["counts"].as_py()) for v in counts]
             result[column] = sorted(pairs, key=lambda p: (-p[1], "" if p[0] is None else str(p[0])))
         return result

@@ -77,11 +77,16 @@ class Filters:
         """``path`` with these filters but the parameters ``names`` (and the page)."""
         return self.link(path, page=None, **dict.fromkeys(names))
 
-    def sql(self, columns: list[str]) -> str | None:
-        """The whole filter as one SQL expression for Lance, or None when nothing is filtered."""
+    def sql(self, columns: list[str], lists: frozenset[str] = frozenset()) -> str | None:
+        """The whole filter as one SQL expression for Lance, or None when nothing is filtered. A group column in
+        ``lists`` holds a list per row (CrypticBio's ``cryptic_group``): its value selects the rows whose list
+        holds it, as its facet counts them."""
         parts = []
         for column, value in (*self.groups, *self.ranks):
-            parts.append(f"{sql_identifier(column)} = {sql_literal(value)}")
+            if column in lists:
+                parts.append(f"array_has({sql_identifier(column)}, {sql_literal(value)})")
+            else:
+                parts.append(f"{sql_identifier(column)} = {sql_literal(value)}")
         if self.license is not None:
             parts.append(f"license_name = {sql_literal(self.license)}")
         if self.source is not None:
@@ -141,3 +146,10 @@ def filter_errors(where: str | None) -> Iterator[None]:
 def group_columns_of(dataset: Any) -> list[str]:
     """The dataset's ``*_group`` columns."""
     return group_columns(dataset.schema)
+
+
+def list_columns_of(dataset: Any) -> frozenset[str]:
+    """The dataset's columns that hold a list per row: faceted and filtered by their elements."""
+    import pyarrow as pa
+
+    return frozenset(f.name for f in dataset.schema if pa.types.is_list(f.type) or pa.types.is_large_list(f.type))

@@ -19,7 +19,8 @@ its own module, and the modules import one another directly, never through this 
 - :mod:`~cladebench.store.files`: the writability probe, live-process checks.
 
 :mod:`~cladebench.store.embeddings` (reading embedding columns, failures tables, published columns, the row
-normaliser), :mod:`~cladebench.store.search` and :mod:`~cladebench.store.info` are imported by name.
+normaliser), :mod:`~cladebench.store.sidecar` (a dataset's ``embedding_models.json`` and its columns' checksums),
+:mod:`~cladebench.store.search` and :mod:`~cladebench.store.info` are imported by name.
 
 A name is imported from its module when it is first used (``store.open_dataset``), not when the package is:
 importing any module of the store imports this ``__init__`` first, and the command line's help and the task

@@ -118,11 +118,33 @@ def _recorded(entry: Mapping[str, Any] | None, keys: Sequence[str]) -> str | Non
     return None
 
 
+_HUB_SPELLINGS = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", HF_HUB_PREFIX, "hf_hub:",
+                  "hf://")
+"""Ways a tool writes that a model lives on the Hugging Face Hub, before its ``ORG/NAME``."""
+
+
+def model_spelling(name: str) -> str:
+    """A model name as compared across tools: case, white space, a Hub prefix or URL (:data:`_HUB_SPELLINGS`), a
+    revision after ``@``, a trailing ``/`` or ``.git`` ignored (``https://huggingface.co/Imageomics/BioCLIP@main``
+    and ``hf-hub:imageomics/bioclip`` are one spelling); a local path keeps its case."""
+    text = name.strip()
+    if text.startswith(("local-dir:", "/", ".", "~")):  # a path: its case is its own
+        return text.rstrip("/")
+    text = text.lower()
+    for prefix in _HUB_SPELLINGS:
+        text = text.removeprefix(prefix)
+    return text.partition("@")[0].rstrip("/").removesuffix(".git")
+
+
+def names_model(recorded: str, spec: ModelSpec, alias: str | None = None) -> bool:
+    """Whether a recorded model name is ``spec``'s model in any spelling (its id, ``ORG/NAME``, a Hub URL, its
+    alias): a column another tool recorded under a spelling of the model's id holds that model's vectors."""
+    known = {model_spelling(spec.id), *(model_spelling(a) for a in (alias, spec.alias) if a)}
+    return model_spelling(recorded) in known
+
+
 def _names_model(recorded: str, alias: str, spec: ModelSpec) -> bool:
-    """Whether a recorded model name is the registered one, in any spelling (alias, ``ORG/NAME``, ``hf-hub:``)."""
-    name = recorded.strip().lower()
-    known = {alias.lower(), spec.id.lower(), spec.id.lower().removeprefix(HF_HUB_PREFIX)}
-    return name in known or name.removeprefix(HF_HUB_PREFIX) in known
+    return names_model(recorded, spec, alias)
 
 
 _COMMIT_LENGTHS = (40, 64)
@@ -206,8 +228,9 @@ def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[
         for where, record in records.items():
             named = _recorded(record, _MODEL_KEYS)
             if named is not None and not _names_model(named, alias, spec):
-                raise SchemaError(f"{uri}: column {field.name!r} is recorded in {where} as embeddings of {named}, "
-                                  f"but the benchmark publishes {alias} ({spec.id}) there; refusing to read it")
+                raise SchemaError(f"{uri}: column {field.name!r} is recorded in {where} as embeddings of {named!r}, "
+                                  f"which is no spelling of {alias} (id {spec.id}), the model the benchmark "
+                                  "publishes there; refusing to read it")
         revisions = {where: rev for where, record in records.items()
                      if (rev := _recorded(record, _REVISION_KEYS)) is not None}
         found = list(revisions.items())
@@ -291,7 +314,8 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
 
     A column that is not a list of floats, whose vectors are not all one width, whose width differs from the
     ``dim`` its field metadata declares, or from ``dim`` when given (e.g. a text tower's width), is a
-    :class:`SchemaError` naming it: scores over such vectors would be wrong or fail halfway.
+    :class:`SchemaError` naming it: scores over such vectors would be wrong or fail halfway. So is a column whose
+    vectors are not those the dataset's sidecar recorded (:func:`~cladebench.store.sidecar.check_vectors`).
     """
     import numpy as np
     import pyarrow as pa
@@ -305,6 +329,9 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
     if not _is_float_vector(found.type):
         raise SchemaError(f"{dataset.uri}: column {column!r} has type {found.type}; an embedding column holds a "
                           "list of floats per row")
+    from cladebench.store.sidecar import check_vectors
+
+    check_vectors(dataset, column)
     declared = (found.metadata or {}).get(b"dim")
     expected = {"its field metadata": int(declared)} if declared is not None and declared.strip().isdigit() else {}
     if dim is not None:

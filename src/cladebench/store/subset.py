@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from cladebench.errors import CladebenchError, SchemaError, UsageError
-from cladebench.paths import NOT_OURS, TAKEN, WRONG_KIND, atomic_write, staged_folder, write_refusal
+from cladebench.paths import NOT_OURS, TAKEN, WRONG_KIND, staged_folder, write_refusal
 from cladebench.store.checks import check_uuid_type, check_values, duplicate_uuids
 from cladebench.store.dataset import (
     WriteMode,
@@ -28,12 +27,12 @@ from cladebench.store.datasets_card import write_datasets_card
 from cladebench.store.files import check_writable
 from cladebench.store.schema import (
     CANONICAL_BY_NAME,
-    EMBEDDING_SIDECAR,
     LOSSLESS_CASTS,
     SCHEMA_METADATA_KEY,
     SCHEMA_VERSION,
     describe_type,
 )
+from cladebench.store.sidecar import check_vectors, read_sidecar, write_sidecar
 from cladebench.store.species import (
     binomial_reader,
     check_appendable,
@@ -100,6 +99,26 @@ def _created_parents(path: Path) -> list[Path]:
     return missing
 
 
+def _checked_entries(dataset: lance.LanceDataset, kept: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The source's sidecar entries of the embedding columns the subset keeps, each column's vectors checked
+    against its recorded checksum first (a copy must not bless a column changed outside cladebench)."""
+    entries = {column: entry for column, entry in read_sidecar(dataset.uri).items() if column in kept}
+    for column in entries:
+        check_vectors(dataset, column)
+    return entries
+
+
+def _write_subset_sidecar(path: Path, entries: Mapping[str, Mapping[str, Any]],
+                          appended_to: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    """The subset's own sidecar: the entries of the columns it holds, with the rows it holds (valid rows and the
+    checksum recomputed; the source's failure count and failures table do not describe it, so they are left
+    out), or none at all when it keeps no embedding column (:func:`~cladebench.store.sidecar.write_sidecar`)."""
+    base = {**(appended_to or {}), **entries}
+    described = {column: {k: v for k, v in entry.items() if k not in ("failed_rows", "failures")}
+                 for column, entry in base.items()}
+    write_sidecar(str(path), described, written=list(described))
+
+
 def subset(uri: str | Path, out: str | Path, *, where: str | None = None, columns: Sequence[str] | None = None,
            mode: WriteMode = "create", storage_options: Mapping[str, str] | None = None) -> lance.LanceDataset:
     """Materialise part of a dataset locally, streaming, with filter and projection pushed down.
@@ -156,7 +175,8 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         check_appendable(open_dataset(out_path), out_path)
     seen = existing_uuids(open_dataset(out_path)) if mode == "append" else set()
     check_writable(out_path)
-    sidecar = None if is_remote(str(uri)) else Path(str(uri).removeprefix("file://")) / EMBEDDING_SIDECAR
+    source_entries = _checked_entries(dataset, schema.names)
+    existing = read_sidecar(str(out_path)) if mode == "append" else {}
     copy = pa.RecordBatchReader.from_batches(schema, _checked_copy(reader, schema, seen, source))
     if mode != "create":
         # Lance commits a new version only once every file is written: a failure leaves the old version.
@@ -165,15 +185,13 @@ def subset(uri: str | Path, out: str | Path, *, where: str | None = None, column
         except BaseException as exc:
             raise write_error(exc, out_path) from None
         write_datasets_card(out_path, result.schema)
-        if sidecar is not None and sidecar.exists():
-            atomic_write(out_path / EMBEDDING_SIDECAR, sidecar.read_bytes())
+        _write_subset_sidecar(out_path, source_entries, appended_to=existing)
         return result
     created = _created_parents(out_path)
     try:
         with staged_folder(out_path, tag="subset") as staging:  # renamed over nothing, or over an empty folder
             write_datasets_card(staging, lance.write_dataset(copy, str(staging), schema=schema, mode="create").schema)
-            if sidecar is not None and sidecar.exists():
-                shutil.copyfile(sidecar, staging / EMBEDDING_SIDECAR)
+            _write_subset_sidecar(staging, source_entries)
     except BaseException as exc:
         for folder in created:
             with contextlib.suppress(OSError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +24,21 @@ from cladebench import store
 from cladebench.config import at_least, positive
 from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.store.embeddings import (
+    model_spelling,
     normalise_rows,
     published_metadata,
     published_sidecar_path,
     read_published_sidecar,
 )
-from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, distinct_lineages, lineages_from_table, parse_within
+from cladebench.taxonomy import (
+    RANK_COLUMNS,
+    Lineage,
+    Rank,
+    distinct_lineages,
+    lineages_from_table,
+    normalised_name,
+    parse_within,
+)
 
 if TYPE_CHECKING:
     import lance
@@ -220,7 +228,7 @@ def label_set_from_file(path: str | Path, rank: Rank | str, benchmark: Sequence[
         return label_set(lineages, rank)
     lineages, unknown = [], []
     for number, line in enumerate(text.splitlines(), start=1):
-        name = " ".join(unicodedata.normalize("NFC", line.split("#", 1)[0]).split())  # as lineages spell names
+        name = normalised_name(line.split("#", 1)[0])  # as lineages spell names
         if not name:
             continue
         if name in ambiguous:
@@ -376,7 +384,8 @@ def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
     """The ``emb_*`` column holding ``model_id``'s embeddings; an error that says how to make one."""
     matches = [
         f.name for f in dataset.schema
-        if f.name.startswith(store.EMBEDDING_PREFIX) and column_metadata(dataset, f.name).get("model") == model_id
+        if f.name.startswith(store.EMBEDDING_PREFIX)
+        and model_spelling(str(column_metadata(dataset, f.name).get("model") or "")) == model_spelling(model_id)
     ]
     if not matches:
         raise CladebenchError(
@@ -401,7 +410,7 @@ def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: 
     if not column.startswith(store.EMBEDDING_PREFIX):
         raise SchemaError(f"column {column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
     model = column_metadata(dataset, column).get("model")
-    if encoder is not None and model != encoder.model_id:
+    if encoder is not None and model_spelling(str(model or "")) != model_spelling(encoder.model_id):
         raise CladebenchError(f"column {column!r} holds embeddings of {model}, not of {encoder.model_id}: vectors of "
                               "different models are not comparable, and the run record would name the wrong model")
     return column

@@ -27,7 +27,9 @@ from cladebench.taxonomy.lineage import (
     divergence_rank,
     get_name_style,
     lookalike_labels,
+    mixed_script_words,
     name_style,
+    normalised_name,
     parse_within,
     per_lineage,
 )
@@ -46,5 +48,6 @@ __all__ = [
     "NAME_STYLES", "RANKS", "RANK_COLUMNS", "Lineage", "LineageRuns", "Membership", "NameStyle", "Rank", "RankRuns",
     "ancestry_from_parents", "distinct_lineages", "divergence_rank", "get_name_style", "inat_lineages",
     "inat_rank_table", "lineage_order", "lineage_runs", "lineages_from_table", "lookalike_labels",
-    "membership_matrix", "name_style", "parse_within", "per_lineage", "read_inat_taxa", "top_taxa", "unique_species",
+    "membership_matrix", "mixed_script_words", "name_style", "normalised_name", "parse_within", "per_lineage",
+    "read_inat_taxa", "top_taxa", "unique_species",
 ]

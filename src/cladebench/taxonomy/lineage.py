@@ -14,9 +14,11 @@ Conventions, chosen to match TreeOfLife and BioCLIP:
   ``specificEpithet``, a dataset written before schema version 2) builds the binomial from the genus;
   :attr:`Lineage.epithet` gives the lower-case epithet back. The epithet alone is not a name: two genera may
   share one.
-- A missing rank is ``None``, never ``""``. Names are Unicode NFC with runs of white space made one space, so two
-  spellings of one name that differ only there are one name; :meth:`Lineage.match_key` further ignores case, and
-  label sets are de-duplicated on it (a backbone that spells one species two ways yields one label).
+- A missing rank is ``None``, never ``""``. Names are Unicode NFC with characters no one sees (zero-width
+  spaces and joiners, soft hyphens, byte-order marks) dropped and runs of white space made one space
+  (:func:`normalised_name`), so two spellings of one name that differ only there are one name;
+  :meth:`Lineage.match_key` further ignores case, and label sets are de-duplicated on it (a backbone that spells
+  one species two ways yields one label).
 - Two taxa at a rank are the same taxon only if their whole prefix (kingdom .. that rank) agrees,
   so homonyms in different kingdoms (*Laelia* the orchid and *Laelia* the moth) stay apart.
 
@@ -140,8 +142,48 @@ def _clean(value: Any, field: str | None = None) -> str | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         where = f"column {field!r}: " if field else ""
         raise SchemaError(f"{where}{bytes(value)[:40]!r} is bytes, not text (was the file UTF-8?)")
-    text = " ".join(unicodedata.normalize("NFC", str(value)).split())
-    return text or None
+    return normalised_name(str(value)) or None
+
+
+def normalised_name(text: str) -> str:
+    """``text`` as names are compared: characters no one sees (format characters: a zero-width space or joiner,
+    a soft hyphen, a byte-order mark, pasted with a name from a web page) dropped, then Unicode NFC (an accent
+    typed as a combining mark is the accented letter), runs of white space made one space.
+
+    Example:
+        >>> normalised_name("Felis  cate\u0301us\u200b") == "Felis cat\u00e9us"
+        True
+    """
+    visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return " ".join(unicodedata.normalize("NFC", visible).split())
+
+
+def _script(character: str) -> str | None:
+    """The script a letter is written in, as the first word of its Unicode name (``LATIN``, ``CYRILLIC``,
+    ``GREEK``); None for anything that is not a letter (digits, marks, punctuation)."""
+    if not character.isalpha():
+        return None
+    name = unicodedata.name(character, "")
+    return name.split(" ", 1)[0] if name else None
+
+
+def mixed_script_words(text: str) -> list[str]:
+    """The words of ``text`` that mix Latin letters with letters of another script (a Cyrillic ``а`` inside a
+    Latin binomial): such a word reads as a Latin one but is another string, so its taxon becomes a class of its
+    own. A word wholly in one script (a Cyrillic vernacular name) is no mix.
+
+    Example:
+        >>> print(ascii(mixed_script_words("Felis c\N{CYRILLIC SMALL LETTER A}tus")))
+        ['c\u0430tus']
+        >>> mixed_script_words("Felis cat\u00e9us"), mixed_script_words("\u043a\u043e\u0448\u043a\u0430")
+        ([], [])
+    """
+    mixed = []
+    for word in text.split():
+        scripts = {script for script in map(_script, word) if script is not None}
+        if "LATIN" in scripts and len(scripts) > 1:
+            mixed.append(word)
+    return mixed
 
 
 def _taxon_id(value: Any, field: str) -> int | None:

@@ -42,8 +42,10 @@ Identity and provenance:
 - ``source_id`` is the photo id with its host, ``inaturalist/photos/99353780`` or
   ``observation.org/photos/45369181`` (the two hosts number photos independently), or the URL itself
   when it matches neither pattern. ``source_url`` is the URL.
-- ``uuid`` is a UUID-5 of the source dataset and the URL, so a rebuild gives the same uuids and the
-  same fingerprint; a URL repeated within a file gets its occurrence number mixed in.
+- ``uuid`` is a UUID-5 of the row's own source key (the photo's ``source_id``), so a rebuild gives the
+  same uuids and the same fingerprint, and so do two copies of one file under other names or folders (the
+  file's name, which names the subset, is no part of it); a URL repeated within a file gets its occurrence
+  number mixed in.
 - ``license_name``, ``license_link`` and ``attribution`` are null: the CSV carries no license. The
   photos are individually licensed on iNaturalist and observation.org; filling these in needs their
   APIs, which this offline reader does not call.
@@ -270,7 +272,10 @@ def _add_row(rows: _Rows, record: Mapping[str, str], row: Row, source_dataset: s
     lineage, vernacular_names = taxa.get(record, row)
     occurrence = url_seen[url]
     url_seen[url] += 1
-    identity = f"{source_dataset}|{url}" + (f"|{occurrence}" if occurrence else "")
+    source_id = photo_source_id(url)
+    repeat = url_seen["\0" + source_id]  # two URLs of one photo (sizes) are one source key: told apart too
+    url_seen["\0" + source_id] += 1
+    identity = f"crypticbio|{source_id}" + (f"|{repeat}" if repeat else "")
     cryptic_group = None if lookup is None else lookup.get(scientific_name)
     flags = {
         "missing_date": observed_on is None,
@@ -285,7 +290,7 @@ def _add_row(rows: _Rows, record: Mapping[str, str], row: Row, source_dataset: s
         **dict(zip(RANK_COLUMNS, lineage.names, strict=True)),
         scientific_name=scientific_name, common_name=lineage.common_name,
         latitude=latitude, longitude=longitude, observed_on=observed_on,
-        source_dataset=source_dataset, source_id=photo_source_id(url), source_url=url,
+        source_dataset=source_dataset, source_id=source_id, source_url=url,
         vernacular_names=None if vernacular_names is None else list(vernacular_names),
         taxonomic_group=lineage[Rank.CLASS],
         cryptic_group=None if cryptic_group is None else list(cryptic_group),

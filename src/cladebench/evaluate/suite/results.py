@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from cladebench.errors import CladebenchError, SchemaError
 from cladebench.escaping import markdown_cell
-from cladebench.evaluate.record import RunRecord
+from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.selection import LEFT_OUT
 from cladebench.evaluate.suite.plan import PlannedRun
 from cladebench.metrics import display_scale
@@ -51,14 +51,15 @@ SCHEMA = pa.schema([
     pa.field("low", pa.float64()), pa.field("high", pa.float64()), pa.field("n", pa.int64()),
     pa.field("label", pa.string()), pa.field("run", pa.string()), pa.field("key", pa.string()),
     pa.field("status", pa.string()), pa.field("reason", pa.string()), pa.field("recorded_at", pa.string()),
-    pa.field("off_protocol", pa.string()),
+    pa.field("off_protocol", pa.string()), pa.field("current", pa.bool_()), pa.field("superseded", pa.string()),
 ])
 """Columns: what was run (benchmark, task, protocol: the task and the run's own settings, settings: every setting as
 JSON, the model as named, its id and revision), the number (metric, value, low, high, n), the run (label, run: its
 run.json relative to the suite folder, key), status (finished or skipped, with the reason), and off_protocol (the
 settings in which the run departs from its benchmark's protocol, e.g. ``methods=simpleshot (protocol:
-simpleshot,linear,knn)``; null on protocol)."""
-ADDED_COLUMNS = frozenset({"off_protocol"})
+simpleshot,linear,knn)``; null on protocol), current and superseded (whether the row is of the newest run of its
+benchmark, model and protocol, and if not which run replaced it and why: :func:`with_currency`)."""
+ADDED_COLUMNS = frozenset({"off_protocol", "current", "superseded"})
 """Columns added after the first tables were written: a table without them is read with them null."""
 
 
@@ -129,7 +130,50 @@ def read_results(root: Path) -> pa.Table:
         raise SchemaError(f"{path} is not a suite's results table: no column {', '.join(missing)}")
     for name in ADDED_COLUMNS - set(table.column_names):
         table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
-    return table.select(SCHEMA.names).cast(SCHEMA)
+    return with_currency(table.select(SCHEMA.names).cast(SCHEMA), Path(root))
+
+
+def _dataset_of(root: Path, run: str | None) -> Any:
+    """The evaluated data a run record names (its rows' fingerprint and the benchmark's source), or None."""
+    if not run or not (root / run).is_file():
+        return None
+    try:
+        data = json.loads((root / run).read_text(encoding="utf-8")).get("provenance", {}).get("dataset") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    return data.get("evaluated_fingerprint"), json.dumps(data.get("benchmark_source"), sort_keys=True, default=str)
+
+
+def _why_superseded(row: dict[str, Any], newer: dict[str, Any], root: Path | None) -> str:
+    """What changed between a row's run and the newer run of the same benchmark, model and protocol."""
+    if (row["model_id"], row["revision"]) != (newer["model_id"], newer["revision"]):
+        change = f"the model changed ({row['model_id']}@{row['revision']} -> {newer['model_id']}@{newer['revision']})"
+    elif row["settings"] != newer["settings"]:
+        change = "the settings changed"
+    elif root is not None and None not in (old := _dataset_of(root, row["run"]), new := _dataset_of(root,
+                                                                                                   newer["run"])):
+        change = "the data changed" if old != new else "the model's files or the metric definitions changed"
+    else:
+        change = "the data, the model's files or the metric definitions changed"
+    by = f"the run {newer['run']}" if newer["run"] else "a skipped run"
+    return f"by {by}, recorded {newer['recorded_at']}: {change}"
+
+
+def with_currency(table: pa.Table, root: Path | None = None) -> pa.Table:
+    """``table`` with ``current`` and ``superseded`` set: a row is current when it belongs to the newest run (by
+    time recorded) of its benchmark, model and protocol; a row of an older run (on data since changed,
+    other weights, another revision) is superseded, saying by which run and why, so no reader averages stale
+    numbers with fresh ones. ``root``: the suite folder, whose run records tell a data change apart."""
+    rows = table.to_pylist()
+    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: str(r.get("recorded_at") or "")):
+        newest[(row["benchmark"], row["model"], row["protocol"])] = row
+    for row in rows:  # runs recorded at the same moment cannot be ordered: each is current
+        newer = newest[(row["benchmark"], row["model"], row["protocol"])]
+        current = newer["key"] == row["key"] or str(newer.get("recorded_at") or "") == str(row.get("recorded_at")
+                                                                                          or "")
+        row["current"], row["superseded"] = current, None if current else _why_superseded(row, newer, root)
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
 def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
@@ -140,7 +184,7 @@ def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, Any
         table = read_results(root)
         replaced = set(keys)
         kept = table.filter(pa.array([k not in replaced for k in table.column("key").to_pylist()], pa.bool_()))
-        merged = pa.concat_tables([kept, pa.Table.from_pylist(list(rows), schema=SCHEMA)])
+        merged = with_currency(pa.concat_tables([kept, pa.Table.from_pylist(list(rows), schema=SCHEMA)]), root)
         order = sorted(range(merged.num_rows), key=_sort_key(merged))
         return atomic_write_parquet(root / RESULTS_FILE, merged.take(pa.array(order, pa.int64())))
 
@@ -153,6 +197,18 @@ def _sort_key(table: pa.Table) -> Any:
 def require_results(root: Path) -> pa.Table:
     """The table of a suite folder a user named, each number checked against its run record and the record
     against its predictions (:func:`checked_against_records`); none there is a one-line error."""
+    root = Path(root)
+    if not (root / RESULTS_FILE).is_file():
+        run_folder = root.parent if root.name == RUN_FILE and root.is_file() else root
+        suite = next((p for p in list(run_folder.resolve().parents)[:4] if (p / RESULTS_FILE).is_file()), None)
+        within = f" (the suite folder holding it is {suite})" if suite is not None else ""
+        if (run_folder / RUN_FILE).is_file():
+            raise CladebenchError(f"{root} is a run, not a suite folder{within}: `results` reads a suite's results "
+                                  f"table; for the run, write its report: cladebench report {run_folder} "
+                                  "--out-file report.html")
+        if suite is not None:
+            raise CladebenchError(f"{root} is inside the suite folder {suite}: give that folder (cladebench results "
+                                  f"{suite})")
     if not (Path(root) / RESULTS_FILE).is_file():
         raise CladebenchError(f"no results table at {Path(root) / RESULTS_FILE}: run `cladebench suite --model M "
                               f"--out {root}` first")
@@ -274,7 +330,7 @@ def pivot(table: pa.Table, root: Path, metric: str | None = None) -> Pivot:
     from cladebench.evaluate.marks import marks_against_best
     from cladebench.evaluate.suite.board import board_columns, latest_rows
 
-    rows = table.to_pylist()
+    rows = [r for r in table.to_pylist() if r.get("current") is not False]  # a replaced run never stands in
     columns, models, notes = board_columns(rows, metric)
     latest = latest_rows(rows)
     cells: dict[tuple[str, int], Mapping[str, Any]] = {}
@@ -347,10 +403,13 @@ MARKS_MEANING = ("best of the column; tied with the best (paired bootstrap, "
 """What each mark of the pivot means, as every format's legend says it."""
 
 
-def format_results(table: pa.Table, format: str) -> str:
-    """The table as Markdown (values on their display scale, skipped runs in a table of their own), CSV or JSON
-    (every column, values as stored)."""
+def format_results(table: pa.Table, format: str, *, superseded: bool = False) -> str:
+    """The table as Markdown (values on their display scale, skipped runs in a table of their own, each row said
+    current or superseded and why), CSV or JSON (every column, values as stored; the current rows only unless
+    ``superseded``, so a script reading it never averages a stale number with its replacement)."""
     rows = table.to_pylist()
+    if format in ("json", "csv") and not superseded:
+        rows = [r for r in rows if r.get("current") is not False]
     if format == "json":
         return json.dumps(rows, indent=2)
     if format == "csv":
@@ -362,13 +421,14 @@ def format_results(table: pa.Table, format: str) -> str:
     finished = [r for r in rows if r["status"] == "finished"]
     unverified = [r for r in rows if r["status"] == "unverified"]
     skipped = [r for r in rows if r["status"] not in ("finished", "unverified")]
-    lines = ["| benchmark | protocol | model | metric | value | interval | n | label | run |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| benchmark | protocol | model | metric | value | interval | n | label | run | current |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in finished:
         interval = interval_text(r["metric"], r["low"], r["high"]) or _why(r["reason"])
         protocol = r["protocol"] + (f" (off protocol: {r['off_protocol']})" if r.get("off_protocol") else "")
+        state = "yes" if r.get("current") is not False else f"no: superseded {r['superseded']}"
         cells = (r["benchmark"], protocol, r["model"], r["metric"], shown(r["metric"], r["value"]), interval,
-                 r["n"], r["label"], r["run"])
+                 r["n"], r["label"], r["run"], state)
         lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     if unverified:
         lines += ["", "Not shown: the run record or its predictions do not give these numbers (run the suite again "

@@ -70,6 +70,7 @@ from cladebench.paths import atomic_write, atomic_write_parquet
 from cladebench.store.dataset import existing_uuids
 from cladebench.store.embeddings import failures as column_failures
 from cladebench.store.embeddings import failures_path
+from cladebench.store.sidecar import write_sidecar
 from cladebench.store.species import check_appendable
 
 FGC_WRITER = "build finegrained"
@@ -242,10 +243,9 @@ def update_bookkeeping(folder: Path, dataset_path: Path, embedded: dict[str, dic
             atomic_write_parquet(path, failures)
     if updates:  # one version for every column's counts
         dataset.update_field_metadata(updates)
-    if embedded:
-        text = json.dumps(entries, indent=2, sort_keys=True) + "\n"
-        atomic_write(dataset_path / store.EMBEDDING_SIDECAR, text.encode())
-        atomic_write(folder / store.EMBEDDING_SIDECAR, text.encode())
+    if embedded:  # the appended rows' vectors in each column's checksum
+        write_sidecar(str(dataset_path), entries, written=embedded)
+        atomic_write(folder / store.EMBEDDING_SIDECAR, (dataset_path / store.EMBEDDING_SIDECAR).read_bytes())
     final = store.open_dataset(dataset_path)
     return {"version_final": final.version, "rows_final": final.count_rows(), "indices": store.indices(final)}
 

@@ -90,7 +90,10 @@ class _Writer:
         """Values for the rows whose source gives none (``--license``, ``--attribution``)."""
 
     def fail(self, record: ImageRecord, uuid: str | None, reason: str, detail: str) -> None:
+        from cladebench.images import HEIF_EXTRA
+
         self.summary.failed_by_reason[reason] += 1
+        self.summary.heif_unread += HEIF_EXTRA in detail
         location = record.url or (str(record.path) if record.path is not None else None)
         self.failures.append({"where": record.where, "uuid": uuid, "source_label": record.label,
                               "location": location, "reason": reason, "detail": detail})

@@ -59,6 +59,8 @@ class ImagesLoadSummary:
     """Each distinct label's resolution."""
     download: DownloadReport | None = None
     """The downloader's report, when URLs were fetched."""
+    heif_unread: int = 0
+    """HEIC/HEIF photos left out because the heif extra (pillow-heif) is not installed."""
 
     @property
     def failed(self) -> int:
@@ -76,6 +78,11 @@ class ImagesLoadSummary:
                  f"the card is {self.dataset_path / 'README.md'}"]
         if self.without_license:
             lines.append(f"{self.without_license:,} rows have no license (kept, flagged in the card)")
+        if self.heif_unread:
+            from cladebench.images import HEIF_EXTRA
+
+            lines.append(f"{self.heif_unread:,} HEIC/HEIF photos left out: reading them needs the heif extra "
+                         f"({HEIF_EXTRA})")
         return lines
 
     def resolution_records(self) -> list[dict[str, Any]]:

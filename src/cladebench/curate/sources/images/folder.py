@@ -24,7 +24,8 @@ from typing import Any
 from cladebench.curate.sources.images.records import ImageRecord
 from cladebench.errors import CladebenchError
 
-IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff",
+                            ".heic", ".heif"})
 """File name endings read as images (in any case)."""
 _EPITHET = re.compile(r"[a-z][a-z-]*")
 _GENUS = re.compile(r"[A-Z][a-z-]*")

@@ -1,8 +1,9 @@
 """The kinds of image source, by name, and which kind a path is when none is named.
 
 ``--layout auto`` (the default) looks at the path: a ``.csv``/``.tsv``/``.txt``/``.parquet``/``.arrow`` file is a
-table; a ``.zip``, ``.tgz`` or a folder with a ``meta.xml`` is a Darwin Core Archive; a ``.tar`` (or ``.tar.gz``)
-file, or a folder of them without subfolders (other files there are not read), is WebDataset shards; a folder with a
+table; a ``.zip`` or a folder with a ``meta.xml`` is a Darwin Core Archive; a ``.tar``, ``.tar.gz`` or ``.tgz`` file
+is decided by its content (a ``meta.xml`` among its first members: an archive; samples: WebDataset shards), and a
+folder of shards without subfolders (other files there are not read) is WebDataset shards; a folder with a
 ``state.json`` or ``dataset_dict.json`` (what ``datasets``' ``save_to_disk`` writes) or with Parquet files is a
 table; any other folder is a folder tree. A file that is none of these is a usage error naming the kinds.
 
@@ -68,16 +69,42 @@ def _archive(path: Path, overrides: Mapping[str, str], images_dir: Path | None) 
     return ArchiveSource(path, overrides)
 
 
+TAR_MEMBERS_LOOKED_AT = 64
+"""Members of a tar file read to tell an archive from shards: a Darwin Core Archive lists its ``meta.xml`` among
+a handful of files, a shard is samples from its first member on; the rest of a large shard is never read."""
+
+
+def _tar_kind(path: Path, by_name: str) -> str:
+    """A tar file (plain or compressed) by its content: a Darwin Core Archive when a ``meta.xml`` is among its first
+    members, WebDataset shards when they are samples (``KEY.EXT`` files, no ``meta.xml``); ``by_name`` (what its
+    suffix suggests) when it cannot be read or says neither, so the reader gives its own one-line refusal."""
+    import tarfile
+
+    names = []
+    try:
+        with tarfile.open(path, "r|*") as archive:
+            for member in archive:
+                names.append(member.name.rsplit("/", 1)[-1])
+                if names[-1] == "meta.xml":
+                    return "dwca"
+                if len(names) >= TAR_MEMBERS_LOOKED_AT:
+                    break
+    except (tarfile.TarError, OSError, EOFError):
+        return by_name
+    samples = [n for n in names if "." in n.strip(".")]
+    return "webdataset" if samples else by_name
+
+
 def detect_kind(path: Path) -> str:
     """The kind of ``path`` (see the module docstring)."""
     name = path.name.lower()
     if path.is_file():
         if name.endswith(TABLE_SUFFIXES):
             return "table"
-        if name.endswith((".zip", ".tgz")) or (name.endswith(".tar.gz") and "dwca" in name):
+        if name.endswith((".tar", ".tar.gz", ".tgz")):
+            return _tar_kind(path, "dwca" if name.endswith(".tgz") or "dwca" in name else "webdataset")
+        if name.endswith(".zip"):
             return "dwca"
-        if name.endswith((".tar", ".tar.gz")):
-            return "webdataset"
         raise UsageError(f"{path}: cannot tell what kind of source this file is; pass --layout "
                          f"({', '.join(LAYOUTS)})")
     if not path.is_dir():

@@ -175,17 +175,20 @@ class TableSource:
 def _text_batches(path: Path) -> Iterator[pa.RecordBatch]:
     """A delimited text file a batch at a time, every column as text (no type guessed from the first rows).
 
-    Tab-separated when its header has more tabs than commas, whatever the suffix (GBIF's "simple CSV" download is
-    tab-separated), and then read without quoting, as GBIF writes it; otherwise CSV with quotes.
+    Tab-separated when its header has more tabs than commas or semicolons, whatever the suffix (GBIF's "simple CSV"
+    download is tab-separated), and then read without quoting, as GBIF writes it; semicolon-separated when it has
+    more semicolons (a spreadsheet's CSV in the many locales whose decimal mark is a comma); otherwise CSV, with
+    quotes.
     """
     import pyarrow.csv as pacsv
 
     with utf8_errors(path), open(path, encoding="utf-8-sig") as handle:
         header = next(iter(handle), "").rstrip("\r\n")
-    delimiter = "\t" if header.count("\t") > header.count(",") else ","
-    names = header.split(delimiter) if delimiter == "\t" else next(csv.reader([header]), [])
-    parse = pacsv.ParseOptions(delimiter=delimiter, quote_char='"' if delimiter == "," else False,
-                               newlines_in_values=delimiter == ",")
+    # the header's commonest separator: ties go to the comma (a one-column table has none)
+    delimiter = max(("\t", ",", ";"), key=lambda d: (header.count(d), d == ","))
+    quoted = delimiter != "\t"
+    names = next(csv.reader([header], delimiter=delimiter), []) if quoted else header.split(delimiter)
+    parse = pacsv.ParseOptions(delimiter=delimiter, quote_char='"' if quoted else False, newlines_in_values=quoted)
     convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in names}, strings_can_be_null=True)
     with utf8_errors(path):
         reader = pacsv.open_csv(path, parse_options=parse, convert_options=convert,
