@@ -32,7 +32,7 @@ from cladebench.curate.sources.images.card import ImagesLoadSummary, render_card
 from cladebench.curate.sources.images.columns import license_columns, parse_overrides
 from cladebench.curate.sources.images.kinds import ImageSource, open_source
 from cladebench.curate.sources.images.labels import EXTRA_COLUMNS, taxon_columns
-from cladebench.curate.sources.images.records import ImageRecord, Uuids
+from cladebench.curate.sources.images.records import ImageRecord, Uuids, read_local
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError
 from cladebench.store.schema import CANONICAL_COLUMNS, canonical_fields
@@ -115,7 +115,13 @@ class _Writer:
                     self.fail(record, uuid, "too_large", f"{record.path}: {size:,} bytes, over the cap of "
                                                          f"{self.max_bytes:,} bytes")
                     return None
-                data = record.path.read_bytes()
+                data = read_local(record.path, self.max_bytes)
+            except OverflowError as exc:  # it grew while read
+                self.fail(record, uuid, "too_large", str(exc))
+                return None
+            except ValueError as exc:  # a named pipe would block the load, a device read until memory ran out
+                self.fail(record, uuid, "not_a_regular_file", str(exc))
+                return None
             except OSError as exc:
                 self.fail(record, uuid, "missing_file" if isinstance(exc, FileNotFoundError) else "unreadable_file",
                           f"{record.path}: {exc.strerror or exc}")

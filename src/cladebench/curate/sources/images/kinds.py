@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.curate.sources.images.shards import SHARD_SUFFIXES
 from cladebench.curate.sources.images.table import TABLE_SUFFIXES
 from cladebench.errors import CladebenchError, UsageError
@@ -71,6 +71,7 @@ def _archive(path: Path, overrides: Mapping[str, str], images_dir: Path | None) 
 def detect_kind(path: Path) -> str:
     """The kind of ``path`` (see the module docstring)."""
     name = path.name.lower()
+    refuse_special(path)
     if path.is_file():
         if name.endswith(TABLE_SUFFIXES):
             return "table"

