@@ -66,3 +66,26 @@ def test_pipes_devices_and_sockets_named_like_photos_are_skipped_with_their_reas
         error = capsys.readouterr().err.strip()
         assert error.count("\n") == 0 and "a named pipe, not a regular file" in error, error
     assert not (tmp_path / "nothing").exists() and not staging_folders(tmp_path / "nothing")
+
+
+def test_a_second_name_for_a_species_folder_never_renames_its_photos(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``Aardvark -> Bufo bufo`` (sorting first) gave the toads the link's name and listed the real folder."""
+    root = tmp_path / "photos"
+    _photo(root / "Bufo bufo" / "toad.jpg")
+    _photo(root / "train" / "Vulpes vulpes" / "fox.jpg", seed=1)
+    _photo(tmp_path / "elsewhere" / "pig.jpg", seed=2)
+    os.symlink(root / "Bufo bufo", root / "Aardvark")
+    os.symlink("../train/Vulpes vulpes", root / "Bufo bufo" / "Canis")  # relative, deeper, sorting before
+    os.symlink(tmp_path / "elsewhere", root / "Sus scrofa")
+    os.symlink(tmp_path / "elsewhere", root / "Sus domesticus")  # a second link out, sorting first
+    assert _load(root, "--out", tmp_path / "out") == 0
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_id", "source_label"]).to_pylist()
+    assert sorted((r["source_id"], r["source_label"]) for r in rows) == [
+        ("Bufo bufo/toad.jpg", "Bufo bufo"), ("Sus domesticus/pig.jpg", "Sus domesticus"),
+        ("train/Vulpes vulpes/fox.jpg", "Vulpes vulpes")]
+    assert _failures(tmp_path / "out") == [("Aardvark", "repeated_folder"), ("Bufo bufo/Canis", "repeated_folder"),
+                                           ("Sus scrofa", "repeated_folder")]
+    assert "1 linked folder(s) outside the tree" in capsys.readouterr().out
+    notes = (tmp_path / "out" / "README.md").read_text()
+    assert '"Sus domesticus": "' + str(tmp_path / "elsewhere") in notes

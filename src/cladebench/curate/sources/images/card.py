@@ -76,6 +76,9 @@ class ImagesLoadSummary:
                  f"the card is {self.dataset_path / 'README.md'}"]
         if self.without_license:
             lines.append(f"{self.without_license:,} rows have no license (kept, flagged in the card)")
+        if self.source_notes.get("linked_folders"):
+            lines.append(f"{len(self.source_notes['linked_folders']):,} linked folder(s) outside the tree read under "
+                         "the link's name (listed in the card)")
         if self.failed_by_reason:
             left_out = self.failed_by_reason.most_common()
             lines.append("left out: " + ", ".join(f"{n:,} {reason}" for reason, n in left_out))
