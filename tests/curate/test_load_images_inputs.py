@@ -89,3 +89,26 @@ def test_a_second_name_for_a_species_folder_never_renames_its_photos(tmp_path: P
     assert "1 linked folder(s) outside the tree" in capsys.readouterr().out
     notes = (tmp_path / "out" / "README.md").read_text()
     assert '"Sus domesticus": "' + str(tmp_path / "elsewhere") in notes
+
+
+def _shard(path: Path, samples: list[tuple[str, bytes]]) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(path, mode="w") as archive:
+        for name, data in samples:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
+def test_a_key_repeated_in_two_shards_is_two_photos_with_two_source_ids(tmp_path: Path) -> None:
+    """Two shards each with ``000001`` gave two photos one ``source_id``: a split kept them together as one."""
+    (tmp_path / "shards").mkdir()
+    for number in range(2):
+        _shard(tmp_path / "shards" / f"train-{number}.tar", [("000001.jpg", picture(number)),
+                                                            ("000001.txt", b"Bufo bufo")])
+    assert _load(tmp_path / "shards", "--out", tmp_path / "out") == 0
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["uuid", "source_id"]).to_pylist()
+    assert sorted(r["source_id"] for r in rows) == ["train-0.tar/000001", "train-1.tar/000001"]
+    assert len({r["uuid"] for r in rows}) == 2

@@ -5,9 +5,10 @@ share a key (the member's name up to the first dot of its base name) and lie nex
 sample's image is its first member with an image suffix; its label comes from ``sci.txt`` or
 ``scientific_name.txt``, else ``txt``, else the ``json``'s mapped fields (:mod:`.columns`: ``scientificName``,
 ``license``, ``rightsHolder``, ... as in a table), else ``cls`` (a class number, which resolves to nothing and is
-then reported as unresolved); ``com.txt`` or ``common_name.txt`` is the common name. Shards are streamed (``r|*``:
-plain or compressed), one sample in memory at a time; a folder is read as its ``*.tar`` (and ``.tar.gz``) files in
-sorted order.
+then reported as unresolved); ``com.txt`` or ``common_name.txt`` is the common name. A sample's ``source_id`` is
+its shard and key (``train-000001.tar/000017``: two shards may reuse a key), unless its ``json`` gives a group id.
+Shards are streamed (``r|*``: plain or compressed), one sample in memory at a time; a folder is read as its
+``*.tar`` (and ``.tar.gz``) files in sorted order.
 
 Why a module: the one kind whose records are assembled from several files.
 """
@@ -124,7 +125,7 @@ class ShardSource:
         common = next((text(parts[p].decode("utf-8", "replace")) for p in _COMMON_PARTS if p in parts), None)
         if common is not None:
             record.values["common_name"] = common
-        record.values["source_id"] = record.values.get("source_id") or key
+        record.values["source_id"] = record.values.get("source_id") or f"{shard.name}/{key}"
         if image_part is None:
             record.problem = record.problem or ("no_image", f"no image member among {sorted(parts)}")
         else:
