@@ -112,3 +112,31 @@ def test_a_key_repeated_in_two_shards_is_two_photos_with_two_source_ids(tmp_path
     rows = store.open_dataset(tmp_path / "out").to_table(columns=["uuid", "source_id"]).to_pylist()
     assert sorted(r["source_id"] for r in rows) == ["train-0.tar/000001", "train-1.tar/000001"]
     assert len({r["uuid"] for r in rows}) == 2
+
+
+def _hf_parquet(path: Path, labels: list[int], names: list[str]) -> None:
+    """A Parquet file as ``datasets`` writes it: an ``Image`` feature and a ``ClassLabel`` in its metadata."""
+    import json
+
+    import pyarrow as pa
+
+    features = {"image": {"_type": "Image"}, "label": {"_type": "ClassLabel", "names": names}}
+    table = pa.table({"image": [{"bytes": picture(i), "path": f"{i}.jpg"} for i in range(len(labels))],
+                      "label": pa.array(labels, pa.int64())})
+    table = table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+    pq.write_table(table, path)
+
+
+def test_a_class_label_of_minus_one_is_an_unlabelled_row_not_a_species(tmp_path: Path) -> None:
+    """``-1`` (the ``datasets`` library's "no label") became a species named "-1"."""
+    (tmp_path / "hf").mkdir()
+    _hf_parquet(tmp_path / "hf" / "train.parquet", [0, -1, 1, 7], ["Bufo bufo", "Vulpes vulpes"])
+    assert _load(tmp_path / "hf", "--out", tmp_path / "out") == 0
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_label"]).to_pylist()
+    assert [r["source_label"] for r in rows] == ["Bufo bufo", "Vulpes vulpes"]
+    assert _failures(tmp_path / "out") == [("train.parquet row 2", "no_label"), ("train.parquet row 4", "bad_label")]
+    (tmp_path / "shards").mkdir()
+    _shard(tmp_path / "shards" / "a.tar", [("1.jpg", picture(0)), ("1.cls", b"-1"), ("2.jpg", picture(1)),
+                                            ("2.txt", b"Bufo bufo")])
+    assert _load(tmp_path / "shards", "--out", tmp_path / "shards_out") == 0
+    assert _failures(tmp_path / "shards_out") == [("a.tar key 1", "no_label")]

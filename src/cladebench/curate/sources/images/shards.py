@@ -5,8 +5,9 @@ share a key (the member's name up to the first dot of its base name) and lie nex
 sample's image is its first member with an image suffix; its label comes from ``sci.txt`` or
 ``scientific_name.txt``, else ``txt``, else the ``json``'s mapped fields (:mod:`.columns`: ``scientificName``,
 ``license``, ``rightsHolder``, ... as in a table), else ``cls`` (a class number, which resolves to nothing and is
-then reported as unresolved); ``com.txt`` or ``common_name.txt`` is the common name. A sample's ``source_id`` is
-its shard and key (``train-000001.tar/000017``: two shards may reuse a key), unless its ``json`` gives a group id.
+then reported as unresolved; ``-1`` is no label); ``com.txt`` or ``common_name.txt`` is the common name. A
+sample's ``source_id`` is its shard and key (``train-000001.tar/000017``: two shards may reuse a key), unless its
+``json`` gives a group id.
 Shards are streamed (``r|*``: plain or compressed), one sample in memory at a time; a folder is read as its
 ``*.tar`` (and ``.tar.gz``) files in sorted order.
 
@@ -121,7 +122,8 @@ class ShardSource:
         label = next((text(parts[p].decode("utf-8", "replace")) for p in _LABEL_PARTS if p in parts), None)
         record.label = label or record.label
         if record.label is None and "cls" in parts:
-            record.label = text(parts["cls"].decode("utf-8", "replace"))
+            number = text(parts["cls"].decode("utf-8", "replace"))
+            record.label = None if number == "-1" else number  # -1: "no label", as a ClassLabel's
         common = next((text(parts[p].decode("utf-8", "replace")) for p in _COMMON_PARTS if p in parts), None)
         if common is not None:
             record.values["common_name"] = common
