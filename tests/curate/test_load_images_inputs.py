@@ -140,3 +140,24 @@ def test_a_class_label_of_minus_one_is_an_unlabelled_row_not_a_species(tmp_path:
                                             ("2.txt", b"Bufo bufo")])
     assert _load(tmp_path / "shards", "--out", tmp_path / "shards_out") == 0
     assert _failures(tmp_path / "shards_out") == [("a.tar key 1", "no_label")]
+
+
+def test_two_columns_of_one_name_are_refused_naming_the_column(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A table with two ``scientificName`` columns silently took one of them."""
+    import pyarrow as pa
+
+    _photo(tmp_path / "toad.jpg")
+    (tmp_path / "two.csv").write_text("path,scientificName,scientificName\ntoad.jpg,Bufo bufo,Vulpes vulpes\n")
+    pq.write_table(pa.Table.from_arrays([pa.array(["toad.jpg"]), pa.array(["Bufo bufo"]), pa.array(["Vulpes"])],
+                                        names=["path", "scientificName", "scientificName"]), tmp_path / "two.parquet")
+    (tmp_path / "cased.csv").write_text("path,Species,species\ntoad.jpg,Bufo bufo,Vulpes vulpes\n")
+    for table, said in (("two.csv", "two columns are named 'scientificName'"),
+                        ("two.parquet", "two columns are named 'scientificName'"),
+                        ("cased.csv", "columns 'Species' and 'species' are one spelling")):
+        assert _load(tmp_path / table, "--out", tmp_path / "out") == 4
+        error = capsys.readouterr().err.strip()
+        assert said in error and "\n" not in error, error
+        assert not (tmp_path / "out").exists()
+    assert _load(tmp_path / "cased.csv", "--column", "species=Species", "--out", tmp_path / "out") == 0
+    assert store.open_dataset(tmp_path / "out").to_table(columns=["species"]).to_pylist() == [{"species": "Bufo bufo"}]
