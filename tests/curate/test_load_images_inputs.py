@@ -161,3 +161,36 @@ def test_two_columns_of_one_name_are_refused_naming_the_column(tmp_path: Path,
         assert not (tmp_path / "out").exists()
     assert _load(tmp_path / "cased.csv", "--column", "species=Species", "--out", tmp_path / "out") == 0
     assert store.open_dataset(tmp_path / "out").to_table(columns=["species"]).to_pylist() == [{"species": "Bufo bufo"}]
+
+
+_CC = "https://creativecommons.org/licenses"
+PUBLISHED = {
+    # GBIF's enum and URL forms
+    "CC0_1_0": ("cc0", "https://creativecommons.org/publicdomain/zero/1.0/"),
+    "CC_BY_4_0": ("cc-by", f"{_CC}/by/4.0/"), "CC_BY_NC_4_0": ("cc-by-nc", f"{_CC}/by-nc/4.0/"),
+    "http://creativecommons.org/publicdomain/zero/1.0/legalcode": (
+        "cc0", "https://creativecommons.org/publicdomain/zero/1.0/"),
+    "http://creativecommons.org/licenses/by/4.0/legalcode": ("cc-by", f"{_CC}/by/4.0/"),
+    "http://creativecommons.org/licenses/by-nc/4.0/legalcode": ("cc-by-nc", f"{_CC}/by-nc/4.0/"),
+    "https://creativecommons.org/licenses/by-nc/4.0/": ("cc-by-nc", f"{_CC}/by-nc/4.0/"),
+    # iNaturalist's codes (its API in lower case, its open data in capitals), linked to 4.0 as iNaturalist does
+    "cc0": ("cc0", "https://creativecommons.org/publicdomain/zero/1.0/"), "CC0": (
+        "cc0", "https://creativecommons.org/publicdomain/zero/1.0/"),
+    **{code: (code, f"{_CC}/{code.removeprefix('cc-')}/4.0/")
+       for code in ("cc-by", "cc-by-nc", "cc-by-sa", "cc-by-nd", "cc-by-nc-sa", "cc-by-nc-nd")},
+    "CC-BY-NC-SA": ("cc-by-nc-sa", f"{_CC}/by-nc-sa/4.0/"),
+    "all rights reserved": ("all-rights-reserved", None), "": (None, None),  # iNaturalist's null: no license
+}
+
+
+def test_every_license_spelling_gbif_and_inaturalist_publish_has_one_name_and_link(tmp_path: Path) -> None:
+    """GBIF's CC_BY_4_0 and CC_BY_NC_4_0 were kept as raw text without a link, CC0_1_0 linked to version 1."""
+    from cladebench.curate.sources.inquire.values import PUBLISHED_LICENSES
+
+    assert {s.lower() for s in PUBLISHED if s} >= set(PUBLISHED_LICENSES)  # the table, all of it, is tested here
+    _photo(tmp_path / "toad.jpg")
+    lines = ["path,scientificName,license", *(f"toad.jpg,Bufo bufo,{spelling}" for spelling in PUBLISHED)]
+    (tmp_path / "labels.csv").write_text("\n".join(lines) + "\n")
+    assert _load(tmp_path / "labels.csv", "--out", tmp_path / "out") == 0
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["license_name", "license_link"]).to_pylist()
+    assert [(r["license_name"], r["license_link"]) for r in rows] == list(PUBLISHED.values())
