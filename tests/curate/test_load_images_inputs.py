@@ -194,3 +194,21 @@ def test_every_license_spelling_gbif_and_inaturalist_publish_has_one_name_and_li
     assert _load(tmp_path / "labels.csv", "--out", tmp_path / "out") == 0
     rows = store.open_dataset(tmp_path / "out").to_table(columns=["license_name", "license_link"]).to_pylist()
     assert [(r["license_name"], r["license_link"]) for r in rows] == list(PUBLISHED.values())
+
+
+def test_every_format_pillow_decodes_is_recorded(tmp_path: Path) -> None:
+    """BMP and TIFF photos were loaded with a null ``image_format``."""
+    formats = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff",
+               "PPM": "ppm", "TGA": "tga"}
+    root = tmp_path / "photos"
+    for seed, fmt in enumerate(formats):
+        _photo(root / "Bufo bufo" / f"{seed}.{fmt.lower()}", seed, fmt)
+    (tmp_path / "labels.csv").write_text("path,species\n" + "".join(
+        f"photos/Bufo bufo/{seed}.{fmt.lower()},Bufo bufo\n" for seed, fmt in enumerate(formats)))
+    assert _load(tmp_path / "labels.csv", "--out", tmp_path / "out") == 0  # a table: any file name
+    rows = store.open_dataset(tmp_path / "out").to_table(columns=["image_format"]).to_pylist()
+    assert [r["image_format"] for r in rows] == list(formats.values())
+    assert _load(root, "--out", tmp_path / "folder") == 0  # a folder: the image suffixes, bmp and tiff included
+    rows = store.open_dataset(tmp_path / "folder").to_table(columns=["source_id", "image_format"]).to_pylist()
+    assert {r["source_id"].rsplit(".")[-1]: r["image_format"] for r in rows} == {
+        "jpeg": "jpeg", "png": "png", "gif": "gif", "webp": "webp", "bmp": "bmp", "tiff": "tiff"}

@@ -157,14 +157,14 @@ class _Writer:
             yield pa.RecordBatch.from_pylist(rows, schema=self.schema)
 
     def row(self, record: ImageRecord, uuid: str, data: bytes) -> dict[str, Any]:
-        from cladebench.images import sniff_format
+        from cladebench.images import image_format
 
         values = dict(record.values)
         if not values.get("license_name"):
             values.update({k: v for k, v in self.defaults.items() if k.startswith("license")})
         values["attribution"] = values.get("attribution") or self.defaults.get("attribution")
         row = {**values, **taxon_columns(record, self.resolutions), "uuid": uuid, "image": data,
-               "image_format": sniff_format(data), "source_dataset": values.get("source_dataset") or "own-images"}
+               "image_format": image_format(data), "source_dataset": values.get("source_dataset") or "own-images"}
         row["source_id"] = row.get("source_id") or record.key
         summary = self.summary
         summary.written += 1
