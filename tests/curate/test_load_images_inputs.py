@@ -212,3 +212,37 @@ def test_every_format_pillow_decodes_is_recorded(tmp_path: Path) -> None:
     rows = store.open_dataset(tmp_path / "folder").to_table(columns=["source_id", "image_format"]).to_pylist()
     assert {r["source_id"].rsplit(".")[-1]: r["image_format"] for r in rows} == {
         "jpeg": "jpeg", "png": "png", "gif": "gif", "webp": "webp", "bmp": "bmp", "tiff": "tiff"}
+
+
+def test_byte_identical_photos_are_hashed_counted_and_kept_or_dropped(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A copy of a photo in a second folder and a table listing one path twice became rows without a word."""
+    import hashlib
+
+    root = tmp_path / "photos"
+    toad = _photo(root / "Bufo bufo" / "toad.jpg").read_bytes()
+    (root / "Bufo bufo" / "toad copy.jpg").write_bytes(toad)
+    _photo(root / "Vulpes vulpes" / "fox.jpg", seed=1)
+    (root / "Vulpes vulpes" / "toad.jpg").write_bytes(toad)  # one photo filed under two species
+    assert _load(root, "--out", tmp_path / "kept") == 0
+    assert "2 photos are byte-identical to one before them (kept" in capsys.readouterr().out
+    rows = store.open_dataset(tmp_path / "kept").to_table(columns=["source_id", "image_sha256"]).to_pylist()
+    digest = hashlib.sha256(toad).hexdigest()
+    assert sorted(r["source_id"] for r in rows if r["image_sha256"] == digest) == [
+        "Bufo bufo/toad copy.jpg", "Bufo bufo/toad.jpg", "Vulpes vulpes/toad.jpg"]
+    assert "2 photos are byte-identical" in (tmp_path / "kept" / "README.md").read_text()
+    assert _load(root, "--duplicates", "drop", "--out", tmp_path / "dropped") == 0
+    assert "left out as duplicate_image" in capsys.readouterr().out
+    rows = store.open_dataset(tmp_path / "dropped").to_table(columns=["source_id"]).to_pylist()
+    assert sorted(r["source_id"] for r in rows) == ["Bufo bufo/toad copy.jpg", "Vulpes vulpes/fox.jpg"]
+    failures = pq.read_table(tmp_path / "dropped" / "failures.parquet").to_pylist()
+    assert [(f["where"], f["reason"], f["detail"]) for f in failures] == [
+        ("Bufo bufo/toad.jpg", "duplicate_image", "the same bytes as Bufo bufo/toad copy.jpg, which is written"),
+        ("Vulpes vulpes/toad.jpg", "duplicate_image", "the same bytes as Bufo bufo/toad copy.jpg, which is written")]
+    (tmp_path / "labels.csv").write_text("path,species\nphotos/Bufo bufo/toad.jpg,Bufo bufo\n"
+                                         "photos/Bufo bufo/toad.jpg,Bufo bufo\n")
+    assert _load(tmp_path / "labels.csv", "--duplicates", "drop", "--out", tmp_path / "table") == 0
+    assert _failures(tmp_path / "table") == [("labels.csv row 2", "duplicate_image")]
+    with pytest.raises(SystemExit) as usage:
+        _load(root, "--duplicates", "merge", "--out", tmp_path / "nothing")
+    assert usage.value.code == 2 and not (tmp_path / "nothing").exists()
