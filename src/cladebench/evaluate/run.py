@@ -52,7 +52,7 @@ def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]
     """The predictions with one ``by:<column>`` text column per breakdown column (null where the row has none)."""
     uuids = table.column("uuid")
     for column in columns:
-        lookup = store.read(dataset, columns=["uuid", column])
+        lookup = store.read(dataset, columns=list(dict.fromkeys(["uuid", column])))  # --breakdown uuid: one read
         values = pc.take(lookup.column(column), pc.index_in(uuids, value_set=lookup.column("uuid")))
         if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
             # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group.
