@@ -94,6 +94,8 @@ class EvalPlan:
     and for a tree-of-life set (its labels come with the text vectors the run loads)."""
     reviewed: Any = None
     """The experts' labels a ``--labels-from-reviews`` run scores against (None otherwise)."""
+    rows_without_review: int = 0
+    """Selected rows no reviewer agreed on (with ``--labels-from-reviews``): not scored, and counted as such."""
 
     @property
     def without_label_set(self) -> str | None:
@@ -182,7 +184,8 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     plan = EvalPlan(config=config, task=task, settings=settings, spec=spec, uri=uri, located=located, given=given,
                     off_protocol=off_protocol, where=where, group_column=group_column, groups=tuple(groups),
                     group_filters=group_filters, rows_without_group=rows_without_group, rows_selected=rows_selected,
-                    dataset=dataset, fingerprint=fingerprint, reviewed=reviewed)
+                    dataset=dataset, fingerprint=fingerprint, reviewed=reviewed,
+                    rows_without_review=0 if reviewed is None else reviewed.unreviewed(selected))
     return dataclasses.replace(plan, label_sets=_label_sets(plan))
 
 
