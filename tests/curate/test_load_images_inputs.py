@@ -65,6 +65,8 @@ def test_pipes_devices_and_sockets_named_like_photos_are_skipped_with_their_reas
         assert _load(tmp_path / "pipe.csv", "--layout", layout, "--out", tmp_path / "nothing") == 1
         error = capsys.readouterr().err.strip()
         assert error.count("\n") == 0 and "a named pipe, not a regular file" in error, error
+    assert _load(root, "--taxonomy", tmp_path / "pipe.csv", "--out", tmp_path / "nothing") == 1
+    assert "taxonomy backbone not a regular file" in capsys.readouterr().err
     assert not (tmp_path / "nothing").exists() and not staging_folders(tmp_path / "nothing")
 
 
