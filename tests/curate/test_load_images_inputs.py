@@ -81,13 +81,15 @@ def test_a_second_name_for_a_species_folder_never_renames_its_photos(tmp_path: P
     os.symlink("../train/Vulpes vulpes", root / "Bufo bufo" / "Canis")  # relative, deeper, sorting before
     os.symlink(tmp_path / "elsewhere", root / "Sus scrofa")
     os.symlink(tmp_path / "elsewhere", root / "Sus domesticus")  # a second link out, sorting first
+    os.symlink("../../Bufo bufo/toad.jpg", root / "train" / "Vulpes vulpes" / "a toad.jpg")  # a second name
     assert _load(root, "--out", tmp_path / "out") == 0
     rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_id", "source_label"]).to_pylist()
     assert sorted((r["source_id"], r["source_label"]) for r in rows) == [
         ("Bufo bufo/toad.jpg", "Bufo bufo"), ("Sus domesticus/pig.jpg", "Sus domesticus"),
         ("train/Vulpes vulpes/fox.jpg", "Vulpes vulpes")]
     assert _failures(tmp_path / "out") == [("Aardvark", "repeated_folder"), ("Bufo bufo/Canis", "repeated_folder"),
-                                           ("Sus scrofa", "repeated_folder")]
+                                           ("Sus scrofa", "repeated_folder"),
+                                           ("train/Vulpes vulpes/a toad.jpg", "repeated_file")]
     assert "1 linked folder(s) outside the tree" in capsys.readouterr().out
     notes = (tmp_path / "out" / "README.md").read_text()
     assert '"Sus domesticus": "' + str(tmp_path / "elsewhere") in notes

@@ -7,8 +7,8 @@ capitalised word is an epithet in its genus (``Vulpes/lagopus/``: *Vulpes lagopu
 *Lagopus*), and the two make the label. Files are read in place, in sorted order; hidden files and
 folders are skipped. A linked folder (a season kept on another disk) is read like any other, under the link's
 name, and listed in the card's notes; a link to a folder inside the tree (a link loop, a second name for a species'
-folder) is not followed, and one that leads to a folder already read is read once: either is listed, and a photo's
-label is always its real folder's name. A file that is
+folder) is not followed, and one that leads to a folder already read is read once: either is listed, as is a link
+to a photo in the tree (read under its own folder), and a photo's label is always its real folder's name. A file that is
 not an image by its name (a ``README.txt``, a ``labels.csv``) and an image directly in ``ROOT`` (no folder names
 its taxon) are records with a problem, so they appear in the failures table rather than vanish.
 
@@ -70,8 +70,14 @@ class FolderSource:
                 kept.append(name)
             folders[:] = kept
             for name in sorted(files):
-                if not name.startswith("."):
-                    yield Path(folder) / name, None
+                if name.startswith("."):
+                    continue
+                path = os.path.join(folder, name)
+                real = os.path.realpath(path)
+                if os.path.islink(path) and os.path.commonpath([root, real]) == root and os.path.isfile(real):
+                    yield Path(path), f"leads to {real}, which is read once, under its own name"
+                else:
+                    yield Path(path), None
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
         for path, repeated in self.files():
@@ -88,7 +94,7 @@ class FolderSource:
                 if len(relative.parts) > taxon:
                     record.values["split_folder"] = "/".join(relative.parts[:-taxon])
             if repeated is not None:
-                record.label, record.problem = None, ("repeated_folder", repeated)
+                record.label, record.problem = None, ("repeated_folder" if path.is_dir() else "repeated_file", repeated)
             elif path.suffix.lower() not in IMAGE_SUFFIXES:
                 record.problem = ("not_an_image_file", f"{path.suffix or 'no suffix'} is not an image file name")
             elif record.label is None:
