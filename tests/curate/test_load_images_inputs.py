@@ -163,6 +163,14 @@ def test_two_columns_of_one_name_are_refused_naming_the_column(tmp_path: Path,
         error = capsys.readouterr().err.strip()
         assert said in error and "\n" not in error, error
         assert not (tmp_path / "out").exists()
+    (tmp_path / "shards").mkdir()  # a shard's json: the sample is left out, saying why
+    _shard(tmp_path / "shards" / "a.tar", [("1.jpg", picture(0)), ("1.json", b'{"species": "Bufo bufo", '
+                                                                             b'"species": "Vulpes vulpes"}'),
+                                            ("2.jpg", picture(1)), ("2.txt", b"Bufo bufo")])
+    assert _load(tmp_path / "shards", "--out", tmp_path / "shards_out") == 0
+    failure = pq.read_table(tmp_path / "shards_out" / "failures.parquet").to_pylist()[0]
+    assert (failure["reason"], failure["detail"]) == ("bad_metadata", "1.json gives the key 'species' twice; which "
+                                                                      "one holds the value cannot be told")
     assert _load(tmp_path / "cased.csv", "--column", "species=Species", "--out", tmp_path / "out") == 0
     assert store.open_dataset(tmp_path / "out").to_table(columns=["species"]).to_pylist() == [{"species": "Bufo bufo"}]
 

@@ -62,6 +62,19 @@ def _split(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), part.lower()
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once: ``json`` keeps the last of two (two ``scientificName``)."""
+    keys = [k for k, _ in pairs]
+    repeated = next((k for k in keys if keys.count(k) > 1), None)
+    if repeated is not None:
+        raise _RepeatedKey(f"gives the key {repeated!r} twice; which one holds the value cannot be told")
+    return dict(pairs)
+
+
 class ShardSource:
     """The samples of WebDataset shards, as image records."""
 
@@ -109,10 +122,11 @@ class ShardSource:
         meta = parts.get("json")
         if meta is not None:
             try:
-                cells = json.loads(meta)
+                cells = json.loads(meta, object_pairs_hook=_unique_keys)
             except ValueError as exc:
                 cells = None
-                record.problem = ("bad_metadata", f"{key}.json is not JSON: {exc}")
+                said = "" if isinstance(exc, _RepeatedKey) else "is not JSON: "
+                record.problem = ("bad_metadata", f"{key}.json {said}{exc}")
             if isinstance(cells, dict):
                 present = {name: column for name, column in self.overrides.items() if column in cells}
                 mapping = map_columns(list(cells), present, where=f"{where}.json")
