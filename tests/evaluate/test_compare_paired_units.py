@@ -233,3 +233,13 @@ def test_compare_of_runs_with_nothing_paired_marks_no_run_best(tmp_path: Path, c
     assert "best" not in out.replace("so no run is marked best", "")
     assert "run [1] not paired: different few-shot splits" in out
     assert out.strip().splitlines()[-1].startswith("verdict: none: no metric could be paired")
+
+
+def test_a_leaderboard_cell_marks_no_run_best_when_none_is_paired(tmp_path: Path) -> None:
+    from cladebench.evaluate.marks import marks_against_best
+
+    paths = [few_shot_run(tmp_path / "one", 0.5, seed=3),
+             few_shot_run(tmp_path / "other", 0.9, seed=5, split="t" * 64, pool=100)]
+    metric = "simpleshot_1shot"
+    found = marks_against_best(metric, paths, [RunRecord.read(p).metrics[metric] for p in paths], n_resamples=200)
+    assert found.marks == {0: "not compared", 1: "not compared"} and 0 in found.unpaired
