@@ -258,3 +258,17 @@ def test_byte_identical_photos_are_hashed_counted_and_kept_or_dropped(tmp_path: 
     with pytest.raises(SystemExit) as usage:
         _load(root, "--duplicates", "merge", "--out", tmp_path / "nothing")
     assert usage.value.code == 2 and not (tmp_path / "nothing").exists()
+
+
+def test_a_shard_member_over_the_size_cap_is_left_out_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every read of a photo is bounded by the cap: a shard's member (a video beside the photos) was read whole."""
+    from cladebench.curate.sources.images import shards
+
+    monkeypatch.setattr(shards, "MAX_MEMBER_BYTES", len(picture(0)) + 10)
+    (tmp_path / "shards").mkdir()
+    _shard(tmp_path / "shards" / "a.tar", [("1.jpg", picture(0)), ("1.txt", b"Bufo bufo"),
+                                            ("2.jpg", picture(1, size=(400, 300), fmt="PNG")),
+                                            ("2.txt", b"Bufo bufo")])
+    assert _load(tmp_path / "shards", "--out", tmp_path / "out") == 0
+    assert store.open_dataset(tmp_path / "out").count_rows() == 1
+    assert _failures(tmp_path / "out") == [("a.tar key 2", "too_large")]

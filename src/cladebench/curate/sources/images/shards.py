@@ -22,12 +22,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from cladebench.curate.fetch.config import DownloadConfig
 from cladebench.curate.sources.images.columns import map_columns, mapped_values, text
 from cladebench.curate.sources.images.folder import IMAGE_SUFFIXES
 from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.errors import CladebenchError, SchemaError
 
 SHARD_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+MAX_MEMBER_BYTES = DownloadConfig.max_bytes
+"""A sample's member larger than this is not read, and the sample is left out as ``too_large``: the cap of a
+download and of a local file."""
 _LABEL_PARTS = ("sci.txt", "scientific_name.txt", "txt")
 _COMMON_PARTS = ("com.txt", "common_name.txt")
 
@@ -100,24 +104,30 @@ class ShardSource:
                 raise SchemaError(f"{shard}: not a readable tar shard: {exc}") from None
 
     def _samples(self, shard: Path, archive: tarfile.TarFile, images: bool) -> Iterator[ImageRecord]:
-        key, parts = None, {}
+        key, parts, large = None, {}, {}
         for member in archive:
             if not member.isfile():
                 continue
             member_key, part = _split(member.name)
             if member_key != key and key is not None:
-                yield self._record(shard, key, parts)
-                parts = {}
+                yield self._record(shard, key, parts, large)
+                parts, large = {}, {}
             key = member_key
             is_image = "." + part.rsplit(".", 1)[-1] in IMAGE_SUFFIXES
+            if member.size > MAX_MEMBER_BYTES:  # a video in the shard: never read whole into memory
+                parts[part], large[part] = b"", member.size
+                continue
             handle = archive.extractfile(member)
             parts[part] = (handle.read() if (images or not is_image) else b"") if handle is not None else b""
         if key is not None:
-            yield self._record(shard, key, parts)
+            yield self._record(shard, key, parts, large)
 
-    def _record(self, shard: Path, key: str, parts: dict[str, bytes]) -> ImageRecord:
+    def _record(self, shard: Path, key: str, parts: dict[str, bytes], large: dict[str, int]) -> ImageRecord:
         where = f"{shard.name} key {key}"
         record = ImageRecord(key=f"{shard.name}:{key}", where=where)
+        if large:
+            part, size = next(iter(large.items()))
+            record.problem = ("too_large", f"{key}.{part}: {size:,} bytes, over the cap of {MAX_MEMBER_BYTES:,} bytes")
         image_part = next((p for p in parts if "." + p.rsplit(".", 1)[-1] in IMAGE_SUFFIXES), None)
         meta = parts.get("json")
         if meta is not None:
