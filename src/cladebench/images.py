@@ -156,8 +156,8 @@ def decode_image(data: bytes | None) -> Image.Image:
 
 
 def sniff_format(data: bytes) -> str | None:
-    """The image format from the bytes' signature (``jpeg``, ``png``, ``webp``, ``gif``, ``heif``), without
-    decoding."""
+    """The image format from the bytes' signature (``jpeg``, ``png``, ``webp``, ``gif``, ``bmp``, ``tiff``,
+    ``heif``), without decoding."""
     if data.startswith(b"\xff\xd8\xff"):
         return "jpeg"
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -168,4 +168,21 @@ def sniff_format(data: bytes) -> str | None:
         return "gif"
     if is_heif(data):
         return "heif"
+    if data[:2] == b"BM":
+        return "bmp"
+    if data[:4] in (b"II*\x00", b"MM\x00*"):
+        return "tiff"
     return None
+
+
+def image_format(data: bytes) -> str | None:
+    """The format of a whole image: its signature (:func:`sniff_format`), else the name of the format Pillow
+    reads it as (``ppm``, ``tga``, ``heif``, ...: its header only, nothing decoded); None when Pillow reads none."""
+    known = sniff_format(data)
+    if known is not None:
+        return known
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return image.format.lower() if image.format else None
+    except (OSError, ValueError, UnidentifiedImageError, Image.DecompressionBombError):
+        return None

@@ -38,3 +38,26 @@ def test_a_results_table_of_the_users_in_out_is_refused_before_any_run_and_kept(
     assert len(err.splitlines()) == 1 and "not a suite's results table" in err
     assert pq.read_table(out / "results.parquet").column("x").to_pylist() == [1, 2]
     assert sorted(p.name for p in out.iterdir()) == ["results.parquet"]
+
+
+def test_out_must_be_empty_or_a_suite_folder_cladebench_made(tmp_path, capsys, monkeypatch):
+    """``--out`` at a dataset or at a folder of the user's photos got a table, a report and a lock written in."""
+    from cladebench import store
+    from cladebench.curate.staging import read_marker
+
+    monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CLADEBENCH_MIRROR", raising=False)
+    store.write_dataset(pa.table({"uuid": ["a"], "image": [b"x"], "species": ["Bufo bufo"]}), tmp_path / "data")
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "toad.jpg").write_bytes(b"a photo")
+    for out in (tmp_path / "data", tmp_path / "photos"):
+        before = sorted(p.relative_to(out) for p in out.rglob("*"))
+        assert main([*SUITE, "--out", str(out)]) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "is not empty and is not a suite folder" in err, err
+        assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    (tmp_path / "empty").mkdir()
+    for _ in range(2):  # an empty folder, then the suite folder it became
+        assert main([*SUITE, "--out", str(tmp_path / "empty")]) == 1  # offline, the benchmark is skipped
+        assert "no run of the suite could run" in capsys.readouterr().err
+        assert read_marker(tmp_path / "empty")["writer"] == "suite"

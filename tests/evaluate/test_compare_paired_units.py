@@ -78,8 +78,11 @@ def test_few_shot_runs_with_other_shots_or_splits_are_not_paired(tmp_path: Path)
     assert entry.differences == ()
     assert "run [1] not paired: 5-shot scores 3 of 12 species vs 1-shot" in entry.note
     assert "run [2] not paired: different few-shot splits" in entry.note
-    # the 5-shot run scores higher on its 3 species, but is no rival: the verdict's best is among comparable runs
-    assert all(verdict.best == 0 and verdict.against == () for verdict in comparison.verdicts)
+    # the 5-shot run scores higher on its 3 species, but is no rival: with no run paired, no run is best
+    assert comparison.verdicts == ()
+    assert format_comparison(comparison).splitlines()[-1] == (
+        "verdict: none: no metric could be paired between the runs (each metric's note says why), so no run is "
+        "marked best")
     assert "shots" not in (incomparable(RunRecord.read(one), RunRecord.read(other_split)) or "")
 
 
@@ -216,3 +219,27 @@ def test_splits_are_said_only_where_a_split_was_drawn() -> None:
     assert incomparable(record("a", none), record("b", none)) is None
     drawn = [record(digest, {"kind": "seeded", "fingerprint": digest}) for digest in ("a", "b")]
     assert "different few-shot splits" in incomparable(*drawn)
+
+
+def test_compare_of_runs_with_nothing_paired_marks_no_run_best(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                                ) -> None:
+    """Two few-shot runs on other splits printed "best" for one of them on every metric, nothing compared."""
+    from cladebench.cli import main
+
+    one = few_shot_run(tmp_path / "one", 0.5, seed=3)
+    other = few_shot_run(tmp_path / "other", 0.9, seed=5, split="t" * 64, pool=100)
+    assert main(["compare", str(one), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "best" not in out.replace("so no run is marked best", "")
+    assert "run [1] not paired: different few-shot splits" in out
+    assert out.strip().splitlines()[-1].startswith("verdict: none: no metric could be paired")
+
+
+def test_a_leaderboard_cell_marks_no_run_best_when_none_is_paired(tmp_path: Path) -> None:
+    from cladebench.evaluate.marks import marks_against_best
+
+    paths = [few_shot_run(tmp_path / "one", 0.5, seed=3),
+             few_shot_run(tmp_path / "other", 0.9, seed=5, split="t" * 64, pool=100)]
+    metric = "simpleshot_1shot"
+    found = marks_against_best(metric, paths, [RunRecord.read(p).metrics[metric] for p in paths], n_resamples=200)
+    assert found.marks == {0: "not compared", 1: "not compared"} and 0 in found.unpaired

@@ -77,8 +77,12 @@ def test_reviewed_rows_are_scored_against_the_agreed_labels(embedded, tmp_path, 
     out = tmp_path / "reviewed"
     assert main(["eval", "zeroshot", str(path), "--model", model, "--out", str(out), "--device", "cpu",
                  "--group-by", "none", "--name-style", "sci", "--labels-from-reviews"]) == 0
-    capsys.readouterr()
+    said = capsys.readouterr().out
     record = json.loads((out / "run.json").read_text())
+    # the rows not scored are said to have had no agreed review, not "no usable vector or no label at the rank"
+    reason = "no agreed review (--labels-from-reviews scores only rows reviewers agree on)"
+    assert record["provenance"]["rows"]["left_out"] == {reason: N - 2}
+    assert f"{N - 2} {reason}" in said and "no usable vector" not in said
     scored = pq.read_table(out / "predictions.parquet").to_pylist()
     assert sorted(p["uuid"] for p in scored) == sorted([right["uuid"], wrong["uuid"]])
     by_uuid = {p["uuid"]: p for p in scored}

@@ -66,3 +66,14 @@ def test_a_breakdown_by_vectors_or_bytes_is_refused_before_any_work(tmp_path: Pa
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot name groups" in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_breakdown_by_a_column_the_task_reads_anyway_is_one_read(tmp_path: Path, capsys) -> None:
+    """``--breakdown uuid`` failed with a message about a filter and a duplicate column."""
+    toy = write_toy_dataset(tmp_path / "toy.lance")
+    code = main(["eval", "retrieval", str(toy), "--column", "emb_toy", "--out", str(tmp_path / "run"), "-k", "2",
+                 "--breakdown", "uuid"])
+    assert code == 0, capsys.readouterr().err
+    record = RunRecord.read(tmp_path / "run" / "run.json")
+    uuids = lance.dataset(str(toy)).to_table(columns=["uuid"]).column("uuid").to_pylist()
+    assert all(any(f"uuid={u}/" in name for name in record.metrics) for u in uuids)  # each row its own value

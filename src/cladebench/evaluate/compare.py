@@ -754,11 +754,10 @@ def _verdicts(runs: _Runs, metrics: Sequence[MetricComparison], *, n_resamples: 
         n_runs = len(runs.records)
         wins = [0] * n_runs
         for entry in entries:
-            group = entry.metric.rpartition(GROUP_SEPARATOR)[0]
-            # the best among the runs that can be paired with the reference: a run at another rank is not a rival
-            among = [i for i in range(n_runs)
-                     if i == 0 or incomparable(runs.records[0], runs.records[i], group) is None]
-            best = _best(base, entry.estimates, among)
+            # the best among the runs paired with the reference (a run at another rank, on another split, is no
+            # rival); where none is, nothing was compared and no run is best
+            among = [0, *(difference.run for difference in entry.differences)]
+            best = _best(base, entry.estimates, among) if len(among) > 1 else None
             if best is not None:
                 wins[best] += 1
         if not any(wins):
@@ -836,7 +835,10 @@ def format_verdicts(comparison: Comparison) -> list[str]:
     """The answer, one line per metric: the best run, its paired difference to each other run (best - other, with
     the unadjusted interval) on the pooled value, and in how many groups it is better, tied or worse."""
     if not comparison.verdicts:
-        return []
+        if len(comparison.runs) < 2:
+            return []
+        return ["verdict: none: no metric could be paired between the runs (each metric's note says why), so no "
+                "run is marked best"]
     lines = [f"verdict (best - other, paired bootstrap, {100 * comparison.confidence:g}% unadjusted interval; "
              f"better/worse when Holm-adjusted p <= {comparison.alpha:g}):"]
     for verdict in comparison.verdicts:

@@ -59,7 +59,7 @@ def marks_against_best(metric: str, paths: Sequence[Path], estimates: Sequence[d
         return BestMarks({i: "not tested" for i in present}, "", {}, {}, entry.note)
     by_position = {d.run: d for d in entry.differences}
     unpaired = {ordered[position]: why for position, why in entry.unpaired}
-    marks = {ordered[0]: "best"}
+    marks = {ordered[0]: "best" if len(unpaired) < len(ordered) - 1 else "not compared"}  # best of none: not said
     differences = {}
     for position, index in enumerate(ordered[1:], start=1):
         difference = by_position.get(position)

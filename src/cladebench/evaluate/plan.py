@@ -98,6 +98,8 @@ class EvalPlan:
     """Names of the selected rows that mix scripts, with their rows (:func:`~.selection.mixed_script_names`)."""
     reviewed: Any = None
     """The experts' labels a ``--labels-from-reviews`` run scores against (None otherwise)."""
+    rows_without_review: int = 0
+    """Selected rows no reviewer agreed on (with ``--labels-from-reviews``): not scored, and counted as such."""
 
     @property
     def without_label_set(self) -> str | None:
@@ -190,7 +192,8 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
                     off_protocol=off_protocol, where=where, group_column=group_column, groups=tuple(groups),
                     group_filters=group_filters, rows_without_group=rows_without_group, rows_selected=rows_selected,
                     dataset=dataset, fingerprint=fingerprint, reviewed=reviewed,
-                    mixed_script=mixed_script_names(dataset, selection_filter(dataset, where, settings)))
+                    mixed_script=mixed_script_names(dataset, selection_filter(dataset, where, settings)),
+                    rows_without_review=0 if reviewed is None else reviewed.unreviewed(selected))
     return dataclasses.replace(plan, label_sets=_label_sets(plan))
 
 

@@ -58,6 +58,11 @@ class ReviewedLabels:
     provenance: dict[str, Any]
     """What the run record keeps under ``labels_from_reviews``."""
 
+    def unreviewed(self, uuids: pa.ChunkedArray) -> int:
+        """How many of ``uuids`` are not scored (no review, or reviewers who disagree)."""
+        scored = pc.is_in(uuids, value_set=pa.array(sorted(self.scored), pa.string()).cast(uuids.type))
+        return len(uuids) - pc.sum(scored.cast(pa.int64())).as_py() if len(uuids) else 0
+
     def restrict(self, predictions: Any) -> Any:
         """The predictions of the scored rows only (metrics are computed from them)."""
         table = predictions.table

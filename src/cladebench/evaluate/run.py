@@ -52,7 +52,7 @@ def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]
     """The predictions with one ``by:<column>`` text column per breakdown column (null where the row has none)."""
     uuids = table.column("uuid")
     for column in columns:
-        lookup = store.read(dataset, columns=["uuid", column])
+        lookup = store.read(dataset, columns=list(dict.fromkeys(["uuid", column])))  # --breakdown uuid: one read
         values = pc.take(lookup.column(column), pc.index_in(uuids, value_set=lookup.column("uuid")))
         if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
             # A list-valued group (CrypticBio's cryptic_group: the species and its look-alikes) is one group;
@@ -358,12 +358,17 @@ def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict
 
 def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str, Any]:
     """What became of the selected rows: how many were evaluated, and every row left out by reason (no group
-    value; not predicted by the task: no usable vector, e.g. a photo that failed to download, or no label at the
-    rank; predicted but not scored at the label rank, e.g. a genus-only row at species)."""
+    value; no review, with ``--labels-from-reviews``; not predicted by the task: no usable vector, e.g. a photo
+    that failed to download, or no label at the rank; predicted but not scored at the label rank, e.g. a
+    genus-only row at species)."""
     left_out: dict[str, int] = {}
     if plan.rows_without_group:
         left_out[f"no {plan.group_column} value"] = plan.rows_without_group
     not_predicted = plan.rows_selected - plan.rows_without_group - evaluated
+    without_review = min(plan.rows_without_review, max(not_predicted, 0))  # never scored, whatever their vector
+    if without_review:
+        left_out["no agreed review (--labels-from-reviews scores only rows reviewers agree on)"] = without_review
+        not_predicted -= without_review
     if not_predicted > 0:
         reason = ("never a query: support images in every repetition, classes too small for the shots, no usable "
                   "vector or no label at the rank" if plan.task.name == "fewshot"

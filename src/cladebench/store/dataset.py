@@ -5,8 +5,10 @@ readable when a write dies midway.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
+import signal
 import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -260,10 +262,11 @@ def write_dataset(
     created_dir = local and mode in ("create", "overwrite") and not Path(uri).exists()
     reader = pa.RecordBatchReader.from_batches(schema, checked())
     try:
-        written = lance.write_dataset(
-            reader, uri, schema=schema, mode=mode,
-            storage_options=lance_storage_options(uri, storage_options), max_rows_per_file=max_rows_per_file,
-        )
+        with _interrupt_at_next_batch(stop):
+            written = lance.write_dataset(
+                reader, uri, schema=schema, mode=mode,
+                storage_options=lance_storage_options(uri, storage_options), max_rows_per_file=max_rows_per_file,
+            )
     except BaseException as exc:
         # Lance pulls the rows on a thread of its own, which goes on after a Ctrl-C ends the call here; left
         # running, it calls into Python while the interpreter shuts down, which aborts the process (no exit
@@ -280,6 +283,37 @@ def write_dataset(
     if local:  # how Hugging Face `datasets` should type the columns (`image`: an image, not a video)
         write_datasets_card(Path(uri.removeprefix("file://")), written.schema)
     return written
+
+
+@contextlib.contextmanager
+def _interrupt_at_next_batch(stop: threading.Event) -> Iterator[threading.Event]:
+    """A first Ctrl-C during the write asks Lance's reading thread to stop at its next batch, so that Lance ends
+    the write itself (and its thread with it) before the interrupt is raised here; a second one interrupts at
+    once. Raised in the middle of Lance's call instead, the interrupt left that thread running, and when it
+    called into Python as the interpreter shut down the process aborted ("Fatal Python error", no exit 130).
+    Only in the main thread, and only where Ctrl-C has Python's own handler."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield interrupted
+        return
+
+    def first(signum: int, frame: Any) -> None:
+        interrupted.set()
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, first)
+    try:
+        yield interrupted
+    except BaseException:
+        if interrupted.is_set():  # Lance's error for the batch it was refused is the interrupt
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interrupted.is_set():  # it came as the last batch was taken: the write is whole, but was not wanted
+        raise KeyboardInterrupt
 
 
 def _check_local_target(path: Path, mode: WriteMode) -> None:

@@ -147,7 +147,8 @@ def backbone_path(backbone: str | Path | None) -> Path:
     """The backbone to read: ``backbone``, or the bundled iNat taxonomy; an error when the file is not there."""
     path = bundled_backbone_path() if backbone is None else Path(backbone)
     if not path.is_file():
-        raise CladebenchError(f"taxonomy backbone not found: {path}")
+        what = "not a regular file (a pipe or a device)" if path.exists() and not path.is_dir() else "not found"
+        raise CladebenchError(f"taxonomy backbone {what}: {path}")
     return path
 
 

@@ -123,8 +123,11 @@ class ImagesLoadConfig(FetchingLoadConfig):
     """Attribution of the images whose source names none (your name, for your own photos); a row's own wins."""
     overwrite: bool = False
     """Replace OUT if it is a previous output of load images (its marker says so)."""
+    duplicates: Literal["keep", "drop"] = "keep"
+    """A photo byte-identical to one before it (the same image_sha256): keep it (counted), or drop it (a
+    failures row naming the first)."""
 
     def builder_options(self) -> dict[str, Any]:
         return {**super().builder_options(), "kind": self.layout, "columns": self.column,
                 "images_dir": self.images_dir, "taxonomy": self.taxonomy, "license": self.license,
-                "attribution": self.attribution, "overwrite": self.overwrite}
+                "attribution": self.attribution, "overwrite": self.overwrite, "duplicates": self.duplicates}

@@ -30,11 +30,13 @@ from typing import Any
 
 from cladebench import store
 from cladebench.console import note
+from cladebench.curate.staging import MARKER_NAME, is_output_of, read_marker, write_marker
 from cladebench.errors import EXIT_INTERRUPTED, CladebenchError, UsageError
 from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.run import load_model, run_eval
 from cladebench.evaluate.suite.plan import PlannedRun, SuiteConfig, plan_suite
 from cladebench.evaluate.suite.results import (
+    LOCK_FILE,
     RESULTS_FILE,
     finished_rows,
     read_results,
@@ -149,6 +151,28 @@ def _uses_encoder(task: str) -> bool:
     return get_task(task).uses_encoder
 
 
+WRITER = "suite"
+"""The marker of a suite folder names this writer (:mod:`cladebench.curate.staging`'s marker, as every output's)."""
+_SUITE_NAMES = frozenset({"runs", RESULTS_FILE, LOCK_FILE, "report.html"})
+"""What a suite folder holds: one made before suites were marked is recognised by holding nothing else."""
+
+
+def _made_by_a_suite(folder: Path) -> bool:
+    return all(p.name in _SUITE_NAMES or p.name.startswith(".") for p in folder.iterdir())
+
+
+def _check_suite_folder(out: Path) -> None:
+    """Refuse (exit 1), before any run, an ``--out`` that holds anything but a suite: a dataset, a folder of the
+    user's files or another command's output would get a table, a report and a lock written into it."""
+    if not out.is_dir() or not any(out.iterdir()) or is_output_of(out, WRITER, legacy=_made_by_a_suite):
+        return
+    marker = read_marker(out)
+    whose = f"its {MARKER_NAME} names `cladebench {marker.get('writer')}`" if marker is not None else \
+        f"it holds {', '.join(sorted(p.name for p in out.iterdir())[:3])}"
+    raise CladebenchError(f"{out} is not empty and is not a suite folder ({whose}); --out must be an empty folder "
+                          "or one `cladebench suite` made, and nothing in it was touched: choose another --out")
+
+
 def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = None,
               finished_run: Callable[[Path, list[dict[str, Any]]], None] | None = None) -> SuiteSummary:
     """Run ``config``'s suite into ``config.out``; returns what was run, reused and skipped. Interrupted, the table
@@ -157,11 +181,15 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
     planned = plan_suite(config)
     _refuse_same_weights(planned)
     store.check_writable(config.out, folder=True)
+    _check_suite_folder(config.out)
     read_results(config.out)  # a results.parquet that is no suite's table is refused before any run, never replaced
     config.out.mkdir(parents=True, exist_ok=True)
+    if read_marker(config.out) is None:
+        write_marker(config.out, WRITER)
     with suite_lock(config.out):
         return _run_planned(config, planned, progress or (lambda line: None),
                             finished_run or (lambda path, rows: None))
+
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cladebench.curate.sources.images.columns import license_columns, map_columns, mapped_values, text
-from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.errors import CladebenchError, SchemaError
 
 MULTIMEDIA = "http://rs.gbif.org/terms/1.0/Multimedia"
@@ -88,6 +88,7 @@ class ArchiveSource:
 
     def __init__(self, path: Path, overrides: Mapping[str, str]) -> None:
         self.path = Path(path)
+        refuse_special(self.path, "an archive")
         if not self.path.exists():
             raise CladebenchError(f"{self.path}: no such file or folder")
         self.overrides = dict(overrides)

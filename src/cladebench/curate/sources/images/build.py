@@ -8,17 +8,21 @@
    after a Ctrl-C fetches only what is missing); a URL that fails is a failures row, not an abort.
 5. A second pass turns each record into a canonical row a batch at a time: its bytes from the source, its
    file or the download store, each decoded once as every consumer will (a truncated JPEG is left out as
-   ``undecodable``); its taxon columns from its label (:mod:`.labels`). The rows go to a Lance dataset in one
+   ``undecodable``); its taxon columns from its label (:mod:`.labels`); its ``image_sha256``, by which a photo
+   byte-identical to one already written (a copy in two folders, a table listing one path twice) is counted
+   and kept or, with ``--duplicates drop``, left out naming the first. The rows go to a Lance dataset in one
    commit, written in the staging folder, which then becomes ``--out`` with the card (``README.md``),
    ``failures.parquet``, ``resolution.json`` and ``load.json`` in it.
 
-Memory holds a batch of rows, the distinct labels and the URLs' keys, never the images of the whole source.
+Memory holds a batch of rows, the distinct labels, the URLs' keys and one hash per image, never the images of
+the whole source.
 
 Why a module: the one place that orders the other modules' work.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -32,9 +36,9 @@ from cladebench.curate.sources.images.card import ImagesLoadSummary, render_card
 from cladebench.curate.sources.images.columns import license_columns, parse_overrides
 from cladebench.curate.sources.images.kinds import ImageSource, open_source
 from cladebench.curate.sources.images.labels import EXTRA_COLUMNS, taxon_columns
-from cladebench.curate.sources.images.records import ImageRecord, Uuids
+from cladebench.curate.sources.images.records import ImageRecord, Uuids, read_local
 from cladebench.curate.staging import OutputTarget, staged_output
-from cladebench.errors import CladebenchError
+from cladebench.errors import CladebenchError, UsageError
 from cladebench.store.schema import CANONICAL_COLUMNS, canonical_fields
 from cladebench.taxonomy.resolve import backbone_path, resolve_labels
 
@@ -46,6 +50,11 @@ BATCH_ROWS = 64
 _FAILURE_SCHEMA = pa.schema([("where", pa.string()), ("uuid", pa.string()), ("source_label", pa.string()),
                              ("location", pa.string()), ("reason", pa.string()), ("detail", pa.string())])
 _CANONICAL = [c.name for c in CANONICAL_COLUMNS if c.name not in ("uuid", "image")]
+HASH_COLUMN = "image_sha256"
+"""Each row's SHA-256 of its image bytes (hex): byte-identical photos share it."""
+DUPLICATES = ("keep", "drop")
+"""What ``--duplicates`` does with a photo byte-identical to one already written: keep it (counted), or leave it
+out as a ``duplicate_image`` failure naming the first."""
 _OPTIONAL_EXTRAS = ("split_folder",)
 """Columns only some sources give (the folders above a taxon's folder); written when any record has them."""
 
@@ -67,7 +76,7 @@ def _problem(record: ImageRecord) -> tuple[str, str] | None:
 
 def _row_schema(extras: Sequence[str]) -> pa.Schema:
     return pa.schema([*canonical_fields("uuid", "image", *_CANONICAL),
-                      *(pa.field(name, pa.string()) for name in (*EXTRA_COLUMNS, *extras))])
+                      *(pa.field(name, pa.string()) for name in (*EXTRA_COLUMNS, HASH_COLUMN, *extras))])
 
 
 class _Writer:
@@ -75,7 +84,7 @@ class _Writer:
 
     def __init__(self, source: ImageSource, summary: ImagesLoadSummary, report: DownloadReport | None,
                  extras: Sequence[str], limit: int | None, download_config: DownloadConfig,
-                 defaults: dict[str, Any]) -> None:
+                 defaults: dict[str, Any], duplicates: str = "keep") -> None:
         from cladebench.curate.fetch.checks import IMAGE_CHECKS
 
         self.source, self.summary, self.resolutions = source, summary, summary.resolutions
@@ -88,6 +97,9 @@ class _Writer:
         """A local file larger than this is left out unread, as the downloader leaves out a larger body."""
         self.defaults = defaults
         """Values for the rows whose source gives none (``--license``, ``--attribution``)."""
+        self.duplicates = duplicates
+        self.first_with: dict[str, str] = {}
+        """Image SHA-256 -> where the first row with those bytes is in the source."""
 
     def fail(self, record: ImageRecord, uuid: str | None, reason: str, detail: str) -> None:
         from cladebench.images import HEIF_EXTRA
@@ -118,7 +130,13 @@ class _Writer:
                     self.fail(record, uuid, "too_large", f"{record.path}: {size:,} bytes, over the cap of "
                                                          f"{self.max_bytes:,} bytes")
                     return None
-                data = record.path.read_bytes()
+                data = read_local(record.path, self.max_bytes)
+            except OverflowError as exc:  # it grew while read
+                self.fail(record, uuid, "too_large", str(exc))
+                return None
+            except ValueError as exc:  # a named pipe would block the load, a device read until memory ran out
+                self.fail(record, uuid, "not_a_regular_file", str(exc))
+                return None
             except OSError as exc:
                 self.fail(record, uuid, "missing_file" if isinstance(exc, FileNotFoundError) else "unreadable_file",
                           f"{record.path}: {exc.strerror or exc}")
@@ -146,7 +164,16 @@ class _Writer:
             data = self.image_of(record, uuid)
             if data is None:
                 continue
-            rows.append(self.row(record, uuid, data))
+            digest = hashlib.sha256(data).hexdigest()
+            first = self.first_with.get(digest)
+            if first is None:
+                self.first_with[digest] = record.where
+            else:
+                self.summary.duplicates += 1
+                if self.duplicates == "drop":
+                    self.fail(record, uuid, "duplicate_image", f"the same bytes as {first}, which is written")
+                    continue
+            rows.append({**self.row(record, uuid, data), HASH_COLUMN: digest})
             if len(rows) >= BATCH_ROWS:
                 yield pa.RecordBatch.from_pylist(rows, schema=self.schema)
                 rows = []
@@ -154,14 +181,14 @@ class _Writer:
             yield pa.RecordBatch.from_pylist(rows, schema=self.schema)
 
     def row(self, record: ImageRecord, uuid: str, data: bytes) -> dict[str, Any]:
-        from cladebench.images import sniff_format
+        from cladebench.images import image_format
 
         values = dict(record.values)
         if not values.get("license_name"):
             values.update({k: v for k, v in self.defaults.items() if k.startswith("license")})
         values["attribution"] = values.get("attribution") or self.defaults.get("attribution")
         row = {**values, **taxon_columns(record, self.resolutions), "uuid": uuid, "image": data,
-               "image_format": sniff_format(data), "source_dataset": values.get("source_dataset") or "own-images"}
+               "image_format": image_format(data), "source_dataset": values.get("source_dataset") or "own-images"}
         row["source_id"] = row.get("source_id") or record.key
         summary = self.summary
         summary.written += 1
@@ -192,9 +219,11 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
                          images_dir: str | Path | None = None, taxonomy: str | Path | None = None,
                          limit: int | None = None, download_dir: str | Path | None = None,
                          download_config: DownloadConfig | None = None, license: str | None = None,
-                         attribution: str | None = None, overwrite: bool = False) -> ImagesLoadSummary:
+                         attribution: str | None = None, overwrite: bool = False,
+                         duplicates: str = "keep") -> ImagesLoadSummary:
     """Load the images of ``path`` into a Lance dataset at ``out`` (see the module docstring); ``license`` and
-    ``attribution`` stand in for the rows whose source names none."""
+    ``attribution`` stand in for the rows whose source names none; ``duplicates`` (:data:`DUPLICATES`) says what
+    becomes of a photo byte-identical to one written before it."""
     from cladebench import store
     from cladebench.paths import atomic_write_parquet
 
@@ -202,6 +231,8 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
     overrides = parse_overrides(columns)
     download_config = download_config or DownloadConfig()
     inputs = tuple(Path(p) for p in (path, images_dir, taxonomy, download_dir) if p is not None)
+    if duplicates not in DUPLICATES:
+        raise UsageError(f"duplicates must be one of {', '.join(DUPLICATES)}, got {duplicates!r}")
     target = OutputTarget(out, writer=WRITER, overwrite=overwrite, inputs=inputs)
     with staged_output(target) as staging:
         backbone = backbone_path(taxonomy)
@@ -217,7 +248,8 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
                 items.append(DownloadItem(uuid, record.url))
             extras.update(k for k in record.values if k in _OPTIONAL_EXTRAS)
         summary = ImagesLoadSummary(dataset_path=out, failures_path=out / FAILURES_NAME, kind=source.kind,
-                                    source=str(path), backbone=str(backbone), source_notes=source.notes, rows=rows)
+                                    source=str(path), backbone=str(backbone), source_notes=source.notes, rows=rows,
+                                    duplicates_kept=duplicates == "keep")
         summary.resolutions = resolve_labels(labels, backbone, authorship=True)
         report = None
         if items:
@@ -228,7 +260,7 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
             report = download(items, download_dir, download_config)
             summary.download = report
         writer = _Writer(source, summary, report, sorted(extras), limit, download_config,
-                         _defaults(license, attribution))
+                         _defaults(license, attribution), duplicates)
         batches = writer.batches()
         first = next(batches, None)
         if first is None:
@@ -252,4 +284,4 @@ def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa
     yield from rest
 
 
-__all__ = ["FAILURES_NAME", "WRITER", "build_images_dataset"]
+__all__ = ["DUPLICATES", "FAILURES_NAME", "HASH_COLUMN", "WRITER", "build_images_dataset"]

@@ -53,6 +53,10 @@ class ImagesLoadSummary:
     """Rows written, by license (``none`` for rows without one)."""
     without_attribution: int = 0
     """Rows written with no attribution."""
+    duplicates: int = 0
+    """Photos byte-identical to one before them (kept or left out, as ``--duplicates`` says)."""
+    duplicates_kept: bool = True
+    """Whether those photos were written (``--duplicates keep``)."""
     values_set_null: Counter[str] = field(default_factory=Counter)
     """Values present in the source but unreadable (a latitude of 95, a date that is not one), set to null."""
     resolutions: dict[str, Resolution] = field(default_factory=dict)
@@ -83,6 +87,16 @@ class ImagesLoadSummary:
 
             lines.append(f"{self.heif_unread:,} HEIC/HEIF photos left out: reading them needs the heif extra "
                          f"({HEIF_EXTRA})")
+        if self.duplicates:
+            lines.append(f"{self.duplicates:,} photos are byte-identical to one before them ("
+                         + ("kept: same image_sha256; --duplicates drop leaves them out)" if self.duplicates_kept
+                            else "left out as duplicate_image)"))
+        if self.source_notes.get("linked_folders"):
+            lines.append(f"{len(self.source_notes['linked_folders']):,} linked folder(s) outside the tree read under "
+                         "the link's name (listed in the card)")
+        if self.failed_by_reason:
+            left_out = self.failed_by_reason.most_common()
+            lines.append("left out: " + ", ".join(f"{n:,} {reason}" for reason, n in left_out))
         return lines
 
     def resolution_records(self) -> list[dict[str, Any]]:
@@ -95,6 +109,7 @@ class ImagesLoadSummary:
                 "written": self.written, "failed_by_reason": dict(self.failed_by_reason),
                 "rows_by_status": dict(self.rows_by_status), "licenses": dict(self.licenses),
                 "without_license": self.without_license, "without_attribution": self.without_attribution,
+                "duplicates": self.duplicates, "duplicates_kept": self.duplicates_kept,
                 "values_set_null": dict(self.values_set_null),
                 "downloads": None if self.download is None else self.download.summary(),
                 "source_notes": {k: v for k, v in self.source_notes.items()
@@ -136,6 +151,9 @@ def render_card(summary: ImagesLoadSummary) -> str:
                       "publishing them (`license_name IS NULL`)."]
     if s.without_attribution:
         parts += ["", f"{s.without_attribution:,} rows have no attribution."]
+    if s.duplicates:
+        parts += ["", f"{s.duplicates:,} photos are byte-identical to one before them (the same `image_sha256`): "
+                      + ("kept." if s.duplicates_kept else "left out as `duplicate_image`.")]
     if s.values_set_null:
         parts += ["", "## Values set to null", "", "Present in the source but unreadable (a coordinate out of range, "
                   "a date that is not one):", "",

@@ -77,10 +77,22 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
 
 def map_columns(header: Sequence[str], overrides: Mapping[str, str] | None = None, *, where: str = "the table"
                 ) -> dict[str, str]:
-    """Field -> column of ``header``: the columns the user named, then the usual spellings."""
+    """Field -> column of ``header``: the columns the user named, then the usual spellings. Two columns of one
+    name, or of one spelling a field would be read from (``Species`` and ``species``), are a
+    :class:`~cladebench.errors.SchemaError` naming them: either could be the one meant."""
+    repeated = sorted({column for column in header if list(header).count(column) > 1})
+    if repeated:
+        raise SchemaError(f"{where}: two columns are named {repeated[0]!r}; rename one (which one holds the "
+                          f"values cannot be told)")
     by_spelling: dict[str, str] = {}
+    named = set((overrides or {}).values())
     for column in header:
-        by_spelling.setdefault(spelling(column), column)
+        first = by_spelling.setdefault(spelling(column), column)
+        if first != column and first not in named and column not in named and \
+                any(spelling(column) in spellings for spellings in SPELLINGS.values()):
+            field_name = next(f for f, spellings in SPELLINGS.items() if spelling(column) in spellings)
+            raise SchemaError(f"{where}: columns {first!r} and {column!r} are one spelling; name the one to read "
+                              f"with --column {field_name}=COLUMN")
     mapping = {}
     taken = set()
     for name, column in (overrides or {}).items():

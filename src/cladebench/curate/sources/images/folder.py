@@ -5,8 +5,10 @@ The label of an image is the name of the folder it is in (``Vulpes vulpes``, ``v
 folders above it are kept as ``split_folder``. A folder named by a lone lowercase word inside one named by a
 capitalised word is an epithet in its genus (``Vulpes/lagopus/``: *Vulpes lagopus*, not the bird genus
 *Lagopus*), and the two make the label. Files are read in place, in sorted order; hidden files and
-folders are skipped. A linked folder (a season kept on another disk) is read like any other; one that leads
-to a folder already read (a link loop, a second link to the same folder) is read once and listed. A file that is
+folders are skipped. A linked folder (a season kept on another disk) is read like any other, under the link's
+name, and listed in the card's notes; a link to a folder inside the tree (a link loop, a second name for a species'
+folder) is not followed, and one that leads to a folder already read is read once: either is listed, as is a link
+to a photo in the tree (read under its own folder), and a photo's label is always its real folder's name. A file that is
 not an image by its name (a ``README.txt``, a ``labels.csv``) and an image directly in ``ROOT`` (no folder names
 its taxon) are records with a problem, so they appear in the failures table rather than vanish.
 
@@ -46,23 +48,37 @@ class FolderSource:
         self.notes: dict[str, Any] = {"root": str(self.root)}
 
     def files(self) -> Iterator[tuple[Path, str | None]]:
-        """Each file in sorted order with None, and each folder not read again with why (it leads to one read)."""
-        seen = {os.path.realpath(self.root)}
+        """Each file in sorted order with None, and each folder not read again with why (it leads to one read).
+
+        A link to a folder inside the tree is never followed (the folder is read under its own name, which is its
+        photos' label, wherever the link sorts); a link out of the tree is followed once and noted."""
+        root = os.path.realpath(self.root)
+        seen = {root}
+        linked = self.notes.setdefault("linked_folders", {})
         for folder, folders, files in os.walk(self.root, followlinks=True):
             kept = []
             for name in sorted(folders):
                 if name.startswith("."):
                     continue
-                real = os.path.realpath(os.path.join(folder, name))
-                if real in seen:
-                    yield Path(folder) / name, f"leads to {real}, which is read once"
+                path = os.path.join(folder, name)
+                real = os.path.realpath(path)
+                if real in seen or (os.path.islink(path) and os.path.commonpath([root, real]) == root):
+                    yield Path(path), f"leads to {real}, which is read once, under its own name"
                     continue
                 seen.add(real)
+                if os.path.islink(path):
+                    linked[Path(path).relative_to(self.root).as_posix()] = real
                 kept.append(name)
             folders[:] = kept
             for name in sorted(files):
-                if not name.startswith("."):
-                    yield Path(folder) / name, None
+                if name.startswith("."):
+                    continue
+                path = os.path.join(folder, name)
+                real = os.path.realpath(path)
+                if os.path.islink(path) and os.path.commonpath([root, real]) == root and os.path.isfile(real):
+                    yield Path(path), f"leads to {real}, which is read once, under its own name"
+                else:
+                    yield Path(path), None
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
         for path, repeated in self.files():
@@ -79,7 +95,7 @@ class FolderSource:
                 if len(relative.parts) > taxon:
                     record.values["split_folder"] = "/".join(relative.parts[:-taxon])
             if repeated is not None:
-                record.label, record.problem = None, ("repeated_folder", repeated)
+                record.label, record.problem = None, ("repeated_folder" if path.is_dir() else "repeated_file", repeated)
             elif path.suffix.lower() not in IMAGE_SUFFIXES:
                 record.problem = ("not_an_image_file", f"{path.suffix or 'no suffix'} is not an image file name")
             elif record.label is None:

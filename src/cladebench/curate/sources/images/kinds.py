@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.curate.sources.images.shards import SHARD_SUFFIXES
 from cladebench.curate.sources.images.table import TABLE_SUFFIXES
 from cladebench.errors import CladebenchError, UsageError
@@ -98,6 +98,7 @@ def _tar_kind(path: Path, by_name: str) -> str:
 def detect_kind(path: Path) -> str:
     """The kind of ``path`` (see the module docstring)."""
     name = path.name.lower()
+    refuse_special(path)
     if path.is_file():
         if name.endswith(TABLE_SUFFIXES):
             return "table"

@@ -6,7 +6,8 @@ a flat folder of photos with a labels table beside it), the image's bytes themse
 Hugging Face dataset, an ``Image`` feature's ``{bytes, path}``. A Hugging Face dataset is read from its Parquet
 files or from the folder ``save_to_disk`` writes (its ``state.json`` and Arrow files; a ``DatasetDict``'s splits
 each in a folder), without importing ``datasets``: the features in the schema's ``huggingface`` metadata name
-the ``Image`` column and turn a ``ClassLabel``'s integers into its names.
+the ``Image`` column and turn a ``ClassLabel``'s integers into its names (``-1``, the library's "no label",
+is a row left out as ``no_label``; a number past its names, as ``bad_label``).
 
 Tables are read a batch at a time (CSV with every column as text, Parquet and Arrow by record batch), so a
 table of millions of rows is read in bounded memory. A table without an image column, or without any column a
@@ -27,7 +28,7 @@ import pyarrow as pa
 
 from cladebench.curate.sources import parquet_files, utf8_errors
 from cladebench.curate.sources.images.columns import RANK_FIELDS, SPELLINGS, map_columns, mapped_values, text
-from cladebench.curate.sources.images.records import ImageRecord
+from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.errors import CladebenchError, SchemaError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".tab")
@@ -79,6 +80,7 @@ class TableSource:
     def __init__(self, path: Path, overrides: Mapping[str, str], images_dir: Path | None = None) -> None:
         self.path = Path(path)
         self.images_dir = images_dir
+        refuse_special(self.path, "a table")
         if self.path.is_dir():
             saved = saved_dataset_files(self.path)
             self.files = saved or parquet_files(self.path, what="table")
@@ -142,13 +144,19 @@ class TableSource:
                 raise SchemaError(f"{path}: cannot be read as a table after row {number}: {exc}") from None
 
     def _record(self, cells: dict[str, Any], where: str, base: Path, images: bool) -> ImageRecord:
+        problem = None
         for column, names in self.class_names.items():
             value = cells.get(column)
             if isinstance(value, int) and 0 <= value < len(names):
                 cells[column] = names[value]
+            elif isinstance(value, int):  # -1 is the datasets library's "no label"; no class is ever named "-1"
+                cells[column] = None
+                problem = problem or (("no_label", f"column {column!r} is -1, a ClassLabel's 'no label'")
+                                      if value == -1 else ("bad_label", f"column {column!r} is class {value}, "
+                                                           f"but its ClassLabel names {len(names)} classes"))
         mapped = mapped_values(cells, self.mapping)
         record = ImageRecord(key=where, where=where, label=mapped.label, ranks=mapped.ranks, values=mapped.values,
-                             set_null=mapped.dropped)
+                             set_null=mapped.dropped, problem=problem)
         cell = cells.get(self.mapping["image"])
         if isinstance(cell, bytes) and cell:  # a binary column holds the image itself, not where it is
             record.image = cell if images else b""

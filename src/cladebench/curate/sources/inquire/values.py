@@ -99,6 +99,23 @@ class InatLicense:
         return f"© {name}, some rights reserved ({self.short_name})"
 
 
+PUBLISHED_LICENSES: dict[str, InatLicense] = {
+    # GBIF's license enum (the API, occurrence downloads' `license` column)
+    "cc0_1_0": InatLicense("cc0", "1.0"), "cc_by_4_0": InatLicense("cc-by", "4.0"),
+    "cc_by_nc_4_0": InatLicense("cc-by-nc", "4.0"),
+    # GBIF's URL forms (a Darwin Core Archive's dcterms:license; https and without legalcode read alike)
+    "http://creativecommons.org/publicdomain/zero/1.0/legalcode": InatLicense("cc0", "1.0"),
+    "http://creativecommons.org/licenses/by/4.0/legalcode": InatLicense("cc-by", "4.0"),
+    "http://creativecommons.org/licenses/by-nc/4.0/legalcode": InatLicense("cc-by-nc", "4.0"),
+    # iNaturalist's license codes (the API's license_code; the open data's CC-BY-NC in capitals reads alike)
+    "cc0": InatLicense("cc0"), "cc-by": InatLicense("cc-by"), "cc-by-nc": InatLicense("cc-by-nc"),
+    "cc-by-sa": InatLicense("cc-by-sa"), "cc-by-nd": InatLicense("cc-by-nd"), "cc-by-nc-sa": InatLicense("cc-by-nc-sa"),
+    "cc-by-nc-nd": InatLicense("cc-by-nc-nd"), "all rights reserved": InatLicense("all-rights-reserved"),
+}
+"""Every license spelling GBIF and iNaturalist publish (lower case) -> its license: one name and one link each.
+iNaturalist's null license_code (all rights reserved) is an empty cell, read as no license, as any empty cell."""
+
+
 def _cc_code(parts: Iterable[str]) -> str | None:
     found = set(parts)
     if "by" not in found or not found <= set(_CC_PARTS) or {"sa", "nd"} <= found:
@@ -110,14 +127,16 @@ def parse_license(raw: str | None) -> InatLicense | None:
     """iNaturalist's license code from the ways datasets write it; ``None`` when not recognised.
 
     Accepted: codes (``cc-by-nc``, ``CC-BY-NC``, ``cc_by_nc``), names with or without a version
-    (``CC BY-NC 4.0``, ``CC BY-NC-SA``), the COCO-style names of the iNat competition files
-    (``Attribution-NonCommercial License``), creativecommons.org URLs, ``CC0`` in its spellings, and
-    ``all rights reserved``. Anything else (an integer id, "No known copyright restrictions") is
-    ``None``: a license is never guessed.
+    (``CC BY-NC 4.0``, ``CC BY-NC-SA``), every spelling in :data:`PUBLISHED_LICENSES` (GBIF's ``CC_BY_4_0``),
+    the COCO-style names of the iNat competition files (``Attribution-NonCommercial License``),
+    creativecommons.org URLs, ``CC0`` in its spellings, and ``all rights reserved``. Anything else (an integer
+    id, "No known copyright restrictions") is ``None``: a license is never guessed.
     """
     text = (raw or "").strip().lower()
     if not text:
         return None
+    if text in PUBLISHED_LICENSES:
+        return PUBLISHED_LICENSES[text]
     url = _CC_URL.search(text)
     if url is not None:
         kind, name, version = url.groups()
