@@ -136,8 +136,17 @@ def per_query_image_values(table: pa.Table,
 
 
 def few_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
-    """``<method>_<k>shot`` and ``<method>_<k>shot_balanced`` for every method and shot count of the run."""
-    return few_shot_summary(predictions.table, predictions.info.get("methods"))
+    """``<method>_<k>shot`` and ``<method>_<k>shot_balanced`` for every method and shot count of the run; a shot
+    count the data did not allow (the task's ``shots_skipped``) has its metrics without a value, with the reason,
+    so the gap shows where its numbers would be."""
+    metrics = few_shot_summary(predictions.table, predictions.info.get("methods"))
+    for skip in predictions.info.get("shots_skipped") or ():
+        for method in predictions.info.get("methods") or ():
+            for balanced in (False, True):
+                metrics[_define(method, int(skip["shots"]), balanced)] = {
+                    "value": None, "low": None, "high": None, "n": 0,
+                    "reason": f"{skip['shots']}-shot skipped: {skip['reason']}"}
+    return metrics
 
 
 for _method in METHODS.values():
