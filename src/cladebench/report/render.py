@@ -24,7 +24,7 @@ from cladebench import __version__
 from cladebench.registry import look_up
 from cladebench.report.escaping import markdown_finalize
 from cladebench.report.formatting import format_count, format_number, short_hash
-from cladebench.report.runs import ReportRun, load_runs
+from cladebench.report.runs import ReportRun, by_task, load_runs
 from cladebench.report.sections import ordered_sections
 from cladebench.report.sections.base import ReportContext
 
@@ -109,6 +109,18 @@ class ProgressLine:
             print(f"report: {what} ({elapsed:.0f} s)", file=self.stream or sys.stderr, flush=True)
 
 
+def refuse_unrelated_runs(runs: Sequence[ReportRun]) -> None:
+    """Runs of one task whose evaluated examples share nothing are refused (exit 2, one line naming both datasets),
+    as ``compare`` refuses them: a leaderboard of them would rank answers to different questions."""
+    from cladebench.evaluate.overlap import refuse_unrelated
+
+    for same_task in by_task(runs).values():
+        with_rows = [run for run in same_task if run.predictions is not None]
+        if len(with_rows) > 1:
+            refuse_unrelated([run.path for run in with_rows], [run.record for run in with_rows],
+                             [run.predictions for run in with_rows], [run.index for run in with_rows])
+
+
 def render_report(run_paths: Sequence[str | Path], *, format: str = "html", title: str | None = None,
                   max_gallery: int = 12, progress: bool = False) -> str:
     """The report of ``run_paths`` as text in ``format``; ``progress``: see :class:`ProgressLine`."""
@@ -118,6 +130,7 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
     runs = load_runs(run_paths, left_out=left_out)
     for line in left_out:  # said whether or not progress is, and on the page
         print(f"report: {line}", file=sys.stderr, flush=True)
+    refuse_unrelated_runs(runs)
     environment = output.environment()
     context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)
     sections = []

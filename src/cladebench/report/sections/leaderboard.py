@@ -117,7 +117,7 @@ class Board:
 
 
 def _facts(run: ReportRun) -> tuple[Any, ...]:
-    from cladebench.evaluate.compare import COMPARABILITY_KEYS, comparability_of
+    from cladebench.evaluate.comparability import COMPARABILITY_KEYS, comparability_of
 
     facts = comparability_of(run.record)
     return tuple(str(facts[key]) for key in COMPARABILITY_KEYS if key != "rows_sha256")
@@ -135,7 +135,7 @@ def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
 
 def apart(groups: Sequence[Sequence[ReportRun]]) -> list[str]:
     """Why runs of one task in different cohorts are not compared, in words, once per cohort after the largest."""
-    from cladebench.evaluate.compare import incomparable
+    from cladebench.evaluate.comparability import incomparable
 
     if len(groups) < 2:
         return []
@@ -205,7 +205,7 @@ def merge_notes(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
 def board(task: str, runs: Sequence[ReportRun]) -> Board:
     """The leaderboard of one task's runs."""
     metrics = tuple(dict.fromkeys(m for run in runs for m in headline_metrics(run)))
-    from cladebench.evaluate.compare import computed_on, label_set_size
+    from cladebench.evaluate.comparability import computed_on, label_set_size
 
     marks: dict[tuple[int, str], str] = {}
     units: dict[tuple[int, str], str] = {}
