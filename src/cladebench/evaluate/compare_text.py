@@ -8,6 +8,7 @@ Why a module of its own: ``compare`` prints it and the report's first screen say
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ class VerdictSentence:
     """The metric (its own name, over every group)."""
     leader: int
     """Position of the run the sentence is about (the best where a difference holds, else the first tied)."""
+    name: str
+    """The leader as the text calls it: ``[1] bioclip-2``."""
     value: str
     """The leader's pooled value with its interval (``71.2% [66.5, 75.5]``), empty for a run with groups only."""
     against: tuple[str, ...]
@@ -34,9 +37,9 @@ class VerdictSentence:
     holds: bool
     """Some difference of the leader against another run holds: only then is it called best."""
 
-    def text(self, comparison: Comparison) -> str:
-        run = comparison.runs[self.leader]
-        head = f"[{self.leader + 1}] {run.label}" + (f" {self.value}" if self.value else "")
+    @property
+    def text(self) -> str:
+        head = self.name + (f" {self.value}" if self.value else "")
         word = "best" if self.holds else "no winner (every difference tied)"
         return f"{self.metric}: {word}: {head}; " + "; ".join(self.against)
 
@@ -55,9 +58,10 @@ def _estimate_words(estimate: dict[str, Any] | None, metric: str) -> str:
     return f"{scale * estimate['value']:.1f}{unit}{interval}"
 
 
-def _against_words(comparison: Comparison, verdict: Verdict, run: int, tally: dict[str, Any]) -> str:
+def _against_words(comparison: Comparison, verdict: Verdict, run: int, tally: dict[str, Any],
+                   numbers: Sequence[int]) -> str:
     scale, points = _points(verdict.metric)
-    other = f"[{run + 1}] {comparison.runs[run].label}"
+    other = f"[{numbers[run]}] {comparison.runs[run].label}"
     said = ""
     pooled = tally.get("pooled")
     if pooled is not None:
@@ -88,9 +92,11 @@ def _against_words(comparison: Comparison, verdict: Verdict, run: int, tally: di
     return said or f"vs {other}: not paired"
 
 
-def verdict_sentences(comparison: Comparison) -> list[VerdictSentence]:
+def verdict_sentences(comparison: Comparison, numbers: Sequence[int] | None = None) -> list[VerdictSentence]:
     """One sentence per metric with a paired test: the best run (called best only where a difference holds), its
-    value and interval, and its paired difference (Holm-adjusted p) to each other run, pooled and per group."""
+    value and interval, and its paired difference (Holm-adjusted p) to each other run, pooled and per group.
+    ``numbers``: how the runs are called (a report's own numbers), from 1 in order by default."""
+    numbers = list(numbers) if numbers is not None else list(range(1, len(comparison.runs) + 1))
     sentences = []
     estimates = {entry.metric: entry.estimates for entry in comparison.metrics}
     for verdict in comparison.verdicts:
@@ -101,8 +107,8 @@ def verdict_sentences(comparison: Comparison) -> list[VerdictSentence]:
         value = _estimate_words((estimates.get(verdict.metric) or (None,) * len(comparison.runs))[verdict.best],
                                 verdict.metric)
         sentences.append(VerdictSentence(
-            verdict.metric, verdict.best, value,
-            tuple(_against_words(comparison, verdict, run, tally) for run, tally in verdict.against), holds))
+            verdict.metric, verdict.best, f"[{numbers[verdict.best]}] {comparison.runs[verdict.best].label}", value,
+            tuple(_against_words(comparison, verdict, run, tally, numbers) for run, tally in verdict.against), holds))
     return sentences
 
 
@@ -160,7 +166,7 @@ def format_verdicts(comparison: Comparison) -> list[str]:
     lines = [f"verdict (paired bootstrap over {', '.join(units)}, {comparison.n_resamples:,} resamples, seed "
              f"{comparison.seed}; {100 * comparison.confidence:g}% interval; p Holm-adjusted; a difference holds "
              f"when p <= {comparison.alpha:g}, else tied):"]
-    return lines + [f"  {sentence.text(comparison)}" for sentence in sentences]
+    return lines + [f"  {sentence.text}" for sentence in sentences]
 
 
 def _table(comparison: Comparison, entries: list[MetricComparison]) -> list[str]:

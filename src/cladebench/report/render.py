@@ -139,6 +139,12 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
         say(f"{len(runs)} runs: {section.name} ({number} of {len(ordered)} sections)")
         if (fragment := section.render(runs, context)) is not None:
             sections.append((section, fragment))
+    say("the answer")
+    from cladebench.report.answer import POOLED_SUMMARY, answers, is_pooled_summary
+
+    pooled = [run.index for run in runs if is_pooled_summary(run, runs)]
     say("writing the page")
     return environment.get_template(output.page).render(title=title or default_title(runs), runs=runs,
-                                                        sections=sections, version=__version__, left_out=left_out)
+                                                        sections=sections, version=__version__, left_out=left_out,
+                                                        answers=answers(runs), pooled=pooled,
+                                                        pooled_summary=POOLED_SUMMARY)

@@ -67,7 +67,8 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
     title = (f"cladebench suite: {len(models)} model{'s' * (len(models) != 1)} × {len(benchmarks)} "
              f"benchmark{'s' * (len(benchmarks) != 1)}")
     return environment.get_template(output.page).render(title=title, runs=runs, sections=sections,
-                                                        version=__version__, left_out=[])
+                                                        version=__version__, left_out=[], answers=[], pooled=[],
+                                                        pooled_summary="")
 
 
 def benchmark_order(rows: list[dict]) -> list[str]:
