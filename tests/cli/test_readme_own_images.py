@@ -1,5 +1,7 @@
 """The README's "Your own images" recipe, run as a newcomer would: its five commands, as written there, on a
-folder of photos with one folder per species, with the tiny CLIP in place of BioCLIP 2 (no weights offline)."""
+folder of photos with one folder per species, with the tiny CLIP in place of BioCLIP 2 (no weights offline). Five
+photos per species, as a newcomer's first folder holds: few-shot runs its 1-shot part and says 5 shots were
+skipped."""
 
 from __future__ import annotations
 
@@ -33,10 +35,10 @@ def recipe() -> list[list[str]]:
 
 
 def test_the_readme_recipe_goes_from_a_folder_of_photos_to_a_report(
-        tmp_path: Path, tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, tiny_model: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     for s, species in enumerate(SPECIES):
         (tmp_path / "my_photos" / species).mkdir(parents=True)
-        for i in range(8):
+        for i in range(5):
             (tmp_path / "my_photos" / species / f"IMG_{i:04d}.jpg").write_bytes(picture(100 * s + i))
     monkeypatch.chdir(tmp_path)
     commands = recipe()
@@ -46,6 +48,8 @@ def test_the_readme_recipe_goes_from_a_folder_of_photos_to_a_report(
     for command in commands:
         args = [tiny_model if word == "bioclip-2" else word for word in command[1:]]
         assert main(args) == 0, command
+        if command[1:3] == ["eval", "fewshot"]:
+            assert "[eval] 5-shot skipped: 0 of 3 classes have enough images for 5 shots" in capsys.readouterr().err
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "zeroshot" in page and "fewshot" in page and "Vulpes vulpes" in (tmp_path / "my_photos.lance" /
                                                                             "README.md").read_text()

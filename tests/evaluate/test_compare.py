@@ -12,7 +12,8 @@ from sklearn.metrics import balanced_accuracy_score
 
 from cladebench.cli import main
 from cladebench.errors import CladebenchError, SchemaError, UnknownNameError
-from cladebench.evaluate.compare import accuracy_columns, compare_runs, format_comparison
+from cladebench.evaluate.compare import accuracy_columns, compare_runs
+from cladebench.evaluate.compare_text import format_comparison
 from cladebench.evaluate.record import RunRecord
 from cladebench.tasks.common import Predictions
 from cladebench.tasks.zeroshot import zero_shot_metrics
@@ -102,7 +103,7 @@ def test_identical_runs_are_tied(tmp_path: Path) -> None:
         (difference,) = entry.differences
         assert difference.paired.difference == 0.0 and difference.paired.p_value == 1.0
         assert difference.p_adjusted == 1.0 and not difference.holds
-    text = format_comparison(comparison)
+    text = format_comparison(comparison, verbose=True)
     assert "tied" in text and "holds" not in text.split("'holds' when")[1]
     assert "model-a" in text and "model-b" in text and str(paths[1]) in text
 
@@ -116,7 +117,8 @@ def test_planted_large_difference_holds(tmp_path: Path) -> None:
     assert difference.paired.difference == pytest.approx(-0.3)
     assert difference.paired.high < 0 and difference.paired.n == N
     assert entry.estimates[0]["value"] == pytest.approx(0.9) and entry.estimates[1]["value"] == pytest.approx(0.6)
-    line = [line for line in format_comparison(comparison).splitlines() if line.strip().startswith("[1]")][-1]
+    text = format_comparison(comparison, verbose=True)
+    line = [line for line in text.splitlines() if line.strip().startswith("[2]")][-1]
     assert "-30.00" in line and line.endswith("holds")
 
 
@@ -172,7 +174,7 @@ def test_different_examples_are_refused_unless_intersected(tmp_path: Path) -> No
     comparison = compare_runs([a, b], intersect=True, n_resamples=1_000)
     assert comparison.intersected and comparison.examples == 480
     assert comparison.metrics[0].differences[0].paired.n == 480
-    text = format_comparison(comparison)
+    text = format_comparison(comparison, verbose=True)
     assert "only the examples every run evaluated" in text and "(on 480 paired examples)" in text
 
 
@@ -265,7 +267,7 @@ def test_runs_with_several_rows_per_example_are_paired_by_query_image(tmp_path: 
     entry = next(m for m in comparison.metrics if m.metric == "simpleshot_1shot")
     assert comparison.examples == 40 and entry.unit == "query images"
     stored = [RunRecord.read(path).metrics["simpleshot_1shot"]["value"] for path in paths]
-    text = format_comparison(comparison)
+    text = format_comparison(comparison, verbose=True)
     assert all(f"{100 * value:.2f}%" in text for value in stored)
     _fewshot_run(tmp_path / "c", np.ones(90, dtype=bool), 3)
     with pytest.raises(CladebenchError, match="40 and 30 examples"):

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from cladebench.errors import CladebenchError
-from cladebench.evaluate.compare import comparability_of, compare_runs, format_comparison, incomparable
+from cladebench.evaluate.compare import comparability_of, compare_runs, incomparable
+from cladebench.evaluate.compare_text import format_comparison
 from cladebench.evaluate.record import RunRecord
 from cladebench.tasks.fewshot import few_shot_summary
 from cladebench.tasks.retrieval import retrieval_summary
@@ -60,12 +61,14 @@ def test_few_shot_runs_on_identical_splits_pair_query_images(tmp_path: Path) -> 
         assert stronger.holds and stronger.paired.low > 0
         assert identical.paired.difference == 0.0 and not identical.holds
         assert stronger.paired.n == len(set(UUIDS))  # every image was a query in some repetition
-    text = format_comparison(comparison)
+    text = format_comparison(comparison, verbose=True)
     assert "3 reps of 270 query images in all, 12 classes" in text
     lines = text.splitlines()
     verdict = next(i for i, line in enumerate(lines) if line.startswith("verdict"))
-    assert lines[verdict + 1].startswith("  simpleshot_1shot: best [1]") and len(lines) == verdict + 3
-    assert "vs [0] model-1" in lines[verdict + 1] and "on 120 query images, better" in lines[verdict + 1]
+    # the verdict comes first, before the table; runs are numbered from 1, as in the report
+    assert verdict < next(i for i, line in enumerate(lines) if line.startswith("metric"))
+    assert lines[verdict + 1].startswith("  simpleshot_1shot: best: [2] model-2")
+    assert "beats [1] model-1" in lines[verdict + 1] and "120 query images)" in lines[verdict + 1]
 
 
 def test_few_shot_runs_with_other_shots_or_splits_are_not_paired(tmp_path: Path) -> None:
@@ -76,13 +79,12 @@ def test_few_shot_runs_with_other_shots_or_splits_are_not_paired(tmp_path: Path)
     comparison = compare_runs([one, five, other_split], n_resamples=500)
     entry = comparison.metrics[0]
     assert entry.differences == ()
-    assert "run [1] not paired: 5-shot scores 3 of 12 species vs 1-shot" in entry.note
-    assert "run [2] not paired: different few-shot splits" in entry.note
+    assert "run [2] not paired: 5-shot scores 3 of 12 species vs 1-shot" in entry.note
+    assert "run [3] not paired: different few-shot splits" in entry.note
     # the 5-shot run scores higher on its 3 species, but is no rival: with no run paired, no run is best
     assert comparison.verdicts == ()
-    assert format_comparison(comparison).splitlines()[-1] == (
-        "verdict: none: no metric could be paired between the runs (each metric's note says why), so no run is "
-        "marked best")
+    assert "verdict: no metric could be paired between the runs, so none is best" in (
+        format_comparison(comparison).splitlines())
     assert "shots" not in (incomparable(RunRecord.read(one), RunRecord.read(other_split)) or "")
 
 
@@ -114,7 +116,7 @@ def test_retrieval_runs_pair_query_by_query(tmp_path: Path) -> None:
         expected = entry.estimates[1]["value"] - entry.estimates[0]["value"]
         assert difference.paired.difference == pytest.approx(expected) and difference.paired.n == 144
         assert difference.holds
-    assert "144 queries" in format_comparison(comparison)
+    assert "144 queries" in format_comparison(comparison, verbose=True)
 
 
 def test_runs_at_another_rank_are_said_in_words_and_not_paired(tmp_path: Path) -> None:
@@ -124,7 +126,7 @@ def test_runs_at_another_rank_are_said_in_words_and_not_paired(tmp_path: Path) -
     assert incomparable(RunRecord.read(species), RunRecord.read(genus)) == "genus rank vs species rank"
     comparison = compare_runs([species, genus], n_resamples=200)
     entry = next(e for e in comparison.metrics if e.metric == "map_species")
-    assert entry.differences == () and "run [1] does not report it" in entry.note
+    assert entry.differences == () and "run [2] does not report it" in entry.note
 
 
 def test_a_stored_comparability_entry_is_read_as_the_same_facts(tmp_path: Path) -> None:
@@ -184,7 +186,7 @@ def test_metric_matches_in_every_group_and_the_verdict_counts_groups(tmp_path: P
     assert verdict.best == 1 and verdict.metric == "top1_species"
     ((run, tally),) = verdict.against
     assert run == 0 and tally["groups"] == 3 and tally["better"] == 2 and tally["tied"] == 1
-    assert "better in 2 of 3 groups (tied in 1, worse in 0)" in format_comparison(comparison)
+    assert "better on 2 of 3 groups, tied on 1" in format_comparison(comparison, verbose=True)
     with pytest.raises(CladebenchError) as error:
         compare_runs(paths, metric="top1_specie")
     assert "top1_species" in str(error.value) and "birds/" not in str(error.value)

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from cladebench.evaluate.compare import compare_runs, format_comparison
+from cladebench.evaluate.compare import compare_runs
+from cladebench.evaluate.compare_text import format_comparison
 from cladebench.evaluate.record import RunRecord
 from cladebench.report import write_report
 from cladebench.tasks.common import Predictions
@@ -47,6 +48,6 @@ def test_a_metric_with_nothing_scored_is_null_and_compares_as_undefined(tmp_path
     assert stored["metrics"]["top1_species"]["value"] is None
     assert "metrics.top1_species.value" in stored["provenance"]["non_finite_values"]
     comparison = compare_runs(paths, n_resamples=200)  # the null is not taken for a record that disagrees
-    text = format_comparison(comparison)
+    text = format_comparison(comparison, verbose=True)
     assert any(line.startswith("top1_species") and "undefined" in line for line in text.splitlines())
     assert write_report(paths, tmp_path / "r.md", format="md").exists()

@@ -77,7 +77,7 @@ def test_few_shot_runs_on_the_same_splits_are_marked_paired_by_query_images(tmp_
     assert main(["report", str(tmp_path / "1"), str(tmp_path / "3"), "--out-file", str(out), "--format", form]) == 0
     board = out.read_text().split("Leaderboard", 1)[1].split("Values and intervals", 1)[0]
     assert "not tested" not in board and "no paired test" not in board
-    assert "best" in board and ("tied" in board or "worse" in board)
+    assert "tied" in board or ("best" in board and "worse" in board)  # best only where a difference holds
     assert "2 reps of 18 query images in all, 3 classes" in board
     assert "paired by query images" in board
 

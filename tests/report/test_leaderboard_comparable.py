@@ -63,14 +63,25 @@ def test_a_genus_rank_run_is_not_compared_with_species_rank_runs(tmp_path: Path)
     assert shown.rows[0].cells[top1].unit == "images"
 
 
-def test_the_board_opens_with_its_verdict(tmp_path: Path) -> None:
+def test_the_report_opens_with_the_answer_compare_gives(tmp_path: Path) -> None:
+    from cladebench.evaluate.compare import compare_runs
+    from cladebench.evaluate.compare_text import format_comparison
+    from cladebench.report.answer import answers
+
     paths = [zero_shot_run(tmp_path / "weak", 0.3, rank="species", labels=12, seed=4),
              zero_shot_run(tmp_path / "strong", 0.9, rank="species", labels=12, seed=5)]
-    shown = board("zeroshot", load_runs(paths))
-    first, against = shown.verdict
-    assert first.startswith("top1_species: best [2] model-5")
-    assert against.startswith("vs [1] model-4: +") and "points [" in against and "(unadjusted)" in against
-    assert "better in" not in against  # one pooled value, no groups to count
+    (answer,) = answers(load_runs(paths))
+    (line,) = answer.lines
+    assert line.startswith("top1_species: best: [2] model-5 ") and "beats [1] model-4 by " in line
+    assert " points [" in line and "(p " in line and "groups" not in line  # one pooled value, no groups to count
+    # the same sentence, word for word, as compare's verdict
+    assert f"  {line}" in format_comparison(compare_runs(paths, metric="top1_species")).splitlines()
+    # two equal runs: no best, a tie
+    same = [zero_shot_run(tmp_path / name, 0.6, rank="species", labels=12, seed=6) for name in ("x", "y")]
+    (tied,) = answers(load_runs(same)).pop().lines
+    assert tied.startswith("top1_species: no winner") and "tied with [2]" in tied
+    marks = {cell.mark for row in board("zeroshot", load_runs(same)).rows for cell in row.cells if cell}
+    assert "best" not in marks and "tied" in marks
 
 
 def test_the_board_reads_each_runs_predictions_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -286,8 +286,10 @@ def _check_leaderboard(cells: list[dict[str, str]], runs: dict[str, Path]) -> No
     paths = list(runs.values())
     for metric in {m for (i, m) in expected if i == 1}:
         marks = {i: by_key[(i, metric)].get("mark", "") for i in (1, 2)}
-        assert sorted(marks.values()) in (["best", "tied"], ["best", "worse"]), (metric, marks)
-        best = next(i for i, m in marks.items() if m == "best")
+        # "best" only where the difference holds; two runs tied are both marked tied
+        assert sorted(marks.values()) in (["tied", "tied"], ["best", "worse"]), (metric, marks)
+        values = {i: RunRecord.read(paths[i - 1]).metrics[metric]["value"] for i in (1, 2)}
+        best = next((i for i, m in marks.items() if m == "best"), 1 if values[1] >= values[2] else 2)
         other = 3 - best
         difference = compare_runs([paths[best - 1], paths[other - 1]], metric=metric).metrics[0].differences[0]
         assert marks[other] == ("worse" if difference.holds else "tied"), metric

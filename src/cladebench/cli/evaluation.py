@@ -107,6 +107,9 @@ class CompareConfig:
     """Family-wise error rate of the Holm correction across the runs compared on each metric."""
     intersect: bool = False
     """Compare on the examples every run evaluated when their example sets differ (an error otherwise)."""
+    all_metrics: bool = False
+    """Print every metric of every group and breakdown, not only the verdict and the metrics it is about (the global
+    --verbose is what the libraries underneath log)."""
 
     def __post_init__(self) -> None:
         at_least("--resamples", self.resamples, 1)
@@ -117,11 +120,12 @@ class CompareConfig:
 
 @verb("compare", CompareConfig, "paired bootstrap differences between runs on the same examples, Holm-corrected")
 def _compare(config: CompareConfig) -> int:
-    from cladebench.evaluate.compare import compare_runs, format_comparison
+    from cladebench.evaluate.compare import compare_runs
+    from cladebench.evaluate.compare_text import format_comparison
 
     comparison = compare_runs(config.runs, metric=config.metric, n_resamples=config.resamples, seed=config.seed,
                               alpha=config.alpha, intersect=config.intersect)
-    print(comparison.to_json() if config.json else format_comparison(comparison))
+    print(comparison.to_json() if config.json else format_comparison(comparison, verbose=config.all_metrics))
     return 0
 
 

@@ -35,10 +35,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench.errors import CladebenchError, SchemaError, UsageError, unknown_name
+from cladebench.evaluate.comparability import (  # noqa: F401  (comparability_of, label_set_size: compare's API)
+    comparability_of,
+    computed_on,
+    incomparable,
+    label_set_size,
+)
 from cladebench.evaluate.labels import distinct_labels
+from cladebench.evaluate.overlap import refuse_unrelated
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.run import GROUP_SEPARATOR
-from cladebench.metrics import PairedComparison, display_scale, holm, lower_is_better, paired_bootstraps, signed
+from cladebench.metrics import PairedComparison, holm, lower_is_better, paired_bootstraps
 from cladebench.metrics.hierarchy import paired_ratio_bootstrap
 
 CORRECTION = ("Holm-Bonferroni, one family per metric and group: the runs tested against one reference on that "
@@ -178,10 +185,15 @@ class Comparison:
     """Confidence level of the difference intervals."""
     verdicts: tuple[Verdict, ...] = ()
     """The answer per metric: the best run and its paired difference to each other run."""
+    overlap: tuple[tuple[int, int], ...] = ()
+    """Per run, (examples it shares with the reference, examples it evaluated) (:func:`~cladebench.evaluate.overlap.
+    example_overlap`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "reference": 0, "runs": [r.to_dict() for r in self.runs],
-                "examples": {"compared": self.examples, "intersected": self.intersected},
+                "examples": {"compared": self.examples, "intersected": self.intersected,
+                             "shared_with_reference": [shared for shared, _ in self.overlap],
+                             "evaluated": [own for _, own in self.overlap]},
                 "settings": {"n_resamples": self.n_resamples, "seed": self.seed, "alpha": self.alpha,
                              "confidence": self.confidence, "correction": CORRECTION,
                              "intervals": "unadjusted: each difference's own percentile interval"},
@@ -351,178 +363,6 @@ def _pair(run: _Units, reference: _Units) -> tuple[np.ndarray, np.ndarray]:
     return run.values[in_run], reference.values[in_reference]
 
 
-COMPARABILITY_KEYS = ("rows_sha256", "label_set", "rank", "split_sha256", "shots", "gallery")
-"""What two runs must share to be paired: the rows evaluated, the label set (its taxa, whatever their name style),
-its rank, the split and shots, and the gallery a query searches."""
-
-
-def _scoped(value: Any, group: str) -> Any:
-    """A provenance entry for one group of a grouped run: its own entry where the record keeps one per group."""
-    if isinstance(value, dict) and group and isinstance(value.get(group), dict):
-        return value[group]
-    return value
-
-
-def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
-    """What decides whether two runs can be paired (:data:`COMPARABILITY_KEYS`), for the whole run or one group.
-
-    Read from the record's ``provenance.comparability`` where it has one (``evaluate.plan.comparability_key``:
-    the label set per group in ``label_sets_sha256``, the gallery as its rule); a record written before it has
-    the same facts derived from what every record holds: the evaluated rows' fingerprint, the label set's digest
-    (``labels_sha256``, or the task's ``sha256``), its rank, the split's fingerprint, the shots and the gallery's
-    group key. Either way one group's own label set and split are taken, and each fact has one form, so a record
-    with the entry and one without compare alike. A fact a record does not hold is None (None equals None).
-    """
-    provenance = record.provenance
-    label_set = _label_set_entry(record, group)
-    task = provenance.get("task") or {}
-    split = (_scoped(provenance.get("split_by_group"), group) if group else None) or provenance.get("split") or {}
-    shots = record.config.get("shots", task.get("shots"))
-    gallery = (task.get("exclusions") or {}).get("group_key")
-    facts = {
-        "rows_sha256": (provenance.get("dataset") or {}).get("evaluated_fingerprint"),
-        "label_set_sha256": label_set.get("labels_sha256") or label_set.get("sha256"),
-        "rank": label_set.get("rank") or task.get("rank") or record.config.get("rank"),
-        "split_sha256": split.get("fingerprint"),
-        "shots": shots,
-        "gallery": gallery,
-    }
-    stored = provenance.get("comparability")
-    if isinstance(stored, dict) and stored:
-        per_group = stored.get("label_sets_sha256")
-        own = per_group.get(group or "None") if isinstance(per_group, dict) else None
-        facts.update({key: stored[key] for key in ("rows_sha256", "rank", "shots") if stored.get(key) is not None})
-        if own is not None or not isinstance(per_group, dict):
-            facts["label_set_sha256"] = own if own is not None else stored.get("label_set_sha256")
-        # Only a drawn split (few-shot, geo: one with a fingerprint) is a fact: the key's digest of splits of kind
-        # "none" differs between a grouped and a pooled run, though neither drew anything.
-        splits = [provenance.get("split"), *(provenance.get("split_by_group") or {}).values()]
-        if facts["split_sha256"] is None and not group and any((s or {}).get("fingerprint") for s in splits):
-            facts["split_sha256"] = stored.get("split_sha256")
-        if isinstance(stored.get("gallery"), dict):
-            facts["gallery"] = stored["gallery"].get("group_key")
-    if isinstance(facts["shots"], (list, tuple)):
-        facts["shots"] = sorted(int(k) for k in facts["shots"]) or None
-    facts["taxa_sha256"] = _taxa(record, group)
-    facts["label_set"] = facts["taxa_sha256"] or facts["label_set_sha256"]
-    return facts
-
-
-def _taxa(record: RunRecord, group: str) -> str | None:
-    """The digest of a run's (group's) taxa whatever their name style (:meth:`~cladebench.tasks.common.LabelSet
-    .taxa_digest`), or None for a record written before runs kept it (or a task whose labels are not taxa)."""
-    own = _label_set_entry(record, group).get("taxa_sha256")
-    if own:
-        return str(own)
-    stored = record.provenance.get("comparability") or {}
-    per_group = stored.get("taxa_sets_sha256") if isinstance(stored, dict) else None
-    found = per_group.get(group or "None") if isinstance(per_group, dict) else None
-    return str(found) if found else None
-
-
-def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
-    label_set = _label_set_entry(record, group)
-    size, candidates = label_set.get("size"), label_set.get("candidates")
-    rank = label_set.get("rank") or "class"
-    shots = shots if isinstance(shots, list) else [shots]
-    if size is not None and candidates is not None and size < candidates:  # the most shots decide the classes
-        return f"{max(shots)}-shot scores {size} of {candidates} {rank}"
-    return "/".join(str(k) for k in shots) + "-shot"
-
-
-def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str | None:
-    """What keeps ``other`` from being paired with ``reference`` (on one group), in words, or None.
-
-    The rows evaluated are not among the reasons: :func:`compare_runs` refuses runs on different rows unless told
-    to pair the rows they share (``intersect``)."""
-    a, b = comparability_of(reference, group), comparability_of(other, group)
-    reasons = []
-    if a["rank"] != b["rank"]:
-        reasons.append(f"{b['rank'] or 'no'} rank vs {a['rank'] or 'no'} rank")
-    if a["shots"] != b["shots"]:
-        reasons.append(f"{_shots_words(other, group, b['shots'])} vs {_shots_words(reference, group, a['shots'])}")
-    elif a["rank"] == b["rank"] and a["taxa_sha256"] and b["taxa_sha256"]:
-        # Both records name their taxa: the same taxa under scientific and common names are one label set (such
-        # runs compare the name styles on the same images and taxa, which is what that comparison is for).
-        if a["taxa_sha256"] != b["taxa_sha256"]:
-            reasons.append(_other_taxa(reference, other, group, a["rank"]))
-    elif a["label_set_sha256"] != b["label_set_sha256"] and a["rank"] == b["rank"]:
-        sizes = [label_set_size(record, group) for record in (other, reference)]
-        styles = [_name_style(record, group) for record in (other, reference)]
-        # A record written before taxa were kept: its label strings' digest differs between name styles of the
-        # same taxa, so two styles with as many labels are taken as one label set.
-        if sizes[0] != sizes[1] or styles[0] == styles[1] or None in styles:
-            told = f" ({sizes[0]} vs {sizes[1]} labels)" if None not in sizes else ""
-            reasons.append(f"different label sets{told}")
-    if a["split_sha256"] != b["split_sha256"] and a["shots"] == b["shots"]:
-        reasons.append("different few-shot splits (support and query images drawn differently)")
-    if a["gallery"] != b["gallery"]:
-        reasons.append(f"gallery without same-{b['gallery']} images vs without same-{a['gallery']} images")
-    return "; ".join(reasons) or None
-
-
-TAXA_NAMED = 3
-"""Labels named in words when two runs' taxa differ (the rest are counted)."""
-
-
-def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: Any) -> str:
-    """``different taxa (9 vs 12 species; only in this run: A, B; only in the reference: C and 2 more)``: the
-    labels are named where both runs list theirs in one name style."""
-    sizes = [label_set_size(record, group) for record in (other, reference)]
-    said = f"{sizes[0]} vs {sizes[1]} {rank or 'labels'}" if None not in sizes else ""
-    entries = [_label_set_entry(record, group) for record in (other, reference)]
-    listed = [entry.get("labels") for entry in entries]
-    styles = [_name_style(record, group) for record in (other, reference)]
-    if all(isinstance(labels, list) for labels in listed) and styles[0] == styles[1]:
-        mine, theirs = set(map(str, listed[0])), set(map(str, listed[1]))
-        for words, names in (("only in this run", mine - theirs), ("only in the reference", theirs - mine)):
-            if names:
-                shown = sorted(names)[:TAXA_NAMED]
-                more = len(names) - len(shown)
-                said += f"{'; ' if said else ''}{words}: {', '.join(shown)}{f' and {more} more' if more else ''}"
-    return f"different taxa ({said})" if said else "different taxa"
-
-
-def _label_set_entry(record: RunRecord, group: str) -> dict[str, Any]:
-    return (_scoped(record.provenance.get("label_sets"), group) if group else None) \
-        or record.provenance.get("label_set") or {}
-
-
-def _name_style(record: RunRecord, group: str) -> str | None:
-    style = _label_set_entry(record, group).get("name_style") or (record.provenance.get("prompts") or {}).get(
-        "name_style") or record.config.get("name_style")
-    return str(style) if style else None
-
-
-def label_set_size(record: RunRecord, group: str = "") -> int | None:
-    """Labels a run (one group of it) was scored against, or None where the record does not say."""
-    label_set = _label_set_entry(record, group)
-    size = label_set.get("size", label_set.get("labels_count"))
-    return int(size) if isinstance(size, int) else None
-
-
-def computed_on(record: RunRecord, metric: str, unit: str | None = None) -> str:
-    """What one stored number was computed on, in words: ``45 images, 9 classes``, ``5 reps of 120 query images,
-    3 classes``, ``250 queries``. ``unit`` names what the task's paired test resamples (images by default)."""
-    estimate = record.metrics.get(metric)
-    if not estimate:
-        return ""
-    group = metric.rpartition(GROUP_SEPARATOR)[0]
-    parts = []
-    n = estimate.get("n")
-    if "per_repetition" in estimate or "query_examples" in estimate:  # a mean over repetitions
-        queries = estimate.get("query_examples")
-        parts.append(f"{n} reps" + (f" of {queries:,} {unit or 'query images'} in all" if queries else ""))
-    elif isinstance(n, int) and isinstance(estimate.get("images"), int):  # a mean over some of the images
-        parts.append(f"{n:,} mistakes of {estimate['images']:,} {unit or 'images'}")
-    elif isinstance(n, int):
-        parts.append(f"{n:,} {unit or 'images'}")
-    classes = estimate.get("classes") or label_set_size(record, group if group else "")
-    if classes:
-        parts.append(f"{classes:,} classes")
-    return ", ".join(parts)
-
-
 @dataclass(frozen=True)
 class _Job:
     """One metric's pairs against one reference: the runs paired and the per-unit values of each pair."""
@@ -579,22 +419,22 @@ class _Runs:
         testable = []
         for index, estimate in enumerate(estimates):
             if estimate is None or estimate.get("value") is None:
-                notes.append(f"run [{index}] does not report it" if estimate is None
-                             else f"run [{index}] has no value for it{_reason(estimate)}")
+                notes.append(f"run [{index + 1}] does not report it" if estimate is None
+                             else f"run [{index + 1}] has no value for it{_reason(estimate)}")
                 continue
             if index != reference:
                 reason = incomparable(self.records[reference], self.records[index], group)
                 if reason:
-                    notes.append(f"run [{index}] not paired: {reason}")
+                    notes.append(f"run [{index + 1}] not paired: {reason}")
                     unpaired.append((index, reason))
                     continue
             if columns is not None:
                 table = self.full_tables[index]
                 if accuracy_columns(base, self.ranks[index]) != columns or not set(columns) <= set(table.column_names):
-                    notes.append(f"run [{index}] has no per-image hits for it")
+                    notes.append(f"run [{index + 1}] has no per-image hits for it")
                     continue
             elif self.units(index, metric, None) is None:
-                notes.append(f"run [{index}] has no per-{unit} values for it")
+                notes.append(f"run [{index + 1}] has no per-{unit} values for it")
                 continue
             testable.append(index)
         if columns is not None and self.tables is None:
@@ -609,7 +449,7 @@ class _Runs:
             run_units = self.units(index, metric, columns)
             a, b = _pair(run_units, reference_units)
             if not a.size:
-                notes.append(f"run [{index}] shares no scored {unit or 'example'} with run [{reference}]")
+                notes.append(f"run [{index + 1}] shares no scored {unit or 'example'} with run [{reference + 1}]")
                 continue
             if a.ndim == 2 and not (a[1].any() and b[1].any()):  # a ratio over mistakes: none, no ratio
                 notes.append(f"run [{index}] or run [{reference}] makes no mistake on the {unit or 'example'}s "
@@ -684,6 +524,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
                    if read is None else [_pairable(path, table) for path, (_, table) in zip(paths, read, strict=True)])
     if read is None:
         RunRecord.given_once(paths)
+    overlap = refuse_unrelated(paths, records, full_tables)
     names = list(records[0].metrics)
     if metric is not None:
         names = [metric] if not in_every_group and metric in names else _matching(metric, names)
@@ -731,7 +572,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
     verdicts = _verdicts(runs, metrics, n_resamples=n_resamples, seed=seed, alpha=alpha, confidence=confidence)
     return Comparison(task=records[0].task, runs=compared, metrics=tuple(metrics), examples=n_shared,
                       intersected=intersected, n_resamples=n_resamples, seed=seed, alpha=alpha,
-                      confidence=confidence, verdicts=verdicts)
+                      confidence=confidence, verdicts=verdicts, overlap=tuple(overlap))
 
 
 def _best(metric: str, estimates: Sequence[dict[str, Any] | None], among: Sequence[int]) -> int | None:
@@ -785,8 +626,12 @@ def _verdicts(runs: _Runs, metrics: Sequence[MetricComparison], *, n_resamples: 
                     continue
                 tally[verdict] += 1
                 tally["groups"] += 1
+                if verdict != "tied":  # best - run, per group where it holds: how much the groups say
+                    tally.setdefault("sizes", []).append(-difference.paired.difference)
                 if len(entries) == 1:
                     tally["pooled"] = (difference, verdict)
+        if not against:  # no other run was paired on it: nothing says the best is better than anyone
+            continue
         verdicts.append(Verdict(metric=base, best=best, unit=entries[0].unit,
                                 against=tuple(sorted(against.items()))))
     return tuple(verdicts)
@@ -795,105 +640,3 @@ def _verdicts(runs: _Runs, metrics: Sequence[MetricComparison], *, n_resamples: 
 def _folder(path: Path) -> str:
     """The folder a run was written to (``--out``), by name: what tells apart two runs with the same settings."""
     return (path if path.is_dir() else path.parent).resolve().name
-
-
-def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
-    if estimate is None:
-        return f"{'n/a':>8}  {'':16}"
-    scale, unit = display_scale(metric)
-    low, high = estimate.get("low"), estimate.get("high")
-    value = estimate.get("value")  # null in run.json where the value was not a finite number
-    # no interval beside an undefined value: over no image, Wilson's is [0, 100], which says nothing of it
-    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if None not in (low, high, value) else ""
-    shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'undefined':>8}"
-    return f"{shown}  {interval:<16}"
-
-
-def _difference_cell(difference: Difference | None, is_reference: bool, stored_n: set[int], metric: str) -> str:
-    if is_reference:
-        return "reference"
-    if difference is None:
-        return "(not paired)"
-    paired = difference.paired
-    scale, _ = display_scale(metric)
-    # Said when the paired units are not the ones behind the stored values (scored in one run only, intersected).
-    fewer = f"  (on {paired.n:,} paired examples)" if stored_n and stored_n != {paired.n} else ""
-    return (f"{scale * paired.difference:+7.2f}  [{scale * paired.low:+7.2f}, {scale * paired.high:+7.2f}]  "
-            f"{difference.p_adjusted:8.4f}  {'holds' if difference.holds else 'tied'}{fewer}")
-
-
-def _stored_units(entry: MetricComparison, index: int) -> int | None:
-    """How many units run ``index``'s stored value was computed on; None for a mean over repetitions (its n counts
-    repetitions, not the query images that are paired)."""
-    estimate = entry.estimates[index]
-    if estimate is None or "per_repetition" in estimate:
-        return None
-    return estimate.get("n")
-
-
-def format_verdicts(comparison: Comparison) -> list[str]:
-    """The answer, one line per metric: the best run, its paired difference to each other run (best - other, with
-    the unadjusted interval) on the pooled value, and in how many groups it is better, tied or worse."""
-    if not comparison.verdicts:
-        if len(comparison.runs) < 2:
-            return []
-        return ["verdict: none: no metric could be paired between the runs (each metric's note says why), so no "
-                "run is marked best"]
-    lines = [f"verdict (best - other, paired bootstrap, {100 * comparison.confidence:g}% unadjusted interval; "
-             f"better/worse when Holm-adjusted p <= {comparison.alpha:g}):"]
-    for verdict in comparison.verdicts:
-        scale, unit = display_scale(verdict.metric)
-        points = " points" if unit == "%" else ""
-        best = comparison.runs[verdict.best]
-        parts = []
-        for run, tally in verdict.against:
-            said = f"vs [{run}] {comparison.runs[run].label}"
-            if tally.get("pooled") is not None:
-                difference, word = tally["pooled"]
-                d = difference.paired
-                said += (f": {signed(-scale * d.difference)}{points} [{signed(-scale * d.high)}, "
-                         f"{signed(-scale * d.low)}] "
-                         f"on {d.n:,} {verdict.unit or 'examples'}, {word}")
-            if tally["groups"] > 1 or (tally["groups"] and tally.get("pooled") is None):
-                said += (f"{',' if tally.get('pooled') is not None else ':'} better in {tally['better']} of "
-                         f"{tally['groups']} groups (tied in {tally['tied']}, worse in {tally['worse']})")
-            parts.append(said)
-        lines.append(f"  {verdict.metric}: best [{verdict.best}] {best.label}" + ("; " if parts else "")
-                     + "; ".join(parts))
-    return lines
-
-
-def format_comparison(comparison: Comparison) -> str:
-    """The comparison as text: the runs, one block per metric with one line per run, then the verdict."""
-    lines = [f"{comparison.task}: {len(comparison.runs)} runs on {comparison.examples:,} shared examples"
-             + (" (only the examples every run evaluated)" if comparison.intersected else "")]
-    for index, run in enumerate(comparison.runs):
-        lines.append(f"  [{index}] {run.label}  {run.path}" + ("  (reference)" if index == 0 else ""))
-    lines.append(
-        f"delta: run - reference in points, paired bootstrap ({comparison.n_resamples:,} resamples of the units "
-        f"named under 'computed on', seed {comparison.seed}), {100 * comparison.confidence:g}% percentile interval "
-        f"(unadjusted); p adjusted by Holm, one family per metric and group (the runs tested on it); 'holds' when "
-        f"adjusted p <= {comparison.alpha:g}, otherwise 'tied'")
-    if comparison.intersected:
-        lines.append("values are as stored (each run's own examples); deltas use the shared examples")
-    width = max([16, *(len(entry.metric) for entry in comparison.metrics)])  # per-group names are long
-    on_width = max([11, *(len(on) for entry in comparison.metrics for on in entry.computed_on)])
-    header = (f"{'metric':<{width}} {'run':>4}  {'value':>8}  {'stored interval':<16}  {'computed on':<{on_width}}  "
-              f"{'delta':>7}  {'interval':<18}  {'p (Holm)':>8}")
-    lines += ["", header]
-    for entry in comparison.metrics:
-        by_run = {d.run: d for d in entry.differences}
-        for index, estimate in enumerate(entry.estimates):
-            name = entry.metric if index == 0 else ""
-            tested = entry.columns is not None
-            stored_n = {n for n in (_stored_units(entry, 0), _stored_units(entry, index)) if n is not None}
-            cell = (_difference_cell(by_run.get(index), index == 0, stored_n, entry.metric) if tested
-                    else "" if index else "no paired test")
-            on = entry.computed_on[index] if entry.computed_on else ""
-            line = (f"{name:<{width}} {f'[{index}]':>4}  {_estimate_cell(estimate, entry.metric)}  "
-                    f"{on:<{on_width}}  {cell}")
-            lines.append(line.rstrip())
-        if entry.note:
-            lines.append(f"{'':<{width}} note: {entry.note}")
-    verdicts = format_verdicts(comparison)
-    return "\n".join(lines + (["", *verdicts] if verdicts else []))

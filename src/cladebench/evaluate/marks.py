@@ -20,8 +20,9 @@ from cladebench.metrics import PairedComparison, lower_is_better
 
 @dataclass(frozen=True)
 class BestMarks:
-    """Each run's mark on one metric against the best of the runs: ``best``, ``tied``, ``worse``, ``differs`` (a
-    holding difference whose sign the stored values do not show), ``not tested`` or ``not compared``."""
+    """Each run's mark on one metric against the best of the runs: ``best`` (only where a difference holds against
+    it), ``tied``, ``worse``, ``differs`` (a holding difference whose sign the stored values do not show), ``not
+    tested`` or ``not compared``."""
 
     marks: dict[int, str]
     """Position of the run among those given -> its mark (runs without a value have none)."""
@@ -74,5 +75,10 @@ def marks_against_best(metric: str, paths: Sequence[Path], estimates: Sequence[d
         else:
             worse = difference.paired.difference < 0 if higher else difference.paired.difference > 0
             marks[index] = "worse" if worse else "differs"
+    # "best" only where a difference holds against it: a run tied with every other is tied, not best; one that no
+    # run was paired with is not compared (or not tested), never best by its stored value alone
+    rivals = [mark for index, mark in marks.items() if index != ordered[0]]
+    if "worse" not in rivals:
+        marks[ordered[0]] = next((m for m in ("tied", "differs", "not tested") if m in rivals), "not compared")
     other = [n for n in (entry.note or "").split("; ") if n and "not paired:" not in n]
     return BestMarks(marks, entry.unit or "", differences, unpaired, "; ".join(other) or None)

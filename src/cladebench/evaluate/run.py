@@ -238,6 +238,9 @@ def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: Any
             table = table.append_column("group", pa.array([group] * table.num_rows, pa.string()))
         scored.tables.append(table)
         info = predictions.info
+        for skip in info.get("shots_skipped") or ():  # a shot count the data does not allow; the others ran
+            where = "" if group is None else f"{plan.group_column} {group!r}: "
+            console.warn(f"[eval] {where}{skip['shots']}-shot skipped: {skip['reason']}")
         scored.infos[group] = info
         scored.label_sets[group] = {**info.get("label_set", {}),
                                     **recorded_labels(predictions.labels, sha256=getattr(planned, "sha256", None))}

@@ -24,7 +24,7 @@ from cladebench.console import note, warn
 from cladebench.registry import look_up
 from cladebench.report.escaping import markdown_finalize
 from cladebench.report.formatting import format_count, format_number, short_hash
-from cladebench.report.runs import ReportRun, load_runs
+from cladebench.report.runs import ReportRun, by_task, load_runs
 from cladebench.report.sections import ordered_sections
 from cladebench.report.sections.base import ReportContext
 
@@ -128,6 +128,18 @@ class ProgressLine:
                 print(line, file=self.stream, flush=True)
 
 
+def refuse_unrelated_runs(runs: Sequence[ReportRun]) -> None:
+    """Runs of one task whose evaluated examples share nothing are refused (exit 2, one line naming both datasets),
+    as ``compare`` refuses them: a leaderboard of them would rank answers to different questions."""
+    from cladebench.evaluate.overlap import refuse_unrelated
+
+    for same_task in by_task(runs).values():
+        with_rows = [run for run in same_task if run.predictions is not None]
+        if len(with_rows) > 1:
+            refuse_unrelated([run.path for run in with_rows], [run.record for run in with_rows],
+                             [run.predictions for run in with_rows], [run.index for run in with_rows])
+
+
 def render_report(run_paths: Sequence[str | Path], *, format: str = "html", title: str | None = None,
                   max_gallery: int = 12, progress: bool = False) -> str:
     """The report of ``run_paths`` as text in ``format``; ``progress``: see :class:`ProgressLine`."""
@@ -137,6 +149,7 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
     runs = load_runs(run_paths, left_out=left_out)
     for line in left_out:  # said whether or not progress is, and on the page
         warn(f"report: {line}")
+    refuse_unrelated_runs(runs)
     environment = output.environment()
     context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery)
     sections = []
@@ -145,6 +158,12 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
         say(f"{len(runs)} runs: {section.name} ({number} of {len(ordered)} sections)")
         if (fragment := section.render(runs, context)) is not None:
             sections.append((section, fragment))
+    say("the answer")
+    from cladebench.report.answer import POOLED_SUMMARY, answers, is_pooled_summary
+
+    pooled = [run.index for run in runs if is_pooled_summary(run, runs)]
     say("writing the page")
     return environment.get_template(output.page).render(title=title or default_title(runs), runs=runs,
-                                                        sections=sections, version=__version__, left_out=left_out)
+                                                        sections=sections, version=__version__, left_out=left_out,
+                                                        answers=answers(runs), pooled=pooled,
+                                                        pooled_summary=POOLED_SUMMARY)

@@ -67,7 +67,8 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
                     sections.append((named, fragment))
     return environment.get_template(output.page).render(title=suite_title(rows, skipped), runs=runs,
                                                         sections=sections, version=__version__, left_out=[],
-                                                        skipped=skipped)
+                                                        skipped=skipped, answers=[], pooled=[],
+                                                        pooled_summary="")
 
 
 def suite_title(rows: list[dict], skipped: list[dict]) -> str:

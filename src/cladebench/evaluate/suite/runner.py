@@ -36,7 +36,6 @@ from cladebench.evaluate.record import RUN_FILE, RunRecord
 from cladebench.evaluate.run import load_model, run_eval
 from cladebench.evaluate.suite.plan import PlannedRun, SuiteConfig, plan_suite
 from cladebench.evaluate.suite.results import (
-    LOCK_FILE,
     RESULTS_FILE,
     finished_rows,
     read_results,

@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 from markupsafe import Markup
 
 from cladebench.errors import CladebenchError
-from cladebench.metrics import display_scale, signed
 from cladebench.report.formatting import (
     format_interval,
     format_value,
@@ -111,13 +110,10 @@ class Board:
     notes: tuple[str, ...]
     parts: tuple[Part, ...] = ()
     """The tables the board is shown as (see :func:`split_board`)."""
-    verdict: tuple[str, ...] = ()
-    """The answer first: on the headline metric, the best run and how each other comparable run compares to it
-    (the paired difference on the pooled value, better / tied / worse in how many groups)."""
 
 
 def _facts(run: ReportRun) -> tuple[Any, ...]:
-    from cladebench.evaluate.compare import COMPARABILITY_KEYS, comparability_of
+    from cladebench.evaluate.comparability import COMPARABILITY_KEYS, comparability_of
 
     facts = comparability_of(run.record)
     return tuple(str(facts[key]) for key in COMPARABILITY_KEYS if key != "rows_sha256")
@@ -135,7 +131,7 @@ def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
 
 def apart(groups: Sequence[Sequence[ReportRun]]) -> list[str]:
     """Why runs of one task in different cohorts are not compared, in words, once per cohort after the largest."""
-    from cladebench.evaluate.compare import incomparable
+    from cladebench.evaluate.comparability import incomparable
 
     if len(groups) < 2:
         return []
@@ -205,7 +201,7 @@ def merge_notes(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
 def board(task: str, runs: Sequence[ReportRun]) -> Board:
     """The leaderboard of one task's runs."""
     metrics = tuple(dict.fromkeys(m for run in runs for m in headline_metrics(run)))
-    from cladebench.evaluate.compare import computed_on, label_set_size
+    from cladebench.evaluate.comparability import computed_on, label_set_size
 
     marks: dict[tuple[int, str], str] = {}
     units: dict[tuple[int, str], str] = {}
@@ -241,57 +237,8 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
     parts = split_board(whole)
     # Why a metric has no paired test is said once above a table whose every cell is "not tested": not again below.
     said = {metric for part in parts if part.said_once == "not tested" for metric in part.metrics}
-    return replace(whole, parts=parts, verdict=verdict(runs, metrics, marks, differences),
+    return replace(whole, parts=parts,
                    notes=(*apart(groups), *merge_notes([note for note in notes if note[0] not in said])))
-
-
-def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple[int, str], str],
-            differences: dict[tuple[int, str], Any]) -> tuple[str, ...]:
-    """The headline metric's answer: the run best in the most groups (or on the pooled value), its paired difference
-    to each other run (best - run, unadjusted interval) and how many groups it is better, tied or worse in."""
-    if not metrics:
-        return ()
-    base = split_metric(metrics[0])[1]
-    entries = [m for m in metrics if split_metric(m)[1] == base]
-    wins: dict[int, int] = {}
-    for metric in entries:
-        for run in runs:
-            if marks.get((run.index, metric)) == "best":
-                wins[run.index] = wins.get(run.index, 0) + 1
-    if not wins:
-        return ()
-    best = max(wins, key=lambda index: (wins[index], -index))
-    name = {run.index: run.name for run in runs}
-    pooled = base if base in entries else (entries[0] if len(entries) == 1 else None)
-    # Out of the groups the best run has a mark in: a pooled value of other runs beside grouped ones is no group.
-    own = [metric for metric in entries if marks.get((best, metric)) and metric != base]
-    lines = [f"{base}: best {name[best]}" + (f" (best in {wins[best]} of {len(own)} groups)" if len(own) > 1 else "")]
-    for run in runs:
-        if run.index == best:
-            continue
-        tally = {"better": 0, "tied": 0, "worse": 0}
-        for metric in entries:
-            mine, theirs = marks.get((best, metric)), marks.get((run.index, metric))
-            if mine == "best" and theirs in ("tied", "worse"):
-                tally["better" if theirs == "worse" else "tied"] += 1
-            elif theirs == "best" and mine in ("tied", "worse"):
-                tally["worse" if mine == "worse" else "tied"] += 1
-        compared = sum(tally.values())
-        said = []
-        difference = differences.get((run.index, pooled)) if pooled and marks.get((best, pooled)) == "best" else None
-        if difference is not None:
-            scale, unit = display_scale(pooled)
-            points = " points" if unit == "%" else ""
-            said.append(f"{signed(-scale * difference.difference)}{points} [{signed(-scale * difference.high)}, "
-                        f"{signed(-scale * difference.low)}] (unadjusted)")
-        if len(entries) > 1 and compared:
-            said.append(f"better in {tally['better']} of {compared} groups (tied in {tally['tied']}, worse in "
-                        f"{tally['worse']})")
-        elif not said and not compared:
-            said.append("not compared")
-        if said:
-            lines.append(f"vs {name[run.index]}: " + ", ".join(said))
-    return tuple(lines)
 
 
 def _task(name: str) -> Any:

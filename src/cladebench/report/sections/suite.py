@@ -24,7 +24,7 @@ from typing import Any
 from markupsafe import Markup
 
 from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, PublishedFigure
-from cladebench.evaluate.compare import computed_on
+from cladebench.evaluate.comparability import computed_on
 from cladebench.evaluate.suite.board import Column, board_columns, latest_rows
 from cladebench.report.formatting import format_interval, format_value
 from cladebench.report.runs import ReportRun

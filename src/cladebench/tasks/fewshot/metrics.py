@@ -279,11 +279,20 @@ def _top_heights(table: pa.Table) -> np.ndarray | None:
 
 def few_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     """``<method>_<k>shot`` and ``<method>_<k>shot_balanced`` for every method and shot count of the run, and their
-    mistake severity, hdist@1 and accuracy at the ranks above (:func:`few_shot_hierarchy`)."""
+    mistake severity, hdist@1 and accuracy at the ranks above (:func:`few_shot_hierarchy`); a shot count the data
+    did not allow (the task's ``shots_skipped``) has its metrics without a value, with the reason, so the gap shows
+    where its numbers would be."""
     methods = predictions.info.get("methods")
-    return {**few_shot_summary(predictions.table, methods),
-            **few_shot_hierarchy(predictions.table, methods, predictions.info.get("rank", "species"),
-                                 predictions.info.get("hierarchy"), len(predictions.labels) or None)}
+    metrics = {**few_shot_summary(predictions.table, methods),
+               **few_shot_hierarchy(predictions.table, methods, predictions.info.get("rank", "species"),
+                                    predictions.info.get("hierarchy"), len(predictions.labels) or None)}
+    for skip in predictions.info.get("shots_skipped") or ():
+        for method in methods or ():
+            for balanced in (False, True):
+                metrics[_define(method, int(skip["shots"]), balanced)] = {
+                    "value": None, "low": None, "high": None, "n": 0,
+                    "reason": f"{skip['shots']}-shot skipped: {skip['reason']}"}
+    return metrics
 
 
 for _method in METHODS.values():

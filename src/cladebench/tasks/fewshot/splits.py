@@ -46,6 +46,8 @@ class SplitPlan:
     min_test_per_class: int
     fingerprint: str
     """SHA-256 over every split's support and query row ids: equal fingerprints mean identical splits."""
+    shots_skipped: tuple[dict[str, Any], ...] = ()
+    """Shot counts asked for that the data does not allow (too few classes with enough images), with why."""
 
     def provenance(self) -> dict[str, Any]:
         """The split's description for a run record (without the sampling unit, which the caller knows)."""
@@ -98,12 +100,14 @@ def _skip_reason(images: int, groups: int, largest: int, shots: int, min_test: i
 
 def few_shot_splits(labels: Sequence[str | None], groups: Sequence[str], row_ids: Sequence[str], *,
                     shots: Sequence[int], repetitions: int, seed: int, min_test_per_class: int = 1,
-                    classes: Sequence[str] | None = None) -> SplitPlan:
+                    classes: Sequence[str] | None = None,
+                    shots_skipped: Sequence[dict[str, Any]] = ()) -> SplitPlan:
     """Seeded support/query splits over rows, by class, with whole groups on one side (see the module docstring).
 
     ``labels`` are the rows' class labels (``None``: not evaluated), ``groups`` their sampling units and
     ``row_ids`` stable ids (uuids) that fix the order inside a group. ``classes`` orders the labels
-    (default: sorted). Supports are nested across ``shots`` within a repetition.
+    (default: sorted). Supports are nested across ``shots`` within a repetition. ``shots_skipped``: the counts
+    asked for and left out before (:func:`~cladebench.tasks.fewshot.task.plan_splits`), kept in the plan.
     """
     n = len(labels)
     if len(groups) != n or len(row_ids) != n:
@@ -150,7 +154,7 @@ def few_shot_splits(labels: Sequence[str | None], groups: Sequence[str], row_ids
     )
     return SplitPlan(splits=splits, classes=tuple(kept), targets=targets, skipped=tuple(skipped), seed=seed,
                      repetitions=repetitions, shots=shots, min_test_per_class=min_test_per_class,
-                     fingerprint=_splits_fingerprint(splits, row_ids))
+                     fingerprint=_splits_fingerprint(splits, row_ids), shots_skipped=tuple(shots_skipped))
 
 
 def _splits_fingerprint(splits: Sequence[FewShotSplit], row_ids: Sequence[str]) -> str:

@@ -31,9 +31,39 @@ if TYPE_CHECKING:
 
 
 def plan_splits(rows: LabelledRows, config: FewShotConfig) -> SplitPlan:
-    """The run's splits over ``rows``, with the config's shots, repetitions, seed and query minimum."""
-    return few_shot_splits(rows.labels, rows.groups, rows.uuids, shots=config.shots, repetitions=config.repetitions,
-                           seed=config.seed, min_test_per_class=config.min_test_per_class, classes=rows.classes)
+    """The run's splits over ``rows``, with the config's repetitions, seed and query minimum, and each of its shot
+    counts that the data allows.
+
+    The most shots decide the classes (:func:`few_shot_splits`), so a shot count that leaves fewer than two classes
+    would sink the counts that fit: it is dropped, largest first, and kept in the plan's ``shots_skipped`` with its
+    reason (5 photos per species run 1-shot and say 5 was skipped). When no count leaves two classes, the plan with
+    every count is returned, and :func:`predict_splits` says which ``--shots`` would run."""
+    def plan(shots: Sequence[int], skipped: tuple[dict[str, Any], ...] = ()) -> SplitPlan:
+        return few_shot_splits(rows.labels, rows.groups, rows.uuids, shots=shots, repetitions=config.repetitions,
+                               seed=config.seed, min_test_per_class=config.min_test_per_class, classes=rows.classes,
+                               shots_skipped=skipped)
+
+    full = plan(config.shots)
+    shots = list(config.shots)
+    skipped: list[dict[str, Any]] = []
+    current = full
+    while len(current.classes) < 2 and len(shots) > 1:
+        dropped = shots.pop()
+        skipped.insert(0, {"shots": dropped, "reason": f"{len(current.classes)} of {len(rows.classes)} classes "
+                                                       f"have enough images for {dropped} shots (2 needed)"})
+        current = plan(shots)
+    if len(current.classes) < 2:
+        return full
+    return plan(shots, tuple(skipped)) if skipped else current
+
+
+def shots_that_fit(plan: SplitPlan) -> int:
+    """The most shots per class that leave at least two classes a guaranteed query (0 when even one does not)."""
+    fits = sorted((skip["images"] - skip["largest_group"] - plan.min_test_per_class + 1 for skip in plan.skipped),
+                  reverse=True)
+    kept = [plan.shots[-1]] * len(plan.classes)  # evaluated at the most shots: they fit at least that many
+    most = sorted(kept + fits, reverse=True)
+    return max(0, most[1]) if len(most) > 1 else 0
 
 
 def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], config: FewShotConfig, *,
@@ -48,8 +78,11 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], c
     severity, hierarchical distance and accuracy at the higher ranks are computed from.
     """
     if len(plan.classes) < 2:  # a grouped run leaves this group out with the reason and evaluates the others
+        most = shots_that_fit(plan)
+        would = (f"; --shots {' '.join(str(k) for k in sorted({1, most}))} would run" if most >= 1
+                 else "; no shot count would (each class needs images in at least 2 groups)")
         raise NotEvaluableError(f"few-shot needs at least 2 classes with enough images; {len(plan.classes)} qualify "
-                                f"({len(plan.skipped)} skipped: too few groups for {max(plan.shots)} shots)")
+                                f"({len(plan.skipped)} skipped: too few groups for {max(plan.shots)} shots){would}")
     vectors = np.asarray(vectors)
     label_array = np.asarray(plan.classes, dtype=object)
     uuid_array = np.asarray(uuids, dtype=object)
@@ -126,6 +159,8 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
                   "rows_without_group": rows.rows_without_group},
         "methods": list(config.methods),
         "hierarchy": hierarchy,
+        # kept with the task's settings (not the split's), so a check of the record recomputes their empty metrics
+        "shots_skipped": list(plan.shots_skipped),
         "method_settings": _method_settings(config, chosen),
     }
     return Predictions(table=table, labels=list(plan.classes), info=info)
