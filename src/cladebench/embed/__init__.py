@@ -62,6 +62,7 @@ from cladebench.errors import CladebenchError, environment_error
 from cladebench.lazy import present_lazily
 
 if TYPE_CHECKING:
+    from cladebench.embed.core import column_for_model  # noqa: F401
     from cladebench.models import Encoder
 
 __all__ = ["EmbedConfig", "EmbedSummary", "embed_dataset",
