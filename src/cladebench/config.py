@@ -45,11 +45,14 @@ import types
 import typing
 from numbers import Real
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from cladebench.errors import UsageError, unknown_name
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 _OPTION_KEY = "cladebench.option"
 OPTION: dict[str, bool] = {_OPTION_KEY: True}
@@ -168,8 +171,8 @@ def field_default(field: dataclasses.Field) -> Any:
     """A dataclass field's default value (its factory called), or ``dataclasses.MISSING`` when it has none."""
     if field.default is not dataclasses.MISSING:
         return field.default
-    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        return field.default_factory()  # type: ignore[misc]
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
     return dataclasses.MISSING
 
 
@@ -385,7 +388,7 @@ def at_least(option: str, value: object, minimum: int) -> None:
     """Refuse an integer setting below ``minimum`` (or one that is not an integer)."""
     whole = isinstance(value, int) or (isinstance(value, Real) and math.isfinite(float(value))
                                        and float(value).is_integer())
-    if isinstance(value, bool) or not whole:
+    if isinstance(value, bool) or not whole or not isinstance(value, Real):  # an int is a Real too
         raise UsageError(f"{option} must be an integer, got {value!r}")
     if value < minimum:
         raise UsageError(f"{option} must be at least {minimum}, got {value}")

@@ -195,6 +195,7 @@ def _print_search(dataset: Any, encoder: Any, command: SearchCommand) -> int:
 
     names = dataset.schema.names
     shown = [c for c in ("uuid", "scientific_name", "common_name", "source_url") if c in names]
+    assert command.text is not None  # a search without --queries was refused without text
     result = search_text(dataset, encoder, [command.text], k=SEARCH_K if command.k is None else command.k,
                          where=command.where, column=command.column,
                          templates=command.templates, columns=shown)

@@ -44,7 +44,7 @@ rows are: never scored at species (each run counts them as left out), first in `
 def genus_only_genus(world: World, images: int, seed: int) -> str:
     """The genus of the genus-only rows: the one the draw has most photos of (ties: the first name), so its
     species are in the suite's label sets and the runs' suggestions for those rows can be checked against them."""
-    counts = Counter(o.species.lineage.names[Rank.GENUS] for o in world.observations(images, seed=seed))
+    counts = Counter(o.species.lineage.names[Rank.GENUS] or "" for o in world.observations(images, seed=seed))
     return max(sorted(counts), key=counts.__getitem__)
 
 

@@ -72,7 +72,10 @@ def commit_fill(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.T
         targets.column("_rowaddr").to_pylist(), targets.column("uuid").to_pylist(), strict=True) if row_uuid in filled})
     updated, modified = [], set()
     for fragment_id in fragment_ids:
-        fragment, fields = current.get_fragment(fragment_id).update_columns(table, left_on="uuid", right_on="uuid")
+        found = current.get_fragment(fragment_id)
+        if found is None:
+            raise CladebenchError(f"{uri}: fragment {fragment_id} is gone (the dataset changed while filling); rerun")
+        fragment, fields = found.update_columns(table, left_on="uuid", right_on="uuid")
         updated.append(fragment)
         modified.update(fields)
     lance.LanceDataset.commit(current.uri, lance.LanceOperation.Update(updated_fragments=updated,

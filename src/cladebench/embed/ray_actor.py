@@ -137,6 +137,8 @@ class FragmentEncoder:
 
         started = time.perf_counter()
         fragment = self.dataset.get_fragment(fragment_id)
+        if fragment is None:
+            raise CladebenchError(f"{self.dataset.uri} fragment {fragment_id}: gone (the dataset changed while read)")
         failures: list[tuple[str, str]] = []
         sums = NormSums()
         rows = fragment.count_rows()

@@ -465,8 +465,9 @@ def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: Any) -
     entries = [_label_set_entry(record, group) for record in (other, reference)]
     listed = [entry.get("labels") for entry in entries]
     styles = [_name_style(record, group) for record in (other, reference)]
-    if all(isinstance(labels, list) for labels in listed) and styles[0] == styles[1]:
-        mine, theirs = set(map(str, listed[0])), set(map(str, listed[1]))
+    first, second = listed
+    if isinstance(first, list) and isinstance(second, list) and styles[0] == styles[1]:
+        mine, theirs = set(map(str, first)), set(map(str, second))
         for words, names in (("only in this run", mine - theirs), ("only in the reference", theirs - mine)):
             if names:
                 shown = sorted(names)[:TAXA_NAMED]
@@ -597,6 +598,7 @@ class _Runs:
             if index == reference:
                 continue
             run_units = self.units(index, metric, columns)
+            assert run_units is not None and reference_units is not None  # a testable run has its units
             a, b = _pair(run_units, reference_units)
             if not a.size:
                 notes.append(f"run [{index}] shares no scored {unit or 'example'} with run [{reference}]")
@@ -616,7 +618,7 @@ def _tested(jobs: Sequence[_Job], *, n_resamples: int, seed: int, alpha: float,
     """Every job's pairs bootstrapped at once (one draw per block for pairs of one size), then Holm per metric."""
     flat = [pair for job in jobs for pair in job.pairs]
     results = iter(paired_bootstraps(flat, n_resamples=n_resamples, confidence=confidence, seed=seed) if flat else [])
-    out = []
+    out: list[tuple[Difference, ...]] = []
     for job in jobs:
         tested = [(index, next(results)) for index in job.runs]
         if not tested:
@@ -715,7 +717,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
 
 
 def _best(metric: str, estimates: Sequence[dict[str, Any] | None], among: Sequence[int]) -> int | None:
-    values = [(estimates[i].get("value"), i) for i in among if estimates[i] and estimates[i].get("value") is not None]
+    values = [(e["value"], i) for i in among if (e := estimates[i]) and e.get("value") is not None]
     if not values:
         return None
     return max(values, key=lambda v: (-v[0] if lower_is_better(metric) else v[0], -v[1]))[1]
@@ -785,7 +787,8 @@ def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
     low, high = estimate.get("low"), estimate.get("high")
     value = estimate.get("value")  # null in run.json where the value was not a finite number
     # no interval beside an undefined value: over no image, Wilson's is [0, 100], which says nothing of it
-    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if None not in (low, high, value) else ""
+    interval = (f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None
+                and value is not None else "")
     shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'undefined':>8}"
     return f"{shown}  {interval:<16}"
 

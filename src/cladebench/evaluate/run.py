@@ -82,6 +82,7 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
     """The record's model: what the built model describes (the revision actually loaded), else the spec resolved
     from --model, else what the evaluated column's metadata says."""
     embedding = info.get("embedding_metadata", {})
+    named_by: str | None
     if encoder is not None and model_kind(encoder) == "vlm":
         model_id, revision, text_precision, named_by = encoder.model_id, None, None, "--model"
     elif encoder is not None:
@@ -130,7 +131,8 @@ def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) 
         return dataset
     except CladebenchError:
         print(f"[eval] embedding {uri} with {encoder.model_id} (once; kept in the dataset)", file=sys.stderr)
-        embed_dataset(EmbedConfig(dataset=uri, model=config.model, revision=config.revision, device=config.device),
+        embed_dataset(EmbedConfig(dataset=uri, model=config.model or encoder.model_id, revision=config.revision,
+                                  device=config.device),
                       encoder=encoder)
         return store.open_dataset(uri)
 
@@ -253,6 +255,7 @@ def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunR
     config, infos, label_sets = plan.config, scored.infos, scored.label_sets
     grouped = plan.group_column is not None
     info = next(iter(infos.values()))
+    assert scored.table is not None  # joined by _predict_and_score
     # unique, in first-seen order: few-shot predicts each image once per draw
     evaluated = pc.unique(scored.table.column("uuid")).to_pylist()
     data = dataset_provenance(dataset, plan.uri, where=plan.where, evaluated_uuids=evaluated,

@@ -79,7 +79,7 @@ def accuracy(correct: np.ndarray, confidence: float = 0.95) -> Estimate:
 
 # --- bootstrap -----------------------------------------------------------------------------------
 
-Statistic = Callable[[np.ndarray], np.ndarray]
+Statistic = Callable[[np.ndarray], float | np.ndarray]
 """A statistic of resampled data, given as example multiplicities: an array of shape (batch, n) whose row
 ``r`` says how many times each example occurs in resample ``r``; returns one value per row.
 

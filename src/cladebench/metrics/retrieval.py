@@ -440,7 +440,7 @@ def score_ragged(relevances: Sequence[np.ndarray], scores: Sequence[np.ndarray],
     lengths = np.array([np.size(r) for r in relevances])
     parts: dict[str, np.ndarray] = {}
     for length in np.unique(lengths):
-        members = np.flatnonzero(lengths == length)
+        members = np.flatnonzero(lengths == length).tolist()
         block = score_queries(np.stack([np.asarray(relevances[i]) for i in members]),
                               np.stack([np.asarray(scores[i]) for i in members]), k,
                               None if counts is None else counts[members])

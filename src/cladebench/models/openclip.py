@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import numpy as np
 
@@ -42,6 +42,21 @@ from cladebench.registry import Registry
 if TYPE_CHECKING:
     import torch
     from PIL import Image
+
+
+class ClipModule(Protocol):
+    """What an :class:`Encoder` uses of an open_clip model (a ``torch.nn.Module``; open_clip ships no types)."""
+
+    logit_scale: torch.Tensor
+
+    def eval(self) -> Self: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def encode_image(self, image: torch.Tensor) -> torch.Tensor: ...
+
+    def encode_text(self, text: torch.Tensor) -> torch.Tensor: ...
+
 
 _LOCAL_WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pth")  # what open_clip's local-dir loader looks for
 
@@ -102,7 +117,7 @@ class Encoder:
     ``preprocessing.build()`` (typically in DataLoader workers); ``encode_texts`` takes strings.
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor], *,
+    def __init__(self, model: ClipModule, tokenizer: Callable[[list[str]], torch.Tensor], *,
                  spec: ModelSpec, revision: str | None, preprocessing: Preprocessing, device: str,
                  precision: str) -> None:
         import torch
@@ -252,6 +267,7 @@ def _fetch_hf_hub(spec: ModelSpec) -> OpenClipLoad:
 
 @fetcher("local-dir")
 def _fetch_local_dir(spec: ModelSpec) -> OpenClipLoad:
+    assert spec.open_clip_name is not None  # the fetcher is chosen by the name's form
     folder = Path(spec.open_clip_name.removeprefix("local-dir:"))
     if not (folder / hub.CONFIG_NAME).is_file():
         raise ModelLoadError(f"model {spec.id}: no {hub.CONFIG_NAME} in {folder} (is it an open_clip checkpoint?)")
@@ -288,6 +304,7 @@ def _fetch_open_clip(spec: ModelSpec) -> OpenClipLoad:
     from open_clip.pretrained import get_pretrained_cfg
 
     architecture, pretrained = spec.open_clip_name, str(spec.pretrained)
+    assert architecture is not None  # the fetcher is chosen by the name's form
     if Path(pretrained).is_absolute():
         if not Path(pretrained).is_file():
             raise ModelLoadError(f"model {spec.id}: weights file {pretrained} does not exist")

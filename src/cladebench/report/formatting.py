@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from markupsafe import Markup
 
@@ -37,7 +37,7 @@ def is_breakdown(prefix: str) -> bool:
     return "=" in prefix
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -16,11 +16,15 @@ import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-STYLE: dict[str, Any] = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+STYLE: dict[RcKeyType, object] = {
     "svg.fonttype": "path",
     "svg.hashsalt": "cladebench-report",
     "text.parse_math": False,
@@ -209,7 +213,7 @@ def bar_chart(categories: Sequence[str], series: Sequence[Series], *, ylabel: st
         return svg_data_uri(figure)
 
 
-def reliability_diagram(curves: Sequence[tuple[str, Sequence[float], Sequence[float], Sequence[int]]], *,
+def reliability_diagram(curves: Sequence[tuple[str, ArrayLike, ArrayLike, ArrayLike]], *,
                         title: str = "") -> str:
     """Accuracy against mean confidence per bin, one line per curve, beside the diagonal of perfect calibration.
 
@@ -239,7 +243,7 @@ def reliability_diagram(curves: Sequence[tuple[str, Sequence[float], Sequence[fl
         return svg_data_uri(figure)
 
 
-def histogram(series: Sequence[tuple[str, Sequence[float]]], *, bins: Sequence[float], xlabel: str,
+def histogram(series: Sequence[tuple[str, ArrayLike]], *, bins: Sequence[float], xlabel: str,
               title: str = "") -> str:
     """Overlaid step histograms of per-unit values (per-query AP), one per series."""
     with _figure(5.5, 3.0) as figure:

@@ -178,11 +178,10 @@ async def thumb(uuid: str, state: AppState) -> Response:
     A cached one (a few kB, in the page cache after the grid made it) is read here on the event loop: a hop to a
     worker thread and back costs more than the read, and a page asks for 100 of them at once."""
     path = path_of(state, uuid)
-    if not path.exists():
-        path = await run_in_threadpool(thumbnail_file, state, uuid)
-    if path is None:
+    made = path if path.exists() else await run_in_threadpool(thumbnail_file, state, uuid)
+    if made is None:
         return FileResponse(STATIC_DIR / "no-image.svg", media_type="image/svg+xml")
-    return Response(path.read_bytes(), media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+    return Response(made.read_bytes(), media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
 
 AREAS.add("browse", Area(router=router, title="Browse", path="/", order=10))

@@ -102,8 +102,8 @@ class Filters:
     @property
     def chosen(self) -> list[tuple[str, str, str]]:
         """(label, value, link without it) of each filter set, for the chips above the grid."""
-        chips = [(c, v, self.link(**{c: None})) for c, v in self.groups]
-        chips += [(r, v, self.link(**{r: None, **{d: None for d in RANK_COLUMNS[RANK_COLUMNS.index(r) + 1:]}}))
+        chips = [(c, v, self.link("/", **{c: None})) for c, v in self.groups]
+        chips += [(r, v, self.link("/", **{r: None, **{d: None for d in RANK_COLUMNS[RANK_COLUMNS.index(r) + 1:]}}))
                   for r, v in self.ranks]
         if self.license:
             chips.append(("license", self.license, self.link(license=None)))

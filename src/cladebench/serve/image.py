@@ -49,7 +49,7 @@ def safe_link(value: Any) -> str | None:
     return text if text.lower().startswith(("http://", "https://")) else None
 
 
-class Row(dict):  # type: ignore[type-arg]
+class Row(dict):
     """A dataset row for the pages: a column the dataset lacks reads as None, as a null value does.
 
     Every column but ``uuid`` and ``image`` is optional (``subset --columns`` keeps any few), so a template that
@@ -163,7 +163,7 @@ def full_image(uuid: str, state: AppState) -> Response:
     """Row ``uuid``'s image: as stored when browsers show that format, else decoded and sent as PNG."""
     data = read_row(state, uuid, ["uuid", "image"]).get("image")
     kind = sniff_format(data) if data else None
-    if kind in SHOWN_AS_IS:
+    if data and kind in SHOWN_AS_IS:
         return Response(bytes(data), media_type=SHOWN_AS_IS[kind], headers={"Cache-Control": "private, max-age=3600"})
     try:
         picture = decode_image(data)

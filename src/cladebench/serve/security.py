@@ -181,6 +181,7 @@ class Guard:
         from starlette.responses import PlainTextResponse, RedirectResponse
 
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        user: str | None
         if not self.access.required:
             if not is_local(_host_name(headers)):
                 return PlainTextResponse("refused: this server answers requests addressed to this machine only\n",

@@ -92,7 +92,7 @@ def unit_vectors(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(normalise_rows(vectors, dtype=np.float64, floor=0.0))
 
 
-def _codes(values: Sequence[str]) -> np.ndarray:
+def _codes(values: Sequence[str | None]) -> np.ndarray:
     return np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)[1].ravel()
 
 
@@ -101,7 +101,7 @@ def _masked(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pa.array(values, pa.float64(), mask=mask | np.isnan(values))
 
 
-def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[str], uuids: Sequence[str], *,
+def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[str | None], uuids: Sequence[str], *,
                   k: int, chunk_size: int | None = None) -> pa.Table:
     """Rank, for each row, every row outside its group by cosine and score the ranking; one output row per query.
 
@@ -128,8 +128,9 @@ def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[s
         "ap_full", "reciprocal_rank", "neighbours", "neighbour_similarities")}
     for start in range(0, n, chunk):
         _score_chunk(unit, label_codes, group_codes, uuid_array, slice(start, min(start + chunk, n)), k, columns)
-    merged = {name: np.concatenate(parts) if name not in ("neighbours", "neighbour_similarities")
-              else [row for part in parts for row in part] for name, parts in columns.items()}
+    lists = ("neighbours", "neighbour_similarities")
+    merged = {name: np.concatenate(parts) for name, parts in columns.items() if name not in lists}
+    listed = {name: [row for part in columns[name] for row in part] for name in lists}
     defined = merged["relevant"] > 0
     undefined = ~defined
     return pa.table({
@@ -142,8 +143,8 @@ def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[s
         "hits_at_k": pa.array(merged["hits_at_k"], pa.int64()),
         **{name: _masked(merged[name], undefined)
            for name in ("precision_at_k", "recall_at_k", "ap_at_k", "ap_full", "reciprocal_rank")},
-        "neighbours": pa.array(merged["neighbours"], pa.list_(pa.string())),
-        "neighbour_similarities": pa.array(merged["neighbour_similarities"], pa.list_(pa.float32())),
+        "neighbours": pa.array(listed["neighbours"], pa.list_(pa.string())),
+        "neighbour_similarities": pa.array(listed["neighbour_similarities"], pa.list_(pa.float32())),
     })
 
 
@@ -228,7 +229,7 @@ def retrieval(dataset: lance.LanceDataset, encoder: Encoder | None, config: Retr
     chosen = chosen[np.argsort(np.asarray(rows.uuids, dtype=object)[chosen].astype(str), kind="stable")]
     if chosen.size == 0:
         raise CladebenchError(f"no row has both a usable vector in {column!r} and a name at rank {rank.column}")
-    labels = [rows.labels[i] for i in chosen]
+    labels = [label for i in chosen if (label := rows.labels[i]) is not None]  # all chosen rows are labelled
     table = score_gallery(vectors[chosen], labels, [rows.groups[i] for i in chosen], [rows.uuids[i] for i in chosen],
                           k=config.k)
     defined = table.column("defined").to_numpy(zero_copy_only=False)

@@ -258,7 +258,7 @@ def complete_from_labels(lineages: list[Lineage], labels: LabelSet) -> tuple[lis
         matching = [p for p in prefixes.get((narrowest, str(lineage.names[narrowest])), ())
                     if all(n is None or n == p[r] for r, n in enumerate(lineage.names[: narrowest + 1]))]
         if len(matching) == 1:
-            names = (*matching[0], *lineage.names[narrowest + 1:])
-            out[i] = Lineage(names, common_name=lineage.common_name, taxon_id=lineage.taxon_id)
+            completed_names = (*matching[0], *lineage.names[narrowest + 1:])
+            out[i] = Lineage(completed_names, common_name=lineage.common_name, taxon_id=lineage.taxon_id)
             completed += 1
     return out, completed

@@ -194,8 +194,11 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         if not rank_runs.taxa:  # no label names this rank (the dataset lacks its column): nothing to roll up to
             continue
         taxon_index = {key: j for j, key in enumerate(rank_runs.taxa)}
-        true_taxa = np.array(per_lineage(lineages, lambda lin, higher=higher, taxon_index=taxon_index:
-                                         taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1))
+
+        def true_taxon(lin: Lineage, higher: Rank = higher, taxon_index: dict = taxon_index) -> int:
+            return taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1
+
+        true_taxa = np.array(per_lineage(lineages, true_taxon))
         predicted, mass = rolled[higher]
         names = rank_runs.labels
         columns[f"pred_{higher.column}"] = pa.array(names, pa.string()).take(pa.array(predicted, pa.int64()))
@@ -204,8 +207,11 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         columns[f"scored_{higher.column}"] = true_taxa >= 0
         scored_ranks.append(higher.column)
     table = pa.table(columns)
-    label_sha256 = source.labels.digest(config.name_style) if source is not None else planned.sha256
-    taxa_sha256 = source.labels.taxa_digest() if source is not None else planned.taxa_sha256
+    if source is not None:
+        label_sha256, taxa_sha256 = source.labels.digest(config.name_style), source.labels.taxa_digest()
+    else:
+        assert planned is not None  # a label set unless the labels are a tree-of-life source
+        label_sha256, taxa_sha256 = planned.sha256, planned.taxa_sha256
     info = {
         "column": column,
         "embedding_metadata": meta,
@@ -228,7 +234,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "within": config.within,
         "where": config.where,
         "candidates": None if config.candidates is None else {
-            "column": config.candidates, **candidate_counts,
+            "column": config.candidates, **(candidate_counts or {}),
             "rows_whose_truth_is_not_a_candidate": int(((targets >= 0) & ~reachable).sum())},
     }
     if rank == Rank.SPECIES:
@@ -257,7 +263,7 @@ def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], top
     top = np.asarray(top_labels)[rows]
     top_prob = np.asarray(top_probs)[rows]
     same_genus = np.array([labels.lineages[t].names[Rank.GENUS] == lineages[r].names[Rank.GENUS]
-                           for r, t in zip(rows, top, strict=True)], dtype=bool)
+                           for r, t in zip(rows.tolist(), top.tolist(), strict=True)], dtype=np.bool_)
     counts: dict[str, int] = {}
     for t in top:
         counts[texts[t]] = counts.get(texts[t], 0) + 1

@@ -70,6 +70,7 @@ def ancestry_from_parents(parents: Mapping[int, int | None]) -> dict[int, str]:
             node = parent
         for child in reversed(stack):
             parent = parents[child]
+            assert parent is not None  # only a taxon whose parent is in the table stays on the stack
             memo[child] = (*memo[parent], parent)
         return memo[taxon]
 

@@ -45,10 +45,12 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cladebench.errors import SchemaError, UsageError, unknown_name
 from cladebench.registry import Registry
+
+T = TypeVar("T")
 
 
 class Rank(enum.IntEnum):
@@ -316,7 +318,7 @@ def distinct_lineages(lineages: Iterable[Lineage]) -> list[Lineage]:
     return list({id(lineage): lineage for lineage in lineages}.values())
 
 
-def per_lineage(lineages: Sequence[Lineage], value: Callable[[Lineage], Any]) -> list[Any]:
+def per_lineage(lineages: Sequence[Lineage], value: Callable[[Lineage], T]) -> list[T]:
     """``value`` of every lineage, computed once per distinct lineage (:func:`distinct_lineages`)."""
     memo = {id(lineage): value(lineage) for lineage in distinct_lineages(lineages)}
     return [memo[id(lineage)] for lineage in lineages]

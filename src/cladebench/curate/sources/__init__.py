@@ -183,7 +183,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 """The first bytes of a gzip file, whatever its name."""
 
 
-def _open_bytes(path: str | Path) -> IO[bytes]:
+def _open_bytes(path: str | Path) -> gzip.GzipFile | io.BufferedReader:
     """``path``'s bytes, decompressed when it is gzip (sniffed, not by name: ``.csv`` files arrive compressed)."""
     with open(path, "rb") as probe:
         compressed = probe.read(2) == GZIP_MAGIC
@@ -223,7 +223,7 @@ def input_paths(paths: str | Path | Iterable[str | Path] | None) -> list[str | P
 
 def _parquet_under(folder: Path) -> list[Path]:
     """Every ``*.parquet`` file under ``folder``, hidden files and folders left out, sorted by path."""
-    found = []
+    found: list[Path] = []
     for root, folders, files in os.walk(folder):
         folders[:] = [name for name in folders if not name.startswith(".")]
         found.extend(Path(root) / name for name in files if name.endswith(".parquet") and not name.startswith("."))

@@ -48,7 +48,7 @@ import contextlib
 import gzip
 import zipfile
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -82,7 +82,7 @@ class BadRecords:
 
 
 @contextlib.contextmanager
-def open_json_bytes(path: str | Path) -> Iterator[IO[bytes]]:
+def open_json_bytes(path: str | Path) -> Iterator[IO[bytes] | gzip.GzipFile]:
     """The JSON bytes of ``path``: plain, gzip, or the one ``.json`` member of a zip (sniffed, not by name)."""
     path = Path(path)
     try:
@@ -106,7 +106,7 @@ def open_json_bytes(path: str | Path) -> Iterator[IO[bytes]]:
             yield stream
 
 
-def stream_items(path: str | Path, prefix: str) -> Iterator[Any]:
+def stream_items(path: str | Path, prefix: str) -> Generator[Any, None, None]:
     """The values under ``prefix`` (ijson's prefix: ``images.item`` for each element of the top-level ``images``),
     one at a time; numbers with a fraction come as floats. Malformed JSON is an error naming the file."""
     import ijson

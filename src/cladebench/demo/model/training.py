@@ -44,7 +44,8 @@ def _deterministic_torch(threads: int) -> Iterator[None]:
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """open_clip's training recipe: no decay on gains, biases, the logit scale or 1-d parameters."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, parameter in model.named_parameters():
         exclude = parameter.ndim < 2 or any(k in name for k in ("bn", "ln", "bias", "logit_scale"))
         (no_decay if exclude else decay).append(parameter)

@@ -60,7 +60,7 @@ DEFAULT_COLUMN = "emb_bioclip2"
 """The published column few-shot and retrieval read when no model names one (the one both repositories hold)."""
 
 _GROUPED = {"group_by": "challenge_group"}
-_EXPOSURE_RUNS = ({}, {"unseen_only": True})
+_EXPOSURE_RUNS: tuple[dict[str, object], ...] = ({}, {"unseen_only": True})
 # One few-shot run per shot count and exposure: a group too small for 5 shots is left out of that run (with its
 # reason), and when no group is large enough that run alone is skipped, not the 1-shot run beside it.
 _FEWSHOT_RUNS = tuple({"shots": (shots,), **exposure} for exposure in _EXPOSURE_RUNS for shots in (1, 5))

@@ -201,7 +201,7 @@ def _same(row: float | None, stored: float | None) -> bool:
     """A results row's number and its record's: both absent, or equal within a JSON round trip."""
     from cladebench.evaluate.verify import TOLERANCE
 
-    return (row is None) == (stored is None) and (stored is None or abs(row - stored) <= TOLERANCE)
+    return (row is None) == (stored is None) and (row is None or stored is None or abs(row - stored) <= TOLERANCE)
 
 
 def _shown(metric: str, value: float | None) -> str:

@@ -127,7 +127,7 @@ def _first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
     first = content[0] if isinstance(content, list) and content else None
     top = first.get("top_logprobs") if isinstance(first, Mapping) else None
-    if not isinstance(top, list) or not top:
+    if not isinstance(first, Mapping) or not isinstance(top, list) or not top:
         found = (f"choices[0].logprobs was {_describe_logprobs(logprobs)}" if not isinstance(first, Mapping)
                  else "its top_logprobs were missing or empty")
         raise LogprobsUnsupportedError(
@@ -165,10 +165,10 @@ def checked_first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapp
         if problem is not None:
             raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with {problem} "
                                        f"for {where} {entry['token']!r}; the answer was not cached")
-    entries = _token_logprobs(first)  # distinct tokens of the vocabulary: their probabilities sum to at most 1
-    total = math.exp(_logsumexp([logprob for _, logprob in entries]))
+    tokens = _token_logprobs(first)  # distinct tokens of the vocabulary: their probabilities sum to at most 1
+    total = math.exp(_logsumexp([logprob for _, logprob in tokens]))
     if total > 1.0 + SUM_TOLERANCE:
-        p_yes = math.exp(_logsumexp([lp for t, lp in entries if normalise_token(t) in YES_FORMS]))
+        p_yes = math.exp(_logsumexp([lp for t, lp in tokens if normalise_token(t) in YES_FORMS]))
         raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with top logprobs "
                                    f"whose probabilities sum to {total:.2f} (P(Yes) {p_yes:.2f}): not a probability "
                                    "distribution; the answer was not cached")

@@ -64,6 +64,7 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "true_label", "pred_label", "true_prob", "scored", "top5_probs"):
         return None
     table = run.predictions
+    assert table is not None  # _has found its columns
     table = table.filter(pc.and_(table.column("scored").fill_null(False),
                                  pc.is_finite(table.column("true_prob")).fill_null(False)))
     # Sorted and cut in Arrow: a run may hold hundreds of thousands of rows, a gallery a dozen.
@@ -84,6 +85,7 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
 def _rerank(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "query_id", "query", "relevant", "score"):
         return None
+    assert run.predictions is not None  # _has found its columns
     rows = run.predictions.select(["uuid", "query_id", "query", "relevant", "score"]).to_pylist()
     rank_in_query: dict[int, int] = {}
     by_query: dict[Any, list[int]] = {}
@@ -109,6 +111,7 @@ def _lineage(run: ReportRun, most: int) -> Picked | None:
               "hint_exact", "hint_depth", "hint_lca_distance", "other_species")
     if not _has(run, *needed):
         return None
+    assert run.predictions is not None  # _has found its columns
     rows = [r for r in run.predictions.select(list(needed)).to_pylist() if r["scored"] and r["hint_exact"] is False]
     rows.sort(key=lambda r: (-(r["hint_lca_distance"] or 0.0), r["uuid"], r["target"]))
     items = tuple(GalleryItem(uuid=r["uuid"], fields=(

@@ -235,7 +235,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
     for metric in metrics:  # one column, several label sets: the numbers are not of one problem
         sizes = {label_set_size(run.record, split_metric(metric)[0]) for run in runs if metric in run.record.metrics}
         if len(sizes - {None}) > 1:
-            told = " vs ".join(str(n) for n in sorted(sizes - {None}))
+            told = " vs ".join(str(n) for n in sorted(n for n in sizes if n is not None))
             notes.append((metric, f"runs score different label sets ({told} labels): not one problem"))
     whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=())
     parts = split_board(whole)
@@ -279,7 +279,7 @@ def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple
         compared = sum(tally.values())
         said = []
         difference = differences.get((run.index, pooled)) if pooled and marks.get((best, pooled)) == "best" else None
-        if difference is not None:
+        if difference is not None and pooled:
             scale, unit = display_scale(pooled)
             points = " points" if unit == "%" else ""
             said.append(f"{signed(-scale * difference.difference)}{points} [{signed(-scale * difference.high)}, "
@@ -323,7 +323,7 @@ def split_board(board: Board) -> tuple[Part, ...]:
     turned (metrics as rows) when it has few runs, or else cut into tables of at most that many metrics."""
     grouped = [m for m in board.metrics if split_metric(m)[0]]
     pooled = [m for m in board.metrics if not split_metric(m)[0]]
-    kinds = []
+    kinds: list[tuple[str | None, list[str], list[str]]] = []
     if grouped:
         bases = list(dict.fromkeys(split_metric(m)[1] for m in grouped))
         one_base = len(bases) == 1

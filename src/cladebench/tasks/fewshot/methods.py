@@ -24,11 +24,16 @@ from cladebench.store.embeddings import normalise_rows
 class MethodSettings(Protocol):
     """What a method reads of the run's config (:class:`~cladebench.tasks.fewshot.config.FewShotConfig` has it)."""
 
-    knn_k: int
-    knn_weights: Literal["distance", "uniform"]
-    linear_cs: tuple[float, ...]
-    linear_folds: int
-    linear_fallback_c: float
+    @property
+    def knn_k(self) -> int: ...
+    @property
+    def knn_weights(self) -> Literal["distance", "uniform"]: ...
+    @property
+    def linear_cs(self) -> tuple[float, ...]: ...
+    @property
+    def linear_folds(self) -> int: ...
+    @property
+    def linear_fallback_c(self) -> float: ...
 
 
 @dataclass(frozen=True)

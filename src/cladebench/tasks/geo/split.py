@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # --- the split -------------------------------------------------------------------------------------
 
 
-def assign_parts(groups: Sequence[str], fractions: Sequence[float], seed: int) -> np.ndarray:
+def assign_parts(groups: Sequence[str] | np.ndarray, fractions: Sequence[float], seed: int) -> np.ndarray:
     """Part index (into ``fractions``) of each row: a seeded SHA-256 of its group, read as a number in [0, 1),
     falls into the part whose cumulative share it lies under. Rows of one group share a part; a group's part
     depends only on the seed and its key."""

@@ -162,7 +162,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *
                       "source": config.labels or "the benchmark's taxa (all selected rows, fit rows included)",
                       "unscored_rows": int((test_targets < 0).sum())},
         "where": config.where,
-        "candidates": None if config.candidates is None else {"column": config.candidates, **candidate_counts},
+        "candidates": None if config.candidates is None else {"column": config.candidates, **(candidate_counts or {})},
         "fusion": config.prior_fusion,
         "split": split.info,
         "test_fallbacks": reason_counts(outcome.fallback),

@@ -384,7 +384,7 @@ def _binomial(text: str, ranks: Sequence[str]) -> dict[str, str]:
 def parse_lineage_answer(text: str | None, ranks: Sequence[Rank | str]) -> ParsedAnswer:
     """Names at every rank read from ``text`` by the first strategy that names one of ``ranks``."""
     asked = [Rank.parse(r).column for r in ranks]
-    empty = {c: None for c in RANK_COLUMNS}
+    empty: dict[str, str | None] = dict.fromkeys(RANK_COLUMNS)
     if not text or not text.strip():
         return ParsedAnswer(empty, UNPARSEABLE)
     text = text.strip()

@@ -137,7 +137,7 @@ class Condition:
 
 
 CONDITIONS: Mapping[str, Condition] = MappingProxyType({
-    "hint": Condition(asked=lambda t: t.below_hint, prefix=lambda t: t.lineage.key(t.divergence),
+    "hint": Condition(asked=lambda t: t.below_hint, prefix=lambda t: tuple(t.lineage.names[r] for r in t.hint_ranks),
                       prompt_field="lineage_prompt"),
     "nohint": Condition(asked=lambda t: RANKS, prefix=lambda t: (), prompt_field="lineage_nohint_prompt"),
 })

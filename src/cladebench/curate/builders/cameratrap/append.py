@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -184,7 +184,8 @@ def embed_new_rows(table: pa.Table, dataset_path: Path, work: Path, config: Came
     for column in columns:
         entry = entries.get(column) or store.embedding_metadata(dataset.schema.field(column))
         preprocessing = entry.get("preprocessing")
-        mode = preprocessing.get("mode", "openclip") if isinstance(preprocessing, dict) else "openclip"
+        mode: Literal["openclip", "tol"] = (preprocessing.get("mode", "openclip") if isinstance(preprocessing, dict)
+                                            else "openclip")
         summary = embed_dataset(EmbedConfig(
             dataset=str(scratch), model=str(entry["model"]), column=column, preprocessing=mode,
             precision=entry.get("precision", "fp32"), device=config.device, batch_size=config.batch_size,

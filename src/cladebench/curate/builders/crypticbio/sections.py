@@ -207,7 +207,7 @@ def _coerce(value: Any, annotation: Any, where: str, base_dir: Path, expected: s
         items = value if isinstance(value, list) else [value]
         return tuple(_coerce(v, typing.get_args(annotation)[0], f"{where}[{i}]", base_dir)
                      for i, v in enumerate(items))
-    if dataclasses.is_dataclass(annotation):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return _parse_section(annotation, value, where, base_dir)
     converted = NOT_CONVERTED
     if value is not None:

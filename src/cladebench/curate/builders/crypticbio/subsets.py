@@ -250,7 +250,8 @@ def _curated(config: AllSubset, context: SubsetContext) -> Chosen:
 def species_key(name: str) -> str:
     """A name without its authorship (``"Podarcis muralis (Laurenti, 1768)"`` -> ``"Podarcis muralis"``)."""
     lineage = Lineage.from_row({"scientificName": name})
-    return lineage.scientific_name if lineage[Rank.SPECIES] is not None else " ".join(name.split())
+    binomial = lineage.scientific_name
+    return binomial if binomial is not None and lineage[Rank.SPECIES] is not None else " ".join(name.split())
 
 
 def read_species_list(path: str | Path, name_column: str) -> list[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,7 +203,7 @@ def _output_row(row: Mapping[str, Any], image: Mapping[str, Any], seen: Sequence
 
 def output_batches(rows: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
              seen: Sequence[tuple[str, set[str]]] | None, dropped: list[dict[str, Any]],
-             workers: int) -> Iterator[pa.Table]:
+             workers: int) -> Generator[pa.Table, None, None]:
     """The dataset's rows as Arrow tables of at most :data:`CHUNK_ROWS`; rows whose image fails go to ``dropped``."""
     from tqdm import tqdm
 

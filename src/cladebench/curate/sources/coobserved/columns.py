@@ -219,7 +219,9 @@ def open_file(path: Path) -> SourceFile:
         if not image_in_struct and not (pa.types.is_binary(image_type) or pa.types.is_large_binary(image_type)):
             raise SchemaError(f"{path}: column {columns['image']!r}: expected struct<bytes, path> or binary, "
                               f"found {image_type}")
-    struct = _organism_struct(path, columns["organisms"], schema)
+    organisms = columns["organisms"]
+    assert organisms is not None  # a required column: checked above
+    struct = _organism_struct(path, organisms, schema)
     present = {struct.field(i).name for i in range(struct.num_fields)}
     organism_fields = {f: next((a for a in aliases if a in present), None) for f, aliases in ORGANISM_ALIASES.items()}
     missing = [f for f in RANK_COLUMNS if organism_fields[f] is None]

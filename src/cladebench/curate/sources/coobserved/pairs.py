@@ -132,6 +132,7 @@ class PairPass:
                    where: Row) -> tuple[list[dict[str, Any]], str | None]:
         """The two organisms and the rank at which their lineages part (``None`` when they do not)."""
         column = file.columns["organisms"]
+        assert column is not None  # a required column
         value = row["organisms"]
         if not isinstance(value, list) or len(value) != 2:
             found = ("null" if value is None else repr(value) if not isinstance(value, list)

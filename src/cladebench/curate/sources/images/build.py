@@ -203,12 +203,14 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
     with staged_output(target) as staging:
         backbone = backbone_path(taxonomy)
         source = open_source(path, kind, overrides, Path(images_dir) if images_dir is not None else None)
-        labels, items, extras, rows = set(), [], set(), 0
+        labels: set[str] = set()
+        extras: set[str] = set()
+        items, rows = [], 0
         uuids = Uuids(source.kind)
         for record in _limited(source.records(images=False), limit):
             rows += 1
             uuid = uuids(record.key)
-            if _problem(record) is None:
+            if _problem(record) is None and record.label is not None:  # a record without a label has a problem
                 labels.add(record.label)
             if record.problem is None and record.url is not None:
                 items.append(DownloadItem(uuid, record.url))

@@ -18,7 +18,7 @@ import json
 import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from cladebench.curate.sources.images.columns import map_columns, mapped_values, text
 from cladebench.curate.sources.images.folder import IMAGE_SUFFIXES
@@ -36,7 +36,7 @@ class _WholeTarInfo(tarfile.TarInfo):
     word. A whole tar ends with a block of zeros."""
 
     @classmethod
-    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> Self:
         try:
             return super().fromtarfile(tarfile_)
         except (tarfile.EmptyHeaderError, tarfile.TruncatedHeaderError):  # type: ignore[attr-defined]

@@ -57,7 +57,7 @@ def _class_names(features: Mapping[str, Any]) -> dict[str, list[str]]:
 def saved_dataset_files(folder: Path) -> list[Path]:
     """The Arrow files of a ``save_to_disk`` folder (a ``Dataset``, or every split of a ``DatasetDict``), in the
     order its ``state.json`` files list them; splits by name."""
-    files = []
+    files: list[Path] = []
     for state_path in sorted(folder.rglob("state.json")):
         try:
             state = json.loads(state_path.read_text(encoding="utf-8"))
