@@ -200,7 +200,7 @@ def fetch_snapshot(repo: str, revision: str | None) -> tuple[Path, str]:
         )
     try:
         folder = Path(snapshot_download(repo, revision=revision, cache_dir=cache,
-                                        allow_patterns=[*SMALL_FILE_PATTERNS, weights]))
+                                        allow_patterns=[*SMALL_FILE_PATTERNS, found]))
     except Exception as error:
         raise _remote_error(repo, revision, error) from error
     return folder, commit_of(folder) or folder.name
@@ -229,7 +229,7 @@ def fetch_file(repo: str, filenames: tuple[str, ...], revision: str | None) -> t
         named = next((f for f in filenames if f in files), None)
         if named is None:
             raise ModelLoadError(f"model {_describe(repo, revision)} has none of {', '.join(filenames)}")
-        path = hf_hub_download(repo, filename, revision=revision, cache_dir=cache)
+        path = hf_hub_download(repo, named, revision=revision, cache_dir=cache)
     except ModelLoadError:
         raise
     except Exception as error:
