@@ -59,7 +59,7 @@ class FragmentEncoder:
     """A Ray Data actor: one model, encoding whole fragments into uncommitted column files."""
 
     def __init__(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
-                 column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
+                 column: str, dim: int, field_metadata: dict[str, object], revision: str | None, threads: int) -> None:
         # An error here is kept and reported by every call: Ray passes an exception from a worker to the driver
         # only as text, so errors meant for the user travel as results and the driver raises them.
         self.error: CladebenchError | None = None
@@ -70,7 +70,7 @@ class FragmentEncoder:
             self.error = exc
 
     def _load(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
-              column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
+              column: str, dim: int, field_metadata: dict[str, object], revision: str | None, threads: int) -> None:
         import torch
 
         from cladebench.models import load_encoder
@@ -94,7 +94,7 @@ class FragmentEncoder:
         results = [self._result(int(fid)) for fid in batch["fragment_id"]]
         return {key: [r[key] for r in results] for key in results[0]}
 
-    def _result(self, fragment_id: int) -> dict[str, Any]:
+    def _result(self, fragment_id: int) -> dict[str, object]:
         try:
             if self.error is not None:
                 raise self.error
@@ -132,7 +132,7 @@ class FragmentEncoder:
                 exit_if_marked(FAULT_MARKER_ENV)
                 yield uuids, [by_uuid.get(u) for u in uuids]
 
-    def encode_fragment(self, fragment_id: int) -> dict[str, Any]:
+    def encode_fragment(self, fragment_id: int) -> dict[str, object]:
         import tempfile
 
         started = time.perf_counter()

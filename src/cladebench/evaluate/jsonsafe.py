@@ -45,7 +45,7 @@ def finite_json(value: Any, path: str = "") -> tuple[Any, dict[str, str]]:
     return walk(value, path), replaced
 
 
-def record_json(record: dict[str, Any]) -> str:
+def record_json(record: dict[str, object]) -> str:
     """A run record as JSON text: non-finite numbers written as null and listed under the provenance's
     ``non_finite_values`` with what they were; the text is checked to hold no bare NaN or Infinity."""
     data, replaced = finite_json(record)

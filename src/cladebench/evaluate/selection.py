@@ -185,7 +185,7 @@ def none_evaluable(group_column: str | None, left_out: Mapping[str, str]) -> Not
     return NotEvaluableError(f"no {group_column} group can be evaluated: {reasons}")
 
 
-def left_out_metrics(names: Sequence[str], group: str, reason: str, separator: str) -> dict[str, Any]:
+def left_out_metrics(names: Sequence[str], group: str, reason: str, separator: str) -> dict[str, object]:
     """A left-out group's metrics ``names`` (those the evaluated groups report) without a value and with the reason,
     so the gap shows where the group's numbers would be (n/a in a report) and is never a silent hole."""
     return {f"{group}{separator}{name}": {"value": None, "low": None, "high": None, "n": 0, LEFT_OUT: reason}

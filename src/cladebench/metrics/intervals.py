@@ -42,7 +42,7 @@ class Estimate:
     interval: str = WILSON
     """How the interval was computed."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -298,7 +298,7 @@ class PairedComparison:
     method: str = f"paired {PERCENTILE_BOOTSTRAP}; {PAIRED_P_VALUE}"
     """How the interval and the p-value were computed."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -421,7 +421,7 @@ class RepeatedEstimate:
     interval: str = T_INTERVAL
     """How the interval was computed, or why there is none."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -146,7 +146,7 @@ class RetrievalConfig:
     def metric_names(self) -> dict[str, str]:
         return metric_names(self.k)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -205,7 +205,7 @@ class QueryScores:
     defined: bool
     """False when count_pos is 0: the metrics are undefined and the query is left out of means."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready: undefined values become None."""
         out = asdict(self)
         out.update({name: _json_float(getattr(self, name)) for name in METRIC_FIELDS})
@@ -258,7 +258,7 @@ class RetrievalTable:
                            cutoff=int(self.cutoff[index]), ties_at_cut=bool(self.ties_at_cut[index]),
                            mixed_ties=bool(self.mixed_ties[index]), defined=bool(self.defined[index]))
 
-    def tie_counts(self) -> dict[str, Any]:
+    def tie_counts(self) -> dict[str, object]:
         """How often ties mattered, for a run record: queries with a tie at the cut, queries whose kept candidates
         hold a tie of relevant and irrelevant ones, and the rules applied to each."""
         return {"ties_at_cut": int(self.ties_at_cut.sum()), "mixed_ties": int(self.mixed_ties.sum()),
@@ -268,9 +268,9 @@ class RetrievalTable:
         """Macro means over the defined queries (:func:`summarize`)."""
         return summarize(self, config)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready columns: metric values under their registered names, undefined values as None."""
-        out: dict[str, Any] = {"k": self.k}
+        out: dict[str, object] = {"k": self.k}
         for name, values in self.columns().items():
             out[name] = [_json_float(v) for v in values]
         for fld in COUNT_FIELDS:
@@ -474,15 +474,15 @@ class RetrievalSummary:
     def n_scored(self) -> int:
         return self.n_queries - self.n_excluded
 
-    def recorded(self) -> dict[str, dict[str, Any]]:
+    def recorded(self) -> dict[str, dict[str, object]]:
         """Every metric as a run record keeps it: the estimates, and each undefined metric without a value, with its
         reason, so a query set without a relevant candidate is said rather than reported as no metrics at all."""
-        out: dict[str, dict[str, Any]] = {name: estimate.to_dict() for name, estimate in self.estimates.items()}
+        out: dict[str, dict[str, object]] = {name: estimate.to_dict() for name, estimate in self.estimates.items()}
         for name, reason in self.undefined.items():
             out[name] = {"value": None, "low": None, "high": None, "n": 0, "reason": reason}
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"estimates": {name: e.to_dict() for name, e in self.estimates.items()},
                 "n_queries": self.n_queries, "n_scored": self.n_scored, "n_excluded": self.n_excluded,
                 "exclusion": self.exclusion}

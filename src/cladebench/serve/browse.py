@@ -101,7 +101,7 @@ def page_rows(state: ServeState, sql: str | None, page: int) -> pa.Table:
                                   with_row_id=True)
 
 
-def display_name(row: dict[str, Any]) -> str:
+def display_name(row: dict[str, object]) -> str:
     """The deepest name a row has: its scientific name, its species, or its genus."""
     for column in ("scientific_name", "species", "genus"):
         if row.get(column):
@@ -109,7 +109,7 @@ def display_name(row: dict[str, Any]) -> str:
     return "(no name)"
 
 
-def cells(state: ServeState, table: pa.Table, run: int | None = None) -> list[dict[str, Any]]:
+def cells(state: ServeState, table: pa.Table, run: int | None = None) -> list[dict[str, object]]:
     """One dict per row for the grid template, thumbnails made for those that lack one; with ``run``, each row
     that run predicted carries its verdict and a tag (prediction and confidence)."""
     rows = table.to_pylist()

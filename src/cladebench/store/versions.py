@@ -90,7 +90,7 @@ def _uuid_batches(dataset: lance.LanceDataset, *, where: str | None = None,
         yield column, None if selected is None else batch.column(1)
 
 
-def versions(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
+def versions(dataset: lance.LanceDataset) -> list[dict[str, object]]:
     """Versions of the dataset, oldest first: ``version`` and ``timestamp``."""
     return [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in dataset.versions()]
 

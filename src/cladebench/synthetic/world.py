@@ -188,7 +188,7 @@ class World(WorldTables):
                 raise CladebenchError(f"no species with taxon id {species.taxon_id} in this world") from None
         return self.species[int(species)]
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> dict[str, object]:
         """What a result computed on this world must record about it (JSON-ready)."""
         from PIL import __version__ as pillow_version
 

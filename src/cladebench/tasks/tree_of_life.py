@@ -61,7 +61,7 @@ class VectorLabelSet:
     """The species, in lineage order."""
     vectors: np.ndarray
     """Labels x width, float32, memory-mapped from the cache: read block by block, never whole."""
-    source: dict[str, Any]
+    source: dict[str, object]
     """Where the labels and vectors came from, for the run record."""
 
 

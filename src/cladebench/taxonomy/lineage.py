@@ -224,7 +224,7 @@ class Lineage:
         return cls(padded, common_name=common_name, taxon_id=taxon_id)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Lineage:
+    def from_row(cls, row: Mapping[str, object]) -> Lineage:
         """Lineage from one record with rank columns, in any of the spellings seen in the wild.
 
         Accepts ``class``/``cls``, a species column holding either the epithet or the binomial, a

@@ -74,7 +74,7 @@ class BadRecords:
         if len(kept) < EXAMPLES_PER_REASON:
             kept.append(str(example)[:200])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"counts": dict(sorted(self.counts.items())), "examples": dict(sorted(self.examples.items()))}
 
 
@@ -149,7 +149,7 @@ def require_array(path: str | Path, key: str, what: str) -> None:
 
 
 def stream_records(path: str | Path, key: str, noun: str, bad: BadRecords, missing: str | None, *,
-                   empty_allowed: bool = True) -> Iterator[Mapping[str, Any]]:
+                   empty_allowed: bool = True) -> Iterator[Mapping[str, object]]:
     """Each object of the top-level ``key`` array, in file order: an element that is not an object is counted as
     ``<noun>_not_an_object`` and skipped. When the array had no element at all, ``missing`` (where the format keeps
     them) makes it a :class:`SchemaError`: a file without the array (:func:`require_array`), or, unless
@@ -318,7 +318,7 @@ def read_images(path: str | Path, wanted: Mapping[str, tuple[str, ...]], bad: Ba
         )
 
 
-def read_description(path: str | Path) -> dict[str, Any]:
+def read_description(path: str | Path) -> dict[str, object]:
     """The file's ``info`` object (``version``, ``description``, ...), or ``{}`` when it has none."""
     info = first_item(path, "info")
     return dict(info) if isinstance(info, Mapping) else {}

@@ -329,7 +329,7 @@ def _lookup(lookup: str | Path | Mapping[str, Sequence[str]] | None) -> dict[str
     return {anchor: _group(anchor, members) for anchor, members in lookup.items()}
 
 
-def read_stats(table: pa.Table) -> dict[str, Any]:
+def read_stats(table: pa.Table) -> dict[str, object]:
     """The counts :func:`read_crypticbio` recorded in the table's schema metadata."""
     return stats_of(table, READ_STATS_KEY)
 
@@ -353,7 +353,7 @@ class CrypticBioBuild:
     """Rows left out, by download failure reason."""
     download: DownloadReport
     """The downloader's full report."""
-    read_stats: dict[str, Any]
+    read_stats: dict[str, object]
     """The reader's counts (missing dates, coordinates, cryptic groups) over the whole CSV, before ``limit``."""
 
     @property

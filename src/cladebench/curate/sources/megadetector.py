@@ -69,7 +69,7 @@ class DetectorRun:
         note says of files without one."""
         return self.megadetector_version or self.detector or "MegaDetector v4 (the output names no detector)"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"format_version": self.format_version, "detector": self.detector,
                 "megadetector_version": self.megadetector_version, "version": self.version,
                 "categories": dict(self.categories)}

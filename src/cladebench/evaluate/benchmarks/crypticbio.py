@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from cladebench.errors import CladebenchError, DatasetNotFoundError
 from cladebench.evaluate.benchmarks.base import Benchmark, Headline, Protocol, PublishedFigure, register_benchmark
@@ -67,7 +66,7 @@ def _register(name: str, file_name: str, subset: str, what: str) -> None:
                                        f"CrypticBio-Benchmark/{file_name}, and optionally {LOOKUP_FILE})")
         _build(csv_path, _find(folder, LOOKUP_FILE), out, subset)
 
-    def fetch(out: Path) -> dict[str, Any]:
+    def fetch(out: Path) -> dict[str, object]:
         if os.environ.get("HF_HUB_OFFLINE") == "1":
             raise CladebenchError(
                 f"benchmark {name} is not built on this machine and HF_HUB_OFFLINE=1 forbids fetching it; download "

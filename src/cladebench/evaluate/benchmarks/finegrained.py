@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from cladebench.errors import DatasetNotFoundError, RemoteUnavailableError
 from cladebench.evaluate.benchmarks.base import (
@@ -79,7 +78,7 @@ PUBLISHED: tuple[PublishedFigure, ...] = ()
 BioCLIP 2 paper predates the dataset; nothing is shown beside our numbers."""
 
 
-def _sidecar_from_hub(repo: str) -> dict[str, dict[str, Any]] | None:
+def _sidecar_from_hub(repo: str) -> dict[str, dict[str, object]] | None:
     """The release's sidecar, fetched once into the Hub's cache; None when the release has none."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
@@ -108,7 +107,7 @@ def _locate(benchmark: Benchmark, mirror: Path | None) -> Located:
         uri = str(path)
         dataset = store.open_dataset(uri)
         sidecar, absent = load_published_sidecar(mirror / SIDECAR_PATH, SIDECAR_NAME)
-        provenance: dict[str, Any] = {"kind": "mirror", "folder": str(mirror.resolve()), "source": benchmark.source,
+        provenance: dict[str, object] = {"kind": "mirror", "folder": str(mirror.resolve()), "source": benchmark.source,
                                       "release": None, "pinned_release": RELEASE}
     else:
         uri = f"hf://datasets/{repo}@{RELEASE}/{DATA_PATH}"

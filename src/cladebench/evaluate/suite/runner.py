@@ -122,7 +122,7 @@ class _Models:
     """Each model built once per suite, when a run first scores with it (a build failure is kept and repeated)."""
 
     def __init__(self) -> None:
-        self.built: dict[str, Any] = {}
+        self.built: dict[str, object] = {}
 
     def get(self, planned: PlannedRun) -> Any:
         found = self.built.get(planned.model)
@@ -169,7 +169,7 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
         counts = {"run": 0, "reused": 0, "skipped": 0}
         located, location_error = _locate_once([p for p in runs if p.key in to_run])
         keys: list[str] = []
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         try:
             for p in runs:
                 if p.key in to_run:

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class MethodOutput:
 
     predicted: np.ndarray
     """Class index per query row."""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def linear_probe(support: np.ndarray, targets: np.ndarray, query: np.ndarray, co
     folds = min(config.linear_folds, int(np.bincount(targets).min()))
     if folds >= 2:
         c, scores = choose_c(support, targets, config.linear_cs, folds, max_iter)
-        details: dict[str, Any] = {"C": c, "chosen_by": "cross-validation", "cv_folds": folds,
+        details: dict[str, object] = {"C": c, "chosen_by": "cross-validation", "cv_folds": folds,
                                    "cv_accuracy": {str(k): v for k, v in scores.items()}}
     else:
         c = config.linear_fallback_c

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +107,7 @@ class Split:
     """Label index of each fit observation (-1: its taxon is not in the label set)."""
     fit_place: Place
     """Where and when each fit observation was made."""
-    info: dict[str, Any]
+    info: dict[str, object]
     """The split's description for the run record."""
 
 

@@ -208,7 +208,7 @@ class Predicted:
     found: TargetSet
     completions: dict[str, list[Completion]]
     """Condition -> one completion per target, in target order."""
-    info: dict[str, Any]
+    info: dict[str, object]
     """Provenance gathered while predicting."""
     labels: list[str]
     """Candidate label strings when they are the benchmark's own (a taxonomy file is named by path and digest)."""

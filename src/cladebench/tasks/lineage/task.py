@@ -125,9 +125,9 @@ PREDICTORS.add("vlm", predict_vlm)
 
 
 def _condition_columns(condition: str, targets: Sequence[Target], completions: Sequence[Completion],
-                       scores: Sequence[Score | None], kind: str) -> dict[str, Any]:
+                       scores: Sequence[Score | None], kind: str) -> dict[str, object]:
     c = condition
-    columns: dict[str, Any] = {}
+    columns: dict[str, object] = {}
     for rank in RANKS:
         columns[f"{c}_pred_{rank.column}"] = pa.array([x.names[rank] for x in completions], pa.string())
     for rank in RANKS:
@@ -152,7 +152,7 @@ def _condition_columns(condition: str, targets: Sequence[Target], completions: S
 def predictions_table(targets: Sequence[Target], completions: dict[str, list[Completion]],
                       scores: dict[str, list[Score | None]], kind: str) -> pa.Table:
     """One row per (photo, target); see the module docstring for the columns."""
-    columns: dict[str, Any] = {
+    columns: dict[str, object] = {
         "uuid": pa.array([t.uuid for t in targets], pa.string()),
         "target": pa.array([t.index for t in targets], pa.int8()),
         "organism_uuid": pa.array([t.organism_uuid for t in targets], pa.string()),

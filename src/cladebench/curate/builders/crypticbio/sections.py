@@ -150,7 +150,7 @@ class SubsetsSection:
         if self.common is not None and self.common.more_than < 0:
             raise UsageError(f"common.more_than must be >= 0, got {self.common.more_than}")
 
-    def configured(self) -> dict[str, Any]:
+    def configured(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in SUBSETS if getattr(self, name) is not None}
 
 

@@ -169,7 +169,7 @@ class Chosen:
     """A subset's rows and what it wants reported."""
 
     rows: pa.Table
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ class SourceFile:
     def read_columns(self, images: bool) -> list[str]:
         return [c for f, c in self.columns.items() if c is not None and (images or f != "image")]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {
             "file": self.path.name,
             "columns": {f: c for f, c in self.columns.items() if c is not None},

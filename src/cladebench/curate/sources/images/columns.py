@@ -154,7 +154,7 @@ def license_columns(value: Any) -> tuple[str | None, str | None]:
 class MappedValues:
     """A record's canonical values from its cells, and what was left out of them."""
 
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)
     """Canonical column -> value."""
     ranks: dict[str, str] = field(default_factory=dict)
     """Rank column -> name, as the source gives them."""
@@ -164,7 +164,7 @@ class MappedValues:
     """Fields whose value was there but unreadable (``latitude``, ``observed_on``), set to null."""
 
 
-def mapped_values(cells: Mapping[str, Any], mapping: Mapping[str, str]) -> MappedValues:
+def mapped_values(cells: Mapping[str, object], mapping: Mapping[str, str]) -> MappedValues:
     """The canonical values of one row of cells, by ``mapping`` (from :func:`map_columns`)."""
     from cladebench.taxonomy import Lineage
 

@@ -18,7 +18,7 @@ import json
 import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from cladebench.curate.sources.images.columns import map_columns, mapped_values, text
 from cladebench.curate.sources.images.folder import IMAGE_SUFFIXES
@@ -71,7 +71,7 @@ class ShardSource:
         if not self.shards:
             raise CladebenchError(f"{self.path}: no WebDataset shards ({', '.join(SHARD_SUFFIXES)}) in this folder")
         self.overrides = dict(overrides)
-        self.notes: dict[str, Any] = {"shards": [str(s) for s in self.shards]}
+        self.notes: dict[str, object] = {"shards": [str(s) for s in self.shards]}
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
         for shard in self.shards:

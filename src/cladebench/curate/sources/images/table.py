@@ -21,7 +21,6 @@ import csv
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -38,7 +37,7 @@ _BATCH_ROWS = 64
 """Rows turned into Python values at once: a Hugging Face dataset's rows hold their images."""
 
 
-def _hf_features(schema: pa.Schema) -> dict[str, Any]:
+def _hf_features(schema: pa.Schema) -> dict[str, object]:
     raw = (schema.metadata or {}).get(b"huggingface")
     if raw is None:
         return {}
@@ -49,7 +48,7 @@ def _hf_features(schema: pa.Schema) -> dict[str, Any]:
     return features if isinstance(features, dict) else {}
 
 
-def _class_names(features: Mapping[str, Any]) -> dict[str, list[str]]:
+def _class_names(features: Mapping[str, object]) -> dict[str, list[str]]:
     return {name: list(f["names"]) for name, f in features.items()
             if isinstance(f, dict) and f.get("_type") == "ClassLabel" and isinstance(f.get("names"), list)}
 
@@ -103,7 +102,7 @@ class TableSource:
             raise SchemaError(f"{where}: no column to take a label from (a scientific name or a rank); expected one "
                               f"of {list(SPELLINGS['label'])} or a rank column, or --column label=COLUMN; the columns "
                               f"are {self.schema.names}")
-        self.notes: dict[str, Any] = {"files": [str(f) for f in self.files], "columns": self.mapping}
+        self.notes: dict[str, object] = {"files": [str(f) for f in self.files], "columns": self.mapping}
 
     def _schema(self, path: Path) -> pa.Schema:
         try:
@@ -141,7 +140,7 @@ class TableSource:
             except (OSError, pa.ArrowInvalid) as exc:
                 raise SchemaError(f"{path}: cannot be read as a table after row {number}: {exc}") from None
 
-    def _record(self, cells: dict[str, Any], where: str, base: Path, images: bool) -> ImageRecord:
+    def _record(self, cells: dict[str, object], where: str, base: Path, images: bool) -> ImageRecord:
         for column, names in self.class_names.items():
             value = cells.get(column)
             if isinstance(value, int) and 0 <= value < len(names):

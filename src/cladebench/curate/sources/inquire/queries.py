@@ -89,7 +89,7 @@ class LineageCache:
         return self._seen[folder]
 
 
-def lineage_values(lineage: Lineage | None) -> dict[str, Any]:
+def lineage_values(lineage: Lineage | None) -> dict[str, object]:
     """The rank columns and ``scientific_name`` of a lineage; all null without one."""
     if lineage is None:
         return {**dict.fromkeys(RANK_COLUMNS), "scientific_name": None}
