@@ -21,7 +21,7 @@ class _LazyPackage(ModuleType):
 
     _lazy_home: dict[str, str]
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if isinstance(value, ModuleType) and self._lazy_home.get(name) == name:
             value = getattr(value, name)
         super().__setattr__(name, value)

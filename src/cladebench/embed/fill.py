@@ -40,7 +40,7 @@ def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str,
                               "pass --overwrite to recompute the whole column")
 
 
-def _difference(name: str, there: Any, here: Any) -> str:
+def _difference(name: str, there: object, here: Any) -> str:
     """One setting that differs, said briefly: of a preprocessing (a dict), only the entries that differ."""
     if isinstance(there, dict) and isinstance(here, dict):
         keys = [k for k in sorted({*there, *here}) if there.get(k) != here.get(k)]

@@ -348,7 +348,7 @@ COMPARABILITY_KEYS = ("rows_sha256", "label_set", "rank", "split_sha256", "shots
 its rank, the split and shots, and the gallery a query searches."""
 
 
-def _scoped(value: Any, group: str) -> Any:
+def _scoped(value: object, group: str) -> Any:
     """A provenance entry for one group of a grouped run: its own entry where the record keeps one per group."""
     if isinstance(value, dict) and group and isinstance(value.get(group), dict):
         return value[group]

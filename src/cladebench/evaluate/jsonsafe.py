@@ -25,7 +25,7 @@ def _describe(value: float) -> str:
     return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
 
 
-def finite_json(value: Any, path: str = "") -> tuple[Any, dict[str, str]]:
+def finite_json(value: object, path: str = "") -> tuple[Any, dict[str, str]]:
     """``value`` with every non-finite float (numpy's too) replaced by None, and the paths replaced."""
     replaced: dict[str, str] = {}
 

@@ -125,7 +125,7 @@ def _run_model(config: Mapping[str, Any], provenance: Mapping[str, Any]) -> str:
 # --- the settings' part ----------------------------------------------------------------------------
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A setting's value in a label: lists joined by commas, long text cut."""
     text = one_line(",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value))
     return text if len(text) <= VALUE_WIDTH else text[:VALUE_WIDTH - 1] + "…"
@@ -191,7 +191,7 @@ LABEL_SETTINGS.add("geo", (
 ))
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     """A default as ``run.json`` records a value (tuples as lists), so the two compare equal."""
     return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
@@ -243,13 +243,13 @@ _NOT_TELLING = frozenset({"out", "device", "run_name", "label", "task", "given",
 name given, how the config was built; ``label`` is how records written before ``run_name`` stored it)."""
 
 
-def _told(key: str, value: Any) -> str:
+def _told(key: str, value: object) -> str:
     if key in ("dataset", "prior_dataset", "labels") and value:
         value = _path_name(str(value))
     return f"{key.replace('_', '-')} {_shown(value)}"
 
 
-def _telling(value: Any, key: str, defaults: Mapping[str, Any]) -> bool:
+def _telling(value: object, key: str, defaults: Mapping[str, Any]) -> bool:
     """Whether a setting's value says something in a label: set, and not the task's default."""
     return value is not None and not (key in defaults and _plain(value) == defaults[key])
 

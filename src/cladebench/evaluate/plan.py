@@ -223,7 +223,7 @@ def off_protocol_line(plan: EvalPlan) -> str | None:
     return f"off protocol: {plan.benchmark} run as asked with {'; '.join(parts)}; the record marks it"
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return " ".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
@@ -258,5 +258,5 @@ def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, An
     return key
 
 
-def _digest(value: Any) -> str:
+def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()

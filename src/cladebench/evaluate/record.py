@@ -195,7 +195,7 @@ PROVENANCE_SECTIONS = ("dataset", "rows", "plan", "comparability", "exposure", "
 """Parts of a record's provenance that are objects (or null) wherever they are read."""
 
 
-def checked_shape(data: Any) -> dict[str, Any]:
+def checked_shape(data: object) -> dict[str, Any]:
     """``data`` read from a run.json when its parts are what a record holds (an object of metric objects, the
     provenance, config and inspection as objects); else a ValueError saying which part is not. A run.json is a
     file anyone can edit: every reader of a record may then take ``metrics[name]["value"]`` and
@@ -220,7 +220,7 @@ def checked_shape(data: Any) -> dict[str, Any]:
     return data
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number")
 

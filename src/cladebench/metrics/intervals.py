@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -214,7 +214,7 @@ def _statistic_replicates(statistic: Statistic, n: int, groups: np.ndarray | Non
     return np.concatenate(replicates)
 
 
-def _checked_values(values: Any) -> np.ndarray:
+def _checked_values(values: object) -> np.ndarray:
     """The per-example (or per-repetition) values as float64: a non-empty 1-D array without NaN, or a ValueError."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 1 or values.size == 0:

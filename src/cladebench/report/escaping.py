@@ -25,14 +25,14 @@ _BACKSLASHED = re.compile(r"([\\`*_\[\]|~])")
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
 
-def markdown_escape(text: Any) -> str:
+def markdown_escape(text: object) -> str:
     """``text`` as literal Markdown inline text, safe inside a table cell."""
     text = _LINE_BREAKS.sub(" ", str(text))
     text = "".join(_ENTITIES.get(char, char) for char in text)
     return _BACKSLASHED.sub(r"\\\1", text)
 
 
-def markdown_finalize(value: Any) -> Any:
+def markdown_finalize(value: object) -> Any:
     """jinja2 ``finalize`` for Markdown templates: escape every value that is not already safe Markdown."""
     if value is None:
         return ""

@@ -66,12 +66,12 @@ def format_interval(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
     return Markup(f"[{scale * estimate['low']:.2f}, {scale * estimate['high']:.2f}]")
 
 
-def format_number(value: Any, digits: int = 3) -> Markup:
+def format_number(value: object, digits: int = 3) -> Markup:
     """A plain number (an ECE, a probability, a score) with ``digits`` decimals, or ``n/a``."""
     return Markup(f"{float(value):.{digits}f}") if _finite(value) else Markup(MISSING)
 
 
-def format_count(value: Any) -> Markup:
+def format_count(value: object) -> Markup:
     """An integer count with thousands separators, or ``n/a``."""
     return Markup(f"{int(value):,}") if isinstance(value, int) and not isinstance(value, bool) else Markup(MISSING)
 

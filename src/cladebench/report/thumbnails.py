@@ -47,7 +47,7 @@ class Photo:
     """Link to the source record, only when it is an http(s) URL."""
 
 
-def _link(value: Any) -> str | None:
+def _link(value: object) -> str | None:
     return value if isinstance(value, str) and value.lower().startswith(LINK_SCHEMES) else None
 
 

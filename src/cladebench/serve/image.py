@@ -43,7 +43,7 @@ FACTS = ("scientific_name", "common_name", "taxon_id", "observed_on", "latitude"
 """The facts of the side table, in this order (then any other column of the dataset)."""
 
 
-def safe_link(value: Any) -> str | None:
+def safe_link(value: object) -> str | None:
     """``value`` when it is an http(s) URL (a link), else None (shown as text)."""
     text = str(value or "").strip()
     return text if text.lower().startswith(("http://", "https://")) else None

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 
-def markdown_cell(value: Any) -> str:
+def markdown_cell(value: object) -> str:
     """A value as one Markdown table cell: a backslash kept as one (``\\``, so ``\\|`` in a label cannot end the
     cell), a pipe escaped, line breaks as spaces, and ``<``, ``>``, ``&`` as entities (a label is shown as text,
     never read as HTML by a Markdown renderer)."""

@@ -176,7 +176,7 @@ def first_item(path: str | Path, prefix: str) -> Any:
         items.close()
 
 
-def as_text_id(value: Any) -> str | None:
+def as_text_id(value: object) -> str | None:
     """An id as text (``location`` and ``id`` are ints in older collections), or None when absent or not scalar."""
     if isinstance(value, bool) or value is None:
         return None
@@ -277,7 +277,7 @@ class CctImage:
     """The collection marked the image as failing to load."""
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -220,7 +220,7 @@ class _Rows:
         self.columns: dict[str, list[Any]] = {f.name: [] for f in READ_SCHEMA}
         self.counts: Counter[str] = Counter()
 
-    def add(self, **values: Any) -> None:
+    def add(self, **values: object) -> None:
         for name, column in self.columns.items():
             column.append(values.get(name))
 

@@ -102,7 +102,7 @@ class ImageDetections:
     failure: str | None = None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
 
@@ -122,7 +122,7 @@ def read_detector_run(path: str | Path) -> DetectorRun:
                        categories={str(k): str(v) for k, v in categories.items()})
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

@@ -47,7 +47,7 @@ def get_benchmark(name: str) -> Benchmark | None:
     return BENCHMARKS.get(name)
 
 
-def named_benchmark(dataset: str, *, data: Any = None) -> Benchmark | None:
+def named_benchmark(dataset: str, *, data: object = None) -> Benchmark | None:
     """The benchmark ``dataset`` names, or None for a path or URI (a local folder that happens to bear a
     benchmark's name is a path). The one place this is decided; ``--data`` for a path or URI is a usage error."""
     benchmark = get_benchmark(dataset)
@@ -88,7 +88,7 @@ def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[st
     return (dataclasses.replace(config, **changes) if changes else config), departures
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 

@@ -58,7 +58,7 @@ ADDED_COLUMNS = frozenset({"off_protocol"})
 """Columns added after the first tables were written: a table without them is read with them null."""
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
         value) else None
 
@@ -78,7 +78,7 @@ def off_protocol_text(record: RunRecord) -> str | None:
     return "; ".join(shown) or None
 
 
-def _setting(value: Any) -> str:
+def _setting(value: object) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 

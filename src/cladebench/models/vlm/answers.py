@@ -104,7 +104,7 @@ class ChatResult:
 
     text: str
     """The message content the model returned."""
-    data: Any
+    data: object
     """``text`` parsed as JSON in JSON mode (``None`` when not JSON mode or when it did not parse)."""
     json_error: str | None
     """Why ``text`` did not parse as JSON in JSON mode; ``None`` otherwise."""

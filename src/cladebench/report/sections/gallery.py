@@ -55,7 +55,7 @@ def _has(run: ReportRun, *columns: str) -> bool:
     return run.predictions is not None and set(columns) <= set(run.predictions.column_names)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return "—" if value is None else str(value)
 
 

@@ -48,7 +48,7 @@ class RunProvenance:
     """(package, version)."""
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A value as text: a list of plain values as its items, a deeper structure as compact JSON."""
     if value is None:
         return "—"
@@ -70,7 +70,7 @@ def _entries(value: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _fact(value: Any) -> Fact:
+def _fact(value: object) -> Fact:
     return _entries(value) if isinstance(value, Mapping) else _text(value)
 
 

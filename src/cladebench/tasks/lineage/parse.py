@@ -146,7 +146,7 @@ def _says_none(text: str) -> bool:
     return lowered in _NO_NAME or lowered.startswith(("unknown", "not ", "cannot ", "can't ", "unable"))
 
 
-def clean_uninomial(value: Any) -> str | None:
+def clean_uninomial(value: object) -> str | None:
     """A name above species: one word, capitalised; ``None`` for "unknown" and the like.
 
     A leading article or rank word is dropped ("the family Apidae" -> "Apidae").
@@ -164,7 +164,7 @@ def clean_uninomial(value: Any) -> str | None:
     return word[:1].upper() + word[1:].lower()
 
 
-def clean_binomial(value: Any, genus: str | None = None) -> str | None:
+def clean_binomial(value: object, genus: str | None = None) -> str | None:
     """A species as ``Genus epithet``; a lone epithet is joined to ``genus``; ``None`` when no species is named.
 
     "Apis mellifera Linnaeus, 1758", "apis MELLIFERA", "*Apis mellifera*", "Apis cf. mellifera",
@@ -234,7 +234,7 @@ def _binomial_in(text: str) -> str | None:
 # --- strategies ----------------------------------------------------------------------------------
 
 
-def _value_text(value: Any) -> str | None:
+def _value_text(value: object) -> str | None:
     """A JSON value as a name: a string, the first string of a list, or the ``name`` of an object."""
     if isinstance(value, str):
         return value

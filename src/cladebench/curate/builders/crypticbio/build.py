@@ -102,7 +102,7 @@ def _groups_from_rows(kept: pa.Table) -> _Groups:
 # --- output ----------------------------------------------------------------------------------------
 
 
-def _csv_value(value: Any) -> str:
+def _csv_value(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
@@ -201,7 +201,7 @@ def _resolve(config: str | Path | CrypticBioBuildConfig | CrypticBioCurateConfig
 
 
 def _config_record(config: CrypticBioCurateConfig) -> dict[str, object]:
-    def plain(value: Any) -> Any:
+    def plain(value: object) -> Any:
         if isinstance(value, (Path, datetime.date)):
             return str(value)
         if isinstance(value, (list, tuple)):

@@ -194,7 +194,7 @@ def _describe_type(annotation: Any) -> str:
     return names.get(annotation, "a mapping" if dataclasses.is_dataclass(annotation) else str(annotation))
 
 
-def _coerce(value: Any, annotation: Any, where: str, base_dir: Path, expected: str | None = None) -> Any:
+def _coerce(value: object, annotation: Any, where: str, base_dir: Path, expected: str | None = None) -> Any:
     """``value`` checked against (and converted to) ``annotation``; a :class:`UsageError` naming ``where``."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -229,7 +229,7 @@ _SCALARS: dict[Any, Callable[[Any, Path], Any]] = {
 """YAML scalar -> field type converters; each returns ``NOT_CONVERTED`` for a value of the wrong type."""
 
 
-def _parse_section(cls: type, raw: Any, section: str, base_dir: Path, *, extra_keys: Sequence[str] = ()) -> Any:
+def _parse_section(cls: type, raw: object, section: str, base_dir: Path, *, extra_keys: Sequence[str] = ()) -> Any:
     """Build the frozen dataclass ``cls`` from a YAML mapping: unknown keys, wrong types and missing keys are
     errors naming the key and ``section``."""
     if raw is None:
@@ -254,7 +254,7 @@ def _parse_section(cls: type, raw: Any, section: str, base_dir: Path, *, extra_k
         raise UsageError(f"{section}: {error}") from None
 
 
-def _parse_download(raw: Any, base_dir: Path) -> DownloadSection:
+def _parse_download(raw: object, base_dir: Path) -> DownloadSection:
     own = {"enabled", "cache_dir"}
     if raw is None:
         raw = {}
@@ -266,7 +266,7 @@ def _parse_download(raw: Any, base_dir: Path) -> DownloadSection:
     return dataclasses.replace(section, fetch=fetch)
 
 
-def _parse_filters(raw: Any) -> FiltersSection:
+def _parse_filters(raw: object) -> FiltersSection:
     if raw is None:
         return FiltersSection()
     if not isinstance(raw, Mapping):
@@ -284,7 +284,7 @@ CONFIG_SECTIONS.add("subsets", lambda raw, base: _parse_section(SubsetsSection, 
 CONFIG_SECTIONS.add("download", _parse_download)
 
 
-def parse_config(raw: Any, *, base_dir: str | Path | None = None, source: str | Path | None = None
+def parse_config(raw: object, *, base_dir: str | Path | None = None, source: str | Path | None = None
                  ) -> CrypticBioCurateConfig:
     """A config from an already loaded YAML document (a mapping); relative paths resolve against ``base_dir``."""
     where = f"{source}: " if source is not None else ""

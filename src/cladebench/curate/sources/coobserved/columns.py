@@ -11,7 +11,6 @@ import uuid as uuidlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -127,7 +126,7 @@ def row_uuid(photo_id: int | str) -> str:
     return str(uuidlib.uuid5(UUID_NAMESPACE, str(int(photo_id))))
 
 
-def parse_divergence_rank(value: Any) -> str:
+def parse_divergence_rank(value: object) -> str:
     """A divergence rank as its rank name (``kingdom`` .. ``species``); anything else raises ValueError."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{value!r} is not a rank name (kingdom, phylum, class, order, family, genus, species)")

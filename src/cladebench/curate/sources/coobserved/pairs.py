@@ -91,7 +91,7 @@ class PairPass:
         self.stats = stats
         self.photo_at: dict[int, str] = {}
 
-    def _organism(self, value: Any, index: int, file: SourceFile, where: Row) -> tuple[dict[str, Any], Lineage]:
+    def _organism(self, value: object, index: int, file: SourceFile, where: Row) -> tuple[dict[str, Any], Lineage]:
         column = file.columns["organisms"]
         if not isinstance(value, Mapping):
             raise where.error(f"{column}[{index}]", f"{value!r} is not an organism")
