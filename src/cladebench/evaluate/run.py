@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +39,9 @@ from cladebench.provenance import software_versions
 from cladebench.tasks.common import label_digest
 from cladebench.templates import get_templates
 
+if TYPE_CHECKING:
+    import lance
+
 GROUP_SEPARATOR = "/"
 """Between a group (or breakdown) and a metric name: ``Peromyscus/top1_species``."""
 
@@ -48,7 +51,7 @@ BREAKDOWN_PREFIX = "by:"
 are recomputed from the predictions alone (verifying a record needs no dataset)."""
 
 
-def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]) -> pa.Table:
+def _with_breakdown_values(table: pa.Table, dataset: lance.LanceDataset, columns: Sequence[str]) -> pa.Table:
     """The predictions with one ``by:<column>`` text column per breakdown column (null where the row has none)."""
     uuids = table.column("uuid")
     for column in columns:
@@ -120,7 +123,7 @@ def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
     return DeferredEncoder(spec, config.device) if spec.kind == "clip" else build_model(spec, device=config.device)
 
 
-def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) -> Any:
+def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig, encoder: Any) -> Any:
     """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand; returns
     the dataset to read (reopened after embedding, which wrote a new version)."""
     from cladebench.embed import EmbedConfig, embed_dataset
@@ -137,7 +140,7 @@ def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) 
         return store.open_dataset(uri)
 
 
-def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
+def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings: Any) -> Any:
     """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
@@ -200,7 +203,7 @@ def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any, Any]:
     return encoder, settings, dataset
 
 
-def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: Any) -> _Scored:
+def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: lance.LanceDataset) -> _Scored:
     """Each group predicted and scored on its own (a group the task cannot evaluate is left out with its reason);
     breakdowns scored on the same predictions."""
     task, breakdown = plan.task, plan.config.breakdown
@@ -250,7 +253,7 @@ def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: Any
     return scored
 
 
-def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunRecord:
+def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: lance.LanceDataset) -> RunRecord:
     """The run record: the metrics, and the provenance of every number (the plan, the data, the model)."""
     config, infos, label_sets = plan.config, scored.infos, scored.label_sets
     grouped = plan.group_column is not None

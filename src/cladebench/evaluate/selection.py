@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +19,9 @@ import pyarrow.compute as pc
 from cladebench import store
 from cladebench.errors import CladebenchError, NotEvaluableError, SchemaError, UsageError
 from cladebench.taxonomy import Rank, parse_within
+
+if TYPE_CHECKING:
+    import lance
 
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
 """Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
@@ -42,7 +45,7 @@ def within_filter(within: str | None, names: Sequence[str]) -> str | None:
     return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name)}"
 
 
-def exposure_filter(config: Any, dataset: Any) -> str | None:
+def exposure_filter(config: Any, dataset: lance.LanceDataset) -> str | None:
     """SQL for the training-exposure options of an eval config.
 
     A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
@@ -69,13 +72,13 @@ KNOWN_NAMES_SHOWN = 20
 """Most names of ``seen_in_training`` a refused ``--not-seen-by`` lists (the closest ones are always named)."""
 
 
-def training_names(dataset: Any) -> list[str]:
+def training_names(dataset: lance.LanceDataset) -> list[str]:
     """Every model name any row's ``seen_in_training`` holds, sorted."""
     lists = store.read(dataset, columns=["seen_in_training"]).column(0)
     return sorted({str(name) for name in pc.list_flatten(lists).drop_null().to_pylist()})
 
 
-def check_training_name(dataset: Any, name: str) -> None:
+def check_training_name(dataset: lance.LanceDataset, name: str) -> None:
     """Refuse a ``--not-seen-by`` name no row's ``seen_in_training`` holds (exit 2), naming the closest known ones.
 
     One matching row is enough, so the usual case reads a row; only a refusal reads the whole column.
@@ -96,7 +99,7 @@ def check_training_name(dataset: Any, name: str) -> None:
                      f"{hint} (known: {shown})")
 
 
-def selection_filter(dataset: Any, where: str | None, settings: Any) -> str | None:
+def selection_filter(dataset: lance.LanceDataset, where: str | None, settings: Any) -> str | None:
     """The filter of every selected row: ``where`` and the ``--within`` clade where the dataset has its column."""
     return and_filters(where, within_filter(getattr(settings, "within", None), dataset.schema.names))
 
@@ -114,7 +117,7 @@ def check_unique_uuids(uuids: pa.ChunkedArray, uri: str) -> int:
     return len(uuids)
 
 
-def partition_column(dataset: Any, group_by: str) -> str | None:
+def partition_column(dataset: lance.LanceDataset, group_by: str) -> str | None:
     """The column whose values are evaluated separately, or None for one pooled evaluation."""
     if group_by == "none":
         return None
@@ -126,7 +129,7 @@ def partition_column(dataset: Any, group_by: str) -> str | None:
     return group_by
 
 
-def group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
+def group_values(dataset: lance.LanceDataset, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
     """Distinct non-null values of ``column`` among the selected rows (sorted, as text), the rows without one,
     and the SQL filter selecting each value (a literal of the column's own type: a quoted 2 is not 2)."""
     values = store.read(dataset, columns=[column], where=where).column(0)
@@ -147,8 +150,8 @@ def group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str
     return sorted(filters), missing, filters
 
 
-def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str | None, selected_rows: int
-                  ) -> tuple[str | None, list[str | None], int, dict[str, str]]:
+def select_groups(dataset: lance.LanceDataset, uri: str, config: Any, settings: Any, where: str | None,
+                  selected_rows: int) -> tuple[str | None, list[str | None], int, dict[str, str]]:
     """The partition column (or None), its values among the selected rows (``[None]`` when pooled), the selected
     rows without a value, and each value's filter. ``--within`` counts here too: a group without a row of the
     clade is not evaluated (the task would refuse it); a selection with no row at all (``selected_rows``, as the

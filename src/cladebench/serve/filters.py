@@ -13,12 +13,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from cladebench.errors import UsageError
 from cladebench.store import check_filter, group_columns, sql_identifier, sql_literal
 from cladebench.taxonomy import RANK_COLUMNS
+
+if TYPE_CHECKING:
+    import lance
 
 SEEN_CHOICES = ("any", "seen", "unseen")
 """``seen``: the image is in some model's training data; ``unseen``: in none that the dataset records."""
@@ -138,6 +141,6 @@ def filter_errors(where: str | None) -> Iterator[None]:
         raise UsageError(f"where {where!r}: {reason}") from None
 
 
-def group_columns_of(dataset: Any) -> list[str]:
+def group_columns_of(dataset: lance.LanceDataset) -> list[str]:
     """The dataset's ``*_group`` columns."""
     return group_columns(dataset.schema)

@@ -78,7 +78,7 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
     """The cells of ``uuids`` (in that order): name, thumbnail, verdict and what the run(s) predicted."""
     if not uuids:
         return []
-    shown = [c for c in ("uuid", "scientific_name", "species", "genus", "common_name") if c in state.columns]
+    shown: list[str] = [c for c in ("uuid", "scientific_name", "species", "genus", "common_name") if c in state.columns]
     listed = ", ".join(sql_literal(u) for u in uuids)
     table = state.dataset.to_table(columns=shown, filter=f"uuid IN ({listed})", with_row_id=True)
     rows = {r["uuid"]: r for r in table.to_pylist()}

@@ -12,9 +12,12 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
+
+if TYPE_CHECKING:
+    import lance
 
 
 @dataclass(eq=False)
@@ -23,7 +26,7 @@ class ServeState:
 
     uri: str
     """The dataset's path or URI, as given on the command line."""
-    dataset: Any
+    dataset: lance.LanceDataset
     """The ``lance.LanceDataset`` opened at :attr:`version` (read-only here)."""
     runs: tuple[Any, ...] = ()
     """The loaded runs (``report.runs.ReportRun``), in the order given, each with its predictions."""
