@@ -196,7 +196,7 @@ def _plain(value: object) -> Any:
     return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
-def task_defaults(task: str) -> dict[str, Any]:
+def task_defaults(task: str) -> dict[str, object]:
     """The defaults of ``task``'s own config (empty for a task this version does not know)."""
     from cladebench.tasks import get_task
 

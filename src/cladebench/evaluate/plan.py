@@ -117,7 +117,7 @@ class EvalPlan:
         """The task settings (:attr:`settings`, or ``settings`` given) of one group's run: its filter in place."""
         return dataclasses.replace(self.settings if settings is None else settings, where=self.group_where(group))
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> dict[str, object]:
         """What the run record keeps of the plan: which settings were given, which the protocol filled, where
         the run departs from it, and why it holds no label set when it holds none."""
         return {"given": sorted(self.given), "benchmark": self.benchmark,
@@ -229,7 +229,7 @@ def _shown(value: object) -> str:
 
 def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, Any]],
                       label_sets: Mapping[str | None, Mapping[str, Any]], evaluated_fingerprint: str
-                      ) -> dict[str, Any]:
+                      ) -> dict[str, object]:
     """What a paired comparison of two runs needs to be equal: the task, the rows evaluated, the label set (its
     hash, and its taxa's whatever their name style) and rank, the split (its fingerprint) and shots for few-shot,
     the gallery rule for retrieval. Two runs whose keys differ score different things; ``compare`` says how, in
@@ -238,7 +238,7 @@ def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, An
     splits = {str(g): (info.get("split") or {}) for g, info in infos.items()}
     label_hashes = {str(g): labels.get("labels_sha256") for g, labels in label_sets.items()}
     taxa = {str(g): labels.get("taxa_sha256") for g, labels in label_sets.items()}  # whatever the name style
-    key: dict[str, Any] = {
+    key: dict[str, object] = {
         "task": plan.task.name,
         "rows_sha256": evaluated_fingerprint,
         "groups": [g for g in plan.groups if g is not None and g in infos],

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -529,7 +528,7 @@ def summarize(table: RetrievalTable, config: RetrievalConfig | None = None) -> R
     return macro_means(table.columns(), table.defined, _config_for(table, config))
 
 
-def macro_means_by(values: Mapping[str, np.ndarray], keys: np.ndarray | Sequence[Any],
+def macro_means_by(values: Mapping[str, np.ndarray], keys: np.ndarray | Sequence[object],
                    defined: np.ndarray | None = None,
                    config: RetrievalConfig | None = None) -> dict[str, RetrievalSummary]:
     """:func:`macro_means` within each value of a per-query key (supercategory, category, iconic group, model).
@@ -546,7 +545,7 @@ def macro_means_by(values: Mapping[str, np.ndarray], keys: np.ndarray | Sequence
             for label in np.unique(labels)}
 
 
-def summarize_by(table: RetrievalTable, keys: np.ndarray | Sequence[Any],
+def summarize_by(table: RetrievalTable, keys: np.ndarray | Sequence[object],
                  config: RetrievalConfig | None = None) -> dict[str, RetrievalSummary]:
     """Macro means of a table's metrics within each value of a per-query key."""
     return macro_means_by(table.columns(), keys, table.defined, _config_for(table, config))

@@ -61,7 +61,7 @@ class DeferredEncoder:
             "dim")
         return int(known) if known is not None else int(self.model().dim)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The built model's provenance; before it is built, what the spec and the remembered facts say."""
         if self._model is not None:
             return self._model.describe()

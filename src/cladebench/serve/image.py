@@ -67,7 +67,7 @@ def read_row(state: ServeState, uuid: str, columns: list[str]) -> Row:
     return Row(table.to_pylist()[0])
 
 
-def lineage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
+def lineage(row: dict[str, object]) -> list[tuple[str, str, str]]:
     """(rank, name, link to the grid at that node) from kingdom down, for the ranks the row names."""
     chosen: dict[str, str] = {}
     found = []
@@ -80,7 +80,7 @@ def lineage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
     return found
 
 
-def facts(state: ServeState, row: dict[str, Any]) -> list[tuple[str, Any, str | None]]:
+def facts(state: ServeState, row: dict[str, object]) -> list[tuple[str, Any, str | None]]:
     """(column, value, link or None) of the side table: the canonical facts first, then the rest."""
     skip = {"uuid", "image", *RANK_COLUMNS, *columns_of(state)}
     order = [c for c in FACTS if c in row] + [c for c in row if c not in FACTS and c not in skip]
@@ -119,7 +119,7 @@ def view_order(state: ServeState, query: dict[str, str]) -> list[str] | None:
     return overlay.select(state, uuids) if overlay is not None and overlay.narrows else uuids
 
 
-def steps(state: ServeState, uuid: str, query: dict[str, str]) -> dict[str, Any] | None:
+def steps(state: ServeState, uuid: str, query: dict[str, str]) -> dict[str, object] | None:
     """Previous and next image in the grid the page was opened from, and where this one is in it."""
     uuids = view_order(state, query)
     if not uuids or uuid not in uuids:

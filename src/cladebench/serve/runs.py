@@ -8,7 +8,6 @@ shown are those the run evaluated that also pass the filters.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -74,7 +73,7 @@ def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: st
     return [u for u, _ in pairs]
 
 
-def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | None) -> list[dict[str, Any]]:
+def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | None) -> list[dict[str, object]]:
     """The cells of ``uuids`` (in that order): name, thumbnail, verdict and what the run(s) predicted."""
     if not uuids:
         return []

@@ -134,7 +134,7 @@ def _pybioclip_paths(value: str) -> tuple[Path, Path]:
     return path, path.with_suffix(".json")
 
 
-def _read_names(path: Path) -> list[Any]:
+def _read_names(path: Path) -> list[object]:
     if not path.is_file():
         raise CladebenchError(f"--labels: the names of the vectors are missing: {path} (pybioclip's layout puts "
                               f"{PYBIOCLIP_NAMES} beside {PYBIOCLIP_VECTORS})")
@@ -149,7 +149,7 @@ def _read_names(path: Path) -> list[Any]:
     return names
 
 
-def _check_shape(vectors_path: Path, names: list[Any]) -> tuple[bool, int]:
+def _check_shape(vectors_path: Path, names: list[object]) -> tuple[bool, int]:
     """Whether the vectors are columns (pybioclip's width x species) and their width; refuses a mismatch."""
     try:
         array = np.load(vectors_path, mmap_mode="r", allow_pickle=False)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -173,7 +173,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     unscored = targets < 0
     width = order.shape[1]
     offsets = pa.array(np.arange(0, order.size + 1, width, dtype=np.int32))
-    columns: dict[str, Any] = {
+    columns: dict[str, object] = {
         "uuid": rows.column("uuid"),
         "true_label": text_array.take(pa.array(targets, pa.int64(), mask=unscored)),
         "pred_label": text_array.take(pa.array(order[:, 0], pa.int64())),
@@ -247,7 +247,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
 
 def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], top_labels: np.ndarray,
                           top_probs: np.ndarray, labels: LabelSet, texts: Sequence[str], *,
-                          review: int = 20) -> dict[str, Any] | None:
+                          review: int = 20) -> dict[str, object] | None:
     """What a person needs to look at for rows labelled only to genus (camera-trap Peromyscus).
 
     Such rows have no species truth, so they are never scored for species accuracy; instead: how the
@@ -292,7 +292,7 @@ def _class_codes(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray, np.nd
     return codes[: table.num_rows][scored], codes[table.num_rows:][scored]
 
 
-def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals.
 
     Only examples whose true taxon is in the label set at that rank are scored; the count is reported.

@@ -235,7 +235,7 @@ def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, Any]) -> pa.Tabl
     return table.replace_schema_metadata({key: json.dumps(stats, default=str).encode()})
 
 
-def stats_of(table: pa.Table, key: bytes) -> dict[str, Any]:
+def stats_of(table: pa.Table, key: bytes) -> dict[str, object]:
     """The counts a reader kept in the table's schema metadata under ``key``; empty when there are none."""
     raw = (table.schema.metadata or {}).get(key)
     return {} if raw is None else json.loads(raw)

@@ -66,7 +66,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -217,7 +216,7 @@ class _Rows:
     """Column lists filled row by row, and the counts the reader reports."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {f.name: [] for f in READ_SCHEMA}
+        self.columns: dict[str, list[object]] = {f.name: [] for f in READ_SCHEMA}
         self.counts: Counter[str] = Counter()
 
     def add(self, **values: object) -> None:

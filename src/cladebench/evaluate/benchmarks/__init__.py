@@ -60,7 +60,7 @@ def named_benchmark(dataset: str, *, data: object = None) -> Benchmark | None:
 
 
 def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[str]
-                   ) -> tuple[Any, dict[str, dict[str, Any]]]:
+                   ) -> tuple[Any, dict[str, dict[str, object]]]:
     """The config with the benchmark's protocol filled in where the user gave no setting, and each given setting
     that departs from the protocol, that is, from every one of its runs (name -> the protocol's value and the one
     run). Reads nothing. A task the
@@ -69,8 +69,8 @@ def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[st
         return config, {}
     protocol = benchmark.protocol(config.task or benchmark.task)
     fields = {f.name for f in dataclasses.fields(config) if f.init}
-    changes: dict[str, Any] = {}
-    departures: dict[str, dict[str, Any]] = {}
+    changes: dict[str, object] = {}
+    departures: dict[str, dict[str, object]] = {}
     for name, value in {"task": protocol.task, **protocol.settings}.items():
         if name == "column" and getattr(config, "model", None) is not None:
             continue  # the model names the column holding its vectors

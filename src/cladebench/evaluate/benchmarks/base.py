@@ -43,10 +43,10 @@ class Protocol:
 
     task: str
     """The registered task (``zeroshot``, ``fewshot``, ...)."""
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, object] = field(default_factory=dict)
     """Eval settings the protocol fixes; a single ``eval`` applies each one the user left at its default (a
     ``column`` only when no ``--model`` names the vectors)."""
-    runs: tuple[Mapping[str, Any], ...] = ({},)
+    runs: tuple[Mapping[str, object], ...] = ({},)
     """The evaluations the standard protocol consists of, each as settings on top of :attr:`settings` (e.g. one per
     name style, or all rows and unseen rows only): what a suite runs for each model."""
     needs_model: bool = True
@@ -62,7 +62,7 @@ class Headline:
     """The protocol's task the number comes from."""
     metric: str
     """The metric's name without group prefix (``top1_species``, ``ap@100``)."""
-    run: Mapping[str, Any] = field(default_factory=dict)
+    run: Mapping[str, object] = field(default_factory=dict)
     """Which of the protocol's :attr:`Protocol.runs` (e.g. ``{"name_style": "sci"}``); ``{}`` the first, all rows."""
 
 

@@ -63,7 +63,7 @@ def _finite(value: object) -> float | None:
         value) else None
 
 
-def _what(planned: PlannedRun) -> dict[str, Any]:
+def _what(planned: PlannedRun) -> dict[str, object]:
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(planned.settings.items())}
     return {"benchmark": planned.benchmark.name, "task": planned.task, "protocol": planned.protocol,
             "settings": json.dumps(settings, sort_keys=True, default=str), "model": planned.model,
@@ -82,7 +82,7 @@ def _setting(value: object) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: Path) -> list[dict[str, Any]]:
+def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: Path) -> list[dict[str, object]]:
     """One row per metric of a finished run's record."""
     what = {**_what(planned), "off_protocol": off_protocol_text(record)}
     relative = os.path.relpath(run_path, root)
@@ -100,7 +100,7 @@ def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: 
     return rows
 
 
-def skipped_row(planned: PlannedRun, reason: str, when: str) -> dict[str, Any]:
+def skipped_row(planned: PlannedRun, reason: str, when: str) -> dict[str, object]:
     """The row of a run that could not run, with why."""
     return {**_what(planned), "metric": None, "value": None, "low": None, "high": None, "n": None, "label": None,
             "run": None, "status": "skipped", "reason": reason, "recorded_at": when, "off_protocol": None}
@@ -123,7 +123,7 @@ def read_results(root: Path) -> pa.Table:
     return table.select(SCHEMA.names).cast(SCHEMA)
 
 
-def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
+def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, object]]) -> Path:
     """Replace every row of the runs ``keys`` by ``rows``, keep every other row, and write the table whole."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -182,7 +182,7 @@ def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
-def _other_run(row: dict[str, Any], record: RunRecord) -> str | None:
+def _other_run(row: dict[str, object], record: RunRecord) -> str | None:
     """Why a results row is not its run's own (it names another model, benchmark, task or label than the record
     it points to), or None: the pivot shows a number under the row's model, so that is checked as the number is."""
     from cladebench.provenance import redact

@@ -116,7 +116,7 @@ class Board:
     (the paired difference on the pooled value, better / tied / worse in how many groups)."""
 
 
-def _facts(run: ReportRun) -> tuple[Any, ...]:
+def _facts(run: ReportRun) -> tuple[object, ...]:
     from cladebench.evaluate.compare import COMPARABILITY_KEYS, comparability_of
 
     facts = comparability_of(run.record)

@@ -39,11 +39,11 @@ SUITE_KEY = "suite"
 class SuiteData:
     """What the section reads: the suite's finished result rows and its runs as loaded for the report."""
 
-    rows: Sequence[Mapping[str, Any]]
+    rows: Sequence[Mapping[str, object]]
     """Rows of the results table with status finished."""
     runs: Mapping[str, ReportRun]
     """Each row's ``run`` (run.json relative to the suite folder) -> the run loaded for the report."""
-    refused: Sequence[Mapping[str, Any]] = ()
+    refused: Sequence[Mapping[str, object]] = ()
     """Rows refused as ``unverified`` (their run's numbers do not hold): a model's newest such row is its cell,
     said as refused, so an older run never stands in for it."""
 

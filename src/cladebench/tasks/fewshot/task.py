@@ -9,7 +9,7 @@ Why a module of its own: it ties the pieces together (:mod:`~cladebench.tasks.la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,7 @@ def plan_splits(rows: LabelledRows, config: FewShotConfig) -> SplitPlan:
 
 
 def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
-                   config: FewShotConfig) -> tuple[pa.Table, dict[str, list[dict[str, Any]]]]:
+                   config: FewShotConfig) -> tuple[pa.Table, dict[str, list[dict[str, object]]]]:
     """Run every configured method on every split: one row per (method, shots, repetition, query image).
 
     Returns the prediction table and, per method, what it chose on each split (shots, repetition, details).
@@ -47,7 +47,7 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str],
     label_array = np.asarray(plan.classes, dtype=object)
     uuid_array = np.asarray(uuids, dtype=object)
     pieces: list[pa.Table] = []
-    chosen: dict[str, list[dict[str, Any]]] = {}
+    chosen: dict[str, list[dict[str, object]]] = {}
     for method in config.methods:
         fit_predict = METHODS[method].fit_predict
         for split in plan.splits:
@@ -106,8 +106,8 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
     return Predictions(table=table, labels=list(plan.classes), info=info)
 
 
-def _method_settings(config: FewShotConfig, chosen: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
+def _method_settings(config: FewShotConfig, chosen: dict[str, list[dict[str, object]]]) -> dict[str, object]:
+    settings: dict[str, object] = {}
     for method in config.methods:
         if method == "knn":
             settings[method] = {"k": config.knn_k, "weights": config.knn_weights, "metric": "cosine"}

@@ -35,7 +35,7 @@ and computes its metrics.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -196,13 +196,13 @@ def _bools(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def geo_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """Top-1 image-only and fused, their paired difference, the chosen weight, and fallback shares."""
     table, info = predictions.table, predictions.info
     rank = info["rank"]
     scored = _bools(table, "scored")
     image, fused = _bools(table, "correct_image")[scored], _bools(table, "correct_fused")[scored]
-    metrics: dict[str, dict[str, Any]] = {
+    metrics: dict[str, dict[str, object]] = {
         f"image_top1_{rank}": accuracy(image).to_dict(),
         f"fused_top1_{rank}": accuracy(fused).to_dict(),
     }
@@ -224,7 +224,7 @@ def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     return metrics
 
 
-def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+def per_image_values(table: pa.Table, task_provenance: dict[str, object]) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each scored test image's 0/1 correctness, image-only and fused, keyed by uuid, so runs pair image by image."""
     rank = task_provenance.get("rank", "species")
     scored = _bools(table, "scored")

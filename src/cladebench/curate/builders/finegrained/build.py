@@ -103,7 +103,7 @@ def _embedding_entries(dataset_path: Path) -> dict[str, dict[str, Any]]:
     return json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
 
 
-def _dropped_table(dropped: Sequence[Mapping[str, Any]]) -> pa.Table:
+def _dropped_table(dropped: Sequence[Mapping[str, object]]) -> pa.Table:
     columns = ("uuid", "challenge_group", "reason", "detail", "genus", "species", "source_url", "image_path",
                "license_name")
     rows = [{c: row.get(c) for c in columns} for row in dropped]

@@ -34,7 +34,7 @@ from cladebench.curate.sources.rows import (
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, divergence_rank
 
 
-def _coordinates(row: Mapping[str, Any], file: SourceFile, where: Row) -> tuple[float | None, float | None]:
+def _coordinates(row: Mapping[str, object], file: SourceFile, where: Row) -> tuple[float | None, float | None]:
     names = (file.columns["latitude"] or "latitude", file.columns["longitude"] or "longitude")
     latitude = number_or_none(row.get("latitude"), names[0], where)
     longitude = number_or_none(row.get("longitude"), names[1], where)
@@ -128,7 +128,7 @@ class PairPass:
         }
         return record, lineage
 
-    def _organisms(self, row: Mapping[str, Any], file: SourceFile,
+    def _organisms(self, row: Mapping[str, object], file: SourceFile,
                    where: Row) -> tuple[list[dict[str, Any]], str | None]:
         """The two organisms and the rank at which their lineages part (``None`` when they do not)."""
         column = file.columns["organisms"]
@@ -143,7 +143,7 @@ class PairPass:
         recomputed = divergence_rank(first_lineage, second_lineage)
         return [first, second], None if recomputed is None else recomputed.column
 
-    def _photo_id(self, row: Mapping[str, Any], file: SourceFile, where: Row) -> int:
+    def _photo_id(self, row: Mapping[str, object], file: SourceFile, where: Row) -> int:
         column = file.columns["photo_id"] or "photo_id"
         photo_id = integer_or_none(row["photo_id"], column, where)
         if photo_id is None or photo_id < 0:
@@ -153,7 +153,7 @@ class PairPass:
             raise where.error(column, f"photo {photo_id} is already at {first}; a photo is one row")
         return photo_id
 
-    def _provenance(self, row: Mapping[str, Any], file: SourceFile, where: Row) -> dict[str, Any]:
+    def _provenance(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, Any]:
         license_raw = text_or_none(row["license"], file.columns["license"] or "license", where)
         photo_license = parse_license(license_raw)
         observer_name = text_or_none(row.get("observer_name"), file.columns["observer_name"] or "observer_name", where)
@@ -175,7 +175,7 @@ class PairPass:
             "attribution": attribution, "license_raw": license_raw, "observer_name": observer_name,
         }
 
-    def record(self, row: Mapping[str, Any], file: SourceFile, where: Row) -> dict[str, Any]:
+    def record(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, Any]:
         """The stored row for one photo; counts what is missing or does not agree."""
         photo_id = self._photo_id(row, file, where)
         organisms, recomputed = self._organisms(row, file, where)

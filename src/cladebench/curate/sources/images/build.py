@@ -23,7 +23,6 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -75,13 +74,13 @@ class _Writer:
 
     def __init__(self, source: ImageSource, summary: ImagesLoadSummary, report: DownloadReport | None,
                  extras: Sequence[str], limit: int | None, download_config: DownloadConfig,
-                 defaults: dict[str, Any]) -> None:
+                 defaults: dict[str, object]) -> None:
         from cladebench.curate.fetch.checks import IMAGE_CHECKS
 
         self.source, self.summary, self.resolutions = source, summary, summary.resolutions
         self.report, self.limit = report, limit
         self.schema = _row_schema(extras)
-        self.failures: list[dict[str, Any]] = []
+        self.failures: list[dict[str, object]] = []
         self.download_failures = {f.key: f for f in report.failures} if report is not None else {}
         self.check = IMAGE_CHECKS.get_named(download_config.image_check)
         self.max_bytes = download_config.max_bytes
@@ -133,7 +132,7 @@ class _Writer:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         uuids = Uuids(self.source.kind)
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         for record in _limited(self.source.records(images=True), self.limit):
             uuid = uuids(record.key)
             problem = _problem(record)
@@ -150,7 +149,7 @@ class _Writer:
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=self.schema)
 
-    def row(self, record: ImageRecord, uuid: str, data: bytes) -> dict[str, Any]:
+    def row(self, record: ImageRecord, uuid: str, data: bytes) -> dict[str, object]:
         from cladebench.images import sniff_format
 
         values = dict(record.values)
@@ -171,8 +170,8 @@ class _Writer:
         return row
 
 
-def _defaults(license: str | None, attribution: str | None) -> dict[str, Any]:
-    defaults: dict[str, Any] = {"attribution": attribution}
+def _defaults(license: str | None, attribution: str | None) -> dict[str, object]:
+    defaults: dict[str, object] = {"attribution": attribution}
     if license is not None:
         defaults["license_name"], defaults["license_link"] = license_columns(license)
     return defaults
