@@ -129,7 +129,8 @@ def _breakdown_order(value: str) -> tuple[int, str]:
     return (RANK_COLUMNS.index(value), "") if value in RANK_COLUMNS else (len(RANK_COLUMNS), value)
 
 
-def per_target_values(table: pa.Table, task_provenance: dict[str, object]) -> dict[str, tuple[list[object], np.ndarray]]:
+def per_target_values(table: pa.Table, task_provenance: dict[str, object]
+                      ) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each scored target's value of every pooled metric, keyed by 'uuid#target', so runs pair target by target."""
     keys = [f"{u}#{t}" for u, t in zip(table.column("uuid").to_pylist(), table.column("target").to_pylist(),
                                         strict=True)]
