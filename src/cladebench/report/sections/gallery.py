@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
@@ -23,6 +23,9 @@ from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.report.taxon_names import TaxonName, run_name_style, taxon_name
 from cladebench.report.thumbnails import Photo, read_photos
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,7 @@ def run_gallery(run: ReportRun, most: int, cache: dict[Any, Any] | None = None) 
 
 
 @register_section("gallery", "Error galleries", order=80)
-def gallery_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def gallery_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     if not context.has_template("gallery"):
         return None
     photos = context.cache.setdefault("photos", {})

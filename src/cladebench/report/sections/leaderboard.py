@@ -346,7 +346,7 @@ def split_board(board: Board) -> tuple[Part, ...]:
 
 
 @register_section("leaderboard", "Leaderboard", order=10)
-def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     boards = [board(task, task_runs) for task, task_runs in by_task(runs).items()]
     # The legend is this module's own text, not data: passed as safe so Markdown keeps it as written.
     legend = {mark: Markup(meaning) for mark, meaning in MARKS.items()}

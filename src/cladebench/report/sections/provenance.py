@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 
 @dataclass(frozen=True)
@@ -140,5 +143,5 @@ LONG_VALUE = 240
 
 
 @register_section("provenance", "Provenance", order=90)
-def provenance_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def provenance_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     return context.render("provenance", provenances=[run_provenance(run) for run in runs], long_value=LONG_VALUE)

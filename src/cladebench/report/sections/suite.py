@@ -126,7 +126,7 @@ def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[st
 
 
 @register_section(SUITE_KEY, "Suite leaderboard", order=5)
-def suite_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def suite_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     data = context.cache.get(SUITE_KEY)
     if not isinstance(data, SuiteData):
         return None  # not a suite's report
