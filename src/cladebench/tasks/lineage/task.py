@@ -89,7 +89,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -114,6 +114,8 @@ from cladebench.taxonomy import RANKS, Rank
 
 if TYPE_CHECKING:
     import lance
+
+    from cladebench.models.spec import Model
 
 PREDICTORS: Registry[Callable[..., Predicted]] = Registry("model kind")
 """Model kind (:func:`cladebench.models.spec.model_kind`) -> predictor."""
@@ -171,7 +173,7 @@ def predictions_table(targets: Sequence[Target], completions: dict[str, list[Com
     return pa.table(columns)
 
 
-def lineage(dataset: lance.LanceDataset, encoder: Any, config: LineageConfig) -> Predictions:
+def lineage(dataset: lance.LanceDataset, encoder: Model, config: LineageConfig) -> Predictions:
     """Complete both organisms' lineages in every photo, with and without the hint; see the module docstring."""
     if encoder is None:
         raise CladebenchError("lineage needs a model: a CLIP-style model or openai-compatible:NAME@URL")
