@@ -91,7 +91,7 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+def _unwrap_optional(annotation: object) -> tuple[object, bool]:
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
@@ -167,7 +167,7 @@ def usage_line(prog: str, cls: type) -> str:
     return " ".join([prog, *positionals, *options, "[options]"])
 
 
-def field_default(field: dataclasses.Field) -> Any:
+def field_default(field: dataclasses.Field) -> object:
     """A dataclass field's default value (its factory called), or ``dataclasses.MISSING`` when it has none."""
     if field.default is not dataclasses.MISSING:
         return field.default
@@ -181,7 +181,7 @@ def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def parse_text(annotation: Any, text: str, option: str) -> Any:
+def parse_text(annotation: object, text: str, option: str) -> object:
     """``text`` as a value of a field's type: the one conversion of typed words (an option's value on the command
     line, a suite's ``--setting NAME=VALUE``). A tuple takes comma-separated items; ``none`` is None where the
     field allows it. A word that is not of the type is a usage error naming the option.
@@ -248,7 +248,7 @@ class _OnceFlag(argparse.BooleanOptionalAction):
 def _typed(annotation: Any, option: str) -> Any:
     """:func:`parse_text` as argparse's ``type``: its refusal becomes argparse's, which names the option."""
 
-    def convert(text: str) -> Any:
+    def convert(text: str) -> object:
         try:
             return parse_text(annotation, text, option)
         except UsageError as exc:
@@ -313,7 +313,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         parser.add_argument(*_flags(field.name), dest=field.name, **kwargs)
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value)
     return str(value)
@@ -358,10 +358,10 @@ def config_from_args(cls: type[C], args: argparse.Namespace) -> C:
     return cls(**values)
 
 
-def config_to_dict(config: Any) -> dict[str, Any]:
+def config_to_dict(config: Any) -> dict[str, object]:
     """A JSON-ready dict of a config (paths as strings), for provenance records."""
 
-    def plain(value: Any) -> Any:
+    def plain(value: object) -> object:
         if isinstance(value, Path):
             return str(value)
         if isinstance(value, tuple):

@@ -11,7 +11,6 @@ import importlib
 import sys
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any
 
 
 class _LazyPackage(ModuleType):
@@ -26,7 +25,7 @@ class _LazyPackage(ModuleType):
             value = getattr(value, name)
         super().__setattr__(name, value)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         module = self.__dict__["_lazy_home"].get(name)
         if module is None:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cladebench.embed.config import EmbedConfig
 
 
-def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str, Any], rows: int) -> None:
+def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str, object], rows: int) -> None:
     """Rows added to an existing column must be encoded as the column was: the same model, revision,
     preprocessing and precision (its field metadata records them). Otherwise the column would hold two
     embedding spaces under one model's name."""
@@ -40,7 +40,7 @@ def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str,
                               "pass --overwrite to recompute the whole column")
 
 
-def _difference(name: str, there: object, here: Any) -> str:
+def _difference(name: str, there: object, here: object) -> str:
     """One setting that differs, said briefly: of a preprocessing (a dict), only the entries that differ."""
     if isinstance(there, dict) and isinstance(here, dict):
         keys = [k for k in sorted({*there, *here}) if there.get(k) != here.get(k)]

@@ -90,7 +90,7 @@ class FragmentEncoder:
         self.field = store.embedding_field(column, dim, field_metadata)
         self.dim = dim
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[object]]:
         results = [self._result(int(fid)) for fid in batch["fragment_id"]]
         return {key: [r[key] for r in results] for key in results[0]}
 
@@ -104,7 +104,7 @@ class FragmentEncoder:
                     "failed_reasons": [], "norms": "", "device": "", "seconds": 0.0, "error": str(exc),
                     "error_type": type(exc).__name__}
 
-    def _encoded_blocks(self, fragment: Any, failures: list[tuple[str, str]], sums: NormSums
+    def _encoded_blocks(self, fragment: object, failures: list[tuple[str, str]], sums: NormSums
                         ) -> Iterator[tuple[list[str], list[np.ndarray | None]]]:
         """Blocks in fragment order: uuids and their vectors (None for a failed image), decoded ahead in threads."""
         import torch

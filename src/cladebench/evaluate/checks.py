@@ -82,7 +82,7 @@ def check_breakdown(dataset: lance.LanceDataset, columns: tuple[str, ...]) -> No
                              f"{GROUPABLE_TYPES}, or a list of names")
 
 
-def check_task_columns(dataset: lance.LanceDataset, settings: Any) -> None:
+def check_task_columns(dataset: lance.LanceDataset, settings: object) -> None:
     """The columns and files a task's settings name: the embedding column, the candidates column, the group keys,
     the location-embedding column, a label-set or candidate file."""
     names = dataset.schema.names
@@ -121,7 +121,7 @@ def check_task_columns(dataset: lance.LanceDataset, settings: Any) -> None:
         check_label_file(Path(labels), getattr(settings, "rank", "species"))
 
 
-def _tree_of_life_labels(labels: str, settings: Any) -> bool:
+def _tree_of_life_labels(labels: str, settings: object) -> bool:
     """Zero-shot's tree-of-life label sets are checked by the task's own rule (False: a label file)."""
     from cladebench.tasks.zeroshot import check_labels
 
@@ -189,7 +189,7 @@ def check_eval_settings(config: Any) -> None:
         parse_within(within)
 
 
-def check_model_given(task: Any, settings: Any, *, model_named: bool) -> None:
+def check_model_given(task: Any, settings: object, *, model_named: bool) -> None:
     """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
     stored vectors only to find the column holding the model's embeddings."""
     if model_named:
@@ -201,7 +201,7 @@ def check_model_given(task: Any, settings: Any, *, model_named: bool) -> None:
                          "(to find the column holding its embeddings)")
 
 
-def check_prior_dataset(dataset: lance.LanceDataset, settings: Any) -> None:
+def check_prior_dataset(dataset: lance.LanceDataset, settings: object) -> None:
     """The geo prior's other dataset opens (exit 3 when it is not there) and --prior-fit-where plans on the
     dataset it selects from."""
     fit_where = getattr(settings, "prior_fit_where", None)
@@ -212,7 +212,7 @@ def check_prior_dataset(dataset: lance.LanceDataset, settings: Any) -> None:
     check_filter_on_schema(fit_dataset, fit_where, option="--prior-fit-where")
 
 
-def check_before_model(dataset: lance.LanceDataset, config: Any, settings: Any, where: str | None) -> None:
+def check_before_model(dataset: lance.LanceDataset, config: Any, settings: object, where: str | None) -> None:
     """Every check of the command against the dataset that needs no model: run before any model loads. The
     user's --where is checked by itself first, so a refusal quotes it as typed."""
     check_filter_on_schema(dataset, config.where)

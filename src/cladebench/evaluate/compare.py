@@ -81,7 +81,7 @@ class ComparedRun:
     evaluated_rows: int
     """Examples in the run's predictions."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"path": str(self.path), "label": self.label, "model_id": self.model_id, "label_rank": self.label_rank,
                 "evaluated_rows": self.evaluated_rows, "metrics": self.metrics}
 
@@ -99,7 +99,7 @@ class Difference:
     holds: bool
     """Holm rejects "no difference" at the comparison's alpha; otherwise the runs are tied."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"run": self.run, **self.paired.to_dict(), "p_adjusted": self.p_adjusted, "holds": self.holds}
 
 
@@ -124,7 +124,7 @@ class MetricComparison:
     unpaired: tuple[tuple[int, str], ...] = ()
     """(run, why in words) for each run that reports the metric but cannot be paired with the reference."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"metric": self.metric, "columns": list(self.columns) if self.columns else None,
                 "unit": self.unit, "computed_on": list(self.computed_on), "estimates": list(self.estimates),
                 "differences": [d.to_dict() for d in self.differences], "note": self.note}
@@ -145,7 +145,7 @@ class Verdict:
     against it, Holm-adjusted per group across the runs), ``groups`` (groups paired) and ``pooled`` (the paired
     difference run - best on the pooled value, or on the only group, with its verdict; None when not paired)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"metric": self.metric, "best": self.best, "unit": self.unit,
                 "against": [{"run": run, **{k: v for k, v in tally.items() if k != "pooled"},
                              "pooled": None if tally.get("pooled") is None else
@@ -178,7 +178,7 @@ class Comparison:
     verdicts: tuple[Verdict, ...] = ()
     """The answer per metric: the best run and its paired difference to each other run."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"task": self.task, "reference": 0, "runs": [r.to_dict() for r in self.runs],
                 "examples": {"compared": self.examples, "intersected": self.intersected},
                 "settings": {"n_resamples": self.n_resamples, "seed": self.seed, "alpha": self.alpha,
@@ -285,7 +285,7 @@ def _scored(table: pa.Table, column: str, group: str) -> np.ndarray:
     return mask
 
 
-def _task_hook(task_name: str) -> Any:
+def _task_hook(task_name: str) -> object:
     from cladebench.tasks import get_task
 
     try:
@@ -355,7 +355,7 @@ def _scoped(value: object, group: str) -> Any:
     return value
 
 
-def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
+def comparability_of(record: RunRecord, group: str = "") -> dict[str, object]:
     """What decides whether two runs can be paired (:data:`COMPARABILITY_KEYS`), for the whole run or one group.
 
     Read from the record's ``provenance.comparability`` where it has one (``evaluate.plan.comparability_key``:
@@ -412,7 +412,7 @@ def _taxa(record: RunRecord, group: str) -> str | None:
     return str(found) if found else None
 
 
-def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
+def _shots_words(record: RunRecord, group: str, shots: object) -> str:
     label_set = _label_set_entry(record, group)
     size, candidates = label_set.get("size"), label_set.get("candidates")
     rank = label_set.get("rank") or "class"
@@ -457,7 +457,7 @@ TAXA_NAMED = 3
 """Labels named in words when two runs' taxa differ (the rest are counted)."""
 
 
-def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: Any) -> str:
+def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: object) -> str:
     """``different taxa (9 vs 12 species; only in this run: A, B; only in the reference: C and 2 more)``: the
     labels are named where both runs list theirs in one name style."""
     sizes = [label_set_size(record, group) for record in (other, reference)]
@@ -538,7 +538,7 @@ class _Runs:
         self.task = _task_hook(records[0].task)
         self._units: dict[tuple[int, str], _Units | None] = {}
 
-    def estimates(self, metric: str) -> tuple[dict[str, Any] | None, ...]:
+    def estimates(self, metric: str) -> tuple[dict[str, object] | None, ...]:
         return tuple(record.metrics.get(metric) for record in self.records)
 
     def units(self, index: int, metric: str, columns: tuple[str, str] | None) -> _Units | None:
@@ -608,7 +608,7 @@ class _Runs:
         return _Job(metric, reference, runs, pairs, notes, columns, unit, unpaired)
 
 
-def _reason(estimate: dict[str, Any]) -> str:
+def _reason(estimate: dict[str, object]) -> str:
     reason = estimate.get("reason") or estimate.get("left_out")
     return f" ({reason})" if reason else ""
 

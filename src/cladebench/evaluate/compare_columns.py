@@ -74,7 +74,7 @@ class ColumnComparison:
     """Few-shot method -> what it computes (``simpleshot`` is BioCLIP's protocol, ``simpleshot-biobench``
     BioBench's), as recorded in run records."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = asdict(self)
         out["columns"] = list(self.columns)
         return out

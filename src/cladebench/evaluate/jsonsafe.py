@@ -29,7 +29,7 @@ def finite_json(value: object, path: str = "") -> tuple[Any, dict[str, str]]:
     """``value`` with every non-finite float (numpy's too) replaced by None, and the paths replaced."""
     replaced: dict[str, str] = {}
 
-    def walk(item: Any, where: str) -> Any:
+    def walk(item: Any, where: str) -> object:
         if isinstance(item, dict):
             return {key: walk(v, f"{where}.{key}" if where else str(key)) for key, v in item.items()}
         if isinstance(item, (list, tuple)):

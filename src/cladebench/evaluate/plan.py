@@ -113,7 +113,7 @@ class EvalPlan:
         """The filter selecting one group's rows (the whole selection when pooled)."""
         return self.where if group is None else and_filters(self.where, self.group_filters[group])
 
-    def group_settings(self, group: str | None, settings: Any = None) -> Any:
+    def group_settings(self, group: str | None, settings: Any = None) -> object:
         """The task settings (:attr:`settings`, or ``settings`` given) of one group's run: its filter in place."""
         return dataclasses.replace(self.settings if settings is None else settings, where=self.group_where(group))
 
@@ -195,7 +195,7 @@ def _benchmark(config: Any) -> Benchmark | None:
     return get_benchmark(config.dataset) if decided else None
 
 
-def _label_sets(plan: EvalPlan) -> dict[str | None, Any]:
+def _label_sets(plan: EvalPlan) -> dict[str | None, object]:
     """Each group's label set, for a task that scores against one (empty otherwise, or for a tree-of-life set)."""
     if plan.task.label_set is None:
         return {}
@@ -208,7 +208,7 @@ def _label_sets(plan: EvalPlan) -> dict[str | None, Any]:
     return out
 
 
-def task_config(task_config_class: type, config: Any) -> Any:
+def task_config(task_config_class: type, config: object) -> object:
     """The task's own config, filled from the eval config's fields of the same name."""
     names = {f.name for f in dataclasses.fields(task_config_class)}
     return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
@@ -228,7 +228,7 @@ def _shown(value: object) -> str:
 
 
 def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, Any]],
-                      label_sets: Mapping[str | None, Mapping[str, Any]], evaluated_fingerprint: str
+                      label_sets: Mapping[str | None, Mapping[str, object]], evaluated_fingerprint: str
                       ) -> dict[str, object]:
     """What a paired comparison of two runs needs to be equal: the task, the rows evaluated, the label set (its
     hash, and its taxa's whatever their name style) and rank, the split (its fingerprint) and shots for few-shot,

@@ -57,7 +57,7 @@ class ReviewedLabels:
     provenance: dict[str, Any]
     """What the run record keeps under ``labels_from_reviews``."""
 
-    def restrict(self, predictions: Any) -> Any:
+    def restrict(self, predictions: Any) -> object:
         """The predictions of the scored rows only (metrics are computed from them)."""
         table = predictions.table
         keep = pc.is_in(table.column("uuid"), value_set=pa.array(sorted(self.scored), pa.string()))

@@ -64,7 +64,7 @@ def _with_breakdown_values(table: pa.Table, dataset: lance.LanceDataset, columns
     return table
 
 
-def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tuple[dict[str, Any], dict[str, int]]:
+def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tuple[dict[str, object], dict[str, int]]:
     """Metrics of the same predictions restricted to each value of each breakdown column, and per column the
     predictions whose row has no value (in none of its breakdowns)."""
     out: dict[str, Any] = {}
@@ -81,7 +81,7 @@ def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tu
 
 
 def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, info: dict[str, Any]
-                      ) -> dict[str, Any]:
+                      ) -> dict[str, object]:
     """The record's model: what the built model describes (the revision actually loaded), else the spec resolved
     from --model, else what the evaluated column's metadata says."""
     embedding = info.get("embedding_metadata", {})
@@ -113,7 +113,7 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
     return provenance
 
 
-def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
+def load_model(spec: ModelSpec, config: EvalConfig) -> object:
     """The model an evaluation scores with, from the resolved --model: an image-text encoder built on first use of
     its weights (a run whose text embeddings are all cached never imports torch), or a stand-in for a model
     behind an endpoint."""
@@ -123,7 +123,7 @@ def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
     return DeferredEncoder(spec, config.device) if spec.kind == "clip" else build_model(spec, device=config.device)
 
 
-def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig, encoder: Any) -> Any:
+def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig, encoder: Any) -> object:
     """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand; returns
     the dataset to read (reopened after embedding, which wrote a new version)."""
     from cladebench.embed import EmbedConfig, embed_dataset
@@ -140,7 +140,7 @@ def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig,
         return store.open_dataset(uri)
 
 
-def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings: Any) -> Any:
+def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings: Any) -> object:
     """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
@@ -176,7 +176,7 @@ class _Scored:
     """Every group's predictions in one table (the run's predictions.parquet)."""
 
 
-def run_eval(config: EvalConfig, *, encoder: Any = None, located: Any = None) -> tuple[RunRecord, Path]:
+def run_eval(config: EvalConfig, *, encoder: object = None, located: Any = None) -> tuple[RunRecord, Path]:
     """Plan (resolve and check, no model), predict, score, and write the run record; returns it and the path of
     run.json. ``encoder`` and ``located``: a model already built and a benchmark's data already found (a suite)."""
     plan = plan_eval(config, encoder=encoder, located=located)
@@ -189,7 +189,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None, located: Any = None) ->
     return record, record.write(plan.config.out, scored.table)
 
 
-def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any, Any]:
+def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[object, object, Any]:
     """The model built (the one heavy step of a run, after every check), the task settings with the stored
     column filled in, and the dataset the run reads (the plan's, reopened only when embedding it changed it)."""
     if encoder is None and plan.task.uses_encoder and plan.spec is not None:
@@ -203,7 +203,7 @@ def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any, Any]:
     return encoder, settings, dataset
 
 
-def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: lance.LanceDataset) -> _Scored:
+def _predict_and_score(plan: EvalPlan, encoder: object, settings: object, dataset: lance.LanceDataset) -> _Scored:
     """Each group predicted and scored on its own (a group the task cannot evaluate is left out with its reason);
     breakdowns scored on the same predictions."""
     task, breakdown = plan.task, plan.config.breakdown
@@ -253,7 +253,7 @@ def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: lan
     return scored
 
 
-def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: lance.LanceDataset) -> RunRecord:
+def _record(plan: EvalPlan, scored: _Scored, encoder: object, dataset: lance.LanceDataset) -> RunRecord:
     """The run record: the metrics, and the provenance of every number (the plan, the data, the model)."""
     config, infos, label_sets = plan.config, scored.infos, scored.label_sets
     grouped = plan.group_column is not None
@@ -306,7 +306,7 @@ LABELS_IN_RECORD = 10_000
 as well, without making every reader of the record (report, compare, serve, suite) parse it."""
 
 
-def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict[str, Any]:
+def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict[str, object]:
     """What a run record keeps of a run's label strings: ``labels`` (the list, or None above
     :data:`LABELS_IN_RECORD`), ``labels_count`` and ``labels_sha256`` (SHA-256 of the JSON list, as the tasks'
     ``sha256`` of a label set), so two runs' label sets compare equal or not whatever their size. ``sha256``: the
@@ -319,7 +319,7 @@ def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict
                                   "run record lists; labels_sha256 and the label set's source identify them"})}
 
 
-def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str, Any]:
+def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str, object]:
     """What became of the selected rows: how many were evaluated, and every row left out by reason (no group
     value; not predicted by the task: no usable vector, e.g. a photo that failed to download, or no label at the
     rank; predicted but not scored at the label rank, e.g. a genus-only row at species)."""
@@ -365,7 +365,7 @@ def rows_line(record: RunRecord) -> str | None:
             + "; ".join(f"{count} {reason}" for reason, count in left_out.items()))
 
 
-def _task_info(info: dict[str, Any]) -> dict[str, Any]:
+def _task_info(info: dict[str, object]) -> dict[str, object]:
     """What a task reported about how it ran, without what the record keeps elsewhere."""
     return {k: v for k, v in info.items()
             if k not in ("embedding_metadata", "label_set", "inspection", "split", "name_style", "templates")}

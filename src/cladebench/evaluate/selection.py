@@ -99,7 +99,7 @@ def check_training_name(dataset: lance.LanceDataset, name: str) -> None:
                      f"{hint} (known: {shown})")
 
 
-def selection_filter(dataset: lance.LanceDataset, where: str | None, settings: Any) -> str | None:
+def selection_filter(dataset: lance.LanceDataset, where: str | None, settings: object) -> str | None:
     """The filter of every selected row: ``where`` and the ``--within`` clade where the dataset has its column."""
     return and_filters(where, within_filter(getattr(settings, "within", None), dataset.schema.names))
 
@@ -150,7 +150,7 @@ def group_values(dataset: lance.LanceDataset, column: str, where: str | None) ->
     return sorted(filters), missing, filters
 
 
-def select_groups(dataset: lance.LanceDataset, uri: str, config: Any, settings: Any, where: str | None,
+def select_groups(dataset: lance.LanceDataset, uri: str, config: Any, settings: object, where: str | None,
                   selected_rows: int) -> tuple[str | None, list[str | None], int, dict[str, str]]:
     """The partition column (or None), its values among the selected rows (``[None]`` when pooled), the selected
     rows without a value, and each value's filter. ``--within`` counts here too: a group without a row of the

@@ -9,7 +9,6 @@ endpoint stand-in is made (nothing is asked until a task asks). Which builder ru
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from cladebench.models.endpoint import EndpointModel
 from cladebench.models.openclip import load_open_clip
@@ -29,7 +28,7 @@ def _build_encoder(spec: ModelSpec, *, device: str = "auto", precision: str = "f
 
 
 @MODEL_BUILDERS.register("vlm")
-def _build_endpoint(spec: ModelSpec, **_options: Any) -> Model:
+def _build_endpoint(spec: ModelSpec, **_options: object) -> Model:
     # Device, precision and preprocessing are the server's business; nothing here loads or asks.
     return EndpointModel(spec)
 

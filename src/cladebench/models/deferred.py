@@ -70,7 +70,7 @@ class DeferredEncoder:
                 **model_facts(self.model_id, self.revision, self.precision),
                 "loaded": "no: text embeddings read from the cache, image vectors from the dataset"}
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         # Anything else (encode_texts, encode_images, dim, preprocess, ...) needs the weights.
         if name.startswith("_"):
             raise AttributeError(name)

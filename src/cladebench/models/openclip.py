@@ -293,7 +293,7 @@ def _ensure_architecture(architecture: str, pretrained: str | None) -> None:
     raise unknown_name("open_clip architecture", architecture, open_clip.list_models())
 
 
-def _tag_preprocess(tag_config: dict[str, Any]) -> dict[str, Any]:
+def _tag_preprocess(tag_config: dict[str, object]) -> dict[str, object]:
     keys = ("mean", "std", "interpolation", "resize_mode")
     return {k: tag_config[k] for k in keys if tag_config.get(k) is not None}
 

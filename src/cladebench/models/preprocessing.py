@@ -63,16 +63,16 @@ class Preprocessing:
         object.__setattr__(self, "std", tuple(float(s) for s in self.std))
 
     @classmethod
-    def from_model_config(cls, config: Mapping[str, Any], mode: str = "openclip") -> Preprocessing:
+    def from_model_config(cls, config: Mapping[str, object], mode: str = "openclip") -> Preprocessing:
         """The given mode's preprocessing for a model whose open_clip preprocess config is ``config``."""
         return get_preprocessing_mode(mode).from_model_config(config)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready fields (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Preprocessing:
+    def from_dict(cls, data: Mapping[str, object]) -> Preprocessing:
         """Inverse of :meth:`to_dict`, for reading provenance back."""
         names = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
@@ -102,12 +102,12 @@ PREPROCESSING_MODES: Registry[PreprocessingMode] = Registry("preprocessing mode"
 
 
 def preprocessing_mode(name: str, description: str, build: Callable[[Preprocessing], ImageTransform]
-                       ) -> Callable[[Callable[[Mapping[str, Any]], Preprocessing]],
+                       ) -> Callable[[Callable[[Mapping[str, object]], Preprocessing]],
                                      Callable[[Mapping[str, Any]], Preprocessing]]:
     """Register a mode: decorate the function that derives its settings from a model's preprocess config."""
 
-    def register(from_model: Callable[[Mapping[str, Any]], Preprocessing]
-                 ) -> Callable[[Mapping[str, Any]], Preprocessing]:
+    def register(from_model: Callable[[Mapping[str, object]], Preprocessing]
+                 ) -> Callable[[Mapping[str, object]], Preprocessing]:
         PREPROCESSING_MODES.add(name, PreprocessingMode(name, description, from_model, build))
         return from_model
 

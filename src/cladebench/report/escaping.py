@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from markupsafe import Markup
 
@@ -32,7 +31,7 @@ def markdown_escape(text: object) -> str:
     return _BACKSLASHED.sub(r"\\\1", text)
 
 
-def markdown_finalize(value: object) -> Any:
+def markdown_finalize(value: object) -> object:
     """jinja2 ``finalize`` for Markdown templates: escape every value that is not already safe Markdown."""
     if value is None:
         return ""

@@ -41,13 +41,13 @@ def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def estimate_value(estimate: Mapping[str, Any] | None) -> float | None:
+def estimate_value(estimate: Mapping[str, object] | None) -> float | None:
     """The point value of a stored estimate, or None when it has none (missing, NaN)."""
     value = None if estimate is None else estimate.get("value")
     return float(value) if _finite(value) else None
 
 
-def format_value(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
+def format_value(metric: str, estimate: Mapping[str, object] | None) -> Markup:
     """``12.50%``: the value scaled for display with its unit, or ``n/a``."""
     value = estimate_value(estimate)
     if value is None:
@@ -76,6 +76,6 @@ def format_count(value: object) -> Markup:
     return Markup(f"{int(value):,}") if isinstance(value, int) and not isinstance(value, bool) else Markup(MISSING)
 
 
-def short_hash(digest: Any, length: int = 12) -> str:
+def short_hash(digest: object, length: int = 12) -> str:
     """The first ``length`` characters of a hex digest (the full one is kept in a title attribute)."""
     return str(digest)[:length] if digest else MISSING

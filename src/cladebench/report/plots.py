@@ -133,14 +133,14 @@ def legend_label(text: str) -> str:
     return wrap_label(shorten(text, 3 * LEGEND_CHARACTERS), LEGEND_CHARACTERS) or shorten(text)
 
 
-def _renderer(figure: Any) -> Any:
+def _renderer(figure: Any) -> object:
     """A renderer to measure text with (Agg's: the same font metrics the SVG's glyph outlines are drawn with)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     return FigureCanvasAgg(figure).get_renderer()
 
 
-def _labels_overlap(axes: Any, renderer: Any, gap: float = 2.0) -> bool:
+def _labels_overlap(axes: Any, renderer: object, gap: float = 2.0) -> bool:
     """Whether two neighbouring x tick labels (drawn level) come closer than ``gap`` pixels."""
     boxes = sorted((label.get_window_extent(renderer) for label in axes.get_xticklabels() if label.get_text()),
                    key=lambda box: box.x0)

@@ -66,7 +66,7 @@ def thumbnail(data: bytes | None) -> tuple[str | None, str | None, int, int]:
     return uri, None, image.width, image.height
 
 
-def read_photos(uri: str, version: Any, uuids: Sequence[str], cache: dict[Any, Any] | None = None
+def read_photos(uri: str, version: object, uuids: Sequence[str], cache: dict[object, Any] | None = None
                 ) -> tuple[dict[str, Photo], str | None]:
     """Photos of ``uuids`` in the dataset at ``uri`` (at ``version`` when it still exists), and a note on what
     could not be read.

@@ -9,8 +9,6 @@ change under a running server.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -52,11 +50,11 @@ def count(state: ServeState, sql: str | None) -> int:
     return state.remembered(("count", sql), lambda: state.dataset.count_rows(filter=sql))
 
 
-def facet_counts(state: ServeState, sql: str | None, columns: tuple[str, ...]) -> dict[str, list[tuple[Any, int]]]:
+def facet_counts(state: ServeState, sql: str | None, columns: tuple[str, ...]) -> dict[str, list[tuple[object, int]]]:
     """Column -> (value, rows) commonest first, over the rows passing ``sql`` (one scan, kept per filter)."""
     present = tuple(c for c in columns if c in state.columns)
 
-    def scan() -> dict[str, list[tuple[Any, int]]]:
+    def scan() -> dict[str, list[tuple[object, int]]]:
         table = state.dataset.to_table(columns=list(present), filter=sql) if present else pa.table({})
         result = {}
         for column in present:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from cladebench.errors import UsageError
@@ -62,7 +62,7 @@ class Filters:
                    source=query.get("source") or None, seen=seen, where=where,
                    extra=tuple((k, query[k]) for k in keep if query.get(k)))
 
-    def params(self, **changes: Any) -> list[tuple[str, str]]:
+    def params(self, **changes: object) -> list[tuple[str, str]]:
         """The query parameters of these filters, with ``changes`` (a value of None drops the parameter)."""
         values: dict[str, str | None] = {**dict(self.groups), **dict(self.ranks)}
         values.update(license=self.license, source=self.source, seen=None if self.seen == "any" else self.seen,
@@ -71,7 +71,7 @@ class Filters:
             values[key] = None if value is None else str(value)
         return [(k, v) for k, v in values.items() if v not in (None, "")]
 
-    def link(self, path: str = "/", **changes: Any) -> str:
+    def link(self, path: str = "/", **changes: object) -> str:
         """``path`` with these filters (and ``changes``) as its query."""
         query = urlencode(self.params(**changes))
         return f"{path}?{query}" if query else path

@@ -10,7 +10,6 @@ data stays text.
 from __future__ import annotations
 
 import io
-from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -80,7 +79,7 @@ def lineage(row: dict[str, object]) -> list[tuple[str, str, str]]:
     return found
 
 
-def facts(state: ServeState, row: dict[str, object]) -> list[tuple[str, Any, str | None]]:
+def facts(state: ServeState, row: dict[str, object]) -> list[tuple[str, object, str | None]]:
     """(column, value, link or None) of the side table: the canonical facts first, then the rest."""
     skip = {"uuid", "image", *RANK_COLUMNS, *columns_of(state)}
     order = [c for c in FACTS if c in row] + [c for c in row if c not in FACTS and c not in skip]

@@ -55,7 +55,7 @@ def usable(run: Any) -> bool:
 
 def by_uuid(state: ServeState, index: int) -> dict[str, dict[str, Any]]:
     """Run ``index`` (from 1): uuid -> its predictions row (read once per server)."""
-    def read() -> dict[str, dict[str, Any]]:
+    def read() -> dict[str, dict[str, object]]:
         run = state.runs[index - 1]
         if not usable(run):
             return {}

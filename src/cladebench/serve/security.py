@@ -159,7 +159,7 @@ class Guard:
         self.access = access
         self.csrf = csrf
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: object, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

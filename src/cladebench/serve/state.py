@@ -61,7 +61,7 @@ class ServeState:
         """The dataset's column names."""
         return list(self.dataset.schema.names)
 
-    def remembered(self, key: Any, make: Any) -> Any:
+    def remembered(self, key: object, make: Any) -> Any:
         """``make()`` computed once per ``key`` for the server's life (two requests at once may both compute it;
         one result is kept)."""
         with self.lock:

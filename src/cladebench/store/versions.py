@@ -75,7 +75,7 @@ def _update(digest: Any, uuids: Any) -> None:
 
 
 def _uuid_batches(dataset: lance.LanceDataset, *, where: str | None = None,
-                  selected: str | None = None) -> Iterable[tuple[Any, Any]]:
+                  selected: str | None = None) -> Iterable[tuple[Any, object]]:
     """The uuid column in row order, batch by batch and checked (a null, empty or multi-line uuid is a
     :class:`SchemaError` naming its row), with the value of the ``selected`` expression per row (None without)."""
     source = getattr(dataset, "uri", "the dataset")

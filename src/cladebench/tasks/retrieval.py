@@ -149,7 +149,7 @@ def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[s
 
 
 def _score_chunk(unit: np.ndarray, label_codes: np.ndarray, group_codes: np.ndarray, uuids: np.ndarray,
-                 rows: slice, k: int, out: dict[str, list[Any]]) -> None:
+                 rows: slice, k: int, out: dict[str, list[object]]) -> None:
     """Score the queries ``rows`` against the whole gallery and append their columns to ``out``."""
     similarity = unit[rows] @ unit.T  # (chunk, n) float64
     own_group = group_codes[rows, None] == group_codes[None, :]
@@ -327,7 +327,7 @@ def _class_mean_statistic(values: np.ndarray, classes: np.ndarray) -> Statistic:
 
 
 def retrieval_summary(table: pa.Table, k: int, rank: Rank | str,
-                      config: RetrievalConfig | None = None) -> dict[str, dict[str, Any]]:
+                      config: RetrievalConfig | None = None) -> dict[str, dict[str, object]]:
     """Macro means (and per-class means) of a prediction table's per-query metrics; see the module docstring."""
     config = config or RetrievalConfig(k=k)
     names = metric_names(k, rank)
@@ -348,7 +348,7 @@ def retrieval_summary(table: pa.Table, k: int, rank: Rank | str,
     return metrics
 
 
-def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each defined query's value of every metric, keyed by uuid, so runs on the same gallery pair query by query.
 
     A ``_class_mean`` metric's value of a query is U x value / (C x n_c) (U queries, C classes, n_c queries of
@@ -372,7 +372,7 @@ def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[s
     return out
 
 
-def retrieval_task_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def retrieval_task_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """``map_<rank>``, ``map@<k>_<rank>``, ``mrr_<rank>``, ``precision@<k>_<rank>``, ``recall@<k>_<rank>`` and
     each one's ``_class_mean``; empty when no query in the table is defined (a breakdown value may have none)."""
     return retrieval_summary(predictions.table, predictions.info["k"], predictions.info["rank"])

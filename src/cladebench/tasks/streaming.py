@@ -182,7 +182,7 @@ def _blocks(read: Callable[[int, int], np.ndarray], n_labels: int, label_block: 
 _scratch = threading.local()
 
 
-def _buffer(name: str, size: int, dtype: Any) -> np.ndarray:
+def _buffer(name: str, size: int, dtype: object) -> np.ndarray:
     """A thread's reusable buffer of at least ``size`` entries: a fresh array per task would be page-faulted in
     again each time, which at these sizes costs a few percent of the task."""
     buffer = getattr(_scratch, name, None)

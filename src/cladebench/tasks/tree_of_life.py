@@ -164,7 +164,7 @@ def _check_shape(vectors_path: Path, names: list[object]) -> tuple[bool, int]:
     return columns, int(array.shape[0] if columns else array.shape[1])
 
 
-def _lineage(entry: Any, number: int, path: Path, strings: dict[str, str]) -> Lineage:
+def _lineage(entry: object, number: int, path: Path, strings: dict[str, str]) -> Lineage:
     """One entry of pybioclip's names: ``[[kingdom .. genus, epithet], common name]``."""
     if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], list) or len(entry[0]) != 7
             or not all(n is None or isinstance(n, str) for n in (*entry[0], entry[1]))):

@@ -122,7 +122,7 @@ _COMMON_NAME_ALIASES = ("common_name", "vernacularName", "vernacular_name", "com
 _TAXON_ID_ALIASES = ("taxon_id", "taxonID", "taxon_key")
 
 
-def _clean(value: Any, field: str | None = None) -> str | None:
+def _clean(value: object, field: str | None = None) -> str | None:
     """Strip a name; empty strings, NaN and ``None`` become ``None``; a number is a :class:`SchemaError`.
 
     A number is refused rather than turned into text: a numeric species column (an id, a code) would
@@ -163,7 +163,7 @@ def _taxon_id(value: Any, field: str) -> int | None:
     raise SchemaError(f"column {field!r}: {value!r} is not a taxon id (a whole number)")
 
 
-def _first_vernacular(value: Any, field: str | None = None) -> str | None:
+def _first_vernacular(value: object, field: str | None = None) -> str | None:
     """CrypticBio stores vernacular names as a Python list literal; take the first, the preferred one."""
     text = _clean(value, field)
     if text is None or not text.startswith("["):

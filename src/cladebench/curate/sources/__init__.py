@@ -59,14 +59,14 @@ class Source:
         """The frozen config of ``cladebench load <name>``: the source's own options only."""
         return getattr(importlib.import_module("cladebench.curate.sources.load_config"), self.config_name)
 
-    def load(self, attribute: str) -> Callable[..., Any]:
+    def load(self, attribute: str) -> Callable[..., object]:
         """The named function of the source's module."""
         return getattr(importlib.import_module(self.module), attribute)
 
-    def read(self, *args: Any, **kwargs: Any) -> Any:
+    def read(self, *args: object, **kwargs: object) -> object:
         return self.load(self.reader)(*args, **kwargs)
 
-    def build(self, *args: Any, **kwargs: Any) -> Any:
+    def build(self, *args: object, **kwargs: Any) -> Any:
         return self.load(self.builder)(*args, **kwargs)
 
 
@@ -230,7 +230,7 @@ def _parquet_under(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, Any]) -> pa.Table:
+def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, object]) -> pa.Table:
     """The table with a reader's counts kept in its schema metadata under ``key`` (read back by :func:`stats_of`)."""
     return table.replace_schema_metadata({key: json.dumps(stats, default=str).encode()})
 

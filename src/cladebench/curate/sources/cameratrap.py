@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Collection, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cladebench.errors import CladebenchError, SchemaError
 
@@ -106,7 +106,7 @@ def open_json_bytes(path: str | Path) -> Iterator[IO[bytes] | gzip.GzipFile]:
             yield stream
 
 
-def stream_items(path: str | Path, prefix: str) -> Generator[Any, None, None]:
+def stream_items(path: str | Path, prefix: str) -> Generator[object, None, None]:
     """The values under ``prefix`` (ijson's prefix: ``images.item`` for each element of the top-level ``images``),
     one at a time; numbers with a fraction come as floats. Malformed JSON is an error naming the file."""
     import ijson
@@ -167,7 +167,7 @@ def stream_records(path: str | Path, key: str, noun: str, bad: BadRecords, missi
         require_array(path, key, missing)
 
 
-def first_item(path: str | Path, prefix: str) -> Any:
+def first_item(path: str | Path, prefix: str) -> object:
     """The first value under ``prefix`` (a top-level object such as ``info``), or None when there is none."""
     items = stream_items(path, prefix)
     try:

@@ -44,7 +44,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.curate.sources.cameratrap import BadRecords, first_item, normalise_path, stream_records
 from cladebench.errors import SchemaError
@@ -126,7 +125,7 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _detection(record: Any, run: DetectorRun, file: str, bad: BadRecords) -> Detection | None:
+def _detection(record: object, run: DetectorRun, file: str, bad: BadRecords) -> Detection | None:
     if not isinstance(record, Mapping):
         bad.add("detection_not_an_object", f"{file}: {record!r}")
         return None

@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.curate.sources import open_text
 from cladebench.errors import SchemaError
@@ -160,7 +159,7 @@ def whole_number_from_text(record: Mapping[str, str | None], field_name: str, ro
 
 def coordinates(latitude: float | None, longitude: float | None, row: Row,
                 names: tuple[str, str] = ("latitude", "longitude"),
-                shown: tuple[Any, Any] | None = None) -> tuple[float | None, float | None]:
+                shown: tuple[object, object] | None = None) -> tuple[float | None, float | None]:
     """Latitude and longitude, both or neither, each within its range; ``names`` are the fields' names in the
     file and ``shown`` the values as the file wrote them (default: the numbers), for the messages."""
     if (latitude is None) != (longitude is None):

@@ -127,7 +127,7 @@ def _tokens(tokenizer: Any, captions: list[str], cache: dict[str, torch.Tensor])
 
 
 def train_weights(config: DemoModelConfig, world: World, pool: np.ndarray, pool_species: np.ndarray,
-                   model_cfg: dict[str, object], preprocess_cfg: dict[str, object], tokenizer: Any,
+                   model_cfg: dict[str, object], preprocess_cfg: dict[str, object], tokenizer: object,
                    progress: bool) -> tuple[dict[str, torch.Tensor], list[float]]:
     import open_clip
     import torch

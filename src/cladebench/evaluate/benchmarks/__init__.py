@@ -60,7 +60,7 @@ def named_benchmark(dataset: str, *, data: object = None) -> Benchmark | None:
 
 
 def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[str]
-                   ) -> tuple[Any, dict[str, dict[str, object]]]:
+                   ) -> tuple[object, dict[str, dict[str, object]]]:
     """The config with the benchmark's protocol filled in where the user gave no setting, and each given setting
     that departs from the protocol, that is, from every one of its runs (name -> the protocol's value and the one
     run). Reads nothing. A task the
@@ -88,17 +88,17 @@ def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[st
     return (dataclasses.replace(config, **changes) if changes else config), departures
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def locate(benchmark: Benchmark, config: Any) -> Located:
+def locate(benchmark: Benchmark, config: object) -> Located:
     """Where the benchmark's data is (built once when it is built from files); a published dataset's embeddings
     are checked against their pinned revisions."""
     return benchmark.locate(mirror_folder(benchmark, getattr(config, "data", None)))
 
 
-def check_model_has_column(benchmark: Benchmark, located: Located, config: Any, spec: Any,
+def check_model_has_column(benchmark: Benchmark, located: Located, config: object, spec: Any,
                            dataset: lance.LanceDataset) -> None:
     """A benchmark that publishes embeddings is never embedded into: a --model without a column there is refused
     before it loads, with the commands that make a local copy to embed. Asked by the evaluation plan, on the dataset

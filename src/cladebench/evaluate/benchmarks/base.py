@@ -224,7 +224,7 @@ def mirror_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
+def build_once(path: Path, build: Callable[[Path], object]) -> object:
     """Build the dataset at ``path`` unless it is there: into a hidden sibling first, moved into place when the
     build has returned, so an interrupted or failed build leaves no dataset that a later run would read. The
     failures table a build writes beside its output (``<out>.failures.parquet``) moves along. Two processes
@@ -238,7 +238,7 @@ def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
         return None if path.is_dir() else _build(path, build)
 
 
-def _build(path: Path, build: Callable[[Path], Any]) -> Any:
+def _build(path: Path, build: Callable[[Path], object]) -> object:
     failures = None
     try:
         with staged_folder(path, tag="partial") as partial:  # a killed build's folder goes with the next build
@@ -252,6 +252,6 @@ def _build(path: Path, build: Callable[[Path], Any]) -> Any:
     return _summary(result)
 
 
-def _summary(result: Any) -> Any:
+def _summary(result: object) -> object:
     """What of a build's return value the run record keeps (a revision fetched), JSON-friendly."""
     return result if isinstance(result, (dict, str)) or result is None else None

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cladebench import store
 from cladebench.errors import EXIT_INTERRUPTED, CladebenchError, UsageError
@@ -124,7 +123,7 @@ class _Models:
     def __init__(self) -> None:
         self.built: dict[str, object] = {}
 
-    def get(self, planned: PlannedRun) -> Any:
+    def get(self, planned: PlannedRun) -> object:
         found = self.built.get(planned.model)
         if found is None:
             try:
@@ -220,7 +219,7 @@ def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = N
     return summary
 
 
-def _locate_once(pending: list[PlannedRun]) -> tuple[Any, str | None]:
+def _locate_once(pending: list[PlannedRun]) -> tuple[object, str | None]:
     """Find (and build once, when it is built from files) the data of a benchmark with runs to make, handed to each
     of its runs; why not, when it cannot be found."""
     if not pending:

@@ -120,7 +120,7 @@ def _describe_logprobs(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
+def _first_token(response: Mapping[str, object], spec: EndpointSpec) -> Mapping[str, Any]:
     """The first generated token's logprob entry, or a clear error when the server sent none."""
     choice = _first_choice(response, spec)
     logprobs = choice.get("logprobs")
@@ -148,7 +148,7 @@ def _bad_logprob(value: object) -> str | None:
     return None
 
 
-def checked_first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
+def checked_first_token(response: Mapping[str, object], spec: EndpointSpec) -> Mapping[str, object]:
     """:func:`_first_token`, and every logprob in it usable; :class:`InvalidResponseError` otherwise.
 
     Run before an answer is cached and when one is read from the cache, so an impossible answer is
@@ -175,7 +175,7 @@ def checked_first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapp
     return first
 
 
-def _first_choice(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
+def _first_choice(response: Mapping[str, object], spec: EndpointSpec) -> Mapping[str, object]:
     choices = response.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         raise EndpointError(f"endpoint {spec.display_url} (model {spec.name!r}) answered without choices: "
@@ -194,7 +194,7 @@ def _token_logprobs(first: Mapping[str, Any]) -> list[tuple[str, float]]:
     return [(token, min(logprob, 0.0)) for token, logprob in entries if not math.isnan(logprob)]
 
 
-def yes_no_from_response(response: Mapping[str, Any], spec: EndpointSpec, key: str = "", *,
+def yes_no_from_response(response: Mapping[str, object], spec: EndpointSpec, key: str = "", *,
                          cached: bool = False, request_key: str | None = None) -> YesNoResult:
     """Score one chat-completions response by the rules in :mod:`cladebench.models.vlm`."""
     first = _first_token(response, spec)
@@ -211,7 +211,7 @@ def yes_no_from_response(response: Mapping[str, Any], spec: EndpointSpec, key: s
     return YesNoResult(key, "scored", _share(log_yes, log_no), p_yes, p_no, token, None, cached, request_key)
 
 
-def chat_from_response(response: Mapping[str, Any], spec: EndpointSpec, *, json_mode: bool, cached: bool = False,
+def chat_from_response(response: Mapping[str, object], spec: EndpointSpec, *, json_mode: bool, cached: bool = False,
                        request_key: str = "") -> ChatResult:
     """The text (and, in JSON mode, the parsed JSON) of one chat-completions response."""
     choice = _first_choice(response, spec)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cladebench.errors import CladebenchError
 from cladebench.models.endpoint import EndpointSpec, parse_endpoint
@@ -367,7 +367,7 @@ def chat(prompt: str, image: bytes | None, spec: EndpointSpec | str, config: VLM
                          "chat")
 
 
-def _run_blocking(coroutine: Coroutine[Any, Any, _T], name: str) -> _T:
+def _run_blocking(coroutine: Coroutine[object, object, _T], name: str) -> _T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:

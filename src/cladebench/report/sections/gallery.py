@@ -150,7 +150,7 @@ class Gallery:
         return sum(photo is not None and not (photo.license_name or photo.license_link) for _, photo in self.entries)
 
 
-def run_gallery(run: ReportRun, most: int, cache: dict[Any, Any] | None = None) -> Gallery | None:
+def run_gallery(run: ReportRun, most: int, cache: dict[object, object] | None = None) -> Gallery | None:
     """A run's gallery with its photos read from the run's dataset (through ``cache``, a report's photos made
     once); None when its task has no picker."""
     picker = GALLERIES.get(run.task)

@@ -294,7 +294,7 @@ def verdict(runs: Sequence[ReportRun], metrics: Sequence[str], marks: dict[tuple
     return tuple(lines)
 
 
-def _task(name: str) -> Any:
+def _task(name: str) -> object:
     from cladebench.tasks import get_task
 
     try:

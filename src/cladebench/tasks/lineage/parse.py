@@ -51,7 +51,6 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from cladebench.registry import Registry
 from cladebench.taxonomy import RANK_COLUMNS, Rank
@@ -247,7 +246,7 @@ def _value_text(value: object) -> str | None:
     return None
 
 
-def _names_from_mapping(obj: Any, depth: int = 0) -> dict[str, str]:
+def _names_from_mapping(obj: object, depth: int = 0) -> dict[str, str]:
     """Rank names in a parsed JSON value: keys named like ranks, ``[{"rank": .., "name": ..}]`` lists, or
     one level of nesting (``{"lineage": {...}}``)."""
     found: dict[str, str] = {}
@@ -278,7 +277,7 @@ def _names_from_mapping(obj: Any, depth: int = 0) -> dict[str, str]:
     return found
 
 
-def _loads_lenient(text: str) -> Any:
+def _loads_lenient(text: str) -> object:
     """JSON, or JSON with trailing commas, or a Python dict literal (single quotes); ``None`` when none of them."""
     for candidate in (text, re.sub(r",\s*([}\]])", r"\1", text)):
         try:
@@ -291,7 +290,7 @@ def _loads_lenient(text: str) -> Any:
         return None
 
 
-def _embedded_objects(text: str) -> Iterator[Any]:
+def _embedded_objects(text: str) -> Iterator[object]:
     """Every JSON-ish object in the text: fenced blocks first, then each balanced ``{...}`` span."""
     for block in _FENCE.findall(text):
         parsed = _loads_lenient(block.strip())

@@ -65,7 +65,7 @@ class CameraTrapBuildSummary:
         lines.append(f"card: {self.out / 'README.md'}")
         return "\n".join(lines)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         for key in ("out", "dataset_path"):
             out[key] = str(out[key])

@@ -143,7 +143,7 @@ def _names(raw: Any, key: str, where: str) -> tuple[str, ...]:
     return tuple(i.strip() for i in items)
 
 
-def _check_keys(raw: Any, allowed: tuple[str, ...], where: str) -> Mapping[str, object]:
+def _check_keys(raw: object, allowed: tuple[str, ...], where: str) -> Mapping[str, object]:
     if not isinstance(raw, Mapping):
         raise UsageError(f"{where}: expected a mapping of keys, got {raw!r}")
     for key in raw:
@@ -152,7 +152,7 @@ def _check_keys(raw: Any, allowed: tuple[str, ...], where: str) -> Mapping[str, 
     return raw
 
 
-def _collection(raw: Any, where: str, base: Path) -> Collection:
+def _collection(raw: object, where: str, base: Path) -> Collection:
     keys = ("name", "title", "metadata", "detections", "images", "license", "license_link", "link")
     raw = _check_keys(raw, keys, where)
     name = _text(raw, "name", where)

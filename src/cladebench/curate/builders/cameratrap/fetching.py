@@ -95,7 +95,7 @@ class ImageTask:
 
 
 def gather_files(tasks: Sequence[ImageTask], root: Path, concurrency: int, progress: bool
-                 ) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+                 ) -> tuple[dict[str, str], dict[str, str], dict[str, object]]:
     """Each task's local file, or why it could not be had; also the download counts."""
     from cladebench.curate.fetch import DownloadConfig
 

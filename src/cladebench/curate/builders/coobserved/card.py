@@ -80,7 +80,7 @@ class CoObservedBuildSummary:
             lines.append(f"dataset with images: {self.dataset_path}")
         return "\n".join(lines)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         for key in ("out", "data_path", "card_path", "dataset_path"):
             out[key] = None if out[key] is None else str(out[key])

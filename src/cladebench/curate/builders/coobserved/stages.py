@@ -382,7 +382,7 @@ class Stages:
             counts[outcome] += int(n)
         return dict(counts)
 
-    def eligible(self) -> list[tuple[Any, ...]]:
+    def eligible(self) -> list[tuple[object, ...]]:
         """The eligible photos with what sampling needs, in a fixed order."""
         pairs = self._pair_expressions()
         return self.sql(f"""

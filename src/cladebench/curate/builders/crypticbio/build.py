@@ -34,7 +34,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -201,7 +200,7 @@ def _resolve(config: str | Path | CrypticBioBuildConfig | CrypticBioCurateConfig
 
 
 def _config_record(config: CrypticBioCurateConfig) -> dict[str, object]:
-    def plain(value: object) -> Any:
+    def plain(value: object) -> object:
         if isinstance(value, (Path, datetime.date)):
             return str(value)
         if isinstance(value, (list, tuple)):

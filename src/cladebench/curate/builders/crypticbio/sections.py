@@ -194,7 +194,7 @@ def _describe_type(annotation: Any) -> str:
     return names.get(annotation, "a mapping" if dataclasses.is_dataclass(annotation) else str(annotation))
 
 
-def _coerce(value: object, annotation: Any, where: str, base_dir: Path, expected: str | None = None) -> Any:
+def _coerce(value: object, annotation: object, where: str, base_dir: Path, expected: str | None = None) -> object:
     """``value`` checked against (and converted to) ``annotation``; a :class:`UsageError` naming ``where``."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -312,8 +312,8 @@ def _unique_key_loader() -> type:
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: set[Any] = set()
+        def construct_mapping(self, node: Any, deep: bool = False) -> object:
+            seen: set[object] = set()
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=deep)
                 if isinstance(key, typing.Hashable) and key in seen:

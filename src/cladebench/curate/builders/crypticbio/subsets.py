@@ -188,10 +188,10 @@ SUBSETS: Registry[SubsetKind] = Registry("subset")
 
 
 def subset_kind(name: str, file_name: str, doc: str, default_name_column: str | None = None
-                ) -> Callable[[Callable[[Any, SubsetContext], Chosen]], Callable[[Any, SubsetContext], Chosen]]:
+                ) -> Callable[[Callable[[Any, SubsetContext], Chosen]], Callable[[object, SubsetContext], Chosen]]:
     """A decorator: register the decorated row choice as the subset ``name`` (cut in registration order)."""
 
-    def register(select: Callable[[Any, SubsetContext], Chosen]) -> Callable[[Any, SubsetContext], Chosen]:
+    def register(select: Callable[[object, SubsetContext], Chosen]) -> Callable[[object, SubsetContext], Chosen]:
         SUBSETS.add(name, SubsetKind(name, file_name, select, doc, default_name_column))
         return select
 

@@ -72,7 +72,7 @@ class FineGrainedBuildSummary:
             "embeddings: " + (", ".join(self.embeddings) or "none") + f"; card: {self.card_path}",
         ])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         for key in ("out", "dataset_path", "card_path"):
             out[key] = str(out[key])

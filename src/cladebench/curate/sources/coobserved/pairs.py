@@ -72,7 +72,7 @@ class CoObservedStats:
     images: bool = False
     """Whether the pass read the images (and so reports :data:`IMAGE_COUNTS`)."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         keys = (*ROW_COUNTS, *(IMAGE_COUNTS if self.images else ()))
         return {
             "files": list(self.files),
@@ -96,7 +96,7 @@ class PairPass:
         if not isinstance(value, Mapping):
             raise where.error(f"{column}[{index}]", f"{value!r} is not an organism")
 
-        def get(name: str) -> tuple[Any, str]:
+        def get(name: str) -> tuple[object, str]:
             source = file.organism_fields[name]
             return (None if source is None else value.get(source)), f"{column}[{index}].{source or name}"
 
@@ -129,7 +129,7 @@ class PairPass:
         return record, lineage
 
     def _organisms(self, row: Mapping[str, object], file: SourceFile,
-                   where: Row) -> tuple[list[dict[str, Any]], str | None]:
+                   where: Row) -> tuple[list[dict[str, object]], str | None]:
         """The two organisms and the rank at which their lineages part (``None`` when they do not)."""
         column = file.columns["organisms"]
         assert column is not None  # a required column
@@ -153,7 +153,7 @@ class PairPass:
             raise where.error(column, f"photo {photo_id} is already at {first}; a photo is one row")
         return photo_id
 
-    def _provenance(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, Any]:
+    def _provenance(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, object]:
         license_raw = text_or_none(row["license"], file.columns["license"] or "license", where)
         photo_license = parse_license(license_raw)
         observer_name = text_or_none(row.get("observer_name"), file.columns["observer_name"] or "observer_name", where)
@@ -175,7 +175,7 @@ class PairPass:
             "attribution": attribution, "license_raw": license_raw, "observer_name": observer_name,
         }
 
-    def record(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, Any]:
+    def record(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, object]:
         """The stored row for one photo; counts what is missing or does not agree."""
         photo_id = self._photo_id(row, file, where)
         organisms, recomputed = self._organisms(row, file, where)
@@ -224,7 +224,7 @@ class PairPass:
     def batch(self, batch: pa.RecordBatch, file: SourceFile, first_row: int) -> pa.Table:
         """A Parquet batch as stored rows without images."""
         values = {name: batch.column(name).to_pylist() for name in batch.schema.names if name != "image"}
-        columns: dict[str, list[Any]] = {f.name: [] for f in READ_SCHEMA}
+        columns: dict[str, list[object]] = {f.name: [] for f in READ_SCHEMA}
         for i in range(batch.num_rows):
             row = {name: column[i] for name, column in values.items()}
             record = self.record(row, file, Row.at_index(file.path, first_row + i))

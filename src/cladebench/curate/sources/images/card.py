@@ -82,7 +82,7 @@ class ImagesLoadSummary:
         return [{**self.resolutions[label].as_dict(), "rows": self.rows_by_label.get(label, 0)}
                 for label in sorted(self.resolutions)]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"dataset_path": str(self.dataset_path), "failures_path": str(self.failures_path),
                 "kind": self.kind, "source": self.source, "backbone": self.backbone, "rows": self.rows,
                 "written": self.written, "failed_by_reason": dict(self.failed_by_reason),

@@ -64,7 +64,7 @@ class RerankStats:
     unrecognised_licenses: Counter[str] = field(default_factory=Counter)
     """Raw ``license`` values :func:`parse_license` did not recognise, with their row counts."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         per_query = list(self.candidates.values())
         return {
             "files": list(self.files),
@@ -161,7 +161,7 @@ def _open_shard(path: Path, split: str | None, fill_query_ids: bool) -> _Shard:
 
 
 
-def _coordinates(latitude: Any, longitude: Any, where: Row) -> tuple[float | None, float | None]:
+def _coordinates(latitude: object, longitude: object, where: Row) -> tuple[float | None, float | None]:
     """iNat24 writes an unknown location as NaN: null, like a missing one."""
     return coordinates(number_or_none(latitude, "latitude", where), number_or_none(longitude, "longitude", where),
                        where)
@@ -237,7 +237,7 @@ class _RerankPass:
             raise where.error("inat24_file_name", f"{file_name!r} is not an iNat24 file name")
         return image_id, file_name
 
-    def record(self, row: Mapping[str, object], shard: _Shard, where: Row) -> dict[str, Any]:
+    def record(self, row: Mapping[str, object], shard: _Shard, where: Row) -> dict[str, object]:
         """The stored row for one candidate; counts what is missing."""
         query, query_id = self._query(row, shard.split, where)
         relevant = row["relevant"]
@@ -291,7 +291,7 @@ class _RerankPass:
     def batch(self, batch: pa.RecordBatch, shard: _Shard, first_row: int, images: bool) -> pa.Table:
         """A Parquet batch as a rerank table (with the image columns after ``uuid`` when ``images``)."""
         values = {name: batch.column(name).to_pylist() for name in shard.columns if name != "image"}
-        columns: dict[str, list[Any]] = {f.name: [] for f in RERANK_SCHEMA}
+        columns: dict[str, list[object]] = {f.name: [] for f in RERANK_SCHEMA}
         for i in range(batch.num_rows):
             row = {name: column[i] for name, column in values.items()}
             record = self.record(row, shard, Row.at_index(shard.path, first_row + i))
