@@ -3,6 +3,9 @@
 Why: importing any module of a package imports its ``__init__`` first, so an ``__init__`` that imports every
 module to present their names makes each of them cost pyarrow, scipy or Lance, even for the command line's help,
 which reads one constant. With :func:`present_lazily` the ``__init__`` names where each name lives instead.
+
+A type checker cannot follow a name made on first use, so the ``__init__`` also imports the same names under
+``if TYPE_CHECKING:`` (nothing is imported at run time); ``tests/test_types.py`` keeps the two lists equal.
 """
 
 from __future__ import annotations

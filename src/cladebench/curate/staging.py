@@ -146,7 +146,7 @@ def write_marker(folder: Path, writer: str, contents: Iterable[str] | None = Non
     writer put in it (recorded at the commit), are all that a later ``--overwrite`` may replace."""
     from cladebench import __version__
 
-    marker: dict[str, Any] = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(),
+    marker: dict[str, object] = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(),
                               "host": socket.gethostname(),
                               "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
     if contents is not None:

@@ -39,7 +39,7 @@ def _task_runs(ctx: DemoContext, config_class: type, task: str, headline: str, s
     the rows the grouped runs left out, by reason (genus-only rows, for one), as ``eval`` says them."""
     from cladebench.evaluate.run import rows_line
 
-    runs: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, object]] = {}
     report: list[str] = []
     left_out: str | None = None
     for model in ctx.models:

@@ -136,7 +136,7 @@ class _Staging:
 # ``workers * _PREFETCH_PER_WORKER`` blocks are in flight, so memory stays flat on any dataset size.
 
 _PREFETCH_PER_WORKER = 3
-_TRANSFORM: Any = None
+_TRANSFORM: object = None
 """A decoding worker's transform, built once by :func:`_init_worker` in each worker process."""
 
 

@@ -208,7 +208,7 @@ def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str
                                device="cpu")
     described = encoder.describe()
     key = run_key(described, config)
-    runner: dict[str, Any] = {"kind": "ray", "address": config.ray}
+    runner: dict[str, object] = {"kind": "ray", "address": config.ray}
     with ray_session(config.ray) as ray:  # connected before anything changes: a cluster out of reach drops nothing
         if column in dataset.schema.names:  # --overwrite (else refused): a Merge cannot replace a field
             dataset.drop_columns([column])

@@ -44,7 +44,7 @@ worker killed mid-fragment would."""
 def _fragment_blocks(fragment: Any, batch_size: int) -> Iterator[tuple[list[str], list[Any]]]:
     """The fragment's rows as blocks of exactly ``batch_size`` (the last shorter), whatever Lance's batches."""
     uuids: list[str] = []
-    images: list[Any] = []
+    images: list[object] = []
     for batch in fragment.to_batches(columns=["uuid", "image"], batch_size=batch_size):
         uuids.extend(batch.column("uuid").to_pylist())
         images.extend(batch.column("image").to_pylist())

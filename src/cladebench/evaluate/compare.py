@@ -76,7 +76,7 @@ class ComparedRun:
     one (:func:`cladebench.evaluate.labels.distinct_labels`)."""
     label_rank: str | None
     """Rank of the run's labels (None for a task without one)."""
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, dict[str, object]]
     """Stored metric estimates (value, Wilson interval, n), as in run.json."""
     evaluated_rows: int
     """Examples in the run's predictions."""
@@ -261,8 +261,8 @@ def _other_truths(reference: pa.Table, other: pa.Table, same_labels: bool) -> tu
         truths.append(dict(zip(table.column("uuid").to_pylist(),
                                zip(groups, table.column(column).to_pylist(), strict=True), strict=True)))
     shared = truths[0].keys() & truths[1].keys()
-    forward: dict[Any, Any] = {}
-    backward: dict[Any, Any] = {}
+    forward: dict[object, object] = {}
+    backward: dict[object, object] = {}
     differ = 0
     for uuid in shared:
         a, b = truths[0][uuid], truths[1][uuid]

@@ -137,7 +137,7 @@ class Setting:
 
     field: str
     """The config field (as ``run.json``'s config records it)."""
-    show: Callable[[Any], str] = _shown
+    show: Callable[[object], str] = _shown
     """The value as the label says it: ``sci``, ``scale 100``, ``5,10 shots``."""
 
 

@@ -66,7 +66,7 @@ class EvalPlan:
     """Where a named benchmark's data was found (source, release, mirror folder and its files' digest)."""
     given: frozenset[str]
     """The settings the user gave (options typed, keywords passed)."""
-    off_protocol: Mapping[str, Mapping[str, Any]]
+    off_protocol: Mapping[str, Mapping[str, object]]
     """Setting -> the protocol's value and the one run, for each given setting that departs from the benchmark's
     protocol (empty for a dataset that is no benchmark)."""
     where: str | None
@@ -87,7 +87,7 @@ class EvalPlan:
     fingerprint: str = ""
     """The whole dataset's fingerprint, from the one read of its uuid column that also checked the selected
     rows' uuids (the record keeps it)."""
-    label_sets: Mapping[str | None, Any] = dataclasses.field(default_factory=dict)
+    label_sets: Mapping[str | None, object] = dataclasses.field(default_factory=dict)
     """Group (None when pooled) -> the label set the task scores against
     (:class:`~cladebench.tasks.common.PlannedLabelSet`): built once here, before any model, from the selection;
     handed to the task and read by the record. Empty for a task without one (:attr:`without_label_set` says why)

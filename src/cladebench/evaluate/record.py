@@ -78,7 +78,7 @@ class RunRecord:
     """The short name a person reads for the run in reports and comparisons (``--run-name``); left out, the default
     of :func:`cladebench.evaluate.labels.default_label` is filled in, from the config and provenance (so a record
     written before labels existed reads with the label a new one would get). The model id stays in provenance."""
-    inspection: dict[str, Any] = field(default_factory=dict)
+    inspection: dict[str, object] = field(default_factory=dict)
     """Tables for a person to look at, per group: e.g. genus-only rows' predicted species and least certain images."""
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION

@@ -54,7 +54,7 @@ class ReviewedLabels:
     """The clone the task runs on."""
     scored: frozenset[str]
     """The uuids whose reviewers agree on a taxon and that the dataset holds."""
-    provenance: dict[str, Any]
+    provenance: dict[str, object]
     """What the run record keeps under ``labels_from_reviews``."""
 
     def restrict(self, predictions: Any) -> object:

@@ -67,7 +67,7 @@ def _with_breakdown_values(table: pa.Table, dataset: lance.LanceDataset, columns
 def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tuple[dict[str, object], dict[str, int]]:
     """Metrics of the same predictions restricted to each value of each breakdown column, and per column the
     predictions whose row has no value (in none of its breakdowns)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     missing: dict[str, int] = {}
     for column in columns:
         values = predictions.table.column(BREAKDOWN_PREFIX + column)
@@ -165,11 +165,11 @@ def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings
 class _Scored:
     """What the task run gave: per group its predictions' info and label set, the metrics, the joined table."""
 
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, object] = field(default_factory=dict)
     tables: list[pa.Table] = field(default_factory=list)
     infos: dict[str | None, dict[str, Any]] = field(default_factory=dict)
-    label_sets: dict[str | None, dict[str, Any]] = field(default_factory=dict)
-    inspection: dict[str, Any] = field(default_factory=dict)
+    label_sets: dict[str | None, dict[str, object]] = field(default_factory=dict)
+    inspection: dict[str, object] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
     breakdown_missing: dict[str, int] = field(default_factory=dict)
     table: pa.Table | None = None

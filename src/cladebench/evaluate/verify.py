@@ -40,7 +40,7 @@ def recompute_metrics(record: RunRecord, table: pa.Table) -> dict[str, Any]:
     left_out = groups.get("left_out") or {}
     breakdown = provenance.get("breakdown") or []
     evaluated = [g for g in groups.get("values") or [] if g not in left_out] if groups.get("column") else [None]
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for group in evaluated:
         if group is None:
             part, info, labels = table, provenance.get("task") or {}, provenance.get("label_set") or {}

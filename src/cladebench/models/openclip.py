@@ -233,7 +233,7 @@ class OpenClipLoad:
     """Local weights file or an open_clip tag; ``None`` for ``local-dir:``."""
     revision: str | None
     """What was actually loaded: a Hub commit, or ``sha256:...`` of local files."""
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     """Extra ``create_model`` keywords (``force_quick_gelu``, ``force_preprocess_cfg``)."""
 
 
@@ -316,7 +316,7 @@ def _fetch_open_clip(spec: ModelSpec) -> OpenClipLoad:
     if not tag_config:
         raise unknown_name(f"pretrained tag of {architecture}", pretrained,
                            open_clip.list_pretrained_tags_by_model(architecture))
-    options: dict[str, Any] = {
+    options: dict[str, object] = {
         # open_clip 3 only warns when a QuickGELU-trained tag (OpenAI's) meets a GELU config; fix it.
         "force_quick_gelu": bool(tag_config.get("quick_gelu", False)),
         "force_preprocess_cfg": _tag_preprocess(tag_config),

@@ -91,7 +91,7 @@ class PreprocessingMode:
     """Registry key, recorded in :attr:`Preprocessing.mode`."""
     description: str
     """One line for ``--help`` and reports."""
-    from_model_config: Callable[[Mapping[str, Any]], Preprocessing]
+    from_model_config: Callable[[Mapping[str, object]], Preprocessing]
     """Settings of this mode for a model, from the model's open_clip preprocess config."""
     build: Callable[[Preprocessing], ImageTransform]
     """The transform for given settings."""

@@ -19,7 +19,7 @@ class PanelSeries:
 
     label: str
     """Legend and column name (a run's name, or run and condition)."""
-    metrics: Mapping[str, Any]
+    metrics: Mapping[str, object]
     """Metric name -> stored estimate (a run record's metrics)."""
     names: Sequence[str | None]
     """Full metric name per category; None where the series has no value there."""
@@ -32,7 +32,7 @@ class PanelCell:
     metric: str
     value: str
     interval: str
-    n: Any
+    n: object
     note: str | None = None
     """Why there is no value, where the run says (a challenge group the task left out, with the task's reason)."""
 

@@ -42,7 +42,7 @@ class ServeState:
     """Guards :attr:`memo` (requests run in a thread pool)."""
     encode_lock: threading.Lock = field(default_factory=threading.Lock)
     """One text encoding at a time (a text tower is not made for concurrent calls)."""
-    memo: dict[Any, Any] = field(default_factory=dict)
+    memo: dict[object, object] = field(default_factory=dict)
     """Small results computed once per server (counts, the taxonomy tree, encoders), by key."""
 
     @property

@@ -80,7 +80,7 @@ def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = 
     groups = {c: _value_counts(dataset, c) for c in group_columns(schema)}
     sidecar_path = Path(uri) / EMBEDDING_SIDECAR
     sidecar = json.loads(sidecar_path.read_text()) if "://" not in uri and sidecar_path.exists() else None
-    description: dict[str, Any] = {
+    description: dict[str, object] = {
         "uri": uri,
         "rows": dataset.count_rows(),
         "version": dataset.version,

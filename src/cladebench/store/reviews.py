@@ -219,11 +219,11 @@ def label_text(row: dict[str, object]) -> str:
 class ReviewSummary:
     """The reviews of a dataset read as labels: each reviewer's current label per row, agreement, disagreement."""
 
-    current: dict[str, dict[str, dict[str, Any]]]
+    current: dict[str, dict[str, dict[str, object]]]
     """uuid -> reviewer -> that reviewer's last review of the row (earlier ones stay in the table)."""
     agreed: dict[str, dict[str, Any]]
     """uuid -> the latest review of a row whose reviewers' current labels are all the same."""
-    disagreements: dict[str, dict[str, dict[str, Any]]]
+    disagreements: dict[str, dict[str, dict[str, object]]]
     """uuid -> reviewer -> current review, for rows whose reviewers' current labels differ."""
     reviews: int
     """Reviews in the table, every one counted (changes of mind included)."""
@@ -238,8 +238,8 @@ class ReviewSummary:
 def review_summary(table: pa.Table) -> ReviewSummary:
     """Read a reviews table (as :func:`read_reviews` returns it) into labels; later commits supersede earlier ones
     of the same reviewer on the same row (commit order, not the reviewers' clocks)."""
-    current: dict[str, dict[str, dict[str, Any]]] = {}
-    latest: dict[str, dict[str, Any]] = {}
+    current: dict[str, dict[str, dict[str, object]]] = {}
+    latest: dict[str, dict[str, object]] = {}
     for row in table.to_pylist():
         current.setdefault(row["uuid"], {})[row["reviewer"]] = row
         latest[row["uuid"]] = row

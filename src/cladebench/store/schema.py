@@ -120,7 +120,7 @@ def embedding_field(key: str, dim: int, metadata: Mapping[str, object]) -> pa.Fi
 
 def embedding_metadata(field: pa.Field) -> dict[str, Any]:
     """Decode an ``emb_*`` field's metadata; JSON values come back as Python objects."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in (field.metadata or {}).items():
         text = value.decode()
         try:

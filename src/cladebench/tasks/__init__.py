@@ -28,12 +28,12 @@ class Task:
     description: str
     uses_encoder: bool = True
     """False for tasks on stored image embeddings alone (no text tower to load)."""
-    per_unit: Callable[[Any, dict[str, Any]], dict[str, tuple[Any, Any]]] | None = None
+    per_unit: Callable[[object, dict[str, object]], dict[str, tuple[Any, Any]]] | None = None
     """For metrics that are means over units other than rows (queries): (predictions table, the record's task
     provenance) -> metric -> (unit keys, values), so `compare` can pair runs unit by unit."""
     unit: str = "images"
     """What the paired comparison resamples, as tables name it ("queries", "query images", "targets")."""
-    label_set: Callable[[Any, Any], Any] | None = None
+    label_set: Callable[[Any, Any], object] | None = None
     """(dataset, settings) -> the run's label set (:class:`~cladebench.tasks.common.PlannedLabelSet`, or None where
     the model's run supplies it), for a task that scores against one: the evaluation plan builds it once per group
     before any model loads and hands it to ``predict`` as ``label_set=``."""

@@ -146,7 +146,7 @@ def _unscored_refusal(predictions: Predictions) -> str | None:
             f"{MAX_UNSCORED_SHARE:.0%}); a ranking that is mostly ties at the bottom would measure the failures")
 
 
-SCORERS: Registry[Callable[..., tuple[pa.Table, np.ndarray, dict[str, Any]]]] = Registry("model kind")
+SCORERS: Registry[Callable[..., tuple[pa.Table, np.ndarray, dict[str, object]]]] = Registry("model kind")
 """Model kind (:func:`cladebench.models.spec.model_kind`) -> scorer."""
 SCORERS.add("clip", _clip_scores)
 SCORERS.add("vlm", _vlm_scores)
@@ -156,7 +156,7 @@ SCORERS.add("vlm", _vlm_scores)
 class RankedPredictions(Predictions):
     """Rerank's predictions with each query's ranking already scored, so the metrics do not score it again."""
 
-    scored: tuple[pa.Table, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    scored: tuple[pa.Table, dict[str, object]] | None = field(default=None, repr=False, compare=False)
     """(the table it was computed from, :func:`per_query_table` of it). Kept with its table: a copy whose table
     differs (a breakdown's subset of the rows) is scored afresh."""
 

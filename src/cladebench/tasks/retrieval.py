@@ -336,7 +336,7 @@ def retrieval_summary(table: pa.Table, k: int, rank: Rank | str,
               for column, name in names.items()}
     summary = macro_means(values, defined, config)
     classes = np.asarray(table.column("true_label").to_pylist(), dtype=object)[defined].astype(str)
-    metrics: dict[str, dict[str, Any]] = {}
+    metrics: dict[str, dict[str, object]] = {}
     extra = {"n_excluded": summary.n_excluded, "exclusion": summary.exclusion}
     for name, estimate in summary.estimates.items():
         metrics[name] = {**estimate.to_dict(), **extra}
@@ -364,7 +364,7 @@ def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[s
     classes = np.unique(np.asarray(table.column("true_label").to_pylist(), dtype=object)[defined].astype(str),
                         return_inverse=True)[1]
     class_share = len(keys) / ((int(classes.max()) + 1) * np.bincount(classes)[classes])
-    out: dict[str, tuple[list[Any], np.ndarray]] = {}
+    out: dict[str, tuple[list[object], np.ndarray]] = {}
     for column, name in metric_names(int(k), rank).items():
         values = table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)[defined]
         out[name] = (keys, values)

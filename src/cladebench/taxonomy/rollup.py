@@ -103,7 +103,7 @@ class RankRuns:
     starts: Any
     """int64: where each run begins, as a position among the runs of the next narrower rank (for the rank just
     above the labels: among the species). Runs cover every position; the first starts at 0."""
-    named: Any
+    named: object
     """int64: the runs that are taxa (those whose lineages name the rank), in order; a run of lineages without a
     name at the rank belongs to no taxon, as in :class:`Membership`."""
     taxa: tuple[tuple[str | None, ...], ...]
@@ -147,7 +147,7 @@ class LineageRuns:
     """Columns of the species blocks rolled up."""
     ranks: tuple[RankRuns, ...]
     """Narrowest rank first (genus for species labels), up to kingdom."""
-    run_of_species: Any
+    run_of_species: object
     """int32: the run of the narrowest rank each species column is in (its ``run_of_position``)."""
 
     def rank(self, rank: Rank | str) -> RankRuns:

@@ -117,9 +117,9 @@ class Benchmark:
     """Opened where it is published (projection and filter pushdown) rather than built into the cache."""
     publishes_embeddings: bool = False
     """Its dataset carries image embeddings of named models (evaluated as they are; never embedded here)."""
-    fetch: Callable[[Path], Any] | None = None
+    fetch: Callable[[Path], object] | None = None
     """Builds the dataset at the given path from the published files (network); None for a remote benchmark."""
-    from_mirror: Callable[[Path, Path], Any] | None = None
+    from_mirror: Callable[[Path, Path], object] | None = None
     """Builds the dataset at the second path from a mirror folder; None for a remote benchmark."""
     locate_remote: Callable[[Benchmark, Path | None], Located] | None = None
     """For a remote benchmark: the dataset in a mirror folder (given) or at its release (None), checked."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
@@ -91,7 +91,7 @@ def _rerank(run: ReportRun, most: int) -> Picked | None:
     assert run.predictions is not None  # _has found its columns
     rows = run.predictions.select(["uuid", "query_id", "query", "relevant", "score"]).to_pylist()
     rank_in_query: dict[int, int] = {}
-    by_query: dict[Any, list[int]] = {}
+    by_query: dict[object, list[int]] = {}
     for i, row in enumerate(rows):
         by_query.setdefault(row["query_id"], []).append(i)
     for members in by_query.values():

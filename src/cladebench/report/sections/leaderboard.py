@@ -62,7 +62,7 @@ class Cell:
     metric: str
     value: str
     interval: str
-    n: Any
+    n: object
     mark: str
     on: str = ""
     """What the value was computed on: ``45 images, 9 classes``, ``5 reps of 600 query images in all``."""
@@ -126,7 +126,7 @@ def _facts(run: ReportRun) -> tuple[object, ...]:
 def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
     """Runs grouped by what makes them comparable: the examples they were evaluated on, and the rank, label set,
     split, shots and gallery (runs without readable predictions stand alone)."""
-    groups: dict[Any, list[ReportRun]] = {}
+    groups: dict[object, list[ReportRun]] = {}
     for run in runs:
         key = (run.examples_key, _facts(run)) if run.examples_key else ("alone", run.index)
         groups.setdefault(key, []).append(run)
@@ -209,7 +209,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
 
     marks: dict[tuple[int, str], str] = {}
     units: dict[tuple[int, str], str] = {}
-    differences: dict[tuple[int, str], Any] = {}
+    differences: dict[tuple[int, str], object] = {}
     notes: list[tuple[str, str]] = []
     groups = cohorts(runs)
     for cohort in groups:

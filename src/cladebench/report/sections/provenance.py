@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class LabelSetRow:
     group: str
     kind: str
-    size: Any
+    size: object
     sha256: str
     source: str
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,7 +30,7 @@ BINS = tuple(range(0, 101, 10))
 
 @dataclass(frozen=True)
 class HardQuery:
-    query_id: Any
+    query_id: object
     query: str
     ap: float
     positives: int

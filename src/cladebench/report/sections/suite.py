@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from markupsafe import Markup
 
@@ -59,7 +58,7 @@ class Published:
 class SuiteCell:
     value: str
     interval: str
-    n: Any
+    n: object
     mark: str
     raw: float | None
     """The stored value (for a reader of the page's data attributes)."""

@@ -180,7 +180,7 @@ def embed_new_rows(table: pa.Table, dataset_path: Path, work: Path, config: Came
     entries = _entries(dataset_path)
     scratch = work / "new-rows.lance"
     store.write_dataset(table, scratch)
-    added: dict[str, dict[str, Any]] = {}
+    added: dict[str, dict[str, object]] = {}
     for column in columns:
         entry = entries.get(column) or store.embedding_metadata(dataset.schema.field(column))
         preprocessing = entry.get("preprocessing")

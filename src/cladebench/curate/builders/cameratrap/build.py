@@ -82,7 +82,7 @@ class Selected:
     resolution: Resolution | None = None
     reason: str | None = None
     detail: str | None = None
-    encoded: dict[str, Any] | None = None
+    encoded: dict[str, object] | None = None
     conf: float | None = None
 
     @property
@@ -201,11 +201,11 @@ class _Reports:
     cohort: Cohort
     config: CameraTrapBuildConfig
     selected: list[Selected]
-    accounting: dict[str, dict[str, Any]]
+    accounting: dict[str, dict[str, object]]
     resolutions: dict[str, Resolution]
     runs: dict[str, DetectorRun]
     bad: dict[str, dict[str, BadRecords]]
-    images: dict[str, Any]
+    images: dict[str, object]
     started: float
 
     def write(self, staging: Path, dataset_path: Path, rows: int, embedded: dict[str, dict[str, Any]],

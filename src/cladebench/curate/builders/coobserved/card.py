@@ -56,11 +56,11 @@ class CoObservedBuildSummary:
     """Distinct species among the kept photos' organisms."""
     licenses: dict[str, int]
     """Kept photos per license code."""
-    notes: dict[str, Any]
+    notes: dict[str, object]
     """Counts that are not drops: observers without a name, attributions from the login, malformed line kinds."""
     dataset_fingerprint: str | None = None
     """Fingerprint of the Lance dataset (``--download``); equals ``fingerprint`` when no fetch failed."""
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
     def describe(self) -> str:

@@ -167,7 +167,7 @@ def sample(eligible: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
            groups: Sequence[ChallengeGroup]) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """The rows kept by the caps, in dataset order (group, genus, species with genus-only rows first, seeded order),
     and the rows the caps refused (each with its ``reason``)."""
-    buckets: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {}
+    buckets: dict[tuple[str, str, str | None], list[dict[str, object]]] = {}
     for row in eligible:
         row["lineage"] = Lineage(tuple(row[c] for c in RANK_COLUMNS), common_name=row["common_name"])
         row["sample_key"] = sample_key(config.seed, row["uuid"])

@@ -139,7 +139,7 @@ def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig
     base = Path(config.image_dir) if config.image_dir is not None else (catalog if catalog.is_dir() else
                                                                          catalog.parent)
     remote = [r for r in kept if not r["image_path"]]
-    counts: dict[str, Any] = {"local": len(kept) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
+    counts: dict[str, object] = {"local": len(kept) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
     files: dict[str, str] = {r["uuid"]: _local_path(r["image_path"], base) for r in kept if r["image_path"]}
     if remote:
         if config.download_dir is not None:
@@ -209,7 +209,7 @@ def output_batches(rows: Sequence[dict[str, Any]], config: FineGrainedBuildConfi
 
     by_uuid = {r["uuid"]: r for r in rows}
     tasks = [(r["uuid"], r["image_file"], config.max_side) for r in rows]
-    pending: list[dict[str, Any]] = []
+    pending: list[dict[str, object]] = []
     with tqdm(total=len(tasks), desc="images", unit="img", disable=not config.progress, file=sys.stderr) as bar:
         for uuid, result in encoded_files(tasks, workers):
             bar.update(1)

@@ -57,7 +57,7 @@ IMAGE_COUNTS: tuple[str, ...] = (
 class CoObservedStats:
     """What a pass over iNat Co-Observed files saw; filled while the batches stream."""
 
-    files: list[dict[str, Any]] = field(default_factory=list)
+    files: list[dict[str, object]] = field(default_factory=list)
     """Per file: its name, the column each field was read from, and the absent columns and organism fields."""
     rows: int = 0
     """Rows read (after ``limit``)."""
@@ -67,7 +67,7 @@ class CoObservedStats:
     """Rows (or organisms) with a missing, derived or suspicious value, by kind."""
     unrecognised_licenses: Counter[str] = field(default_factory=Counter)
     """Raw ``license`` values :func:`parse_license` did not recognise, with their row counts."""
-    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    mismatches: list[dict[str, object]] = field(default_factory=list)
     """The first :data:`MAX_LISTED_MISMATCHES` rows whose published divergence rank differs from the lineages'."""
     images: bool = False
     """Whether the pass read the images (and so reports :data:`IMAGE_COUNTS`)."""

@@ -37,7 +37,7 @@ class ImagesLoadSummary:
     """The path given."""
     backbone: str
     """The taxonomy backbone labels were resolved against."""
-    source_notes: dict[str, Any] = field(default_factory=dict)
+    source_notes: dict[str, object] = field(default_factory=dict)
     """The reader's notes on the source (files, columns, rights, citations)."""
     rows: int = 0
     """Records read."""
