@@ -45,11 +45,14 @@ import types
 import typing
 from numbers import Real
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from cladebench.errors import UsageError, unknown_name
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 _OPTION_KEY = "cladebench.option"
 OPTION: dict[str, bool] = {_OPTION_KEY: True}
@@ -88,7 +91,7 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+def _unwrap_optional(annotation: object) -> tuple[object, bool]:
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
@@ -164,12 +167,12 @@ def usage_line(prog: str, cls: type) -> str:
     return " ".join([prog, *positionals, *options, "[options]"])
 
 
-def field_default(field: dataclasses.Field) -> Any:
+def field_default(field: dataclasses.Field) -> object:
     """A dataclass field's default value (its factory called), or ``dataclasses.MISSING`` when it has none."""
     if field.default is not dataclasses.MISSING:
         return field.default
-    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        return field.default_factory()  # type: ignore[misc]
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
     return dataclasses.MISSING
 
 
@@ -178,7 +181,7 @@ def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def parse_text(annotation: Any, text: str, option: str) -> Any:
+def parse_text(annotation: object, text: str, option: str) -> object:
     """``text`` as a value of a field's type: the one conversion of typed words (an option's value on the command
     line, a suite's ``--setting NAME=VALUE``). A tuple takes comma-separated items; ``none`` is None where the
     field allows it. A word that is not of the type is a usage error naming the option.
@@ -245,7 +248,7 @@ class _OnceFlag(argparse.BooleanOptionalAction):
 def _typed(annotation: Any, option: str) -> Any:
     """:func:`parse_text` as argparse's ``type``: its refusal becomes argparse's, which names the option."""
 
-    def convert(text: str) -> Any:
+    def convert(text: str) -> object:
         try:
             return parse_text(annotation, text, option)
         except UsageError as exc:
@@ -310,7 +313,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         parser.add_argument(*_flags(field.name), dest=field.name, **kwargs)
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value)
     return str(value)
@@ -368,10 +371,10 @@ def _said_as_option(message: str, cls: type) -> str:
     return message
 
 
-def config_to_dict(config: Any) -> dict[str, Any]:
+def config_to_dict(config: Any) -> dict[str, object]:
     """A JSON-ready dict of a config (paths as strings), for provenance records."""
 
-    def plain(value: Any) -> Any:
+    def plain(value: object) -> object:
         if isinstance(value, Path):
             return str(value)
         if isinstance(value, tuple):
@@ -398,7 +401,7 @@ def at_least(option: str, value: object, minimum: int) -> None:
     """Refuse an integer setting below ``minimum`` (or one that is not an integer)."""
     whole = isinstance(value, int) or (isinstance(value, Real) and math.isfinite(float(value))
                                        and float(value).is_integer())
-    if isinstance(value, bool) or not whole:
+    if isinstance(value, bool) or not whole or not isinstance(value, Real):  # an int is a Real too
         raise UsageError(f"{option} must be an integer, got {value!r}")
     if value < minimum:
         raise UsageError(f"{option} must be at least {minimum}, got {value}")

@@ -3,6 +3,9 @@
 Why: importing any module of a package imports its ``__init__`` first, so an ``__init__`` that imports every
 module to present their names makes each of them cost pyarrow, scipy or Lance, even for the command line's help,
 which reads one constant. With :func:`present_lazily` the ``__init__`` names where each name lives instead.
+
+A type checker cannot follow a name made on first use, so the ``__init__`` also imports the same names under
+``if TYPE_CHECKING:`` (nothing is imported at run time); ``tests/test_types.py`` keeps the two lists equal.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import importlib
 import sys
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any
 
 
 class _LazyPackage(ModuleType):
@@ -21,12 +23,12 @@ class _LazyPackage(ModuleType):
 
     _lazy_home: dict[str, str]
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if isinstance(value, ModuleType) and self._lazy_home.get(name) == name:
             value = getattr(value, name)
         super().__setattr__(name, value)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         module = self.__dict__["_lazy_home"].get(name)
         if module is None:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")

@@ -111,7 +111,7 @@ def redact_text(text: str) -> str:
     return _URL.sub(lambda found: redact_url(found.group(0)), text)
 
 
-def redact(value: Any) -> Any:
+def redact(value: object) -> Any:
     """A copy of a JSON-like value (dicts, lists, tuples, strings) with every string passed through
     :func:`redact_text`; other values as they are."""
     if isinstance(value, str):

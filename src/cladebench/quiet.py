@@ -56,7 +56,7 @@ class _NotHandledBelow(logging.Filter):
                 return False
             if not logger.propagate:
                 return True
-            logger = logger.parent  # type: ignore[assignment]
+            logger = logger.parent
         return True
 
 

@@ -28,7 +28,7 @@ import random
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from cladebench.errors import CladebenchError
 
@@ -117,7 +117,7 @@ __all__ = ["RETRYABLE_STATUSES", "RetryPolicy", "parse_retry_after", "retryable_
 _T = TypeVar("_T")
 
 
-async def gather_or_cancel(coroutines: list[Coroutine[Any, Any, _T]]) -> list[_T]:
+async def gather_or_cancel(coroutines: list[Coroutine[object, object, _T]]) -> list[_T]:
     """``asyncio.gather`` that cancels the other tasks when one fails (or on Ctrl-C), so none runs on after the
     error, against a closed client, each printing its own traceback as the loop shuts down: the one way a batch of
     requests is awaited (downloads, endpoint questions). The results are in the order of ``coroutines``."""

@@ -76,7 +76,8 @@ class _Parser(argparse.ArgumentParser):
         """An unknown verb, task, source or builder is the registry's error (the known names and the closest one),
         raised where the name is read rather than recovered from argparse's English message."""
         if action.choices is not None and value not in action.choices:
-            self.error(str(unknown_name((action.metavar or action.dest or "choice").lower().replace("|", " or "),
+            metavar = action.metavar if isinstance(action.metavar, str) else None  # a tuple names several values
+            self.error(str(unknown_name((metavar or action.dest or "choice").lower().replace("|", " or "),
                                         value, list(action.choices))))
 
 
@@ -193,7 +194,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[
         parser.exit(2, f"{command}: error: unrecognized arguments: {' '.join(extra)} "
                        f"({_whose_options(args, extra)}see {command} --help)\n")
     try:
-        config = config_from_args(chosen.config_class(), args)
+        config: object = config_from_args(chosen.config_class(), args)
         return int(chosen.run(config) or 0)
     except CladebenchError as exc:
         if debug:

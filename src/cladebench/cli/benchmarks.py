@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.cli.verbs import verb
 from cladebench.console import warn
@@ -26,7 +25,7 @@ class BenchmarksConfig:
     """Print JSON instead of a table."""
 
 
-def benchmark_rows() -> list[dict[str, Any]]:
+def benchmark_rows() -> list[dict[str, object]]:
     """One row per benchmark, as the verb prints them."""
     from cladebench.evaluate.benchmarks import BENCHMARKS, MIRROR_ENV
 

@@ -17,8 +17,8 @@ from cladebench.cli.verbs import FAMILIES, Family, Verb
 def _builders() -> dict[str, Verb]:
     from cladebench.curate.builders import BUILDERS
 
-    def run(builder: Any) -> Callable[[Any], int]:
-        def build(config: Any) -> int:
+    def run(builder: Any) -> Callable[[object], int]:
+        def build(config: object) -> int:
             summary = builder.build(config)
             print(summary.describe() if hasattr(summary, "describe") else summary)
             return 0
@@ -43,7 +43,7 @@ FAMILIES.add("build", Family(help="build a benchmark from raw sources (an iNatur
 # --- load ---------------------------------------------------------------------------------------
 
 
-def _run_load(name: str) -> Callable[[Any], int]:
+def _run_load(name: str) -> Callable[[object], int]:
     def load(command: Any) -> int:
         from cladebench.curate.sources import get_source
 

@@ -17,6 +17,8 @@ from cladebench.config import OPTION, POSITIONAL, at_least, at_most
 from cladebench.errors import CladebenchError, UsageError
 
 if TYPE_CHECKING:
+    import lance
+
     from cladebench.embed.config import EmbedConfig
 
 # --- info ----------------------------------------------------------------------------------------
@@ -180,7 +182,7 @@ def _search(command: SearchCommand) -> int:
     return 0
 
 
-def _check_search(dataset: Any, command: SearchCommand) -> None:
+def _check_search(dataset: lance.LanceDataset, command: SearchCommand) -> None:
     """What a search can be refused for without a model: the filter and the columns it names."""
     from cladebench.evaluate.checks import check_filter_on_schema, check_task_columns
 
@@ -190,11 +192,12 @@ def _check_search(dataset: Any, command: SearchCommand) -> None:
         raise CladebenchError(f"--match-column {command.match_column!r} is not a column of {dataset.uri}")
 
 
-def _print_search(dataset: Any, encoder: Any, command: SearchCommand) -> int:
+def _print_search(dataset: lance.LanceDataset, encoder: Any, command: SearchCommand) -> int:
     from cladebench.tasks.text_search import SEARCH_K, search_text
 
     names = dataset.schema.names
     shown = [c for c in ("uuid", "scientific_name", "common_name", "source_url") if c in names]
+    assert command.text is not None  # a search without --queries was refused without text
     result = search_text(dataset, encoder, [command.text], k=SEARCH_K if command.k is None else command.k,
                          where=command.where, column=command.column,
                          templates=command.templates, columns=shown)

@@ -11,11 +11,14 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cladebench.cli.verbs import verb
 from cladebench.errors import UsageError
 from cladebench.paths import WRONG_KIND, write_refusal
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ def as_text_cell(value: str | None) -> str | None:
     return "'" + value if value is not None and value.startswith(FORMULA_STARTS) else value
 
 
-def _csv_ready(table: object) -> object:
+def _csv_ready(table: pa.Table) -> pa.Table:
     """The table as CSV cells: the suggestions list as JSON text (CSV has no lists), and every text cell a
     spreadsheet would run as a formula escaped (:func:`as_text_cell`). Parquet is written as stored."""
     import pyarrow as pa
@@ -97,7 +100,7 @@ def _reviews(config: ReviewsConfig) -> int:
         atomic_write_parquet(config.out_file, table)
     else:
         buffer = io.BytesIO()
-        pacsv.write_csv(_csv_ready(table), buffer)  # type: ignore[arg-type]
+        pacsv.write_csv(_csv_ready(table), buffer)
         if config.out_file is None:
             sys.stdout.write(buffer.getvalue().decode("utf-8"))
             sys.stdout.flush()

@@ -43,10 +43,10 @@ VERBS: Registry[Verb] = Registry("verb")
 
 
 def verb(name: str, config: type | str,
-         help: str) -> Callable[[Callable[[Any], int | None]], Callable[[Any], int | None]]:
+         help: str) -> Callable[[Callable[[Any], int | None]], Callable[[object], int | None]]:
     """Register a verb; its config's fields become its arguments."""
 
-    def register(fn: Callable[[Any], int | None]) -> Callable[[Any], int | None]:
+    def register(fn: Callable[[object], int | None]) -> Callable[[object], int | None]:
         VERBS.add(name, Verb(name=name, help=help, config=config, run=fn))
         return fn
 

@@ -61,7 +61,6 @@ import statistics
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -124,7 +123,7 @@ class MinedPairs:
     config: MiningConfig = field(default_factory=MiningConfig)
     """The thresholds used."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "pairs": self.pairs.num_rows, "candidates": self.candidates,
             "below_min_observations": self.below_min_observations, "below_min_fraction": self.below_min_fraction,
@@ -395,11 +394,11 @@ def write_lookup(groups: Mapping[str, Sequence[str]], path: str | Path) -> Path:
 # --- statistics and comparison -------------------------------------------------------------------
 
 
-def group_statistics(groups: Mapping[str, Sequence[str]], species: Iterable[str] | None = None) -> dict[str, Any]:
+def group_statistics(groups: Mapping[str, Sequence[str]], species: Iterable[str] | None = None) -> dict[str, object]:
     """Counts a card reports: groups, pairs, group sizes (anchor included) and, given the species of a
     dataset, how many of them anchor a group with at least one confusable."""
     sizes = [len(members) for members in groups.values()]
-    stats: dict[str, Any] = {
+    stats: dict[str, object] = {
         "groups": len(groups),
         "pairs": sum(s - 1 for s in sizes),
         "species_named": len({m for members in groups.values() for m in members} | set(groups)),

@@ -138,7 +138,7 @@ class OutputTarget:
 # --- the marker ----------------------------------------------------------------------------------
 
 
-def read_marker(folder: Path) -> dict[str, Any] | None:
+def read_marker(folder: Path) -> dict[str, object] | None:
     """The marker of ``folder`` as a dict, or None when it has none (or an unreadable one)."""
     try:
         marker = json.loads((Path(folder) / MARKER_NAME).read_text(encoding="utf-8"))
@@ -152,7 +152,7 @@ def write_marker(folder: Path, writer: str, contents: Iterable[str] | None = Non
     writer put in it (recorded at the commit), are all that a later ``--overwrite`` may replace."""
     from cladebench import __version__
 
-    marker: dict[str, Any] = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(),
+    marker: dict[str, object] = {"writer": writer, "cladebench_version": __version__, "pid": os.getpid(),
                               "host": socket.gethostname(),
                               "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
     if contents is not None:
@@ -162,7 +162,7 @@ def write_marker(folder: Path, writer: str, contents: Iterable[str] | None = Non
     return path
 
 
-def _not_written_by(folder: Path, marker: Mapping[str, Any]) -> list[str]:
+def _not_written_by(folder: Path, marker: Mapping[str, object]) -> list[str]:
     """The entries of ``folder`` its writer did not put there (by the marker's ``contents``; a marker written
     before contents were recorded, or by a writer that writes in place, lists none and vouches for all)."""
     contents = marker.get("contents")
@@ -369,7 +369,7 @@ def pending_journal(folder: Path, name: str) -> dict[str, Any] | None:
     return record
 
 
-def begin_journal(folder: Path, name: str, record: Mapping[str, Any], files: Iterable[Path]) -> Path:
+def begin_journal(folder: Path, name: str, record: Mapping[str, object], files: Iterable[Path]) -> Path:
     """Write the journal ``name`` in ``folder`` of a change about to start: a copy of each of ``files`` (inside
     ``folder``) that exists and the note of each that does not, then ``record`` (plus its ``files``) as
     :data:`JOURNAL_FILE`, the commit point. Call it holding :func:`folder_lock`, after any pending journal was
@@ -410,7 +410,7 @@ def discard_journal(folder: Path, name: str) -> None:
 
 
 @contextlib.contextmanager
-def journaled_change(folder: Path, name: str, record: Mapping[str, Any], files: Iterable[Path],
+def journaled_change(folder: Path, name: str, record: Mapping[str, object], files: Iterable[Path],
                      undo: Callable[[], object]) -> Iterator[Path]:
     """The block changes ``folder`` in place whole, or is undone: :func:`begin_journal` first; on an exception
     (Ctrl-C included) ``undo()`` at once (it reads the journal and ends it; should it fail, the journal stays for

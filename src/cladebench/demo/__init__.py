@@ -13,6 +13,12 @@ This ``__init__`` presents the package's API on purpose (:func:`run_demo`, :data
 modules import :mod:`.steps`, never this package.
 """
 
+from typing import TYPE_CHECKING
+
 from cladebench.lazy import present_lazily
+
+if TYPE_CHECKING:  # what present_lazily presents, as the type checker sees it (nothing imported at run time)
+    from cladebench.demo.run import DEMO_STEPS, WRITER, run_demo  # noqa: F401
+    from cladebench.demo.steps import DemoContext  # noqa: F401
 
 __all__ = present_lazily(__name__, {"run": ("DEMO_STEPS", "WRITER", "run_demo"), "steps": ("DemoContext",)})

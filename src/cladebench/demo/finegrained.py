@@ -22,7 +22,7 @@ N_RESAMPLES = 10_000
 
 
 def _run(ctx: DemoContext, config_class: type, task: str, model: DemoModel, *, pooled: bool,
-         **fields: Any) -> tuple[Any, Path]:
+         **fields: object) -> tuple[Any, Path]:
     from cladebench.evaluate.run import run_eval
 
     label = f"{model.label} · {POOLED}" if pooled else model.label
@@ -34,12 +34,12 @@ def _run(ctx: DemoContext, config_class: type, task: str, model: DemoModel, *, p
 
 
 def _task_runs(ctx: DemoContext, config_class: type, task: str, headline: str, scale: float,
-               **fields: Any) -> dict[str, Any]:
+               **fields: object) -> dict[str, Any]:
     """Run ``task`` grouped and pooled for every model; the summary's lines name each model's headline metric, and
     the rows the grouped runs left out, by reason (genus-only rows, for one), as ``eval`` says them."""
     from cladebench.evaluate.run import rows_line
 
-    runs: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, object]] = {}
     report: list[str] = []
     left_out: str | None = None
     for model in ctx.models:
@@ -83,7 +83,7 @@ def paired_by_group(first: str, second: str, metric: str) -> dict[str, str]:
 
 
 @DEMO_STEPS.register("zeroshot")
-def _zeroshot(ctx: DemoContext) -> dict[str, Any]:
+def _zeroshot(ctx: DemoContext) -> dict[str, object]:
     """Zero-shot species classification of the fine-grained images per challenge group (each group's species are
     its label set), with a pooled summary, for both models; then the paired tests per group."""
     if not ctx.models:
@@ -108,7 +108,7 @@ FEW_SHOT = {"shots": (1, 2), "repetitions": 5}
 
 
 @DEMO_STEPS.register("fewshot")
-def _fewshot(ctx: DemoContext) -> dict[str, Any]:
+def _fewshot(ctx: DemoContext) -> dict[str, object]:
     """Few-shot species classification on the stored embeddings (no text): SimpleShot, linear probe, kNN, per
     challenge group with a pooled summary, for both models; a group too small for the shots is left out by the run
     itself, which says why (a smaller ``--images`` leaves more groups too small)."""
@@ -137,7 +137,7 @@ def _fewshot(ctx: DemoContext) -> dict[str, Any]:
 
 
 @DEMO_STEPS.register("retrieval")
-def _retrieval(ctx: DemoContext) -> dict[str, Any]:
+def _retrieval(ctx: DemoContext) -> dict[str, object]:
     """Image-to-image retrieval (an image of the same species is relevant) per challenge group with a pooled
     summary, for both models."""
     if not ctx.models:

@@ -6,8 +6,6 @@ the fine-grained tasks, where two models are ranked, are :mod:`cladebench.demo.f
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 
 from cladebench import store
@@ -31,7 +29,7 @@ def _rerank_table(source: pa.Table, seed: int) -> pa.Table:
     chosen = [eligible[i] for i in sorted(rng.choice(len(eligible), size=min(RERANK_QUERIES, len(eligible)),
                                                      replace=False))]
     ranks = ("genus", "family", "order", "class", "phylum", "kingdom")
-    out: dict[str, list[Any]] = {c: [] for c in (*source.column_names, "query_id", "query", "relevant")}
+    out: dict[str, list[object]] = {c: [] for c in (*source.column_names, "query_id", "query", "relevant")}
     for query_id, name in enumerate(chosen, start=1):
         members = by_species[name]
         anchor = rows[members[0]]
@@ -50,7 +48,7 @@ def _rerank_table(source: pa.Table, seed: int) -> pa.Table:
 
 
 @DEMO_STEPS.register("rerank")
-def _rerank(ctx: DemoContext) -> dict[str, Any]:
+def _rerank(ctx: DemoContext) -> dict[str, object]:
     """A small INQUIRE-style rerank: species' common names as queries over their images and close relatives."""
     if not ctx.models:
         return dict(NO_EMBEDDINGS)
@@ -79,7 +77,7 @@ def _rerank(ctx: DemoContext) -> dict[str, Any]:
 
 
 @DEMO_STEPS.register("geo")
-def _geo(ctx: DemoContext) -> dict[str, Any]:
+def _geo(ctx: DemoContext) -> dict[str, object]:
     """Zero-shot fused with a spatiotemporal prior fitted on other observations (the world's species have
     ranges and seasons): image-only against fused top-1 on the same test images, as a paired difference."""
     if not ctx.models:
@@ -103,7 +101,7 @@ def _geo(ctx: DemoContext) -> dict[str, Any]:
 
 
 @DEMO_STEPS.register("coobserved-export")
-def _coobserved_export(ctx: DemoContext) -> dict[str, Any]:
+def _coobserved_export(ctx: DemoContext) -> dict[str, object]:
     """Build iNat Co-Observed from a synthetic iNaturalist open-data export, as from the real one: the filters,
     the per-rank sampling and the card, out of core with DuckDB. (Its photos are URLs; the lineage step below
     runs on the rendered two-organism photos, which have pixels offline.)"""
@@ -122,7 +120,7 @@ def _coobserved_export(ctx: DemoContext) -> dict[str, Any]:
 
 
 @DEMO_STEPS.register("lineage")
-def _lineage(ctx: DemoContext) -> dict[str, Any]:
+def _lineage(ctx: DemoContext) -> dict[str, object]:
     """Steered lineage completion on the two-organism photos: the hint (the lineage down to where the two
     organisms part) against no hint, so the value of the hint shows."""
     if not ctx.models:

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench import __version__
 from cladebench.demo.steps import DEMO_STEPS, DemoContext, say
@@ -43,7 +43,7 @@ def _is_unmarked_demo(folder: Path) -> bool:
     return isinstance(written, dict) and "cladebench_version" in written and "steps" in written
 
 
-def run_demo(config: DemoConfig) -> dict[str, Any]:
+def run_demo(config: DemoConfig) -> dict[str, object]:
     """Build the sample suite under ``config.out``, run every step, write ``summary.json``, print a summary."""
     from cladebench.config import at_least
     from cladebench.curate.staging import OutputTarget, prepare_in_place

@@ -80,6 +80,6 @@ def in_batches(make: Callable[[int, int], pa.Table], total: int, batch: int, lab
             yield table
 
 
-def dataset_summary(path: Path) -> dict[str, Any]:
+def dataset_summary(path: Path) -> dict[str, object]:
     ds = store.open_dataset(path)
     return {"path": str(path), "rows": ds.count_rows(), "version": ds.version, "fingerprint": store.fingerprint(ds)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -44,12 +44,12 @@ rows are: never scored at species (each run counts them as left out), first in `
 def genus_only_genus(world: World, images: int, seed: int) -> str:
     """The genus of the genus-only rows: the one the draw has most photos of (ties: the first name), so its
     species are in the suite's label sets and the runs' suggestions for those rows can be checked against them."""
-    counts = Counter(o.species.lineage.names[Rank.GENUS] for o in world.observations(images, seed=seed))
+    counts = Counter(o.species.lineage.names[Rank.GENUS] or "" for o in world.observations(images, seed=seed))
     return max(sorted(counts), key=counts.__getitem__)
 
 
 @DEMO_STEPS.register("fine-grained")
-def _fine_grained(ctx: DemoContext) -> dict[str, Any]:
+def _fine_grained(ctx: DemoContext) -> dict[str, object]:
     """Single-organism WebP images with a challenge group, as the Fine-Grained Challenges table has, and a few
     rows of one genus labelled to the genus only."""
     seed = ctx.config.seed
@@ -65,14 +65,14 @@ def _fine_grained(ctx: DemoContext) -> dict[str, Any]:
 
 
 @DEMO_STEPS.register("co-observed")
-def _co_observed(ctx: DemoContext) -> dict[str, Any]:
+def _co_observed(ctx: DemoContext) -> dict[str, object]:
     """Photos showing two organisms of different species, as iNat Co-Observed has."""
     _write_world_dataset(ctx, "co-observed", ctx.world.pair_table, ctx.config.pairs, 32, "jpeg")
     return dataset_summary(ctx.dataset_path("co-observed"))
 
 
 @DEMO_STEPS.register("subset")
-def _subset(ctx: DemoContext) -> dict[str, Any]:
+def _subset(ctx: DemoContext) -> dict[str, object]:
     """One challenge group materialised with filter and projection pushed down, as the cards show."""
     source = store.open_dataset(ctx.dataset_path("fine-grained"))
     groups = store.read(source, columns=["challenge_group"]).column(0).to_pylist()
@@ -97,7 +97,7 @@ EARLY_LABEL = "demo · early"
 
 
 @DEMO_STEPS.register("embed")
-def _embed(ctx: DemoContext) -> dict[str, Any]:
+def _embed(ctx: DemoContext) -> dict[str, object]:
     """Encode every demo image once with the demo model into ``emb_demo``, and the fine-grained images with the
     demo model's early checkpoint (the same training, stopped early) into ``emb_demo_early``: two models whose
     runs on the same images the report can rank."""
@@ -118,7 +118,7 @@ def _embed(ctx: DemoContext) -> dict[str, Any]:
               DemoModel(label=EARLY_LABEL, model=demo_model_id(config=early), column="emb_demo_early",
                         slug="demo-early")]
     record_demo_model(models[0].model.removeprefix("local-dir:"))  # `--model demo` is now the demo's model
-    datasets: dict[str, dict[str, Any]] = {}
+    datasets: dict[str, dict[str, object]] = {}
     for model, names in ((models[0], ("fine-grained", "co-observed")), (models[1], ("fine-grained",))):
         encoder = load_encoder(model.model, device="cpu")
         for name in names:

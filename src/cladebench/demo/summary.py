@@ -7,7 +7,6 @@ every step's result; both come after all the steps and belong to none of them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cladebench.demo.steps import DEMO_STEPS, DemoContext
 from cladebench.demo.suite import DEMO_LABEL, DEMO_MODEL_NOTICE
@@ -23,7 +22,7 @@ def run_records(ctx: DemoContext) -> list[Path]:
 
 
 @DEMO_STEPS.register("report")
-def _report(ctx: DemoContext) -> dict[str, Any]:
+def _report(ctx: DemoContext) -> dict[str, object]:
     """One HTML page of every run above: leaderboard, charts, calibration, galleries, provenance."""
     runs = run_records(ctx)
     if not runs:

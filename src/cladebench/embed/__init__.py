@@ -62,29 +62,31 @@ from cladebench.errors import CladebenchError, environment_error
 from cladebench.lazy import present_lazily
 
 if TYPE_CHECKING:
+    from cladebench.embed.core import column_for_model  # noqa: F401
     from cladebench.models import Encoder
+    from cladebench.models.deferred import DeferredEncoder
 
 __all__ = ["EmbedConfig", "EmbedSummary", "embed_dataset",
            *present_lazily(__name__, {"core": ("column_for_model",)})]  # core reads datasets: pyarrow on first use
 
 
-def embed_dataset(config: EmbedConfig, *, encoder: Encoder | None = None,
+def embed_dataset(config: EmbedConfig, *, encoder: Encoder | DeferredEncoder | None = None,
                   storage_options: dict[str, str] | None = None) -> EmbedSummary:
     """Run ``embed`` (see the module docstring) here or on Ray (``config.ray``); ``encoder`` may be passed to
     reuse a loaded model. A file-system refusal (permissions, a read-only or full disk: what
     :func:`cladebench.errors.environment_error` recognises) ends the run with one line, not as a bug."""
     from cladebench.models.deferred import DeferredEncoder
 
-    if isinstance(encoder, DeferredEncoder):  # encoding images needs the weights, and the column their provenance
-        encoder = encoder.model()
+    # encoding images needs the weights, and the column their provenance
+    built = encoder.model() if isinstance(encoder, DeferredEncoder) else encoder
     try:
         if config.ray is not None:
             from cladebench.embed.ray import embed_on_ray
 
-            return embed_on_ray(config, encoder=encoder, storage_options=storage_options)
+            return embed_on_ray(config, encoder=built, storage_options=storage_options)
         from cladebench.embed.local import embed_locally
 
-        return embed_locally(config, encoder, storage_options)
+        return embed_locally(config, built, storage_options)
     except OSError as exc:
         error = environment_error(exc)
         if error is None:

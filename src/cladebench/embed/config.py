@@ -8,7 +8,7 @@ dispatcher in ``cladebench.embed``, so that neither path imports the package tha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from cladebench.config import OPTION, at_least, bare_value
 
@@ -90,12 +90,12 @@ class EmbedSummary:
     version: int
     """Dataset version that holds the column."""
     failures_path: str | None
-    metadata: dict[str, Any]
-    runner: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
+    metadata: dict[str, object]
+    runner: dict[str, object] = field(default_factory=lambda: {"kind": "local"})
     """Where it ran: this process, or a Ray cluster with its actors and resources."""
     arrived: int = 0
     """Rows without a vector when the run ended: added by another process while it encoded (the column was
     committed for the rows it read). A later run without --overwrite encodes only them."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)

@@ -74,7 +74,7 @@ def staging_dir(uri: str, column: str, *, fragments: bool = False) -> Path:
     return state_dir(uri) / "staging" / (f"{column}.fragments" if fragments else column)
 
 
-def read_state(directory: Path) -> dict[str, Any] | None:
+def read_state(directory: Path) -> dict[str, object] | None:
     """A staging folder's ``state.json`` (its run key), or None when it is missing or unreadable: then nothing
     in the folder can be proven to belong to any run."""
     try:
@@ -91,7 +91,7 @@ def remove_staging(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def unproven_note(count: int, what: str, state: dict[str, Any] | None, run_key: dict[str, Any]) -> str:
+def unproven_note(count: int, what: str, state: dict[str, object] | None, run_key: dict[str, object]) -> str:
     """What a run says when it discards staged work it cannot resume from."""
     if state is None:
         why = "has no state.json to prove which model and settings made it"
@@ -251,7 +251,7 @@ def commit_conflict(exc: BaseException) -> bool:
     return isinstance(exc, CommitConflictError) or (isinstance(exc, OSError) and "commit conflict" in str(exc))
 
 
-def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:
+def run_key(described: dict[str, object], config: EmbedConfig) -> dict[str, object]:
     """What staged rows must agree on to be resumed: the same model, revision, preprocessing and precision."""
     return {"model": described.get("model_id", config.model), "revision": described.get("revision"),
             "preprocessing": described.get("preprocessing"), "precision": config.precision}
@@ -260,7 +260,7 @@ def run_key(described: dict[str, Any], config: EmbedConfig) -> dict[str, Any]:
 # --- decoding -------------------------------------------------------------------------------------
 
 
-def decode_block(uuids: list[str], images: list[bytes | None], transform: Any) -> dict[str, Any]:
+def decode_block(uuids: list[str], images: list[bytes | None], transform: Any) -> dict[str, object]:
     """Decode and preprocess one block; failures come back with their reasons instead of raising."""
     from cladebench.images import ImageDecodeError, decode_image
 
@@ -342,8 +342,8 @@ def all_failed(uri: str, column: str, failed: pa.Table, model: str, *, column_ex
                            f"common reason, {count:,} row(s): {reason}); every row's reason is in {path}")
 
 
-def column_metadata(uri: str, described: dict[str, Any], config: EmbedConfig, *, norm_stats: dict[str, float],
-                    valid: int, failed: int, failures_path: Path | None, source_version: int) -> dict[str, Any]:
+def column_metadata(uri: str, described: dict[str, object], config: EmbedConfig, *, norm_stats: dict[str, float],
+                    valid: int, failed: int, failures_path: Path | None, source_version: int) -> dict[str, object]:
     """The field metadata of an embedding column: what made it, how, and what came out."""
     folder = state_dir(uri)
     metadata = {

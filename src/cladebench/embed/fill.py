@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cladebench.embed.config import EmbedConfig
 
 
-def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str, Any], rows: int) -> None:
+def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str, object], rows: int) -> None:
     """Rows added to an existing column must be encoded as the column was: the same model, revision,
     preprocessing and precision (its field metadata records them). Otherwise the column would hold two
     embedding spaces under one model's name."""
@@ -40,7 +40,7 @@ def check_fill_settings(dataset: lance.LanceDataset, column: str, key: dict[str,
                               "pass --overwrite to recompute the whole column")
 
 
-def _difference(name: str, there: Any, here: Any) -> str:
+def _difference(name: str, there: object, here: object) -> str:
     """One setting that differs, said briefly: of a preprocessing (a dict), only the entries that differ."""
     if isinstance(there, dict) and isinstance(here, dict):
         keys = [k for k in sorted({*there, *here}) if there.get(k) != here.get(k)]
@@ -72,7 +72,10 @@ def commit_fill(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.T
         targets.column("_rowaddr").to_pylist(), targets.column("uuid").to_pylist(), strict=True) if row_uuid in filled})
     updated, modified = [], set()
     for fragment_id in fragment_ids:
-        fragment, fields = current.get_fragment(fragment_id).update_columns(table, left_on="uuid", right_on="uuid")
+        found = current.get_fragment(fragment_id)
+        if found is None:
+            raise CladebenchError(f"{uri}: fragment {fragment_id} is gone (the dataset changed while filling); rerun")
+        fragment, fields = found.update_columns(table, left_on="uuid", right_on="uuid")
         updated.append(fragment)
         modified.update(fields)
     lance.LanceDataset.commit(current.uri, lance.LanceOperation.Update(updated_fragments=updated,

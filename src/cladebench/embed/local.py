@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 class _Staging:
     """Parquet parts of finished rows for one column, written atomically; the resume point."""
 
-    def __init__(self, directory: Path, run_key: dict[str, Any], dim_hint: int | None = None) -> None:
+    def __init__(self, directory: Path, run_key: dict[str, object], dim_hint: int | None = None) -> None:
         self.directory = directory
         self.run_key = run_key
         self.dim = dim_hint
@@ -135,7 +135,7 @@ class _Staging:
 # ``workers * _PREFETCH_PER_WORKER`` blocks are in flight, so memory stays flat on any dataset size.
 
 _PREFETCH_PER_WORKER = 3
-_TRANSFORM: Any = None
+_TRANSFORM: object = None
 """A decoding worker's transform, built once by :func:`_init_worker` in each worker process."""
 
 
@@ -150,7 +150,7 @@ def _init_worker(preprocessing: Any) -> None:
     _TRANSFORM = preprocessing.build()
 
 
-def _decode_in_worker(uuids: list[str], images: list[bytes | None]) -> dict[str, Any]:
+def _decode_in_worker(uuids: list[str], images: list[bytes | None]) -> dict[str, object]:
     return decode_block(uuids, images, _TRANSFORM)
 
 
@@ -161,7 +161,7 @@ def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Itera
 
 
 def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Any,
-                    workers: int) -> Iterator[dict[str, Any]]:
+                    workers: int) -> Iterator[dict[str, object]]:
     """Decoded blocks in dataset order, decoded ahead by ``workers`` processes (inline when 0)."""
     if workers == 0:
         transform = preprocessing.build()
@@ -418,7 +418,7 @@ def _exactly_once(staged: pa.Table, present: set[str]) -> pa.Table:
 
 def _commit(uri: str, dataset: lance.LanceDataset, column: str, staged: pa.Table, encoder: Encoder,
             described: dict[str, Any], config: EmbedConfig, storage_options: dict[str, str] | None,
-            total_rows: int) -> dict[str, Any]:
+            total_rows: int) -> dict[str, object]:
     """Merge the staged rows into the dataset as one new version, then write failures and the sidecar."""
     if staged.num_rows != total_rows:
         raise CladebenchError(

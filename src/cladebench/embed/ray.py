@@ -82,7 +82,7 @@ is only known at the end and comes with the metadata-only version."""
 # --- staging on the driver ------------------------------------------------------------------------
 
 
-def _source_of(fragment: Any) -> dict[str, Any]:
+def _source_of(fragment: Any) -> dict[str, object]:
     """What a staged result was computed from: the fragment's data files and deletions."""
     meta = fragment.metadata
     deletion = meta.deletion_file
@@ -119,7 +119,7 @@ class _FragmentStaging:
             remove_staging(self.directory)
             return self._start(dataset, column), "the dataset's columns changed since they were staged"
         current = {f.fragment_id: f for f in dataset.get_fragments()}
-        staged: dict[int, dict[str, Any]] = {}
+        staged: dict[int, dict[str, object]] = {}
         stale = 0
         for path in sorted(self.directory.glob("fragment-*.json")):
             result = json.loads(path.read_text())
@@ -132,7 +132,7 @@ class _FragmentStaging:
         return staged, (f"{stale} staged fragment(s) no longer match the dataset and are encoded again"
                         if stale else "")
 
-    def _start(self, dataset: lance.LanceDataset, column: str) -> dict[int, dict[str, Any]]:
+    def _start(self, dataset: lance.LanceDataset, column: str) -> dict[int, dict[str, object]]:
         self.directory.mkdir(parents=True, exist_ok=True)
         state = {"run_key": self.key, "schema": _schema_without(dataset, column)}
         atomic_write(self.directory / "state.json", json.dumps(state).encode())
@@ -147,7 +147,7 @@ class _FragmentStaging:
         data = Path(dataset.uri.removeprefix("file://")) / "data"
         return all((data / name).is_file() for name in new)
 
-    def write(self, result: dict[str, Any]) -> None:
+    def write(self, result: dict[str, object]) -> None:
         atomic_write(self.directory / f"fragment-{result['fragment_id']:08d}.json", json.dumps(result).encode())
 
     def remove(self) -> None:
@@ -207,7 +207,7 @@ def _run(config: EmbedConfig, encoder: Encoder | None, storage_options: dict[str
                                device="cpu")
     described = encoder.describe()
     key = run_key(described, config)
-    runner: dict[str, Any] = {"kind": "ray", "address": config.ray}
+    runner: dict[str, object] = {"kind": "ray", "address": config.ray}
     with ray_session(config.ray) as ray:  # connected before anything changes: a cluster out of reach drops nothing
         if column in dataset.schema.names:  # --overwrite (else refused): a Merge cannot replace a field
             dataset.drop_columns([column])
@@ -257,9 +257,9 @@ _COMMIT_ROUNDS = 5
 """Times the run encodes fragments appended by others while it ran, and tries the commit again."""
 
 
-def _encode_pending(ray: Any, config: EmbedConfig, encoder: Encoder, described: dict[str, Any],
+def _encode_pending(ray: Any, config: EmbedConfig, encoder: Encoder, described: dict[str, object],
                     storage_options: dict[str, str] | None, uri: str, dataset: lance.LanceDataset, column: str,
-                    staging: _FragmentStaging, staged: dict[int, dict[str, Any]], runner: dict[str, Any]) -> None:
+                    staging: _FragmentStaging, staged: dict[int, dict[str, Any]], runner: dict[str, object]) -> None:
     """Encode the fragments of ``dataset`` not yet in ``staged`` on the actor pool, staging each as it arrives."""
     from cladebench.progress import progress_bar
 
@@ -288,7 +288,7 @@ def _encode_pending(ray: Any, config: EmbedConfig, encoder: Encoder, described: 
             bar.update(result["rows"])
 
 
-def _grown(uri: str, dataset: lance.LanceDataset, staged: dict[int, dict[str, Any]],
+def _grown(uri: str, dataset: lance.LanceDataset, staged: dict[int, dict[str, object]],
            storage_options: dict[str, str] | None) -> lance.LanceDataset:
     """The dataset after a commit conflict, when others only appended to it (its new fragments are then encoded
     too, and the one Merge lists them all); said on the console. Any other change (a fragment staged here
@@ -318,7 +318,7 @@ def _absolute_model(model: str) -> str:
     return prefix + str(Path(model[len(prefix):]).resolve()) if model.startswith(prefix) else model
 
 
-def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: Any) -> Iterator[dict[str, Any]]:
+def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: object) -> Iterator[dict[str, Any]]:
     """Fragments through a Ray Data actor pool; results as they finish."""
     context = ray.data.DataContext.get_current()
     bars = context.enable_progress_bars

@@ -44,7 +44,7 @@ worker killed mid-fragment would."""
 def _fragment_blocks(fragment: Any, batch_size: int) -> Iterator[tuple[list[str], list[Any]]]:
     """The fragment's rows as blocks of exactly ``batch_size`` (the last shorter), whatever Lance's batches."""
     uuids: list[str] = []
-    images: list[Any] = []
+    images: list[object] = []
     for batch in fragment.to_batches(columns=["uuid", "image"], batch_size=batch_size):
         uuids.extend(batch.column("uuid").to_pylist())
         images.extend(batch.column("image").to_pylist())
@@ -59,7 +59,7 @@ class FragmentEncoder:
     """A Ray Data actor: one model, encoding whole fragments into uncommitted column files."""
 
     def __init__(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
-                 column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
+                 column: str, dim: int, field_metadata: dict[str, object], revision: str | None, threads: int) -> None:
         # An error here is kept and reported by every call: Ray passes an exception from a worker to the driver
         # only as text, so errors meant for the user travel as results and the driver raises them.
         self.error: CladebenchError | None = None
@@ -70,7 +70,7 @@ class FragmentEncoder:
             self.error = exc
 
     def _load(self, *, uri: str, version: int, storage_options: dict[str, str] | None, config: EmbedConfig,
-              column: str, dim: int, field_metadata: dict[str, Any], revision: str | None, threads: int) -> None:
+              column: str, dim: int, field_metadata: dict[str, object], revision: str | None, threads: int) -> None:
         import torch
 
         from cladebench.models import load_encoder
@@ -90,11 +90,11 @@ class FragmentEncoder:
         self.field = store.embedding_field(column, dim, field_metadata)
         self.dim = dim
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[object]]:
         results = [self._result(int(fid)) for fid in batch["fragment_id"]]
         return {key: [r[key] for r in results] for key in results[0]}
 
-    def _result(self, fragment_id: int) -> dict[str, Any]:
+    def _result(self, fragment_id: int) -> dict[str, object]:
         try:
             if self.error is not None:
                 raise self.error
@@ -104,7 +104,7 @@ class FragmentEncoder:
                     "failed_reasons": [], "norms": "", "device": "", "seconds": 0.0, "error": str(exc),
                     "error_type": type(exc).__name__}
 
-    def _encoded_blocks(self, fragment: Any, failures: list[tuple[str, str]], sums: NormSums
+    def _encoded_blocks(self, fragment: object, failures: list[tuple[str, str]], sums: NormSums
                         ) -> Iterator[tuple[list[str], list[np.ndarray | None]]]:
         """Blocks in fragment order: uuids and their vectors (None for a failed image), decoded ahead in threads."""
         import torch
@@ -132,11 +132,13 @@ class FragmentEncoder:
                 exit_if_marked(FAULT_MARKER_ENV)
                 yield uuids, [by_uuid.get(u) for u in uuids]
 
-    def encode_fragment(self, fragment_id: int) -> dict[str, Any]:
+    def encode_fragment(self, fragment_id: int) -> dict[str, object]:
         import tempfile
 
         started = time.perf_counter()
         fragment = self.dataset.get_fragment(fragment_id)
+        if fragment is None:
+            raise CladebenchError(f"{self.dataset.uri} fragment {fragment_id}: gone (the dataset changed while read)")
         failures: list[tuple[str, str]] = []
         sums = NormSums()
         rows = fragment.count_rows()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -24,11 +24,14 @@ from cladebench.errors import CladebenchError, SchemaError, UsageError
 from cladebench.taxonomy import NAME_STYLES, Rank, parse_within
 from cladebench.templates import get_templates
 
+if TYPE_CHECKING:
+    import lance
+
 GROUPABLE_TYPES = "a string, integer, float or boolean column"
 """What a --group-by column may hold: each value becomes a filter literal of the column's own type."""
 
 
-def check_filter_on_schema(dataset: Any, where: str | None, *, option: str = "--where") -> None:
+def check_filter_on_schema(dataset: lance.LanceDataset, where: str | None, *, option: str = "--where") -> None:
     """Refuse a filter Lance cannot plan on this dataset (a syntax error, an unknown column, a type mismatch),
     without reading a row; the message keeps Lance's reason and drops its source location."""
     if where is None or not where.strip():  # blank is no filter, as store.check_filter reads it
@@ -53,7 +56,7 @@ def _groupable(kind: pa.DataType) -> bool:
             or pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind))
 
 
-def check_group_by(dataset: Any, group_by: str) -> None:
+def check_group_by(dataset: lance.LanceDataset, group_by: str) -> None:
     """--group-by names a column of the dataset whose type can name groups ('auto' and 'none' always pass)."""
     if group_by in ("auto", "none"):
         return
@@ -64,7 +67,7 @@ def check_group_by(dataset: Any, group_by: str) -> None:
         raise UsageError(f"--group-by {group_by!r}: a column of type {kind} cannot name groups; use {GROUPABLE_TYPES}")
 
 
-def check_breakdown(dataset: Any, columns: tuple[str, ...]) -> None:
+def check_breakdown(dataset: lance.LanceDataset, columns: tuple[str, ...]) -> None:
     """Every --breakdown column is in the dataset and holds values that name groups: a string, number or boolean,
     or a list of names (CrypticBio's cryptic_group, joined into one group); never vectors or image bytes, found
     here rather than after every prediction is made."""
@@ -79,7 +82,7 @@ def check_breakdown(dataset: Any, columns: tuple[str, ...]) -> None:
                              f"{GROUPABLE_TYPES}, or a list of names")
 
 
-def check_task_columns(dataset: Any, settings: Any) -> None:
+def check_task_columns(dataset: lance.LanceDataset, settings: object) -> None:
     """The columns and files a task's settings name: the embedding column, the candidates column, the group keys,
     the location-embedding column, a label-set or candidate file."""
     names = dataset.schema.names
@@ -118,7 +121,7 @@ def check_task_columns(dataset: Any, settings: Any) -> None:
         check_label_file(Path(labels), getattr(settings, "rank", "species"))
 
 
-def _tree_of_life_labels(labels: str, settings: Any) -> bool:
+def _tree_of_life_labels(labels: str, settings: object) -> bool:
     """Zero-shot's tree-of-life label sets are checked by the task's own rule (False: a label file)."""
     from cladebench.tasks.zeroshot import check_labels
 
@@ -186,7 +189,7 @@ def check_eval_settings(config: Any) -> None:
         parse_within(within)
 
 
-def check_model_given(task: Any, settings: Any, *, model_named: bool) -> None:
+def check_model_given(task: Any, settings: object, *, model_named: bool) -> None:
     """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
     stored vectors only to find the column holding the model's embeddings."""
     if model_named:
@@ -241,7 +244,7 @@ def check_prior_dataset(dataset: Any, settings: Any) -> None:
     check_filter_on_schema(fit_dataset, fit_where, option="--prior-fit-where")
 
 
-def check_before_model(dataset: Any, config: Any, settings: Any, where: str | None) -> None:
+def check_before_model(dataset: lance.LanceDataset, config: Any, settings: object, where: str | None) -> None:
     """Every check of the command against the dataset that needs no model: run before any model loads. The
     user's --where is checked by itself first, so a refusal quotes it as typed."""
     check_filter_on_schema(dataset, config.where)

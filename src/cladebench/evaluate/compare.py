@@ -84,12 +84,12 @@ class ComparedRun:
     one (:func:`cladebench.evaluate.labels.distinct_labels`)."""
     label_rank: str | None
     """Rank of the run's labels (None for a task without one)."""
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, dict[str, object]]
     """Stored metric estimates (value, Wilson interval, n), as in run.json."""
     evaluated_rows: int
     """Examples in the run's predictions."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"path": str(self.path), "label": self.label, "model_id": self.model_id, "label_rank": self.label_rank,
                 "evaluated_rows": self.evaluated_rows, "metrics": self.metrics}
 
@@ -107,7 +107,7 @@ class Difference:
     holds: bool
     """Holm rejects "no difference" at the comparison's alpha; otherwise the runs are tied."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"run": self.run, **self.paired.to_dict(), "p_adjusted": self.p_adjusted, "holds": self.holds}
 
 
@@ -132,7 +132,7 @@ class MetricComparison:
     unpaired: tuple[tuple[int, str], ...] = ()
     """(run, why in words) for each run that reports the metric but cannot be paired with the reference."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"metric": self.metric, "columns": list(self.columns) if self.columns else None,
                 "unit": self.unit, "computed_on": list(self.computed_on), "estimates": list(self.estimates),
                 "differences": [d.to_dict() for d in self.differences], "note": self.note}
@@ -153,7 +153,7 @@ class Verdict:
     against it, Holm-adjusted per group across the runs), ``groups`` (groups paired) and ``pooled`` (the paired
     difference run - best on the pooled value, or on the only group, with its verdict; None when not paired)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"metric": self.metric, "best": self.best, "unit": self.unit,
                 "against": [{"run": run, **{k: v for k, v in tally.items() if k != "pooled"},
                              "pooled": None if tally.get("pooled") is None else
@@ -189,7 +189,7 @@ class Comparison:
     """Per run, (examples it shares with the reference, examples it evaluated) (:func:`~cladebench.evaluate.overlap.
     example_overlap`)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"task": self.task, "reference": 0, "runs": [r.to_dict() for r in self.runs],
                 "examples": {"compared": self.examples, "intersected": self.intersected,
                              "shared_with_reference": [shared for shared, _ in self.overlap],
@@ -274,8 +274,8 @@ def _other_truths(reference: pa.Table, other: pa.Table, same_labels: bool) -> tu
         truths.append(dict(zip(table.column("uuid").to_pylist(),
                                zip(groups, table.column(column).to_pylist(), strict=True), strict=True)))
     shared = truths[0].keys() & truths[1].keys()
-    forward: dict[Any, Any] = {}
-    backward: dict[Any, Any] = {}
+    forward: dict[object, object] = {}
+    backward: dict[object, object] = {}
     differ = 0
     for uuid in shared:
         a, b = truths[0][uuid], truths[1][uuid]
@@ -298,7 +298,7 @@ def _scored(table: pa.Table, column: str, group: str) -> np.ndarray:
     return mask
 
 
-def _task_hook(task_name: str) -> Any:
+def _task_hook(task_name: str) -> object:
     from cladebench.tasks import get_task
 
     try:
@@ -387,7 +387,7 @@ class _Runs:
         self.task = _task_hook(records[0].task)
         self._units: dict[tuple[int, str], _Units | None] = {}
 
-    def estimates(self, metric: str) -> tuple[dict[str, Any] | None, ...]:
+    def estimates(self, metric: str) -> tuple[dict[str, object] | None, ...]:
         return tuple(record.metrics.get(metric) for record in self.records)
 
     def units(self, index: int, metric: str, columns: tuple[str, str] | None) -> _Units | None:
@@ -447,6 +447,7 @@ class _Runs:
             if index == reference:
                 continue
             run_units = self.units(index, metric, columns)
+            assert run_units is not None and reference_units is not None  # a testable run has its units
             a, b = _pair(run_units, reference_units)
             if not a.size:
                 notes.append(f"run [{index + 1}] shares no scored {unit or 'example'} with run [{reference + 1}]")
@@ -460,7 +461,7 @@ class _Runs:
         return _Job(metric, reference, runs, pairs, notes, columns, unit, unpaired)
 
 
-def _reason(estimate: dict[str, Any]) -> str:
+def _reason(estimate: dict[str, object]) -> str:
     reason = estimate.get("reason") or estimate.get("left_out")
     return f" ({reason})" if reason else ""
 
@@ -576,7 +577,7 @@ def compare_runs(paths: Sequence[Path], *, metric: str | None = None, n_resample
 
 
 def _best(metric: str, estimates: Sequence[dict[str, Any] | None], among: Sequence[int]) -> int | None:
-    values = [(estimates[i].get("value"), i) for i in among if estimates[i] and estimates[i].get("value") is not None]
+    values = [(e["value"], i) for i in among if (e := estimates[i]) and e.get("value") is not None]
     if not values:
         return None
     return max(values, key=lambda v: (-v[0] if lower_is_better(metric) else v[0], -v[1]))[1]

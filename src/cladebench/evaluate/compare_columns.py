@@ -84,7 +84,7 @@ class ColumnComparison:
     left_out: dict[str, str] = field(default_factory=dict)
     """Group -> why it was not evaluated (too few images for the shots)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = asdict(self)
         out["columns"] = list(self.columns)
         return out

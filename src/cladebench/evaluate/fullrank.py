@@ -37,7 +37,7 @@ COUNT_POS_RULE = ("count_pos is the query's annotated positives (all of them, wh
 """What a fullrank query's count_pos is."""
 
 
-def write_fullrank_record(dataset: lance.LanceDataset, encoder: Encoder, command: Any) -> tuple[Any, Any]:
+def write_fullrank_record(dataset: lance.LanceDataset, encoder: Encoder, command: Any) -> tuple[Any, object]:
     """Run :func:`fullrank` for ``cladebench search --queries --annotations`` and write its run record."""
     check_out_outside_dataset(command.out, command.dataset)
     queries = read_inquire_queries(command.queries)

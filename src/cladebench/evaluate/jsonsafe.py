@@ -25,11 +25,11 @@ def _describe(value: float) -> str:
     return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
 
 
-def finite_json(value: Any, path: str = "") -> tuple[Any, dict[str, str]]:
+def finite_json(value: object, path: str = "") -> tuple[Any, dict[str, str]]:
     """``value`` with every non-finite float (numpy's too) replaced by None, and the paths replaced."""
     replaced: dict[str, str] = {}
 
-    def walk(item: Any, where: str) -> Any:
+    def walk(item: Any, where: str) -> object:
         if isinstance(item, dict):
             return {key: walk(v, f"{where}.{key}" if where else str(key)) for key, v in item.items()}
         if isinstance(item, (list, tuple)):
@@ -45,7 +45,7 @@ def finite_json(value: Any, path: str = "") -> tuple[Any, dict[str, str]]:
     return walk(value, path), replaced
 
 
-def record_json(record: dict[str, Any]) -> str:
+def record_json(record: dict[str, object]) -> str:
     """A run record as JSON text: non-finite numbers written as null and listed under the provenance's
     ``non_finite_values`` with what they were; the text is checked to hold no bare NaN or Infinity."""
     data, replaced = finite_json(record)

@@ -125,7 +125,7 @@ def _run_model(config: Mapping[str, Any], provenance: Mapping[str, Any]) -> str:
 # --- the settings' part ----------------------------------------------------------------------------
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A setting's value in a label: lists joined by commas, long text cut."""
     text = one_line(",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value))
     return text if len(text) <= VALUE_WIDTH else text[:VALUE_WIDTH - 1] + "…"
@@ -137,23 +137,23 @@ class Setting:
 
     field: str
     """The config field (as ``run.json``'s config records it)."""
-    show: Callable[[Any], str] = _shown
+    show: Callable[[object], str] = _shown
     """The value as the label says it: ``sci``, ``scale 100``, ``5,10 shots``."""
 
 
-def _prefixed(prefix: str) -> Callable[[Any], str]:
+def _prefixed(prefix: str) -> Callable[[object], str]:
     return lambda value: f"{prefix} {_shown(value)}"
 
 
-def _suffixed(suffix: str) -> Callable[[Any], str]:
+def _suffixed(suffix: str) -> Callable[[object], str]:
     return lambda value: f"{_shown(value)} {suffix}"
 
 
-def _fixed(text: str) -> Callable[[Any], str]:
+def _fixed(text: str) -> Callable[[object], str]:
     return lambda value: text
 
 
-def _file(prefix: str) -> Callable[[Any], str]:
+def _file(prefix: str) -> Callable[[object], str]:
     return lambda value: f"{prefix} {_shown(_path_name(str(value)))}"
 
 
@@ -191,12 +191,12 @@ LABEL_SETTINGS.add("geo", (
 ))
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A default as ``run.json`` records a value (tuples as lists), so the two compare equal."""
     return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
-def task_defaults(task: str) -> dict[str, Any]:
+def task_defaults(task: str) -> dict[str, object]:
     """The defaults of ``task``'s own config (empty for a task this version does not know)."""
     from cladebench.tasks import get_task
 
@@ -213,7 +213,7 @@ def task_defaults(task: str) -> dict[str, Any]:
     return out
 
 
-def setting_parts(task: str, config: Mapping[str, Any]) -> list[str]:
+def setting_parts(task: str, config: Mapping[str, object]) -> list[str]:
     """The settings of a run that set it apart from the task's defaults, each as a label says it."""
     defaults = task_defaults(task)
     parts = []
@@ -230,7 +230,7 @@ def setting_parts(task: str, config: Mapping[str, Any]) -> list[str]:
     return parts
 
 
-def default_label(task: str, config: Mapping[str, Any], provenance: Mapping[str, Any]) -> str:
+def default_label(task: str, config: Mapping[str, object], provenance: Mapping[str, object]) -> str:
     """A run's label when ``--run-name`` gave none, from what its record holds (so a record written before labels
     existed is named as a new one would be): the model, then each setting that differs from the task's defaults."""
     return SEPARATOR.join([_run_model(config, provenance), *setting_parts(task, config)])
@@ -243,18 +243,18 @@ _NOT_TELLING = frozenset({"out", "device", "run_name", "label", "task", "given",
 name given, how the config was built; ``label`` is how records written before ``run_name`` stored it)."""
 
 
-def _told(key: str, value: Any) -> str:
+def _told(key: str, value: object) -> str:
     if key in ("dataset", "prior_dataset", "labels") and value:
         value = _path_name(str(value))
     return f"{key.replace('_', '-')} {_shown(value)}"
 
 
-def _telling(value: Any, key: str, defaults: Mapping[str, Any]) -> bool:
+def _telling(value: object, key: str, defaults: Mapping[str, object]) -> bool:
     """Whether a setting's value says something in a label: set, and not the task's default."""
     return value is not None and not (key in defaults and _plain(value) == defaults[key])
 
 
-def distinct_labels(labels: Sequence[str], configs: Sequence[Mapping[str, Any]], folders: Sequence[str],
+def distinct_labels(labels: Sequence[str], configs: Sequence[Mapping[str, object]], folders: Sequence[str],
                     tasks: Sequence[str] | None = None) -> list[str]:
     """The labels of several runs (a report's, a comparison's), made distinct where two or more runs of one task
     share one: first by the config fields that differ between those runs (at most two, e.g. ``dataset

@@ -43,12 +43,13 @@ def marks_against_best(metric: str, paths: Sequence[Path], estimates: Sequence[d
     value is the reference of a :func:`compare_runs` of ``metric`` alone, and each other run is tied with it when
     Holm does not reject, worse when it does. What a leaderboard and ``cladebench results`` show in each cell.
     ``read``: as for :func:`compare_runs`, one per path."""
-    present = [i for i, estimate in enumerate(estimates)
-               if estimate and isinstance(estimate.get("value"), (int, float)) and np.isfinite(estimate["value"])]
+    values = {i: estimate["value"] for i, estimate in enumerate(estimates)
+              if estimate and isinstance(estimate.get("value"), (int, float)) and np.isfinite(estimate["value"])}
+    present = list(values)
     if len(present) < 2:
         return BestMarks({i: "not compared" for i in present}, "", {}, {}, None)
     higher = not lower_is_better(metric)
-    ordered = sorted(present, key=lambda i: estimates[i]["value"], reverse=higher)
+    ordered = sorted(present, key=values.__getitem__, reverse=higher)
     try:
         comparison = compare_runs([paths[i] for i in ordered], metric=metric, n_resamples=n_resamples, seed=seed,
                                   alpha=alpha, in_every_group=False,

@@ -68,7 +68,7 @@ class EvalPlan:
     """Where a named benchmark's data was found (source, release, mirror folder and its files' digest)."""
     given: frozenset[str]
     """The settings the user gave (options typed, keywords passed)."""
-    off_protocol: Mapping[str, Mapping[str, Any]]
+    off_protocol: Mapping[str, Mapping[str, object]]
     """Setting -> the protocol's value and the one run, for each given setting that departs from the benchmark's
     protocol (empty for a dataset that is no benchmark)."""
     where: str | None
@@ -89,7 +89,7 @@ class EvalPlan:
     fingerprint: str = ""
     """The whole dataset's fingerprint, from the one read of its uuid column that also checked the selected
     rows' uuids (the record keeps it)."""
-    label_sets: Mapping[str | None, Any] = dataclasses.field(default_factory=dict)
+    label_sets: Mapping[str | None, object] = dataclasses.field(default_factory=dict)
     """Group (None when pooled) -> the label set the task scores against
     (:class:`~cladebench.tasks.common.PlannedLabelSet`): built once here, before any model, from the selection;
     handed to the task and read by the record. Empty for a task without one (:attr:`without_label_set` says why)
@@ -119,11 +119,11 @@ class EvalPlan:
         """The filter selecting one group's rows (the whole selection when pooled)."""
         return self.where if group is None else and_filters(self.where, self.group_filters[group])
 
-    def group_settings(self, group: str | None, settings: Any = None) -> Any:
+    def group_settings(self, group: str | None, settings: Any = None) -> object:
         """The task settings (:attr:`settings`, or ``settings`` given) of one group's run: its filter in place."""
         return dataclasses.replace(self.settings if settings is None else settings, where=self.group_where(group))
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> dict[str, object]:
         """What the run record keeps of the plan: which settings were given, which the protocol filled, where
         the run departs from it, and why it holds no label set when it holds none."""
         return {"given": sorted(self.given), "benchmark": self.benchmark,
@@ -206,7 +206,7 @@ def _benchmark(config: Any) -> Benchmark | None:
     return get_benchmark(config.dataset) if decided else None
 
 
-def _label_sets(plan: EvalPlan) -> dict[str | None, Any]:
+def _label_sets(plan: EvalPlan) -> dict[str | None, object]:
     """Each group's label set, for a task that scores against one (empty otherwise, or for a tree-of-life set)."""
     if plan.task.label_set is None:
         return {}
@@ -219,7 +219,7 @@ def _label_sets(plan: EvalPlan) -> dict[str | None, Any]:
     return out
 
 
-def task_config(task_config_class: type, config: Any) -> Any:
+def task_config(task_config_class: type, config: object) -> object:
     """The task's own config, filled from the eval config's fields of the same name."""
     names = {f.name for f in dataclasses.fields(task_config_class)}
     return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
@@ -234,13 +234,13 @@ def off_protocol_line(plan: EvalPlan) -> str | None:
     return f"off protocol: {plan.benchmark} run as asked with {'; '.join(parts)}; the record marks it"
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return " ".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
 def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, Any]],
-                      label_sets: Mapping[str | None, Mapping[str, Any]], evaluated_fingerprint: str
-                      ) -> dict[str, Any]:
+                      label_sets: Mapping[str | None, Mapping[str, object]], evaluated_fingerprint: str
+                      ) -> dict[str, object]:
     """What a paired comparison of two runs needs to be equal: the task, the rows evaluated, the label set (its
     hash, and its taxa's whatever their name style) and rank, the split (its fingerprint) and shots for few-shot,
     the gallery rule for retrieval. Two runs whose keys differ score different things; ``compare`` says how, in
@@ -249,7 +249,7 @@ def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, An
     splits = {str(g): (info.get("split") or {}) for g, info in infos.items()}
     label_hashes = {str(g): labels.get("labels_sha256") for g, labels in label_sets.items()}
     taxa = {str(g): labels.get("taxa_sha256") for g, labels in label_sets.items()}  # whatever the name style
-    key: dict[str, Any] = {
+    key: dict[str, object] = {
         "task": plan.task.name,
         "rows_sha256": evaluated_fingerprint,
         "groups": [g for g in plan.groups if g is not None and g in infos],
@@ -269,5 +269,5 @@ def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, An
     return key
 
 
-def _digest(value: Any) -> str:
+def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()

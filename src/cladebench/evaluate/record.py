@@ -78,7 +78,7 @@ class RunRecord:
     """The short name a person reads for the run in reports and comparisons (``--run-name``); left out, the default
     of :func:`cladebench.evaluate.labels.default_label` is filled in, from the config and provenance (so a record
     written before labels existed reads with the label a new one would get). The model id stays in provenance."""
-    inspection: dict[str, Any] = field(default_factory=dict)
+    inspection: dict[str, object] = field(default_factory=dict)
     """Tables for a person to look at, per group: e.g. genus-only rows' predicted species and least certain images."""
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
@@ -195,7 +195,7 @@ PROVENANCE_SECTIONS = ("dataset", "rows", "plan", "comparability", "exposure", "
 """Parts of a record's provenance that are objects (or null) wherever they are read."""
 
 
-def checked_shape(data: Any) -> dict[str, Any]:
+def checked_shape(data: object) -> dict[str, Any]:
     """``data`` read from a run.json when its parts are what a record holds (an object of metric objects, the
     provenance, config and inspection as objects); else a ValueError saying which part is not. A run.json is a
     file anyone can edit: every reader of a record may then take ``metrics[name]["value"]`` and
@@ -220,7 +220,7 @@ def checked_shape(data: Any) -> dict[str, Any]:
     return data
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number")
 

@@ -55,7 +55,7 @@ class ReviewedLabels:
     """The clone the task runs on."""
     scored: frozenset[str]
     """The uuids whose reviewers agree on a taxon and that the dataset holds."""
-    provenance: dict[str, Any]
+    provenance: dict[str, object]
     """What the run record keeps under ``labels_from_reviews``."""
 
     def unreviewed(self, uuids: pa.ChunkedArray) -> int:

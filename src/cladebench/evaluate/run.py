@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +39,9 @@ from cladebench.provenance import software_versions
 from cladebench.tasks.common import label_digest
 from cladebench.templates import get_templates
 
+if TYPE_CHECKING:
+    import lance
+
 GROUP_SEPARATOR = "/"
 """Between a group (or breakdown) and a metric name: ``Peromyscus/top1_species``."""
 
@@ -48,7 +51,7 @@ BREAKDOWN_PREFIX = "by:"
 are recomputed from the predictions alone (verifying a record needs no dataset)."""
 
 
-def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]) -> pa.Table:
+def _with_breakdown_values(table: pa.Table, dataset: lance.LanceDataset, columns: Sequence[str]) -> pa.Table:
     """The predictions with one ``by:<column>`` text column per breakdown column (null where the row has none)."""
     uuids = table.column("uuid")
     for column in columns:
@@ -62,10 +65,10 @@ def _with_breakdown_values(table: pa.Table, dataset: Any, columns: Sequence[str]
     return table
 
 
-def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tuple[dict[str, Any], dict[str, int]]:
+def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tuple[dict[str, object], dict[str, int]]:
     """Metrics of the same predictions restricted to each value of each breakdown column, and per column the
     predictions whose row has no value (in none of its breakdowns)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     missing: dict[str, int] = {}
     for column in columns:
         values = predictions.table.column(BREAKDOWN_PREFIX + column)
@@ -79,7 +82,7 @@ def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tu
 
 
 def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, info: dict[str, Any]
-                      ) -> dict[str, Any]:
+                      ) -> dict[str, object]:
     """The record's model: what the built model describes (the revision actually loaded), else the spec resolved
     from --model, else what the evaluated column's metadata says."""
     embedding = info.get("embedding_metadata", {})
@@ -120,7 +123,7 @@ def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
     return build_model(spec, device=config.device)
 
 
-def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) -> Any:
+def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig, encoder: Any) -> object:
     """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand; returns
     the dataset to read (reopened after embedding, which wrote a new version)."""
     from cladebench.embed import EmbedConfig, embed_dataset
@@ -136,7 +139,7 @@ def _embed_if_missing(dataset: Any, uri: str, config: EvalConfig, encoder: Any) 
         return store.open_dataset(uri)
 
 
-def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
+def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings: Any) -> object:
     """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
@@ -162,11 +165,11 @@ def _stored_column(dataset: Any, spec: ModelSpec | None, settings: Any) -> Any:
 class _Scored:
     """What the task run gave: per group its predictions' info and label set, the metrics, the joined table."""
 
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, object] = field(default_factory=dict)
     tables: list[pa.Table] = field(default_factory=list)
     infos: dict[str | None, dict[str, Any]] = field(default_factory=dict)
-    label_sets: dict[str | None, dict[str, Any]] = field(default_factory=dict)
-    inspection: dict[str, Any] = field(default_factory=dict)
+    label_sets: dict[str | None, dict[str, object]] = field(default_factory=dict)
+    inspection: dict[str, object] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
     breakdown_missing: dict[str, int] = field(default_factory=dict)
     spot_check: dict[str, Any] | None = None
@@ -174,7 +177,7 @@ class _Scored:
     """Every group's predictions in one table (the run's predictions.parquet)."""
 
 
-def run_eval(config: EvalConfig, *, encoder: Any = None, located: Any = None) -> tuple[RunRecord, Path]:
+def run_eval(config: EvalConfig, *, encoder: object = None, located: Any = None) -> tuple[RunRecord, Path]:
     """Plan (resolve and check, no model), predict, score, and write the run record; returns it and the path of
     run.json. ``encoder`` and ``located``: a model already built and a benchmark's data already found (a suite)."""
     plan = plan_eval(config, encoder=encoder, located=located)
@@ -187,7 +190,7 @@ def run_eval(config: EvalConfig, *, encoder: Any = None, located: Any = None) ->
     return record, record.write(plan.config.out, scored.table)
 
 
-def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any, Any]:
+def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[object, object, Any]:
     """The model built (the one heavy step of a run, after every check), the task settings with the stored
     column filled in, and the dataset the run reads (the plan's, reopened only when embedding it changed it)."""
     if encoder is None and plan.task.uses_encoder and plan.spec is not None:
@@ -201,7 +204,7 @@ def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[Any, Any, Any]:
     return encoder, settings, dataset
 
 
-def _predict_and_score(plan: EvalPlan, encoder: Any, settings: Any, dataset: Any) -> _Scored:
+def _predict_and_score(plan: EvalPlan, encoder: object, settings: object, dataset: lance.LanceDataset) -> _Scored:
     """Each group predicted and scored on its own (a group the task cannot evaluate is left out with its reason);
     breakdowns scored on the same predictions."""
     task, breakdown = plan.task, plan.config.breakdown
@@ -297,6 +300,7 @@ def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunR
     config, infos, label_sets = plan.config, scored.infos, scored.label_sets
     grouped = plan.group_column is not None
     info = next(iter(infos.values()))
+    assert scored.table is not None  # joined by _predict_and_score
     # unique, in first-seen order: few-shot predicts each image once per draw
     evaluated = pc.unique(scored.table.column("uuid")).to_pylist()
     data = dataset_provenance(dataset, plan.uri, where=plan.where, evaluated_uuids=evaluated,
@@ -346,7 +350,7 @@ LABELS_IN_RECORD = 10_000
 as well, without making every reader of the record (report, compare, serve, suite) parse it."""
 
 
-def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict[str, Any]:
+def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict[str, object]:
     """What a run record keeps of a run's label strings: ``labels`` (the list, or None above
     :data:`LABELS_IN_RECORD`), ``labels_count`` and ``labels_sha256`` (SHA-256 of the JSON list, as the tasks'
     ``sha256`` of a label set), so two runs' label sets compare equal or not whatever their size. ``sha256``: the
@@ -359,7 +363,7 @@ def recorded_labels(labels: Sequence[str], *, sha256: str | None = None) -> dict
                                   "run record lists; labels_sha256 and the label set's source identify them"})}
 
 
-def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str, Any]:
+def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str, object]:
     """What became of the selected rows: how many were evaluated, and every row left out by reason (no group
     value; no review, with ``--labels-from-reviews``; not predicted by the task: no usable vector, e.g. a photo
     that failed to download, or no label at the rank; predicted but not scored at the label rank, e.g. a
@@ -423,7 +427,7 @@ def rows_line(record: RunRecord) -> str | None:
             + "; ".join(f"{count} {reason}" for reason, count in left_out.items()))
 
 
-def _task_info(info: dict[str, Any]) -> dict[str, Any]:
+def _task_info(info: dict[str, object]) -> dict[str, object]:
     """What a task reported about how it ran, without what the record keeps elsewhere."""
     return {k: v for k, v in info.items()
             if k not in ("embedding_metadata", "label_set", "inspection", "split", "name_style", "templates")}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +20,9 @@ from cladebench import store
 from cladebench.errors import CladebenchError, NotEvaluableError, SchemaError, UsageError
 from cladebench.tasks.common import NAMING_COLUMNS
 from cladebench.taxonomy import Rank, mixed_script_words, normalised_name, parse_within
+
+if TYPE_CHECKING:
+    import lance
 
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
 """Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
@@ -43,7 +46,7 @@ def within_filter(within: str | None, names: Sequence[str]) -> str | None:
     return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name)}"
 
 
-def exposure_filter(config: Any, dataset: Any) -> str | None:
+def exposure_filter(config: Any, dataset: lance.LanceDataset) -> str | None:
     """SQL for the training-exposure options of an eval config.
 
     A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
@@ -70,13 +73,13 @@ KNOWN_NAMES_SHOWN = 20
 """Most names of ``seen_in_training`` a refused ``--not-seen-by`` lists (the closest ones are always named)."""
 
 
-def training_names(dataset: Any) -> list[str]:
+def training_names(dataset: lance.LanceDataset) -> list[str]:
     """Every model name any row's ``seen_in_training`` holds, sorted."""
     lists = store.read(dataset, columns=["seen_in_training"]).column(0)
     return sorted({str(name) for name in pc.list_flatten(lists).drop_null().to_pylist()})
 
 
-def check_training_name(dataset: Any, name: str) -> None:
+def check_training_name(dataset: lance.LanceDataset, name: str) -> None:
     """Refuse a ``--not-seen-by`` name no row's ``seen_in_training`` holds (exit 2), naming the closest known ones.
 
     One matching row is enough, so the usual case reads a row; only a refusal reads the whole column.
@@ -97,7 +100,7 @@ def check_training_name(dataset: Any, name: str) -> None:
                      f"{hint} (known: {shown})")
 
 
-def selection_filter(dataset: Any, where: str | None, settings: Any) -> str | None:
+def selection_filter(dataset: lance.LanceDataset, where: str | None, settings: object) -> str | None:
     """The filter of every selected row: ``where`` and the ``--within`` clade where the dataset has its column."""
     return and_filters(where, within_filter(getattr(settings, "within", None), dataset.schema.names))
 
@@ -181,7 +184,7 @@ def partition_column(dataset: Any, group_by: str) -> str | None:
     return group_by
 
 
-def group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
+def group_values(dataset: lance.LanceDataset, column: str, where: str | None) -> tuple[list[str], int, dict[str, str]]:
     """Distinct non-null values of ``column`` among the selected rows (sorted, as text), the rows without one,
     and the SQL filter selecting each value (a literal of the column's own type: a quoted 2 is not 2)."""
     values = store.read(dataset, columns=[column], where=where).column(0)
@@ -202,8 +205,8 @@ def group_values(dataset: Any, column: str, where: str | None) -> tuple[list[str
     return sorted(filters), missing, filters
 
 
-def select_groups(dataset: Any, uri: str, config: Any, settings: Any, where: str | None, selected_rows: int
-                  ) -> tuple[str | None, list[str | None], int, dict[str, str]]:
+def select_groups(dataset: lance.LanceDataset, uri: str, config: Any, settings: object, where: str | None,
+                  selected_rows: int) -> tuple[str | None, list[str | None], int, dict[str, str]]:
     """The partition column (or None), its values among the selected rows (``[None]`` when pooled), the selected
     rows without a value, and each value's filter. ``--within`` counts here too: a group without a row of the
     clade is not evaluated (the task would refuse it); a selection with no row at all (``selected_rows``, as the
@@ -240,7 +243,7 @@ def none_evaluable(group_column: str | None, left_out: Mapping[str, str]) -> Not
     return NotEvaluableError(f"no {group_column} group can be evaluated: {reasons}")
 
 
-def left_out_metrics(names: Sequence[str], group: str, reason: str, separator: str) -> dict[str, Any]:
+def left_out_metrics(names: Sequence[str], group: str, reason: str, separator: str) -> dict[str, object]:
     """A left-out group's metrics ``names`` (those the evaluated groups report) without a value and with the reason,
     so the gap shows where the group's numbers would be (n/a in a report) and is never a silent hole."""
     return {f"{group}{separator}{name}": {"value": None, "low": None, "high": None, "n": 0, LEFT_OUT: reason}

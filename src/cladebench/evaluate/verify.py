@@ -40,7 +40,7 @@ def recompute_metrics(record: RunRecord, table: pa.Table) -> dict[str, Any]:
     left_out = groups.get("left_out") or {}
     breakdown = provenance.get("breakdown") or []
     evaluated = [g for g in groups.get("values") or [] if g not in left_out] if groups.get("column") else [None]
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for group in evaluated:
         if group is None:
             part, info, labels = table, provenance.get("task") or {}, provenance.get("label_set") or {}
@@ -136,7 +136,7 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
     return None
 
 
-def _left_out_estimate(name: str, stored: dict[str, Any], left_out_groups: Any) -> bool:
+def _left_out_estimate(name: str, stored: dict[str, object], left_out_groups: Any) -> bool:
     """Whether ``stored`` is what :func:`~cladebench.evaluate.selection.left_out_metrics` writes for a group the
     provenance leaves out: no value, interval or count. Such a metric has nothing to recompute; a number marked
     left out by hand would otherwise reach a table unchecked."""
@@ -144,7 +144,7 @@ def _left_out_estimate(name: str, stored: dict[str, Any], left_out_groups: Any) 
     return in_group and not stored.get("n") and all(stored.get(key) is None for key in ("value", "low", "high"))
 
 
-def _same_part(stored: Any, again: Any) -> bool:
+def _same_part(stored: object, again: object) -> bool:
     """:func:`_same` for any part of an estimate: numbers within the tolerance, lists and objects part by part,
     anything else equal."""
     if isinstance(again, (list, tuple)):
@@ -157,12 +157,12 @@ def _same_part(stored: Any, again: Any) -> bool:
     return isinstance(stored, bool) == isinstance(again, (bool, np.bool_)) and stored == again
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A value in a refusal: enough digits to tell two apart, not a float's every digit."""
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _same(stored: Any, again: Any) -> bool:
+def _same(stored: object, again: Any) -> bool:
     """Equal values, a non-finite recomputed value matching the null that run.json writes for it."""
     if again is None or (isinstance(again, float) and not math.isfinite(again)):
         return stored is None or (isinstance(stored, float) and not math.isfinite(stored))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class Estimate:
     interval: str = WILSON
     """How the interval was computed."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -79,7 +79,7 @@ def accuracy(correct: np.ndarray, confidence: float = 0.95) -> Estimate:
 
 # --- bootstrap -----------------------------------------------------------------------------------
 
-Statistic = Callable[[np.ndarray], np.ndarray]
+Statistic = Callable[[np.ndarray], float | np.ndarray]
 """A statistic of resampled data, given as example multiplicities: an array of shape (batch, n) whose row
 ``r`` says how many times each example occurs in resample ``r``; returns one value per row.
 
@@ -214,7 +214,7 @@ def _statistic_replicates(statistic: Statistic, n: int, groups: np.ndarray | Non
     return np.concatenate(replicates)
 
 
-def _checked_values(values: Any) -> np.ndarray:
+def _checked_values(values: object) -> np.ndarray:
     """The per-example (or per-repetition) values as float64: a non-empty 1-D array without NaN, or a ValueError."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 1 or values.size == 0:
@@ -298,7 +298,7 @@ class PairedComparison:
     method: str = f"paired {PERCENTILE_BOOTSTRAP}; {PAIRED_P_VALUE}"
     """How the interval and the p-value were computed."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -421,7 +421,7 @@ class RepeatedEstimate:
     interval: str = T_INTERVAL
     """How the interval was computed, or why there is none."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

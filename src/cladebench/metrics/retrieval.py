@@ -63,7 +63,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -146,7 +145,7 @@ class RetrievalConfig:
     def metric_names(self) -> dict[str, str]:
         return metric_names(self.k)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -205,7 +204,7 @@ class QueryScores:
     defined: bool
     """False when count_pos is 0: the metrics are undefined and the query is left out of means."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready: undefined values become None."""
         out = asdict(self)
         out.update({name: _json_float(getattr(self, name)) for name in METRIC_FIELDS})
@@ -258,7 +257,7 @@ class RetrievalTable:
                            cutoff=int(self.cutoff[index]), ties_at_cut=bool(self.ties_at_cut[index]),
                            mixed_ties=bool(self.mixed_ties[index]), defined=bool(self.defined[index]))
 
-    def tie_counts(self) -> dict[str, Any]:
+    def tie_counts(self) -> dict[str, object]:
         """How often ties mattered, for a run record: queries with a tie at the cut, queries whose kept candidates
         hold a tie of relevant and irrelevant ones, and the rules applied to each."""
         return {"ties_at_cut": int(self.ties_at_cut.sum()), "mixed_ties": int(self.mixed_ties.sum()),
@@ -268,9 +267,9 @@ class RetrievalTable:
         """Macro means over the defined queries (:func:`summarize`)."""
         return summarize(self, config)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready columns: metric values under their registered names, undefined values as None."""
-        out: dict[str, Any] = {"k": self.k}
+        out: dict[str, object] = {"k": self.k}
         for name, values in self.columns().items():
             out[name] = [_json_float(v) for v in values]
         for fld in COUNT_FIELDS:
@@ -440,7 +439,7 @@ def score_ragged(relevances: Sequence[np.ndarray], scores: Sequence[np.ndarray],
     lengths = np.array([np.size(r) for r in relevances])
     parts: dict[str, np.ndarray] = {}
     for length in np.unique(lengths):
-        members = np.flatnonzero(lengths == length)
+        members = np.flatnonzero(lengths == length).tolist()
         block = score_queries(np.stack([np.asarray(relevances[i]) for i in members]),
                               np.stack([np.asarray(scores[i]) for i in members]), k,
                               None if counts is None else counts[members])
@@ -474,15 +473,15 @@ class RetrievalSummary:
     def n_scored(self) -> int:
         return self.n_queries - self.n_excluded
 
-    def recorded(self) -> dict[str, dict[str, Any]]:
+    def recorded(self) -> dict[str, dict[str, object]]:
         """Every metric as a run record keeps it: the estimates, and each undefined metric without a value, with its
         reason, so a query set without a relevant candidate is said rather than reported as no metrics at all."""
-        out: dict[str, dict[str, Any]] = {name: estimate.to_dict() for name, estimate in self.estimates.items()}
+        out: dict[str, dict[str, object]] = {name: estimate.to_dict() for name, estimate in self.estimates.items()}
         for name, reason in self.undefined.items():
             out[name] = {"value": None, "low": None, "high": None, "n": 0, "reason": reason}
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"estimates": {name: e.to_dict() for name, e in self.estimates.items()},
                 "n_queries": self.n_queries, "n_scored": self.n_scored, "n_excluded": self.n_excluded,
                 "exclusion": self.exclusion}
@@ -529,7 +528,7 @@ def summarize(table: RetrievalTable, config: RetrievalConfig | None = None) -> R
     return macro_means(table.columns(), table.defined, _config_for(table, config))
 
 
-def macro_means_by(values: Mapping[str, np.ndarray], keys: np.ndarray | Sequence[Any],
+def macro_means_by(values: Mapping[str, np.ndarray], keys: np.ndarray | Sequence[object],
                    defined: np.ndarray | None = None,
                    config: RetrievalConfig | None = None) -> dict[str, RetrievalSummary]:
     """:func:`macro_means` within each value of a per-query key (supercategory, category, iconic group, model).
@@ -546,7 +545,7 @@ def macro_means_by(values: Mapping[str, np.ndarray], keys: np.ndarray | Sequence
             for label in np.unique(labels)}
 
 
-def summarize_by(table: RetrievalTable, keys: np.ndarray | Sequence[Any],
+def summarize_by(table: RetrievalTable, keys: np.ndarray | Sequence[object],
                  config: RetrievalConfig | None = None) -> dict[str, RetrievalSummary]:
     """Macro means of a table's metrics within each value of a per-query key."""
     return macro_means_by(table.columns(), keys, table.defined, _config_for(table, config))

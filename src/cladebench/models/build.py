@@ -9,7 +9,6 @@ the spec's ``kind``, through :data:`MODEL_BUILDERS`, not by looking at the name 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from cladebench.models.endpoint import EndpointModel
 from cladebench.models.hf_vision import load_hf_vision
@@ -45,7 +44,7 @@ def _build_hf_vision(spec: ModelSpec, *, device: str = "auto", precision: str = 
 
 
 @MODEL_BUILDERS.register("vlm")
-def _build_endpoint(spec: ModelSpec, **_options: Any) -> Model:
+def _build_endpoint(spec: ModelSpec, **_options: object) -> Model:
     # Device, precision and preprocessing are the server's business; nothing here loads or asks.
     return EndpointModel(spec)
 

@@ -61,7 +61,7 @@ class DeferredEncoder:
             "dim")
         return int(known) if known is not None else int(self.model().dim)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The built model's provenance; before it is built, what the spec and the remembered facts say."""
         if self._model is not None:
             return self._model.describe()
@@ -70,7 +70,7 @@ class DeferredEncoder:
                 **model_facts(self.model_id, self.revision, self.precision),
                 "loaded": "no: text embeddings read from the cache, image vectors from the dataset"}
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         # Anything else (encode_texts, encode_images, dim, preprocess, ...) needs the weights.
         if name.startswith("_"):
             raise AttributeError(name)

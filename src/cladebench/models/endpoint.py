@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.models.spec import ModelKind, ModelSpec
@@ -139,7 +138,7 @@ class EndpointModel:
         """Name and URL to send requests to."""
         return parse_endpoint(self.spec.id)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """Provenance of what this model answers: its id, no revision, its kind."""
         return {"model_id": self.model_id, "revision": None, "kind": self.kind}
 

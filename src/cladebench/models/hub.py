@@ -185,15 +185,15 @@ def fetch_snapshot(repo: str, revision: str | None) -> tuple[Path, str]:
         files = set(HfApi().list_repo_files(repo, revision=revision))
     except Exception as error:  # any failure to list means we cannot download: say which and why
         raise _remote_error(repo, revision, error) from error
-    weights = next((w for w in WEIGHT_NAMES if w in files), None)
-    if CONFIG_NAME not in files or weights is None:
+    found = next((w for w in WEIGHT_NAMES if w in files), None)
+    if CONFIG_NAME not in files or found is None:
         raise ModelLoadError(
             f"model {_describe(repo, revision)} is not an open_clip checkpoint: it needs {CONFIG_NAME} and one of "
             f"{', '.join(WEIGHT_NAMES)}; it has {', '.join(sorted(files)) or 'no files'}"
         )
     try:
         folder = Path(snapshot_download(repo, revision=revision, cache_dir=cache,
-                                        allow_patterns=[*SMALL_FILE_PATTERNS, weights]))
+                                        allow_patterns=[*SMALL_FILE_PATTERNS, found]))
     except Exception as error:
         raise _remote_error(repo, revision, error) from error
     return folder, commit_of(folder) or folder.name
@@ -219,10 +219,10 @@ def fetch_file(repo: str, filenames: tuple[str, ...], revision: str | None) -> t
 
     try:
         files = set(HfApi().list_repo_files(repo, revision=revision))
-        filename = next((f for f in filenames if f in files), None)
-        if filename is None:
+        named = next((f for f in filenames if f in files), None)
+        if named is None:
             raise ModelLoadError(f"model {_describe(repo, revision)} has none of {', '.join(filenames)}")
-        path = hf_hub_download(repo, filename, revision=revision, cache_dir=cache)
+        path = hf_hub_download(repo, named, revision=revision, cache_dir=cache)
     except ModelLoadError:
         raise
     except Exception as error:

@@ -26,7 +26,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import numpy as np
 
@@ -42,6 +42,21 @@ from cladebench.registry import Registry
 
 if TYPE_CHECKING:
     import torch
+
+
+class ClipModule(Protocol):
+    """What an :class:`Encoder` uses of an open_clip model (a ``torch.nn.Module``; open_clip ships no types)."""
+
+    logit_scale: torch.Tensor
+
+    def eval(self) -> Self: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def encode_image(self, image: torch.Tensor) -> torch.Tensor: ...
+
+    def encode_text(self, text: torch.Tensor) -> torch.Tensor: ...
+
 
 _LOCAL_WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pth")  # what open_clip's local-dir loader looks for
 
@@ -99,7 +114,7 @@ class Encoder(ImageTower):
     ``preprocessing.build()`` (typically in DataLoader workers); ``encode_texts`` takes strings.
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor], *,
+    def __init__(self, model: ClipModule, tokenizer: Callable[[list[str]], torch.Tensor], *,
                  spec: ModelSpec, revision: str | None, preprocessing: Preprocessing, device: str,
                  precision: str) -> None:
         self.model = self._prepare(model, spec=spec, revision=revision, preprocessing=preprocessing, device=device,
@@ -169,7 +184,7 @@ class OpenClipLoad:
     """Local weights file or an open_clip tag; ``None`` for ``local-dir:``."""
     revision: str | None
     """What was actually loaded: a Hub commit, or ``sha256:...`` of local files."""
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     """Extra ``create_model`` keywords (``force_quick_gelu``, ``force_preprocess_cfg``)."""
 
 
@@ -203,6 +218,7 @@ def _fetch_hf_hub(spec: ModelSpec) -> OpenClipLoad:
 
 @fetcher("local-dir")
 def _fetch_local_dir(spec: ModelSpec) -> OpenClipLoad:
+    assert spec.open_clip_name is not None  # the fetcher is chosen by the name's form
     folder = Path(spec.open_clip_name.removeprefix("local-dir:"))
     if folder.is_dir() and not (folder / hub.CONFIG_NAME).is_file():  # a folder, but no library's that we read
         raise CheckpointLayoutError(f"model {spec.id}: {folder} is no model folder cladebench reads; expected "
@@ -231,7 +247,7 @@ def _ensure_architecture(architecture: str, pretrained: str | None) -> None:
     raise unknown_name("open_clip architecture", architecture, open_clip.list_models())
 
 
-def _tag_preprocess(tag_config: dict[str, Any]) -> dict[str, Any]:
+def _tag_preprocess(tag_config: dict[str, object]) -> dict[str, object]:
     keys = ("mean", "std", "interpolation", "resize_mode")
     return {k: tag_config[k] for k in keys if tag_config.get(k) is not None}
 
@@ -242,6 +258,7 @@ def _fetch_open_clip(spec: ModelSpec) -> OpenClipLoad:
     from open_clip.pretrained import get_pretrained_cfg
 
     architecture, pretrained = spec.open_clip_name, str(spec.pretrained)
+    assert architecture is not None  # the fetcher is chosen by the name's form
     if Path(pretrained).is_absolute():
         if not Path(pretrained).is_file():
             raise ModelLoadError(f"model {spec.id}: weights file {pretrained} does not exist")
@@ -253,7 +270,7 @@ def _fetch_open_clip(spec: ModelSpec) -> OpenClipLoad:
     if not tag_config:
         raise unknown_name(f"pretrained tag of {architecture}", pretrained,
                            open_clip.list_pretrained_tags_by_model(architecture))
-    options: dict[str, Any] = {
+    options: dict[str, object] = {
         # open_clip 3 only warns when a QuickGELU-trained tag (OpenAI's) meets a GELU config; fix it.
         "force_quick_gelu": bool(tag_config.get("quick_gelu", False)),
         "force_preprocess_cfg": _tag_preprocess(tag_config),

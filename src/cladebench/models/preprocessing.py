@@ -68,7 +68,7 @@ class Preprocessing:
         object.__setattr__(self, "std", tuple(float(s) for s in self.std))
 
     @classmethod
-    def from_model_config(cls, config: Mapping[str, Any], mode: str = "openclip") -> Preprocessing:
+    def from_model_config(cls, config: Mapping[str, object], mode: str = "openclip") -> Preprocessing:
         """The given mode's preprocessing for a model whose open_clip preprocess config is ``config``."""
         return get_preprocessing_mode(mode).from_model_config(config)
 
@@ -79,7 +79,7 @@ class Preprocessing:
                 if not (k == "config" and v is None)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Preprocessing:
+    def from_dict(cls, data: Mapping[str, object]) -> Preprocessing:
         """Inverse of :meth:`to_dict`, for reading provenance back."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
@@ -98,7 +98,7 @@ class PreprocessingMode:
     """Registry key, recorded in :attr:`Preprocessing.mode`."""
     description: str
     """One line for ``--help`` and reports."""
-    from_model_config: Callable[[Mapping[str, Any]], Preprocessing]
+    from_model_config: Callable[[Mapping[str, object]], Preprocessing]
     """Settings of this mode for a model, from the model's open_clip preprocess config."""
     build: Callable[[Preprocessing], ImageTransform]
     """The transform for given settings."""
@@ -109,12 +109,12 @@ PREPROCESSING_MODES: Registry[PreprocessingMode] = Registry("preprocessing mode"
 
 
 def preprocessing_mode(name: str, description: str, build: Callable[[Preprocessing], ImageTransform]
-                       ) -> Callable[[Callable[[Mapping[str, Any]], Preprocessing]],
+                       ) -> Callable[[Callable[[Mapping[str, object]], Preprocessing]],
                                      Callable[[Mapping[str, Any]], Preprocessing]]:
     """Register a mode: decorate the function that derives its settings from a model's preprocess config."""
 
-    def register(from_model: Callable[[Mapping[str, Any]], Preprocessing]
-                 ) -> Callable[[Mapping[str, Any]], Preprocessing]:
+    def register(from_model: Callable[[Mapping[str, object]], Preprocessing]
+                 ) -> Callable[[Mapping[str, object]], Preprocessing]:
         PREPROCESSING_MODES.add(name, PreprocessingMode(name, description, from_model, build))
         return from_model
 

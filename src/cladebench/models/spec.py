@@ -186,7 +186,7 @@ class ModelSpec:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready fields, for provenance."""
         return dataclasses.asdict(self)
 
@@ -205,7 +205,7 @@ class Model(Protocol):
         """The spec's id, as provenance and embedding-column metadata record it."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """Provenance of what the model produces (``model_id``, ``revision``, ...)."""
         ...
 

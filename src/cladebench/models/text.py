@@ -260,7 +260,11 @@ def _encode_in_blocks(encode: Callable[[Sequence[str]], np.ndarray], labels: Seq
             if ready:
                 continue
             rows = encode(labels[start:start + size])
-            atomic_write(path, lambda handle, rows=rows: np.save(handle, rows, allow_pickle=False))
+
+            def save(handle: BinaryIO, rows: np.ndarray = rows) -> None:
+                np.save(handle, rows, allow_pickle=False)
+
+            atomic_write(path, save)
             bar.update(size)
     return paths
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 from cladebench.paths import staged_folder
 
@@ -31,7 +30,7 @@ TINY_CONFIG_NAME = "open_clip_config.json"
 
 
 def tiny_model_config(*, image_size: int = 64, patch_size: int = 8, width: int = 64, layers: int = 2,
-                      embed_dim: int = 32, context_length: int = 32) -> dict[str, Any]:
+                      embed_dim: int = 32, context_length: int = 32) -> dict[str, object]:
     """open_clip ``model_cfg`` of the tiny CLIP: ViT and text transformer of ``layers`` x ``width``."""
     return {
         "embed_dim": embed_dim,
@@ -42,7 +41,7 @@ def tiny_model_config(*, image_size: int = 64, patch_size: int = 8, width: int =
     }
 
 
-def tiny_architecture_name(model_cfg: dict[str, Any]) -> str:
+def tiny_architecture_name(model_cfg: dict[str, object]) -> str:
     """A name open_clip can register the config under, unique per config (so two sizes can coexist)."""
     digest = hashlib.sha256(json.dumps(model_cfg, sort_keys=True).encode()).hexdigest()[:8]
     return f"cladebench-tiny-{digest}"

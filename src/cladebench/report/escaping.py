@@ -17,7 +17,7 @@ from markupsafe import Markup
 from cladebench.escaping import markdown_escape
 
 
-def markdown_finalize(value: Any) -> Any:
+def markdown_finalize(value: object) -> object:
     """jinja2 ``finalize`` for Markdown templates: escape every value that is not already safe Markdown."""
     if value is None:
         return ""

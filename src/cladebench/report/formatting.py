@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from markupsafe import Markup
 
@@ -37,17 +37,17 @@ def is_breakdown(prefix: str) -> bool:
     return "=" in prefix
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def estimate_value(estimate: Mapping[str, Any] | None) -> float | None:
+def estimate_value(estimate: Mapping[str, object] | None) -> float | None:
     """The point value of a stored estimate, or None when it has none (missing, NaN)."""
     value = None if estimate is None else estimate.get("value")
     return float(value) if _finite(value) else None
 
 
-def format_value(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
+def format_value(metric: str, estimate: Mapping[str, object] | None) -> Markup:
     """``12.50%``: the value scaled for display with its unit, or ``n/a``."""
     value = estimate_value(estimate)
     if value is None:
@@ -66,16 +66,16 @@ def format_interval(metric: str, estimate: Mapping[str, Any] | None) -> Markup:
     return Markup(f"[{scale * estimate['low']:.2f}, {scale * estimate['high']:.2f}]")
 
 
-def format_number(value: Any, digits: int = 3) -> Markup:
+def format_number(value: object, digits: int = 3) -> Markup:
     """A plain number (an ECE, a probability, a score) with ``digits`` decimals, or ``n/a``."""
     return Markup(f"{float(value):.{digits}f}") if _finite(value) else Markup(MISSING)
 
 
-def format_count(value: Any) -> Markup:
+def format_count(value: object) -> Markup:
     """An integer count with thousands separators, or ``n/a``."""
     return Markup(f"{int(value):,}") if isinstance(value, int) and not isinstance(value, bool) else Markup(MISSING)
 
 
-def short_hash(digest: Any, length: int = 12) -> str:
+def short_hash(digest: object, length: int = 12) -> str:
     """The first ``length`` characters of a hex digest (the full one is kept in a title attribute)."""
     return str(digest)[:length] if digest else MISSING

@@ -19,7 +19,7 @@ class PanelSeries:
 
     label: str
     """Legend and column name (a run's name, or run and condition)."""
-    metrics: Mapping[str, Any]
+    metrics: Mapping[str, object]
     """Metric name -> stored estimate (a run record's metrics)."""
     names: Sequence[str | None]
     """Full metric name per category; None where the series has no value there."""
@@ -32,7 +32,7 @@ class PanelCell:
     metric: str
     value: str
     interval: str
-    n: Any
+    n: object
     note: str | None = None
     """Why there is no value, where the run says (a challenge group the task left out, with the task's reason)."""
 
@@ -51,7 +51,9 @@ class Panel:
 
 
 def _cell(metrics: Mapping[str, Any], name: str | None) -> PanelCell | None:
-    estimate = None if name is None else metrics.get(name)
+    if name is None:
+        return None
+    estimate = metrics.get(name)
     if estimate is None:
         return None
     left_out = estimate.get(LEFT_OUT)
@@ -60,7 +62,9 @@ def _cell(metrics: Mapping[str, Any], name: str | None) -> PanelCell | None:
 
 
 def _scaled(metrics: Mapping[str, Any], name: str | None, key: str) -> float:
-    estimate = None if name is None else metrics.get(name)
+    if name is None:
+        return math.nan
+    estimate = metrics.get(name)
     if estimate is None:
         return math.nan
     raw = estimate_value(estimate) if key == "value" else estimate.get(key)
@@ -81,7 +85,7 @@ def make_panel(title: str, metric: str, categories: Sequence[str], series: Seque
                         lows=[_scaled(s.metrics, n, "low") for n in s.names],
                         highs=[_scaled(s.metrics, n, "high") for n in s.names]) for s in series]
         _, unit = display_scale(metric)
-        values = [v for entry in drawn for v in (*entry.values, *entry.highs) if math.isfinite(v)]
+        values = [v for entry in drawn for v in (*entry.values, *(entry.highs or ())) if math.isfinite(v)]
         percent = unit == "%" and values and min(values) >= 0
         uri = bar_chart(list(categories), drawn, ylabel=f"{metric} ({unit})" if unit else metric,
                         ylim=(0.0, max(100.0, max(values))) if percent else None)

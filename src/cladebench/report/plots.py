@@ -16,11 +16,15 @@ import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-STYLE: dict[str, Any] = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+STYLE: dict[RcKeyType, object] = {
     "svg.fonttype": "path",
     "svg.hashsalt": "cladebench-report",
     "text.parse_math": False,
@@ -129,14 +133,14 @@ def legend_label(text: str) -> str:
     return wrap_label(shorten(text, 3 * LEGEND_CHARACTERS), LEGEND_CHARACTERS) or shorten(text)
 
 
-def _renderer(figure: Any) -> Any:
+def _renderer(figure: Any) -> object:
     """A renderer to measure text with (Agg's: the same font metrics the SVG's glyph outlines are drawn with)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     return FigureCanvasAgg(figure).get_renderer()
 
 
-def _labels_overlap(axes: Any, renderer: Any, gap: float = 2.0) -> bool:
+def _labels_overlap(axes: Any, renderer: object, gap: float = 2.0) -> bool:
     """Whether two neighbouring x tick labels (drawn level) come closer than ``gap`` pixels."""
     boxes = sorted((label.get_window_extent(renderer) for label in axes.get_xticklabels() if label.get_text()),
                    key=lambda box: box.x0)
@@ -209,7 +213,7 @@ def bar_chart(categories: Sequence[str], series: Sequence[Series], *, ylabel: st
         return svg_data_uri(figure)
 
 
-def reliability_diagram(curves: Sequence[tuple[str, Sequence[float], Sequence[float], Sequence[int]]], *,
+def reliability_diagram(curves: Sequence[tuple[str, ArrayLike, ArrayLike, ArrayLike]], *,
                         title: str = "") -> str:
     """Accuracy against mean confidence per bin, one line per curve, beside the diagonal of perfect calibration.
 
@@ -239,7 +243,7 @@ def reliability_diagram(curves: Sequence[tuple[str, Sequence[float], Sequence[fl
         return svg_data_uri(figure)
 
 
-def histogram(series: Sequence[tuple[str, Sequence[float]]], *, bins: Sequence[float], xlabel: str,
+def histogram(series: Sequence[tuple[str, ArrayLike]], *, bins: Sequence[float], xlabel: str,
               title: str = "") -> str:
     """Overlaid step histograms of per-unit values (per-query AP), one per series."""
     with _figure(5.5, 3.0) as figure:

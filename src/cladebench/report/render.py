@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TextIO
+from typing import Literal, TextIO
 
 import jinja2
 from markupsafe import Markup, escape
@@ -57,9 +57,11 @@ def breakable_html(text: object) -> Markup:
     return Markup(BREAK_AFTER.sub(r"\1<wbr>", escaped))
 
 
-def _environment(breakable: Callable[[object], object], **options: object) -> jinja2.Environment:
+def _environment(breakable: Callable[[object], object], *, autoescape: bool,
+                 finalize: Callable[..., object] | None = None) -> jinja2.Environment:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
-                                     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, **options)
+                                     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                                     autoescape=autoescape, finalize=finalize)
     environment.filters.update(number=format_number, count=format_count, short_hash=short_hash, breakable=breakable)
     return environment
 
@@ -68,7 +70,7 @@ def _environment(breakable: Callable[[object], object], **options: object) -> ji
 class OutputFormat:
     """How a report is written in one format."""
 
-    name: str
+    name: Literal["html", "md"]
     """Format name, as ``--format`` takes it."""
     page: str
     """Template of the whole document."""

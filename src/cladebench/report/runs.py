@@ -46,7 +46,7 @@ class ReportRun:
         return str((self.record.provenance.get("model") or {}).get("id") or "unknown model")
 
     @property
-    def dataset(self) -> dict[str, Any]:
+    def dataset(self) -> dict[str, object]:
         """The dataset part of the provenance (URI, version, fingerprints, evaluated rows)."""
         return dict(self.record.provenance.get("dataset") or {})
 

@@ -47,7 +47,7 @@ class Photo:
     """Link to the source record, only when it is an http(s) URL."""
 
 
-def _link(value: Any) -> str | None:
+def _link(value: object) -> str | None:
     return value if isinstance(value, str) and value.lower().startswith(LINK_SCHEMES) else None
 
 
@@ -66,7 +66,7 @@ def thumbnail(data: bytes | None) -> tuple[str | None, str | None, int, int]:
     return uri, None, image.width, image.height
 
 
-def read_photos(uri: str, version: Any, uuids: Sequence[str], cache: dict[Any, Any] | None = None
+def read_photos(uri: str, version: object, uuids: Sequence[str], cache: dict[object, Any] | None = None
                 ) -> tuple[dict[str, Photo], str | None]:
     """Photos of ``uuids`` in the dataset at ``uri`` (at ``version`` when it still exists), and a note on what
     could not be read.

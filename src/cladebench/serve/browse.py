@@ -9,8 +9,6 @@ change under a running server.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, Request
@@ -58,7 +56,7 @@ def facet_counts(state: ServeState, sql: str | None, columns: tuple[str, ...]) -
     column (CrypticBio's ``cryptic_group``) counts each row under every element of its list."""
     present = tuple(c for c in columns if c in state.columns)
 
-    def scan() -> dict[str, list[tuple[Any, int]]]:
+    def scan() -> dict[str, list[tuple[object, int]]]:
         table = state.dataset.to_table(columns=list(present), filter=sql) if present else pa.table({})
         result = {}
         for column in present:
@@ -106,7 +104,7 @@ def page_rows(state: ServeState, sql: str | None, page: int) -> pa.Table:
                                   with_row_id=True)
 
 
-def display_name(row: dict[str, Any]) -> str:
+def display_name(row: dict[str, object]) -> str:
     """The deepest name a row has: its scientific name, its species, or its genus."""
     for column in ("scientific_name", "species", "genus"):
         if row.get(column):
@@ -114,7 +112,7 @@ def display_name(row: dict[str, Any]) -> str:
     return "(no name)"
 
 
-def cells(state: ServeState, table: pa.Table, run: int | None = None) -> list[dict[str, Any]]:
+def cells(state: ServeState, table: pa.Table, run: int | None = None) -> list[dict[str, object]]:
     """One dict per row for the grid template, thumbnails made for those that lack one; with ``run``, each row
     that run predicted carries its verdict and a tag (prediction and confidence)."""
     rows = table.to_pylist()
@@ -183,11 +181,10 @@ async def thumb(uuid: str, state: AppState) -> Response:
     A cached one (a few kB, in the page cache after the grid made it) is read here on the event loop: a hop to a
     worker thread and back costs more than the read, and a page asks for 100 of them at once."""
     path = path_of(state, uuid)
-    if not path.exists():
-        path = await run_in_threadpool(thumbnail_file, state, uuid)
-    if path is None:
+    made = path if path.exists() else await run_in_threadpool(thumbnail_file, state, uuid)
+    if made is None:
         return FileResponse(STATIC_DIR / "no-image.svg", media_type="image/svg+xml")
-    return Response(path.read_bytes(), media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+    return Response(made.read_bytes(), media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
 
 AREAS.add("browse", Area(router=router, title="Browse", path="/", order=10))

@@ -129,7 +129,7 @@ def categories(state: ServeState, uuids: list[str], colour: str) -> list[str | N
                | {f"group:{c}" for c in group_columns_of(state.dataset)})
     if colour not in allowed:
         raise UsageError(f"color must be one of {', '.join(c for c, _ in _colour_choices(state))}, got {colour!r}")
-    def read() -> dict[str, Any]:
+    def read() -> dict[str, object]:
         table = state.dataset.to_table(columns=["uuid", name])
         return dict(zip(table.column("uuid").to_pylist(), table.column(name).to_pylist(), strict=True))
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from cladebench.errors import UsageError
 from cladebench.store import check_filter, group_columns, sql_identifier, sql_literal
 from cladebench.taxonomy import RANK_COLUMNS
+
+if TYPE_CHECKING:
+    import lance
 
 SEEN_CHOICES = ("any", "seen", "unseen")
 """``seen``: the image is in some model's training data; ``unseen``: in none that the dataset records."""
@@ -59,7 +62,7 @@ class Filters:
                    source=query.get("source") or None, seen=seen, where=where,
                    extra=tuple((k, query[k]) for k in keep if query.get(k)))
 
-    def params(self, **changes: Any) -> list[tuple[str, str]]:
+    def params(self, **changes: object) -> list[tuple[str, str]]:
         """The query parameters of these filters, with ``changes`` (a value of None drops the parameter)."""
         values: dict[str, str | None] = {**dict(self.groups), **dict(self.ranks)}
         values.update(license=self.license, source=self.source, seen=None if self.seen == "any" else self.seen,
@@ -68,7 +71,7 @@ class Filters:
             values[key] = None if value is None else str(value)
         return [(k, v) for k, v in values.items() if v not in (None, "")]
 
-    def link(self, path: str = "/", **changes: Any) -> str:
+    def link(self, path: str = "/", **changes: object) -> str:
         """``path`` with these filters (and ``changes``) as its query."""
         query = urlencode(self.params(**changes))
         return f"{path}?{query}" if query else path
@@ -107,8 +110,8 @@ class Filters:
     @property
     def chosen(self) -> list[tuple[str, str, str]]:
         """(label, value, link without it) of each filter set, for the chips above the grid."""
-        chips = [(c, v, self.link(**{c: None})) for c, v in self.groups]
-        chips += [(r, v, self.link(**{r: None, **{d: None for d in RANK_COLUMNS[RANK_COLUMNS.index(r) + 1:]}}))
+        chips = [(c, v, self.link("/", **{c: None})) for c, v in self.groups]
+        chips += [(r, v, self.link("/", **{r: None, **{d: None for d in RANK_COLUMNS[RANK_COLUMNS.index(r) + 1:]}}))
                   for r, v in self.ranks]
         if self.license:
             chips.append(("license", self.license, self.link(license=None)))
@@ -143,7 +146,7 @@ def filter_errors(where: str | None) -> Iterator[None]:
         raise UsageError(f"where {where!r}: {reason}") from None
 
 
-def group_columns_of(dataset: Any) -> list[str]:
+def group_columns_of(dataset: lance.LanceDataset) -> list[str]:
     """The dataset's ``*_group`` columns."""
     return group_columns(dataset.schema)
 

@@ -10,7 +10,6 @@ data stays text.
 from __future__ import annotations
 
 import io
-from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -43,13 +42,13 @@ FACTS = ("scientific_name", "common_name", "taxon_id", "observed_on", "latitude"
 """The facts of the side table, in this order (then any other column of the dataset)."""
 
 
-def safe_link(value: Any) -> str | None:
+def safe_link(value: object) -> str | None:
     """``value`` when it is an http(s) URL (a link), else None (shown as text)."""
     text = str(value or "").strip()
     return text if text.lower().startswith(("http://", "https://")) else None
 
 
-class Row(dict):  # type: ignore[type-arg]
+class Row(dict):
     """A dataset row for the pages: a column the dataset lacks reads as None, as a null value does.
 
     Every column but ``uuid`` and ``image`` is optional (``subset --columns`` keeps any few), so a template that
@@ -67,7 +66,7 @@ def read_row(state: ServeState, uuid: str, columns: list[str]) -> Row:
     return Row(table.to_pylist()[0])
 
 
-def lineage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
+def lineage(row: dict[str, object]) -> list[tuple[str, str, str]]:
     """(rank, name, link to the grid at that node) from kingdom down, for the ranks the row names."""
     chosen: dict[str, str] = {}
     found = []
@@ -80,7 +79,7 @@ def lineage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
     return found
 
 
-def facts(state: ServeState, row: dict[str, Any]) -> list[tuple[str, Any, str | None]]:
+def facts(state: ServeState, row: dict[str, object]) -> list[tuple[str, object, str | None]]:
     """(column, value, link or None) of the side table: the canonical facts first, then the rest."""
     skip = {"uuid", "image", *RANK_COLUMNS, *columns_of(state)}
     order = [c for c in FACTS if c in row] + [c for c in row if c not in FACTS and c not in skip]
@@ -119,7 +118,7 @@ def view_order(state: ServeState, query: dict[str, str]) -> list[str] | None:
     return overlay.select(state, uuids) if overlay is not None and overlay.narrows else uuids
 
 
-def steps(state: ServeState, uuid: str, query: dict[str, str]) -> dict[str, Any] | None:
+def steps(state: ServeState, uuid: str, query: dict[str, str]) -> dict[str, object] | None:
     """Previous and next image in the grid the page was opened from, and where this one is in it."""
     uuids = view_order(state, query)
     if not uuids or uuid not in uuids:
@@ -163,7 +162,7 @@ def full_image(uuid: str, state: AppState) -> Response:
     """Row ``uuid``'s image: as stored when browsers show that format, else decoded and sent as PNG."""
     data = read_row(state, uuid, ["uuid", "image"]).get("image")
     kind = sniff_format(data) if data else None
-    if kind in SHOWN_AS_IS:
+    if data and kind in SHOWN_AS_IS:
         return Response(bytes(data), media_type=SHOWN_AS_IS[kind], headers={"Cache-Control": "private, max-age=3600"})
     try:
         picture = decode_image(data)

@@ -8,7 +8,6 @@ files in ``serve/static``; both ship inside the package, so the app works offlin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import jinja2
@@ -42,7 +41,7 @@ ENVIRONMENT = _environment()
 """Shared by every area: add filters or globals here, not per area."""
 
 
-def render(request: Request, template: str, *, status_code: int = 200, **context: Any) -> HTMLResponse:
+def render(request: Request, template: str, *, status_code: int = 200, **context: object) -> HTMLResponse:
     """``template`` rendered with ``context`` and what the base template needs (the top bar, the request, the
     user, the CSRF value), as an HTML response."""
     state = request.app.state.serve

@@ -169,7 +169,7 @@ async def save_review(uuid: str, request: Request, state: AppState) -> JSONRespo
         return JSONResponse({"saved": False, "error": str(exc)}, status_code=400)
 
 
-def _save(uuid: str, body: dict[str, Any], user: str, state: ServeState) -> JSONResponse:
+def _save(uuid: str, body: dict[str, object], user: str, state: ServeState) -> JSONResponse:
     _row(state, uuid)  # a uuid the dataset does not hold is refused
     match = picked_taxon(state, body)
     note = body.get("note") or None

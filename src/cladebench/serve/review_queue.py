@@ -107,7 +107,7 @@ def next_unreviewed(state: ServeState, user: str, after: str | None = None,
     return None
 
 
-def reviews_of(table: pa.Table, uuid: str) -> list[dict[str, Any]]:
+def reviews_of(table: pa.Table, uuid: str) -> list[dict[str, object]]:
     """The reviews of one row, oldest first."""
     return [r for r in table.to_pylist() if r["uuid"] == uuid]
 
@@ -182,7 +182,7 @@ def warm_taxon_index(state: ServeState) -> None:
     threading.Thread(target=taxon_index, args=(state,), name="cladebench-taxa", daemon=True).start()
 
 
-def picked_taxon(state: ServeState, body: dict[str, Any]) -> TaxonMatch | None:
+def picked_taxon(state: ServeState, body: dict[str, object]) -> TaxonMatch | None:
     """The taxon a submitted review names, checked against the index (a lineage sent by hand that is no known
     taxon is refused); None for "not identifiable"."""
     if body.get("not_identifiable") is True:

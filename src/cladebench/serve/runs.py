@@ -101,11 +101,11 @@ def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: st
     return [u for u, _ in pairs]
 
 
-def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | None) -> list[dict[str, Any]]:
+def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | None) -> list[dict[str, object]]:
     """The cells of ``uuids`` (in that order): name, thumbnail, verdict and what the run(s) predicted."""
     if not uuids:
         return []
-    shown = [c for c in ("uuid", "scientific_name", "species", "genus", "common_name") if c in state.columns]
+    shown: list[str] = [c for c in ("uuid", "scientific_name", "species", "genus", "common_name") if c in state.columns]
     listed = ", ".join(sql_literal(u) for u in uuids)
     table = state.dataset.to_table(columns=shown, filter=f"uuid IN ({listed})", with_row_id=True)
     rows = {r["uuid"]: r for r in table.to_pylist()}
@@ -114,7 +114,9 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
     cells = []
     for uuid in uuids:
         row = rows.get(uuid, {"uuid": uuid})
-        right, tag = verdict_and_tag(state, index, uuid)  # type: ignore[misc]  (the run predicted every uuid here)
+        verdict = verdict_and_tag(state, index, uuid)
+        assert verdict is not None  # the run predicted every uuid here
+        right, tag = verdict
         cell = {"uuid": uuid, "name": display_name(row), "common": row.get("common_name") or "",
                 "thumb": uuid in have, "verdict": right, "tag": tag, "other_tag": None}
         if other and uuid in theirs:  # both runs' predictions, the active run's first and marked
@@ -161,7 +163,7 @@ def runs_page(request: Request, state: AppState) -> Response:
 
 def groups_of(state: ServeState, index: int) -> list[str]:
     """The challenge groups run ``index`` evaluated (from its predictions' ``group``), or [] when it has none."""
-    return sorted({r.get("group") for r in by_uuid(state, index).values() if r.get("group") is not None})
+    return sorted({g for r in by_uuid(state, index).values() if (g := r.get("group")) is not None})
 
 
 @router.get("/runs/confusion")
@@ -181,8 +183,8 @@ def confusion_page(request: Request, state: AppState) -> Response:
     truths = [t for t, _ in Counter(s.truth for s in rows).most_common(CONFUSION_LABELS)]
     preds = list(dict.fromkeys([*truths, *(p for _, p in sorted(counts, key=lambda k: -counts[k]))]))[:CONFUSION_LABELS]
     matrix = [(t, short_name(state, index, t), [(p, counts.get((t, p), 0)) for p in preds]) for t in truths]
-    preds = [(p, short_name(state, index, p)) for p in preds]
-    return render(request, "runs/confusion.html", index=index, groups=groups, group=group, preds=preds,
+    named = [(p, short_name(state, index, p)) for p in preds]
+    return render(request, "runs/confusion.html", index=index, groups=groups, group=group, preds=named,
                   matrix=matrix, scored=len(rows), right=sum(1 for s in rows if s.right))
 
 

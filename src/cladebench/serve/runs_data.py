@@ -33,7 +33,7 @@ class Said:
     truth: str | None
     top5: list[tuple[str, float | None]]
     """(label, probability) best first; the probability is None when the run recorded none."""
-    top5_names: list[str]
+    top5_names: list[str | None]
     """The labels of :attr:`top5` as a reader looks them up (see :attr:`predicted_name`)."""
     predicted_name: str | None
     """:attr:`predicted` as a reader looks it up (the binomial of a lineage label; the label itself otherwise)."""
@@ -44,7 +44,7 @@ class Said:
     group: str | None
 
     @property
-    def top5_named(self) -> list[tuple[str, str, float | None]]:
+    def top5_named(self) -> list[tuple[str, str | None, float | None]]:
         """(label, short name, probability) of :attr:`top5`."""
         return [(label, name, p) for (label, p), name in zip(self.top5, self.top5_names, strict=True)]
 
@@ -56,7 +56,7 @@ def usable(run: Any) -> bool:
 
 def by_uuid(state: ServeState, index: int) -> dict[str, dict[str, Any]]:
     """Run ``index`` (from 1): uuid -> its predictions row (read once per server)."""
-    def read() -> dict[str, dict[str, Any]]:
+    def read() -> dict[str, dict[str, object]]:
         run = state.runs[index - 1]
         if not usable(run):
             return {}
@@ -120,7 +120,7 @@ def run_index(state: ServeState, value: str | None, *, option: str = "run") -> i
     if value in (None, ""):
         return 1
     try:
-        index = int(value)  # type: ignore[arg-type]
+        index = int(value)
     except ValueError:
         raise UsageError(f"{option} must be a run's number (1 to {len(state.runs)}), got {value!r}") from None
     if not 1 <= index <= len(state.runs):

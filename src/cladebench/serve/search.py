@@ -39,11 +39,12 @@ def search_page(request: Request, state: AppState) -> Response:
             where = checked_filter(state, filters)
             vector = None if like_uuid is not None else text_vector(state, column, text)
             with filter_errors(filters.where):
-                if vector is None:
+                if like_uuid is not None:
                     found = like(state, column, like_uuid, k=HITS, where=where)
                     if found is None:
                         raise CladebenchError(f"row {like_uuid!r} has no vector in {column}")
                 else:
+                    assert vector is not None  # a text search
                     found = search(state, column, vector, k=HITS, where=where)
             have = ensure(state, [h["uuid"] for h in found.hits])
             rows = [{"uuid": h["uuid"], "name": display_name(h), "common": "", "thumb": h["uuid"] in have,

@@ -159,7 +159,7 @@ class Guard:
         self.access = access
         self.csrf = csrf
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: object, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -181,6 +181,7 @@ class Guard:
         from starlette.responses import PlainTextResponse, RedirectResponse
 
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        user: str | None
         if not self.access.required:
             if not is_local(_host_name(headers)):
                 return PlainTextResponse("refused: this server answers requests addressed to this machine only\n",

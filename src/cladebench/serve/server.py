@@ -10,13 +10,16 @@ from __future__ import annotations
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.console import note
 from cladebench.errors import CladebenchError
 from cladebench.serve.config import ServeConfig
 from cladebench.serve.security import Access, local_user, needs_token, new_token, read_token_file
 from cladebench.serve.state import ServeState
+
+if TYPE_CHECKING:
+    import lance
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def open_state(config: ServeConfig) -> ServeState:
                       device=config.device)
 
 
-def _check_runs_are_over(dataset: Any, uri: str, runs: Any) -> None:
+def _check_runs_are_over(dataset: lance.LanceDataset, uri: str, runs: Any) -> None:
     """Refuse a run none of whose predicted rows is in the dataset (a run over another dataset: every cell of its
     grid would be a row the app cannot show). A run over part of the dataset is kept."""
     import pyarrow as pa

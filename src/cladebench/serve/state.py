@@ -12,9 +12,12 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
+
+if TYPE_CHECKING:
+    import lance
 
 
 @dataclass(eq=False)
@@ -23,7 +26,7 @@ class ServeState:
 
     uri: str
     """The dataset's path or URI, as given on the command line."""
-    dataset: Any
+    dataset: lance.LanceDataset
     """The ``lance.LanceDataset`` opened at :attr:`version` (read-only here)."""
     runs: tuple[Any, ...] = ()
     """The loaded runs (``report.runs.ReportRun``), in the order given, each with its predictions."""
@@ -39,7 +42,7 @@ class ServeState:
     """Guards :attr:`memo` (requests run in a thread pool)."""
     encode_lock: threading.Lock = field(default_factory=threading.Lock)
     """One text encoding at a time (a text tower is not made for concurrent calls)."""
-    memo: dict[Any, Any] = field(default_factory=dict)
+    memo: dict[object, object] = field(default_factory=dict)
     """Small results computed once per server (counts, the taxonomy tree, encoders), by key."""
 
     @property
@@ -58,7 +61,7 @@ class ServeState:
         """The dataset's column names."""
         return list(self.dataset.schema.names)
 
-    def remembered(self, key: Any, make: Any) -> Any:
+    def remembered(self, key: object, make: Any) -> Any:
         """``make()`` computed once per ``key`` for the server's life (two requests at once may both compute it;
         one result is kept)."""
         with self.lock:

@@ -16,7 +16,6 @@ import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from cladebench.cache import cache_dir
 from cladebench.images import ImageDecodeError, open_image, to_rgb
@@ -96,7 +95,7 @@ def ensure(state: ServeState, uuids: Sequence[str], row_ids: Sequence[int] | Non
     return have
 
 
-def _read_images(state: ServeState, uuids: list[str], row_ids: list[int] | None) -> dict[str, Any]:
+def _read_images(state: ServeState, uuids: list[str], row_ids: list[int] | None) -> dict[str, object]:
     """uuid -> image bytes of ``uuids`` (by row id when known, else by a filter on uuid)."""
     from cladebench.store import sql_literal
 

@@ -132,7 +132,7 @@ def row_vector(state: ServeState, column: str, uuid: str) -> np.ndarray | None:
 
 
 def _in_memory(state: ServeState, cached: UnitVectors, vector: np.ndarray, *, k: int, where: str | None,
-               exclude: str | None, shown: list[str]) -> list[dict[str, Any]]:
+               exclude: str | None, shown: list[str]) -> list[dict[str, object]]:
     """:func:`~cladebench.store.search.brute_force_nearest`'s hits (most similar first, dataset order among
     equals), from the vectors in memory; ``where`` is evaluated by Lance, as there."""
     similarity = cached.vectors @ (vector.astype(np.float32) / np.linalg.norm(vector))

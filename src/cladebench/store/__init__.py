@@ -38,7 +38,59 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cladebench.lazy import present_lazily
+
+if TYPE_CHECKING:  # what present_lazily presents, as the type checker sees it (nothing imported at run time)
+    from cladebench.store.checks import check_uuid_type, check_uuid_values, conform  # noqa: F401
+    from cladebench.store.dataset import (  # noqa: F401
+        WriteMode,
+        append,
+        column_field,
+        is_remote,
+        lance_storage_options,
+        open_dataset,
+        read,
+        write_dataset,
+    )
+    from cladebench.store.files import check_writable  # noqa: F401
+    from cladebench.store.indices import (  # noqa: F401
+        ScalarIndexKind,
+        VectorMetric,
+        create_scalar_index,
+        create_vector_index,
+        indices,
+    )
+    from cladebench.store.schema import (  # noqa: F401
+        CANONICAL_BY_NAME,
+        CANONICAL_COLUMNS,
+        CANONICAL_SCHEMA,
+        EMBEDDING_PREFIX,
+        EMBEDDING_SIDECAR,
+        GROUP_SUFFIX,
+        REQUIRED_COLUMNS,
+        SCHEMA_METADATA_KEY,
+        SCHEMA_VERSION,
+        ColumnSpec,
+        canonical_fields,
+        embedding_columns,
+        embedding_field,
+        embedding_metadata,
+        embedding_type,
+        group_columns,
+        is_string_type,
+    )
+    from cladebench.store.sql import check_filter, sql_identifier, sql_literal  # noqa: F401
+    from cladebench.store.subset import subset  # noqa: F401
+    from cladebench.store.versions import (  # noqa: F401
+        fingerprint,
+        fingerprint_uuids,
+        tag,
+        tags,
+        version_or_tag,
+        versions,
+    )
 
 __all__ = present_lazily(__name__, {
     "checks": ("check_uuid_type", "check_uuid_values", "conform"),

@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -61,14 +60,14 @@ def _dtype(t: pa.DataType) -> str | None:
     return str(t) if any(check(t) for check in plain) else None
 
 
-def _feature(t: pa.DataType) -> dict[str, Any] | None:
+def _feature(t: pa.DataType) -> dict[str, object] | None:
     """The YAML body of the feature ``datasets`` infers for Arrow type ``t`` (without its name), or None."""
     if pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
         inner = _feature(t.value_type)
         if inner is None:
             return None
         key = "large_list" if pa.types.is_large_list(t) else "list"
-        body: dict[str, Any] = {key: inner["dtype"] if set(inner) == {"dtype"} else inner}
+        body: dict[str, object] = {key: inner["dtype"] if set(inner) == {"dtype"} else inner}
         if pa.types.is_fixed_size_list(t):
             body["length"] = t.list_size
         return body
@@ -79,12 +78,12 @@ def _feature(t: pa.DataType) -> dict[str, Any] | None:
     return None if dtype is None else {"dtype": dtype}
 
 
-def _named(name: str, t: pa.DataType) -> dict[str, Any] | None:
+def _named(name: str, t: pa.DataType) -> dict[str, object] | None:
     body = _feature(t)
     return None if body is None else {"name": name, **body}
 
 
-def datasets_card(schema: pa.Schema) -> dict[str, Any] | None:
+def datasets_card(schema: pa.Schema) -> dict[str, object] | None:
     """The card's content for a dataset of ``schema``; None when a column's type has no ``datasets`` feature."""
     features = []
     for field in schema:

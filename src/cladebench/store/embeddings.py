@@ -81,7 +81,7 @@ MAX_SIDECAR_BYTES = 16 * 1024 * 1024
 gigabytes, or a link to an endless device, whole into memory would take the machine down)."""
 
 
-def read_published_sidecar(path: str | Path) -> dict[str, dict[str, Any]]:
+def read_published_sidecar(path: str | Path) -> dict[str, dict[str, object]]:
     """The sidecar's entries by column. Accepted shapes: ``{column: entry}``, ``{"columns": {column: entry}}`` and
     a list of entries that each name their ``column``. Anything else (including a file over
     :data:`MAX_SIDECAR_BYTES`, or JSON nested too deep to parse) is a :class:`SchemaError` naming the file."""
@@ -108,7 +108,7 @@ def read_published_sidecar(path: str | Path) -> dict[str, dict[str, Any]]:
     return {str(column): dict(entry) for column, entry in data.items()}
 
 
-def _recorded(entry: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
+def _recorded(entry: Mapping[str, object] | None, keys: Sequence[str]) -> str | None:
     """The first non-empty value of ``keys`` in a record, as text (an empty revision means none was recorded)."""
     for key in keys:
         value = (entry or {}).get(key)
@@ -163,8 +163,8 @@ def _same_revision(a: str, b: str) -> bool:
             and long.startswith(short))
 
 
-def published_metadata(column: str, recorded: Mapping[str, Any] | None = None, *,
-                       sidecar_entry: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def published_metadata(column: str, recorded: Mapping[str, object] | None = None, *,
+                       sidecar_entry: Mapping[str, object] | None = None) -> dict[str, object]:
     """What a published column holds, in the shape ``cladebench embed`` writes; empty when the column is not a
     published one, or when its field metadata (``recorded``, decoded) already names the model as cladebench
     spells it (a column ``cladebench embed`` wrote: its own record stands).
@@ -184,7 +184,7 @@ def published_metadata(column: str, recorded: Mapping[str, Any] | None = None, *
             "source": (recorded or {}).get("source") or "published with the dataset"}
 
 
-def load_published_sidecar(path: Path, name: str) -> tuple[dict[str, dict[str, Any]] | None, str | None]:
+def load_published_sidecar(path: Path, name: str) -> tuple[dict[str, dict[str, object]] | None, str | None]:
     """The sidecar at ``path`` (:func:`read_published_sidecar`), or None and why it was not read: missing, a
     folder in its place, or not a regular file (a FIFO would block the read forever). ``name`` is how messages
     call it."""
@@ -197,9 +197,9 @@ def load_published_sidecar(path: Path, name: str) -> tuple[dict[str, dict[str, A
     return read_published_sidecar(path), None
 
 
-def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[str, Mapping[str, Any]] | None,
+def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[str, Mapping[str, object]] | None,
                                sidecar_name: str, uri: str | None = None,
-                               sidecar_absent: str | None = None) -> dict[str, dict[str, Any]]:
+                               sidecar_absent: str | None = None) -> dict[str, dict[str, object]]:
     """Each published column of ``dataset`` with the model and revision its publisher recorded, checked.
 
     A :class:`SchemaError` (one line) when a record names another model than the column's name stands for,
@@ -216,7 +216,7 @@ def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[
     from cladebench.store.schema import embedding_metadata
 
     uri = uri or dataset.uri
-    checked: dict[str, dict[str, Any]] = {}
+    checked: dict[str, dict[str, object]] = {}
     for field in dataset.schema:
         alias = PUBLISHED_EMBEDDING_COLUMNS.get(field.name)
         if alias is None:
@@ -256,7 +256,7 @@ def check_published_embeddings(dataset: lance.LanceDataset, *, sidecar: Mapping[
     return checked
 
 
-def unverified_note(checked: Mapping[str, Mapping[str, Any]]) -> str | None:
+def unverified_note(checked: Mapping[str, Mapping[str, object]]) -> str | None:
     """One line on the published columns :func:`check_published_embeddings` could not verify, or None."""
     parts = [f"{column} ({entry.get('unverified_reason')})" for column, entry in checked.items()
              if not entry.get("verified", True)]

@@ -4,7 +4,7 @@ bitmap on scalar columns, built in place and listed for ``info``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 
@@ -45,7 +45,7 @@ def create_scalar_index(dataset: lance.LanceDataset, column: str, kind: ScalarIn
     dataset.create_scalar_index(column, index_type=kind, replace=True)
 
 
-def indices(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
+def indices(dataset: lance.LanceDataset) -> list[dict[str, object]]:
     """The dataset's indices: name, type and columns."""
     out = []
     for index in dataset.describe_indices():

@@ -40,7 +40,7 @@ def _value_counts(dataset: lance.LanceDataset, column: str) -> dict[str, int]:
     return dict(sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
-def _embedding_summary(dataset: lance.LanceDataset, field: pa.Field) -> dict[str, Any]:
+def _embedding_summary(dataset: lance.LanceDataset, field: pa.Field) -> dict[str, object]:
     """Width, valid rows and metadata of an ``emb_*`` column. A column made elsewhere may have any name and
     type: its name is quoted for the filter, and a type that is no vector is shown, not fatal (``info`` is
     how a person finds out what a dataset holds)."""
@@ -68,7 +68,7 @@ def _fingerprint(dataset: lance.LanceDataset, wanted: bool) -> dict[str, str | N
         return {"fingerprint": None, "fingerprint_problem": str(problem)}
 
 
-def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = True) -> dict[str, Any]:
+def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = True) -> dict[str, object]:
     """A JSON-ready description of a dataset (what ``cladebench info`` shows).
 
     ``info`` is where a user looks when a dataset misbehaves, so a dataset without a fingerprint (no
@@ -80,7 +80,7 @@ def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = 
     groups = {c: _value_counts(dataset, c) for c in group_columns(schema)}
     sidecar_path = Path(uri) / EMBEDDING_SIDECAR
     sidecar = json.loads(sidecar_path.read_text()) if "://" not in uri and sidecar_path.exists() else None
-    description: dict[str, Any] = {
+    description: dict[str, object] = {
         "uri": uri,
         "rows": dataset.count_rows(),
         "version": dataset.version,

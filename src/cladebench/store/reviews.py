@@ -112,7 +112,7 @@ class Review:
         """The name at the rank picked (the binomial at species)."""
         return None if self.lineage is None or self.rank is None else self.lineage.names[self.rank]
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> dict[str, object]:
         """The review as a row of :data:`REVIEW_SCHEMA`."""
         names = (self.lineage.truncate(self.rank).names if self.lineage is not None and self.rank is not None
                  else (None,) * len(RANK_COLUMNS))
@@ -199,14 +199,14 @@ def read_reviews(path: str | Path) -> pa.Table:
     return table.select(REVIEW_SCHEMA.names)
 
 
-def label_key(row: dict[str, Any]) -> tuple[Any, ...]:
+def label_key(row: dict[str, object]) -> tuple[object, ...]:
     """What two reviews must share to agree: both "not identifiable", or the same lineage down to the same rank."""
     if row["not_identifiable"]:
         return (NOT_IDENTIFIABLE,)
     return (row["rank"], *(row[c] for c in RANK_COLUMNS))
 
 
-def label_text(row: dict[str, Any]) -> str:
+def label_text(row: dict[str, object]) -> str:
     """A review's verdict in words: ``Peromyscus maniculatus (species)`` or ``not identifiable``."""
     return NOT_IDENTIFIABLE if row["not_identifiable"] else f"{row['taxon']} ({row['rank']})"
 
@@ -215,16 +215,16 @@ def label_text(row: dict[str, Any]) -> str:
 class ReviewSummary:
     """The reviews of a dataset read as labels: each reviewer's current label per row, agreement, disagreement."""
 
-    current: dict[str, dict[str, dict[str, Any]]]
+    current: dict[str, dict[str, dict[str, object]]]
     """uuid -> reviewer -> that reviewer's last review of the row (earlier ones stay in the table)."""
     agreed: dict[str, dict[str, Any]]
     """uuid -> the latest review of a row whose reviewers' current labels are all the same."""
-    disagreements: dict[str, dict[str, dict[str, Any]]]
+    disagreements: dict[str, dict[str, dict[str, object]]]
     """uuid -> reviewer -> current review, for rows whose reviewers' current labels differ."""
     reviews: int
     """Reviews in the table, every one counted (changes of mind included)."""
 
-    def disagreement_rows(self) -> list[dict[str, Any]]:
+    def disagreement_rows(self) -> list[dict[str, object]]:
         """One row per reviewer per disputed row: uuid, reviewer, label, reviewed_at, note."""
         return [{"uuid": uuid, "reviewer": reviewer, "label": label_text(row),
                  "reviewed_at": row["reviewed_at"], "note": row["note"]}
@@ -234,8 +234,8 @@ class ReviewSummary:
 def review_summary(table: pa.Table) -> ReviewSummary:
     """Read a reviews table (as :func:`read_reviews` returns it) into labels; later commits supersede earlier ones
     of the same reviewer on the same row (commit order, not the reviewers' clocks)."""
-    current: dict[str, dict[str, dict[str, Any]]] = {}
-    latest: dict[str, dict[str, Any]] = {}
+    current: dict[str, dict[str, dict[str, object]]] = {}
+    latest: dict[str, dict[str, object]] = {}
     for row in table.to_pylist():
         current.setdefault(row["uuid"], {})[row["reviewer"]] = row
         latest[row["uuid"]] = row

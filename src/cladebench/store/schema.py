@@ -104,7 +104,7 @@ def embedding_type(dim: int) -> pa.DataType:
     return pa.list_(pa.float32(), dim)
 
 
-def embedding_field(key: str, dim: int, metadata: Mapping[str, Any]) -> pa.Field:
+def embedding_field(key: str, dim: int, metadata: Mapping[str, object]) -> pa.Field:
     """An ``emb_<key>`` field whose metadata names the model (``model`` is required).
 
     Values are stored as JSON strings when they are not strings already, so lists and numbers
@@ -120,7 +120,7 @@ def embedding_field(key: str, dim: int, metadata: Mapping[str, Any]) -> pa.Field
 
 def embedding_metadata(field: pa.Field) -> dict[str, Any]:
     """Decode an ``emb_*`` field's metadata; JSON values come back as Python objects."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in (field.metadata or {}).items():
         text = value.decode()
         try:

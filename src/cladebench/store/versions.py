@@ -75,7 +75,7 @@ def _update(digest: Any, uuids: Any) -> None:
 
 
 def _uuid_batches(dataset: lance.LanceDataset, *, where: str | None = None,
-                  selected: str | None = None) -> Iterable[tuple[Any, Any]]:
+                  selected: str | None = None) -> Iterable[tuple[Any, object]]:
     """The uuid column in row order, batch by batch and checked (a null, empty or multi-line uuid is a
     :class:`SchemaError` naming its row), with the value of the ``selected`` expression per row (None without)."""
     source = getattr(dataset, "uri", "the dataset")
@@ -90,7 +90,7 @@ def _uuid_batches(dataset: lance.LanceDataset, *, where: str | None = None,
         yield column, None if selected is None else batch.column(1)
 
 
-def versions(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
+def versions(dataset: lance.LanceDataset) -> list[dict[str, object]]:
     """Versions of the dataset, oldest first: ``version`` and ``timestamp``."""
     return [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in dataset.versions()]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -47,7 +47,7 @@ class WorldTables:
         def render(self, species: int | Lineage | Species, *, seed: int, size: int | None = None) -> Image.Image: ...
         def render_pair(self, first: int | Lineage | Species, second: int | Lineage | Species, *,
                         seed: int, size: int | None = None) -> Image.Image: ...
-        def provenance(self) -> dict[str, Any]: ...
+        def provenance(self) -> dict[str, object]: ...
 
     def to_table(self, n: int, *, seed: int = 0, image_format: str = "jpeg", start: int = 0,
                  balanced: bool = False) -> pa.Table:
@@ -123,7 +123,7 @@ class WorldTables:
         return self._with_provenance(pa.table(columns))
 
     @staticmethod
-    def _organism_record(species: Species, observation_uuid: str) -> dict[str, Any]:
+    def _organism_record(species: Species, observation_uuid: str) -> dict[str, object]:
         lineage = species.lineage
         return {"observation_uuid": observation_uuid, "taxon_id": lineage.taxon_id,
                 **{c: lineage.names[r] for r, c in zip(RANKS, RANK_COLUMNS, strict=True)},

@@ -188,7 +188,7 @@ class World(WorldTables):
                 raise CladebenchError(f"no species with taxon id {species.taxon_id} in this world") from None
         return self.species[int(species)]
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> dict[str, object]:
         """What a result computed on this world must record about it (JSON-ready)."""
         from PIL import __version__ as pillow_version
 
@@ -239,7 +239,7 @@ class World(WorldTables):
         """The species of the genus named ``genus``, in lineage order; an unknown genus lists the known ones."""
         members = tuple(s for s in self.species if s.lineage.names[Rank.GENUS] == genus)
         if not members:
-            raise unknown_name("genus", genus, sorted({s.lineage.names[Rank.GENUS] for s in self.species}))
+            raise unknown_name("genus", genus, sorted({g for s in self.species if (g := s.lineage.names[Rank.GENUS])}))
         return members
 
     def observation(self, index: int, *, seed: int = 0, balanced: bool = False,

@@ -429,7 +429,7 @@ def check_candidates_column(dataset: lance.LanceDataset, name: str) -> None:
 
 
 def text_image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str | None, *,
-                      task: str) -> tuple[str, dict[str, Any]]:
+                      task: str) -> tuple[str, dict[str, object]]:
     """The image-embedding column a task compares with the encoder's text vectors, and its metadata: it must
     hold that model's embeddings, at the revision loaded (vectors of different weights are not comparable)."""
     column = resolve_embedding_column(dataset, encoder, column, task=task)

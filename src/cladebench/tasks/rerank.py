@@ -168,12 +168,12 @@ def scorer_for(encoder: Any) -> str:
 class RankedPredictions(Predictions):
     """Rerank's predictions with each query's ranking already scored, so the metrics do not score it again."""
 
-    scored: tuple[pa.Table, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    scored: tuple[pa.Table, dict[str, object]] | None = field(default=None, repr=False, compare=False)
     """(the table it was computed from, :func:`per_query_table` of it). Kept with its table: a copy whose table
     differs (a breakdown's subset of the rows) is scored afresh."""
 
 
-def _cutoff(rerank_k: int, table: pa.Table) -> dict[str, Any]:
+def _cutoff(rerank_k: int, table: pa.Table) -> dict[str, object]:
     """The cutoff the metrics are named and computed at: ``rerank_k``, or, when it is above both the default and
     every query's candidates (``--rerank-k 1000000``), the larger of the two, said once on stderr and kept in the
     record beside the value given. Every candidate is ranked either way, as INQUIRE's code ranks each query's whole
@@ -214,7 +214,7 @@ def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> P
     return RankedPredictions(table=table, labels=labels, info=info, scored=(table, scored))
 
 
-def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def rerank_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """INQUIRE's metrics per query (AP and nDCG x100, MRR), macro-averaged with bootstrap intervals over queries.
 
     Queries without a relevant candidate are undefined and excluded from every mean; how many is recorded.
@@ -254,7 +254,7 @@ def per_query_table(predictions: Predictions) -> dict[str, Any]:
     return {"query_ids": order, "scores": scored}
 
 
-def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+def per_query_values(table: pa.Table, task_provenance: dict[str, object]) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each query's AP, nDCG, MRR... from a run's predictions, keyed by query_id, for paired comparisons."""
     predictions = Predictions(table=table, labels=[], info={"rerank_k": task_provenance.get("rerank_k", 100)})
     scored = per_query_table(predictions)

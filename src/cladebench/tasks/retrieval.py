@@ -92,7 +92,7 @@ def unit_vectors(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(normalise_rows(vectors, dtype=np.float64, floor=0.0))
 
 
-def _codes(values: Sequence[str]) -> np.ndarray:
+def _codes(values: Sequence[str | None]) -> np.ndarray:
     return np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)[1].ravel()
 
 
@@ -101,7 +101,7 @@ def _masked(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pa.array(values, pa.float64(), mask=mask | np.isnan(values))
 
 
-def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[str], uuids: Sequence[str], *,
+def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[str | None], uuids: Sequence[str], *,
                   k: int, chunk_size: int | None = None) -> pa.Table:
     """Rank, for each row, every row outside its group by cosine and score the ranking; one output row per query.
 
@@ -128,8 +128,9 @@ def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[s
         "ap_full", "reciprocal_rank", "neighbours", "neighbour_similarities")}
     for start in range(0, n, chunk):
         _score_chunk(unit, label_codes, group_codes, uuid_array, slice(start, min(start + chunk, n)), k, columns)
-    merged = {name: np.concatenate(parts) if name not in ("neighbours", "neighbour_similarities")
-              else [row for part in parts for row in part] for name, parts in columns.items()}
+    lists = ("neighbours", "neighbour_similarities")
+    merged = {name: np.concatenate(parts) for name, parts in columns.items() if name not in lists}
+    listed = {name: [row for part in columns[name] for row in part] for name in lists}
     defined = merged["relevant"] > 0
     undefined = ~defined
     return pa.table({
@@ -142,13 +143,13 @@ def score_gallery(vectors: np.ndarray, labels: Sequence[str], groups: Sequence[s
         "hits_at_k": pa.array(merged["hits_at_k"], pa.int64()),
         **{name: _masked(merged[name], undefined)
            for name in ("precision_at_k", "recall_at_k", "ap_at_k", "ap_full", "reciprocal_rank")},
-        "neighbours": pa.array(merged["neighbours"], pa.list_(pa.string())),
-        "neighbour_similarities": pa.array(merged["neighbour_similarities"], pa.list_(pa.float32())),
+        "neighbours": pa.array(listed["neighbours"], pa.list_(pa.string())),
+        "neighbour_similarities": pa.array(listed["neighbour_similarities"], pa.list_(pa.float32())),
     })
 
 
 def _score_chunk(unit: np.ndarray, label_codes: np.ndarray, group_codes: np.ndarray, uuids: np.ndarray,
-                 rows: slice, k: int, out: dict[str, list[Any]]) -> None:
+                 rows: slice, k: int, out: dict[str, list[object]]) -> None:
     """Score the queries ``rows`` against the whole gallery and append their columns to ``out``."""
     similarity = unit[rows] @ unit.T  # (chunk, n) float64
     own_group = group_codes[rows, None] == group_codes[None, :]
@@ -228,7 +229,7 @@ def retrieval(dataset: lance.LanceDataset, encoder: Encoder | None, config: Retr
     chosen = chosen[np.argsort(np.asarray(rows.uuids, dtype=object)[chosen].astype(str), kind="stable")]
     if chosen.size == 0:
         raise CladebenchError(f"no row has both a usable vector in {column!r} and a name at rank {rank.column}")
-    labels = [rows.labels[i] for i in chosen]
+    labels = [label for i in chosen if (label := rows.labels[i]) is not None]  # all chosen rows are labelled
     table = score_gallery(vectors[chosen], labels, [rows.groups[i] for i in chosen], [rows.uuids[i] for i in chosen],
                           k=config.k)
     defined = table.column("defined").to_numpy(zero_copy_only=False)
@@ -326,7 +327,7 @@ def _class_mean_statistic(values: np.ndarray, classes: np.ndarray) -> Statistic:
 
 
 def retrieval_summary(table: pa.Table, k: int, rank: Rank | str,
-                      config: RetrievalConfig | None = None) -> dict[str, dict[str, Any]]:
+                      config: RetrievalConfig | None = None) -> dict[str, dict[str, object]]:
     """Macro means (and per-class means) of a prediction table's per-query metrics; see the module docstring."""
     config = config or RetrievalConfig(k=k)
     names = metric_names(k, rank)
@@ -335,7 +336,7 @@ def retrieval_summary(table: pa.Table, k: int, rank: Rank | str,
               for column, name in names.items()}
     summary = macro_means(values, defined, config)
     classes = np.asarray(table.column("true_label").to_pylist(), dtype=object)[defined].astype(str)
-    metrics: dict[str, dict[str, Any]] = {}
+    metrics: dict[str, dict[str, object]] = {}
     extra = {"n_excluded": summary.n_excluded, "exclusion": summary.exclusion}
     for name, estimate in summary.estimates.items():
         metrics[name] = {**estimate.to_dict(), **extra}
@@ -347,7 +348,7 @@ def retrieval_summary(table: pa.Table, k: int, rank: Rank | str,
     return metrics
 
 
-def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each defined query's value of every metric, keyed by uuid, so runs on the same gallery pair query by query.
 
     A ``_class_mean`` metric's value of a query is U x value / (C x n_c) (U queries, C classes, n_c queries of
@@ -363,7 +364,7 @@ def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[s
     classes = np.unique(np.asarray(table.column("true_label").to_pylist(), dtype=object)[defined].astype(str),
                         return_inverse=True)[1]
     class_share = len(keys) / ((int(classes.max()) + 1) * np.bincount(classes)[classes])
-    out: dict[str, tuple[list[Any], np.ndarray]] = {}
+    out: dict[str, tuple[list[object], np.ndarray]] = {}
     for column, name in metric_names(int(k), rank).items():
         values = table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)[defined]
         out[name] = (keys, values)
@@ -371,7 +372,7 @@ def per_query_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[s
     return out
 
 
-def retrieval_task_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def retrieval_task_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """``map_<rank>``, ``map@<k>_<rank>``, ``mrr_<rank>``, ``precision@<k>_<rank>``, ``recall@<k>_<rank>`` and
     each one's ``_class_mean``; empty when no query in the table is defined (a breakdown value may have none)."""
     return retrieval_summary(predictions.table, predictions.info["k"], predictions.info["rank"])

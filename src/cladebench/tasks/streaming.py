@@ -182,7 +182,7 @@ def _blocks(read: Callable[[int, int], np.ndarray], n_labels: int, label_block: 
 _scratch = threading.local()
 
 
-def _buffer(name: str, size: int, dtype: Any) -> np.ndarray:
+def _buffer(name: str, size: int, dtype: object) -> np.ndarray:
     """A thread's reusable buffer of at least ``size`` entries: a fresh array per task would be page-faulted in
     again each time, which at these sizes costs a few percent of the task."""
     buffer = getattr(_scratch, name, None)
@@ -273,7 +273,7 @@ def _score(state: _State, block: _Block, first: int, last: int) -> None:
     # pairwise, within 1e-7 of float64 even at 50,000 labels, and a third faster), then in float64, each broader
     # rank's from the pieces of the rank below (every boundary of a broader run is one of a narrower run).
     sums = probs
-    level_sums = []
+    level_sums: list[np.ndarray] = []
     for piece in block.levels:
         out = _buffer(f"sums{len(level_sums)}", n * len(piece.starts), np.float64).reshape(n, len(piece.starts))
         if level_sums:
@@ -409,8 +409,8 @@ def _stream_on_device(state: _State, read: Callable[[int, int], np.ndarray], n_l
         # Each label's piece at the narrowest rank, each piece's at the next broader rank, and so on.
         pieces, below = [], m
         for piece in block.levels:
-            index = np.repeat(np.arange(len(piece.starts)), np.diff(np.append(piece.starts, below)))
-            pieces.append((torch.from_numpy(index).to(dev), piece))
+            positions = np.repeat(np.arange(len(piece.starts)), np.diff(np.append(piece.starts, below)))
+            pieces.append((torch.from_numpy(positions).to(dev), piece))
             below = len(piece.starts)
         for first in range(0, n, image_block):
             last = min(first + image_block, n)

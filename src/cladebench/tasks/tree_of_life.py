@@ -61,7 +61,7 @@ class VectorLabelSet:
     """The species, in lineage order."""
     vectors: np.ndarray
     """Labels x width, float32, memory-mapped from the cache: read block by block, never whole."""
-    source: dict[str, Any]
+    source: dict[str, object]
     """Where the labels and vectors came from, for the run record."""
 
 
@@ -134,7 +134,7 @@ def _pybioclip_paths(value: str) -> tuple[Path, Path]:
     return path, path.with_suffix(".json")
 
 
-def _read_names(path: Path) -> list[Any]:
+def _read_names(path: Path) -> list[object]:
     if not path.is_file():
         raise CladebenchError(f"--labels: the names of the vectors are missing: {path} (pybioclip's layout puts "
                               f"{PYBIOCLIP_NAMES} beside {PYBIOCLIP_VECTORS})")
@@ -149,7 +149,7 @@ def _read_names(path: Path) -> list[Any]:
     return names
 
 
-def _check_shape(vectors_path: Path, names: list[Any]) -> tuple[bool, int]:
+def _check_shape(vectors_path: Path, names: list[object]) -> tuple[bool, int]:
     """Whether the vectors are columns (pybioclip's width x species) and their width; refuses a mismatch."""
     try:
         array = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
@@ -164,7 +164,7 @@ def _check_shape(vectors_path: Path, names: list[Any]) -> tuple[bool, int]:
     return columns, int(array.shape[0] if columns else array.shape[1])
 
 
-def _lineage(entry: Any, number: int, path: Path, strings: dict[str, str]) -> Lineage:
+def _lineage(entry: object, number: int, path: Path, strings: dict[str, str]) -> Lineage:
     """One entry of pybioclip's names: ``[[kingdom .. genus, epithet], common name]``."""
     if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], list) or len(entry[0]) != 7
             or not all(n is None or isinstance(n, str) for n in (*entry[0], entry[1]))):
@@ -258,7 +258,7 @@ def complete_from_labels(lineages: list[Lineage], labels: LabelSet) -> tuple[lis
         matching = [p for p in prefixes.get((narrowest, str(lineage.names[narrowest])), ())
                     if all(n is None or n == p[r] for r, n in enumerate(lineage.names[: narrowest + 1]))]
         if len(matching) == 1:
-            names = (*matching[0], *lineage.names[narrowest + 1:])
-            out[i] = Lineage(names, common_name=lineage.common_name, taxon_id=lineage.taxon_id)
+            completed_names = (*matching[0], *lineage.names[narrowest + 1:])
+            out[i] = Lineage(completed_names, common_name=lineage.common_name, taxon_id=lineage.taxon_id)
             completed += 1
     return out, completed

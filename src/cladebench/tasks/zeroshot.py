@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -185,7 +185,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
     unscored = targets < 0
     width = order.shape[1]
     offsets = pa.array(np.arange(0, order.size + 1, width, dtype=np.int32))
-    columns: dict[str, Any] = {
+    columns: dict[str, object] = {
         "uuid": rows.column("uuid"),
         "true_label": text_array.take(pa.array(targets, pa.int64(), mask=unscored)),
         "pred_label": text_array.take(pa.array(order[:, 0], pa.int64())),
@@ -206,8 +206,11 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         if not rank_runs.taxa:  # no label names this rank (the dataset lacks its column): nothing to roll up to
             continue
         taxon_index = {key: j for j, key in enumerate(rank_runs.taxa)}
-        true_taxa = np.array(per_lineage(lineages, lambda lin, higher=higher, taxon_index=taxon_index:
-                                         taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1))
+
+        def true_taxon(lin: Lineage, higher: Rank = higher, taxon_index: dict = taxon_index) -> int:
+            return taxon_index.get(lin.key(higher), -1) if lin.names[higher] else -1
+
+        true_taxa = np.array(per_lineage(lineages, true_taxon))
         predicted, mass = rolled[higher]
         names = rank_runs.labels
         columns[f"pred_{higher.column}"] = pa.array(names, pa.string()).take(pa.array(predicted, pa.int64()))
@@ -223,8 +226,11 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         columns[TOP_HEIGHTS_COLUMN] = pa.ListArray.from_arrays(offsets, pa.array(heights.ravel(), pa.int8()),
                                                                mask=pa.array(unscored))
     table = pa.table(columns)
-    label_sha256 = source.labels.digest(config.name_style) if source is not None else planned.sha256
-    taxa_sha256 = source.labels.taxa_digest() if source is not None else planned.taxa_sha256
+    if source is not None:
+        label_sha256, taxa_sha256 = source.labels.digest(config.name_style), source.labels.taxa_digest()
+    else:
+        assert planned is not None  # a label set unless the labels are a tree-of-life source
+        label_sha256, taxa_sha256 = planned.sha256, planned.taxa_sha256
     info = {
         "column": column,
         "embedding_metadata": meta,
@@ -248,7 +254,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
         "within": config.within,
         "where": config.where,
         "candidates": None if config.candidates is None else {
-            "column": config.candidates, **candidate_counts,
+            "column": config.candidates, **(candidate_counts or {}),
             "rows_whose_truth_is_not_a_candidate": int(((targets >= 0) & ~reachable).sum())},
     }
     if rank == Rank.SPECIES:
@@ -261,7 +267,7 @@ def zero_shot(dataset: lance.LanceDataset, encoder: Encoder, config: ZeroShotCon
 
 def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], top_labels: np.ndarray,
                           top_probs: np.ndarray, labels: LabelSet, texts: Sequence[str], *,
-                          review: int = 20) -> dict[str, Any] | None:
+                          review: int = 20) -> dict[str, object] | None:
     """What a person needs to look at for rows labelled only to genus (camera-trap Peromyscus).
 
     Such rows have no species truth, so they are never scored for species accuracy; instead: how the
@@ -277,7 +283,7 @@ def genus_only_inspection(uuids: Sequence[str], lineages: Sequence[Lineage], top
     top = np.asarray(top_labels)[rows]
     top_prob = np.asarray(top_probs)[rows]
     same_genus = np.array([labels.lineages[t].names[Rank.GENUS] == lineages[r].names[Rank.GENUS]
-                           for r, t in zip(rows, top, strict=True)], dtype=bool)
+                           for r, t in zip(rows.tolist(), top.tolist(), strict=True)], dtype=np.bool_)
     counts: dict[str, int] = {}
     for t in top:
         counts[texts[t]] = counts.get(texts[t], 0) + 1

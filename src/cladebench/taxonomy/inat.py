@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.errors import SchemaError
 from cladebench.taxonomy.lineage import RANK_COLUMNS, Lineage
@@ -27,7 +27,7 @@ def lineages_from_table(table: pa.Table) -> list[Lineage]:
     # Column by column, not a dict per row: a row is only a key until a new one is parsed (lists made hashable).
     values = [[tuple(v) if isinstance(v, list) else v for v in column.to_pylist()] if kind.num_fields
               else column.to_pylist() for column, kind in zip(table.columns, table.schema.types, strict=True)]
-    parsed: dict[tuple[Any, ...], Lineage] = {}
+    parsed: dict[tuple[object, ...], Lineage] = {}
     out = []
     for key in zip(*values, strict=True) if values else [()] * table.num_rows:
         lineage = parsed.get(key)
@@ -38,7 +38,7 @@ def lineages_from_table(table: pa.Table) -> list[Lineage]:
 
 
 @functools.lru_cache(maxsize=1 << 14)  # a few thousand taxa per benchmark; memory bounded
-def _parsed_row(names: tuple[str, ...], values: tuple[Any, ...]) -> Lineage:
+def _parsed_row(names: tuple[str, ...], values: tuple[object, ...]) -> Lineage:
     """A row's lineage, remembered: lineages are immutable, and the same rows are read again within a run."""
     return Lineage.from_row({name: list(v) if isinstance(v, tuple) else v
                              for name, v in zip(names, values, strict=True)})
@@ -70,6 +70,7 @@ def ancestry_from_parents(parents: Mapping[int, int | None]) -> dict[int, str]:
             node = parent
         for child in reversed(stack):
             parent = parents[child]
+            assert parent is not None  # only a taxon whose parent is in the table stays on the stack
             memo[child] = (*memo[parent], parent)
         return memo[taxon]
 

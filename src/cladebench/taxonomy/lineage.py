@@ -47,10 +47,12 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cladebench.errors import SchemaError, UsageError, unknown_name
 from cladebench.registry import Registry
+
+T = TypeVar("T")
 
 
 class Rank(enum.IntEnum):
@@ -122,7 +124,7 @@ _COMMON_NAME_ALIASES = ("common_name", "vernacularName", "vernacular_name", "com
 _TAXON_ID_ALIASES = ("taxon_id", "taxonID", "taxon_key")
 
 
-def _clean(value: Any, field: str | None = None) -> str | None:
+def _clean(value: object, field: str | None = None) -> str | None:
     """Strip a name; empty strings, NaN and ``None`` become ``None``; a number is a :class:`SchemaError`.
 
     A number is refused rather than turned into text: a numeric species column (an id, a code) would
@@ -203,7 +205,7 @@ def _taxon_id(value: Any, field: str) -> int | None:
     raise SchemaError(f"column {field!r}: {value!r} is not a taxon id (a whole number)")
 
 
-def _first_vernacular(value: Any, field: str | None = None) -> str | None:
+def _first_vernacular(value: object, field: str | None = None) -> str | None:
     """CrypticBio stores vernacular names as a Python list literal; take the first, the preferred one."""
     text = _clean(value, field)
     if text is None or not text.startswith("["):
@@ -264,7 +266,7 @@ class Lineage:
         return cls(padded, common_name=common_name, taxon_id=taxon_id)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Lineage:
+    def from_row(cls, row: Mapping[str, object]) -> Lineage:
         """Lineage from one record with rank columns, in any of the spellings seen in the wild.
 
         Accepts ``class``/``cls``, a species column holding either the epithet or the binomial, a
@@ -358,7 +360,7 @@ def distinct_lineages(lineages: Iterable[Lineage]) -> list[Lineage]:
     return list({id(lineage): lineage for lineage in lineages}.values())
 
 
-def per_lineage(lineages: Sequence[Lineage], value: Callable[[Lineage], Any]) -> list[Any]:
+def per_lineage(lineages: Sequence[Lineage], value: Callable[[Lineage], T]) -> list[T]:
     """``value`` of every lineage, computed once per distinct lineage (:func:`distinct_lineages`)."""
     memo = {id(lineage): value(lineage) for lineage in distinct_lineages(lineages)}
     return [memo[id(lineage)] for lineage in lineages]

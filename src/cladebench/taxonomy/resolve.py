@@ -72,7 +72,7 @@ class Resolution:
     def resolved(self) -> bool:
         return self.status in ("exact", "normalised")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"label": self.label, "query": self.query, "status": self.status, "matched_name": self.matched_name,
                 "rank": None if self.rank is None else self.rank.column, "taxon_id": self.taxon_id,
                 "lineage": None if self.lineage is None else list(self.lineage.names),

@@ -41,7 +41,7 @@ class Membership:
         """The name at the rank for each column (not unique across kingdoms; use :attr:`taxa`)."""
         return [str(t[-1]) for t in self.taxa]
 
-    def roll_up(self, species_probs: Any) -> Any:
+    def roll_up(self, species_probs: object) -> object:
         """Sum species probabilities (n_images x n_species) into taxon probabilities at the rank.
 
         Dense in, dense out. A scipy sparse matrix (e.g. each image's top-k species of a
@@ -103,7 +103,7 @@ class RankRuns:
     starts: Any
     """int64: where each run begins, as a position among the runs of the next narrower rank (for the rank just
     above the labels: among the species). Runs cover every position; the first starts at 0."""
-    named: Any
+    named: object
     """int64: the runs that are taxa (those whose lineages name the rank), in order; a run of lineages without a
     name at the rank belongs to no taxon, as in :class:`Membership`."""
     taxa: tuple[tuple[str | None, ...], ...]
@@ -147,7 +147,7 @@ class LineageRuns:
     """Columns of the species blocks rolled up."""
     ranks: tuple[RankRuns, ...]
     """Narrowest rank first (genus for species labels), up to kingdom."""
-    run_of_species: Any
+    run_of_species: object
     """int32: the run of the narrowest rank each species column is in (its ``run_of_position``)."""
 
     def rank(self, rank: Rank | str) -> RankRuns:
@@ -168,7 +168,7 @@ class LineageRuns:
             out.append(np.append(starts[1:], self.n_species))
         return out
 
-    def run_sums(self, columns: Any) -> list[Any]:
+    def run_sums(self, columns: object) -> list[Any]:
         """Per rank (narrowest first), the sum over every run, named or not, of a species-major block
         (species x images); each rank's from the narrower one's."""
         if not self.ranks:  # labels at kingdom: no rank above them
@@ -178,7 +178,7 @@ class LineageRuns:
             sums.append(runs.matrix @ sums[-1])
         return sums
 
-    def roll_up_columns(self, columns: Any) -> dict[Rank, Any]:
+    def roll_up_columns(self, columns: object) -> dict[Rank, Any]:
         """Taxon probabilities at every rank (taxa x images) from a dense species-major block (species x images,
         rows in lineage order; C-contiguous is the fast case)."""
         import numpy as np
@@ -188,7 +188,7 @@ class LineageRuns:
             raise ValueError(f"species probabilities have {columns.shape[0]} rows, the runs {self.n_species}")
         return {runs.rank: sums[runs.named] for runs, sums in zip(self.ranks, self.run_sums(columns), strict=True)}
 
-    def roll_up(self, species_probs: Any) -> dict[Rank, Any]:
+    def roll_up(self, species_probs: object) -> dict[Rank, object]:
         """Taxon probabilities at every rank from species probabilities (images x species, columns in lineage
         order): dense in, dense out (images x taxa; one segmented sum per rank); a scipy sparse matrix in, CSR
         out per rank (segmented sums over the stored entries, so the cost follows them, not images x species)."""
@@ -202,7 +202,7 @@ class LineageRuns:
             raise ValueError(f"species probabilities have {block.shape[1]} columns, the runs {self.n_species}")
         return {rank: taxa.T for rank, taxa in self.roll_up_columns(np.ascontiguousarray(block.T)).items()}
 
-    def top(self, species_probs: Any, chunk: int = 1024) -> dict[Rank, tuple[Any, Any]]:
+    def top(self, species_probs: object, chunk: int = 1024) -> dict[Rank, tuple[Any, Any]]:
         """Each image's most probable taxon at every rank and its probability, from dense images x species
         probabilities: rolled up ``chunk`` images at a time with float64 sums (the streaming scorer's precision,
         so both zero-shot paths agree to 1e-6 at 50,000 species, where float32 sums drift by more), a tie to the
@@ -221,7 +221,7 @@ class LineageRuns:
                     out[rank][1][start:stop] = taxa[best, np.arange(stop - start)]
         return out
 
-    def _roll_up_sparse(self, probs: scipy.sparse.csr_matrix) -> dict[Rank, Any]:
+    def _roll_up_sparse(self, probs: scipy.sparse.csr_matrix) -> dict[Rank, object]:
         import numpy as np
         import scipy.sparse
 
@@ -233,7 +233,7 @@ class LineageRuns:
         indptr = np.asarray(probs.indptr, dtype=np.int64)
         run = self.ranks[0].run_of_position[probs.indices]
         data = probs.data
-        out: dict[Rank, Any] = {}
+        out: dict[Rank, object] = {}
         for level, runs in enumerate(self.ranks):
             if level:  # the runs of this rank that hold each run of the narrower one
                 run = runs.run_of_position[run]
@@ -260,7 +260,7 @@ class LineageRuns:
         return out
 
 
-def top_taxa(rolled: Any) -> tuple[Any, Any]:
+def top_taxa(rolled: Any) -> tuple[object, object]:
     """Each row's most probable taxon and its probability, from a dense or CSR roll-up at one rank; a tie goes
     to the lower column (as ``argmax`` does), and a row without probability gets taxon 0 and probability 0."""
     import numpy as np

@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from cladebench.registry import Registry
 
@@ -51,10 +50,10 @@ class Builder:
     def config(self) -> type:
         return getattr(importlib.import_module(self.config_module or self.module), self.config_name)
 
-    def function(self) -> Callable[[Any], Any]:
+    def function(self) -> Callable[[object], object]:
         return getattr(importlib.import_module(self.module), self.function_name)
 
-    def build(self, config: Any) -> Any:
+    def build(self, config: object) -> object:
         return self.function()(config)
 
 

@@ -32,7 +32,7 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def counts(values: Iterable[Any]) -> dict[str, int]:
+def counts(values: Iterable[object]) -> dict[str, int]:
     """How often each value occurs, most frequent first (ties by value), keys as text."""
     return {str(k): v for k, v in sorted(Counter(values).items(), key=lambda kv: (-kv[1], str(kv[0])))}
 

@@ -289,7 +289,7 @@ async def fetch_pending(pending: list[DownloadItem], store: DownloadStore, confi
     if not pending:
         return []
     own = client is None
-    http = _client(config) if own else client
+    http = _client(config) if client is None else client
     try:
         fetcher = _Fetcher(http, store, config, on_done)
         return await gather_or_cancel([fetcher.fetch(i) for i in pending])

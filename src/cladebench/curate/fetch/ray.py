@@ -81,7 +81,7 @@ def _shard_failures(shard: list[DownloadItem], error: Exception) -> list[Result]
     return [DownloadFailure(i.key, i.url, "ray_task", detail, None, type(cause).__name__, 0) for i in shard]
 
 
-def _gather(ray: ModuleType, tasks: dict[Any, list[DownloadItem]], store: DownloadStore, bar: Any) -> list[Result]:
+def _gather(ray: ModuleType, tasks: dict[object, list[DownloadItem]], store: DownloadStore, bar: Any) -> list[Result]:
     """Every shard's records, taken as shards finish; the driver appends their manifest lines."""
     results: list[Result] = []
     try:

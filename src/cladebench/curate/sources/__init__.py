@@ -59,14 +59,14 @@ class Source:
         """The frozen config of ``cladebench load <name>``: the source's own options only."""
         return getattr(importlib.import_module("cladebench.curate.sources.load_config"), self.config_name)
 
-    def load(self, attribute: str) -> Callable[..., Any]:
+    def load(self, attribute: str) -> Callable[..., object]:
         """The named function of the source's module."""
         return getattr(importlib.import_module(self.module), attribute)
 
-    def read(self, *args: Any, **kwargs: Any) -> Any:
+    def read(self, *args: object, **kwargs: object) -> object:
         return self.load(self.reader)(*args, **kwargs)
 
-    def build(self, *args: Any, **kwargs: Any) -> Any:
+    def build(self, *args: object, **kwargs: Any) -> Any:
         return self.load(self.builder)(*args, **kwargs)
 
 
@@ -183,7 +183,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 """The first bytes of a gzip file, whatever its name."""
 
 
-def _open_bytes(path: str | Path) -> IO[bytes]:
+def _open_bytes(path: str | Path) -> gzip.GzipFile | io.BufferedReader:
     """``path``'s bytes, decompressed when it is gzip (sniffed, not by name: ``.csv`` files arrive compressed)."""
     with open(path, "rb") as probe:
         compressed = probe.read(2) == GZIP_MAGIC
@@ -223,19 +223,19 @@ def input_paths(paths: str | Path | Iterable[str | Path] | None) -> list[str | P
 
 def _parquet_under(folder: Path) -> list[Path]:
     """Every ``*.parquet`` file under ``folder``, hidden files and folders left out, sorted by path."""
-    found = []
+    found: list[Path] = []
     for root, folders, files in os.walk(folder):
         folders[:] = [name for name in folders if not name.startswith(".")]
         found.extend(Path(root) / name for name in files if name.endswith(".parquet") and not name.startswith("."))
     return sorted(found)
 
 
-def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, Any]) -> pa.Table:
+def with_stats(table: pa.Table, key: bytes, stats: Mapping[str, object]) -> pa.Table:
     """The table with a reader's counts kept in its schema metadata under ``key`` (read back by :func:`stats_of`)."""
     return table.replace_schema_metadata({key: json.dumps(stats, default=str).encode()})
 
 
-def stats_of(table: pa.Table, key: bytes) -> dict[str, Any]:
+def stats_of(table: pa.Table, key: bytes) -> dict[str, object]:
     """The counts a reader kept in the table's schema metadata under ``key``; empty when there are none."""
     raw = (table.schema.metadata or {}).get(key)
     return {} if raw is None else json.loads(raw)

@@ -48,10 +48,10 @@ import contextlib
 import gzip
 import zipfile
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cladebench.errors import CladebenchError, SchemaError
 
@@ -74,7 +74,7 @@ class BadRecords:
         if len(kept) < EXAMPLES_PER_REASON:
             kept.append(str(example)[:200])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"counts": dict(sorted(self.counts.items())), "examples": dict(sorted(self.examples.items()))}
 
 
@@ -82,7 +82,7 @@ class BadRecords:
 
 
 @contextlib.contextmanager
-def open_json_bytes(path: str | Path) -> Iterator[IO[bytes]]:
+def open_json_bytes(path: str | Path) -> Iterator[IO[bytes] | gzip.GzipFile]:
     """The JSON bytes of ``path``: plain, gzip, or the one ``.json`` member of a zip (sniffed, not by name)."""
     path = Path(path)
     try:
@@ -106,7 +106,7 @@ def open_json_bytes(path: str | Path) -> Iterator[IO[bytes]]:
             yield stream
 
 
-def stream_items(path: str | Path, prefix: str) -> Iterator[Any]:
+def stream_items(path: str | Path, prefix: str) -> Generator[object, None, None]:
     """The values under ``prefix`` (ijson's prefix: ``images.item`` for each element of the top-level ``images``),
     one at a time; numbers with a fraction come as floats. Malformed JSON is an error naming the file."""
     import ijson
@@ -149,7 +149,7 @@ def require_array(path: str | Path, key: str, what: str) -> None:
 
 
 def stream_records(path: str | Path, key: str, noun: str, bad: BadRecords, missing: str | None, *,
-                   empty_allowed: bool = True) -> Iterator[Mapping[str, Any]]:
+                   empty_allowed: bool = True) -> Iterator[Mapping[str, object]]:
     """Each object of the top-level ``key`` array, in file order: an element that is not an object is counted as
     ``<noun>_not_an_object`` and skipped. When the array had no element at all, ``missing`` (where the format keeps
     them) makes it a :class:`SchemaError`: a file without the array (:func:`require_array`), or, unless
@@ -167,7 +167,7 @@ def stream_records(path: str | Path, key: str, noun: str, bad: BadRecords, missi
         require_array(path, key, missing)
 
 
-def first_item(path: str | Path, prefix: str) -> Any:
+def first_item(path: str | Path, prefix: str) -> object:
     """The first value under ``prefix`` (a top-level object such as ``info``), or None when there is none."""
     items = stream_items(path, prefix)
     try:
@@ -176,7 +176,7 @@ def first_item(path: str | Path, prefix: str) -> Any:
         items.close()
 
 
-def as_text_id(value: Any) -> str | None:
+def as_text_id(value: object) -> str | None:
     """An id as text (``location`` and ``id`` are ints in older collections), or None when absent or not scalar."""
     if isinstance(value, bool) or value is None:
         return None
@@ -277,7 +277,7 @@ class CctImage:
     """The collection marked the image as failing to load."""
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -318,7 +318,7 @@ def read_images(path: str | Path, wanted: Mapping[str, tuple[str, ...]], bad: Ba
         )
 
 
-def read_description(path: str | Path) -> dict[str, Any]:
+def read_description(path: str | Path) -> dict[str, object]:
     """The file's ``info`` object (``version``, ``description``, ...), or ``{}`` when it has none."""
     info = first_item(path, "info")
     return dict(info) if isinstance(info, Mapping) else {}

@@ -68,7 +68,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -219,10 +218,10 @@ class _Rows:
     """Column lists filled row by row, and the counts the reader reports."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {f.name: [] for f in READ_SCHEMA}
+        self.columns: dict[str, list[object]] = {f.name: [] for f in READ_SCHEMA}
         self.counts: Counter[str] = Counter()
 
-    def add(self, **values: Any) -> None:
+    def add(self, **values: object) -> None:
         for name, column in self.columns.items():
             column.append(values.get(name))
 
@@ -334,7 +333,7 @@ def _lookup(lookup: str | Path | Mapping[str, Sequence[str]] | None) -> dict[str
     return {anchor: _group(anchor, members) for anchor, members in lookup.items()}
 
 
-def read_stats(table: pa.Table) -> dict[str, Any]:
+def read_stats(table: pa.Table) -> dict[str, object]:
     """The counts :func:`read_crypticbio` recorded in the table's schema metadata."""
     return stats_of(table, READ_STATS_KEY)
 
@@ -358,7 +357,7 @@ class CrypticBioBuild:
     """Rows left out, by download failure reason."""
     download: DownloadReport
     """The downloader's full report."""
-    read_stats: dict[str, Any]
+    read_stats: dict[str, object]
     """The reader's counts (missing dates, coordinates, cryptic groups) over the whole CSV, before ``limit``."""
 
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from cladebench.config import OPTION, at_least, bare_value, positive
 from cladebench.raycluster import DEFAULT_ADDRESS
@@ -25,7 +25,7 @@ class LoadConfig:
     out: Path = field(metadata=OPTION)
     """Where to write the Lance dataset (must not exist); failures go to OUT.failures.parquet beside it."""
 
-    def builder_options(self) -> dict[str, Any]:
+    def builder_options(self) -> dict[str, object]:
         """Keyword arguments of the source's builder besides the path and ``out``."""
         return {}
 
@@ -57,7 +57,7 @@ class FetchingLoadConfig(LoadConfig):
         if self.limit is not None:
             at_least("--limit", self.limit, 1)
 
-    def builder_options(self) -> dict[str, Any]:
+    def builder_options(self) -> dict[str, object]:
         from cladebench.curate.fetch import DownloadConfig
 
         return {"limit": self.limit, "download_dir": self.download_dir,
@@ -74,7 +74,7 @@ class CrypticBioLoadConfig(FetchingLoadConfig):
     lookup: Path | None = None
     """Cryptic-group lookup (anchor<TAB>comma-separated look-alikes) to attach as cryptic_group."""
 
-    def builder_options(self) -> dict[str, Any]:
+    def builder_options(self) -> dict[str, object]:
         return {**super().builder_options(), "lookup": self.lookup}
 
 
@@ -92,7 +92,7 @@ class InquireRerankLoadConfig(LoadConfig):
     queries: tuple[Path, ...] = ()
     """INQUIRE query CSVs, to fill query_id by exact text when the Parquet files lack it."""
 
-    def builder_options(self) -> dict[str, Any]:
+    def builder_options(self) -> dict[str, object]:
         return {"queries": list(self.queries) or None}
 
 
@@ -127,7 +127,7 @@ class ImagesLoadConfig(FetchingLoadConfig):
     """A photo byte-identical to one before it (the same image_sha256): keep it (counted), or drop it (a
     failures row naming the first)."""
 
-    def builder_options(self) -> dict[str, Any]:
+    def builder_options(self) -> dict[str, object]:
         return {**super().builder_options(), "kind": self.layout, "columns": self.column,
                 "images_dir": self.images_dir, "taxonomy": self.taxonomy, "license": self.license,
                 "attribution": self.attribution, "overwrite": self.overwrite, "duplicates": self.duplicates}

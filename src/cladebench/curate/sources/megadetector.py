@@ -44,7 +44,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.curate.sources.cameratrap import BadRecords, first_item, normalise_path, stream_records
 from cladebench.errors import SchemaError
@@ -69,7 +68,7 @@ class DetectorRun:
         note says of files without one."""
         return self.megadetector_version or self.detector or "MegaDetector v4 (the output names no detector)"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"format_version": self.format_version, "detector": self.detector,
                 "megadetector_version": self.megadetector_version, "version": self.version,
                 "categories": dict(self.categories)}
@@ -102,7 +101,7 @@ class ImageDetections:
     failure: str | None = None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
 
@@ -122,11 +121,11 @@ def read_detector_run(path: str | Path) -> DetectorRun:
                        categories={str(k): str(v) for k, v in categories.items()})
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _detection(record: Any, run: DetectorRun, file: str, bad: BadRecords) -> Detection | None:
+def _detection(record: object, run: DetectorRun, file: str, bad: BadRecords) -> Detection | None:
     if not isinstance(record, Mapping):
         bad.add("detection_not_an_object", f"{file}: {record!r}")
         return None

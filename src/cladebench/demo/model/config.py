@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.registry import Registry
 
@@ -165,7 +165,7 @@ class DemoModelConfig:
         object.__setattr__(self, "name_styles", tuple(self.name_styles))
         object.__setattr__(self, "template_weights", tuple(float(w) for w in self.template_weights))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready fields (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
@@ -197,7 +197,7 @@ def demo_world(world_seed: int = 0) -> World:
     return make_world(WorldConfig(seed=world_seed))
 
 
-def world_identity(world: World) -> dict[str, Any]:
+def world_identity(world: World) -> dict[str, object]:
     """What decides the world a model learned: config (names resolved) and where the names came from.
 
     Part of the cache key, so a checkpoint trained with generated names is never served for a world
@@ -209,12 +209,12 @@ def world_identity(world: World) -> dict[str, Any]:
 
 # --- the model -----------------------------------------------------------------------------------
 
-VISION_TOWERS: Registry[Callable[[DemoModelConfig], dict[str, Any]]] = Registry("vision tower")
+VISION_TOWERS: Registry[Callable[[DemoModelConfig], dict[str, object]]] = Registry("vision tower")
 """Vision tower name -> open_clip ``vision_cfg`` for a config (raising ValueError for an impossible one)."""
 
 
 @VISION_TOWERS.register("resnet")
-def _resnet_tower(config: DemoModelConfig) -> dict[str, Any]:
+def _resnet_tower(config: DemoModelConfig) -> dict[str, object]:
     if config.image_size % 32:
         raise ValueError(f"the ResNet tower needs image_size a multiple of 32, got {config.image_size}")
     # heads = width * 32 / head_width: one head per first-stage channel, 32 dims each.
@@ -223,7 +223,7 @@ def _resnet_tower(config: DemoModelConfig) -> dict[str, Any]:
 
 
 @VISION_TOWERS.register("vit")
-def _vit_tower(config: DemoModelConfig) -> dict[str, Any]:
+def _vit_tower(config: DemoModelConfig) -> dict[str, object]:
     if config.image_size % config.patch_size:
         raise ValueError(f"image_size {config.image_size} is not a multiple of patch_size {config.patch_size}")
     if config.vision_width % 32:
@@ -232,7 +232,7 @@ def _vit_tower(config: DemoModelConfig) -> dict[str, Any]:
             "patch_size": config.patch_size, "head_width": 32}
 
 
-def model_configs(config: DemoModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+def model_configs(config: DemoModelConfig) -> tuple[dict[str, object], dict[str, object]]:
     """open_clip ``model_cfg`` and ``preprocess_cfg`` of the demo model."""
     import open_clip
 
@@ -248,7 +248,7 @@ def model_configs(config: DemoModelConfig) -> tuple[dict[str, Any], dict[str, An
     return model_cfg, preprocess_cfg
 
 
-def architecture_name(model_cfg: dict[str, Any]) -> str:
+def architecture_name(model_cfg: dict[str, object]) -> str:
     """The name open_clip registers the config under (``<name>.json`` beside the weights), unique per config."""
     digest = hashlib.sha256(json.dumps(model_cfg, sort_keys=True).encode()).hexdigest()[:8]
     return f"cladebench-demo-{digest}"

@@ -72,7 +72,7 @@ def evaluate_zero_shot(model_id: str, *, n_images: int = 1024, seed: int = HELD_
                        world_seed: int | None = None, name_styles: Sequence[str] = ("taxon", "sci", "com",
                                                                                     "taxon_com"),
                        templates: str | Sequence[str] = "bioclip", text_cache_dir: str | Path | None = None,
-                       device: str = "cpu", workers: int = 2, progress: bool = False) -> dict[str, Any]:
+                       device: str = "cpu", workers: int = 2, progress: bool = False) -> dict[str, object]:
     """Held-out zero-shot top-1 of a model at species and at every higher rank.
 
     Photos: ``n_images`` of :func:`held_out_observations` (draw ``seed``, held-out observers only),

@@ -56,8 +56,8 @@ def render_full(items: Sequence[tuple[int, int]]) -> list[Image.Image]:
     return [_WORKER_WORLD.render(species, seed=seed) for species, seed in items]
 
 
-def in_workers(world: World, chunks: Sequence[Any], work: Callable[..., Any], workers: int,
-                local: Callable[[Any], Any], *args: Any) -> Iterator[Any]:
+def in_workers(world: World, chunks: Sequence[object], work: Callable[..., object], workers: int,
+                local: Callable[[Any], object], *args: object) -> Iterator[Any]:
     """``work(chunk, *args)`` for every chunk, in order, in ``workers`` forked processes (else ``local(chunk)``
     here).
 

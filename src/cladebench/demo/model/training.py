@@ -41,9 +41,10 @@ def _deterministic_torch(threads: int) -> Iterator[None]:
         torch.set_num_threads(threads_before)
 
 
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, object]]:
     """open_clip's training recipe: no decay on gains, biases, the logit scale or 1-d parameters."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, parameter in model.named_parameters():
         exclude = parameter.ndim < 2 or any(k in name for k in ("bn", "ln", "bias", "logit_scale"))
         (no_decay if exclude else decay).append(parameter)
@@ -125,7 +126,7 @@ def _tokens(tokenizer: Any, captions: list[str], cache: dict[str, torch.Tensor])
 
 
 def train_weights(config: DemoModelConfig, world: World, pool: np.ndarray, pool_species: np.ndarray,
-                   model_cfg: dict[str, Any], preprocess_cfg: dict[str, Any], tokenizer: Any,
+                   model_cfg: dict[str, object], preprocess_cfg: dict[str, object], tokenizer: object,
                    progress: bool) -> tuple[dict[str, torch.Tensor], list[float]]:
     import open_clip
     import torch

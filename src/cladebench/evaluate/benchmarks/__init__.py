@@ -47,7 +47,7 @@ def get_benchmark(name: str) -> Benchmark | None:
     return BENCHMARKS.get(name)
 
 
-def named_benchmark(dataset: str, *, data: Any = None) -> Benchmark | None:
+def named_benchmark(dataset: str, *, data: object = None) -> Benchmark | None:
     """The benchmark ``dataset`` names, or None for a path or URI (a local folder that happens to bear a
     benchmark's name is a path). The one place this is decided; ``--data`` for a path or URI is a usage error."""
     benchmark = get_benchmark(dataset)
@@ -60,7 +60,7 @@ def named_benchmark(dataset: str, *, data: Any = None) -> Benchmark | None:
 
 
 def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[str]
-                   ) -> tuple[Any, dict[str, dict[str, Any]]]:
+                   ) -> tuple[object, dict[str, dict[str, object]]]:
     """The config with the benchmark's protocol filled in where the user gave no setting, and each given setting
     that departs from the protocol, that is, from every one of its runs (name -> the protocol's value and the one
     run). Reads nothing. A task the
@@ -69,8 +69,8 @@ def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[st
         return config, {}
     protocol = benchmark.protocol(config.task or benchmark.task)
     fields = {f.name for f in dataclasses.fields(config) if f.init}
-    changes: dict[str, Any] = {}
-    departures: dict[str, dict[str, Any]] = {}
+    changes: dict[str, object] = {}
+    departures: dict[str, dict[str, object]] = {}
     for name, value in {"task": protocol.task, **protocol.settings}.items():
         if name == "column" and getattr(config, "model", None) is not None:
             continue  # the model names the column holding its vectors
@@ -88,17 +88,17 @@ def apply_protocol(config: Any, benchmark: Benchmark | None, given: frozenset[st
     return (dataclasses.replace(config, **changes) if changes else config), departures
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def locate(benchmark: Benchmark, config: Any) -> Located:
+def locate(benchmark: Benchmark, config: object) -> Located:
     """Where the benchmark's data is (built once when it is built from files); a published dataset's embeddings
     are checked against their pinned revisions."""
     return benchmark.locate(mirror_folder(benchmark, getattr(config, "data", None)))
 
 
-def check_model_has_column(benchmark: Benchmark, located: Located, config: Any, spec: Any,
+def check_model_has_column(benchmark: Benchmark, located: Located, config: object, spec: Any,
                            dataset: lance.LanceDataset) -> None:
     """A benchmark that publishes embeddings is never embedded into: a --model without a column there is refused
     before it loads, with the commands that make a local copy to embed. Asked by the evaluation plan, on the dataset

@@ -45,10 +45,10 @@ class Protocol:
 
     task: str
     """The registered task (``zeroshot``, ``fewshot``, ...)."""
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, object] = field(default_factory=dict)
     """Eval settings the protocol fixes; a single ``eval`` applies each one the user left at its default (a
     ``column`` only when no ``--model`` names the vectors)."""
-    runs: tuple[Mapping[str, Any], ...] = ({},)
+    runs: tuple[Mapping[str, object], ...] = ({},)
     """The evaluations the standard protocol consists of, each as settings on top of :attr:`settings` (e.g. one per
     name style, or all rows and unseen rows only): what a suite runs for each model."""
     needs_model: bool = True
@@ -64,7 +64,7 @@ class Headline:
     """The protocol's task the number comes from."""
     metric: str
     """The metric's name without group prefix (``top1_species``, ``ap@100``)."""
-    run: Mapping[str, Any] = field(default_factory=dict)
+    run: Mapping[str, object] = field(default_factory=dict)
     """Which of the protocol's :attr:`Protocol.runs` (e.g. ``{"name_style": "sci"}``); ``{}`` the first, all rows."""
 
 
@@ -119,9 +119,9 @@ class Benchmark:
     """Opened where it is published (projection and filter pushdown) rather than built into the cache."""
     publishes_embeddings: bool = False
     """Its dataset carries image embeddings of named models (evaluated as they are; never embedded here)."""
-    fetch: Callable[[Path], Any] | None = None
+    fetch: Callable[[Path], object] | None = None
     """Builds the dataset at the given path from the published files (network); None for a remote benchmark."""
-    from_mirror: Callable[[Path, Path], Any] | None = None
+    from_mirror: Callable[[Path, Path], object] | None = None
     """Builds the dataset at the second path from a mirror folder; None for a remote benchmark."""
     locate_remote: Callable[[Benchmark, Path | None], Located] | None = None
     """For a remote benchmark: the dataset in a mirror folder (given) or at its release (None), checked."""
@@ -226,7 +226,7 @@ def mirror_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
+def build_once(path: Path, build: Callable[[Path], object]) -> object:
     """Build the dataset at ``path`` unless it is there: into a hidden sibling first, moved into place when the
     build has returned, so an interrupted or failed build leaves no dataset that a later run would read. The
     failures table a build writes beside its output (``<out>.failures.parquet``) moves along. Two processes
@@ -240,7 +240,7 @@ def build_once(path: Path, build: Callable[[Path], Any]) -> Any:
         return None if path.is_dir() else _build(path, build)
 
 
-def _build(path: Path, build: Callable[[Path], Any]) -> Any:
+def _build(path: Path, build: Callable[[Path], object]) -> object:
     failures = None
     try:
         with staged_folder(path, tag="partial") as partial:  # a killed build's folder goes with the next build
@@ -254,6 +254,6 @@ def _build(path: Path, build: Callable[[Path], Any]) -> Any:
     return _summary(result)
 
 
-def _summary(result: Any) -> Any:
+def _summary(result: object) -> object:
     """What of a build's return value the run record keeps (a revision fetched), JSON-friendly."""
     return result if isinstance(result, (dict, str)) or result is None else None

@@ -28,7 +28,6 @@ How it is read:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cladebench.environment import OFFLINE_REASON, hub_offline
 from cladebench.errors import DatasetNotFoundError, RemoteUnavailableError
@@ -60,7 +59,7 @@ DEFAULT_COLUMN = "emb_bioclip2"
 """The published column few-shot and retrieval read when no model names one (the one both repositories hold)."""
 
 _GROUPED = {"group_by": "challenge_group"}
-_EXPOSURE_RUNS = ({}, {"unseen_only": True})
+_EXPOSURE_RUNS: tuple[dict[str, object], ...] = ({}, {"unseen_only": True})
 # One few-shot run per shot count and exposure: a group too small for 5 shots is left out of that run (with its
 # reason), and when no group is large enough that run alone is skipped, not the 1-shot run beside it.
 _FEWSHOT_RUNS = tuple({"shots": (shots,), **exposure} for exposure in _EXPOSURE_RUNS for shots in (1, 5))
@@ -79,7 +78,7 @@ PUBLISHED: tuple[PublishedFigure, ...] = ()
 BioCLIP 2 paper predates the dataset; nothing is shown beside our numbers."""
 
 
-def _sidecar_from_hub(repo: str) -> dict[str, dict[str, Any]] | None:
+def _sidecar_from_hub(repo: str) -> dict[str, dict[str, object]] | None:
     """The release's sidecar, fetched once into the Hub's cache; None when the release has none."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
@@ -108,7 +107,7 @@ def _locate(benchmark: Benchmark, mirror: Path | None) -> Located:
         uri = str(path)
         dataset = store.open_dataset(uri)
         sidecar, absent = load_published_sidecar(mirror / SIDECAR_PATH, SIDECAR_NAME)
-        provenance: dict[str, Any] = {"kind": "mirror", "folder": str(mirror.resolve()), "source": benchmark.source,
+        provenance: dict[str, object] = {"kind": "mirror", "folder": str(mirror.resolve()), "source": benchmark.source,
                                       "release": None, "pinned_release": RELEASE}
     else:
         uri = f"hf://datasets/{repo}@{RELEASE}/{DATA_PATH}"

@@ -13,7 +13,6 @@ and MRR as the INQUIRE paper reports them; Co-Observed by lineage completion, pe
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cladebench.environment import OFFLINE_REASON, hub_offline
 from cladebench.errors import CladebenchError
@@ -23,7 +22,7 @@ INQUIRE_RERANK_FILES = ("*validation-*.parquet", "*test-*.parquet")
 """Hub file patterns of INQUIRE-Rerank's splits (fnmatch, so they match inside ``data/`` as well)."""
 
 
-def hub_snapshot(repo_id: str, patterns: list[str], *, name: str, how: str) -> tuple[Path, dict[str, Any]]:
+def hub_snapshot(repo_id: str, patterns: list[str], *, name: str, how: str) -> tuple[Path, dict[str, object]]:
     """The published files of a Hub dataset (fetched once into the Hub's cache) and the commit they are at; offline
     (:func:`~cladebench.environment.hub_offline`) an error that says ``how`` to build the benchmark from local files."""
     if hub_offline():
@@ -48,7 +47,7 @@ PROTOCOL_SPLITS = ("test",)
 rather than built and then found to select no row."""
 
 
-def _fetch_inquire_rerank(out: Path) -> dict[str, Any]:
+def _fetch_inquire_rerank(out: Path) -> dict[str, object]:
     from cladebench.curate.sources.inquire import build_inquire_rerank
 
     # The shards sit in data/ (data/test-00000-of-00004.parquet); only the two splits the dataset card declares
@@ -83,7 +82,7 @@ register_benchmark(Benchmark(
 ))
 
 
-def _fetch_inat_coobserved(out: Path) -> dict[str, Any]:
+def _fetch_inat_coobserved(out: Path) -> dict[str, object]:
     from cladebench.curate.sources.coobserved import build_inat_coobserved
 
     folder, fetched = hub_snapshot(

@@ -13,7 +13,19 @@ command line's ``suite --help`` reads the config alone); its modules import each
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cladebench.lazy import present_lazily
+
+if TYPE_CHECKING:  # what present_lazily presents, as the type checker sees it (nothing imported at run time)
+    from cladebench.evaluate.suite.plan import PlannedRun, SuiteConfig, plan_suite, protocol_name  # noqa: F401
+    from cladebench.evaluate.suite.results import (  # noqa: F401
+        RESULTS_FILE,
+        format_results,
+        read_results,
+        require_results,
+    )
+    from cladebench.evaluate.suite.runner import SuiteSummary, run_suite  # noqa: F401
 
 __all__ = present_lazily(__name__, {
     "plan": ("PlannedRun", "SuiteConfig", "plan_suite", "protocol_name"),

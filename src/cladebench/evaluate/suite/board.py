@@ -63,7 +63,7 @@ def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str, 
     older or newer; the newest stands for the model). The benchmark is part of the key: the four CrypticBio
     benchmarks share their protocol and metric names, and a column shows its own benchmark's run only. A newest
     row refused as ``unverified`` is the latest too (the caller shows why): an older run never stands in for it."""
-    out: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
+    out: dict[tuple[str, str, str, str], Mapping[str, object]] = {}
     rows = [r for r in rows if r.get("status") in ("finished", "unverified") and r.get("metric")]
     for row in sorted(rows, key=lambda r: str(r.get("recorded_at") or "")):
         out[(row["benchmark"], row["model"], row["protocol"], row["metric"])] = row

@@ -23,7 +23,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from cladebench.config import OPTION, parse_text
 from cladebench.errors import UsageError
@@ -94,9 +94,9 @@ class PlannedRun:
     """The named benchmark."""
     task: str
     """The protocol's task."""
-    run: Mapping[str, Any]
+    run: Mapping[str, object]
     """The protocol run's own settings (an entry of ``Protocol.runs``): how the run is told apart in tables."""
-    settings: Mapping[str, Any]
+    settings: Mapping[str, object]
     """Every setting the eval config is built with besides the fixed ones (protocol, run, overrides)."""
     model: str
     """The model as the user named it."""
@@ -121,7 +121,7 @@ class PlannedRun:
 
 
 
-def protocol_name(task: str, run: Mapping[str, Any]) -> str:
+def protocol_name(task: str, run: Mapping[str, object]) -> str:
     """The task and a run's settings in one short stable string (``zeroshot · name_style=sci``)."""
     parts = [task]
     for name, value in run.items():
@@ -161,7 +161,7 @@ def parse_settings(given: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _overrides(task: str, raw: Mapping[str, str]) -> dict[str, Any]:
+def _overrides(task: str, raw: Mapping[str, str]) -> dict[str, object]:
     """The overrides that ``task``'s eval config takes, typed as its fields."""
     config_class = EVAL_CONFIGS.get_named(task)
     hints = typing.get_type_hints(config_class)
@@ -169,7 +169,7 @@ def _overrides(task: str, raw: Mapping[str, str]) -> dict[str, Any]:
     return {name: parse_text(hints[name], value, f"--setting {name}") for name, value in raw.items() if name in fields}
 
 
-def data_identity(benchmark: Benchmark, data: Path | None) -> dict[str, Any]:
+def data_identity(benchmark: Benchmark, data: Path | None) -> dict[str, object]:
     """What a benchmark's data is, by content: a mirror's files digest (paths, sizes, modification times), or the
     published source at its pinned release. A mirror whose files change gets another identity, wherever it lies."""
     if data is not None:
@@ -177,11 +177,11 @@ def data_identity(benchmark: Benchmark, data: Path | None) -> dict[str, Any]:
     return {"published": benchmark.source, "release": benchmark.release}
 
 
-def weights_identity(spec: ModelSpec) -> dict[str, Any]:
+def weights_identity(spec: ModelSpec) -> dict[str, object]:
     """What a model's weights are: its id and pinned revision, and for weights in local files (a ``local-dir:``
     checkpoint, a ``pretrained=`` file) the digest of those files, so retraining into the same folder is a new
     model to the suite."""
-    identity: dict[str, Any] = {"id": spec.id, "revision": spec.revision}
+    identity: dict[str, object] = {"id": spec.id, "revision": spec.revision}
     for candidate in (spec.id.removeprefix("local-dir:") if spec.id.startswith("local-dir:") else None,
                       spec.pretrained):
         path = Path(candidate) if candidate else None
@@ -205,8 +205,8 @@ def metrics_version() -> str:
     return hashlib.sha256(json.dumps(dict(METRIC_DEFINITIONS), sort_keys=True).encode()).hexdigest()
 
 
-def run_key(benchmark: str, task: str, settings: Mapping[str, Any], model: Mapping[str, Any],
-            data: Mapping[str, Any]) -> str:
+def run_key(benchmark: str, task: str, settings: Mapping[str, object], model: Mapping[str, object],
+            data: Mapping[str, object]) -> str:
     """SHA-256 naming a run: the same benchmark, task, settings, model and data (each by content) and metric
     definitions give the same key, in any suite."""
     payload = {"version": KEY_VERSION, "metrics": metrics_version(), "benchmark": benchmark, "task": task,

@@ -63,12 +63,12 @@ ADDED_COLUMNS = frozenset({"off_protocol", "current", "superseded"})
 """Columns added after the first tables were written: a table without them is read with them null."""
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
         value) else None
 
 
-def _what(planned: PlannedRun) -> dict[str, Any]:
+def _what(planned: PlannedRun) -> dict[str, object]:
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(planned.settings.items())}
     return {"benchmark": planned.benchmark.name, "task": planned.task, "protocol": planned.protocol,
             "settings": json.dumps(settings, sort_keys=True, default=str), "model": planned.model,
@@ -83,11 +83,11 @@ def off_protocol_text(record: RunRecord) -> str | None:
     return "; ".join(shown) or None
 
 
-def _setting(value: Any) -> str:
+def _setting(value: object) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: Path) -> list[dict[str, Any]]:
+def finished_rows(planned: PlannedRun, record: RunRecord, run_path: Path, root: Path) -> list[dict[str, object]]:
     """One row per metric of a finished run's record."""
     return metric_rows(record, {**_what(planned), "off_protocol": off_protocol_text(record)},
                        os.path.relpath(run_path, root))
@@ -110,7 +110,7 @@ def metric_rows(record: RunRecord, what: dict[str, Any], run: str) -> list[dict[
     return rows
 
 
-def skipped_row(planned: PlannedRun, reason: str, when: str) -> dict[str, Any]:
+def skipped_row(planned: PlannedRun, reason: str, when: str) -> dict[str, object]:
     """The row of a run that could not run, with why."""
     return {**_what(planned), "metric": None, "value": None, "low": None, "high": None, "n": None, "label": None,
             "run": None, "status": "skipped", "reason": reason, "recorded_at": when, "off_protocol": None}
@@ -176,7 +176,7 @@ def with_currency(table: pa.Table, root: Path | None = None) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
-def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
+def update_results(root: Path, keys: Sequence[str], rows: Sequence[dict[str, object]]) -> Path:
     """Replace every row of the runs ``keys`` by ``rows``, keep every other row, and write the table whole."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -247,7 +247,7 @@ def checked_against_records(table: pa.Table, root: Path) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
-def _other_run(row: dict[str, Any], record: RunRecord) -> str | None:
+def _other_run(row: dict[str, object], record: RunRecord) -> str | None:
     """Why a results row is not its run's own (it names another model, benchmark, task or label than the record
     it points to), or None: the pivot shows a number under the row's model, so that is checked as the number is."""
     from cladebench.provenance import redact
@@ -266,7 +266,7 @@ def _same(row: float | None, stored: float | None) -> bool:
     """A results row's number and its record's: both absent, or equal within a JSON round trip."""
     from cladebench.evaluate.verify import TOLERANCE
 
-    return (row is None) == (stored is None) and (stored is None or abs(row - stored) <= TOLERANCE)
+    return (row is None) == (stored is None) and (row is None or stored is None or abs(row - stored) <= TOLERANCE)
 
 
 def shown(metric: str, value: float | None) -> str:

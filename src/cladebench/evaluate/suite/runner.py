@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cladebench import store
 from cladebench.console import note
@@ -129,9 +128,9 @@ class _Models:
     """Each model built once per suite, when a run first scores with it (a build failure is kept and repeated)."""
 
     def __init__(self) -> None:
-        self.built: dict[str, Any] = {}
+        self.built: dict[str, object] = {}
 
-    def get(self, planned: PlannedRun) -> Any:
+    def get(self, planned: PlannedRun) -> object:
         found = self.built.get(planned.model)
         if found is None:
             try:
@@ -229,7 +228,7 @@ def _run_planned(config: SuiteConfig, planned: list[PlannedRun], say: Callable[[
         counts = {"run": 0, "reused": 0, "skipped": 0}
         located, location_error = _locate_once([p for p in runs if p.key in to_run])
         keys: list[str] = []
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         try:
             for p in runs:
                 if p.key in to_run:
@@ -284,7 +283,7 @@ def _run_planned(config: SuiteConfig, planned: list[PlannedRun], say: Callable[[
     return summary
 
 
-def _locate_once(pending: list[PlannedRun]) -> tuple[Any, str | None]:
+def _locate_once(pending: list[PlannedRun]) -> tuple[object, str | None]:
     """Find (and build once, when it is built from files) the data of a benchmark with runs to make, handed to each
     of its runs; why not, when it cannot be found."""
     if not pending:

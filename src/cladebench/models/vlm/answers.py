@@ -104,7 +104,7 @@ class ChatResult:
 
     text: str
     """The message content the model returned."""
-    data: Any
+    data: object
     """``text`` parsed as JSON in JSON mode (``None`` when not JSON mode or when it did not parse)."""
     json_error: str | None
     """Why ``text`` did not parse as JSON in JSON mode; ``None`` otherwise."""
@@ -120,14 +120,14 @@ def _describe_logprobs(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
+def _first_token(response: Mapping[str, object], spec: EndpointSpec) -> Mapping[str, Any]:
     """The first generated token's logprob entry, or a clear error when the server sent none."""
     choice = _first_choice(response, spec)
     logprobs = choice.get("logprobs")
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
     first = content[0] if isinstance(content, list) and content else None
     top = first.get("top_logprobs") if isinstance(first, Mapping) else None
-    if not isinstance(top, list) or not top:
+    if not isinstance(first, Mapping) or not isinstance(top, list) or not top:
         found = (f"choices[0].logprobs was {_describe_logprobs(logprobs)}" if not isinstance(first, Mapping)
                  else "its top_logprobs were missing or empty")
         raise LogprobsUnsupportedError(
@@ -148,7 +148,7 @@ def _bad_logprob(value: object) -> str | None:
     return None
 
 
-def checked_first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
+def checked_first_token(response: Mapping[str, object], spec: EndpointSpec) -> Mapping[str, object]:
     """:func:`_first_token`, and every logprob in it usable; :class:`InvalidResponseError` otherwise.
 
     Run before an answer is cached and when one is read from the cache, so an impossible answer is
@@ -165,17 +165,17 @@ def checked_first_token(response: Mapping[str, Any], spec: EndpointSpec) -> Mapp
         if problem is not None:
             raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with {problem} "
                                        f"for {where} {entry['token']!r}; the answer was not cached")
-    entries = _token_logprobs(first)  # distinct tokens of the vocabulary: their probabilities sum to at most 1
-    total = math.exp(_logsumexp([logprob for _, logprob in entries]))
+    tokens = _token_logprobs(first)  # distinct tokens of the vocabulary: their probabilities sum to at most 1
+    total = math.exp(_logsumexp([logprob for _, logprob in tokens]))
     if total > 1.0 + SUM_TOLERANCE:
-        p_yes = math.exp(_logsumexp([lp for t, lp in entries if normalise_token(t) in YES_FORMS]))
+        p_yes = math.exp(_logsumexp([lp for t, lp in tokens if normalise_token(t) in YES_FORMS]))
         raise InvalidResponseError(f"endpoint {spec.display_url} (model {spec.name!r}) answered with top logprobs "
                                    f"whose probabilities sum to {total:.2f} (P(Yes) {p_yes:.2f}): not a probability "
                                    "distribution; the answer was not cached")
     return first
 
 
-def _first_choice(response: Mapping[str, Any], spec: EndpointSpec) -> Mapping[str, Any]:
+def _first_choice(response: Mapping[str, object], spec: EndpointSpec) -> Mapping[str, object]:
     choices = response.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         raise EndpointError(f"endpoint {spec.display_url} (model {spec.name!r}) answered without choices: "
@@ -194,7 +194,7 @@ def _token_logprobs(first: Mapping[str, Any]) -> list[tuple[str, float]]:
     return [(token, min(logprob, 0.0)) for token, logprob in entries if not math.isnan(logprob)]
 
 
-def yes_no_from_response(response: Mapping[str, Any], spec: EndpointSpec, key: str = "", *,
+def yes_no_from_response(response: Mapping[str, object], spec: EndpointSpec, key: str = "", *,
                          cached: bool = False, request_key: str | None = None) -> YesNoResult:
     """Score one chat-completions response by the rules in :mod:`cladebench.models.vlm`."""
     first = _first_token(response, spec)
@@ -211,7 +211,7 @@ def yes_no_from_response(response: Mapping[str, Any], spec: EndpointSpec, key: s
     return YesNoResult(key, "scored", _share(log_yes, log_no), p_yes, p_no, token, None, cached, request_key)
 
 
-def chat_from_response(response: Mapping[str, Any], spec: EndpointSpec, *, json_mode: bool, cached: bool = False,
+def chat_from_response(response: Mapping[str, object], spec: EndpointSpec, *, json_mode: bool, cached: bool = False,
                        request_key: str = "") -> ChatResult:
     """The text (and, in JSON mode, the parsed JSON) of one chat-completions response."""
     choice = _first_choice(response, spec)

@@ -6,7 +6,6 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from cladebench.models.endpoint import EndpointSpec
 from cladebench.models.vlm.config import VLMConfig
@@ -27,7 +26,7 @@ class ResponseCache:
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> dict[str, object] | None:
         """The stored response, or ``None`` when absent or unreadable (a damaged file only costs a refetch)."""
         try:
             entry = json.loads(self.path(key).read_text(encoding="utf-8"))
@@ -37,7 +36,7 @@ class ResponseCache:
             return None
         return entry["response"]
 
-    def put(self, key: str, request: Mapping[str, Any], response: Mapping[str, Any]) -> None:
+    def put(self, key: str, request: Mapping[str, object], response: Mapping[str, object]) -> None:
         """Store a response (with the image-free request, for a person reading the file); temp file + rename."""
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +44,7 @@ class ResponseCache:
         atomic_write(path, body)
 
 
-def request_key(spec: EndpointSpec, payload: Mapping[str, Any], image_sha256: str | None,
+def request_key(spec: EndpointSpec, payload: Mapping[str, object], image_sha256: str | None,
                 config: VLMConfig) -> str:
     """SHA-256 naming a request: endpoint, image-free payload, image digest and preparation; never the API key."""
     identity = {

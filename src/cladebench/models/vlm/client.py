@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cladebench.errors import CladebenchError
 from cladebench.models.endpoint import EndpointSpec, parse_endpoint
@@ -45,8 +45,8 @@ def _as_spec(spec: EndpointSpec | str) -> EndpointSpec:
 
 
 
-def _payload(spec: EndpointSpec, text: str, image_url: str | None, params: Mapping[str, Any]) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+def _payload(spec: EndpointSpec, text: str, image_url: str | None, params: Mapping[str, object]) -> dict[str, object]:
+    content: list[dict[str, object]] = []
     if image_url is not None:
         content.append({"type": "image_url", "image_url": {"url": image_url}})
     content.append({"type": "text", "text": text})
@@ -98,7 +98,7 @@ async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, boo
     return b"".join(chunks), False
 
 
-Validator = Callable[[dict[str, Any]], object]
+Validator = Callable[[dict[str, object]], object]
 
 
 class VLMClient:
@@ -215,7 +215,7 @@ class VLMClient:
         An image that does not decode raises :class:`cladebench.images.ImageDecodeError`; an answer over
         ``max_response_bytes`` raises :class:`InvalidResponseError` (and is not cached).
         """
-        params: dict[str, Any] = {"max_tokens": max_tokens or self.config.chat_max_tokens,
+        params: dict[str, object] = {"max_tokens": max_tokens or self.config.chat_max_tokens,
                                   "temperature": self.config.temperature}
         if json_mode:
             params["response_format"] = {"type": "json_object"}
@@ -223,8 +223,8 @@ class VLMClient:
             prompt, image, params, lambda r: chat_from_response(r, self.spec, json_mode=json_mode))
         return chat_from_response(response, self.spec, json_mode=json_mode, cached=cached, request_key=key)
 
-    async def _complete(self, text: str, image: bytes | None, params: Mapping[str, Any],
-                        validate: Validator) -> tuple[dict[str, Any], bool, str]:
+    async def _complete(self, text: str, image: bytes | None, params: Mapping[str, object],
+                        validate: Validator) -> tuple[dict[str, object], bool, str]:
         """(response body, whether it came from the cache, request key); ``validate`` raises on an unusable body."""
         image_sha256 = hashlib.sha256(image).hexdigest() if image is not None else None
         keyed = _payload(self.spec, text, IMAGE_PLACEHOLDER if image is not None else None, params)
@@ -255,7 +255,7 @@ class VLMClient:
             self.cache.put(key, keyed, response)
         return response, False, key
 
-    async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, payload: dict[str, object]) -> dict[str, object]:
         """POST with retries, within the request deadline; the parsed JSON body of the 200 answer."""
         import httpx
 
@@ -306,7 +306,7 @@ class VLMClient:
             await asyncio.sleep(delay)
             spent += delay
 
-    async def _send(self, url: str, payload: dict[str, Any]) -> _Answer:
+    async def _send(self, url: str, payload: dict[str, object]) -> _Answer:
         """One POST, its body read up to ``max_response_bytes`` (the rest is not read)."""
         async with self._http().stream("POST", url, json=payload, headers=self._headers()) as response:
             body, cut = await _read_capped(response, self.config.max_response_bytes)
@@ -321,7 +321,7 @@ class VLMClient:
             return " (no Location)"
         return f" (Location: {self._body_text(answer.location.encode())})"
 
-    def _json_body(self, answer: _Answer, where: str) -> dict[str, Any]:
+    def _json_body(self, answer: _Answer, where: str) -> dict[str, object]:
         if answer.cut:
             raise InvalidResponseError(f"{where} answered with a body over max_response_bytes="
                                        f"{self.config.max_response_bytes} bytes; it was not read further nor cached")
@@ -367,7 +367,7 @@ def chat(prompt: str, image: bytes | None, spec: EndpointSpec | str, config: VLM
                          "chat")
 
 
-def _run_blocking(coroutine: Coroutine[Any, Any, _T], name: str) -> _T:
+def _run_blocking(coroutine: Coroutine[object, object, _T], name: str) -> _T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import string
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cladebench.environment import variable
 from cladebench.errors import CladebenchError, UsageError
@@ -117,7 +116,7 @@ class VLMConfig:
     def resolved_api_key(self) -> str | None:
         return self.api_key or variable(self.api_key_env)
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> dict[str, object]:
         """The settings that shape answers, for a results record (no key, no local paths)."""
         skip = {"api_key", "api_key_env", "cache_dir", "use_cache", "progress", "max_error_body_chars"}
         return {name: value for name, value in asdict(self).items() if name not in skip}

@@ -44,7 +44,7 @@ class ReportContext:
     def has_template(self, section: str) -> bool:
         return f"{section}.{self.format}.j2" in self.environment.list_templates()
 
-    def render(self, section: str, **values: Any) -> Markup | None:
+    def render(self, section: str, **values: object) -> Markup | None:
         """The section's template for this format filled with ``values``; None when the format has none."""
         if not self.has_template(section):
             return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from markupsafe import Markup
@@ -66,7 +65,7 @@ def run_calibration(run: ReportRun, *, chart: bool) -> RunCalibration | None:
 
 
 @register_section("calibration", "Calibration of zero-shot probabilities", order=40)
-def calibration_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def calibration_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     calibrations = [c for run in runs if (c := run_calibration(run, chart=context.format == "html")) is not None]
     if not calibrations:
         return None

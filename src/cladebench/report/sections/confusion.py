@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.report.taxon_names import TaxonName, run_name_style, taxon_name
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 TOP_PAIRS = 10
 """Pairs listed per group and run."""
@@ -91,6 +94,6 @@ def confused_pairs(run: ReportRun, top: int = TOP_PAIRS) -> list[GroupConfusion]
 
 
 @register_section("confusion", "Most-confused pairs", order=50)
-def confusion_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def confusion_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     confusions = [c for run in runs for c in confused_pairs(run) if c.pairs]
     return context.render("confusion", confusions=confusions, top=TOP_PAIRS) if confusions else None

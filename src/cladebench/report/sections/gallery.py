@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
@@ -26,6 +26,9 @@ from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.report.taxon_names import TaxonName, run_name_style, taxon_name
 from cladebench.report.thumbnails import Photo, read_photos
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def _has(run: ReportRun, *columns: str) -> bool:
     return run.predictions is not None and set(columns) <= set(run.predictions.column_names)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return "—" if value is None else str(value)
 
 
@@ -67,6 +70,7 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "true_label", "pred_label", "true_prob", "scored", "top5_probs"):
         return None
     table = run.predictions
+    assert table is not None  # _has found its columns
     table = table.filter(pc.and_(table.column("scored").fill_null(False),
                                  pc.is_finite(table.column("true_prob")).fill_null(False)))
     severity = HEIGHT_COLUMN in table.column_names
@@ -96,9 +100,10 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
 def _rerank(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "query_id", "query", "relevant", "score"):
         return None
+    assert run.predictions is not None  # _has found its columns
     rows = run.predictions.select(["uuid", "query_id", "query", "relevant", "score"]).to_pylist()
     rank_in_query: dict[int, int] = {}
-    by_query: dict[Any, list[int]] = {}
+    by_query: dict[object, list[int]] = {}
     for i, row in enumerate(rows):
         by_query.setdefault(row["query_id"], []).append(i)
     for members in by_query.values():
@@ -121,6 +126,7 @@ def _lineage(run: ReportRun, most: int) -> Picked | None:
               "hint_exact", "hint_depth", "hint_lca_distance", "other_species")
     if not _has(run, *needed):
         return None
+    assert run.predictions is not None  # _has found its columns
     rows = [r for r in run.predictions.select(list(needed)).to_pylist() if r["scored"] and r["hint_exact"] is False]
     rows.sort(key=lambda r: (-(r["hint_lca_distance"] or 0.0), r["uuid"], r["target"]))
     items = tuple(GalleryItem(uuid=r["uuid"], fields=(
@@ -156,7 +162,7 @@ class Gallery:
         return sum(photo is not None and not (photo.license_name or photo.license_link) for _, photo in self.entries)
 
 
-def run_gallery(run: ReportRun, most: int, cache: dict[Any, Any] | None = None) -> Gallery | None:
+def run_gallery(run: ReportRun, most: int, cache: dict[object, object] | None = None) -> Gallery | None:
     """A run's gallery with its photos read from the run's dataset (through ``cache``, a report's photos made
     once); None when its task has no picker."""
     picker = GALLERIES.get(run.task)
@@ -171,7 +177,7 @@ def run_gallery(run: ReportRun, most: int, cache: dict[Any, Any] | None = None) 
 
 
 @register_section("gallery", "Error galleries", order=80)
-def gallery_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def gallery_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     if not context.has_template("gallery"):
         return None
     photos = context.cache.setdefault("photos", {})

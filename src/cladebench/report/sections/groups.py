@@ -9,13 +9,16 @@ per value of a column.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.headline import headline_bases
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun, by_task
 from cladebench.report.sections.base import ReportContext, register_section
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 SHOWN_ELSEWHERE: dict[str, tuple[str, ...]] = {"lineage": ("divergence",)}
 """Task -> breakdown columns that a section of their own shows in more detail (and so are not repeated here)."""
@@ -49,6 +52,6 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
 
 
 @register_section("groups", "By challenge group and breakdown", order=20)
-def groups_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def groups_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("groups", panels=panels) if panels else None

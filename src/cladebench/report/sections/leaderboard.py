@@ -61,7 +61,7 @@ class Cell:
     metric: str
     value: str
     interval: str
-    n: Any
+    n: object
     mark: str
     on: str = ""
     """What the value was computed on: ``45 images, 9 classes``, ``5 reps of 600 query images in all``."""
@@ -122,7 +122,7 @@ def _facts(run: ReportRun) -> tuple[Any, ...]:
 def cohorts(runs: Sequence[ReportRun]) -> list[list[ReportRun]]:
     """Runs grouped by what makes them comparable: the examples they were evaluated on, and the rank, label set,
     split, shots and gallery (runs without readable predictions stand alone)."""
-    groups: dict[Any, list[ReportRun]] = {}
+    groups: dict[object, list[ReportRun]] = {}
     for run in runs:
         key = (run.examples_key, _facts(run)) if run.examples_key else ("alone", run.index)
         groups.setdefault(key, []).append(run)
@@ -205,7 +205,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
 
     marks: dict[tuple[int, str], str] = {}
     units: dict[tuple[int, str], str] = {}
-    differences: dict[tuple[int, str], Any] = {}
+    differences: dict[tuple[int, str], object] = {}
     notes: list[tuple[str, str]] = []
     groups = cohorts(runs)
     for cohort in groups:
@@ -231,7 +231,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
     for metric in metrics:  # one column, several label sets: the numbers are not of one problem
         sizes = {label_set_size(run.record, split_metric(metric)[0]) for run in runs if metric in run.record.metrics}
         if len(sizes - {None}) > 1:
-            told = " vs ".join(str(n) for n in sorted(sizes - {None}))
+            told = " vs ".join(str(n) for n in sorted(n for n in sizes if n is not None))
             notes.append((metric, f"runs score different label sets ({told} labels): not one problem"))
     whole = Board(task=task, metrics=metrics, rows=tuple(rows), notes=())
     parts = split_board(whole)
@@ -270,7 +270,7 @@ def split_board(board: Board) -> tuple[Part, ...]:
     turned (metrics as rows) when it has few runs, or else cut into tables of at most that many metrics."""
     grouped = [m for m in board.metrics if split_metric(m)[0]]
     pooled = [m for m in board.metrics if not split_metric(m)[0]]
-    kinds = []
+    kinds: list[tuple[str | None, list[str], list[str]]] = []
     if grouped:
         bases = list(dict.fromkeys(split_metric(m)[1] for m in grouped))
         one_base = len(bases) == 1
@@ -293,7 +293,7 @@ def split_board(board: Board) -> tuple[Part, ...]:
 
 
 @register_section("leaderboard", "Leaderboard", order=10)
-def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     boards = [board(task, task_runs) for task, task_runs in by_task(runs).items()]
     # The legend is this module's own text, not data: passed as safe so Markdown keeps it as written.
     legend = {mark: Markup(meaning) for mark, meaning in MARKS.items()}

@@ -9,7 +9,7 @@ run, then, per run with the hint, the accuracy at each named rank for each diver
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.formatting import split_metric
@@ -18,6 +18,9 @@ from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.tasks.lineage.targets import CONDITIONS  # the task's conditions, as its metric names start
 from cladebench.taxonomy import RANK_COLUMNS
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 BREAKDOWN = "divergence"
 """Metric prefix of the divergence-rank breakdown (``divergence=class/hint_exact``)."""
@@ -57,6 +60,6 @@ def lineage_panels(runs: Sequence[ReportRun], *, chart: bool) -> list[Panel]:
 
 
 @register_section("lineage", "Lineage completion by divergence rank", order=70)
-def lineage_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def lineage_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     panels = lineage_panels([run for run in runs if run.task == "lineage"], chart=context.format == "html")
     return context.render("lineage", panels=panels) if panels else None

@@ -14,17 +14,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 
 @dataclass(frozen=True)
 class LabelSetRow:
     group: str
     kind: str
-    size: Any
+    size: object
     sha256: str
     source: str
 
@@ -48,7 +51,7 @@ class RunProvenance:
     """(package, version)."""
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A value as text: a list of plain values as its items, a deeper structure as compact JSON."""
     if value is None:
         return "—"
@@ -70,7 +73,7 @@ def _entries(value: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _fact(value: Any) -> Fact:
+def _fact(value: object) -> Fact:
     return _entries(value) if isinstance(value, Mapping) else _text(value)
 
 
@@ -140,5 +143,5 @@ LONG_VALUE = 240
 
 
 @register_section("provenance", "Provenance", order=90)
-def provenance_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def provenance_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     return context.render("provenance", provenances=[run_provenance(run) for run in runs], long_value=LONG_VALUE)

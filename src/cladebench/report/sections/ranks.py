@@ -8,13 +8,16 @@ sister species but never genera shows high genus and low species accuracy. One p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench.evaluate.run import GROUP_SEPARATOR
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun, by_task
 from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.taxonomy import RANK_COLUMNS
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 RANK_METRIC = "top1_{rank}"
 """The per-rank metric charted."""
@@ -42,6 +45,6 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
 
 
 @register_section("ranks", "Accuracy by taxonomic rank", order=30)
-def ranks_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def ranks_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("ranks", panels=panels) if panels else None

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 NEEDED = ("query_id", "query", "relevant", "score")
 """Predictions columns of a rerank run."""
@@ -27,7 +30,7 @@ BINS = tuple(range(0, 101, 10))
 
 @dataclass(frozen=True)
 class HardQuery:
-    query_id: Any
+    query_id: object
     query: str
     ap: float
     positives: int
@@ -70,7 +73,7 @@ def run_ap(run: ReportRun) -> RunAP | None:
 
 
 @register_section("rerank_ap", "Per-query average precision (rerank)", order=60)
-def rerank_ap_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def rerank_ap_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     results = [r for run in runs if (r := run_ap(run)) is not None]
     if not results:
         return None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from markupsafe import Markup
 
@@ -39,11 +38,11 @@ SUITE_KEY = "suite"
 class SuiteData:
     """What the section reads: the suite's finished result rows and its runs as loaded for the report."""
 
-    rows: Sequence[Mapping[str, Any]]
+    rows: Sequence[Mapping[str, object]]
     """Rows of the results table with status finished."""
     runs: Mapping[str, ReportRun]
     """Each row's ``run`` (run.json relative to the suite folder) -> the run loaded for the report."""
-    refused: Sequence[Mapping[str, Any]] = ()
+    refused: Sequence[Mapping[str, object]] = ()
     """Rows refused as ``unverified`` (their run's numbers do not hold): a model's newest such row is its cell,
     said as refused, so an older run never stands in for it."""
     skipped: Sequence[Mapping[str, Any]] = ()
@@ -62,7 +61,7 @@ class Published:
 class SuiteCell:
     value: str
     interval: str
-    n: Any
+    n: object
     mark: str
     raw: float | None
     """The stored value (for a reader of the page's data attributes)."""
@@ -132,7 +131,7 @@ def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[st
 
 
 @register_section(SUITE_KEY, "Suite leaderboard", order=5)
-def suite_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def suite_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     data = context.cache.get(SUITE_KEY)
     if not isinstance(data, SuiteData):
         return None  # not a suite's report

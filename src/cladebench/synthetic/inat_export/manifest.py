@@ -10,7 +10,6 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.errors import CladebenchError
 
@@ -107,7 +106,7 @@ class ExportManifest:
         """Distinct photo ids a reader can parse (a rejected line's id is not one)."""
         return sum(self.photo_outcomes.values()) + len(self.eligible)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "export_dir": str(self.export_dir), "config": dataclasses.asdict(self.config),
             "files": {k: str(v) for k, v in self.files.items()}, "rows": self.rows,

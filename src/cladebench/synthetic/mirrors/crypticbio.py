@@ -50,7 +50,7 @@ def write_crypticbio_mirror(folder: str | Path, world: World, benchmark: str, *,
         writer.writerows(lines)
     by_genus: dict[str, list[str]] = {}
     for species in world.species:
-        by_genus.setdefault(species.lineage.names[Rank.GENUS] or "", []).append(species.lineage.scientific_name)
+        by_genus.setdefault(species.lineage.names[Rank.GENUS] or "", []).append(species.lineage.scientific_name or "")
     with open(folder / "cryptic_groups.tsv", "w", encoding="utf-8") as handle:
         for members in by_genus.values():
             for anchor in members:

@@ -47,7 +47,7 @@ def write_inquire_rerank_mirror(folder: str | Path, world: World, *, queries: in
     paths = []
     for split_index, split in enumerate(("test", "validation")):
         observations = world.observations(queries * candidates, seed=seed + split_index, balanced=True)
-        species = sorted({o.species.lineage.scientific_name for o in observations})[:queries]
+        species = sorted({o.species.lineage.scientific_name or "" for o in observations})[:queries]
         rows = []
         for i, o in enumerate(observations):
             lineage = o.species.lineage
@@ -101,8 +101,9 @@ def write_coobserved_mirror(folder: str | Path, world: World, *, rows: int = 12,
             "observer_name": pair.observer.attribution_name, "observed_on": pair.observed_on,
             "latitude": pair.latitude, "longitude": pair.longitude, "positional_accuracy_m": None,
             "divergence_rank": pair.divergence_rank.column,
-            "kingdom_pair": " / ".join(o["kingdom"] or "" for o in organisms),
-            "class_pair": " / ".join(o["class"] or "" for o in organisms), "n_photos_sharing_observation_pair": 1,
+            "kingdom_pair": " / ".join(s.lineage.names[Rank.KINGDOM] or "" for s in pair.organisms),
+            "class_pair": " / ".join(s.lineage.names[Rank.CLASS] or "" for s in pair.organisms),
+            "n_photos_sharing_observation_pair": 1,
             "organisms": organisms, "in_tol200m": None, "source": "synthetic", "image": {"bytes": body,
                                                                                         "path": f"{pair.photo_id}.jpg"},
         })

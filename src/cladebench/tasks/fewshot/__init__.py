@@ -51,7 +51,35 @@ directly, never this ``__init__``; each name is imported from its module when fi
 :mod:`cladebench.tasks.labelled_rows`.
 """
 
+from typing import TYPE_CHECKING
+
 from cladebench.lazy import present_lazily
+
+if TYPE_CHECKING:  # what present_lazily presents, as the type checker sees it (nothing imported at run time)
+    from cladebench.tasks.fewshot.config import MAX_REPETITIONS, FewShotConfig  # noqa: F401
+    from cladebench.tasks.fewshot.methods import (  # noqa: F401
+        METHODS,
+        SIMPLESHOT_PROTOCOLS,
+        FewShotMethod,
+        MethodOutput,
+        MethodSettings,
+        choose_c,
+        few_shot_method,
+        knn,
+        linear_probe,
+        simpleshot,
+        simpleshot_biobench,
+    )
+    from cladebench.tasks.fewshot.metrics import (  # noqa: F401
+        PAIRED_OVER_QUERIES,
+        T_INTERVAL,
+        few_shot_metrics,
+        few_shot_summary,
+        metric_name,
+        per_query_image_values,
+    )
+    from cladebench.tasks.fewshot.splits import FewShotSplit, SplitPlan, few_shot_splits  # noqa: F401
+    from cladebench.tasks.fewshot.task import few_shot, plan_splits, predict_splits  # noqa: F401
 
 __all__ = present_lazily(__name__, {
     "config": ("MAX_REPETITIONS", "FewShotConfig"),

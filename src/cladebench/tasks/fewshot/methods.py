@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -24,11 +24,16 @@ from cladebench.store.embeddings import normalise_rows
 class MethodSettings(Protocol):
     """What a method reads of the run's config (:class:`~cladebench.tasks.fewshot.config.FewShotConfig` has it)."""
 
-    knn_k: int
-    knn_weights: Literal["distance", "uniform"]
-    linear_cs: tuple[float, ...]
-    linear_folds: int
-    linear_fallback_c: float
+    @property
+    def knn_k(self) -> int: ...
+    @property
+    def knn_weights(self) -> Literal["distance", "uniform"]: ...
+    @property
+    def linear_cs(self) -> tuple[float, ...]: ...
+    @property
+    def linear_folds(self) -> int: ...
+    @property
+    def linear_fallback_c(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,7 @@ def linear_probe(support: np.ndarray, targets: np.ndarray, query: np.ndarray, co
     folds = min(config.linear_folds, int(np.bincount(targets).min()))
     if folds >= 2:
         c, scores = choose_c(support, targets, config.linear_cs, folds, max_iter)
-        details: dict[str, Any] = {"C": c, "chosen_by": "cross-validation", "cv_folds": folds,
+        details: dict[str, object] = {"C": c, "chosen_by": "cross-validation", "cv_folds": folds,
                                    "cv_accuracy": {str(k): v for k, v in scores.items()}}
     else:
         c = config.linear_fallback_c

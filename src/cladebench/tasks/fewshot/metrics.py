@@ -8,7 +8,6 @@ re-analysis get the same numbers from the same rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +34,7 @@ PAIRED_OVER_QUERIES = (
 """How runs are paired on a few-shot metric (see :func:`per_query_image_values`)."""
 
 
-def _mean_t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+def _mean_t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, object]:
     """:func:`cladebench.metrics.mean_std_ci` as a record entry: clipped to [0, 1] (accuracies), and None
     rather than NaN for a single repetition, so run.json stays strict JSON."""
     estimate = mean_std_ci(np.asarray(values, dtype=np.float64), confidence)
@@ -60,7 +59,7 @@ def _define(method: str, shots: int, balanced: bool) -> str:
                          f"{PAIRED_OVER_QUERIES}")
 
 
-def few_shot_summary(table: pa.Table, methods: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+def few_shot_summary(table: pa.Table, methods: Sequence[str] | None = None) -> dict[str, dict[str, object]]:
     """Accuracy and balanced accuracy per method and shot count from a prediction table (see the module docstring)."""
     truth = "true_index" if "true_index" in table.column_names else "true_label"  # classes are label indices
     slim = table.select(["method", "shots", "repetition", truth, "correct"])
@@ -76,7 +75,7 @@ def few_shot_summary(table: pa.Table, methods: Sequence[str] | None = None) -> d
     balanced_of = {(r["method"], r["shots"], r["repetition"]): r["correct_mean_mean"] for r in balanced.to_pylist()}
     order = list(methods) if methods is not None else []
     order += sorted({m for m, _ in accuracy} - set(order))
-    metrics: dict[str, dict[str, Any]] = {}
+    metrics: dict[str, dict[str, object]] = {}
     for method in order:
         for shots in sorted(k for m, k in accuracy if m == method):
             reps = sorted(accuracy[(method, shots)])
@@ -125,7 +124,7 @@ def per_query_image_values(table: pa.Table,
     uuids = np.asarray(table.column("uuid").to_pylist(), dtype=object)
     truth_column = "true_index" if "true_index" in table.column_names else "true_label"
     truth = np.asarray(table.column(truth_column).to_pylist(), dtype=object).astype(str)
-    out: dict[str, tuple[list[Any], np.ndarray]] = {}
+    out: dict[str, tuple[list[object], np.ndarray]] = {}
     for method, shot in sorted({(m, int(k)) for m, k in zip(methods, shots, strict=True)}):
         rows = (methods == method) & (shots == shot)
         keys, unit = np.unique(uuids[rows].astype(str), return_inverse=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -38,7 +37,7 @@ class SplitPlan:
     """The evaluated classes, in label order; class index i is ``classes[i]``."""
     targets: np.ndarray
     """Class index of every row; -1 for rows without a label or of a skipped class."""
-    skipped: tuple[dict[str, Any], ...]
+    skipped: tuple[dict[str, object], ...]
     """Classes not evaluated: label, images, groups, largest group and the reason."""
     seed: int
     repetitions: int
@@ -49,7 +48,7 @@ class SplitPlan:
     shots_skipped: tuple[dict[str, Any], ...] = ()
     """Shot counts asked for that the data does not allow (too few classes with enough images), with why."""
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> dict[str, object]:
         """The split's description for a run record (without the sampling unit, which the caller knows)."""
         return {
             "kind": "few-shot: per class, k support images from whole groups in seeded random order; the query is "
@@ -121,7 +120,7 @@ def few_shot_splits(labels: Sequence[str | None], groups: Sequence[str], row_ids
             rows_of.setdefault(label, []).append(i)
     order = [c for c in classes if c in rows_of] if classes is not None else sorted(rows_of)
     kept: list[str] = []
-    skipped: list[dict[str, Any]] = []
+    skipped: list[dict[str, object]] = []
     for label in order:
         sizes: dict[str, int] = {}
         for row in rows_of[label]:

@@ -9,7 +9,7 @@ Why a module of its own: it ties the pieces together (:mod:`~cladebench.tasks.la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -166,8 +166,8 @@ def few_shot(dataset: lance.LanceDataset, encoder: Encoder | None, config: FewSh
     return Predictions(table=table, labels=list(plan.classes), info=info)
 
 
-def _method_settings(config: FewShotConfig, chosen: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
+def _method_settings(config: FewShotConfig, chosen: dict[str, list[dict[str, object]]]) -> dict[str, object]:
+    settings: dict[str, object] = {}
     for method in config.methods:
         if method == "knn":
             settings[method] = {"k": config.knn_k, "weights": config.knn_weights, "metric": "cosine"}

@@ -70,7 +70,7 @@ class FusionOutcome:
     """Per test row, why it lacked information (``none`` when it had everything)."""
     columns: dict[str, Any]
     """Further prediction columns (per test row)."""
-    info: dict[str, Any]
+    info: dict[str, object]
     """What the fusion chose and counted, for the run record."""
 
 

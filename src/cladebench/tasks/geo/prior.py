@@ -51,7 +51,6 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -125,7 +124,7 @@ class EqualAreaGrid:
         column = np.clip(column, 0, per_band - 1)  # longitude 180 is the same meridian as -180's cell edge
         return np.where(valid, self.first_cell[band] + column, -1)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         areas = self.cell_areas_km2()
         return {"cell_km": self.cell_km, "bands": len(self.cells_per_band), "cells": self.n_cells,
                 "cell_area_km2": float(areas[0])}
@@ -272,7 +271,7 @@ class SpatiotemporalPrior:
         reasons = [FALLBACK_REASONS[(bool(p), bool(d))] for p, d in zip(has_place, has_date, strict=True)]
         return out, reasons
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"settings": {"cell_km": self.settings.cell_km, "neighbourhood_km": self.settings.neighbourhood_km,
                              "season_bins": self.settings.season_bins, "alpha": self.settings.alpha},
                 "grid": self.grid.describe(), "neighbourhood": self.neighbourhood.describe(),

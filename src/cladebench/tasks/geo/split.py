@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # --- the split -------------------------------------------------------------------------------------
 
 
-def assign_parts(groups: Sequence[str], fractions: Sequence[float], seed: int) -> np.ndarray:
+def assign_parts(groups: Sequence[str] | np.ndarray, fractions: Sequence[float], seed: int) -> np.ndarray:
     """Part index (into ``fractions``) of each row: a seeded SHA-256 of its group, read as a number in [0, 1),
     falls into the part whose cumulative share it lies under. Rows of one group share a part; a group's part
     depends only on the seed and its key."""
@@ -107,7 +107,7 @@ class Split:
     """Label index of each fit observation (-1: its taxon is not in the label set)."""
     fit_place: Place
     """Where and when each fit observation was made."""
-    info: dict[str, Any]
+    info: dict[str, object]
     """The split's description for the run record."""
 
 

@@ -35,7 +35,7 @@ and computes its metrics.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -176,7 +176,7 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *
                       "source": config.labels or "the benchmark's taxa (all selected rows, fit rows included)",
                       "unscored_rows": int((test_targets < 0).sum())},
         "where": config.where,
-        "candidates": None if config.candidates is None else {"column": config.candidates, **candidate_counts},
+        "candidates": None if config.candidates is None else {"column": config.candidates, **(candidate_counts or {})},
         "fusion": config.prior_fusion,
         "hierarchy": hierarchy,
         "split": split.info,
@@ -218,7 +218,7 @@ def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     rank = info["rank"]
     scored = _bools(table, "scored")
     image, fused = _bools(table, "correct_image")[scored], _bools(table, "correct_fused")[scored]
-    metrics: dict[str, dict[str, Any]] = {
+    metrics: dict[str, dict[str, object]] = {
         f"image_top1_{rank}": accuracy(image).to_dict(),
         f"fused_top1_{rank}": accuracy(fused).to_dict(),
     }

@@ -233,7 +233,7 @@ def rank_queries(queries: Sequence[Query], images: np.ndarray, tree: CandidateTr
     return chosen
 
 
-def _image_column(dataset: lance.LanceDataset, encoder: Any, column: str | None) -> tuple[str, dict[str, Any]]:
+def _image_column(dataset: lance.LanceDataset, encoder: Any, column: str | None) -> tuple[str, dict[str, object]]:
     return text_image_column(dataset, encoder, column, task="lineage")
 
 

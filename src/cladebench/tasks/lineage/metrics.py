@@ -7,8 +7,6 @@ paired comparison works from the same rows.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 
@@ -71,13 +69,13 @@ def _mean(values: np.ndarray, photos: np.ndarray) -> Estimate:
     return bootstrap_ci(values, groups=photos, n_resamples=BOOTSTRAP_RESAMPLES)
 
 
-def condition_metrics(table: pa.Table, condition: str) -> dict[str, dict[str, Any]]:
+def condition_metrics(table: pa.Table, condition: str) -> dict[str, dict[str, object]]:
     """The metrics of one condition over the rows of ``table`` (see the module docstring)."""
     c = condition
     scored = np.asarray(table.column("scored").to_numpy(zero_copy_only=False), dtype=bool)
     if not scored.any() or f"{c}_exact" not in table.column_names:
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for rank in RANK_COLUMNS:
         values, present = _bool(table, f"{c}_correct_{rank}")
         if (present & scored).any():
@@ -109,11 +107,11 @@ BREAKDOWNS: dict[str, str] = {"divergence": "divergence_rank", "kingdom_pair": "
 """Metric-name prefix -> predictions column whose values the metrics are broken down by."""
 
 
-def lineage_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def lineage_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """Every condition's metrics, pooled and broken down by divergence rank and kingdom pair."""
     table = predictions.table
     conditions = predictions.info.get("conditions") or [c for c in CONDITIONS if f"{c}_exact" in table.column_names]
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for condition in conditions:
         out.update(condition_metrics(table, condition))
     for prefix, column in BREAKDOWNS.items():
@@ -131,12 +129,13 @@ def _breakdown_order(value: str) -> tuple[int, str]:
     return (RANK_COLUMNS.index(value), "") if value in RANK_COLUMNS else (len(RANK_COLUMNS), value)
 
 
-def per_target_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+def per_target_values(table: pa.Table, task_provenance: dict[str, object]
+                      ) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each scored target's value of every pooled metric, keyed by 'uuid#target', so runs pair target by target."""
     keys = [f"{u}#{t}" for u, t in zip(table.column("uuid").to_pylist(), table.column("target").to_pylist(),
                                         strict=True)]
     scored = np.asarray(table.column("scored").to_numpy(zero_copy_only=False), dtype=bool)
-    out: dict[str, tuple[list[Any], np.ndarray]] = {}
+    out: dict[str, tuple[list[object], np.ndarray]] = {}
     for condition in CONDITIONS:
         if f"{condition}_exact" not in table.column_names:
             continue

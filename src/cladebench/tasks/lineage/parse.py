@@ -51,7 +51,6 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from cladebench.registry import Registry
 from cladebench.taxonomy import RANK_COLUMNS, Rank
@@ -146,7 +145,7 @@ def _says_none(text: str) -> bool:
     return lowered in _NO_NAME or lowered.startswith(("unknown", "not ", "cannot ", "can't ", "unable"))
 
 
-def clean_uninomial(value: Any) -> str | None:
+def clean_uninomial(value: object) -> str | None:
     """A name above species: one word, capitalised; ``None`` for "unknown" and the like.
 
     A leading article or rank word is dropped ("the family Apidae" -> "Apidae").
@@ -164,7 +163,7 @@ def clean_uninomial(value: Any) -> str | None:
     return word[:1].upper() + word[1:].lower()
 
 
-def clean_binomial(value: Any, genus: str | None = None) -> str | None:
+def clean_binomial(value: object, genus: str | None = None) -> str | None:
     """A species as ``Genus epithet``; a lone epithet is joined to ``genus``; ``None`` when no species is named.
 
     "Apis mellifera Linnaeus, 1758", "apis MELLIFERA", "*Apis mellifera*", "Apis cf. mellifera",
@@ -234,7 +233,7 @@ def _binomial_in(text: str) -> str | None:
 # --- strategies ----------------------------------------------------------------------------------
 
 
-def _value_text(value: Any) -> str | None:
+def _value_text(value: object) -> str | None:
     """A JSON value as a name: a string, the first string of a list, or the ``name`` of an object."""
     if isinstance(value, str):
         return value
@@ -247,7 +246,7 @@ def _value_text(value: Any) -> str | None:
     return None
 
 
-def _names_from_mapping(obj: Any, depth: int = 0) -> dict[str, str]:
+def _names_from_mapping(obj: object, depth: int = 0) -> dict[str, str]:
     """Rank names in a parsed JSON value: keys named like ranks, ``[{"rank": .., "name": ..}]`` lists, or
     one level of nesting (``{"lineage": {...}}``)."""
     found: dict[str, str] = {}
@@ -278,7 +277,7 @@ def _names_from_mapping(obj: Any, depth: int = 0) -> dict[str, str]:
     return found
 
 
-def _loads_lenient(text: str) -> Any:
+def _loads_lenient(text: str) -> object:
     """JSON, or JSON with trailing commas, or a Python dict literal (single quotes); ``None`` when none of them."""
     for candidate in (text, re.sub(r",\s*([}\]])", r"\1", text)):
         try:
@@ -291,7 +290,7 @@ def _loads_lenient(text: str) -> Any:
         return None
 
 
-def _embedded_objects(text: str) -> Iterator[Any]:
+def _embedded_objects(text: str) -> Iterator[object]:
     """Every JSON-ish object in the text: fenced blocks first, then each balanced ``{...}`` span."""
     for block in _FENCE.findall(text):
         parsed = _loads_lenient(block.strip())
@@ -384,7 +383,7 @@ def _binomial(text: str, ranks: Sequence[str]) -> dict[str, str]:
 def parse_lineage_answer(text: str | None, ranks: Sequence[Rank | str]) -> ParsedAnswer:
     """Names at every rank read from ``text`` by the first strategy that names one of ``ranks``."""
     asked = [Rank.parse(r).column for r in ranks]
-    empty = {c: None for c in RANK_COLUMNS}
+    empty: dict[str, str | None] = dict.fromkeys(RANK_COLUMNS)
     if not text or not text.strip():
         return ParsedAnswer(empty, UNPARSEABLE)
     text = text.strip()

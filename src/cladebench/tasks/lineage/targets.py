@@ -137,7 +137,7 @@ class Condition:
 
 
 CONDITIONS: Mapping[str, Condition] = MappingProxyType({
-    "hint": Condition(asked=lambda t: t.below_hint, prefix=lambda t: t.lineage.key(t.divergence),
+    "hint": Condition(asked=lambda t: t.below_hint, prefix=lambda t: tuple(t.lineage.names[r] for r in t.hint_ranks),
                       prompt_field="lineage_prompt"),
     "nohint": Condition(asked=lambda t: RANKS, prefix=lambda t: (), prompt_field="lineage_nohint_prompt"),
 })
@@ -208,7 +208,7 @@ class Predicted:
     found: TargetSet
     completions: dict[str, list[Completion]]
     """Condition -> one completion per target, in target order."""
-    info: dict[str, Any]
+    info: dict[str, object]
     """Provenance gathered while predicting."""
     labels: list[str]
     """Candidate label strings when they are the benchmark's own (a taxonomy file is named by path and digest)."""

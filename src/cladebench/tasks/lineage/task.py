@@ -138,9 +138,9 @@ def predictor_for(encoder: Any) -> str:
 
 
 def _condition_columns(condition: str, targets: Sequence[Target], completions: Sequence[Completion],
-                       scores: Sequence[Score | None], kind: str) -> dict[str, Any]:
+                       scores: Sequence[Score | None], kind: str) -> dict[str, object]:
     c = condition
-    columns: dict[str, Any] = {}
+    columns: dict[str, object] = {}
     for rank in RANKS:
         columns[f"{c}_pred_{rank.column}"] = pa.array([x.names[rank] for x in completions], pa.string())
     for rank in RANKS:
@@ -165,7 +165,7 @@ def _condition_columns(condition: str, targets: Sequence[Target], completions: S
 def predictions_table(targets: Sequence[Target], completions: dict[str, list[Completion]],
                       scores: dict[str, list[Score | None]], kind: str) -> pa.Table:
     """One row per (photo, target); see the module docstring for the columns."""
-    columns: dict[str, Any] = {
+    columns: dict[str, object] = {
         "uuid": pa.array([t.uuid for t in targets], pa.string()),
         "target": pa.array([t.index for t in targets], pa.int8()),
         "organism_uuid": pa.array([t.organism_uuid for t in targets], pa.string()),
@@ -184,7 +184,7 @@ def predictions_table(targets: Sequence[Target], completions: dict[str, list[Com
     return pa.table(columns)
 
 
-def lineage(dataset: lance.LanceDataset, encoder: Any, config: LineageConfig) -> Predictions:
+def lineage(dataset: lance.LanceDataset, encoder: Model, config: LineageConfig) -> Predictions:
     """Complete both organisms' lineages in every photo, with and without the hint; see the module docstring."""
     if encoder is None:
         raise CladebenchError("lineage needs a model: a CLIP-style model or openai-compatible:NAME@URL")

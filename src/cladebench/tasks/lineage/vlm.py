@@ -11,7 +11,7 @@ import asyncio
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench import store
 from cladebench.errors import CladebenchError
@@ -30,6 +30,8 @@ from cladebench.taxonomy import RANKS, Rank
 
 if TYPE_CHECKING:
     import lance
+
+    from cladebench.models.spec import Model
 
 
 # --- VLMs ----------------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ def _parsed(reply: Reply, asked: Sequence[Rank]) -> Completion:
     return Completion(names, parsed.status, answer=reply.text)
 
 
-def predict_vlm(dataset: lance.LanceDataset, encoder: Any, config: LineageConfig,
+def predict_vlm(dataset: lance.LanceDataset, encoder: Model, config: LineageConfig,
                 conditions: Sequence[str]) -> Predicted:
     """Completions of a VLM behind an OpenAI-compatible endpoint (see the module docstring)."""
     check_prompts(config)

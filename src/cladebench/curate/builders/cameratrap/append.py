@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -161,7 +161,7 @@ def _entries(dataset_path: Path) -> dict[str, dict[str, Any]]:
     return json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
 
 
-def _same_model(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+def _same_model(old: dict[str, object], new: dict[str, object]) -> str | None:
     for key in ("model", "revision", "preprocessing"):
         if old.get(key) and old.get(key) != new.get(key):
             return f"{key} was {old.get(key)!r}, is now {new.get(key)!r}"
@@ -169,7 +169,7 @@ def _same_model(old: dict[str, Any], new: dict[str, Any]) -> str | None:
 
 
 def embed_new_rows(table: pa.Table, dataset_path: Path, work: Path, config: CameraTrapBuildConfig
-                   ) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
+                   ) -> tuple[pa.Table, dict[str, dict[str, object]]]:
     """The rows with every ``emb_*`` column of the dataset filled by its model; per column, the new rows' entry
     (valid and failed counts) and their failures."""
     dataset = store.open_dataset(dataset_path)
@@ -181,11 +181,12 @@ def embed_new_rows(table: pa.Table, dataset_path: Path, work: Path, config: Came
     entries = _entries(dataset_path)
     scratch = work / "new-rows.lance"
     store.write_dataset(table, scratch)
-    added: dict[str, dict[str, Any]] = {}
+    added: dict[str, dict[str, object]] = {}
     for column in columns:
         entry = entries.get(column) or store.embedding_metadata(dataset.schema.field(column))
         preprocessing = entry.get("preprocessing")
-        mode = preprocessing.get("mode", "openclip") if isinstance(preprocessing, dict) else "openclip"
+        mode: Literal["openclip", "tol"] = (preprocessing.get("mode", "openclip") if isinstance(preprocessing, dict)
+                                            else "openclip")
         summary = embed_dataset(EmbedConfig(
             dataset=str(scratch), model=str(entry["model"]), column=column, preprocessing=mode,
             precision=entry.get("precision", "fp32"), device=config.device, batch_size=config.batch_size,
@@ -209,7 +210,7 @@ def _add_missing_columns(dataset_path: Path, fields: list[pa.Field]) -> list[str
     return [f.name for f in missing]
 
 
-def commit_rows(dataset_path: Path, table: pa.Table, fields: list[pa.Field], cohort: str) -> dict[str, Any]:
+def commit_rows(dataset_path: Path, table: pa.Table, fields: list[pa.Field], cohort: str) -> dict[str, object]:
     """Add the missing columns and append the rows; returns the versions written (the tag is made last, by
     :func:`tag_appended`)."""
     before = store.open_dataset(dataset_path).version
@@ -219,7 +220,7 @@ def commit_rows(dataset_path: Path, table: pa.Table, fields: list[pa.Field], coh
             "tag": TAG_PREFIX + cohort}
 
 
-def update_bookkeeping(folder: Path, dataset_path: Path, embedded: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def update_bookkeeping(folder: Path, dataset_path: Path, embedded: dict[str, dict[str, Any]]) -> dict[str, object]:
     """Indices over the new fragments, the embedding columns' counts (field metadata, sidecars, failures)."""
     dataset = store.open_dataset(dataset_path)
     if store.indices(dataset):
@@ -255,7 +256,7 @@ def tag_appended(dataset_path: Path, append: dict[str, Any]) -> None:
     store.tag(store.open_dataset(dataset_path), append["tag"], append["version_appended"])
 
 
-def extend_folder(folder: Path, entry: dict[str, Any], section: str) -> None:
+def extend_folder(folder: Path, entry: dict[str, object], section: str) -> None:
     """The FGC folder's build.json lists the append; its card gains the cohort's section (both whole or not)."""
     build_json = folder / "build.json"
     summary = json.loads(build_json.read_text(encoding="utf-8")) if build_json.exists() else {}

@@ -82,7 +82,7 @@ class Selected:
     resolution: Resolution | None = None
     reason: str | None = None
     detail: str | None = None
-    encoded: dict[str, Any] | None = None
+    encoded: dict[str, object] | None = None
     conf: float | None = None
 
     @property
@@ -134,7 +134,7 @@ def _attach_records(cohort: Cohort, selected: list[Selected], metadata_files: di
                 item.drop("image_record_missing", "no usable image record with this id")
 
 
-def _retrieve(candidates: list[Selected], config: CameraTrapBuildConfig, root: Path) -> dict[str, Any]:
+def _retrieve(candidates: list[Selected], config: CameraTrapBuildConfig, root: Path) -> dict[str, object]:
     tasks = [ImageTask(s.key, image_location(s.collection, s.image.file_name)) for s in candidates if s.image]
     files, failed, counts = gather_files(tasks, root, config.concurrency, config.progress)
     by_key = {s.key: s for s in candidates}
@@ -201,15 +201,15 @@ class _Reports:
     cohort: Cohort
     config: CameraTrapBuildConfig
     selected: list[Selected]
-    accounting: dict[str, dict[str, Any]]
+    accounting: dict[str, dict[str, object]]
     resolutions: dict[str, Resolution]
     runs: dict[str, DetectorRun]
     bad: dict[str, dict[str, BadRecords]]
-    images: dict[str, Any]
+    images: dict[str, object]
     started: float
 
     def write(self, staging: Path, dataset_path: Path, rows: int, embedded: dict[str, dict[str, Any]],
-              append_info: dict[str, Any] | None) -> CameraTrapBuildSummary:
+              append_info: dict[str, object] | None) -> CameraTrapBuildSummary:
         """The summary, and OUT's candidates.parquet, resolution.json, card and build.json (in the staging)."""
         import pyarrow.parquet as pq
 
@@ -241,7 +241,7 @@ def _append(target_path: Path, table: pa.Table, staging: Path, config: CameraTra
         appending.refuse_present(target_path, table.column("uuid").to_pylist(), cohort.name)
         table, embedded = appending.embed_new_rows(table, target_path, work_dir(staging), config)
         with appending.journaled(folder, target_path, cohort.name, list(embedded)):
-            append_info: dict[str, Any] = {
+            append_info: dict[str, object] = {
                 "target": str(config.append_to),
                 **appending.commit_rows(target_path, table, list(CAMERA_FIELDS), cohort.name)}
             append_info.update(appending.update_bookkeeping(folder, target_path, embedded))

@@ -31,20 +31,20 @@ class CameraTrapBuildSummary:
     """The cohort file's content (name, group, labels, exclusions, threshold, policies, collections)."""
     accounting: dict[str, dict[str, Any]]
     """Per collection and ``total``: selected, candidates, retrieved, screened_out, kept, and every reason."""
-    resolutions: list[dict[str, Any]]
+    resolutions: list[dict[str, object]]
     """One record per selected label: label, query, status, matched name, rank, taxon id, lineage, in_group."""
-    detectors: dict[str, dict[str, Any]]
+    detectors: dict[str, dict[str, object]]
     """Per collection read: the detector run (format version, detector file, MegaDetector version, categories)."""
     bad_records: dict[str, dict[str, Any]]
     """Per collection: the metadata's and the detections' malformed records, counted by reason."""
-    images: dict[str, Any]
+    images: dict[str, object]
     """Where the images came from: local files, fetched, cached, failed."""
     embeddings: dict[str, dict[str, int]]
     """Per ``emb_*`` column of the target: the new rows' valid and failed counts."""
     append: dict[str, Any] | None
     """When appended: the target, versions before and after, the tag, columns added, indices; ``rolled_back``
     when an interrupted append to the target was undone first."""
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
     def describe(self) -> str:
@@ -65,7 +65,7 @@ class CameraTrapBuildSummary:
         lines.append(f"card: {self.out / 'README.md'}")
         return "\n".join(lines)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         for key in ("out", "dataset_path"):
             out[key] = str(out[key])

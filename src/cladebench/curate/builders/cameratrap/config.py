@@ -106,7 +106,7 @@ class Cohort:
     def included(self) -> tuple[Collection, ...]:
         return tuple(c for c in self.collections if c.name not in self.exclude)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "challenge_group": self.group.name, "taxon": self.group.taxon,
                 "labels": list(self.labels), "exclude": list(self.exclude), "threshold": self.threshold,
                 "person": self.person, "vehicle": self.vehicle,
@@ -118,7 +118,7 @@ class Cohort:
 # --- reading the cohort file ------------------------------------------------------------------------------
 
 
-def _text(raw: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+def _text(raw: Mapping[str, object], key: str, where: str, *, required: bool = True) -> str | None:
     value = raw.get(key)
     if value is None and not required:
         return None
@@ -143,7 +143,7 @@ def _names(raw: Any, key: str, where: str) -> tuple[str, ...]:
     return tuple(i.strip() for i in items)
 
 
-def _check_keys(raw: Any, allowed: tuple[str, ...], where: str) -> Mapping[str, Any]:
+def _check_keys(raw: object, allowed: tuple[str, ...], where: str) -> Mapping[str, object]:
     if not isinstance(raw, Mapping):
         raise UsageError(f"{where}: expected a mapping of keys, got {raw!r}")
     for key in raw:
@@ -152,7 +152,7 @@ def _check_keys(raw: Any, allowed: tuple[str, ...], where: str) -> Mapping[str, 
     return raw
 
 
-def _collection(raw: Any, where: str, base: Path) -> Collection:
+def _collection(raw: object, where: str, base: Path) -> Collection:
     keys = ("name", "title", "metadata", "detections", "images", "license", "license_link", "link")
     raw = _check_keys(raw, keys, where)
     name = _text(raw, "name", where)

@@ -95,7 +95,7 @@ class ImageTask:
 
 
 def gather_files(tasks: Sequence[ImageTask], root: Path, concurrency: int, progress: bool
-                 ) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+                 ) -> tuple[dict[str, str], dict[str, str], dict[str, object]]:
     """Each task's local file, or why it could not be had; also the download counts."""
     from cladebench.curate.fetch import DownloadConfig
 
@@ -108,7 +108,7 @@ def gather_files(tasks: Sequence[ImageTask], root: Path, concurrency: int, progr
                 files[task.key] = task.location
             else:
                 failed[task.key] = f"file_missing: no file {task.location}"
-    counts: dict[str, Any] = {"local": len(tasks) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
+    counts: dict[str, object] = {"local": len(tasks) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
     if remote:
         fetched, fetch_failed, fetch_counts = fetch_originals(
             [(t.key, t.location) for t in remote], root, DownloadConfig(concurrency=concurrency, progress=progress))

@@ -15,7 +15,6 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.curate.builders.finegrained.config import ChallengeGroup
 from cladebench.taxonomy import Lineage
@@ -30,7 +29,7 @@ class Resolution(names.Resolution):
     in_group: bool = False
     """Whether the lineage lies inside the cohort's taxon."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**super().as_dict(), "in_group": self.in_group}
 
 

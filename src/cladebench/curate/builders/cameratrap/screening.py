@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from cladebench.curate.builders.cameratrap.config import Cohort
 from cladebench.curate.builders.cameratrap.resolve import Resolution
@@ -93,13 +92,13 @@ def screen(entry: ImageDetections | None, cohort: Cohort) -> tuple[str | None, f
     return None, max(animal)
 
 
-def accounting(collections: Iterable[str], outcomes: Iterable[tuple[str, str | None]]) -> dict[str, dict[str, Any]]:
+def accounting(collections: Iterable[str], outcomes: Iterable[tuple[str, str | None]]) -> dict[str, dict[str, object]]:
     """Per collection (and ``total``): selected, candidates, retrieved, screened_out, kept and every reason's count,
     from ``(collection, reason or None for kept)`` pairs; the identities of the module docstring are checked."""
     counts: dict[str, Counter[str]] = {name: Counter() for name in collections}
     for collection, reason in outcomes:
         counts[collection][reason or "kept"] += 1
-    table: dict[str, dict[str, Any]] = {}
+    table: dict[str, dict[str, object]] = {}
     for name, count in [*counts.items(), ("total", sum(counts.values(), Counter()))]:
         unknown = set(count) - set(REASONS) - {"kept"}
         if unknown:

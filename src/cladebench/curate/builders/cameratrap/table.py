@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Mapping
-from typing import Any
 
 import pyarrow as pa
 
@@ -66,7 +65,7 @@ def attribution(collection: Collection) -> str:
 
 
 def cohort_row(cohort: Cohort, collection: Collection, image: CctImage, resolution: Resolution, url: str | None,
-               encoded: Mapping[str, Any], detector: str, conf: float) -> dict[str, Any]:
+               encoded: Mapping[str, object], detector: str, conf: float) -> dict[str, object]:
     """One kept image as a row of :data:`SCHEMA`."""
     lineage = genus_lineage(resolution)
     title = collection.title or collection.name
@@ -86,7 +85,7 @@ def cohort_row(cohort: Cohort, collection: Collection, image: CctImage, resoluti
     }
 
 
-def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
+def rows_table(rows: list[dict[str, object]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 

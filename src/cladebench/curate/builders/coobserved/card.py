@@ -56,11 +56,11 @@ class CoObservedBuildSummary:
     """Distinct species among the kept photos' organisms."""
     licenses: dict[str, int]
     """Kept photos per license code."""
-    notes: dict[str, Any]
+    notes: dict[str, object]
     """Counts that are not drops: observers without a name, attributions from the login, malformed line kinds."""
     dataset_fingerprint: str | None = None
     """Fingerprint of the Lance dataset (``--download``); equals ``fingerprint`` when no fetch failed."""
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
     def describe(self) -> str:
@@ -80,7 +80,7 @@ class CoObservedBuildSummary:
             lines.append(f"dataset with images: {self.dataset_path}")
         return "\n".join(lines)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         for key in ("out", "data_path", "card_path", "dataset_path"):
             out[key] = None if out[key] is None else str(out[key])

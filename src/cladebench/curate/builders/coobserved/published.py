@@ -57,7 +57,7 @@ PUBLISHED_SCHEMA = pa.schema([
 """Columns of ``data/coobserved.parquet``: the published dataset's, without the image bytes."""
 
 
-def _organism(row: Mapping[str, Any], side: str) -> dict[str, Any]:
+def _organism(row: Mapping[str, Any], side: str) -> dict[str, object]:
     uuid = row[f"obs_{side}_uuid"]
     taxon_id = row[f"taxon_{side}"]
     return {
@@ -69,7 +69,7 @@ def _organism(row: Mapping[str, Any], side: str) -> dict[str, Any]:
     }
 
 
-def published_row(row: Mapping[str, Any]) -> dict[str, Any]:
+def published_row(row: Mapping[str, Any]) -> dict[str, object]:
     from cladebench.curate.sources.inquire import parse_license
 
     first, second = ("a", "b") if row["a_first"] else ("b", "a")

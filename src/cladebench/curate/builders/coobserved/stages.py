@@ -382,7 +382,7 @@ class Stages:
             counts[outcome] += int(n)
         return dict(counts)
 
-    def eligible(self) -> list[tuple[Any, ...]]:
+    def eligible(self) -> list[tuple[object, ...]]:
         """The eligible photos with what sampling needs, in a fixed order."""
         pairs = self._pair_expressions()
         return self.sql(f"""
@@ -410,7 +410,7 @@ class Stages:
             ORDER BY reason, photo_id
         """).to_arrow_table()
 
-    def rows(self, selected: Sequence[int]) -> list[dict[str, Any]]:
+    def rows(self, selected: Sequence[int]) -> list[dict[str, object]]:
         """The selected photos' evaluated rows, in the order given."""
         self.con.register("selected_arrow", pa.table({
             "photo_id": pa.array(list(selected), pa.int64()), "ord": pa.array(range(len(selected)), pa.int64()),

@@ -34,7 +34,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -66,7 +65,7 @@ class _Groups:
     groups: dict[str, tuple[str, ...]]
     pairs: pa.Table
     source: str
-    mining: dict[str, Any] | None = None
+    mining: dict[str, object] | None = None
 
 
 def _load_groups(section: PairsSection) -> _Groups:
@@ -102,7 +101,7 @@ def _groups_from_rows(kept: pa.Table) -> _Groups:
 # --- output ----------------------------------------------------------------------------------------
 
 
-def _csv_value(value: Any) -> str:
+def _csv_value(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
@@ -165,7 +164,7 @@ def _inputs(config: CrypticBioCurateConfig) -> tuple[Path, ...]:
 
 
 def _download(section: DownloadSection, staging: Path, written: Mapping[str, tuple[Path, int]],
-              lookup: Path | None) -> dict[str, dict[str, Any]]:
+              lookup: Path | None) -> dict[str, dict[str, object]]:
     """One Lance dataset per non-empty subset. A subset none of whose photos could be fetched gets no dataset
     (Lance cannot hold an image-less row) but keeps its failures table and is reported, rather than sinking
     the other subsets' builds."""
@@ -173,7 +172,7 @@ def _download(section: DownloadSection, staging: Path, written: Mapping[str, tup
 
     from cladebench.curate.sources.crypticbio import build_crypticbio_dataset, failures_path_for, subset_name
 
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, object]] = {}
     for name, (csv_path, rows) in written.items():
         if rows == 0:
             continue
@@ -200,8 +199,8 @@ def _resolve(config: str | Path | CrypticBioBuildConfig | CrypticBioCurateConfig
     return load_config(config.config if isinstance(config, CrypticBioBuildConfig) else config)
 
 
-def _config_record(config: CrypticBioCurateConfig) -> dict[str, Any]:
-    def plain(value: Any) -> Any:
+def _config_record(config: CrypticBioCurateConfig) -> dict[str, object]:
+    def plain(value: object) -> object:
         if isinstance(value, (Path, datetime.date)):
             return str(value)
         if isinstance(value, (list, tuple)):
@@ -232,7 +231,7 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
         groups = source_groups or (_groups_from_rows(kept) if kept.column("cryptic_group").null_count
                                    < kept.num_rows else None)
         context = SubsetContext(kept, config.dataset.seed, config.subsets.common, config.subsets.common_unseen)
-        subsets: dict[str, dict[str, Any]] = {}
+        subsets: dict[str, dict[str, object]] = {}
         written: dict[str, tuple[Path, int]] = {}
         species_written: set[str] = set()
         for name, subset_config in config.subsets.configured().items():
@@ -249,7 +248,7 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
             }
             if groups is not None:
                 subsets[name]["species_with_group"] = sum(len(groups.groups.get(s, ())) > 1 for s in species)
-        cryptic: dict[str, Any] = {}
+        cryptic: dict[str, object] = {}
         lookup_path = None
         if groups is not None:
             relevant = {s: groups.groups[s] for s in sorted(species_written) if s in groups.groups}

@@ -40,7 +40,7 @@ class CrypticBioCurationSummary:
     elapsed_s: float
     config: dict[str, Any]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, "out": str(self.out)}
 
     def describe(self) -> str:

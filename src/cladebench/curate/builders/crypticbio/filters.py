@@ -37,7 +37,7 @@ NOT_CONVERTED = object()
 """What a converter returns for a value of the wrong type (``None`` is a value: YAML's null)."""
 
 
-def to_date(value: Any) -> Any:
+def to_date(value: object) -> object:
     """A YAML date (or ``YYYY-MM-DD`` text) as a date, else :data:`NOT_CONVERTED`."""
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
         return value
@@ -70,11 +70,11 @@ class Condition:
         return f"{self.key} {shown[self.op]()}"
 
 
-def _text(value: Any) -> Any:
+def _text(value: object) -> object:
     return value.strip() if isinstance(value, str) and value.strip() else NOT_CONVERTED
 
 
-def _number(value: Any) -> Any:
+def _number(value: object) -> object:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return value if ok else NOT_CONVERTED
 
@@ -140,7 +140,7 @@ filter_key("cryptic_group", "cryptic_group", NAMES, "the species the row's speci
 filter_key("license", "license", TEXT, "the licence code (cc0, cc-by, cc-by-nc, ...; needs a licence column)")
 
 
-def parse_condition(key: str, value: Any) -> Condition:
+def parse_condition(key: str, value: object) -> Condition:
     """The one rule: a boolean means not null / null, a list membership (a [from, to] range for ordered
     keys), any other scalar equality. Everything else is an error naming the key."""
     if key not in FILTER_KEYS:
@@ -156,21 +156,21 @@ def parse_condition(key: str, value: Any) -> Condition:
     return Condition(key, "equals", (_scalar(spec, value, where),))
 
 
-def _scalar(spec: FilterKey, value: Any, where: str) -> Any:
+def _scalar(spec: FilterKey, value: object, where: str) -> Any:
     converted = spec.kind.scalar(value)
     if converted is NOT_CONVERTED:
         raise UsageError(f"{where}: expected {spec.kind.expected}, got {value!r} ({type(value).__name__})")
     return converted
 
 
-def _membership(spec: FilterKey, values: list[Any]) -> Condition:
+def _membership(spec: FilterKey, values: list[object]) -> Condition:
     if not values:
         raise UsageError(f"filters.{spec.name}: an empty list matches nothing; remove the key or name values")
     converted = [_scalar(spec, v, f"filters.{spec.name}[{i}]") for i, v in enumerate(values)]
     return Condition(spec.name, "in", tuple(dict.fromkeys(converted)))
 
 
-def _range(spec: FilterKey, values: list[Any]) -> Condition:
+def _range(spec: FilterKey, values: list[object]) -> Condition:
     where = f"filters.{spec.name}"
     if len(values) != 2 or all(v is None for v in values):
         raise UsageError(f"{where}: a list is an inclusive [from, to] range (null for an open end), got {values!r}")
@@ -180,7 +180,7 @@ def _range(spec: FilterKey, values: list[Any]) -> Condition:
     return Condition(spec.name, "between", (low, high))
 
 
-def condition_sql(condition: Condition) -> tuple[str, list[Any]]:
+def condition_sql(condition: Condition) -> tuple[str, list[object]]:
     """SQL (true when a row passes) and its parameters."""
     spec = FILTER_KEYS[condition.key]
     column = f'"{spec.column}"'

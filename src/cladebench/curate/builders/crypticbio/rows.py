@@ -97,7 +97,7 @@ KEPT_SCHEMA = pa.schema([
 """Columns of a kept row: normalised values, the file (index into dataset.metadata) and 1-based data row."""
 
 
-def _normalise_sql(filters: Sequence[Condition]) -> tuple[str, list[Any]]:
+def _normalise_sql(filters: Sequence[Condition]) -> tuple[str, list[object]]:
     """One query over a prepared batch: normalised columns, the first failing data check, each filter's verdict."""
     text = [f'NULLIF(trim(CAST("{raw}" AS VARCHAR)), \'\') AS "{name}"' for name, raw in _TEXT_COLUMNS.items()]
     raw_numbers = [f'NULLIF(trim(CAST("{raw}" AS VARCHAR)), \'\') AS "_{name}_text"'
@@ -226,7 +226,7 @@ class _Distinct:
     """Per-distinct-value Python work (list literals, names, licences), cached across batches: a metadata file
     repeats a few thousand species' values over millions of rows."""
 
-    def __init__(self, fn: Callable[[str], Any]) -> None:
+    def __init__(self, fn: Callable[[str], object]) -> None:
         self.fn = fn
         self.cache: dict[str, Any] = {}
 
@@ -315,7 +315,7 @@ class Tally:
     names_seen: set[str] = field(default_factory=set)
 
 
-def _evaluate(con: duckdb.DuckDBPyConnection, prepared: pa.Table, query: str, params: list[Any],
+def _evaluate(con: duckdb.DuckDBPyConnection, prepared: pa.Table, query: str, params: list[object],
               filters: Sequence[Condition], tally: Tally, wanted_names: set[str]) -> None:
     con.register("batch", prepared)
     try:

@@ -150,7 +150,7 @@ class SubsetsSection:
         if self.common is not None and self.common.more_than < 0:
             raise UsageError(f"common.more_than must be >= 0, got {self.common.more_than}")
 
-    def configured(self) -> dict[str, Any]:
+    def configured(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in SUBSETS if getattr(self, name) is not None}
 
 
@@ -194,7 +194,7 @@ def _describe_type(annotation: Any) -> str:
     return names.get(annotation, "a mapping" if dataclasses.is_dataclass(annotation) else str(annotation))
 
 
-def _coerce(value: Any, annotation: Any, where: str, base_dir: Path, expected: str | None = None) -> Any:
+def _coerce(value: object, annotation: object, where: str, base_dir: Path, expected: str | None = None) -> object:
     """``value`` checked against (and converted to) ``annotation``; a :class:`UsageError` naming ``where``."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -207,7 +207,7 @@ def _coerce(value: Any, annotation: Any, where: str, base_dir: Path, expected: s
         items = value if isinstance(value, list) else [value]
         return tuple(_coerce(v, typing.get_args(annotation)[0], f"{where}[{i}]", base_dir)
                      for i, v in enumerate(items))
-    if dataclasses.is_dataclass(annotation):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return _parse_section(annotation, value, where, base_dir)
     converted = NOT_CONVERTED
     if value is not None:
@@ -229,7 +229,7 @@ _SCALARS: dict[Any, Callable[[Any, Path], Any]] = {
 """YAML scalar -> field type converters; each returns ``NOT_CONVERTED`` for a value of the wrong type."""
 
 
-def _parse_section(cls: type, raw: Any, section: str, base_dir: Path, *, extra_keys: Sequence[str] = ()) -> Any:
+def _parse_section(cls: type, raw: object, section: str, base_dir: Path, *, extra_keys: Sequence[str] = ()) -> Any:
     """Build the frozen dataclass ``cls`` from a YAML mapping: unknown keys, wrong types and missing keys are
     errors naming the key and ``section``."""
     if raw is None:
@@ -254,7 +254,7 @@ def _parse_section(cls: type, raw: Any, section: str, base_dir: Path, *, extra_k
         raise UsageError(f"{section}: {error}") from None
 
 
-def _parse_download(raw: Any, base_dir: Path) -> DownloadSection:
+def _parse_download(raw: object, base_dir: Path) -> DownloadSection:
     own = {"enabled", "cache_dir"}
     if raw is None:
         raw = {}
@@ -266,7 +266,7 @@ def _parse_download(raw: Any, base_dir: Path) -> DownloadSection:
     return dataclasses.replace(section, fetch=fetch)
 
 
-def _parse_filters(raw: Any) -> FiltersSection:
+def _parse_filters(raw: object) -> FiltersSection:
     if raw is None:
         return FiltersSection()
     if not isinstance(raw, Mapping):
@@ -284,7 +284,7 @@ CONFIG_SECTIONS.add("subsets", lambda raw, base: _parse_section(SubsetsSection, 
 CONFIG_SECTIONS.add("download", _parse_download)
 
 
-def parse_config(raw: Any, *, base_dir: str | Path | None = None, source: str | Path | None = None
+def parse_config(raw: object, *, base_dir: str | Path | None = None, source: str | Path | None = None
                  ) -> CrypticBioCurateConfig:
     """A config from an already loaded YAML document (a mapping); relative paths resolve against ``base_dir``."""
     where = f"{source}: " if source is not None else ""
@@ -312,8 +312,8 @@ def _unique_key_loader() -> type:
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: set[Any] = set()
+        def construct_mapping(self, node: Any, deep: bool = False) -> object:
+            seen: set[object] = set()
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=deep)
                 if isinstance(key, typing.Hashable) and key in seen:

@@ -169,7 +169,7 @@ class Chosen:
     """A subset's rows and what it wants reported."""
 
     rows: pa.Table
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,10 +188,10 @@ SUBSETS: Registry[SubsetKind] = Registry("subset")
 
 
 def subset_kind(name: str, file_name: str, doc: str, default_name_column: str | None = None
-                ) -> Callable[[Callable[[Any, SubsetContext], Chosen]], Callable[[Any, SubsetContext], Chosen]]:
+                ) -> Callable[[Callable[[Any, SubsetContext], Chosen]], Callable[[object, SubsetContext], Chosen]]:
     """A decorator: register the decorated row choice as the subset ``name`` (cut in registration order)."""
 
-    def register(select: Callable[[Any, SubsetContext], Chosen]) -> Callable[[Any, SubsetContext], Chosen]:
+    def register(select: Callable[[object, SubsetContext], Chosen]) -> Callable[[object, SubsetContext], Chosen]:
         SUBSETS.add(name, SubsetKind(name, file_name, select, doc, default_name_column))
         return select
 
@@ -250,7 +250,8 @@ def _curated(config: AllSubset, context: SubsetContext) -> Chosen:
 def species_key(name: str) -> str:
     """A name without its authorship (``"Podarcis muralis (Laurenti, 1768)"`` -> ``"Podarcis muralis"``)."""
     lineage = Lineage.from_row({"scientificName": name})
-    return lineage.scientific_name if lineage[Rank.SPECIES] is not None else " ".join(name.split())
+    binomial = lineage.scientific_name
+    return binomial if binomial is not None and lineage[Rank.SPECIES] is not None else " ".join(name.split())
 
 
 def read_species_list(path: str | Path, name_column: str) -> list[str]:

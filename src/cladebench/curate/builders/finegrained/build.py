@@ -97,13 +97,13 @@ def _index(dataset_path: Path, config: FineGrainedBuildConfig) -> str | None:
     return None
 
 
-def _embedding_entries(dataset_path: Path) -> dict[str, dict[str, Any]]:
+def _embedding_entries(dataset_path: Path) -> dict[str, dict[str, object]]:
     """``embedding_models.json`` as embed wrote it beside the data (one entry per emb_ column)."""
     sidecar = dataset_path / store.EMBEDDING_SIDECAR
     return json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
 
 
-def _dropped_table(dropped: Sequence[Mapping[str, Any]]) -> pa.Table:
+def _dropped_table(dropped: Sequence[Mapping[str, object]]) -> pa.Table:
     columns = ("uuid", "challenge_group", "reason", "detail", "genus", "species", "source_url", "image_path",
                "license_name")
     rows = [{c: row.get(c) for c in columns} for row in dropped]
@@ -111,7 +111,7 @@ def _dropped_table(dropped: Sequence[Mapping[str, Any]]) -> pa.Table:
 
 
 def _select(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGroup]
-            ) -> tuple[list[tuple[str, set[str]]] | None, Catalog, list[dict[str, Any]], list[dict[str, Any]],
+            ) -> tuple[list[tuple[str, set[str]]] | None, Catalog, list[dict[str, Any]], list[dict[str, object]],
                        list[dict[str, Any]]]:
     """The ``--seen`` lists, the catalog's group rows, the eligible ones, the sampled ones and the dropped ones."""
     seen_specs = parse_seen(config.seen)

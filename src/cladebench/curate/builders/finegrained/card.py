@@ -48,17 +48,17 @@ class FineGrainedBuildSummary:
     """Per license code, images per group and ``total``."""
     seen_in_training: dict[str, dict[str, int]]
     """Per ``--seen`` model: uuids listed, and images of the dataset among them."""
-    embeddings: dict[str, dict[str, Any]]
+    embeddings: dict[str, dict[str, object]]
     """Per ``emb_*`` column: model, revision, preprocessing, dim, valid and failed rows."""
     indices: list[dict[str, Any]]
     """The dataset's indices: name, type, columns."""
     vector_index_skipped: str | None
     """Why the emb_ columns have no IVF_FLAT index (too few rows), or ``None``."""
-    images: dict[str, Any]
+    images: dict[str, object]
     """Where the images came from: local files, fetched, cached, failed."""
-    notes: dict[str, Any]
+    notes: dict[str, object]
     """Counts that are not drops (rows in several groups, --seen uuids not in the dataset)."""
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
     def describe(self) -> str:
@@ -72,7 +72,7 @@ class FineGrainedBuildSummary:
             "embeddings: " + (", ".join(self.embeddings) or "none") + f"; card: {self.card_path}",
         ])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         for key in ("out", "dataset_path", "card_path"):
             out[key] = str(out[key])

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
 from cladebench.curate.builders.finegrained.config import (
@@ -71,7 +71,7 @@ class Catalog:
     rows: int
     outside: int
     in_several_groups: int
-    group_rows: list[dict[str, Any]]
+    group_rows: list[dict[str, object]]
 
 
 def read_catalog(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGroup]) -> Catalog:

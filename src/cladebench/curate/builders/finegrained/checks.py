@@ -137,13 +137,13 @@ def sample_key(seed: int, uuid: str) -> str:
 
 
 
-def _prepare(row: dict[str, Any]) -> dict[str, Any]:
+def _prepare(row: dict[str, Any]) -> dict[str, object]:
     row["uuid"] = row["uuid"] or ""
     row["license_reason"], row["license"] = classify_license(row["license_name"])
     return row
 
 
-def check_rows(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def check_rows(rows: Iterable[dict[str, object]]) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """The eligible rows, and the others, each with the ``reason`` of the first :data:`ROW_CHECKS` check it fails."""
     eligible, refused = [], []
     for row in rows:
@@ -164,10 +164,10 @@ def _bucket(row: Mapping[str, Any]) -> tuple[str, str, str | None]:
 
 
 def sample(eligible: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
-           groups: Sequence[ChallengeGroup]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+           groups: Sequence[ChallengeGroup]) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """The rows kept by the caps, in dataset order (group, genus, species with genus-only rows first, seeded order),
     and the rows the caps refused (each with its ``reason``)."""
-    buckets: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {}
+    buckets: dict[tuple[str, str, str | None], list[dict[str, object]]] = {}
     for row in eligible:
         row["lineage"] = Lineage(tuple(row[c] for c in RANK_COLUMNS), common_name=row["common_name"])
         row["sample_key"] = sample_key(config.seed, row["uuid"])

@@ -67,7 +67,7 @@ def encode_webp(data: bytes, max_side: int) -> tuple[bytes, tuple[int, int], tup
     return buffer.getvalue(), image.size, original
 
 
-def _encode_file(task: tuple[str, str, int]) -> tuple[str, dict[str, Any]]:
+def _encode_file(task: tuple[str, str, int]) -> tuple[str, dict[str, object]]:
     """One image, in a worker process: its file to WebP bytes, or the reason it failed (never raises)."""
     from cladebench.images import ImageDecodeError
 
@@ -88,7 +88,7 @@ def _encode_file(task: tuple[str, str, int]) -> tuple[str, dict[str, Any]]:
                   "original_height": original[1]}
 
 
-def encoded_files(tasks: Sequence[tuple[str, str, int]], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
+def encoded_files(tasks: Sequence[tuple[str, str, int]], workers: int) -> Iterator[tuple[str, dict[str, object]]]:
     """``(key, path, max_side)`` tasks as ``(key, WebP bytes and sizes)``, or ``(key, reason and detail)`` for a
     file that cannot be read (``image_file_missing``) or decoded (``image_decode_failed``), in task order,
     ``workers`` processes at a time (inline when 0). The camera-trap builder stores its images with it too."""
@@ -113,7 +113,7 @@ def _local_path(value: str, base: Path) -> str:
 
 
 def fetch_originals(pairs: Sequence[tuple[str, str]], root: Path, config: DownloadConfig
-                    ) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+                    ) -> tuple[dict[str, str], dict[str, str], dict[str, object]]:
     """``(key, url)`` pairs fetched into the download store at ``root`` (the originals stay there, so a rerun
     fetches only what is missing): each fetched key's file, each failed key's ``"reason: detail"``, and the
     download counts (``fetched``, ``cached``, ``failed``, ``failed_by_reason``, ``download_dir``)."""
@@ -129,7 +129,7 @@ def fetch_originals(pairs: Sequence[tuple[str, str]], root: Path, config: Downlo
 
 
 def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
-                   dropped: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                   dropped: list[dict[str, object]]) -> tuple[list[dict[str, object]], dict[str, object]]:
     """Every kept row's image file: its local path, or the fetched original. Rows whose fetch failed go to
     ``dropped``; returns the rows with a file and the download counts."""
     from cladebench.curate.fetch import DownloadConfig
@@ -138,7 +138,7 @@ def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig
     base = Path(config.image_dir) if config.image_dir is not None else (catalog if catalog.is_dir() else
                                                                          catalog.parent)
     remote = [r for r in kept if not r["image_path"]]
-    counts: dict[str, Any] = {"local": len(kept) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
+    counts: dict[str, object] = {"local": len(kept) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
     files: dict[str, str] = {r["uuid"]: _local_path(r["image_path"], base) for r in kept if r["image_path"]}
     if remote:
         if config.download_dir is not None:
@@ -181,8 +181,8 @@ OUTPUT_SCHEMA = pa.schema([
 """Columns of every batch written (the canonical columns the catalog has nothing for are added as nulls)."""
 
 
-def _output_row(row: Mapping[str, Any], image: Mapping[str, Any], seen: Sequence[tuple[str, set[str]]] | None
-                ) -> dict[str, Any]:
+def _output_row(row: Mapping[str, Any], image: Mapping[str, object], seen: Sequence[tuple[str, set[str]]] | None
+                ) -> dict[str, object]:
     lineage: Lineage = row["lineage"]
     license_ = row["license"]
     owner = row["copyright_owner"]
@@ -201,8 +201,8 @@ def _output_row(row: Mapping[str, Any], image: Mapping[str, Any], seen: Sequence
 
 
 def output_batches(rows: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
-             seen: Sequence[tuple[str, set[str]]] | None, dropped: list[dict[str, Any]],
-             workers: int) -> Iterator[pa.Table]:
+             seen: Sequence[tuple[str, set[str]]] | None, dropped: list[dict[str, object]],
+             workers: int) -> Generator[pa.Table, None, None]:
     """The dataset's rows as Arrow tables of at most :data:`CHUNK_ROWS`; rows whose image fails go to ``dropped``."""
     from cladebench.progress import progress_bar
 

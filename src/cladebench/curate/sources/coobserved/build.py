@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -38,7 +37,7 @@ class CoObservedBuild:
     """Rows read (after ``limit``); ``read - rows`` were left out for want of their photo."""
     fingerprint: str
     """SHA-256 of the uuids in row order (:func:`cladebench.store.fingerprint`)."""
-    stats: dict[str, Any]
+    stats: dict[str, object]
     """Counts of missing, derived and mismatching values, per divergence rank, per file (:class:`CoObservedStats`)."""
     fetch: DownloadReport | None
     """The downloader's report when some photos had to be fetched, else ``None``."""

@@ -11,7 +11,6 @@ import uuid as uuidlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -127,7 +126,7 @@ def row_uuid(photo_id: int | str) -> str:
     return str(uuidlib.uuid5(UUID_NAMESPACE, str(int(photo_id))))
 
 
-def parse_divergence_rank(value: Any) -> str:
+def parse_divergence_rank(value: object) -> str:
     """A divergence rank as its rank name (``kingdom`` .. ``species``); anything else raises ValueError."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{value!r} is not a rank name (kingdom, phylum, class, order, family, genus, species)")
@@ -168,7 +167,7 @@ class SourceFile:
     def read_columns(self, images: bool) -> list[str]:
         return [c for f, c in self.columns.items() if c is not None and (images or f != "image")]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {
             "file": self.path.name,
             "columns": {f: c for f, c in self.columns.items() if c is not None},
@@ -219,7 +218,9 @@ def open_file(path: Path) -> SourceFile:
         if not image_in_struct and not (pa.types.is_binary(image_type) or pa.types.is_large_binary(image_type)):
             raise SchemaError(f"{path}: column {columns['image']!r}: expected struct<bytes, path> or binary, "
                               f"found {image_type}")
-    struct = _organism_struct(path, columns["organisms"], schema)
+    organisms = columns["organisms"]
+    assert organisms is not None  # a required column: checked above
+    struct = _organism_struct(path, organisms, schema)
     present = {struct.field(i).name for i in range(struct.num_fields)}
     organism_fields = {f: next((a for a in aliases if a in present), None) for f, aliases in ORGANISM_ALIASES.items()}
     missing = [f for f in RANK_COLUMNS if organism_fields[f] is None]

@@ -34,7 +34,7 @@ from cladebench.curate.sources.rows import (
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank, divergence_rank
 
 
-def _coordinates(row: Mapping[str, Any], file: SourceFile, where: Row) -> tuple[float | None, float | None]:
+def _coordinates(row: Mapping[str, object], file: SourceFile, where: Row) -> tuple[float | None, float | None]:
     names = (file.columns["latitude"] or "latitude", file.columns["longitude"] or "longitude")
     latitude = number_or_none(row.get("latitude"), names[0], where)
     longitude = number_or_none(row.get("longitude"), names[1], where)
@@ -57,7 +57,7 @@ IMAGE_COUNTS: tuple[str, ...] = (
 class CoObservedStats:
     """What a pass over iNat Co-Observed files saw; filled while the batches stream."""
 
-    files: list[dict[str, Any]] = field(default_factory=list)
+    files: list[dict[str, object]] = field(default_factory=list)
     """Per file: its name, the column each field was read from, and the absent columns and organism fields."""
     rows: int = 0
     """Rows read (after ``limit``)."""
@@ -67,12 +67,12 @@ class CoObservedStats:
     """Rows (or organisms) with a missing, derived or suspicious value, by kind."""
     unrecognised_licenses: Counter[str] = field(default_factory=Counter)
     """Raw ``license`` values :func:`parse_license` did not recognise, with their row counts."""
-    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    mismatches: list[dict[str, object]] = field(default_factory=list)
     """The first :data:`MAX_LISTED_MISMATCHES` rows whose published divergence rank differs from the lineages'."""
     images: bool = False
     """Whether the pass read the images (and so reports :data:`IMAGE_COUNTS`)."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         keys = (*ROW_COUNTS, *(IMAGE_COUNTS if self.images else ()))
         return {
             "files": list(self.files),
@@ -91,12 +91,12 @@ class PairPass:
         self.stats = stats
         self.photo_at: dict[int, str] = {}
 
-    def _organism(self, value: Any, index: int, file: SourceFile, where: Row) -> tuple[dict[str, Any], Lineage]:
+    def _organism(self, value: object, index: int, file: SourceFile, where: Row) -> tuple[dict[str, Any], Lineage]:
         column = file.columns["organisms"]
         if not isinstance(value, Mapping):
             raise where.error(f"{column}[{index}]", f"{value!r} is not an organism")
 
-        def get(name: str) -> tuple[Any, str]:
+        def get(name: str) -> tuple[object, str]:
             source = file.organism_fields[name]
             return (None if source is None else value.get(source)), f"{column}[{index}].{source or name}"
 
@@ -128,10 +128,11 @@ class PairPass:
         }
         return record, lineage
 
-    def _organisms(self, row: Mapping[str, Any], file: SourceFile,
-                   where: Row) -> tuple[list[dict[str, Any]], str | None]:
+    def _organisms(self, row: Mapping[str, object], file: SourceFile,
+                   where: Row) -> tuple[list[dict[str, object]], str | None]:
         """The two organisms and the rank at which their lineages part (``None`` when they do not)."""
         column = file.columns["organisms"]
+        assert column is not None  # a required column
         value = row["organisms"]
         if not isinstance(value, list) or len(value) != 2:
             found = ("null" if value is None else repr(value) if not isinstance(value, list)
@@ -142,7 +143,7 @@ class PairPass:
         recomputed = divergence_rank(first_lineage, second_lineage)
         return [first, second], None if recomputed is None else recomputed.column
 
-    def _photo_id(self, row: Mapping[str, Any], file: SourceFile, where: Row) -> int:
+    def _photo_id(self, row: Mapping[str, object], file: SourceFile, where: Row) -> int:
         column = file.columns["photo_id"] or "photo_id"
         photo_id = integer_or_none(row["photo_id"], column, where)
         if photo_id is None or photo_id < 0:
@@ -152,7 +153,7 @@ class PairPass:
             raise where.error(column, f"photo {photo_id} is already at {first}; a photo is one row")
         return photo_id
 
-    def _provenance(self, row: Mapping[str, Any], file: SourceFile, where: Row) -> dict[str, Any]:
+    def _provenance(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, object]:
         license_raw = text_or_none(row["license"], file.columns["license"] or "license", where)
         photo_license = parse_license(license_raw)
         observer_name = text_or_none(row.get("observer_name"), file.columns["observer_name"] or "observer_name", where)
@@ -174,7 +175,7 @@ class PairPass:
             "attribution": attribution, "license_raw": license_raw, "observer_name": observer_name,
         }
 
-    def record(self, row: Mapping[str, Any], file: SourceFile, where: Row) -> dict[str, Any]:
+    def record(self, row: Mapping[str, object], file: SourceFile, where: Row) -> dict[str, object]:
         """The stored row for one photo; counts what is missing or does not agree."""
         photo_id = self._photo_id(row, file, where)
         organisms, recomputed = self._organisms(row, file, where)
@@ -223,7 +224,7 @@ class PairPass:
     def batch(self, batch: pa.RecordBatch, file: SourceFile, first_row: int) -> pa.Table:
         """A Parquet batch as stored rows without images."""
         values = {name: batch.column(name).to_pylist() for name in batch.schema.names if name != "image"}
-        columns: dict[str, list[Any]] = {f.name: [] for f in READ_SCHEMA}
+        columns: dict[str, list[object]] = {f.name: [] for f in READ_SCHEMA}
         for i in range(batch.num_rows):
             row = {name: column[i] for name, column in values.items()}
             record = self.record(row, file, Row.at_index(file.path, first_row + i))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -152,7 +151,7 @@ def read_inat_coobserved(
     return with_stats(table, READ_STATS_KEY, stats.as_dict())
 
 
-def read_stats(table: pa.Table) -> dict[str, Any]:
+def read_stats(table: pa.Table) -> dict[str, object]:
     """The counts :func:`read_inat_coobserved` recorded in the table's schema metadata."""
     return stats_of(table, READ_STATS_KEY)
 

@@ -45,11 +45,11 @@ def _term(uri: str) -> str:
     return uri.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 
 
-def _cells(data: Mapping[str, Any]) -> dict[str, Any]:
+def _cells(data: Mapping[str, object]) -> dict[str, object]:
     return {_term(uri): value for uri, value in data.items()}
 
 
-def _is_image(cells: Mapping[str, Any]) -> bool:
+def _is_image(cells: Mapping[str, object]) -> bool:
     kind, media_format = (text(cells.get("type")) or "").lower(), (text(cells.get("format")) or "").lower()
     if kind:
         return kind in ("stillimage", "image", "http://purl.org/dc/dcmitype/stillimage")
@@ -104,7 +104,7 @@ class ArchiveSource:
         terms = sorted(_term(t) for t in archive.core_file.file_descriptor.terms)
         self.mapping = map_columns(terms, self.overrides, where=f"{self.path} (core)")
         has_media = any(f.file_descriptor.type == MULTIMEDIA for f in archive.extension_files)
-        self.notes: dict[str, Any] = {
+        self.notes: dict[str, object] = {
             "archive": str(self.path), "core": archive.descriptor.core.type if archive.descriptor else None,
             "multimedia_extension": has_media,
             "source_datasets": sorted(_title(eml) for eml in (archive.source_metadata or {}).values()),

@@ -27,7 +27,6 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -90,7 +89,7 @@ class _Writer:
         self.source, self.summary, self.resolutions = source, summary, summary.resolutions
         self.report, self.limit = report, limit
         self.schema = _row_schema(extras)
-        self.failures: list[dict[str, Any]] = []
+        self.failures: list[dict[str, object]] = []
         self.download_failures = {f.key: f for f in report.failures} if report is not None else {}
         self.check = IMAGE_CHECKS.get_named(download_config.image_check)
         self.max_bytes = download_config.max_bytes
@@ -154,7 +153,7 @@ class _Writer:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         uuids = Uuids(self.source.kind)
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         for record in _limited(self.source.records(images=True), self.limit):
             uuid = uuids(record.key)
             problem = _problem(record)
@@ -201,8 +200,8 @@ class _Writer:
         return row
 
 
-def _defaults(license: str | None, attribution: str | None) -> dict[str, Any]:
-    defaults: dict[str, Any] = {"attribution": attribution}
+def _defaults(license: str | None, attribution: str | None) -> dict[str, object]:
+    defaults: dict[str, object] = {"attribution": attribution}
     if license is not None:
         defaults["license_name"], defaults["license_link"] = license_columns(license)
     return defaults
@@ -237,12 +236,14 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
     with staged_output(target) as staging:
         backbone = backbone_path(taxonomy)
         source = open_source(path, kind, overrides, Path(images_dir) if images_dir is not None else None)
-        labels, items, extras, rows = set(), [], set(), 0
+        labels: set[str] = set()
+        extras: set[str] = set()
+        items, rows = [], 0
         uuids = Uuids(source.kind)
         for record in _limited(source.records(images=False), limit):
             rows += 1
             uuid = uuids(record.key)
-            if _problem(record) is None:
+            if _problem(record) is None and record.label is not None:  # a record without a label has a problem
                 labels.add(record.label)
             if record.problem is None and record.url is not None:
                 items.append(DownloadItem(uuid, record.url))

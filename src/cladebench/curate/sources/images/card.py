@@ -37,7 +37,7 @@ class ImagesLoadSummary:
     """The path given."""
     backbone: str
     """The taxonomy backbone labels were resolved against."""
-    source_notes: dict[str, Any] = field(default_factory=dict)
+    source_notes: dict[str, object] = field(default_factory=dict)
     """The reader's notes on the source (files, columns, rights, citations)."""
     rows: int = 0
     """Records read."""
@@ -103,7 +103,7 @@ class ImagesLoadSummary:
         return [{**self.resolutions[label].as_dict(), "rows": self.rows_by_label.get(label, 0)}
                 for label in sorted(self.resolutions)]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"dataset_path": str(self.dataset_path), "failures_path": str(self.failures_path),
                 "kind": self.kind, "source": self.source, "backbone": self.backbone, "rows": self.rows,
                 "written": self.written, "failed_by_reason": dict(self.failed_by_reason),

@@ -28,7 +28,6 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from cladebench.errors import SchemaError, UsageError
 from cladebench.taxonomy import RANK_COLUMNS
@@ -113,7 +112,7 @@ def map_columns(header: Sequence[str], overrides: Mapping[str, str] | None = Non
 # --- cells ---------------------------------------------------------------------------------------
 
 
-def text(value: Any) -> str | None:
+def text(value: object) -> str | None:
     """A cell as stripped text; null, empty and NaN are None."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -121,7 +120,7 @@ def text(value: Any) -> str | None:
     return out or None
 
 
-def parse_date(value: Any) -> datetime.date | None:
+def parse_date(value: object) -> datetime.date | None:
     """A date from a date, a datetime or ISO 8601 text (time and zone ignored; an interval's start); else None."""
     if isinstance(value, datetime.datetime):
         return value.date()
@@ -136,7 +135,7 @@ def parse_date(value: Any) -> datetime.date | None:
         return None
 
 
-def parse_number(value: Any) -> float | None:
+def parse_number(value: object) -> float | None:
     """A finite float from a number or its text; anything else None."""
     if isinstance(value, bool):
         return None
@@ -147,7 +146,7 @@ def parse_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def license_columns(value: Any) -> tuple[str | None, str | None]:
+def license_columns(value: object) -> tuple[str | None, str | None]:
     """(``license_name``, ``license_link``): a Creative Commons license by its code and the link to its text, when
     recognised (names, codes and creativecommons.org URLs); otherwise the text as written, and itself as the link
     when it is a URL."""
@@ -166,7 +165,7 @@ def license_columns(value: Any) -> tuple[str | None, str | None]:
 class MappedValues:
     """A record's canonical values from its cells, and what was left out of them."""
 
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)
     """Canonical column -> value."""
     ranks: dict[str, str] = field(default_factory=dict)
     """Rank column -> name, as the source gives them."""
@@ -176,7 +175,7 @@ class MappedValues:
     """Fields whose value was there but unreadable (``latitude``, ``observed_on``), set to null."""
 
 
-def mapped_values(cells: Mapping[str, Any], mapping: Mapping[str, str]) -> MappedValues:
+def mapped_values(cells: Mapping[str, object], mapping: Mapping[str, str]) -> MappedValues:
     """The canonical values of one row of cells, by ``mapping`` (from :func:`map_columns`)."""
     from cladebench.taxonomy import Lineage
 

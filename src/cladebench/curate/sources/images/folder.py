@@ -21,7 +21,6 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from cladebench.curate.sources.images.records import ImageRecord
 from cladebench.errors import CladebenchError
@@ -45,7 +44,7 @@ class FolderSource:
         self.root = Path(root)
         if not self.root.is_dir():
             raise CladebenchError(f"{self.root}: not a folder")
-        self.notes: dict[str, Any] = {"root": str(self.root)}
+        self.notes: dict[str, object] = {"root": str(self.root)}
 
     def files(self) -> Iterator[tuple[Path, str | None]]:
         """Each file in sorted order with None, and each folder not read again with why (it leads to one read).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from cladebench.curate.sources.images.records import ImageRecord, refuse_special
 from cladebench.curate.sources.images.shards import SHARD_SUFFIXES
@@ -27,7 +27,7 @@ class ImageSource(Protocol):
     """What every reader offers the build."""
 
     kind: str
-    notes: dict[str, Any]
+    notes: dict[str, object]
     """What the card says of the source (its files, the columns mapped, an archive's rights and citations)."""
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:

@@ -16,7 +16,6 @@ Why a module: the one rule for what a row's ranks are, whatever the kind of sour
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from cladebench.curate.sources.images.records import ImageRecord
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
@@ -28,7 +27,7 @@ ROW_STATUSES = ("exact", "normalised", "disambiguated", "ambiguous", "unresolved
 """A row's ``label_status``: its label's resolution status, or ``disambiguated`` (see the module docstring)."""
 
 
-def taxon_columns(record: ImageRecord, resolutions: Mapping[str, Resolution]) -> dict[str, Any]:
+def taxon_columns(record: ImageRecord, resolutions: Mapping[str, Resolution]) -> dict[str, object]:
     """The rank columns, ``scientific_name``, ``taxon_id``, ``source_label`` and ``label_status`` of a record."""
     resolution = resolutions.get(record.label) if record.label is not None else None
     lineage, status = None, resolution.status if resolution is not None else "unresolved"

@@ -20,7 +20,7 @@ import json
 import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Self
 
 from cladebench.curate.fetch.config import DownloadConfig
 from cladebench.curate.sources.images.columns import map_columns, mapped_values, text
@@ -42,7 +42,7 @@ class _WholeTarInfo(tarfile.TarInfo):
     word. A whole tar ends with a block of zeros."""
 
     @classmethod
-    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> Self:
         try:
             return super().fromtarfile(tarfile_)
         except (tarfile.EmptyHeaderError, tarfile.TruncatedHeaderError):  # type: ignore[attr-defined]
@@ -93,7 +93,7 @@ class ShardSource:
         if not self.shards:
             raise CladebenchError(f"{self.path}: no WebDataset shards ({', '.join(SHARD_SUFFIXES)}) in this folder")
         self.overrides = dict(overrides)
-        self.notes: dict[str, Any] = {"shards": [str(s) for s in self.shards]}
+        self.notes: dict[str, object] = {"shards": [str(s) for s in self.shards]}
 
     def records(self, images: bool = True) -> Iterator[ImageRecord]:
         for shard in self.shards:

@@ -22,7 +22,6 @@ import csv
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -39,7 +38,7 @@ _BATCH_ROWS = 64
 """Rows turned into Python values at once: a Hugging Face dataset's rows hold their images."""
 
 
-def _hf_features(schema: pa.Schema) -> dict[str, Any]:
+def _hf_features(schema: pa.Schema) -> dict[str, object]:
     raw = (schema.metadata or {}).get(b"huggingface")
     if raw is None:
         return {}
@@ -50,7 +49,7 @@ def _hf_features(schema: pa.Schema) -> dict[str, Any]:
     return features if isinstance(features, dict) else {}
 
 
-def _class_names(features: Mapping[str, Any]) -> dict[str, list[str]]:
+def _class_names(features: Mapping[str, object]) -> dict[str, list[str]]:
     return {name: list(f["names"]) for name, f in features.items()
             if isinstance(f, dict) and f.get("_type") == "ClassLabel" and isinstance(f.get("names"), list)}
 
@@ -58,7 +57,7 @@ def _class_names(features: Mapping[str, Any]) -> dict[str, list[str]]:
 def saved_dataset_files(folder: Path) -> list[Path]:
     """The Arrow files of a ``save_to_disk`` folder (a ``Dataset``, or every split of a ``DatasetDict``), in the
     order its ``state.json`` files list them; splits by name."""
-    files = []
+    files: list[Path] = []
     for state_path in sorted(folder.rglob("state.json")):
         try:
             state = json.loads(state_path.read_text(encoding="utf-8"))
@@ -105,7 +104,7 @@ class TableSource:
             raise SchemaError(f"{where}: no column to take a label from (a scientific name or a rank); expected one "
                               f"of {list(SPELLINGS['label'])} or a rank column, or --column label=COLUMN; the columns "
                               f"are {self.schema.names}")
-        self.notes: dict[str, Any] = {"files": [str(f) for f in self.files], "columns": self.mapping}
+        self.notes: dict[str, object] = {"files": [str(f) for f in self.files], "columns": self.mapping}
 
     def _schema(self, path: Path) -> pa.Schema:
         try:

@@ -8,7 +8,6 @@ stats key, and a caller may want a schema without reading a file.
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Any
 
 import pyarrow as pa
 
@@ -97,7 +96,7 @@ IMAGE_FIELDS = (pa.field("image", pa.large_binary(), nullable=False), pa.field("
 """The image columns :func:`iter_inquire_rerank_batches` puts right after ``uuid`` when ``images=True``."""
 
 
-def read_stats(table: pa.Table) -> dict[str, Any]:
+def read_stats(table: pa.Table) -> dict[str, object]:
     """The counts a reader of this package recorded in the table's schema metadata."""
     return stats_of(table, READ_STATS_KEY)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -35,7 +34,7 @@ def read_inquire_queries(path: str | Path, *, split: str | None = None) -> pa.Ta
     """
     path = Path(path)
     split = split or split_from_name(path)
-    columns: dict[str, list[Any]] = {f.name: [] for f in QUERIES_SCHEMA}
+    columns: dict[str, list[object]] = {f.name: [] for f in QUERIES_SCHEMA}
     first_row: dict[int, int] = {}
     records = csv_records(path, QUERY_COLUMNS, what="an INQUIRE queries CSV", other_columns=False, ignored=("",))
     for where, record in records:
@@ -89,7 +88,7 @@ class LineageCache:
         return self._seen[folder]
 
 
-def lineage_values(lineage: Lineage | None) -> dict[str, Any]:
+def lineage_values(lineage: Lineage | None) -> dict[str, object]:
     """The rank columns and ``scientific_name`` of a lineage; all null without one."""
     if lineage is None:
         return {**dict.fromkeys(RANK_COLUMNS), "scientific_name": None}
@@ -105,7 +104,7 @@ def read_inquire_annotations(path: str | Path) -> pa.Table:
     is kept and counted (``repeated_pairs`` in :func:`read_stats`): the official code counts distinct paths.
     """
     path = Path(path)
-    columns: dict[str, list[Any]] = {f.name: [] for f in ANNOTATIONS_SCHEMA}
+    columns: dict[str, list[object]] = {f.name: [] for f in ANNOTATIONS_SCHEMA}
     lineages = LineageCache()
     pairs: Counter[tuple[int, str]] = Counter()
     for where, record in csv_records(path, ANNOTATION_COLUMNS, what="an INQUIRE annotations CSV", other_columns=False,

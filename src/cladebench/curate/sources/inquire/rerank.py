@@ -64,7 +64,7 @@ class RerankStats:
     unrecognised_licenses: Counter[str] = field(default_factory=Counter)
     """Raw ``license`` values :func:`parse_license` did not recognise, with their row counts."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         per_query = list(self.candidates.values())
         return {
             "files": list(self.files),
@@ -161,7 +161,7 @@ def _open_shard(path: Path, split: str | None, fill_query_ids: bool) -> _Shard:
 
 
 
-def _coordinates(latitude: Any, longitude: Any, where: Row) -> tuple[float | None, float | None]:
+def _coordinates(latitude: object, longitude: object, where: Row) -> tuple[float | None, float | None]:
     """iNat24 writes an unknown location as NaN: null, like a missing one."""
     return coordinates(number_or_none(latitude, "latitude", where), number_or_none(longitude, "longitude", where),
                        where)
@@ -180,7 +180,7 @@ def _image_column(batch: pa.RecordBatch, shard: _Shard, first_row: int) -> tuple
     return images.cast(pa.large_binary()), [sniff_format(h) for h in heads]
 
 
-def _provenance(row: Mapping[str, Any], where: Row) -> dict[str, Any]:
+def _provenance(row: Mapping[str, object], where: Row) -> dict[str, Any]:
     """License, link and attribution from ``license`` and ``rights_holder`` (never guessed: null when unknown)."""
     license_raw = text_or_none(row["license"], "license", where)
     photo_license = parse_license(license_raw)
@@ -208,7 +208,7 @@ class _RerankPass:
         self.query_at: dict[tuple[str, int], tuple[str, str]] = {}
         self.lineages = LineageCache()
 
-    def _query(self, row: Mapping[str, Any], split: str, where: Row) -> tuple[str, int]:
+    def _query(self, row: Mapping[str, object], split: str, where: Row) -> tuple[str, int]:
         query = row["query"]
         if not isinstance(query, str) or not query.strip():
             raise where.error("query", f"{query!r} is not a query text")
@@ -225,7 +225,7 @@ class _RerankPass:
                                        f"{first_where}")
         return query, query_id
 
-    def _candidate(self, row: Mapping[str, Any], split: str, query_id: int, where: Row) -> tuple[int, str]:
+    def _candidate(self, row: Mapping[str, object], split: str, query_id: int, where: Row) -> tuple[int, str]:
         image_id = integer(row["inat24_image_id"], "inat24_image_id", where)
         here = where.here()
         first = self.candidate_at.setdefault((split, query_id, image_id), here)
@@ -237,7 +237,7 @@ class _RerankPass:
             raise where.error("inat24_file_name", f"{file_name!r} is not an iNat24 file name")
         return image_id, file_name
 
-    def record(self, row: Mapping[str, Any], shard: _Shard, where: Row) -> dict[str, Any]:
+    def record(self, row: Mapping[str, object], shard: _Shard, where: Row) -> dict[str, object]:
         """The stored row for one candidate; counts what is missing."""
         query, query_id = self._query(row, shard.split, where)
         relevant = row["relevant"]
@@ -291,7 +291,7 @@ class _RerankPass:
     def batch(self, batch: pa.RecordBatch, shard: _Shard, first_row: int, images: bool) -> pa.Table:
         """A Parquet batch as a rerank table (with the image columns after ``uuid`` when ``images``)."""
         values = {name: batch.column(name).to_pylist() for name in shard.columns if name != "image"}
-        columns: dict[str, list[Any]] = {f.name: [] for f in RERANK_SCHEMA}
+        columns: dict[str, list[object]] = {f.name: [] for f in RERANK_SCHEMA}
         for i in range(batch.num_rows):
             row = {name: column[i] for name, column in values.items()}
             record = self.record(row, shard, Row.at_index(shard.path, first_row + i))

@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.curate.sources.inquire.columns import SPLIT_NAMES
 from cladebench.taxonomy import Lineage
@@ -165,7 +164,7 @@ _DATE = re.compile(
 )
 
 
-def parse_observed_on(value: Any) -> datetime.date | None:
+def parse_observed_on(value: object) -> datetime.date | None:
     """The observation date from a ``date`` value; ``None`` for null or blank. Other values raise ValueError.
 
     Accepted text: ``YYYY-MM-DD``, optionally followed by ``T`` or a space and ``HH:MM``,
