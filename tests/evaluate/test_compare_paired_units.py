@@ -186,7 +186,7 @@ def test_metric_matches_in_every_group_and_the_verdict_counts_groups(tmp_path: P
     assert verdict.best == 1 and verdict.metric == "top1_species"
     ((run, tally),) = verdict.against
     assert run == 0 and tally["groups"] == 3 and tally["better"] == 2 and tally["tied"] == 1
-    assert "better on 2 of 3 groups, tied on 1" in format_comparison(comparison, verbose=True)
+    assert "better on 2 of 3 groups (by 37.0 to 44.0 points), tied on 1" in format_comparison(comparison, verbose=True)
     with pytest.raises(CladebenchError) as error:
         compare_runs(paths, metric="top1_specie")
     assert "top1_species" in str(error.value) and "birds/" not in str(error.value)
@@ -232,9 +232,9 @@ def test_compare_of_runs_with_nothing_paired_marks_no_run_best(tmp_path: Path, c
     other = few_shot_run(tmp_path / "other", 0.9, seed=5, split="t" * 64, pool=100)
     assert main(["compare", str(one), str(other)]) == 0
     out = capsys.readouterr().out
-    assert "best" not in out.replace("so no run is marked best", "")
-    assert "run [1] not paired: different few-shot splits" in out
-    assert out.strip().splitlines()[-1].startswith("verdict: none: no metric could be paired")
+    assert "best" not in out.replace("so none is best", "")
+    assert "run [2] not paired: different few-shot splits" in out  # the verdict says why, by default too
+    assert "verdict: no metric could be paired between the runs, so none is best" in out.splitlines()
 
 
 def test_a_leaderboard_cell_marks_no_run_best_when_none_is_paired(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from cladebench.evaluate.compare import compare_runs, format_comparison
+from cladebench.evaluate.compare import compare_runs
+from cladebench.evaluate.compare_text import format_comparison
 from cladebench.evaluate.configs import ZeroShotEvalConfig
 from cladebench.evaluate.run import run_eval
 from cladebench.synthetic import WorldConfig, make_world

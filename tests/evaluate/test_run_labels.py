@@ -69,8 +69,8 @@ def test_compare_names_runs_by_label(two_styles: tuple[Path, Path, Path, str],
     sci, taxon, _, model = two_styles
     assert main(["compare", str(sci), str(taxon), "--resamples", "200"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("  [0] tiny-clip · sci  ") and lines[1].endswith("(reference)")
-    assert lines[2].startswith("  [1] tiny-clip  ")
+    assert lines[1].startswith("  [1] tiny-clip · sci  ") and lines[1].endswith("(reference)")
+    assert lines[2].startswith("  [2] tiny-clip  ")
     assert not any(model in line for line in lines)
     assert main(["compare", str(sci), str(taxon), "--resamples", "200", "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]

@@ -160,8 +160,11 @@ def _head(comparison: Comparison) -> list[str]:
 def format_verdicts(comparison: Comparison) -> list[str]:
     """The verdict block: how it was decided, then one line per metric (:func:`verdict_sentences`)."""
     sentences = verdict_sentences(comparison)
-    if not sentences:
-        return ["verdict: no metric could be paired between the runs, so none is best"]
+    if not sentences:  # why, once: the notes of the metrics (most often one reason for all)
+        notes = list(dict.fromkeys(entry.note for entry in comparison.metrics if entry.note))
+        return ["verdict: no metric could be paired between the runs, so none is best",
+                *(f"  {note}" for note in notes[:2]),
+                *([f"  and {len(notes) - 2} other notes: --all-metrics"] if len(notes) > 2 else [])]
     units = sorted({v.unit or "examples" for v in comparison.verdicts})
     lines = [f"verdict (paired bootstrap over {', '.join(units)}, {comparison.n_resamples:,} resamples, seed "
              f"{comparison.seed}; {100 * comparison.confidence:g}% interval; p Holm-adjusted; a difference holds "

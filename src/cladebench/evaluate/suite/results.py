@@ -330,8 +330,13 @@ def pivot(table: pa.Table, root: Path, metric: str | None = None) -> Pivot:
     from cladebench.evaluate.marks import marks_against_best
     from cladebench.evaluate.suite.board import board_columns, latest_rows
 
-    rows = [r for r in table.to_pylist() if r.get("current") is not False]  # a replaced run never stands in
+    every = table.to_pylist()
+    rows = [r for r in every if r.get("current") is not False]  # a replaced run never stands in
     columns, models, notes = board_columns(rows, metric)
+    # A model that had a number whose newest run does not check keeps its row: the cell says unverified.
+    had = {r["model"] for r in every if r["status"] == "finished" and r.get("current") is False}
+    models = [*models, *dict.fromkeys(r["model"] for r in rows if r["status"] == "unverified"
+                                      and r["model"] in had and r["model"] not in models)]
     latest = latest_rows(rows)
     cells: dict[tuple[str, int], Mapping[str, Any]] = {}
     marks: dict[tuple[str, int], str] = {}

@@ -42,7 +42,7 @@ from cladebench.evaluate.suite.results import (
     update_results,
 )
 from cladebench.evaluate.verify import verify_record
-from cladebench.paths import atomic_write, held_lock
+from cladebench.paths import NOT_OURS, atomic_write, held_lock, write_refusal
 
 LOCK_FILE = ".suite.lock"
 """In the suite folder: held by the suite writing it (:func:`suite_lock`); it names the holder's pid."""
@@ -162,7 +162,8 @@ def _made_by_a_suite(folder: Path) -> bool:
 def _check_suite_folder(out: Path) -> None:
     """Refuse (exit 1), before any run, an ``--out`` that holds anything but a suite: a dataset, a folder of the
     user's files or another command's output would get a table, a report and a lock written into it."""
-    if not out.is_dir() or not any(out.iterdir()) or is_output_of(out, WRITER, legacy=_made_by_a_suite):
+    if write_refusal(out, folder=True, ours=lambda found: is_output_of(found, WRITER, legacy=_made_by_a_suite)) \
+            != NOT_OURS:  # nothing there, empty, or a suite's: a file in its place is check_writable's to refuse
         return
     marker = read_marker(out)
     whose = f"its {MARKER_NAME} names `cladebench {marker.get('writer')}`" if marker is not None else \
