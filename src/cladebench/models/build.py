@@ -9,6 +9,7 @@ the spec's ``kind``, through :data:`MODEL_BUILDERS`, not by looking at the name 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from cladebench.models.endpoint import EndpointModel
 from cladebench.models.hf_vision import load_hf_vision

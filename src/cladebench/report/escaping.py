@@ -10,8 +10,6 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 from markupsafe import Markup
 
 from cladebench.escaping import markdown_escape

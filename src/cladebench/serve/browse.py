@@ -9,6 +9,8 @@ change under a running server.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, Request

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from cladebench.environment import OFFLINE_REASON, hub_offline
 from cladebench.errors import CladebenchError, DatasetNotFoundError

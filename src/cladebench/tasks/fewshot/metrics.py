@@ -8,6 +8,7 @@ re-analysis get the same numbers from the same rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -9,7 +9,7 @@ Why a module of its own: it ties the pieces together (:mod:`~cladebench.tasks.la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa

@@ -116,6 +116,8 @@ from cladebench.taxonomy import RANKS, Rank
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.models.spec import Model
+
 PREDICTORS: Registry[Callable[..., Predicted]] = Registry("lineage predictor")
 """Predictor name (``clip``: candidates ranked by cosine; ``vlm``: lineages named by a VLM) -> predictor;
 :data:`PREDICTOR_NEEDS` says which models each takes."""

@@ -27,6 +27,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 

@@ -20,7 +20,7 @@ import json
 import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from cladebench.curate.fetch.config import DownloadConfig
 from cladebench.curate.sources.images.columns import map_columns, mapped_values, text

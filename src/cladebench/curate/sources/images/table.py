@@ -22,6 +22,7 @@ import csv
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
