@@ -133,8 +133,9 @@ def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: Any) -
     entries = [_label_set_entry(record, group) for record in (other, reference)]
     listed = [entry.get("labels") for entry in entries]
     styles = [_name_style(record, group) for record in (other, reference)]
-    if all(isinstance(labels, list) for labels in listed) and styles[0] == styles[1]:
-        mine, theirs = set(map(str, listed[0])), set(map(str, listed[1]))
+    mine_listed, theirs_listed = listed
+    if isinstance(mine_listed, list) and isinstance(theirs_listed, list) and styles[0] == styles[1]:
+        mine, theirs = set(map(str, mine_listed)), set(map(str, theirs_listed))
         for words, names in (("only in this run", mine - theirs), ("only in the reference", theirs - mine)):
             if names:
                 shown = sorted(names)[:TAXA_NAMED]

@@ -477,7 +477,7 @@ def _tested(jobs: Sequence[_Job], *, n_resamples: int, seed: int, alpha: float,
                         if means else [])
     results = iter([next(mean_results) if a.ndim == 1 else paired_ratio_bootstrap(
         a[0], a[1], b[0], b[1], n_resamples=n_resamples, confidence=confidence, seed=seed) for a, b in flat])
-    out = []
+    out: list[tuple[Difference, ...]] = []
     for job in jobs:
         tested = [(index, next(results)) for index in job.runs]
         if not tested:

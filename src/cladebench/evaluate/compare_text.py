@@ -54,7 +54,7 @@ def _estimate_words(estimate: dict[str, Any] | None, metric: str) -> str:
         return ""
     scale, unit = display_scale(metric)
     low, high = estimate.get("low"), estimate.get("high")
-    interval = f" [{scale * low:.1f}, {scale * high:.1f}]" if None not in (low, high) else ""
+    interval = f" [{scale * low:.1f}, {scale * high:.1f}]" if low is not None and high is not None else ""
     return f"{scale * estimate['value']:.1f}{unit}{interval}"
 
 
@@ -119,7 +119,8 @@ def _estimate_cell(estimate: dict[str, Any] | None, metric: str) -> str:
     low, high = estimate.get("low"), estimate.get("high")
     value = estimate.get("value")  # null in run.json where the value was not a finite number
     # no interval beside an undefined value: over no image, Wilson's is [0, 100], which says nothing of it
-    interval = f"[{scale * low:6.2f}, {scale * high:6.2f}]" if None not in (low, high, value) else ""
+    interval = (f"[{scale * low:6.2f}, {scale * high:6.2f}]" if low is not None and high is not None
+                and value is not None else "")
     shown = f"{scale * value:7.2f}{unit or ' '}" if value is not None else f"{'undefined':>8}"
     return f"{shown}  {interval:<16}"
 

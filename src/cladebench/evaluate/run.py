@@ -86,6 +86,8 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
     """The record's model: what the built model describes (the revision actually loaded), else the spec resolved
     from --model, else what the evaluated column's metadata says."""
     embedding = info.get("embedding_metadata", {})
+    model_id: str | None
+    named_by: str | None
     if encoder is not None:  # an endpoint describes itself too: its id, no revision, no precision
         described = encoder.describe()
         model_id, revision, text_precision = described["model_id"], described.get("revision"), described.get(
@@ -134,6 +136,7 @@ def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig,
         return dataset
     except CladebenchError:
         console.note(f"[eval] embedding {uri} with {encoder.model_id} (once; kept in the dataset)")
+        assert config.model is not None  # the encoder was built from --model
         embed_dataset(EmbedConfig(dataset=uri, model=config.model, revision=config.revision, device=config.device),
                       encoder=encoder)
         return store.open_dataset(uri)
@@ -263,7 +266,8 @@ def _spot_check(dataset: Any, encoder: Any, info: dict[str, Any]) -> dict[str, A
     (:func:`~cladebench.embed.spot_check.spot_check_column`); None when no weights were loaded (a run whose text
     embeddings were all cached loads none, and is not made to) or the task read no stored column of the model."""
     column, metadata = info.get("column"), info.get("embedding_metadata") or {}
-    if not getattr(encoder, "built", False) or column not in dataset.schema.names:  # a deferred encoder, built
+    if not isinstance(column, str) or not getattr(encoder, "built", False) \
+            or column not in dataset.schema.names:  # a deferred encoder, built
         return None
     if metadata.get("model") != getattr(encoder, "model_id", None):
         return None

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from cladebench.environment import variable
 from cladebench.errors import CladebenchError
@@ -95,6 +95,9 @@ def export_to_wandb(paths: Sequence[str | Path], *, project: str = DEFAULT_PROJE
     return WandbLogged(mode, root, logged, already, left_out)
 
 
+_Mode = Literal["online", "offline", "disabled", "shared"]
+"""The modes ``wandb.init`` takes (``$WANDB_MODE`` is checked against them by W&B itself)."""
+
 def _log_one(run: ExportedRun, run_id: str, *, project: str, entity: str | None, root: Path, mode: str,
              report: bool) -> bool:
     """Log one run; False when W&B (online) has a run of that id already."""
@@ -103,7 +106,7 @@ def _log_one(run: ExportedRun, run_id: str, *, project: str, entity: str | None,
     settings = wandb.Settings(console="off", silent=True, save_code=False, disable_git=True,
                               x_save_requirements=False, x_disable_stats=True)
     try:
-        logging = wandb.init(project=project, entity=entity, dir=str(root), id=run_id, mode=mode,
+        logging = wandb.init(project=project, entity=entity, dir=str(root), id=run_id, mode=cast(_Mode, mode),
                              name=str(run.first.get("label") or run.first.get("model")), tags=["cladebench"],
                              config={**run_params(run), **run_tags(run)}, settings=settings,
                              resume=None if mode in OFFLINE_MODES else "never", reinit="create_new")

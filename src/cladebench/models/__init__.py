@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING
 from cladebench.lazy import present_lazily
 
 if TYPE_CHECKING:  # what present_lazily presents, as the type checker sees it (nothing imported at run time)
-    from cladebench.models.build import build_model  # noqa: F401
+    from cladebench.models.build import build_model, load_encoder  # noqa: F401
     from cladebench.models.endpoint import EndpointModel  # noqa: F401
-    from cladebench.models.openclip import Encoder, load_encoder  # noqa: F401
+    from cladebench.models.openclip import Encoder  # noqa: F401
     from cladebench.models.preprocessing import PREPROCESSING_MODES, Preprocessing, get_preprocessing_mode  # noqa: F401
     from cladebench.models.registry import (  # noqa: F401
         MODELS,
@@ -51,7 +51,14 @@ if TYPE_CHECKING:  # what present_lazily presents, as the type checker sees it (
         resolve_encoder,
         resolve_model,
     )
-    from cladebench.models.spec import ImageTextEncoder, Model, ModelKind, ModelSpec, model_kind  # noqa: F401
+    from cladebench.models.spec import (  # noqa: F401
+        ImageTextEncoder,
+        Model,
+        ModelKind,
+        ModelSpec,
+        model_capabilities,
+        model_kind,
+    )
     from cladebench.models.text import class_text_embeddings, text_cache_key  # noqa: F401
 
 __all__ = present_lazily(__name__, {

@@ -82,8 +82,10 @@ class Preprocessing:
     def from_dict(cls, data: Mapping[str, object]) -> Preprocessing:
         """Inverse of :meth:`to_dict`, for reading provenance back."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
-                      if k in names and k != "config"}, config=data.get("config"))
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
+                                  if k in names and k != "config"}
+        config = data.get("config")
+        return cls(**values, config=config if isinstance(config, Mapping) else None)
 
     def build(self) -> ImageTransform:
         """The transform PIL image -> float tensor (3, height, width); imports torchvision here, not above."""

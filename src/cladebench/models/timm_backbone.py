@@ -16,7 +16,7 @@ import difflib
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cladebench.errors import CladebenchError, UnknownNameError, unknown_name
 from cladebench.models import hub
@@ -27,6 +27,17 @@ from cladebench.models.openclip import check_precision, files_digest, resolve_de
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.spec import ModelSpec
 from cladebench.models.tower import check_build_options
+
+if TYPE_CHECKING:
+    import torch
+
+
+class _TimmNetwork(Protocol):
+    """What the embedding takes of a timm model (``forward_head`` with ``pre_logits``: the pooled features)."""
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor: ...
 
 EMBEDDING = "pooled pre-logits feature: forward_head(forward_features(x), pre_logits=True)"
 _HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -102,7 +113,9 @@ def load_timm(spec: ModelSpec, *, preprocessing: str = "openclip", device: str =
     network = network.to(device)
     data_config = timm.data.resolve_data_config({}, model=network)
     own = Preprocessing.from_model_config(data_config, "timm")
-    return ImageEncoder(network, lambda x: network.forward_head(network.forward_features(x), pre_logits=True),
+    timm_network = cast(_TimmNetwork, network)
+    return ImageEncoder(network, lambda x: timm_network.forward_head(timm_network.forward_features(x),
+                                                                     pre_logits=True),
                         spec=spec, revision=revision, preprocessing=own_or_chosen(own, preprocessing),
                         device=device, precision=precision, embedding=EMBEDDING, library="timm")
 

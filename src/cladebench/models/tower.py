@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
@@ -35,6 +35,10 @@ def check_build_options(preprocessing: str, precision: str) -> None:
         raise unknown_name("precision", precision, AUTOCAST_DTYPES)
 
 
+NetworkT = TypeVar("NetworkT")
+"""The network a tower holds: a ``torch.nn.Module`` typed as its own kind (open_clip ships no types)."""
+
+
 class ImageTower:
     """A built network's image side. A subclass sets the attributes below (through :meth:`_prepare`) and says in
     :meth:`_image_features` which output of its network is the embedding."""
@@ -48,13 +52,13 @@ class ImageTower:
     precision: str
     dim: int
 
-    def _prepare(self, network: torch.nn.Module, *, spec: ModelSpec, revision: str | None,
-                 preprocessing: Preprocessing, device: str, precision: str) -> torch.nn.Module:
+    def _prepare(self, network: NetworkT, *, spec: ModelSpec, revision: str | None,
+                 preprocessing: Preprocessing, device: str, precision: str) -> NetworkT:
         """Set what every tower records and return ``network`` frozen for inference (eval mode, no gradients)."""
         import torch
 
-        network = network.eval()
-        for parameter in network.parameters():
+        module = cast("torch.nn.Module", network).eval()
+        for parameter in module.parameters():
             parameter.requires_grad_(False)
         self.spec = spec
         self.model_id = spec.id

@@ -38,7 +38,7 @@ class SplitPlan:
     """The evaluated classes, in label order; class index i is ``classes[i]``."""
     targets: np.ndarray
     """Class index of every row; -1 for rows without a label or of a skipped class."""
-    skipped: tuple[dict[str, object], ...]
+    skipped: tuple[dict[str, Any], ...]
     """Classes not evaluated: label, images, groups, largest group and the reason."""
     seed: int
     repetitions: int

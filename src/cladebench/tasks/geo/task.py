@@ -160,8 +160,8 @@ def geo(dataset: lance.LanceDataset, encoder: Encoder, config: GeoPriorConfig, *
     if not hierarchy["absent"]:  # each test row's LCA height of truth and image-only, and fused, top-1
         heights = lca_heights(measured, test_targets, np.stack([image, outcome.fused], axis=1), rank)
         unscored = test_targets < 0
-        for column, kind in enumerate(KINDS):
-            table = table.append_column(f"lca_height_{kind}", pa.array(heights[:, column], pa.int8(), mask=unscored))
+        for index, kind in enumerate(KINDS):
+            table = table.append_column(f"lca_height_{kind}", pa.array(heights[:, index], pa.int8(), mask=unscored))
     place = Place.of(rows.slice(nv))
     info = {
         "column": column,
@@ -250,8 +250,8 @@ def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[s
     rank = task_provenance.get("rank", "species")
     scored = _bools(table, "scored")
     uuids = [u for u, s in zip(table.column("uuid").to_pylist(), scored, strict=True) if s]
-    out = {f"{kind}_top1_{rank}": (uuids, _bools(table, f"correct_{kind}")[scored].astype(np.float64))
-           for kind in KINDS}
+    out: dict[str, tuple[Any, ...]] = {
+        f"{kind}_top1_{rank}": (uuids, _bools(table, f"correct_{kind}")[scored].astype(np.float64)) for kind in KINDS}
     for kind in KINDS:
         heights = _heights(table, kind, scored)
         if heights is not None:

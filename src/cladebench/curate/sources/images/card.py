@@ -91,8 +91,9 @@ class ImagesLoadSummary:
             lines.append(f"{self.duplicates:,} photos are byte-identical to one before them ("
                          + ("kept: same image_sha256; --duplicates drop leaves them out)" if self.duplicates_kept
                             else "left out as duplicate_image)"))
-        if self.source_notes.get("linked_folders"):
-            lines.append(f"{len(self.source_notes['linked_folders']):,} linked folder(s) outside the tree read under "
+        linked = self.source_notes.get("linked_folders")
+        if isinstance(linked, dict) and linked:
+            lines.append(f"{len(linked):,} linked folder(s) outside the tree read under "
                          "the link's name (listed in the card)")
         if self.failed_by_reason:
             left_out = self.failed_by_reason.most_common()

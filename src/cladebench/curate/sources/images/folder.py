@@ -53,7 +53,8 @@ class FolderSource:
         photos' label, wherever the link sorts); a link out of the tree is followed once and noted."""
         root = os.path.realpath(self.root)
         seen = {root}
-        linked = self.notes.setdefault("linked_folders", {})
+        linked: dict[str, str] = {}
+        self.notes["linked_folders"] = linked
         for folder, folders, files in os.walk(self.root, followlinks=True):
             kept = []
             for name in sorted(folders):
