@@ -37,7 +37,8 @@ def test_a_slow_report_says_what_it_is_making_on_stderr(copies, tmp_path, monkey
     lines = capsys.readouterr().err.splitlines()
     sections = ordered_sections()
     assert lines[0].startswith(f"report: 3 runs: {sections[0].name} (1 of {len(sections)} sections) (")
-    assert len(lines) == len(sections) + 1 and lines[-1].startswith("report: writing the page (")
+    assert len(lines) == len(sections) + 2 and lines[-2].startswith("report: the answer (")
+    assert lines[-1].startswith("report: writing the page (")
     write_report(copies, tmp_path / "quiet.html")  # progress off (the library's default)
     monkeypatch.setattr(render, "PROGRESS_AFTER", 3600.0)
     write_report(copies, tmp_path / "fast.html", progress=True)  # on, but done before it would speak

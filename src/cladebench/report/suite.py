@@ -30,22 +30,24 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
     from cladebench.report.sections.base import ReportContext
     from cladebench.report.sections.suite import SUITE_KEY, SuiteData
 
-    checked = [r for r in require_results(root).to_pylist() if r.get("current") is not False]
+    every = require_results(root).to_pylist()
+    checked = [r for r in every if r.get("current") is not False]
+    replaced = [r for r in every if r.get("current") is False and r["status"] == "finished"]
+    refused = [r for r in checked if r["status"] == "unverified"]
     rows = [r for r in checked if r["status"] == "finished" and r["run"]]
     skipped = [r for r in checked if r["status"] == "skipped"]
     paths = list(dict.fromkeys(r["run"] for r in rows))
     output = FORMATS["html"]
     environment = output.environment()
-    if not paths:
+    if not paths and not refused:
         runs: tuple = ()
         sections: list = []
     else:
-        runs = load_runs([root / p for p in paths])
+        runs = load_runs([root / p for p in paths]) if paths else ()
         by_path = dict(zip(paths, runs, strict=True))
         context = ReportContext(format=output.name, environment=environment, max_gallery=max_gallery,
-                                cache={SUITE_KEY: SuiteData(rows=rows, runs=by_path,
-                                                                  refused=[r for r in checked
-                                                                           if r["status"] == "unverified"],
+                                cache={SUITE_KEY: SuiteData(rows=rows, runs=by_path, refused=refused,
+                                                                  replaced=replaced,
                                                                   skipped=[r for r in checked
                                                                            if r["status"] == "skipped"])})
         everything = ordered_sections()

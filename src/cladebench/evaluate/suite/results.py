@@ -332,11 +332,9 @@ def pivot(table: pa.Table, root: Path, metric: str | None = None) -> Pivot:
 
     every = table.to_pylist()
     rows = [r for r in every if r.get("current") is not False]  # a replaced run never stands in
-    columns, models, notes = board_columns(rows, metric)
-    # A model that had a number whose newest run does not check keeps its row: the cell says unverified.
-    had = {r["model"] for r in every if r["status"] == "finished" and r.get("current") is False}
-    models = [*models, *dict.fromkeys(r["model"] for r in rows if r["status"] == "unverified"
-                                      and r["model"] in had and r["model"] not in models)]
+    # The columns and models of every finished run, replaced ones too: a model whose newest run does not check
+    # keeps its row, and its cell (from the current runs only) says unverified.
+    columns, models, notes = board_columns(every, metric)
     latest = latest_rows(rows)
     cells: dict[tuple[str, int], Mapping[str, Any]] = {}
     marks: dict[tuple[str, int], str] = {}

@@ -46,6 +46,9 @@ class SuiteData:
     refused: Sequence[Mapping[str, object]] = ()
     """Rows refused as ``unverified`` (their run's numbers do not hold): a model's newest such row is its cell,
     said as refused, so an older run never stands in for it."""
+    replaced: Sequence[Mapping[str, object]] = ()
+    """Finished rows of runs a newer run replaced: never a cell, but their columns and models stay on the board, so
+    a model whose newest run is refused keeps its row, saying so."""
     skipped: Sequence[Mapping[str, Any]] = ()
     """Rows of runs that did not run (a task needing a text tower on an image-only model, too few images): shown
     as skipped with their reason."""
@@ -94,7 +97,7 @@ def suite_board(data: SuiteData) -> tuple[list[Column], list[str], dict[tuple[st
     """Columns, models (in the order they entered the table), cells by (model, column index), and notes."""
     rows = [r for r in data.rows if r.get("status") == "finished" and r.get("metric")]
     latest = latest_rows([*rows, *data.refused])
-    columns, models, notes = board_columns(rows)
+    columns, models, notes = board_columns([*rows, *data.replaced])
     cells: dict[tuple[str, int], SuiteCell] = {}
     for index, column in enumerate(columns):
         keys = {m: (column.benchmark, m, column.protocol, column.metric) for m in models}
