@@ -63,7 +63,10 @@ def _from_version_1(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(provenance.get("comparability"), dict) or not provenance["comparability"]:
         task = provenance.get("task") or {}
         exclusions = task.get("exclusions")
-        ranks = [entry.get("rank") for entry in entries.values()] + [task.get("rank"), config.get("rank")]
+        # The whole run's rank, as version 1 was read: its pooled label set's, else the task's or config's (each
+        # group's own label set gives that group's rank when it is asked for)
+        pooled = provenance.get("label_set") if isinstance(provenance.get("label_set"), dict) else {}
+        ranks = [pooled.get("rank"), task.get("rank"), config.get("rank")]
         groups = provenance.get("groups") or {}
         provenance["comparability"] = {
             "task": data.get("task"),
