@@ -521,3 +521,71 @@ def test_a_second_output_check_is_found(tmp_path: Path) -> None:
                                "    if out.is_file():\n        pass\n")
     assert policy_offenders(output_decisions, WRITE_CHECK_HOME, files) == [
         "cladebench.store.probe:2: decides whether an output is there and empty"]
+
+
+# --- a task is one object ----------------------------------------------------------------------------------------
+
+TASKS_MODULE = SRC / "tasks" / "__init__.py"
+TASK_NAME_HOMES = ("cladebench.tasks", "cladebench.evaluate.benchmarks", "cladebench.demo")
+"""Where a task may be named: its own package and the registry, the benchmark protocols (a benchmark names the task
+it runs), the demo (a script of runs)."""
+TASK_NAMES_NOT_YET = {"cladebench.evaluate.configs": "each task's eval config moves onto its task with the options"}
+"""Modules that still name tasks, and why they may for now (issue 39 item 3 reworks them)."""
+MOST_TASK_NAMES = 3
+"""Task-name literals allowed outside :data:`TASK_NAME_HOMES` (issue 39: a task's facts are asked of the task)."""
+
+
+def builtin_task_names() -> set[str]:
+    """The keys of ``_BUILTIN_TASKS`` in ``tasks/__init__.py``, read from its source."""
+    for node in ast.walk(ast.parse(TASKS_MODULE.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and (
+                node.target.id == "_BUILTIN_TASKS") and isinstance(node.value, ast.Dict):
+            return {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
+    raise AssertionError(f"no _BUILTIN_TASKS table in {TASKS_MODULE}")
+
+
+def task_name_literals(tree: ast.AST, names: set[str]) -> Iterator[tuple[int, str]]:
+    """String literals that are a task's name. A key read from a row or a request (``row["lineage"]``,
+    ``body.get("lineage")``) names a field, not a task, and is not counted."""
+    fields = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            fields.add(id(node.slice))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and (
+                node.args):
+            fields.add(id(node.args[0]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in names and id(node) not in fields:
+            yield node.lineno, repr(node.value)
+
+
+def task_names_outside(files: dict[str, Path]) -> list[str]:
+    """``module:line: 'name'`` for each task-name literal in a module that may know tasks (the tasks' stage or a
+    later one), outside :data:`TASK_NAME_HOMES` and :data:`TASK_NAMES_NOT_YET`."""
+    names = builtin_task_names()
+    found = []
+    for module, path in files.items():
+        stage = layer(module)
+        if stage is None or stage < LAYERS["tasks"] or module in TASK_NAMES_NOT_YET or any(
+                module == home or module.startswith(home + ".") for home in TASK_NAME_HOMES):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found += [f"{module}:{line}: {what}" for line, what in sorted(task_name_literals(tree, names))]
+    return found
+
+
+def test_the_program_asks_a_task_rather_than_naming_it() -> None:
+    found = task_names_outside(source_files())
+    assert len(found) <= MOST_TASK_NAMES, (
+        "a task's facts are declared on its Task (tasks/__init__.py) and asked of it, never looked up by its name:\n"
+        + "\n".join(found))
+
+
+def test_a_task_named_outside_its_package_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "PICKERS = {'zeroshot': 1}\n"
+                               "def shown(run, row):\n    return run.task == 'geo' and row['lineage'] and "
+                               "row.get('rerank')\n", module="cladebench.report.probe")
+    assert task_names_outside(files) == ["cladebench.report.probe:1: 'zeroshot'", "cladebench.report.probe:3: 'geo'"]
+    assert task_names_outside({"cladebench.taxonomy.probe": files["cladebench.report.probe"],
+                               "cladebench.tasks.probe": files["cladebench.report.probe"]}) == []
+    assert builtin_task_names() == {"zeroshot", "fewshot", "retrieval", "rerank", "lineage", "geo"}

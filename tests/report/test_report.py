@@ -422,7 +422,9 @@ def test_markdown_report(runs, tmp_path) -> None:
 
 def test_fewshot_headline_includes_every_simpleshot_protocol() -> None:
     """BioBench's variant is named with a hyphen; a run of only that method still has a headline."""
-    from cladebench.report.headline import HEADLINES
+    from cladebench.report.headline import picked
+    from cladebench.tasks import get_task
 
     names = ["simpleshot-biobench_5shot", "simpleshot_1shot", "linear_5shot", "simpleshot_5shot_std", "n_classes"]
-    assert HEADLINES["fewshot"](None, names) == ["simpleshot-biobench_5shot", "simpleshot_1shot", "linear_5shot"]
+    assert picked(get_task("fewshot").headline, names, "species") == [
+        "simpleshot-biobench_5shot", "simpleshot_1shot", "linear_5shot"]

@@ -26,57 +26,43 @@ def _scoped(value: Any, group: str) -> Any:
 def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
     """What decides whether two runs can be paired (:data:`COMPARABILITY_KEYS`), for the whole run or one group.
 
-    Read from the record's ``provenance.comparability`` where it has one (``evaluate.plan.comparability_key``:
-    the label set per group in ``label_sets_sha256``, the gallery as its rule); a record written before it has
-    the same facts derived from what every record holds: the evaluated rows' fingerprint, the label set's digest
-    (``labels_sha256``, or the task's ``sha256``), its rank, the split's fingerprint, the shots and the gallery's
-    group key. Either way one group's own label set and split are taken, and each fact has one form, so a record
-    with the entry and one without compare alike. A fact a record does not hold is None (None equals None).
+    Read from the record's ``provenance.comparability`` (``evaluate.plan.comparability_key``; a version-1 record
+    is given one when it is read, :mod:`~cladebench.evaluate.record_versions`): the rows, the label set and taxa
+    of the group (or of the pooled run), the rank (else the label set's, for a task with no rank setting), the
+    shots and the gallery's group key; the split is the group's own drawn split where it has one. Each fact has
+    one form; a fact a record does not hold is None (None equals None).
     """
     provenance = record.provenance
+    stored = provenance.get("comparability") or {}
     label_set = _label_set_entry(record, group)
     task = provenance.get("task") or {}
     split = (_scoped(provenance.get("split_by_group"), group) if group else None) or provenance.get("split") or {}
-    shots = record.config.get("shots", task.get("shots"))
-    gallery = (task.get("exclusions") or {}).get("group_key")
     facts = {
-        "rows_sha256": (provenance.get("dataset") or {}).get("evaluated_fingerprint"),
-        "label_set_sha256": label_set.get("labels_sha256") or label_set.get("sha256"),
-        "rank": label_set.get("rank") or task.get("rank") or record.config.get("rank"),
+        "rows_sha256": stored.get("rows_sha256"),
+        "label_set_sha256": _own(stored.get("label_sets_sha256"), group),
+        "rank": stored.get("rank") or label_set.get("rank") or task.get("rank"),
         "split_sha256": split.get("fingerprint"),
-        "shots": shots,
-        "gallery": gallery,
+        "shots": stored.get("shots"),
+        "gallery": (stored.get("gallery") or {}).get("group_key"),
     }
-    stored = provenance.get("comparability")
-    if isinstance(stored, dict) and stored:
-        per_group = stored.get("label_sets_sha256")
-        own = per_group.get(group or "None") if isinstance(per_group, dict) else None
-        facts.update({key: stored[key] for key in ("rows_sha256", "rank", "shots") if stored.get(key) is not None})
-        if own is not None or not isinstance(per_group, dict):
-            facts["label_set_sha256"] = own if own is not None else stored.get("label_set_sha256")
-        # Only a drawn split (few-shot, geo: one with a fingerprint) is a fact: the key's digest of splits of kind
-        # "none" differs between a grouped and a pooled run, though neither drew anything.
-        splits = [provenance.get("split"), *(provenance.get("split_by_group") or {}).values()]
-        if facts["split_sha256"] is None and not group and any((s or {}).get("fingerprint") for s in splits):
-            facts["split_sha256"] = stored.get("split_sha256")
-        if isinstance(stored.get("gallery"), dict):
-            facts["gallery"] = stored["gallery"].get("group_key")
+    # Only a drawn split (few-shot, geo: one with a fingerprint) is a fact: the key's digest of splits of kind
+    # "none" differs between a grouped and a pooled run, though neither drew anything.
+    splits = [provenance.get("split"), *(provenance.get("split_by_group") or {}).values()]
+    if facts["split_sha256"] is None and not group and any((s or {}).get("fingerprint") for s in splits):
+        facts["split_sha256"] = stored.get("split_sha256")
     if isinstance(facts["shots"], (list, tuple)):
         facts["shots"] = sorted(int(k) for k in facts["shots"]) or None
-    facts["taxa_sha256"] = _taxa(record, group)
+    facts["taxa_sha256"] = _own(stored.get("taxa_sets_sha256"), group)
     facts["label_set"] = facts["taxa_sha256"] or facts["label_set_sha256"]
     return facts
 
 
-def _taxa(record: RunRecord, group: str) -> str | None:
-    """The digest of a run's (group's) taxa whatever their name style (:meth:`~cladebench.tasks.common.LabelSet
-    .taxa_digest`), or None for a record written before runs kept it (or a task whose labels are not taxa)."""
-    own = _label_set_entry(record, group).get("taxa_sha256")
-    if own:
-        return str(own)
-    stored = record.provenance.get("comparability") or {}
-    per_group = stored.get("taxa_sets_sha256") if isinstance(stored, dict) else None
-    found = per_group.get(group or "None") if isinstance(per_group, dict) else None
+def _own(per_group: Any, group: str) -> str | None:
+    """One group's entry of a per-group digest of the comparability key (a pooled run's, ``"None"``, stands for
+    every group it is asked about), or None where the record keeps none (a task whose labels are not taxa)."""
+    if not isinstance(per_group, dict):
+        return None
+    found = per_group.get(group or "None", per_group.get("None") if group else None)
     return str(found) if found else None
 
 
@@ -109,8 +95,8 @@ def incomparable(reference: RunRecord, other: RunRecord, group: str = "") -> str
     elif a["label_set_sha256"] != b["label_set_sha256"] and a["rank"] == b["rank"]:
         sizes = [label_set_size(record, group) for record in (other, reference)]
         styles = [_name_style(record, group) for record in (other, reference)]
-        # A record written before taxa were kept: its label strings' digest differs between name styles of the
-        # same taxa, so two styles with as many labels are taken as one label set.
+        # Taxa unknown (a version-1 record): its label strings' digest differs between name styles of the same
+        # taxa, so two styles with as many labels are taken as one label set.
         if sizes[0] != sizes[1] or styles[0] == styles[1] or None in styles:
             told = f" ({sizes[0]} vs {sizes[1]} labels)" if None not in sizes else ""
             reasons.append(f"different label sets{told}")

@@ -9,9 +9,8 @@ place takes its names from here, and the rules live in one place:
   as typed, the folder's name of a ``local-dir:`` checkpoint, ``NAME`` of ``openai-compatible:NAME@URL``, the
   repository's name of ``hf-hub:ORG/NAME``), or the column of a run on stored vectors with no model; then the
   settings that differ from the task's defaults and change its results (name style, templates, rank, shots ...),
-  joined by :data:`SEPARATOR`. Full model ids and paths stay in the record's provenance;
-- a record written before labels existed gets the same default from its config and provenance, so old and new
-  runs are named alike;
+  joined by :data:`SEPARATOR` (which settings, and how each is said, the task declares:
+  :attr:`cladebench.tasks.Task.label_settings`). Full model ids and paths stay in the record's provenance;
 - where several runs share a label, :func:`distinct_labels` adds what tells them apart (a setting that differs,
   the run's folder), so no two runs print alike;
 - where a name must fit a column, :func:`short_names` cuts it without ever cutting two names to one string.
@@ -28,15 +27,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.models.endpoint import ENDPOINT_PREFIX, parse_endpoint
 from cladebench.models.registry import HF_HUB_PREFIX, LOCAL_DIR_PREFIX
-from cladebench.registry import Registry
+from cladebench.tasks import LabelSetting, known_task
 
 SEPARATOR = " · "
 """Between a label's model and each setting that sets the run apart: ``bioclip · sci · photo``."""
@@ -131,64 +129,17 @@ def _shown(value: object) -> str:
     return text if len(text) <= VALUE_WIDTH else text[:VALUE_WIDTH - 1] + "…"
 
 
-@dataclass(frozen=True)
-class Setting:
-    """A task setting that changes results, and how a label says it when it is not the task's default."""
-
-    field: str
-    """The config field (as ``run.json``'s config records it)."""
-    show: Callable[[object], str] = _shown
-    """The value as the label says it: ``sci``, ``scale 100``, ``5,10 shots``."""
+def said(setting: LabelSetting, value: Any) -> str:
+    """A setting's value as a label says it (:class:`~cladebench.tasks.LabelSetting`): ``sci``, ``scale 100``,
+    ``5,10 shots``, ``labels birds.csv``."""
+    shown = _shown(_path_name(str(value)) if setting.file else value)
+    return setting.said.replace("{}", shown)
 
 
-def _prefixed(prefix: str) -> Callable[[object], str]:
-    return lambda value: f"{prefix} {_shown(value)}"
-
-
-def _suffixed(suffix: str) -> Callable[[object], str]:
-    return lambda value: f"{_shown(value)} {suffix}"
-
-
-def _fixed(text: str) -> Callable[[object], str]:
-    return lambda value: text
-
-
-def _file(prefix: str) -> Callable[[object], str]:
-    return lambda value: f"{prefix} {_shown(_path_name(str(value)))}"
-
-
-LABEL_SETTINGS: Registry[tuple[Setting, ...]] = Registry("task")
-"""Per task, the settings a label names when they differ from the task's defaults, in the order it names them.
-Settings that change what is reported but not the results (concurrency, deadlines, which parts run) are left out;
-a task not listed gets labels of its model alone."""
-
-_TEXT_TOWER = (Setting("name_style"), Setting("templates"), Setting("logit_scale", _prefixed("scale")))
-
-LABEL_SETTINGS.add("zeroshot", (
-    *_TEXT_TOWER, Setting("rank"), Setting("labels", _file("labels")), Setting("candidates", _prefixed("among")),
-    Setting("within", _prefixed("within")),
-))
-LABEL_SETTINGS.add("fewshot", (
-    Setting("rank"), Setting("shots", _suffixed("shots")), Setting("methods"),
-    Setting("repetitions", _suffixed("reps")), Setting("seed", _prefixed("seed")),
-    Setting("knn_k", _prefixed("k")), Setting("knn_weights"),
-))
-LABEL_SETTINGS.add("retrieval", (Setting("rank"), Setting("k", _prefixed("k")), Setting("group_key", _prefixed("by"))))
-LABEL_SETTINGS.add("rerank", (
-    Setting("query_templates", _prefixed("queries")), Setting("rerank_k", _prefixed("top")),
-    Setting("vlm_prompt", _fixed("own prompt")),
-))
-LABEL_SETTINGS.add("lineage", (
-    *_TEXT_TOWER, Setting("lineage_candidates", _prefixed("candidates")),
-    Setting("lineage_prompt", _fixed("own prompt")), Setting("lineage_nohint_prompt", _fixed("own no-hint prompt")),
-))
-LABEL_SETTINGS.add("geo", (
-    *_TEXT_TOWER, Setting("rank"), Setting("labels", _file("labels")), Setting("candidates", _prefixed("among")),
-    Setting("prior_fusion"), Setting("prior_cell_km", _suffixed("km cells")),
-    Setting("prior_neighbourhood_km", _suffixed("km around")), Setting("prior_season_bins", _suffixed("seasons")),
-    Setting("prior_alpha", _prefixed("alpha")), Setting("prior_seed", _prefixed("prior seed")),
-    Setting("prior_dataset", _file("prior")), Setting("prior_location_column", _prefixed("location")),
-))
+def label_settings(task: str) -> tuple[LabelSetting, ...]:
+    """The settings ``task``'s labels name (none for a task this version does not know)."""
+    known = known_task(task)
+    return known.label_settings if known is not None else ()
 
 
 def _plain(value: object) -> object:
@@ -198,12 +149,10 @@ def _plain(value: object) -> object:
 
 def task_defaults(task: str) -> dict[str, object]:
     """The defaults of ``task``'s own config (empty for a task this version does not know)."""
-    from cladebench.tasks import get_task
-
-    try:
-        config = get_task(task).config
-    except CladebenchError:
+    known = known_task(task)
+    if known is None:
         return {}
+    config = known.config
     out = {}
     for spec in dataclasses.fields(config):
         if spec.default is not dataclasses.MISSING:
@@ -220,19 +169,19 @@ def setting_parts(task: str, config: Mapping[str, object]) -> list[str]:
     revision = config.get("revision")
     if revision:  # another revision than the pinned one is other weights
         parts.append(f"rev {str(revision)[:7]}")
-    for setting in LABEL_SETTINGS.get(task, ()):
+    for setting in label_settings(task):
         if setting.field not in config or setting.field not in defaults:
             continue
         value = config[setting.field]
         if value is None or _plain(value) == defaults[setting.field]:
             continue
-        parts.append(setting.show(value))
+        parts.append(said(setting, value))
     return parts
 
 
 def default_label(task: str, config: Mapping[str, object], provenance: Mapping[str, object]) -> str:
-    """A run's label when ``--run-name`` gave none, from what its record holds (so a record written before labels
-    existed is named as a new one would be): the model, then each setting that differs from the task's defaults."""
+    """A run's label when ``--run-name`` gave none, from what its record holds: the model, then each setting that
+    differs from the task's defaults."""
     return SEPARATOR.join([_run_model(config, provenance), *setting_parts(task, config)])
 
 

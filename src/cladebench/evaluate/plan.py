@@ -154,14 +154,14 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     group column but loading no model. ``encoder`` is a model handed in (the Python API, a suite's built model):
     its own spec stands for ``--model``. ``located`` is the named benchmark's data when the caller found it already
     (a suite, once per benchmark)."""
-    from cladebench.tasks import get_task
+    from cladebench.tasks import DEFAULT_TASK, get_task
 
     given = given_settings(config)
     benchmark = _benchmark(config)
     config, off_protocol = apply_protocol(config, benchmark, given)
     check_out_outside_dataset(config.out, config.dataset)
     store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
-    task = get_task(config.task or "zeroshot")
+    task = get_task(config.task or DEFAULT_TASK)
     settings = task_config(task.config, config)
     spec = (getattr(encoder, "spec", None) if encoder is not None
             else None if config.model is None else model_registry.resolve_model(config.model, revision=config.revision))
@@ -263,8 +263,8 @@ def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, An
         "shots": list(getattr(settings, "shots", ()) or ()) or None,
         "gallery": None,
     }
-    if plan.task.name == "retrieval":
-        key["gallery"] = {"rule": "every other labelled image outside the query's group",
+    if plan.task.gallery_rule is not None:
+        key["gallery"] = {"rule": plan.task.gallery_rule,
                           "group_key": getattr(settings, "group_key", None), "rank": key["rank"]}
     return key
 

@@ -33,6 +33,7 @@ from cladebench import store
 from cladebench.errors import CladebenchError, SchemaError, UsageError, environment_error
 from cladebench.evaluate.jsonsafe import record_json
 from cladebench.evaluate.labels import default_label, one_line
+from cladebench.evaluate.record_versions import RECORD_VERSION, current_shape
 from cladebench.metrics import METRIC_DEFINITIONS
 from cladebench.paths import held_lock
 from cladebench.provenance import redact
@@ -40,7 +41,6 @@ from cladebench.provenance import redact
 if TYPE_CHECKING:
     import lance
 
-RECORD_VERSION = 1
 RUN_FILE = "run.json"
 PREDICTIONS_FILE = "predictions.parquet"
 
@@ -76,12 +76,13 @@ class RunRecord:
     """The task config as run."""
     label: str | None = None
     """The short name a person reads for the run in reports and comparisons (``--run-name``); left out, the default
-    of :func:`cladebench.evaluate.labels.default_label` is filled in, from the config and provenance (so a record
-    written before labels existed reads with the label a new one would get). The model id stays in provenance."""
+    of :func:`cladebench.evaluate.labels.default_label` is filled in, from the config and provenance. The model id
+    stays in provenance."""
     inspection: dict[str, object] = field(default_factory=dict)
     """Tables for a person to look at, per group: e.g. genus-only rows' predicted species and least certain images."""
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     record_version: int = RECORD_VERSION
+    """The shape of the record (:mod:`cladebench.evaluate.record_versions`: an older one is lifted when read)."""
 
     def __post_init__(self) -> None:
         label = None if self.label is None else one_line(self.label)  # a record's label was not checked
@@ -138,12 +139,13 @@ class RunRecord:
 
     @classmethod
     def read(cls, path: str | Path) -> RunRecord:
-        """Read a ``run.json`` (or the directory holding it)."""
+        """Read a ``run.json`` (or the directory holding it), lifted to the current shape
+        (:func:`~cladebench.evaluate.record_versions.current_shape`; a newer version is a :class:`SchemaError`)."""
         path = Path(path)
         if path.is_dir():
             path = path / RUN_FILE
-        record = cls(**checked_shape(json.loads(path.read_text())))
-        record.redact_secrets()  # a record written before redaction existed shows no secret either
+        record = cls(**current_shape(checked_shape(json.loads(path.read_text())), source=str(path)))
+        record.redact_secrets()  # a run.json is a file anyone can edit: what is read is redacted as what is written
         return record
 
     @classmethod
@@ -208,11 +210,6 @@ def checked_shape(data: object) -> dict[str, Any]:
     for name, estimate in (data.get("metrics") or {}).items():
         if not isinstance(estimate, dict):
             raise ValueError(f"its metric {name} is a JSON {_json_type(estimate)}, not an object")
-    version = data.get("record_version", RECORD_VERSION)
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= RECORD_VERSION:
-        # a newer format may mean other things by the same fields: never read as this one
-        raise ValueError(f"its record version {version!r} is not one this version of cladebench reads "
-                         f"(1 to {RECORD_VERSION}; a newer cladebench wrote it?)")
     provenance = data.get("provenance") or {}
     for section in PROVENANCE_SECTIONS:
         if provenance.get(section) is not None and not isinstance(provenance[section], dict):

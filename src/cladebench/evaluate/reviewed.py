@@ -29,11 +29,9 @@ from cladebench.errors import CladebenchError, UsageError
 from cladebench.paths import NOT_OURS, WRONG_KIND, write_refusal
 from cladebench.store.dataset import is_remote, open_dataset
 from cladebench.store.reviews import read_reviews, review_summary, reviews_path
+from cladebench.tasks import DEFAULT_TASK, all_tasks, get_task
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
-REVIEWED_TASKS = ("zeroshot", "fewshot", "retrieval", "geo")
-"""Tasks whose truth is a row's own lineage, which a review replaces (rerank's relevance and lineage completion's
-co-observed organisms are not a row's taxon)."""
 CLONE_NAME = "reviewed-labels.lance"
 """The labelled clone's name inside ``--out``."""
 MARKER = ".cladebench-reviewed-labels"
@@ -42,9 +40,12 @@ MARKER = ".cladebench-reviewed-labels"
 
 def check_labels_from_reviews(config: Any) -> None:
     """A usage error, before any work, for a task whose truth no review can give."""
-    if getattr(config, "labels_from_reviews", False) and (config.task or "zeroshot") not in REVIEWED_TASKS:
+    # A task declares whether its truth is a row's own taxon (Task.reviewed_labels): rerank's relevance and lineage
+    # completion's co-observed organisms are not.
+    if getattr(config, "labels_from_reviews", False) and not get_task(config.task or DEFAULT_TASK).reviewed_labels:
+        reviewed = [name for name, task in all_tasks().items() if task.reviewed_labels]
         raise UsageError(f"--labels-from-reviews scores tasks whose truth is each row's taxon "
-                         f"({', '.join(REVIEWED_TASKS)}), not {config.task}")
+                         f"({', '.join(reviewed)}), not {config.task}")
 
 
 @dataclass(frozen=True)

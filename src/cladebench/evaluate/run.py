@@ -381,9 +381,7 @@ def row_accounting(plan: EvalPlan, table: pa.Table, evaluated: int) -> dict[str,
         left_out["no agreed review (--labels-from-reviews scores only rows reviewers agree on)"] = without_review
         not_predicted -= without_review
     if not_predicted > 0:
-        reason = ("never a query: support images in every repetition, classes too small for the shots, no usable "
-                  "vector or no label at the rank" if plan.task.name == "fewshot"
-                  else "not predicted: no usable vector (e.g. a photo not retrieved) or no label at the rank")
+        reason = plan.task.not_predicted
         left_out[reason] = not_predicted
     if "scored" in table.column_names:
         unscored = table.filter(pc.invert(table.column("scored").fill_null(False)))

@@ -14,10 +14,9 @@ uploaded: pushing the card is ``huggingface-cli upload``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from cladebench import __version__
@@ -25,6 +24,7 @@ from cladebench.errors import CladebenchError, UsageError
 from cladebench.export.checked import Exported, ExportedRun, exported_results
 from cladebench.export.configs import ModelCardConfig
 from cladebench.paths import atomic_write
+from cladebench.tasks import known_task
 
 if TYPE_CHECKING:
     from huggingface_hub import EvalResult
@@ -32,14 +32,15 @@ if TYPE_CHECKING:
 SOURCE_NAME = f"cladebench {__version__}"
 """The source every entry names: the tool and its version."""
 SOURCE_URL = "https://github.com/cladebench/cladebench"
-HUB_TASKS: Mapping[str, str] = MappingProxyType({
-    "zeroshot": "zero-shot-image-classification", "fewshot": "image-classification",
-    "retrieval": "image-feature-extraction", "rerank": "zero-shot-image-classification",
-    "geo": "zero-shot-image-classification", "lineage": "image-text-to-text",
-})
-"""cladebench task -> the nearest Hub task type (a task not listed gives its own name)."""
 _HUB_DATASET = re.compile(r"hf://datasets/([^/\s]+/[^/\s@()]+)")
 _ONE_SPLIT = re.compile(r"^\(?\s*split\s*=\s*'([^']+)'\s*\)?$")
+
+
+def _hub_task(name: str) -> str:
+    """The nearest Hub task type of a cladebench task (:attr:`~cladebench.tasks.Task.hub_task`); a task that names
+    none, or one this version does not know, gives its own name."""
+    task = known_task(name)
+    return task.hub_task if task is not None and task.hub_task else name
 
 
 def _require_hub() -> None:
@@ -81,7 +82,7 @@ def card_entries(exported: Exported) -> tuple[list[EvalResult], list[str]]:
                          "confidence": estimate.get("confidence"),
                          "interval": str(estimate.get("interval") or "").partition(":")[0] or None}
             entries.append(EvalResult(
-                task_type=HUB_TASKS.get(str(row["task"]), str(row["task"])), task_name=str(row["protocol"]),
+                task_type=_hub_task(str(row["task"])), task_name=str(row["protocol"]),
                 dataset_type=hub.group(1) if hub else str(row["benchmark"]), dataset_name=str(row["benchmark"]),
                 dataset_config=group or None, dataset_split=split.group(1) if split else None,
                 dataset_revision=source.get("release") or source.get("pinned_release"),

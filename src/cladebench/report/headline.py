@@ -1,72 +1,34 @@
-"""Which metrics of a task head the leaderboard, as a registry keyed by task name.
+"""Which metrics of a task head the leaderboard, as the task declares them (:attr:`cladebench.tasks.Task.headline`).
 
 A run record holds dozens of numbers (every rank, every breakdown); a leaderboard that showed them all
-would hide the ones a benchmark is read by. Each task names its headline metrics here, best first;
+would hide the ones a benchmark is read by. Each task names its headline metrics, best first;
 the first is the *primary* one, the only one shown per challenge group when a run has several groups
-(the per-group section shows the rest). A task without an entry shows its first pooled metrics.
+(the per-group section shows the rest). A task that names none (or a task this version does not know) shows its
+first pooled metrics.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from cladebench.evaluate.run import GROUP_SEPARATOR
-from cladebench.registry import Registry
 from cladebench.report.formatting import split_metric
 from cladebench.report.runs import ReportRun
-
-HeadlinePicker = Callable[[ReportRun, Sequence[str]], list[str]]
-"""(run, the run's metric names without group prefix, in record order) -> headline metric names, best first."""
-
-HEADLINES: Registry[HeadlinePicker] = Registry("headline picker")
-"""Registry: task name -> its headline picker."""
+from cladebench.tasks import known_task
 
 DEFAULT_HEADLINES = 4
-"""Pooled metrics shown for a task that registered no headline picker."""
+"""Pooled metrics shown for a task that names no headline metrics."""
 
 
-def _present(names: Sequence[str], wanted: Sequence[str]) -> list[str]:
-    return [name for name in wanted if name in names]
-
-
-def _matching(names: Sequence[str], pattern: str) -> list[str]:
-    compiled = re.compile(pattern)
-    return [name for name in names if compiled.fullmatch(name)]
-
-
-@HEADLINES.register("zeroshot")
-def _zeroshot(run: ReportRun, names: Sequence[str]) -> list[str]:
-    rank = run.label_rank or "species"
-    # mistake severity beside accuracy: the same accuracy with gentler mistakes is the better model
-    return _present(names, [f"top1_{rank}", f"top5_{rank}", f"balanced_accuracy_{rank}", f"mistake_severity_{rank}"])
-
-
-@HEADLINES.register("geo")
-def _geo(run: ReportRun, names: Sequence[str]) -> list[str]:
-    rank = run.label_rank or "species"
-    return _present(names, [f"fused_top1_{rank}", f"image_top1_{rank}", f"fused_minus_image_{rank}"])
-
-
-@HEADLINES.register("fewshot")
-def _fewshot(run: ReportRun, names: Sequence[str]) -> list[str]:
-    return _matching(names, r"[a-z]+(?:-[a-z]+)*_\d+shot")
-
-
-@HEADLINES.register("retrieval")
-def _retrieval(run: ReportRun, names: Sequence[str]) -> list[str]:
-    rank = run.label_rank or "species"
-    return _present(names, [f"map_{rank}", f"mrr_{rank}"])
-
-
-@HEADLINES.register("rerank")
-def _rerank(run: ReportRun, names: Sequence[str]) -> list[str]:
-    return [*_matching(names, r"ap@\d+"), *_matching(names, r"ndcg@\d+"), *_matching(names, r"mrr@\d+")]
-
-
-@HEADLINES.register("lineage")
-def _lineage(run: ReportRun, names: Sequence[str]) -> list[str]:
-    return _present(names, ["hint_exact", "nohint_exact", "hint_lca_distance", "nohint_hint_agreement"])
+def picked(patterns: Sequence[str], names: Sequence[str], rank: str) -> list[str]:
+    """The names that match each pattern (``{rank}`` made ``rank``) whole, pattern by pattern, in ``names``' order
+    within one pattern, each once."""
+    found: list[str] = []
+    for pattern in patterns:
+        compiled = re.compile(pattern.replace("{rank}", re.escape(rank)))
+        found.extend(name for name in names if compiled.fullmatch(name) and name not in found)
+    return found
 
 
 def base_names(run: ReportRun) -> list[str]:
@@ -77,9 +39,9 @@ def base_names(run: ReportRun) -> list[str]:
 def headline_bases(run: ReportRun) -> list[str]:
     """The run's headline metrics (without group prefix), best first."""
     names = base_names(run)
-    picker = HEADLINES.get(run.task)
-    picked = picker(run, names) if picker else []
-    return picked or names[:DEFAULT_HEADLINES]
+    task = known_task(run.task)
+    chosen = picked(task.headline, names, run.label_rank or "species") if task is not None else []
+    return chosen or names[:DEFAULT_HEADLINES]
 
 
 def headline_metrics(run: ReportRun) -> list[str]:

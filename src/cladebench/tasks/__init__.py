@@ -24,6 +24,24 @@ IMAGES: tuple[frozenset[str], ...] = (frozenset({EMBEDS_IMAGES}),)
 
 
 @dataclass(frozen=True)
+class LabelSetting:
+    """A setting that changes a task's results, and how a run's label says it when it is not the task's default
+    (:func:`cladebench.evaluate.labels.default_label`)."""
+
+    field: str
+    """The config field (as ``run.json``'s config records it)."""
+    said: str = "{}"
+    """How the label says it, ``{}`` standing for the value: ``{}`` (``sci``), ``scale {}``, ``{} shots``; a phrase
+    without ``{}`` is said as it is (``own prompt``)."""
+    file: bool = False
+    """Whether the value is a path, said by its last segment (``labels birds.csv``)."""
+
+
+TEXT_TOWER_SETTINGS = (LabelSetting("name_style"), LabelSetting("templates"), LabelSetting("logit_scale", "scale {}"))
+"""The label settings of every task that scores images against texts of names."""
+
+
+@dataclass(frozen=True)
 class Task:
     """A registered task."""
 
@@ -50,6 +68,30 @@ class Task:
     """What the task needs of a model: alternatives, any one of which suffices, each a set of capabilities
     (:data:`cladebench.models.spec.EMBEDS_IMAGES`, ...). The plan checks them against the model's before any
     weights load (:func:`cladebench.models.spec.missing_for`)."""
+    label_settings: tuple[LabelSetting, ...] = ()
+    """The settings a run's label names where they differ from the task's defaults, in the order it names them;
+    settings that change what is reported but not the results (concurrency, deadlines) are left out. Empty: a
+    label names the model alone."""
+    headline: tuple[str, ...] = ()
+    """The metrics a leaderboard leads with, best first (the first is the primary one, shown per challenge group):
+    each a regular expression a metric's name matches whole, ``{rank}`` standing for the run's label rank. Empty:
+    the report shows the run's first metrics."""
+    reviewed_labels: bool = False
+    """Whether a row's truth is its own taxon, which a review replaces (``--labels-from-reviews`` applies)."""
+    gallery_rule: str | None = None
+    """For a task whose queries search a gallery: which images a query's gallery holds (the comparability key
+    records it, so runs with other galleries are not paired)."""
+    report_sections: tuple[str, ...] = ()
+    """The report's sections of the task's own (beyond those every task gets), by the names the report registers
+    them under (``lineage``: completion by divergence rank)."""
+    breakdowns_apart: tuple[str, ...] = ()
+    """Breakdown columns one of its own report sections shows in more detail (the per-group charts leave them out)."""
+    error_gallery: str | None = None
+    """Which error gallery a report draws of the task's runs, by the key the report registers it under."""
+    not_predicted: str = "not predicted: no usable vector (e.g. a photo not retrieved) or no label at the rank"
+    """Why a selected row the task did not predict was left out, as the record's row accounting says it."""
+    hub_task: str | None = None
+    """The nearest Hugging Face Hub task type, for a model card's ``model-index`` (None: the task's own name)."""
 
 
 TASKS: Registry[Task] = Registry("task")
@@ -68,6 +110,18 @@ def all_tasks() -> Registry[Task]:
     for builtin in _BUILTIN_TASKS:
         _load_builtin_task(builtin)
     return TASKS
+
+
+DEFAULT_TASK = "zeroshot"
+"""The task ``eval`` runs when none is named (and a benchmark names none)."""
+
+
+def known_task(name: str) -> Task | None:
+    """The task called ``name``, or None for a name this version does not know (a record read from elsewhere): what
+    a reader of records asks, where an unknown task is shown with defaults rather than refused."""
+    if name in _BUILTIN_TASKS:
+        _load_builtin_task(name)
+    return TASKS.get(name)
 
 
 def get_task(name: str) -> Task:
@@ -93,6 +147,11 @@ def _zeroshot() -> Task:
     return Task(
         name="zeroshot", config=zeroshot.ZeroShotConfig, predict=zeroshot.zero_shot,
         metrics=zeroshot.zero_shot_metrics, label_set=zeroshot.zero_shot_label_set, per_unit=zeroshot.per_image_values,
+        # mistake severity beside accuracy: the same accuracy with gentler mistakes is the better model
+        headline=("top1_{rank}", "top5_{rank}", "balanced_accuracy_{rank}", "mistake_severity_{rank}"),
+        reviewed_labels=True, error_gallery="least-probable-truth", hub_task="zero-shot-image-classification",
+        label_settings=(*TEXT_TOWER_SETTINGS, LabelSetting("rank"), LabelSetting("labels", "labels {}", file=True),
+                        LabelSetting("candidates", "among {}"), LabelSetting("within", "within {}")),
         description="images against text embeddings of the benchmark's taxa; top-1/top-5 and rolled-up ranks, "
                     "mistake severity and hierarchical distance@1/@5",
     )
@@ -104,6 +163,12 @@ def _fewshot() -> Task:
     return Task(
         name="fewshot", config=fewshot.FewShotConfig, predict=fewshot.few_shot, metrics=fewshot.few_shot_metrics,
         per_unit=fewshot.per_query_image_values, unit="query images",
+        headline=(r"[a-z]+(?:-[a-z]+)*_\d+shot",), reviewed_labels=True, hub_task="image-classification",
+        label_settings=(LabelSetting("rank"), LabelSetting("shots", "{} shots"), LabelSetting("methods"),
+                        LabelSetting("repetitions", "{} reps"), LabelSetting("seed", "seed {}"),
+                        LabelSetting("knn_k", "k {}"), LabelSetting("knn_weights")),
+        not_predicted="never a query: support images in every repetition, classes too small for the shots, no "
+                      "usable vector or no label at the rank",
         description="k labelled images per taxon on frozen embeddings (SimpleShot, linear probe, kNN); "
                     "group-aware seeded splits, mean and t-interval over repetitions",
         uses_encoder=False, needs=IMAGES,
@@ -118,6 +183,9 @@ def _retrieval() -> Task:
     return Task(
         name="retrieval", config=retrieval.RetrievalTaskConfig, predict=retrieval.retrieval,
         metrics=retrieval.retrieval_task_metrics, per_unit=retrieval.per_query_values, unit="queries",
+        headline=("map_{rank}", "mrr_{rank}"), reviewed_labels=True, hub_task="image-feature-extraction",
+        gallery_rule="every other labelled image outside the query's group",
+        label_settings=(LabelSetting("rank"), LabelSetting("k", "k {}"), LabelSetting("group_key", "by {}")),
         description="each image queries every other image outside its own group by exact cosine; same taxon at "
                     "the rank is relevant; mAP, mAP@k, MRR, precision@k, recall@k, also as per-class means",
         uses_encoder=False, needs=IMAGES,
@@ -132,6 +200,10 @@ def _rerank() -> Task:
     return Task(
         name="rerank", config=rerank.RerankConfig, predict=rerank.rerank, metrics=rerank.rerank_metrics,
         per_unit=rerank.per_query_values, unit="queries", needs=rerank.MODEL_NEEDS,
+        headline=(r"ap@\d+", r"ndcg@\d+", r"mrr@\d+"), error_gallery="top-scored-irrelevant",
+        hub_task="zero-shot-image-classification",
+        label_settings=(LabelSetting("query_templates", "queries {}"), LabelSetting("rerank_k", "top {}"),
+                        LabelSetting("vlm_prompt", "own prompt")),
         without_label_set="none: each query ranks its own candidates",
         description="rank each query's candidates by a CLIP-style cosine or a VLM's P(Yes); INQUIRE's AP, nDCG "
                     "and MRR per query, macro means with bootstrap intervals over queries",
@@ -147,6 +219,12 @@ def _lineage() -> Task:
     return Task(
         name="lineage", config=LineageConfig, predict=lineage, metrics=lineage_metrics,
         per_unit=per_target_values, unit="targets", needs=LINEAGE_NEEDS,
+        headline=("hint_exact", "nohint_exact", "hint_lca_distance", "nohint_hint_agreement"),
+        error_gallery="farthest-lineage", hub_task="image-text-to-text",
+        report_sections=("lineage",), breakdowns_apart=("divergence",),
+        label_settings=(*TEXT_TOWER_SETTINGS, LabelSetting("lineage_candidates", "candidates {}"),
+                        LabelSetting("lineage_prompt", "own prompt"),
+                        LabelSetting("lineage_nohint_prompt", "own no-hint prompt")),
         without_label_set="none decided before the run: lineages are named freely or among the candidate tree "
                           "the predictor builds",
         description="photos of two organisms: each organism's lineage below the divergence rank, from the photo "
@@ -161,7 +239,16 @@ def _geo() -> Task:
 
     return Task(
         name="geo", config=GeoPriorConfig, predict=geo, metrics=geo_metrics, label_set=geo_label_set,
-        per_unit=per_image_values,
+        per_unit=per_image_values, headline=("fused_top1_{rank}", "image_top1_{rank}", "fused_minus_image_{rank}"),
+        reviewed_labels=True, hub_task="zero-shot-image-classification",
+        label_settings=(*TEXT_TOWER_SETTINGS, LabelSetting("rank"), LabelSetting("labels", "labels {}", file=True),
+                        LabelSetting("candidates", "among {}"), LabelSetting("prior_fusion"),
+                        LabelSetting("prior_cell_km", "{} km cells"),
+                        LabelSetting("prior_neighbourhood_km", "{} km around"),
+                        LabelSetting("prior_season_bins", "{} seasons"), LabelSetting("prior_alpha", "alpha {}"),
+                        LabelSetting("prior_seed", "prior seed {}"),
+                        LabelSetting("prior_dataset", "prior {}", file=True),
+                        LabelSetting("prior_location_column", "location {}")),
         description="zero-shot fused with a place and season prior counted from held-out fit observations (or a "
                     "location embedding); image-only vs fused top-1, paired bootstrap of the gain, weight chosen on "
                     "validation",

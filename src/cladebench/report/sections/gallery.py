@@ -2,12 +2,12 @@
 score, and the photo's license and attribution. A photo without a recorded license or attribution is said once per
 gallery (how many), not on every card. Zero-shot labels are named by their species, the whole label on hover.
 
-Which predictions are the worst depends on the task, so each task registers a picker in
-:data:`GALLERIES`: zero-shot shows its most severe mistakes (the lowest common ancestor of truth and prediction
-farthest up the tree, written beside each: ``same family (height 2)``), then those with the lowest probability on
-their true label (predictions written before heights: the lowest probability alone); rerank
-the non-relevant candidates scored highest; lineage the targets whose completion under the hint went
-wrong earliest. Ties are broken by uuid, so a gallery does not change with row order.
+Which predictions are the worst depends on the task, so each task names its picker in :data:`GALLERIES`
+(:attr:`cladebench.tasks.Task.error_gallery`): zero-shot shows its most severe mistakes (the lowest common
+ancestor of truth and prediction farthest up the tree, written beside each: ``same family (height 2)``), then
+those with the lowest probability on their true label (predictions written before heights: the lowest
+probability alone); rerank the non-relevant candidates scored highest; lineage the targets whose completion under
+the hint went wrong earliest. Ties are broken by uuid, so a gallery does not change with row order.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
 from cladebench.report.taxon_names import TaxonName, run_name_style, taxon_name
 from cladebench.report.thumbnails import Photo, read_photos
+from cladebench.tasks import known_task
 
 if TYPE_CHECKING:
     from markupsafe import Markup
@@ -54,7 +55,7 @@ Picker = Callable[[ReportRun, int], Picked | None]
 """(run, most items) -> the run's worst predictions, or None when its predictions do not allow a gallery."""
 
 GALLERIES: Registry[Picker] = Registry("gallery picker")
-"""Registry: task name -> gallery picker."""
+"""Registry: gallery name (a task's :attr:`~cladebench.tasks.Task.error_gallery`) -> gallery picker."""
 
 
 def _has(run: ReportRun, *columns: str) -> bool:
@@ -65,7 +66,7 @@ def _text(value: object) -> str:
     return "—" if value is None else str(value)
 
 
-@GALLERIES.register("zeroshot")
+@GALLERIES.register("least-probable-truth")
 def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "true_label", "pred_label", "true_prob", "scored", "top5_probs"):
         return None
@@ -96,7 +97,7 @@ def _zeroshot(run: ReportRun, most: int) -> Picked | None:
     return Picked(ordering="scored images with the lowest probability on their true label", items=items)
 
 
-@GALLERIES.register("rerank")
+@GALLERIES.register("top-scored-irrelevant")
 def _rerank(run: ReportRun, most: int) -> Picked | None:
     if not _has(run, "uuid", "query_id", "query", "relevant", "score"):
         return None
@@ -120,7 +121,7 @@ def _rerank(run: ReportRun, most: int) -> Picked | None:
     return Picked(ordering="non-relevant candidates with the highest scores", items=items)
 
 
-@GALLERIES.register("lineage")
+@GALLERIES.register("farthest-lineage")
 def _lineage(run: ReportRun, most: int) -> Picked | None:
     needed = ("uuid", "target", "scored", "hint", "divergence_rank", "true_species", "hint_pred_species",
               "hint_exact", "hint_depth", "hint_lca_distance", "other_species")
@@ -165,7 +166,8 @@ class Gallery:
 def run_gallery(run: ReportRun, most: int, cache: dict[object, object] | None = None) -> Gallery | None:
     """A run's gallery with its photos read from the run's dataset (through ``cache``, a report's photos made
     once); None when its task has no picker."""
-    picker = GALLERIES.get(run.task)
+    task = known_task(run.task)
+    picker = GALLERIES.get(task.error_gallery) if task is not None and task.error_gallery else None
     picked = picker(run, most) if picker and most > 0 else None
     if picked is None or not picked.items:
         return None

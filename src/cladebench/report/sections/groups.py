@@ -16,12 +16,16 @@ from cladebench.report.headline import headline_bases
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun, by_task
 from cladebench.report.sections.base import ReportContext, register_section
+from cladebench.tasks import known_task
 
 if TYPE_CHECKING:
     from markupsafe import Markup
 
-SHOWN_ELSEWHERE: dict[str, tuple[str, ...]] = {"lineage": ("divergence",)}
-"""Task -> breakdown columns that a section of their own shows in more detail (and so are not repeated here)."""
+
+def _shown_elsewhere(task: str) -> tuple[str, ...]:
+    """Breakdown columns a section of the task's own shows in more detail (so not repeated here)."""
+    known = known_task(task)
+    return known.breakdowns_apart if known is not None else ()
 
 
 def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> list[Panel]:
@@ -37,7 +41,7 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
                                      chart=context.format == "html"))
     breakdowns = list(dict.fromkeys(p for run in runs for p in run.breakdowns()))
     columns = [c for c in dict.fromkeys(p.split("=", 1)[0] for p in breakdowns)
-               if c not in SHOWN_ELSEWHERE.get(task, ())]
+               if c not in _shown_elsewhere(task)]
     for column in columns:
         values = [p for p in breakdowns if p.split("=", 1)[0] == column]
         for base in bases:

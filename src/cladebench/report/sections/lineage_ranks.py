@@ -16,6 +16,7 @@ from cladebench.report.formatting import split_metric
 from cladebench.report.panels import Panel, PanelSeries, make_panel
 from cladebench.report.runs import ReportRun
 from cladebench.report.sections.base import ReportContext, register_section
+from cladebench.tasks import known_task
 from cladebench.tasks.lineage.targets import CONDITIONS  # the task's conditions, as its metric names start
 from cladebench.taxonomy import RANK_COLUMNS
 
@@ -59,7 +60,17 @@ def lineage_panels(runs: Sequence[ReportRun], *, chart: bool) -> list[Panel]:
     return panels
 
 
-@register_section("lineage", "Lineage completion by divergence rank", order=70)
+SECTION = "lineage"
+"""The section's name (and its template's), by which a task asks for it (:attr:`cladebench.tasks.Task
+.report_sections`)."""
+
+
+def _shown_here(run: ReportRun) -> bool:
+    task = known_task(run.task)
+    return task is not None and SECTION in task.report_sections
+
+
+@register_section(SECTION, "Lineage completion by divergence rank", order=70)
 def lineage_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
-    panels = lineage_panels([run for run in runs if run.task == "lineage"], chart=context.format == "html")
-    return context.render("lineage", panels=panels) if panels else None
+    panels = lineage_panels([run for run in runs if _shown_here(run)], chart=context.format == "html")
+    return context.render(SECTION, panels=panels) if panels else None
