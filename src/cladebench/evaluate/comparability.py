@@ -57,7 +57,7 @@ def comparability_of(record: RunRecord, group: str = "") -> dict[str, Any]:
     return facts
 
 
-def _own(per_group: Any, group: str) -> str | None:
+def _own(per_group: object, group: str) -> str | None:
     """One group's entry of a per-group digest of the comparability key (a pooled run's, ``"None"``, stands for
     every group it is asked about), or None where the record keeps none (a task whose labels are not taxa)."""
     if not isinstance(per_group, dict):

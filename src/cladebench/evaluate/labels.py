@@ -129,7 +129,7 @@ def _shown(value: object) -> str:
     return text if len(text) <= VALUE_WIDTH else text[:VALUE_WIDTH - 1] + "…"
 
 
-def said(setting: LabelSetting, value: Any) -> str:
+def said(setting: LabelSetting, value: object) -> str:
     """A setting's value as a label says it (:class:`~cladebench.tasks.LabelSetting`): ``sci``, ``scale 100``,
     ``5,10 shots``, ``labels birds.csv``."""
     shown = _shown(_path_name(str(value)) if setting.file else value)

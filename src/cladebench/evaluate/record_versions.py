@@ -40,7 +40,10 @@ FIRST_VERSION = 1
 """A record that names no version is of the first (the field was there from the start; a hand-made record)."""
 
 
-def _label_set_entries(provenance: dict[str, Any]) -> dict[str, dict[str, Any]]:
+_Json = dict[str, Any]
+"""A run.json object as parsed (its values are checked where they are read)."""
+
+def _label_set_entries(provenance: _Json) -> dict[str, _Json]:
     """The record's label sets by group as the comparability key names them (a pooled run's as ``"None"``)."""
     grouped = provenance.get("label_sets")
     if isinstance(grouped, dict) and grouped:
@@ -49,7 +52,7 @@ def _label_set_entries(provenance: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {"None": pooled} if isinstance(pooled, dict) else {}
 
 
-def _from_version_1(data: dict[str, Any]) -> dict[str, Any]:
+def _from_version_1(data: _Json) -> _Json:
     """Version 1 to 2: the label a new record would get, each label set's ``labels_sha256``, the comparability
     key made from the facts the record holds. Only what is missing is filled in."""
     provenance = data.setdefault("provenance", {})
@@ -85,11 +88,11 @@ def _from_version_1(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_version_1}
+UPGRADES: dict[int, Callable[[_Json], _Json]] = {1: _from_version_1}
 """Version -> the step that lifts a record of that version to the next; one entry per version below the current."""
 
 
-def current_shape(data: dict[str, Any], source: str = "the run record") -> dict[str, Any]:
+def current_shape(data: _Json, source: str = "the run record") -> _Json:
     """``data`` (a run.json's object, its parts checked to be objects) in the current shape: a copy lifted step by
     step from its version, or refused with a :class:`SchemaError` naming ``source`` when its version is not one
     this code knows (a newer cladebench wrote it, or it is not a version at all). Lifting a current record gives

@@ -58,7 +58,7 @@ class Task:
     of sums (mistake severity) gives (unit keys, values, weights), the ratio being sum(values) / sum(weights)."""
     unit: str = "images"
     """What the paired comparison resamples, as tables name it ("queries", "query images", "targets")."""
-    label_set: Callable[[Any, Any], object] | None = None
+    label_set: Callable[..., object] | None = None
     """(dataset, settings) -> the run's label set (:class:`~cladebench.tasks.common.PlannedLabelSet`, or None where
     the model's run supplies it), for a task that scores against one: the evaluation plan builds it once per group
     before any model loads and hands it to ``predict`` as ``label_set=``."""
