@@ -19,6 +19,17 @@ from cladebench.tasks.retrieval import retrieval_summary
 UUIDS = [f"u{i:03d}" for i in range(120)]
 
 
+def as_version_1(path: Path) -> Path:
+    """The record as version 1 wrote it (no comparability entry: its facts are derived when it is read), as the
+    records these tests make by hand hold none."""
+    import json
+
+    record = json.loads(path.read_text())
+    record["record_version"] = 1
+    path.write_text(json.dumps(record))
+    return path
+
+
 def few_shot_run(directory: Path, rate: float, *, seed: int, shots: tuple[int, ...] = (1,), classes: int = 12,
                  candidates: int = 12, split: str = "s" * 64, pool: int = len(UUIDS)) -> Path:
     """A few-shot record on one fixed split (the same queries in every run): 3 repetitions, each with its own
@@ -42,7 +53,7 @@ def few_shot_run(directory: Path, rate: float, *, seed: int, shots: tuple[int, .
                   "split": {"fingerprint": split}, "task": {"rank": "species"}}
     record = RunRecord(task="fewshot", metrics=few_shot_summary(table, ["simpleshot"]), provenance=provenance,
                        config={"rank": "species", "shots": list(shots)})
-    return record.write(directory, table)
+    return as_version_1(record.write(directory, table))
 
 
 def test_few_shot_runs_on_identical_splits_pair_query_images(tmp_path: Path) -> None:
@@ -101,8 +112,8 @@ def retrieval_run(directory: Path, quality: float, *, seed: int, rank: str = "sp
     metrics = retrieval_summary(table, 10, rank)
     provenance = {"dataset": {"evaluated_fingerprint": "f" * 64}, "model": {"id": f"model-{seed}"},
                   "label_set": {"rank": rank, "size": 7, "sha256": "labels"}, "task": {"rank": rank, "k": 10}}
-    return RunRecord(task="retrieval", metrics=metrics, provenance=provenance, config={"rank": rank}).write(
-        directory, table)
+    return as_version_1(RunRecord(task="retrieval", metrics=metrics, provenance=provenance,
+                                  config={"rank": rank}).write(directory, table))
 
 
 def test_retrieval_runs_pair_query_by_query(tmp_path: Path) -> None:
@@ -172,8 +183,8 @@ def grouped_zero_shot_run(directory: Path, rates: dict[str, float], *, seed: int
                   "task": info, "task_by_group": {g: info for g in rates},
                   "label_sets": {g: {"rank": "species", "size": 6, "sha256": g,
                                      "labels": [f"{g} {i}" for i in range(6)]} for g in rates}}
-    return RunRecord(task="zeroshot", metrics=metrics, provenance=provenance, config={"rank": "species"}).write(
-        directory, pa.concat_tables(pieces))
+    return as_version_1(RunRecord(task="zeroshot", metrics=metrics, provenance=provenance,
+                                  config={"rank": "species"}).write(directory, pa.concat_tables(pieces)))
 
 
 def test_metric_matches_in_every_group_and_the_verdict_counts_groups(tmp_path: Path) -> None:
