@@ -10,6 +10,7 @@ keep theirs in the package (:mod:`cladebench.tasks.fewshot.config`, :mod:`cladeb
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from cladebench.config import at_least
 from cladebench.errors import UsageError
@@ -56,6 +57,9 @@ class TextLabelConfig:
 class ZeroShotConfig(TextLabelConfig):
     """How a zero-shot run is set up; every field is recorded in the run record."""
 
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "name_style", "templates", "column")
+    """The fields `cladebench eval zeroshot --help` lists as options (:data:`cladebench.config.SHOWN`)."""
+
     within: str | None = None
     """Restrict rows and labels to one clade, as RANK=NAME (e.g. class=Aves)."""
     candidates: str | None = None
@@ -99,6 +103,9 @@ class ZeroShotConfig(TextLabelConfig):
 class RetrievalTaskConfig:
     """How a retrieval run is set up; every field is recorded in the run record."""
 
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "k", "column", "group_key")
+    """The fields `cladebench eval retrieval --help` lists as options (:data:`cladebench.config.SHOWN`)."""
+
     rank: str = "species"
     """Rank of the labels: an image is relevant to a query when both have the same taxon at this rank."""
     k: int = 10
@@ -122,6 +129,9 @@ class RetrievalTaskConfig:
 @dataclass(frozen=True)
 class RerankConfig:
     """How a rerank run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("query_templates", "rerank_k", "column", "vlm_prompt")
+    """The fields `cladebench eval rerank --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     query_templates: str = "raw"
     """Templates for the query text of CLIP-style models: 'raw' (the query as written, as INQUIRE) or a

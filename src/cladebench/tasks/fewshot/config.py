@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from cladebench.config import at_least, positive
 from cladebench.errors import UsageError
@@ -21,6 +21,9 @@ dozen), and a bound, so a typo of many digits is a usage error rather than a run
 @dataclass(frozen=True)
 class FewShotConfig:
     """How a few-shot run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "shots", "methods", "column")
+    """The fields `cladebench eval fewshot --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     rank: str = "species"
     """Rank of the classes: the benchmark's taxa at this rank are the labels."""

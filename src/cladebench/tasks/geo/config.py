@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from cladebench.config import at_least, at_most, non_negative, positive
 from cladebench.errors import UsageError
@@ -37,6 +37,9 @@ PARTS = ("fit", "validation", "test")
 class GeoPriorConfig(TextLabelConfig):
     """How an image + place/season run is set up; every field is recorded in the run record. The zero-shot fields
     (rank .. labels) mean what they mean for the zeroshot task."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "prior_fusion", "prior_cell_km", "prior_dataset")
+    """The fields `cladebench eval geo --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     candidates: str | None = None
     """Column with each row's candidate species (e.g. cryptic_group): classify among them only, with and

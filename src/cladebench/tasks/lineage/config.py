@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import ClassVar, Literal
 
 from cladebench.registry import look_up
 
@@ -32,6 +32,9 @@ AUTO_CONDITIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"clip": ("hin
 @dataclass(frozen=True)
 class LineageConfig:
     """How a lineage-completion run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("conditions", "lineage_candidates", "lineage_prompt", "column")
+    """The fields `cladebench eval lineage --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     column: str | None = None
     """Embedding column with the photos' vectors (contrastive models); by default the one naming the model."""
