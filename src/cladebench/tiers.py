@@ -173,9 +173,9 @@ def settings_text(prog: str, cls: type) -> str:
                             "(KEY = VALUE lines); * marks those that are also options (--KEY-NAME) in --help.", 118),
              ""]
     for key, kind, default, what, shown in describe(cls):
-        head = f"  {key}{' *' if shown else ''} ({kind}, default {default})"
-        body = textwrap.wrap(what, 118 - 6) or [""]
-        lines += [head, *(f"      {line}" for line in body)]
+        head = textwrap.wrap(f"{key}{' *' if shown else ''} ({kind}, default {default})", 118,
+                             initial_indent="  ", subsequent_indent="      ")
+        lines += [*head, *textwrap.wrap(what, 118, initial_indent="      ", subsequent_indent="      ")]
     return "\n".join(lines)
 
 
