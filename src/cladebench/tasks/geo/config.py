@@ -100,3 +100,18 @@ class GeoPriorConfig(TextLabelConfig):
             raise UsageError(f"--prior-split shares must not all be zero, got {' '.join(map(str, split))}")
         at_least("--prior-seed", self.prior_seed, 0)
         at_least("--prior-weight-steps", self.prior_weight_steps, 2)
+
+    def candidates_column(self) -> str | None:
+        return self.candidates
+
+    def group_keys(self) -> dict[str, str]:
+        return {"--prior-group-key": self.prior_group_key}
+
+    def label_source(self) -> str | None:
+        return self.labels
+
+    def location_embedding(self) -> tuple[str | None, bool]:
+        return self.prior_location_column, self.prior_fusion == "embedding_sum"
+
+    def prior_fit(self) -> tuple[str | None, str | None]:
+        return self.prior_fit_where, self.prior_dataset

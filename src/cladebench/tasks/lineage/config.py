@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import ClassVar, Literal
 
 from cladebench.registry import look_up
+from cladebench.tasks.configs import TaskSettings
 
 DEFAULT_LINEAGE_PROMPT = (
     "One organism in this photo belongs to {hint}. Name its {ranks}. Answer with only a JSON object of the "
@@ -30,7 +31,7 @@ AUTO_CONDITIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"clip": ("hin
 
 
 @dataclass(frozen=True)
-class LineageConfig:
+class LineageConfig(TaskSettings):
     """How a lineage-completion run is set up; every field is recorded in the run record."""
 
     SHOWN: ClassVar[tuple[str, ...]] = ("conditions", "lineage_candidates", "lineage_prompt", "column")
@@ -76,3 +77,6 @@ class LineageConfig:
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
         check_vlm_settings(self)
         look_up(CONDITION_CHOICES, "--conditions value", self.conditions)
+
+    def candidate_lineages(self) -> str | None:
+        return self.lineage_candidates
