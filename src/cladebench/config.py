@@ -141,6 +141,8 @@ def shown_options(cls: type) -> tuple[str, ...] | None:
     if not declared:
         return None
     return tuple(dict.fromkeys(name for names in declared for name in names))
+
+
 _SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<=\.)\s+(?=[A-Z(`'])")
 
 
@@ -389,10 +391,10 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
     try:
         return cls(**values)
     except UsageError as error:
-        raise UsageError(_said_where_given(_said_as_option(str(error), cls), cls, keyed)) from None
+        raise UsageError(_said_where_given(_said_as_option(str(error), cls), keyed)) from None
 
 
-def _said_where_given(message: str, cls: type, keyed: Mapping[str, tuple[str, Any]]) -> str:
+def _said_where_given(message: str, keyed: Mapping[str, tuple[str, Any]]) -> str:
     """A refusal that starts with the option of a setting given by key (``--rerank-k must be at least 1``) led by
     where it was given as typed (``--setting rerank_k=0: --rerank-k must ...``): the same message either way, and the
     key the user wrote in it."""
