@@ -43,6 +43,7 @@ import re
 import textwrap
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
@@ -109,6 +110,13 @@ GIVEN = "given"
 command line's options typed, or the keywords of a Python call): a default is then never mistaken for a choice."""
 
 
+def setting_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields a user may set by key (``--setting KEY=VALUE``): every one the command line offers that has a
+    default (a positional or a required option is typed as such)."""
+    return [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get(_INTERNAL_KEY)
+            and field_default(f) is not dataclasses.MISSING]
+
+
 def bare_value(value: str) -> dict[str, str]:
     """Field metadata for an option that may be given without a value, meaning ``value``:
     ``ray: str | None = field(default=None, metadata=bare_value("default"))`` makes ``--ray`` mean
@@ -122,9 +130,22 @@ def _flags(name: str) -> list[str]:
     return [f"-{name}", long] if len(name) == 1 else [long]
 
 
-_EVERYDAY_KEY = "cladebench.everyday"
-EVERYDAY: dict[str, bool] = {_EVERYDAY_KEY: True}
-"""Field metadata for an option a researcher sets daily: ``--help`` lists it first, before the task's own."""
+SHOWN = "SHOWN"
+"""Name of the class attribute (``SHOWN: ClassVar[tuple[str, ...]] = ("rank", ...)``) in which a config names the
+fields a researcher sets daily: only those are options in ``--help``; every other field is a setting given by key
+(:mod:`cladebench.tiers`). A config that names none has every field as an option."""
+
+
+def shown_options(cls: type) -> tuple[str, ...] | None:
+    """The fields ``--help`` lists as options, in order: each class's own :data:`SHOWN` from the most derived down
+    (the shared eval options, then the task's); None when no class of ``cls`` declares any (every field shown).
+    The one home of the decision which options are shown."""
+    declared = [klass.__dict__[SHOWN] for klass in cls.__mro__ if SHOWN in klass.__dict__]
+    if not declared:
+        return None
+    return tuple(dict.fromkeys(name for names in declared for name in names))
+
+
 _SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<=\.)\s+(?=[A-Z(`'])")
 
 
@@ -225,7 +246,7 @@ def parse_text(annotation: object, text: str, option: str) -> object:
 class _Once(argparse.Action):
     """Store an option's value, refusing it given twice with different values: the last one would silently win."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
         if getattr(namespace, self.dest, None) not in (None, values):
             raise argparse.ArgumentError(self, f"given twice ({getattr(namespace, self.dest)!r} and {values!r}); "
@@ -236,7 +257,7 @@ class _Once(argparse.Action):
 class _OnceFlag(argparse.BooleanOptionalAction):
     """``--flag/--no-flag``, refusing both (or either twice with another meaning) on one command line."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: str | Sequence[Any] | None,
                  option_string: str | None = None) -> None:
         value = not (option_string or "").startswith("--no-")
         if getattr(namespace, self.dest, None) not in (None, value):
@@ -265,10 +286,13 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     is built), so :func:`config_from_args` knows which settings the user gave."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
-    fields = sorted(dataclasses.fields(cls), key=lambda f: not f.metadata.get(_EVERYDAY_KEY))  # stable: daily first
+    shown = shown_options(cls)
+    order = {name: at for at, name in enumerate(shown or ())}
+    fields = sorted(dataclasses.fields(cls), key=lambda f: order.get(f.name, len(order)))  # stable: shown first
     for field in fields:
         if not field.init or field.metadata.get(_INTERNAL_KEY):
             continue
+        hidden = shown is not None and field.name not in order and field_default(field) is not dataclasses.MISSING
         annotation, _ = _unwrap_optional(hints[field.name])
         default = field_default(field)
         has_default = default is not dataclasses.MISSING
@@ -279,7 +303,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         if has_default and not (default is None or default is False or default == ()):
             help_text += f" (default: {_show(default)})"
         option = option_name(field.name)
-        kwargs: dict[str, Any] = {"help": help_text}
+        # A setting of the second tier: given by key (--setting), or typed as its option by a script, never listed.
+        kwargs: dict[str, Any] = {"help": argparse.SUPPRESS if hidden else help_text}
         origin = get_origin(annotation)
         if annotation is bool:
             kwargs["action"] = _OnceFlag
@@ -340,25 +365,46 @@ def take_late_positionals(cls: type, args: argparse.Namespace, extra: list[str])
     return rest + words
 
 
-def config_from_args(cls: type[C], args: argparse.Namespace) -> C:
-    """Build the config from parsed arguments; tuple fields get tuples, so the config stays hashable. A config
-    with a :data:`GIVEN` field gets the names of the options typed in it."""
+def config_from_args(cls: type[C], args: argparse.Namespace,
+                     keyed: Mapping[str, tuple[str, object]] | None = None) -> C:
+    """Build the config from parsed arguments; tuple fields get tuples, so the config stays hashable. ``keyed``:
+    field -> (where it was given, its value) of the settings given by key (:mod:`cladebench.tiers`), which count
+    as given exactly as the options typed: the config built does not depend on the tier. A config with a
+    :data:`GIVEN` field gets the names of the settings given, in field order."""
     hints = typing.get_type_hints(cls)
+    keyed = keyed or {}
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
-        if not field.init or not hasattr(args, field.name):
+        if not field.init:
             continue
-        value = getattr(args, field.name)
-        annotation, _ = _unwrap_optional(hints[field.name])
-        if isinstance(value, list) and get_origin(annotation) is tuple:
-            value = tuple(value)
-        values[field.name] = value
+        if hasattr(args, field.name):
+            value = getattr(args, field.name)
+            annotation, _ = _unwrap_optional(hints[field.name])
+            if isinstance(value, list) and get_origin(annotation) is tuple:
+                value = tuple(value)
+            values[field.name] = value
+        if field.name in keyed:
+            origin, value = keyed[field.name]
+            if field.name in values and values[field.name] != value:
+                raise UsageError(f"{field.name} is given twice ({_flags(field.name)[0]} {_show(values[field.name])} "
+                                 f"and {origin}); give it once")
+            values[field.name] = value
     if any(f.name == GIVEN for f in dataclasses.fields(cls)):
         values[GIVEN] = tuple(name for name in values if name != GIVEN)
     try:
         return cls(**values)
     except UsageError as error:
-        raise UsageError(_said_as_option(str(error), cls)) from None
+        raise UsageError(_said_where_given(_said_as_option(str(error), cls), keyed)) from None
+
+
+def _said_where_given(message: str, keyed: Mapping[str, tuple[str, object]]) -> str:
+    """A refusal that starts with the option of a setting given by key (``--rerank-k must be at least 1``) led by
+    where it was given as typed (``--setting rerank_k=0: --rerank-k must ...``): the same message either way, and the
+    key the user wrote in it."""
+    for name, (origin, _) in keyed.items():
+        if message.startswith((f"{option_name(name)} ", f"{option_name(name)}:", f"{_flags(name)[0]} ")):
+            return f"{origin}: {message}"
+    return message
 
 
 def _said_as_option(message: str, cls: type) -> str:

@@ -39,7 +39,13 @@ from cladebench.cli import (  # noqa: F401  (each registers its verbs)
     suite,
 )
 from cladebench.cli.verbs import FAMILIES, VERBS, Family, Verb, verb
-from cladebench.config import add_config_arguments, config_from_args, take_late_positionals, usage_line
+from cladebench.config import (
+    add_config_arguments,
+    config_from_args,
+    shown_options,
+    take_late_positionals,
+    usage_line,
+)
 from cladebench.console import quieted
 from cladebench.environment import DEBUG, flag
 from cladebench.errors import (
@@ -128,6 +134,10 @@ def _add_verb_arguments(parser: argparse.ArgumentParser, verb: Verb, prog: str) 
     parser.description = (config.__doc__ or verb.help).strip()
     parser.usage = usage_line(prog, config)
     add_config_arguments(parser, config)
+    if shown_options(config) is not None:  # two tiers: the daily options, and every setting by key
+        from cladebench.tiers import add_tier_arguments
+
+        add_tier_arguments(parser, config, prog)
     _add_late_verbose(parser)
 
 
@@ -170,6 +180,15 @@ def _whose_options(args: argparse.Namespace, extra: Sequence[str]) -> str:
     return "".join(notes)
 
 
+def _keyed(config: type, args: argparse.Namespace) -> dict[str, tuple[str, object]]:
+    """The settings given by key (``--setting``, ``--settings``) to a verb whose config has two tiers."""
+    if shown_options(config) is None:
+        return {}
+    from cladebench.tiers import keyed_settings
+
+    return keyed_settings(config, args, f"cladebench {args.verb}" + (f" {args.kind}" if args.verb in FAMILIES else ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``cladebench`` exits with it)."""
     try:
@@ -194,7 +213,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[
         parser.exit(2, f"{command}: error: unrecognized arguments: {' '.join(extra)} "
                        f"({_whose_options(args, extra)}see {command} --help)\n")
     try:
-        config: object = config_from_args(chosen.config_class(), args)
+        config: object = config_from_args(chosen.config_class(), args, _keyed(chosen.config_class(), args))
         return int(chosen.run(config) or 0)
     except CladebenchError as exc:
         if debug:

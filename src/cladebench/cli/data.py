@@ -184,10 +184,10 @@ def _search(command: SearchCommand) -> int:
 
 def _check_search(dataset: lance.LanceDataset, command: SearchCommand) -> None:
     """What a search can be refused for without a model: the filter and the columns it names."""
-    from cladebench.evaluate.checks import check_filter_on_schema, check_task_columns
+    from cladebench.evaluate.checks import check_embedding_column, check_filter_on_schema
 
     check_filter_on_schema(dataset, command.where)
-    check_task_columns(dataset, command)
+    check_embedding_column(dataset, command.column)
     if command.queries is not None and command.match_column not in dataset.schema.names:
         raise CladebenchError(f"--match-column {command.match_column!r} is not a column of {dataset.uri}")
 

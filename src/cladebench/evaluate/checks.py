@@ -27,6 +27,9 @@ from cladebench.templates import get_templates
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.tasks import Task
+    from cladebench.tasks.configs import TaskSettings
+
 GROUPABLE_TYPES = "a string, integer, float or boolean column"
 """What a --group-by column may hold: each value becomes a filter literal of the column's own type."""
 
@@ -82,50 +85,46 @@ def check_breakdown(dataset: lance.LanceDataset, columns: tuple[str, ...]) -> No
                              f"{GROUPABLE_TYPES}, or a list of names")
 
 
-def check_task_columns(dataset: lance.LanceDataset, settings: object) -> None:
-    """The columns and files a task's settings name: the embedding column, the candidates column, the group keys,
-    the location-embedding column, a label-set or candidate file."""
-    names = dataset.schema.names
-    column = getattr(settings, "column", None)
+def check_embedding_column(dataset: lance.LanceDataset, column: str | None) -> None:
+    """The embedding column a command names (None: the one naming the model, found later) is one of the dataset's."""
     if column is not None:
-        if column not in names:
+        if column not in dataset.schema.names:
             raise SchemaError(f"column {column!r} is not in {dataset.uri}")
         if not column.startswith(store.EMBEDDING_PREFIX):
             raise SchemaError(f"column {column!r} is not an embedding column ({store.EMBEDDING_PREFIX}*)")
-    candidates = getattr(settings, "candidates", None)
+
+
+def check_task_columns(dataset: lance.LanceDataset, settings: TaskSettings) -> None:
+    """The columns and files a task's settings name: the embedding column, the candidates column, the group keys,
+    the location-embedding column, a label-set or candidate file."""
+    names = dataset.schema.names
+    check_embedding_column(dataset, settings.column)
+    candidates = settings.candidates_column()
     if candidates is not None:
         from cladebench.tasks.common import check_candidates_column
 
         check_candidates_column(dataset, candidates)
-    for option, key in (("--group-key", getattr(settings, "group_key", None)),
-                        ("--prior-group-key", getattr(settings, "prior_group_key", None))):
-        if key is not None and key not in ("auto", "uuid") and key not in names:
+    for option, key in settings.group_keys().items():
+        if key not in ("auto", "uuid") and key not in names:
             raise SchemaError(f"{option} {key!r} is not a column of {dataset.uri}")
         if key in names and pa.types.is_fixed_size_list(dataset.schema.field(key).type):
             raise UsageError(f"{option} {key!r} is a column of vectors; name a column whose equal values are one "
                              "observation (source_id, an observer, a site)")
-    location = getattr(settings, "prior_location_column", None)
+    location, adds_location = settings.location_embedding()
     if location is not None and location not in names:
         raise SchemaError(f"--prior-location-column {location!r} is not in {dataset.uri}")
-    if getattr(settings, "prior_fusion", None) == "embedding_sum":
+    if adds_location:
         from cladebench.tasks.geo.fusion import location_column
 
         location_column(names, location)  # the one loc_emb_* column, found (or missed) as the task will
-    labels = getattr(settings, "labels", None)
-    tree_of_life = labels is not None and _tree_of_life_labels(labels, settings)
+    labels = settings.label_source()
+    tree_of_life = settings.tree_of_life_labels()  # zero-shot's rule for its tree-of-life sets (False: a file)
     for option, value in (("--labels", None if tree_of_life else labels),
-                          ("--lineage-candidates", getattr(settings, "lineage_candidates", "benchmark"))):
+                          ("--lineage-candidates", settings.candidate_lineages())):
         if value is not None and value != "benchmark" and "://" not in value and not Path(value).is_file():
             raise CladebenchError(f"{option}: file not found: {value}")
     if labels is not None and "://" not in labels and not tree_of_life:
-        check_label_file(Path(labels), getattr(settings, "rank", "species"))
-
-
-def _tree_of_life_labels(labels: str, settings: object) -> bool:
-    """Zero-shot's tree-of-life label sets are checked by the task's own rule (False: a label file)."""
-    from cladebench.tasks.zeroshot import check_labels
-
-    return hasattr(settings, "stream") and check_labels(labels, getattr(settings, "rank", "species"))
+        check_label_file(Path(labels), settings.label_rank() or "species")
 
 
 def check_label_file(path: Path, rank: str) -> None:
@@ -189,14 +188,14 @@ def check_eval_settings(config: Any) -> None:
         parse_within(within)
 
 
-def check_model_given(task: Any, settings: object, *, model_named: bool) -> None:
+def check_model_given(task: Task, settings: TaskSettings, *, model_named: bool) -> None:
     """A usage error when the task needs a model and none was named: tasks with a text tower always do, tasks on
     stored vectors only to find the column holding the model's embeddings."""
     if model_named:
         return
     if task.uses_encoder:
         raise UsageError(f"the {task.name} task needs --model (its text tower or endpoint scores the images)")
-    if getattr(settings, "column", None) is None:
+    if settings.column is None:
         raise UsageError(f"the {task.name} task needs --column emb_* (the stored vectors to evaluate) or --model "
                          "(to find the column holding its embeddings)")
 
@@ -233,18 +232,17 @@ def check_model_can(task: Any, spec: Any) -> None:
                      f"{spec.traits.described}, without it; tasks that run on it: {', '.join(runs) or 'none'}")
 
 
-def check_prior_dataset(dataset: Any, settings: Any) -> None:
+def check_prior_dataset(dataset: lance.LanceDataset, settings: TaskSettings) -> None:
     """The geo prior's other dataset opens (exit 3 when it is not there) and --prior-fit-where plans on the
     dataset it selects from."""
-    fit_where = getattr(settings, "prior_fit_where", None)
-    other = getattr(settings, "prior_dataset", None)
+    fit_where, other = settings.prior_fit()
     if other is None and fit_where is None:
         return
     fit_dataset = store.open_dataset(other) if other is not None else dataset
     check_filter_on_schema(fit_dataset, fit_where, option="--prior-fit-where")
 
 
-def check_before_model(dataset: lance.LanceDataset, config: Any, settings: object, where: str | None) -> None:
+def check_before_model(dataset: lance.LanceDataset, config: Any, settings: TaskSettings, where: str | None) -> None:
     """Every check of the command against the dataset that needs no model: run before any model loads. The
     user's --where is checked by itself first, so a refusal quotes it as typed."""
     check_filter_on_schema(dataset, config.where)

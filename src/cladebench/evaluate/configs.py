@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from cladebench.config import EVERYDAY, INTERNAL, OPTION
+from cladebench.config import INTERNAL, OPTION
 from cladebench.registry import Registry
 from cladebench.tasks.configs import RerankConfig, RetrievalTaskConfig, ZeroShotConfig
 from cladebench.tasks.fewshot.config import FewShotConfig
@@ -23,26 +23,30 @@ from cladebench.tasks.lineage.config import LineageConfig
 class EvalConfig:
     """What every evaluation needs, whatever the task; each task's eval config adds the task's own fields."""
 
+    SHOWN: ClassVar[tuple[str, ...]] = ("out", "model", "run_name", "where", "group_by", "breakdown", "data")
+    """The options every `eval TASK --help` lists, before the task's own (:data:`cladebench.config.SHOWN`); every
+    other field is a setting given by key."""
+
     dataset: str
     """Path or URI of the Lance dataset, or a benchmark's name (`cladebench benchmarks`). A dataset holds an emb_*
     column made by `cladebench embed` for this model."""
-    out: Path = field(metadata={**OPTION, **EVERYDAY})
+    out: Path = field(metadata=OPTION)
     """Directory for run.json and predictions.parquet."""
-    model: str | None = field(default=None, metadata=EVERYDAY)
+    model: str | None = None
     """The model whose embeddings are evaluated (same forms as for `embed`); fewshot and retrieval on a --column
     need none (the column's metadata names the model in the record)."""
     task: str | None = None
     """Registered task; default: the named benchmark's task, else zeroshot (each task's eval config fixes it)."""
     revision: str | None = None
     """Model revision instead of the pinned one."""
-    run_name: str | None = field(default=None, metadata=EVERYDAY)
+    run_name: str | None = None
     """Name of the run in reports and comparisons (the record's `label`); default: the model as named and the
     settings that differ from the task's defaults (e.g. 'bioclip · sci')."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where the text tower runs."""
-    where: str | None = field(default=None, metadata=EVERYDAY)
+    where: str | None = None
     """SQL filter selecting the evaluated rows (parsed against the dataset's schema before any model loads)."""
-    group_by: str = field(default="auto", metadata=EVERYDAY)
+    group_by: str = "auto"
     """Evaluate each value of this column as its own benchmark (own label set, metrics GROUP/name, never
     pooled); 'auto' = challenge_group when the dataset has it; 'none' = one pooled evaluation."""
     breakdown: tuple[str, ...] = ()

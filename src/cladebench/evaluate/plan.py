@@ -180,7 +180,7 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     if reviewed is not None:  # the task runs on a clone holding the reviewed labels; only reviewed rows are scored
         uri = reviewed.uri
         dataset = store.open_dataset(uri)
-    where = and_filters(getattr(settings, "where", None), exposure_filter(config, dataset))
+    where = and_filters(settings.where, exposure_filter(config, dataset))
     check_before_model(dataset, config, settings, where)  # columns, filter, group-by: seconds before a model
     # One read of the uuid column: the selected rows (counted, each uuid once) and the whole dataset's fingerprint.
     fingerprint, selected = fingerprint_selecting(dataset, selection_filter(dataset, where, settings))
@@ -219,7 +219,7 @@ def _label_sets(plan: EvalPlan) -> dict[str | None, object]:
     return out
 
 
-def task_config(task_config_class: type, config: object) -> object:
+def task_config(task_config_class: type, config: object) -> Any:
     """The task's own config, filled from the eval config's fields of the same name."""
     names = {f.name for f in dataclasses.fields(task_config_class)}
     return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})
@@ -257,15 +257,15 @@ def comparability_key(plan: EvalPlan, infos: Mapping[str | None, Mapping[str, An
         "label_sets_sha256": label_hashes,
         "taxa_sha256": _digest(taxa) if any(taxa.values()) else None,
         "taxa_sets_sha256": taxa if any(taxa.values()) else None,
-        "rank": getattr(settings, "rank", None),
+        "rank": settings.label_rank(),
         "split_sha256": _digest({g: s.get("fingerprint") or {k: v for k, v in s.items() if k != "kind"}
                                  for g, s in splits.items()}),
-        "shots": list(getattr(settings, "shots", ()) or ()) or None,
+        "shots": list(settings.shot_counts()) or None,
         "gallery": None,
     }
     if plan.task.gallery_rule is not None:
         key["gallery"] = {"rule": plan.task.gallery_rule,
-                          "group_key": getattr(settings, "group_key", None), "rank": key["rank"]}
+                          "group_key": settings.group_keys().get("--group-key"), "rank": key["rank"]}
     return key
 
 

@@ -150,8 +150,8 @@ def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings
     from cladebench.store.embeddings import names_model
     from cladebench.tasks.common import column_metadata, find_embedding_column
 
-    column = getattr(settings, "column", "unset")
-    if column == "unset" or spec is None:
+    column = settings.column
+    if spec is None:
         return settings
     model_id = model_registry.require_encoder(spec).id
     if column is None:

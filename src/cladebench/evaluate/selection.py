@@ -24,6 +24,8 @@ from cladebench.taxonomy import Rank, mixed_script_words, normalised_name, parse
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.tasks.configs import TaskSettings
+
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
 """Columns whose values are separate benchmarks inside one dataset; ``--group-by auto`` picks the first present."""
 
@@ -100,9 +102,9 @@ def check_training_name(dataset: lance.LanceDataset, name: str) -> None:
                      f"{hint} (known: {shown})")
 
 
-def selection_filter(dataset: lance.LanceDataset, where: str | None, settings: object) -> str | None:
+def selection_filter(dataset: lance.LanceDataset, where: str | None, settings: TaskSettings) -> str | None:
     """The filter of every selected row: ``where`` and the ``--within`` clade where the dataset has its column."""
-    return and_filters(where, within_filter(getattr(settings, "within", None), dataset.schema.names))
+    return and_filters(where, within_filter(settings.clade(), dataset.schema.names))
 
 
 def check_unique_uuids(uuids: pa.ChunkedArray, uri: str) -> int:
@@ -205,13 +207,13 @@ def group_values(dataset: lance.LanceDataset, column: str, where: str | None) ->
     return sorted(filters), missing, filters
 
 
-def select_groups(dataset: lance.LanceDataset, uri: str, config: Any, settings: object, where: str | None,
+def select_groups(dataset: lance.LanceDataset, uri: str, config: Any, settings: TaskSettings, where: str | None,
                   selected_rows: int) -> tuple[str | None, list[str | None], int, dict[str, str]]:
     """The partition column (or None), its values among the selected rows (``[None]`` when pooled), the selected
     rows without a value, and each value's filter. ``--within`` counts here too: a group without a row of the
     clade is not evaluated (the task would refuse it); a selection with no row at all (``selected_rows``, as the
     plan counted them) is refused."""
-    within = getattr(settings, "within", None)
+    within = settings.clade()
     clade = within_filter(within, dataset.schema.names)
     selected = selection_filter(dataset, where, settings)
     parts = [part for part in (f"the filter {where!r}" if where else "", f"--within {within}" if clade else "")

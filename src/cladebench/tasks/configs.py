@@ -10,6 +10,7 @@ keep theirs in the package (:mod:`cladebench.tasks.fewshot.config`, :mod:`cladeb
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from cladebench.config import at_least
 from cladebench.errors import UsageError
@@ -28,8 +29,60 @@ LABEL_BLOCK = 2048
 last-level cache (measured: 256-1,024 x 1,024-4,096 are within 5% of each other)."""
 
 
+class TaskSettings:
+    """What the evaluation asks of a task's settings, whatever the task: every task's config derives from it and
+    answers for the settings it has, each answer None or empty where it has none, so the plan and the checks ask a
+    declared question instead of probing a config for a field."""
+
+    where: str | None
+    """SQL filter selecting the evaluated rows (every task has one)."""
+    column: str | None
+    """Embedding column with the images' vectors, None for the one naming the model (every task has one)."""
+
+    def label_rank(self) -> str | None:
+        """The rank of the labels (or classes), None where the task has no such rank."""
+        return None
+
+    def shot_counts(self) -> tuple[int, ...]:
+        """The support images per class of each evaluation (few-shot), empty otherwise."""
+        return ()
+
+    def clade(self) -> str | None:
+        """The clade the rows and labels are restricted to, as RANK=NAME (``--within``), or None."""
+        return None
+
+    def candidates_column(self) -> str | None:
+        """The column holding each row's candidate species, or None."""
+        return None
+
+    def group_keys(self) -> dict[str, str]:
+        """Option -> the column whose equal values are one sampling unit (``--group-key auto``), for each such
+        setting the task has."""
+        return {}
+
+    def label_source(self) -> str | None:
+        """The label set given instead of the benchmark's taxa (``--labels``), or None."""
+        return None
+
+    def tree_of_life_labels(self) -> bool:
+        """Whether :meth:`label_source` is a tree-of-life set, checked by the task's own rule (False: a file)."""
+        return False
+
+    def candidate_lineages(self) -> str | None:
+        """The candidate lineages of the task ('benchmark' or a file), or None where it has none."""
+        return None
+
+    def location_embedding(self) -> tuple[str | None, bool]:
+        """The location-embedding column named (or None) and whether the fusion adds one."""
+        return None, False
+
+    def prior_fit(self) -> tuple[str | None, str | None]:
+        """The filter and the other dataset whose rows fit a prior (each None where not given)."""
+        return None, None
+
+
 @dataclass(frozen=True)
-class TextLabelConfig:
+class TextLabelConfig(TaskSettings):
     """What every task that classifies images among text labels sets up the same way (zero-shot, and geo on top
     of it); every field is recorded in the run record."""
 
@@ -51,10 +104,16 @@ class TextLabelConfig:
 
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
 
+    def label_rank(self) -> str | None:
+        return self.rank
+
 
 @dataclass(frozen=True)
 class ZeroShotConfig(TextLabelConfig):
     """How a zero-shot run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "name_style", "templates", "column")
+    """The fields `cladebench eval zeroshot --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     within: str | None = None
     """Restrict rows and labels to one clade, as RANK=NAME (e.g. class=Aves)."""
@@ -94,10 +153,30 @@ class ZeroShotConfig(TextLabelConfig):
                 raise UsageError(f"--labels {self.labels} is a tree-of-life label set: it is only scored streaming "
                                  "(--stream auto or always)")
 
+    def clade(self) -> str | None:
+        return self.within
+
+    def candidates_column(self) -> str | None:
+        return self.candidates
+
+    def label_source(self) -> str | None:
+        return self.labels
+
+    def tree_of_life_labels(self) -> bool:
+        from cladebench.tasks.tree_of_life import check_source, is_tree_of_life_source
+
+        if self.labels is None or not is_tree_of_life_source(self.labels):
+            return False
+        check_source(self.labels, self.rank)
+        return True
+
 
 @dataclass(frozen=True)
-class RetrievalTaskConfig:
+class RetrievalTaskConfig(TaskSettings):
     """How a retrieval run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "k", "column", "group_key")
+    """The fields `cladebench eval retrieval --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     rank: str = "species"
     """Rank of the labels: an image is relevant to a query when both have the same taxon at this rank."""
@@ -118,10 +197,19 @@ class RetrievalTaskConfig:
         if not self.group_key:
             raise UsageError("--group-key is empty; use 'auto', 'uuid' or a column name")
 
+    def label_rank(self) -> str | None:
+        return self.rank
+
+    def group_keys(self) -> dict[str, str]:
+        return {"--group-key": self.group_key}
+
 
 @dataclass(frozen=True)
-class RerankConfig:
+class RerankConfig(TaskSettings):
     """How a rerank run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("query_templates", "rerank_k", "column", "vlm_prompt")
+    """The fields `cladebench eval rerank --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     query_templates: str = "raw"
     """Templates for the query text of CLIP-style models: 'raw' (the query as written, as INQUIRE) or a

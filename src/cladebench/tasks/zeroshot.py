@@ -83,15 +83,6 @@ STREAM_ABOVE = 50_000_000
 top-5 lists would allocate three times as much again on the dense path."""
 
 
-def check_labels(value: str, rank: str) -> bool:
-    """Check a tree-of-life ``--labels`` value before any model (``evaluate/checks.py`` asks); False when the value
-    is a label file, which the caller checks as such."""
-    if not is_tree_of_life_source(value):
-        return False
-    check_source(value, rank)
-    return True
-
-
 def zero_shot_label_set(dataset: lance.LanceDataset, config: ZeroShotConfig) -> PlannedLabelSet | None:
     """The run's label set, decided from the selection before any model loads (the evaluation plan asks, once per
     group); None for a tree-of-life set, whose labels come with the text vectors the model's run loads."""

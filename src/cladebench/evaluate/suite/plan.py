@@ -15,23 +15,22 @@ record there, and reuses it once the record is verified against its predictions 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from cladebench.config import OPTION, parse_text
+from cladebench.config import OPTION, setting_fields
 from cladebench.errors import UsageError
 from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, mirror_folder
 from cladebench.evaluate.benchmarks.base import mirror_digest
 from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig, eval_config
 from cladebench.models.registry import resolve_model
 from cladebench.models.spec import ModelSpec, column_key
+from cladebench.tiers import parse_words, typed_setting, unknown_setting
 
 KEY_VERSION = 2
 """Part of every run key: raised when what a run's settings mean changes, so old records are not reused for it."""
@@ -144,29 +143,23 @@ def unsupported_reason(task: str, model: str, spec: ModelSpec) -> str | None:
     return None if refusal is None else f"{task} {refusal}; {named} is {spec.traits.described}"
 
 
-def parse_settings(given: Sequence[str]) -> dict[str, str]:
-    """``NAME=VALUE`` words as a dict of raw values; a malformed word, a name given twice or a field the suite sets
-    itself is a usage error."""
-    out: dict[str, str] = {}
-    for word in given:
-        name, equals, value = word.partition("=")
-        name = name.strip().replace("-", "_")
-        if not equals or not name:
-            raise UsageError(f"--setting {word!r}: expected NAME=VALUE (e.g. repetitions=1)")
+def parse_settings(given: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """``NAME=VALUE`` words, read as `eval --setting` reads them (:func:`cladebench.tiers.parse_words`): name ->
+    (the word as typed, the raw value); a field the suite sets itself is a usage error too."""
+    out = parse_words(given)
+    for name in out:
         if name in SUITE_FIXED:
             raise UsageError(f"--setting {name}: the suite sets {name} itself")
-        if name in out:
-            raise UsageError(f"--setting names {name} twice")
-        out[name] = value
     return out
 
 
-def _overrides(task: str, raw: Mapping[str, str]) -> dict[str, object]:
-    """The overrides that ``task``'s eval config takes, typed as its fields."""
+def _overrides(task: str, raw: Mapping[str, tuple[str, str]]) -> dict[str, object]:
+    """The overrides that ``task``'s eval config takes, typed as its fields by the conversion `eval --setting`
+    uses."""
     config_class = EVAL_CONFIGS.get_named(task)
-    hints = typing.get_type_hints(config_class)
-    fields = {f.name for f in dataclasses.fields(config_class) if f.init}
-    return {name: parse_text(hints[name], value, f"--setting {name}") for name, value in raw.items() if name in fields}
+    fields = {f.name for f in setting_fields(config_class)}
+    return {name: typed_setting(config_class, name, value, f"--setting {word}")
+            for name, (word, value) in raw.items() if name in fields}
 
 
 def data_identity(benchmark: Benchmark, data: Path | None) -> dict[str, object]:
@@ -236,10 +229,11 @@ def plan_suite(config: SuiteConfig) -> list[PlannedRun]:
     raw = parse_settings(config.setting)
     benchmarks = selected_benchmarks(config.benchmarks)
     tasks = {p.task for b in benchmarks for p in b.protocols}
-    unknown = sorted(set(raw) - {f.name for t in tasks for f in dataclasses.fields(EVAL_CONFIGS.get_named(t))})
+    known = {f.name for t in tasks for f in setting_fields(EVAL_CONFIGS.get_named(t))} - SUITE_FIXED
+    unknown = sorted(set(raw) - known)
     if unknown:
-        raise UsageError(f"--setting {', '.join(unknown)}: no task of the suite ({', '.join(sorted(tasks))}) takes "
-                         "it (see cladebench eval TASK --help)")
+        raise unknown_setting(f"--setting {raw[unknown[0]][0]}", unknown[0], known,
+                              f"no task of the suite ({', '.join(sorted(tasks))})")
     specs = {model: resolve_model(model) for model in config.model}
     weights = {model: weights_identity(spec) for model, spec in specs.items()}
     runs: list[PlannedRun] = []

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from cladebench.config import at_least, positive
 from cladebench.errors import UsageError
+from cladebench.tasks.configs import TaskSettings
 
 MAX_REPETITIONS = 10_000
 """Most seeded splits per shot count: far more than any interval needs (the t-interval is tight at a few
@@ -19,8 +20,11 @@ dozen), and a bound, so a typo of many digits is a usage error rather than a run
 
 
 @dataclass(frozen=True)
-class FewShotConfig:
+class FewShotConfig(TaskSettings):
     """How a few-shot run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "shots", "methods", "column")
+    """The fields `cladebench eval fewshot --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     rank: str = "species"
     """Rank of the classes: the benchmark's taxa at this rank are the labels."""
@@ -79,3 +83,12 @@ class FewShotConfig:
         if not self.linear_cs or not all(math.isfinite(c) and c > 0 for c in self.linear_cs):
             raise UsageError(f"--linear-cs must be positive finite numbers, got {list(self.linear_cs)}")
         positive("--linear-fallback-c", self.linear_fallback_c)
+
+    def label_rank(self) -> str | None:
+        return self.rank
+
+    def shot_counts(self) -> tuple[int, ...]:
+        return self.shots
+
+    def group_keys(self) -> dict[str, str]:
+        return {"--group-key": self.group_key}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from cladebench.config import at_least, at_most, non_negative, positive
 from cladebench.errors import UsageError
@@ -37,6 +37,9 @@ PARTS = ("fit", "validation", "test")
 class GeoPriorConfig(TextLabelConfig):
     """How an image + place/season run is set up; every field is recorded in the run record. The zero-shot fields
     (rank .. labels) mean what they mean for the zeroshot task."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("rank", "prior_fusion", "prior_cell_km", "prior_dataset")
+    """The fields `cladebench eval geo --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     candidates: str | None = None
     """Column with each row's candidate species (e.g. cryptic_group): classify among them only, with and
@@ -97,3 +100,18 @@ class GeoPriorConfig(TextLabelConfig):
             raise UsageError(f"--prior-split shares must not all be zero, got {' '.join(map(str, split))}")
         at_least("--prior-seed", self.prior_seed, 0)
         at_least("--prior-weight-steps", self.prior_weight_steps, 2)
+
+    def candidates_column(self) -> str | None:
+        return self.candidates
+
+    def group_keys(self) -> dict[str, str]:
+        return {"--prior-group-key": self.prior_group_key}
+
+    def label_source(self) -> str | None:
+        return self.labels
+
+    def location_embedding(self) -> tuple[str | None, bool]:
+        return self.prior_location_column, self.prior_fusion == "embedding_sum"
+
+    def prior_fit(self) -> tuple[str | None, str | None]:
+        return self.prior_fit_where, self.prior_dataset

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import ClassVar, Literal
 
 from cladebench.registry import look_up
+from cladebench.tasks.configs import TaskSettings
 
 DEFAULT_LINEAGE_PROMPT = (
     "One organism in this photo belongs to {hint}. Name its {ranks}. Answer with only a JSON object of the "
@@ -30,8 +31,11 @@ AUTO_CONDITIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"clip": ("hin
 
 
 @dataclass(frozen=True)
-class LineageConfig:
+class LineageConfig(TaskSettings):
     """How a lineage-completion run is set up; every field is recorded in the run record."""
+
+    SHOWN: ClassVar[tuple[str, ...]] = ("conditions", "lineage_candidates", "lineage_prompt", "column")
+    """The fields `cladebench eval lineage --help` lists as options (:data:`cladebench.config.SHOWN`)."""
 
     column: str | None = None
     """Embedding column with the photos' vectors (contrastive models); by default the one naming the model."""
@@ -73,3 +77,6 @@ class LineageConfig:
         fixed_logit_scale(self.logit_scale)  # NaN, zero, negative or infinite: a usage error before any work
         check_vlm_settings(self)
         look_up(CONDITION_CHOICES, "--conditions value", self.conditions)
+
+    def candidate_lineages(self) -> str | None:
+        return self.lineage_candidates

@@ -70,7 +70,7 @@ class _RepeatedKey(ValueError):
     pass
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, Any]:
     """A JSON object whose keys are each given once: ``json`` keeps the last of two (two ``scientificName``)."""
     keys = [k for k, _ in pairs]
     repeated = next((k for k in keys if keys.count(k) > 1), None)
