@@ -257,8 +257,8 @@ class _Once(argparse.Action):
 class _OnceFlag(argparse.BooleanOptionalAction):
     """``--flag/--no-flag``, refusing both (or either twice with another meaning) on one command line."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: str | Sequence[Any] | None,
-                 option_string: str | None = None) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         value = not (option_string or "").startswith("--no-")
         if getattr(namespace, self.dest, None) not in (None, value):
             raise argparse.ArgumentError(self, f"{self.option_strings[0]} and {self.option_strings[1]} are both "
