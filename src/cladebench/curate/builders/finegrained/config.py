@@ -192,7 +192,7 @@ class FineGrainedBuildConfig:
     """Provenance table joined on uuid (Parquet, CSV or TSV): license_name, license_link, copyright_owner."""
     out: Path = field(metadata=OPTION)
     """Output folder: data/challenges.lance, README.md (the card), embedding_models.json, build.json,
-    dropped.parquet."""
+    left_out.parquet."""
     group: tuple[str, ...] = DEFAULT_GROUPS
     """Challenge groups, each NAME=RANK:VALUE[,VALUE] (e.g. 'zebras=species:Equus quagga,Equus grevyi'); a row
     goes to the first group it matches."""
