@@ -119,7 +119,7 @@ def _dropped_table(dropped: Sequence[Mapping[str, Any]]) -> pa.Table:
                "license_name")
     rows = [{c: row.get(c) for c in columns} for row in dropped]
     table = pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in columns]))
-    return left_out_table(table, key="uuid", stage=[_STAGES.get(r["reason"], "check") for r in rows])
+    return left_out_table(table, key="uuid", stage=[_STAGES.get(str(r["reason"]), "check") for r in rows])
 
 
 _STAGES = {**dict.fromkeys(SAMPLING_REASONS, "sample"), **dict.fromkeys(IMAGE_REASONS, "fetch")}
