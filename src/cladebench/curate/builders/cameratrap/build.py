@@ -57,8 +57,8 @@ from cladebench.curate.builders.cameratrap.fetching import (
 from cladebench.curate.builders.cameratrap.resolve import Resolution, normalise_label, resolve_labels
 from cladebench.curate.builders.cameratrap.screening import STAGES, accounting, label_outcome, screen
 from cladebench.curate.builders.cameratrap.table import CAMERA_FIELDS, cohort_row, row_uuid, rows_table
-from cladebench.curate.builders.cards import left_out_section
 from cladebench.curate.builders.finegrained.config import DATASET_DIR
+from cladebench.curate.reports import write_reports
 from cladebench.curate.sources.cameratrap import (
     BadRecords,
     CctImage,
@@ -69,7 +69,7 @@ from cladebench.curate.sources.cameratrap import (
 from cladebench.curate.sources.megadetector import DetectorRun, read_detections, read_detector_run
 from cladebench.curate.staging import OutputTarget, staged_output, work_dir
 from cladebench.errors import CladebenchError
-from cladebench.store.left_out import left_out_table, write_left_out
+from cladebench.store.left_out import left_out_table
 
 WRITER = "build cameratrap"
 """The output's marker names this writer; ``--overwrite`` replaces only such a folder."""
@@ -231,11 +231,10 @@ class _Reports:
         candidates = _candidates_table(self.selected)
         pq.write_table(candidates, staging / "candidates.parquet")
         left = candidates.filter(pc.equal(candidates.column("outcome"), "left_out"))
-        write_left_out(staging, left_out_table(left, key="uuid",
-                                               stage=[STAGES[r] for r in left.column("reason").to_pylist()]))
         (staging / "resolution.json").write_text(json.dumps(summary.resolutions, indent=1) + "\n", encoding="utf-8")
-        (staging / "README.md").write_text(render_card(summary, left_out_section(staging)), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
+        stages = [STAGES[r] for r in left.column("reason").to_pylist()]
+        write_reports(staging, left_out_table(left, key="uuid", stage=stages),
+                      lambda lines: render_card(summary, lines), summary.as_dict())
         return summary
 
 

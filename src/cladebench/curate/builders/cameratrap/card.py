@@ -109,7 +109,7 @@ def outcome_section(summary: CameraTrapBuildSummary, heading: str = "##") -> str
 
 def render_card(summary: CameraTrapBuildSummary, left_out: Sequence[str] = ()) -> str:
     """The cohort's card, every number taken from the summary; ``left_out`` is
-    :func:`~cladebench.curate.builders.cards.left_out_section` of the build."""
+    :func:`~cladebench.curate.reports.left_out_section` of the build."""
     cohort = summary.cohort
     collections = [(c["name"], c.get("title") or "", c.get("license") or "", c.get("link") or "",
                     "excluded" if c["name"] in cohort["exclude"] else "included",

@@ -97,7 +97,7 @@ def _docs() -> dict[str, str]:
 
 def render_card(summary: CoObservedBuildSummary, left_out: Sequence[str] = ()) -> str:
     """The dataset card: what the dataset is, how it was built, and every count; ``left_out`` is
-    :func:`~cladebench.curate.builders.cards.left_out_section` of the build."""
+    :func:`~cladebench.curate.reports.left_out_section` of the build."""
     config = summary.config
     docs = _docs()
     kept_total = max(summary.rows, 1)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ import pyarrow.compute as pc
 
 from cladebench.config import config_to_dict
 from cladebench.curate import cryptic_groups
-from cladebench.curate.builders.cards import counts, left_out_section
+from cladebench.curate.builders.cards import counts
 from cladebench.curate.builders.crypticbio.card import CrypticBioCurationSummary, render_card
 from cladebench.curate.builders.crypticbio.rows import DUPLICATE_URL, MALFORMED_LINE, ROW_CHECKS, Tally, read_and_filter
 from cladebench.curate.builders.crypticbio.sections import (
@@ -52,10 +51,11 @@ from cladebench.curate.builders.crypticbio.sections import (
     load_config,
 )
 from cladebench.curate.builders.crypticbio.subsets import SUBSETS, SubsetContext
+from cladebench.curate.reports import write_reports
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError
-from cladebench.store.left_out import left_out_table, write_left_out
+from cladebench.store.left_out import left_out_table
 
 # --- cryptic groups --------------------------------------------------------------------------------
 
@@ -264,7 +264,6 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
             pq.write_table(groups.pairs, staging / "cryptic_pairs.parquet")
             cryptic = {"source": groups.source, "mining": groups.mining,
                        "statistics": cryptic_groups.group_statistics(groups.groups, species_written)}
-        write_left_out(staging, _rejected_table(tally, malformed, config.dataset.metadata))
         downloads = {}
         if config.download is not None and config.download.enabled:
             downloads = _download(config.download, staging, written, lookup_path)
@@ -282,9 +281,8 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
             cryptic=cryptic, downloads=downloads, seed=config.dataset.seed,
             elapsed_s=time.monotonic() - started, config=_config_record(config),
         )
-        (staging / "README.md").write_text(render_card(summary, left_out_section(staging)), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=2, default=str) + "\n",
-                                            encoding="utf-8")
+        write_reports(staging, _rejected_table(tally, malformed, config.dataset.metadata),
+                      lambda lines: render_card(summary, lines), summary.as_dict())
     return summary
 
 

@@ -58,7 +58,7 @@ class CrypticBioCurationSummary:
 
 def render_card(summary: CrypticBioCurationSummary, left_out: Sequence[str] = ()) -> str:
     """The dataset card (README.md) of a curation; ``left_out`` is
-    :func:`~cladebench.curate.builders.cards.left_out_section` of the build."""
+    :func:`~cladebench.curate.reports.left_out_section` of the build."""
     subsets = summary.subsets
     parts = [
         f"# CrypticBio curation: {summary.out.name}",

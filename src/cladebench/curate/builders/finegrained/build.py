@@ -40,7 +40,6 @@ import pyarrow as pa
 
 from cladebench import store
 from cladebench.config import config_to_dict
-from cladebench.curate.builders.cards import left_out_section
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
 from cladebench.curate.builders.finegrained.card import FineGrainedBuildSummary, render_card, summarise
 from cladebench.curate.builders.finegrained.catalog import Catalog, read_catalog, read_uuid_list
@@ -60,9 +59,10 @@ from cladebench.curate.builders.finegrained.config import (
     parse_seen,
 )
 from cladebench.curate.builders.finegrained.images import image_sources, output_batches
+from cladebench.curate.reports import write_reports
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError
-from cladebench.store.left_out import left_out_table, write_left_out
+from cladebench.store.left_out import left_out_table
 
 WRITER = "build finegrained"
 """The output's marker names this writer; ``--overwrite`` replaces only such a folder
@@ -191,9 +191,7 @@ def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary
             config=config_to_dict(config), elapsed_s=round(time.monotonic() - started, 3),
             **summarise(table, groups, Counter(r["challenge_group"] for r in eligible)),
         )
-        write_left_out(staging, _dropped_table(dropped))
-        (staging / "README.md").write_text(render_card(summary, left_out_section(staging)), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
+        write_reports(staging, _dropped_table(dropped), lambda lines: render_card(summary, lines), summary.as_dict())
     return summary
 
 

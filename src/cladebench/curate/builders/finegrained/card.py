@@ -81,7 +81,7 @@ class FineGrainedBuildSummary:
 
 def render_card(summary: FineGrainedBuildSummary, left_out: Sequence[str] = ()) -> str:
     """The dataset card: what the dataset is, how it was built, and every count (all taken from the written data);
-    ``left_out`` is :func:`~cladebench.curate.builders.cards.left_out_section` of the build."""
+    ``left_out`` is :func:`~cladebench.curate.reports.left_out_section` of the build."""
     config = summary.config
     group_names = list(summary.groups)
     docs = reason_docs()

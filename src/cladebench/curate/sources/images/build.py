@@ -31,8 +31,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cladebench.curate.builders.cards import left_out_section
 from cladebench.curate.fetch import DownloadConfig, DownloadItem, DownloadReport, download
+from cladebench.curate.reports import write_reports
 from cladebench.curate.sources.images.card import ImagesLoadSummary, render_card
 from cladebench.curate.sources.images.columns import license_columns, parse_overrides
 from cladebench.curate.sources.images.kinds import ImageSource, open_source
@@ -40,7 +40,7 @@ from cladebench.curate.sources.images.labels import EXTRA_COLUMNS, taxon_columns
 from cladebench.curate.sources.images.records import ImageRecord, Uuids, read_local
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError, UsageError
-from cladebench.store.left_out import LEFT_OUT_FILE, left_out_table, write_left_out
+from cladebench.store.left_out import LEFT_OUT_FILE, left_out_table
 from cladebench.store.schema import CANONICAL_COLUMNS, canonical_fields
 from cladebench.taxonomy.resolve import backbone_path, resolve_labels
 
@@ -276,12 +276,10 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
         store.write_dataset(_chain(first, batches), dataset_dir)
         _lift(dataset_dir, staging)
         failures = pa.Table.from_pylist(writer.failures, schema=_FAILURE_SCHEMA)
-        write_left_out(staging, left_out_table(failures, key="key", stage=failures.column("stage").to_pylist()))
         (staging / "resolution.json").write_text(json.dumps(summary.resolution_records(), indent=1) + "\n",
                                                  encoding="utf-8")
-        (staging / "load.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str) + "\n",
-                                           encoding="utf-8")
-        (staging / "README.md").write_text(render_card(summary, left_out_section(staging)), encoding="utf-8")
+        write_reports(staging, left_out_table(failures, key="key", stage=failures.column("stage").to_pylist()),
+                      lambda lines: render_card(summary, lines), summary.as_dict(), "load.json")
     return summary
 
 

@@ -122,7 +122,7 @@ def _status_order(status: str) -> int:
 
 
 def render_card(summary: ImagesLoadSummary, left_out: Sequence[str] = ()) -> str:
-    """The card as Markdown; ``left_out`` is :func:`~cladebench.curate.builders.cards.left_out_section` of the load."""
+    """The card as Markdown; ``left_out`` is :func:`~cladebench.curate.reports.left_out_section` of the load."""
     s = summary
     parts = [f"# Images loaded from `{Path(s.source).name}`", "",
              f"Loaded by `cladebench load images` from `{s.source}` (a {s.kind} source). Labels resolved offline "
