@@ -26,11 +26,11 @@ The rank is set only where a qualifier says it; otherwise it is ``None`` and a b
 be a genus; ``white tailed deer`` is no rank at all). Names compare by :attr:`WrittenName.key`: the name in lower
 case (``str.lower``, as the backbone is matched by Arrow's ``utf8_lower``), case and spacing otherwise ignored.
 
-Where we differ from the name parsers on purpose: GBIF's name parser ranks ``Abies sp.`` as an indeterminate
-*species* and gnparser keeps ``sp.``/``cf.`` as annotations of a species-level name; here ``Abies sp.`` is the
-*genus*, because a benchmark scores a row at the deepest rank it names, and a species nobody named cannot be
-scored. A comparison qualifier is kept only as a mark, not as a separate taxon: the row counts as the named
-species, as iNaturalist's identifications do when a person writes "cf.".
+Where we differ from the name parsers on purpose: GBIF's name parser keeps ``Abies sp.`` as an indeterminate
+name at species rank, and gnparser keeps ``sp.`` and ``cf.`` as annotations of the name (approximation,
+comparison) beside its canonical form; here ``Abies sp.`` *is* the genus, because a benchmark scores a row at the
+deepest rank it names and a species nobody named cannot be scored. A comparison qualifier is kept only as a mark
+(:attr:`WrittenName.qualifiers`): the name counts as the species named.
 """
 
 from __future__ import annotations
