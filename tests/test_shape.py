@@ -12,7 +12,8 @@
 - Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
 - One home per policy: outside its home, no module reads the environment, takes a file lock, draws a progress
   bar, writes a line to stderr by hand (the CLI aside), escapes Markdown or HTML, or decides whether an output may
-  be written; and no module imports ``fcntl`` or ``msvcrt`` at import time. Each finder is shown to catch a planted
+  be written, or lists name qualifiers (``sp.``, ``cf.``); and no module imports ``fcntl`` or ``msvcrt`` at
+  import time. Each finder is shown to catch a planted
   offender.
 
 The per-package layout tests (``tests/<package>/test_*_layout.py`` and the like) keep only what is particular to
@@ -589,3 +590,34 @@ def test_a_task_named_outside_its_package_is_found(tmp_path: Path) -> None:
     assert task_names_outside({"cladebench.taxonomy.probe": files["cladebench.report.probe"],
                                "cladebench.tasks.probe": files["cladebench.report.probe"]}) == []
     assert builtin_task_names() == {"zeroshot", "fewshot", "retrieval", "rerank", "lineage", "geo"}
+
+
+QUALIFIER_HOME = {"cladebench.taxonomy.qualifiers"}
+"""Where the one list of name qualifiers lives (:data:`cladebench.taxonomy.qualifiers.QUALIFIERS`)."""
+QUALIFIER_WORDS = {"sp", "spp", "cf", "aff", "nr", "ssp", "subsp", "var"}
+"""Qualifier words (lower case, no full stop) whose listing, two or more in one literal, is a second list."""
+
+
+def qualifier_lists(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """A set, list, tuple or dict literal naming two qualifiers or more (``{"sp.", "spp."}``, ``x in ("cf", "aff")``):
+    a second list would let ``Peromyscus sp.`` mean the genus in one place and a label in another."""
+    for node in ast.walk(tree):
+        items = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(
+            node, (ast.Set, ast.List, ast.Tuple)) else []
+        words = {i.value.lower().removesuffix(".") for i in items
+                 if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+        if len(words & QUALIFIER_WORDS) >= 2:
+            yield node.lineno, f"lists qualifiers {sorted(words & QUALIFIER_WORDS)}"
+
+
+def test_there_is_one_list_of_name_qualifiers() -> None:
+    found = policy_offenders(qualifier_lists, QUALIFIER_HOME)
+    assert not found, ("name qualifiers are read by cladebench.taxonomy.names.parse_name (one meaning for a "
+                       "name):\n" + "\n".join(found))
+
+
+def test_a_second_list_of_qualifiers_is_found(tmp_path: Path) -> None:
+    files = _planted(tmp_path, "def unnamed(word):\n    return word.lower() in ('sp.', 'spp', 'species')\n"
+                               "NOTE = 'trailing sp./spp. dropped'\n")
+    assert policy_offenders(qualifier_lists, QUALIFIER_HOME, files) == [
+        "cladebench.store.probe:2: lists qualifiers ['sp', 'spp']"]

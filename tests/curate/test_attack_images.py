@@ -34,7 +34,7 @@ def test_a_species_folder_linked_in_from_elsewhere_is_read_and_a_link_loop_is_li
     rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_id", "species"]).to_pylist()
     assert sorted((r["source_id"], r["species"]) for r in rows) == [
         ("Bufo bufo/toad.jpg", "Bufo bufo"), ("Sus scrofa/pig.jpg", "Sus scrofa")]
-    failures = pq.read_table(tmp_path / "out" / "failures.parquet").to_pylist()
+    failures = pq.read_table(tmp_path / "out" / "left_out.parquet").to_pylist()
     assert [(f["where"], f["reason"]) for f in failures] == [("Bufo bufo/loop", "repeated_folder")]
     assert summary.rows == 3
 
@@ -46,7 +46,7 @@ def test_a_table_row_with_no_name_at_all_is_left_out_as_no_label(tmp_path: Path)
     summary = build_images_dataset(tmp_path / "labels.csv", tmp_path / "out")
     rows = store.open_dataset(tmp_path / "out").to_table(columns=["source_id", "scientific_name"]).to_pylist()
     assert rows == [{"source_id": "toad.jpg", "scientific_name": "Bufo bufo"}]
-    failures = pq.read_table(tmp_path / "out" / "failures.parquet").to_pylist()
+    failures = pq.read_table(tmp_path / "out" / "left_out.parquet").to_pylist()
     assert [(f["where"], f["reason"]) for f in failures] == [("labels.csv row 2", "no_label")]
     assert summary.written == 1 and sum(summary.rows_by_label.values()) == 1
 

@@ -26,6 +26,7 @@ from cladebench.curate.builders.cameratrap.table import row_uuid
 from cladebench.curate.sources.cameratrap import BadRecords, labelled_images, read_categories, read_images
 from cladebench.curate.sources.megadetector import read_detections, read_detector_run
 from cladebench.errors import CladebenchError
+from cladebench.store.left_out import LEFT_OUT_FILE, left_out_counts, left_out_lines, read_left_out
 from helpers.cameratrap_planted import EXPECTED, KEPT, REAL, planted_collections, tiny_fgc
 
 
@@ -105,6 +106,23 @@ def test_standalone_build_keeps_the_known_set_and_counts_every_reason(planted) -
     card = (out / "README.md").read_text()
     assert "| person_detected | 2 | 0 | 0 | 2 |" in card
     assert "v1000.0.0-redwood" in card and "CDLA-Permissive-1.0" in card
+
+
+def test_the_left_out_images_are_the_one_left_out_record_and_info_shows_them(planted, capsys) -> None:
+    root, cohort_path, taxonomy, _host = planted
+    out = root / "cohort-out"
+    assert main(["build", "cameratrap", str(cohort_path), "--out", str(out), "--taxonomy", str(taxonomy),
+                 "--download-dir", str(root / "downloads"), "--workers", "0", "--no-progress"]) == 0
+    records = read_left_out(out)
+    expected = sum((Counter({r: k for r, k in reasons.items() if r != "kept"}) for reasons in EXPECTED.values()),
+                   Counter())
+    assert Counter(r.reason for r in records) == expected
+    assert {r.stage for r in records if r.reason == "person_detected"} == {"screen"}
+    lines = left_out_lines(left_out_counts(records), LEFT_OUT_FILE)
+    assert "\n".join(lines) in (out / "README.md").read_text()
+    capsys.readouterr()
+    assert main(["info", str(out / "data" / "challenges.lance"), "--no-fingerprint"]) == 0
+    assert "\n".join(lines[1:]) in capsys.readouterr().out
 
 
 def test_a_collection_whose_image_folder_is_missing_is_refused_naming_it(planted, capsys) -> None:

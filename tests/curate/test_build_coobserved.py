@@ -92,7 +92,7 @@ def test_every_planted_bad_row_is_counted_under_its_reason(export, uncapped):
     assert summary.photo_ids == export.n_photo_ids
     assert summary.files["photos"]["rows"] == export.rows["photos"]
     assert summary.files["observations"]["rows"] == export.rows["observations"]
-    dropped = pq.read_table(summary.out / "dropped.parquet").to_pylist()
+    dropped = pq.read_table(summary.out / "left_out.parquet").to_pylist()
     by_reason: dict[str, set[int]] = {}
     for row in dropped:
         by_reason.setdefault(row["reason"], set()).add(row["photo_id"])
@@ -337,7 +337,7 @@ def test_real_taxa_missing_are_counted_as_unknown_taxa(realdata, tmp_path):
     summary, table = _build(folder, tmp_path / "out")
     assert table.num_rows == 0
     assert summary.photo_outcomes["unknown_taxon"] == 1 and summary.photo_outcomes["single_observation"] == 49
-    dropped = pq.read_table(summary.out / "dropped.parquet").to_pylist()
+    dropped = pq.read_table(summary.out / "left_out.parquet", columns=["photo_id", "reason"]).to_pylist()
     assert dropped == [{"photo_id": photo_id, "reason": "unknown_taxon"}]
 
 

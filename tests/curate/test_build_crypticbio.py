@@ -166,9 +166,9 @@ def test_real_common_curated_end_to_end(tmp_path: Path, realdata: Callable[[str]
         assert text in card
     record = json.loads((out / "build.json").read_text())
     assert record["kept"] == 3748 and record["config"]["dataset"]["seed"] == 0
-    assert pq.read_table(out / "rejected.parquet").num_rows == 0
+    assert pq.read_table(out / "left_out.parquet").num_rows == 0
     assert sorted(p.name for p in out.iterdir()) == [".cladebench-output.json", "CrypticBio-Curated.csv", "README.md",
-                                                     "build.json", "rejected.parquet"]
+                                                     "build.json", "left_out.parquet"]
 
 
 def test_real_common_with_groups_and_subsets(tmp_path: Path, realdata: Callable[[str], Path]) -> None:
@@ -424,7 +424,7 @@ def test_bad_rows_are_counted_by_reason_and_listed(tmp_path: Path) -> None:
     assert sorted(r["url"] for r in written) == ["g1", "g2", "g3"]
     assert next(r for r in written if r["url"] == "g3")["year"] == ""
 
-    rejected = pq.read_table(tmp_path / "out" / "rejected.parquet").to_pylist()
+    rejected = pq.read_table(tmp_path / "out" / "left_out.parquet").to_pylist()
     assert Counter(r["reason"] for r in rejected) == Counter(
         {k: v for k, v in summary.dropped.items() if k != "duplicate_url"} | {"malformed_line": 1})
     by_url = {r["url"]: r for r in rejected if r["url"]}

@@ -38,6 +38,8 @@ from cladebench.curate.builders.finegrained.config import (
     parse_embed,
 )
 from cladebench.errors import CladebenchError, UnknownNameError, UsageError
+from cladebench.store import info
+from cladebench.store.left_out import LEFT_OUT_FILE, left_out_counts, left_out_lines, read_left_out
 from cladebench.taxonomy import Rank
 
 PER_SPECIES = 5
@@ -282,7 +284,7 @@ def test_every_row_is_kept_or_counted_under_its_reason(world, built):
     assert {r: n for r, n in summary.outcomes.items() if n} == dict(planted)
     assert list(summary.outcomes) == list(reason_docs())  # every reason listed, zeros included
     assert sum(summary.outcomes.values()) + summary.rows == summary.catalog_rows == len(world.planted)
-    dropped = pq.read_table(summary.out / "dropped.parquet").to_pylist()
+    dropped = pq.read_table(summary.out / "left_out.parquet").to_pylist()
     assert Counter(r["reason"] for r in dropped) == planted - Counter({"outside_groups": planted["outside_groups"]})
     by_uuid = {r["uuid"]: r["reason"] for r in dropped if r["uuid"] not in (None, "dup")}
     for p in world.planted:
@@ -292,6 +294,20 @@ def test_every_row_is_kept_or_counted_under_its_reason(world, built):
     kept = set(table.column("uuid").to_pylist())
     assert {p.uuid for p in world.planted if p.outcome == "kept"} <= kept
     assert summary.notes["rows_in_several_groups"] == 1  # "Equus quagga" under the genus Peromyscus
+
+
+def test_the_left_out_record_reads_the_same_through_info_and_the_card(built):
+    summary, _, _ = built
+    records = read_left_out(summary.out)
+    assert Counter(r.reason for r in records) == Counter(
+        r["reason"] for r in pq.read_table(summary.out / LEFT_OUT_FILE).to_pylist())
+    stages = {r.reason: r.stage for r in records}
+    assert (stages["species_cap"], stages["image_fetch_failed"], stages["above_genus"]) == ("sample", "fetch", "check")
+    lines = left_out_lines(left_out_counts(records), LEFT_OUT_FILE)
+    assert "\n".join(lines) in (summary.out / "README.md").read_text()
+    described = info.describe(store.open_dataset(summary.dataset_path), str(summary.dataset_path))
+    assert described["left_out"]["counts"] == left_out_counts(records)
+    assert "\n".join(lines[1:]) in info.format_description(described)
 
 
 @pytest.mark.parametrize(("raw", "reason", "code"), [

@@ -4,8 +4,8 @@ for speed (one scan of photos.csv instead of two, each typed column cast once, o
 The reference (``coobserved_reference.json`` beside this module) holds, for two builds of one synthetic export
 (uncapped; and the default caps with excluded photo ids, TreeOfLife species and another seed): the kept photo
 ids in order, the uuid fingerprint, a SHA-256 of every row of ``data/coobserved.parquet`` and of
-``dropped.parquet``, and every count of the summary. It also holds the export's file hashes, so a change of the
-synthetic generator is reported as such rather than as a change of the builder.
+``left_out.parquet`` (photo id and reason), and every count of the summary. It also holds the export's file
+hashes, so a change of the synthetic generator is reported as such rather than as a change of the builder.
 
 Regenerate it (``python tests/curate/test_coobserved_reference.py``) only for a change that is meant to change
 the built dataset, and say so in the commit.
@@ -54,7 +54,7 @@ def _builds(manifest: ExportManifest, work: Path, **build_options: Any) -> dict[
         out = work / f"out-{name}"
         summary = build_coobserved(CoObservedBuildConfig(manifest.export_dir, out, **options), **build_options)
         data = pq.read_table(out / DATA_FILE).to_pylist()
-        dropped = pq.read_table(out / "dropped.parquet").to_pylist()
+        dropped = pq.read_table(out / "left_out.parquet", columns=["photo_id", "reason"]).to_pylist()
         described = summary.as_dict()
         results[name] = {
             "photo_ids": [row["photo_id"] for row in data],

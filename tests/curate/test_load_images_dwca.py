@@ -61,7 +61,7 @@ def test_a_gbif_download_with_multimedia_gives_one_row_per_image(tmp_path: Path,
     card = (tmp_path / "out.lance" / "README.md").read_text()
     assert "### rights.txt" in card and "Collection Pisces SMF" in card and "### citations.txt" in card
     assert "**1 rows have no license.**" in card and "| no_image | 156 |" in card
-    failures = pq.read_table(tmp_path / "out.lance" / "failures.parquet").to_pylist()
+    failures = pq.read_table(tmp_path / "out.lance" / "left_out.parquet").to_pylist()
     assert {f["reason"] for f in failures} == {"no_image", "http_404"}
 
 

@@ -49,7 +49,7 @@ def test_each_label_gets_the_ranks_of_its_taxon_and_every_image_is_accounted_for
     assert by_label["Leopardus sp."]["scientific_name"] == "Leopardus"  # genus-only stays genus-only
     assert by_label["blank"]["scientific_name"] == "blank" and by_label["blank"]["taxon_id"] is None
     assert by_label["Bos taurus"]["taxon_id"] == 74113
-    failures = {r["where"]: r for r in pq.read_table(out / "failures.parquet").to_pylist()}
+    failures = {r["where"]: r for r in pq.read_table(out / "left_out.parquet").to_pylist()}
     assert {w: r["reason"] for w, r in failures.items()} == {
         "Loxodonta africana/african_elephants_truncated_file.jpg": "undecodable",
         "notes.txt": "not_an_image_file", "loose.jpg": "no_label"}

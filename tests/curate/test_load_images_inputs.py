@@ -32,7 +32,7 @@ def _load(*args: str | Path) -> int:
 
 
 def _failures(out: Path) -> list[tuple[str, str]]:
-    return sorted((f["where"], f["reason"]) for f in pq.read_table(out / "failures.parquet").to_pylist())
+    return sorted((f["where"], f["reason"]) for f in pq.read_table(out / "left_out.parquet").to_pylist())
 
 
 def test_pipes_devices_and_sockets_named_like_photos_are_skipped_with_their_reason(
@@ -168,7 +168,7 @@ def test_two_columns_of_one_name_are_refused_naming_the_column(tmp_path: Path,
                                                                              b'"species": "Vulpes vulpes"}'),
                                             ("2.jpg", picture(1)), ("2.txt", b"Bufo bufo")])
     assert _load(tmp_path / "shards", "--out", tmp_path / "shards_out") == 0
-    failure = pq.read_table(tmp_path / "shards_out" / "failures.parquet").to_pylist()[0]
+    failure = pq.read_table(tmp_path / "shards_out" / "left_out.parquet").to_pylist()[0]
     assert (failure["reason"], failure["detail"]) == ("bad_metadata", "1.json gives the key 'species' twice; which "
                                                                       "one holds the value cannot be told")
     assert _load(tmp_path / "cased.csv", "--column", "species=Species", "--out", tmp_path / "out") == 0
@@ -247,7 +247,7 @@ def test_byte_identical_photos_are_hashed_counted_and_kept_or_dropped(tmp_path: 
     assert "left out as duplicate_image" in capsys.readouterr().out
     rows = store.open_dataset(tmp_path / "dropped").to_table(columns=["source_id"]).to_pylist()
     assert sorted(r["source_id"] for r in rows) == ["Bufo bufo/toad copy.jpg", "Vulpes vulpes/fox.jpg"]
-    failures = pq.read_table(tmp_path / "dropped" / "failures.parquet").to_pylist()
+    failures = pq.read_table(tmp_path / "dropped" / "left_out.parquet").to_pylist()
     assert [(f["where"], f["reason"], f["detail"]) for f in failures] == [
         ("Bufo bufo/toad.jpg", "duplicate_image", "the same bytes as Bufo bufo/toad copy.jpg, which is written"),
         ("Vulpes vulpes/toad.jpg", "duplicate_image", "the same bytes as Bufo bufo/toad copy.jpg, which is written")]

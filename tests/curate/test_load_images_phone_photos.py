@@ -62,7 +62,7 @@ def test_without_the_heif_extra_a_heic_photo_names_it(phone: Path, capsys: pytes
     code = main(["load", "images", "~/photos", "--out", "~/photos.lance"])
     out = capsys.readouterr()
     assert code == 0, out.err
-    failures = pq.read_table(phone.parent / "photos.lance" / "failures.parquet").to_pylist()
+    failures = pq.read_table(phone.parent / "photos.lance" / "left_out.parquet").to_pylist()
     assert len(failures) == 2 and all(HEIF_EXTRA in f["detail"] for f in failures), failures
     assert f"2 HEIC/HEIF photos left out: reading them needs the heif extra ({HEIF_EXTRA})" in out.out
 

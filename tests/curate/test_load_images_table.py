@@ -62,7 +62,7 @@ def test_a_darwin_core_csv_of_urls_is_fetched_and_a_failed_url_is_a_failures_row
     assert (gull["species"], gull["latitude"], gull["observed_on"], gull["license_name"]) == (
         "Larus argentatus", None, None, None)
     assert gull["image_format"] == "png"
-    failures = {r["where"]: r["reason"] for r in pq.read_table(tmp_path / "out.lance" / "failures.parquet").to_pylist()}
+    failures = {r["where"]: r["reason"] for r in pq.read_table(tmp_path / "out.lance" / "left_out.parquet").to_pylist()}
     assert failures["occurrences.csv row 3"] == "http_404"
     assert failures["occurrences.csv row 4"] in ("connection", "deadline")
     assert summary.values_set_null == {"latitude": 1, "observed_on": 1} and summary.without_license == 1
@@ -86,7 +86,7 @@ def test_a_flat_folder_with_a_table_of_labels_beside_it(tmp_path: Path) -> None:
     assert sorted(((r["source_id"], r["species"], r["kingdom"], r["common_name"]) for r in rows), key=str) == [
         ("north", "Canis lupus", "Animalia", "wolf"), ("north", "Canis lupus", "Animalia", None),
         ("south", "Quercus robur", "Plantae", "oak")]
-    failures = pq.read_table(tmp_path / "out.lance" / "failures.parquet").to_pylist()
+    failures = pq.read_table(tmp_path / "out.lance" / "left_out.parquet").to_pylist()
     assert [(f["where"], f["reason"]) for f in failures] == [("labels.csv row 4", "missing_file")]
 
 

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from cladebench.errors import SchemaError
 from cladebench.store.indices import indices
+from cladebench.store.left_out import find_left_out, left_out_counts, left_out_lines, read_left_out
 from cladebench.store.schema import (
     EMBEDDING_PREFIX,
     EMBEDDING_SIDECAR,
@@ -96,8 +97,15 @@ def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = 
                        if f.name.startswith(EMBEDDING_PREFIX)},
         "embedding_models_json": sidecar,
         "indices": indices(dataset),
+        "left_out": _left_out(uri),
     }
     return description
+
+
+def _left_out(uri: str) -> dict[str, object] | None:
+    """What the build that made the dataset left out (:mod:`cladebench.store.left_out`), when it is beside it."""
+    path = find_left_out(uri)
+    return None if path is None else {"path": str(path), "counts": left_out_counts(read_left_out(path))}
 
 
 def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> str:
@@ -147,4 +155,6 @@ def format_description(d: dict[str, Any], *, max_values: int = 12) -> str:
                 lines.append(f"    {key}: {value}")
     lines.extend(["", "indices"])
     lines.append(_table([(i["name"], str(i["type"]), ", ".join(i["columns"])) for i in d["indices"]]))
+    if d.get("left_out"):
+        lines.extend(["", *left_out_lines(d["left_out"]["counts"], d["left_out"]["path"])])
     return "\n".join(lines)

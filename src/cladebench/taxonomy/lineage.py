@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 
 from cladebench.errors import SchemaError, UsageError, unknown_name
 from cladebench.registry import Registry
+from cladebench.taxonomy.qualifiers import qualifier
 
 T = TypeVar("T")
 
@@ -428,7 +429,11 @@ def _mixed(lineage: Lineage) -> str:
 
 
 _EPITHET = re.compile(r"[a-z][a-z-]*")
-_INFRASPECIFIC = {"subsp.", "ssp.", "var.", "f.", "forma"}
+
+
+def _is_infraspecific(word: str) -> bool:
+    found = qualifier(word)
+    return found is not None and found.kind == "infraspecific"
 
 
 def _binomial(scientific: str) -> str | None:
@@ -442,7 +447,7 @@ def _binomial(scientific: str) -> str | None:
         return None
     kept = words[:2]
     rest = words[2:]
-    while len(rest) >= 2 and rest[0] in _INFRASPECIFIC and _EPITHET.fullmatch(rest[1]):
+    while len(rest) >= 2 and _is_infraspecific(rest[0]) and _EPITHET.fullmatch(rest[1]):
         kept += rest[:2]
         rest = rest[2:]
     if rest and _EPITHET.fullmatch(rest[0]):  # a trinomial without a marker ("Felis silvestris lybica")

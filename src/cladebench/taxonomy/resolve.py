@@ -5,12 +5,13 @@ Collections label images with names of their own (``peromyscus``, ``Peromyscus s
 package's Parquet, or any Parquet in its layout: ``id``, ``kingdom`` .. ``genus``, ``specificEpithet``,
 ``scientificName``, ``taxonRank``) in one read of it.
 
-How a label is matched: lower case, underscores read as spaces, runs of spaces as one, and a trailing
-qualifier that names no taxon (``sp``, ``sp.``, ``spp``, ``spp.``, ``species``) dropped; with ``authorship``, a
-name that matches nothing so is tried once more without an author and year after it (``Vulpes vulpes (Linnaeus,
-1758)``, ``Morus L.``), as Darwin Core's ``scientificName`` writes them (only then: ``Morus Alba`` is the species,
-not the genus with an author). Then compared with the backbone's ``scientificName`` in lower case, at the seven
-ranks only (a subgenus that shares its genus's name is not a second match). The record's ``status``:
+How a label is matched: by what it means (:func:`cladebench.taxonomy.names.parse_name`: lower case, underscores
+read as spaces, runs of spaces as one, qualifiers such as ``sp.``, ``cf.`` and ``subsp.`` read as the package's one
+list defines them); with ``authorship``, a name that matches nothing so is tried once more without an author and
+year after it (``Vulpes vulpes (Linnaeus, 1758)``, ``Morus L.``), as Darwin Core's ``scientificName`` writes them
+(only then: ``Morus Alba`` is the species, not the genus with an author). Then compared with the backbone's
+``scientificName`` in lower case, at the seven ranks only (a subgenus that shares its genus's name is not a
+second match). The record's ``status``:
 
 - ``exact``: the label as written (in any case) is one taxon's name;
 - ``normalised``: it is after the normalisation above;
@@ -25,8 +26,6 @@ Why a module: resolution is the one step that decides what a label *means*; the 
 from __future__ import annotations
 
 import functools
-import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,13 +34,10 @@ from typing import Any
 from cladebench.errors import CladebenchError, SchemaError, reading
 from cladebench.taxonomy.backbone import BACKBONE_COLUMNS, bundled_backbone_path
 from cladebench.taxonomy.lineage import RANKS, Lineage, Rank
+from cladebench.taxonomy.names import parse_name, strip_authorship
 
-QUALIFIERS = ("sp", "sp.", "spp", "spp.", "species")
-"""Trailing words that name no taxon (``Peromyscus sp.`` is the genus)."""
 STATUSES = ("exact", "normalised", "ambiguous", "unresolved")
 """The resolution statuses, in the order the module docstring defines them."""
-_AUTHOR_START = re.compile(r"^(\(|\d|[A-Z]|d'|de$|van$|von$|ex$|&$)")
-"""A word that starts an authorship after the name: ``(Linnaeus,``, ``L.``, ``1758``, ``d'Orbigny``."""
 
 
 @dataclass(frozen=True)
@@ -79,42 +75,16 @@ class Resolution:
                 "candidates": list(self.candidates)}
 
 
-def strip_authorship(name: str) -> str:
-    """The name without an author and year after it (Darwin Core's ``scientificName`` carries them).
-
-    Example:
-        >>> strip_authorship("Vulpes vulpes (Linnaeus, 1758)"), strip_authorship("Morus L."), strip_authorship("sp")
-        ('Vulpes vulpes', 'Morus', 'sp')
-        >>> strip_authorship("Canis lupus familiaris Linnaeus, 1758")
-        'Canis lupus familiaris'
-    """
-    words = name.split()
-    for i, word in enumerate(words[1:], 1):
-        if _AUTHOR_START.match(word):
-            return " ".join(words[:i])
-    return " ".join(words)
-
-
 def normalise_label(label: str, *, authorship: bool = False) -> str:
-    """The name a label is looked up by (see the module docstring).
+    """The name a label is looked up by: :attr:`~cladebench.taxonomy.names.WrittenName.key` of its meaning.
 
     Example:
         >>> normalise_label("  Peromyscus_sp. "), normalise_label("white_tailed  deer"), normalise_label("Sp")
         ('peromyscus', 'white tailed deer', 'sp')
         >>> normalise_label("Vulpes vulpes (Linnaeus, 1758)", authorship=True)
         'vulpes vulpes'
-
-    Characters no one sees (a zero-width space, a soft hyphen, a byte-order mark, pasted with a name from a web
-    page or a PDF) are dropped, and compatibility forms (full-width letters) read as the plain ones.
     """
-    visible = "".join(c for c in unicodedata.normalize("NFKC", label) if unicodedata.category(c) != "Cf")
-    text = re.sub(r"\s+", " ", visible.replace("_", " ")).strip()
-    if authorship:
-        text = strip_authorship(text)
-    words = text.lower().split(" ")
-    while len(words) > 1 and words[-1] in QUALIFIERS:
-        words.pop()
-    return " ".join(words)
+    return parse_name(label, authorship=authorship).key
 
 
 def _backbone_rows(path: Path, queries: set[str]) -> list[dict[str, Any]]:
@@ -227,5 +197,5 @@ def _resolved(path: str, mtime_ns: int, names: tuple[str, ...]) -> dict[str, Res
     return {label: r for label, r in resolve_labels(names, path).items() if r.resolved}
 
 
-__all__ = ["QUALIFIERS", "STATUSES", "Resolution", "backbone_path", "complete_from_backbone", "normalise_label",
+__all__ = ["STATUSES", "Resolution", "backbone_path", "complete_from_backbone", "normalise_label",
            "resolve_labels", "strip_authorship"]

@@ -38,3 +38,4 @@ def counts(values: Iterable[object]) -> dict[str, int]:
 
 
 __all__ = ["counts", "markdown_table"]
+

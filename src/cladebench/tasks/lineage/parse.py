@@ -54,6 +54,8 @@ from dataclasses import dataclass
 
 from cladebench.registry import Registry
 from cladebench.taxonomy import RANK_COLUMNS, Rank
+from cladebench.taxonomy.names import name_key as taxon_name_key
+from cladebench.taxonomy.names import parse_name
 
 UNPARSEABLE = "unparseable"
 """Status of an answer from which no name at an asked rank could be read."""
@@ -73,9 +75,6 @@ _NO_NAME = {"", "unknown", "none", "n/a", "na", "null", "nil", "unsure", "not su
             "can't determine", "not determinable", "unclear", "various", "multiple"}
 """Answers that say "no name" (compared after cleaning, in lower case)."""
 
-_QUALIFIERS = {"cf.", "cf", "aff.", "aff", "nr.", "nr", "sp.", "sp", "spp.", "spp", "ssp.", "ssp", "var.", "subsp."}
-"""Words that qualify a binomial; ``sp.``/``spp.`` after a genus mean the species is not named."""
-
 _SENTENCE_WORDS = {
     "a", "an", "the", "this", "that", "these", "those", "it", "its", "i", "my", "in", "on", "at", "there", "here",
     "what", "which", "based", "from", "looks", "appears", "most", "likely", "probably", "possibly", "photo",
@@ -89,6 +88,7 @@ _SENTENCE_WORDS = {
 """Lower-case words that start or continue English sentences, never a genus or an epithet in a binomial."""
 
 _CLEAN_MARKUP = re.compile(r"[*_`\"“”‘’]|^'+|'+$")
+_JOINING_UNDERSCORE = re.compile(r"(?<=[A-Za-z])_(?=[A-Za-z])")
 _PARENTHESES = re.compile(r"\([^)]*\)|\[[^\]]*\]")
 _NAME_WORD = re.compile(r"[A-Za-z][A-Za-z-]*\.?")
 _FIELD_LINE = re.compile(
@@ -136,6 +136,7 @@ def strategy(name: str) -> Callable[[Strategy], Strategy]:
 
 
 def _strip_markup(value: str) -> str:
+    value = _JOINING_UNDERSCORE.sub(" ", value)  # "Peromyscus_sp" is two words; "_Apis_" is italics
     text = _PARENTHESES.sub(" ", _CLEAN_MARKUP.sub("", value))
     return " ".join(text.replace("\u00a0", " ").split()).strip(" .,:;!?-–—")
 
@@ -174,10 +175,10 @@ def clean_binomial(value: object, genus: str | None = None) -> str | None:
     text = _strip_markup(value)
     if _says_none(text):
         return None
-    raw = text.split()
-    if len(raw) >= 2 and raw[1].casefold() in ("sp.", "sp", "spp.", "spp"):
+    meaning = parse_name(text)  # qualifiers read as everywhere: "Apis sp." names the genus only
+    if meaning.rank is Rank.GENUS or not meaning.named:
         return None
-    words = [w for w in raw if w.casefold() not in _QUALIFIERS and w.casefold() not in ("species", "the")]
+    words = [w for w in meaning.name.split() if w.casefold() not in ("species", "the")]
     words = [w for w in words if _NAME_WORD.fullmatch(w)]
     if not words:
         return None
@@ -196,8 +197,8 @@ def clean_binomial(value: object, genus: str | None = None) -> str | None:
 
 
 def name_key(name: str | None) -> str | None:
-    """How two names are compared: whitespace collapsed and case folded (``None`` stays ``None``)."""
-    return None if name is None else " ".join(name.split()).casefold() or None
+    """How two names are compared (:func:`cladebench.taxonomy.names.name_key`; ``None`` stays ``None``)."""
+    return None if name is None else taxon_name_key(name) or None
 
 
 def names_match(predicted: str | None, truth: str | None) -> bool:

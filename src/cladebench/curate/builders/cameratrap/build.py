@@ -12,7 +12,8 @@ The steps, per the cohort file (:mod:`.config`):
 5. The kept rows (:mod:`.table`) go to ``OUT/data/challenges.lance`` or, with ``--append-to``, into that Fine-Grained
    Challenges dataset as a new version (:mod:`.append`).
 6. ``OUT`` gets the card, ``build.json``, ``candidates.parquet`` (every selected image with its collection, id,
-   file, labels, location, sequence, reason and detail) and ``resolution.json``.
+   file, labels, location, sequence, reason and detail), ``left_out.parquet`` (the images left out, in the one
+   left-out record of :mod:`cladebench.store.left_out`) and ``resolution.json``.
 
 ``OUT`` is written through :func:`cladebench.curate.staging.staged_output` (whole or not at all); the one write
 into another folder is the append, made last, once every row is ready.
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cladebench import store
 from cladebench.config import config_to_dict
@@ -53,9 +55,10 @@ from cladebench.curate.builders.cameratrap.fetching import (
     named_as_given,
 )
 from cladebench.curate.builders.cameratrap.resolve import Resolution, normalise_label, resolve_labels
-from cladebench.curate.builders.cameratrap.screening import accounting, label_outcome, screen
+from cladebench.curate.builders.cameratrap.screening import STAGES, accounting, label_outcome, screen
 from cladebench.curate.builders.cameratrap.table import CAMERA_FIELDS, cohort_row, row_uuid, rows_table
 from cladebench.curate.builders.finegrained.config import DATASET_DIR
+from cladebench.curate.reports import write_reports
 from cladebench.curate.sources.cameratrap import (
     BadRecords,
     CctImage,
@@ -66,6 +69,7 @@ from cladebench.curate.sources.cameratrap import (
 from cladebench.curate.sources.megadetector import DetectorRun, read_detections, read_detector_run
 from cladebench.curate.staging import OutputTarget, staged_output, work_dir
 from cladebench.errors import CladebenchError
+from cladebench.store.left_out import left_out_table
 
 WRITER = "build cameratrap"
 """The output's marker names this writer; ``--overwrite`` replaces only such a folder."""
@@ -224,10 +228,13 @@ class _Reports:
             embeddings={c: {k: v[k] for k in ("valid_rows", "failed_rows")} for c, v in embedded.items()},
             append=append_info, config=config_to_dict(self.config),
             elapsed_s=round(time.monotonic() - self.started, 3))
-        pq.write_table(_candidates_table(self.selected), staging / "candidates.parquet")
+        candidates = _candidates_table(self.selected)
+        pq.write_table(candidates, staging / "candidates.parquet")
+        left = candidates.filter(pc.equal(candidates.column("outcome"), "left_out"))
         (staging / "resolution.json").write_text(json.dumps(summary.resolutions, indent=1) + "\n", encoding="utf-8")
-        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
+        stages = [STAGES[r] for r in left.column("reason").to_pylist()]
+        write_reports(staging, left_out_table(left, key="uuid", stage=stages),
+                      lambda lines: render_card(summary, lines), summary.as_dict())
         return summary
 
 

@@ -9,6 +9,7 @@ here, apart from the counting.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,8 +107,9 @@ def outcome_section(summary: CameraTrapBuildSummary, heading: str = "##") -> str
     ])
 
 
-def render_card(summary: CameraTrapBuildSummary) -> str:
-    """The cohort's card, every number taken from the summary."""
+def render_card(summary: CameraTrapBuildSummary, left_out: Sequence[str] = ()) -> str:
+    """The cohort's card, every number taken from the summary; ``left_out`` is
+    :func:`~cladebench.curate.reports.left_out_section` of the build."""
     cohort = summary.cohort
     collections = [(c["name"], c.get("title") or "", c.get("license") or "", c.get("link") or "",
                     "excluded" if c["name"] in cohort["exclude"] else "included",
@@ -143,6 +145,7 @@ def render_card(summary: CameraTrapBuildSummary) -> str:
         "",
         outcome_section(summary),
         "",
+        *left_out,
         "## Malformed records",
         "",
         markdown_table(["collection", "file", "reason", "records"], bad) if bad

@@ -19,7 +19,8 @@ from pathlib import Path
 from cladebench.curate.builders.finegrained.config import ChallengeGroup
 from cladebench.taxonomy import Lineage
 from cladebench.taxonomy import resolve as names
-from cladebench.taxonomy.resolve import QUALIFIERS, STATUSES, normalise_label
+from cladebench.taxonomy.names import name_key
+from cladebench.taxonomy.resolve import STATUSES, normalise_label
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,7 @@ def in_taxon(lineage: Lineage, group: ChallengeGroup) -> bool:
     name = lineage.names[group.rank]
     if name is None:
         return False
-    wanted = {" ".join(v.split()).lower() for v in group.values}
-    return " ".join(str(name).split()).lower() in wanted
+    return name_key(str(name)) in {name_key(v) for v in group.values}
 
 
 def resolve_labels(labels: Iterable[str], group: ChallengeGroup, backbone: str | Path | None = None
@@ -53,4 +53,4 @@ def resolve_labels(labels: Iterable[str], group: ChallengeGroup, backbone: str |
     return out
 
 
-__all__ = ["QUALIFIERS", "STATUSES", "Resolution", "in_taxon", "normalise_label", "resolve_labels"]
+__all__ = ["STATUSES", "Resolution", "in_taxon", "normalise_label", "resolve_labels"]

@@ -57,6 +57,11 @@ SCREENING_REASONS: dict[str, str] = {
 }
 REASONS: dict[str, str] = {**SELECTION_REASONS, **RETRIEVAL_REASONS, **SCREENING_REASONS}
 """Every reason an image is left out, in the order they are checked, with what it means."""
+STAGES: dict[str, str] = {
+    "excluded_collection": "sample", "label_unresolved": "resolve", "label_ambiguous": "resolve",
+    "label_outside_group": "resolve", "image_record_missing": "read", **dict.fromkeys(RETRIEVAL_REASONS, "fetch"),
+    **dict.fromkeys(SCREENING_REASONS, "screen")}
+"""The stage of the left-out record (:data:`cladebench.store.left_out.STAGES`) each reason belongs to."""
 
 
 def label_outcome(labels: Sequence[str], resolutions: Mapping[str, Resolution]
@@ -115,5 +120,5 @@ def accounting(collections: Iterable[str], outcomes: Iterable[tuple[str, str | N
     return table
 
 
-__all__ = ["REASONS", "RETRIEVAL_REASONS", "SCREENING_REASONS", "SELECTION_REASONS", "accounting", "label_outcome",
-           "screen"]
+__all__ = ["REASONS", "RETRIEVAL_REASONS", "SCREENING_REASONS", "SELECTION_REASONS", "STAGES", "accounting",
+           "label_outcome", "screen"]

@@ -23,7 +23,7 @@ database and spill files live in the staging folder, so a killed build's are rem
   ``--tol-species`` (null without it); ``in_tol200m`` (whether the photo itself is in TreeOfLife-200M)
   stays null: it needs TOL's photo ids, which is what ``--exclude-photo-ids`` takes.
 - ``README.md``: the dataset card (per divergence rank, kingdom pairs, class pairs, species, licenses,
-  every count by reason), ``build.json`` (the summary), ``dropped.parquet`` (each photo on two or more
+  every count by reason), ``build.json`` (the summary), ``left_out.parquet`` (each photo on two or more
   observations that was left out, with its reason).
 - With ``--download``: ``coobserved.lance``, the store's co-observed rows with their images.
 
@@ -45,7 +45,6 @@ Why a module: it is the one place that orders the other modules' work and writes
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,8 +65,10 @@ from cladebench.curate.builders.coobserved.reading import export_files, read_id_
 from cladebench.curate.builders.coobserved.sampling import sample
 from cladebench.curate.builders.coobserved.stages import Stages
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
+from cladebench.curate.reports import write_reports
 from cladebench.curate.staging import OutputTarget, staged_output, work_dir
 from cladebench.store import fingerprint_uuids
+from cladebench.store.left_out import left_out_table
 
 if TYPE_CHECKING:
     import duckdb
@@ -154,7 +155,9 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
             con.close()
         table = pa.Table.from_pylist(rows, schema=PUBLISHED_SCHEMA)
         _write_parquet(table, staging / DATA_FILE)
-        _write_parquet(dropped, staging / "dropped.parquet")
+        reasons = dropped.column("reason").to_pylist()
+        left_out = left_out_table(dropped, key=[str(i) for i in dropped.column("photo_id").to_pylist()], detail=None,
+                                  stage=["sample" if r in SAMPLING_REASONS else "check" for r in reasons])
         eligible_count = outcomes.pop("", 0)
         photo_outcomes = {c.reason: outcomes.pop(c.reason, 0) for c in PHOTO_CHECKS}
         photo_outcomes.update({r: sum(v == r for v in refused.values()) for r in SAMPLING_REASONS})
@@ -181,8 +184,7 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
             dataset_fingerprint=dataset_fingerprint, config=config_to_dict(config),
             elapsed_s=round(time.monotonic() - started, 3), **summarise(rows),
         )
-        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
+        write_reports(staging, left_out, lambda lines: render_card(summary, lines), summary.as_dict())
     return summary
 
 

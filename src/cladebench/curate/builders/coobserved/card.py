@@ -95,8 +95,9 @@ def _docs() -> dict[str, str]:
     return docs
 
 
-def render_card(summary: CoObservedBuildSummary) -> str:
-    """The dataset card: what the dataset is, how it was built, and every count."""
+def render_card(summary: CoObservedBuildSummary, left_out: Sequence[str] = ()) -> str:
+    """The dataset card: what the dataset is, how it was built, and every count; ``left_out`` is
+    :func:`~cladebench.curate.reports.left_out_section` of the build."""
     config = summary.config
     docs = _docs()
     kept_total = max(summary.rows, 1)
@@ -157,6 +158,7 @@ def render_card(summary: CoObservedBuildSummary) -> str:
         markdown_table(["note", "count"],
                        [(k, v if isinstance(v, int) else json.dumps(v)) for k, v in summary.notes.items()]),
         "",
+        *left_out,
         "## Source",
         "",
         "iNaturalist open data (`inaturalist-open-data` bucket): photos.csv, observations.csv, taxa.csv, "

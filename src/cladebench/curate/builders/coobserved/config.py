@@ -38,7 +38,7 @@ class CoObservedBuildConfig:
     export_dir: Path = field(metadata=OPTION)
     """Folder with photos.csv, observations.csv, taxa.csv and observers.csv (or their .csv.gz)."""
     out: Path = field(metadata=OPTION)
-    """Output folder: data/coobserved.parquet, README.md (the card), build.json, dropped.parquet."""
+    """Output folder: data/coobserved.parquet, README.md (the card), build.json, left_out.parquet."""
     exclude_photo_ids: Path | None = None
     """Photo ids to leave out (e.g. TreeOfLife-200M's): a text file, one id per line, or a Parquet file with a
     photo_id column."""

@@ -14,7 +14,7 @@ may not be, be inside or contain a file the config reads, the YAML file included
 replaces only a previous output of this builder, which its marker ``.cladebench-output.json``
 identifies): ``CrypticBio-<Subset>.csv`` per subset in the
 published column order; ``cryptic_groups.tsv`` (the lookup :func:`read_cryptic_lookup` reads) and
-``cryptic_pairs.parquet`` (pairs with their evidence) when groups are known; ``rejected.parquet``;
+``cryptic_pairs.parquet`` (pairs with their evidence) when groups are known; ``left_out.parquet``;
 ``README.md`` (the card: per-subset and per-taxonomic-group counts, drops by reason, cryptic-group
 statistics); ``build.json``. With ``download``: ``<subset>.lance`` and its ``.failures.parquet`` per
 non-empty subset, built by :func:`cladebench.curate.sources.crypticbio.build_crypticbio_dataset`.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,9 +50,11 @@ from cladebench.curate.builders.crypticbio.sections import (
     load_config,
 )
 from cladebench.curate.builders.crypticbio.subsets import SUBSETS, SubsetContext
+from cladebench.curate.reports import write_reports
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError
+from cladebench.store.left_out import left_out_table
 
 # --- cryptic groups --------------------------------------------------------------------------------
 
@@ -131,6 +132,8 @@ def write_benchmark_csv(rows: pa.Table, path: Path) -> None:
 
 
 def _rejected_table(tally: Tally, malformed: list[tuple[int, str]], files: Sequence[Path]) -> pa.Table:
+    """The left-out record (:mod:`cladebench.store.left_out`): ``file:row`` as the key (the file alone for a
+    malformed line), the line's text as the detail, then the source file, row, name and URL."""
     schema = pa.schema([("file", pa.string()), ("row", pa.int64()), ("reason", pa.string()),
                         ("scientific_name", pa.string()), ("url", pa.string()), ("text", pa.string())])
     names = pa.array([p.name for p in files], pa.string())
@@ -143,7 +146,11 @@ def _rejected_table(tally: Tally, malformed: list[tuple[int, str]], files: Seque
             "reason": [MALFORMED_LINE] * len(malformed), "scientific_name": pa.nulls(len(malformed), pa.string()),
             "url": pa.nulls(len(malformed), pa.string()), "text": [t[:1000] for _, t in malformed],
         }, schema=schema))
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    files_rows = zip(table.column("file").to_pylist(), table.column("row").to_pylist(), strict=True)
+    reasons = table.column("reason").to_pylist()
+    return left_out_table(table, key=[f"{f}:{r}" if r is not None else f for f, r in files_rows], detail="text",
+                          stage=["read" if r == MALFORMED_LINE else "check" for r in reasons])
 
 
 WRITER = "build crypticbio"
@@ -256,7 +263,6 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
             pq.write_table(groups.pairs, staging / "cryptic_pairs.parquet")
             cryptic = {"source": groups.source, "mining": groups.mining,
                        "statistics": cryptic_groups.group_statistics(groups.groups, species_written)}
-        pq.write_table(_rejected_table(tally, malformed, config.dataset.metadata), staging / "rejected.parquet")
         downloads = {}
         if config.download is not None and config.download.enabled:
             downloads = _download(config.download, staging, written, lookup_path)
@@ -274,9 +280,8 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
             cryptic=cryptic, downloads=downloads, seed=config.dataset.seed,
             elapsed_s=time.monotonic() - started, config=_config_record(config),
         )
-        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=2, default=str) + "\n",
-                                            encoding="utf-8")
+        write_reports(staging, _rejected_table(tally, malformed, config.dataset.metadata),
+                      lambda lines: render_card(summary, lines), summary.as_dict())
     return summary
 
 

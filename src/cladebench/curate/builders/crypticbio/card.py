@@ -8,6 +8,7 @@ is laid out here, apart from the code that counts them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,9 @@ class CrypticBioCurationSummary:
         return "\n".join(lines)
 
 
-def render_card(summary: CrypticBioCurationSummary) -> str:
-    """The dataset card (README.md) of a curation."""
+def render_card(summary: CrypticBioCurationSummary, left_out: Sequence[str] = ()) -> str:
+    """The dataset card (README.md) of a curation; ``left_out`` is
+    :func:`~cladebench.curate.reports.left_out_section` of the build."""
     subsets = summary.subsets
     parts = [
         f"# CrypticBio curation: {summary.out.name}",
@@ -130,7 +132,7 @@ def render_card(summary: CrypticBioCurationSummary) -> str:
     parts += ["", "## Data checks", "", markdown_table(["reason", "meaning"], [(c.reason, c.doc) for c in ROW_CHECKS]
                                                + [(DUPLICATE_URL, "a photo URL already kept from an earlier row"),
                                                   (MALFORMED_LINE, "a CSV line with more or fewer fields than "
-                                                   "the header")]), ""]
+                                                   "the header")]), "", *left_out]
     return "\n".join(parts)
 
 

@@ -10,7 +10,7 @@ published reader does. A CSV line the reader cannot split into the header's fiel
 ``malformed_line``. Each filter's own count (rows that fail it, among rows passing the data checks,
 whatever the other filters say) is reported as well, since the first-reason count of a later filter
 hides rows an earlier one already took. Rows dropped by a data check are listed in
-``rejected.parquet``; filter names and species-list names that match no row are reported.
+``left_out.parquet``; filter names and species-list names that match no row are reported.
 
 **Memory.** Files are read as a stream of Arrow batches, each normalised, checked and filtered in
 DuckDB; only kept rows are held, so memory follows the curated size, not the metadata's.

@@ -21,7 +21,7 @@ done, so a failure at any step leaves nothing half-written (and an existing ``--
   ...), beside the card and inside the dataset;
 - ``README.md``: the card, with images per group, per species and per license, seen_in_training,
   embeddings, indices and every drop count by reason; ``build.json`` (the summary);
-  ``dropped.parquet`` (every row of a group left out, with its reason and detail).
+  ``left_out.parquet`` (every row of a group left out, with its stage, reason and detail).
 
 Why a module: it is the one place that orders the other modules' work and writes files.
 """
@@ -43,7 +43,14 @@ from cladebench.config import config_to_dict
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
 from cladebench.curate.builders.finegrained.card import FineGrainedBuildSummary, render_card, summarise
 from cladebench.curate.builders.finegrained.catalog import Catalog, read_catalog, read_uuid_list
-from cladebench.curate.builders.finegrained.checks import OUTSIDE_REASON, check_rows, reason_docs, sample
+from cladebench.curate.builders.finegrained.checks import (
+    IMAGE_REASONS,
+    OUTSIDE_REASON,
+    SAMPLING_REASONS,
+    check_rows,
+    reason_docs,
+    sample,
+)
 from cladebench.curate.builders.finegrained.config import (
     DATASET_DIR,
     ChallengeGroup,
@@ -52,8 +59,10 @@ from cladebench.curate.builders.finegrained.config import (
     parse_seen,
 )
 from cladebench.curate.builders.finegrained.images import image_sources, output_batches
+from cladebench.curate.reports import write_reports
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError
+from cladebench.store.left_out import left_out_table
 
 WRITER = "build finegrained"
 """The output's marker names this writer; ``--overwrite`` replaces only such a folder
@@ -104,10 +113,17 @@ def _embedding_entries(dataset_path: Path) -> dict[str, dict[str, object]]:
 
 
 def _dropped_table(dropped: Sequence[Mapping[str, object]]) -> pa.Table:
+    """The left-out record (:mod:`cladebench.store.left_out`): the row's uuid as its key, the stage its reason
+    belongs to, then the catalog columns a person checks it by."""
     columns = ("uuid", "challenge_group", "reason", "detail", "genus", "species", "source_url", "image_path",
                "license_name")
     rows = [{c: row.get(c) for c in columns} for row in dropped]
-    return pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in columns]))
+    table = pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in columns]))
+    return left_out_table(table, key="uuid", stage=[_STAGES.get(str(r["reason"]), "check") for r in rows])
+
+
+_STAGES = {**dict.fromkeys(SAMPLING_REASONS, "sample"), **dict.fromkeys(IMAGE_REASONS, "fetch")}
+"""The stage each reason belongs to that is not a row check."""
 
 
 def _select(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGroup]
@@ -175,11 +191,7 @@ def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary
             config=config_to_dict(config), elapsed_s=round(time.monotonic() - started, 3),
             **summarise(table, groups, Counter(r["challenge_group"] for r in eligible)),
         )
-        import pyarrow.parquet as pq
-
-        pq.write_table(_dropped_table(dropped), staging / "dropped.parquet")
-        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str), encoding="utf-8")
+        write_reports(staging, _dropped_table(dropped), lambda lines: render_card(summary, lines), summary.as_dict())
     return summary
 
 

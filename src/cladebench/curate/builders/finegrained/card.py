@@ -79,8 +79,9 @@ class FineGrainedBuildSummary:
         return out
 
 
-def render_card(summary: FineGrainedBuildSummary) -> str:
-    """The dataset card: what the dataset is, how it was built, and every count (all taken from the written data)."""
+def render_card(summary: FineGrainedBuildSummary, left_out: Sequence[str] = ()) -> str:
+    """The dataset card: what the dataset is, how it was built, and every count (all taken from the written data);
+    ``left_out`` is :func:`~cladebench.curate.reports.left_out_section` of the build."""
     config = summary.config
     group_names = list(summary.groups)
     docs = reason_docs()
@@ -146,6 +147,7 @@ def render_card(summary: FineGrainedBuildSummary) -> str:
         markdown_table(["reason", "rows", "meaning"], [(r, n, docs.get(r, "")) for r, n in summary.outcomes.items()]
                + [("in the dataset", summary.rows, "")]),
         "",
+        *left_out,
     ]
     return "\n".join(sections)
 

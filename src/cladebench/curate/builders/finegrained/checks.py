@@ -74,7 +74,7 @@ class Check:
     """One reason a row of a challenge group is left out, and how to see it."""
 
     reason: str
-    """Short name counted in the card and ``dropped.parquet``."""
+    """Short name counted in the card and ``left_out.parquet``."""
     doc: str
     """What it means, for the card."""
     fails: Callable[[Mapping[str, Any]], bool]
@@ -117,7 +117,7 @@ SAMPLING_REASONS: dict[str, str] = {
     "genus_only_cap": "eligible, identified to genus only, and its genus already had genus_only_cap such images",
 }
 IMAGE_REASONS: dict[str, str] = {
-    "image_fetch_failed": "sampled, but the image could not be fetched (detail in dropped.parquet)",
+    "image_fetch_failed": "sampled, but the image could not be fetched (detail in left_out.parquet)",
     "image_file_missing": "sampled, but its local image file does not exist",
     "image_decode_failed": "sampled, but the image does not decode (corrupt, truncated, not an image)",
 }

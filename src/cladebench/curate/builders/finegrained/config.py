@@ -28,6 +28,7 @@ from cladebench.config import OPTION, bare_value
 from cladebench.errors import UsageError
 from cladebench.raycluster import DEFAULT_ADDRESS
 from cladebench.taxonomy import Rank
+from cladebench.taxonomy.names import name_key
 
 if TYPE_CHECKING:
     from cladebench.models.spec import ModelSpec
@@ -57,7 +58,7 @@ CHUNK_ROWS = 64
 
 
 def _normalise_name(value: str) -> str:
-    return " ".join(value.split()).lower()
+    return name_key(value)
 
 
 BINOMIAL_SQL = ("lower(regexp_replace(CASE WHEN regexp_matches(trim(species), '^[A-Z]\\S*\\s') THEN trim(species) "
@@ -191,7 +192,7 @@ class FineGrainedBuildConfig:
     """Provenance table joined on uuid (Parquet, CSV or TSV): license_name, license_link, copyright_owner."""
     out: Path = field(metadata=OPTION)
     """Output folder: data/challenges.lance, README.md (the card), embedding_models.json, build.json,
-    dropped.parquet."""
+    left_out.parquet."""
     group: tuple[str, ...] = DEFAULT_GROUPS
     """Challenge groups, each NAME=RANK:VALUE[,VALUE] (e.g. 'zebras=species:Equus quagga,Equus grevyi'); a row
     goes to the first group it matches."""

@@ -12,7 +12,7 @@
    byte-identical to one already written (a copy in two folders, a table listing one path twice) is counted
    and kept or, with ``--duplicates drop``, left out naming the first. The rows go to a Lance dataset in one
    commit, written in the staging folder, which then becomes ``--out`` with the card (``README.md``),
-   ``failures.parquet``, ``resolution.json`` and ``load.json`` in it.
+   ``left_out.parquet`` (:mod:`cladebench.store.left_out`), ``resolution.json`` and ``load.json`` in it.
 
 Memory holds a batch of rows, the distinct labels, the URLs' keys and one hash per image, never the images of
 the whole source.
@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from cladebench.curate.fetch import DownloadConfig, DownloadItem, DownloadReport, download
+from cladebench.curate.reports import write_reports
 from cladebench.curate.sources.images.card import ImagesLoadSummary, render_card
 from cladebench.curate.sources.images.columns import license_columns, parse_overrides
 from cladebench.curate.sources.images.kinds import ImageSource, open_source
@@ -39,15 +40,17 @@ from cladebench.curate.sources.images.labels import EXTRA_COLUMNS, taxon_columns
 from cladebench.curate.sources.images.records import ImageRecord, Uuids, read_local
 from cladebench.curate.staging import OutputTarget, staged_output
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.store.left_out import LEFT_OUT_FILE, left_out_table
 from cladebench.store.schema import CANONICAL_COLUMNS, canonical_fields
 from cladebench.taxonomy.resolve import backbone_path, resolve_labels
 
 WRITER = "load images"
 """The output's marker names this writer; ``--overwrite`` replaces only such a folder."""
-FAILURES_NAME = "failures.parquet"
+FAILURES_NAME = LEFT_OUT_FILE
 BATCH_ROWS = 64
 """Rows (images of a few MB each) held in memory at once while writing."""
-_FAILURE_SCHEMA = pa.schema([("where", pa.string()), ("uuid", pa.string()), ("source_label", pa.string()),
+_FAILURE_SCHEMA = pa.schema([("key", pa.string()), ("stage", pa.string()),
+                             ("where", pa.string()), ("uuid", pa.string()), ("source_label", pa.string()),
                              ("location", pa.string()), ("reason", pa.string()), ("detail", pa.string())])
 _CANONICAL = [c.name for c in CANONICAL_COLUMNS if c.name not in ("uuid", "image")]
 HASH_COLUMN = "image_sha256"
@@ -101,14 +104,16 @@ class _Writer:
         self.first_with: dict[str, str] = {}
         """Image SHA-256 -> where the first row with those bytes is in the source."""
 
-    def fail(self, record: ImageRecord, uuid: str | None, reason: str, detail: str) -> None:
+    def fail(self, record: ImageRecord, uuid: str | None, reason: str, detail: str, stage: str = "fetch") -> None:
+        """Leave the record out at ``stage`` (:data:`cladebench.store.left_out.STAGES`) for ``reason``."""
         from cladebench.images import HEIF_EXTRA
 
         self.summary.failed_by_reason[reason] += 1
         self.summary.heif_unread += HEIF_EXTRA in detail
         location = record.url or (str(record.path) if record.path is not None else None)
-        self.failures.append({"where": record.where, "uuid": uuid, "source_label": record.label,
-                              "location": location, "reason": reason, "detail": detail})
+        self.failures.append({"key": uuid or record.where, "stage": stage, "where": record.where, "uuid": uuid,
+                              "source_label": record.label, "location": location, "reason": reason,
+                              "detail": detail})
 
     def image_of(self, record: ImageRecord, uuid: str) -> bytes | None:
         """The record's bytes, checked; None (and a failure) when there are none to write."""
@@ -142,13 +147,13 @@ class _Writer:
                           f"{record.path}: {exc.strerror or exc}")
                 return None
         else:
-            self.fail(record, uuid, "no_image", "no image given")
+            self.fail(record, uuid, "no_image", "no image given", "read")
             return None
         try:
             self.check(data)
         except ImageDecodeError as exc:  # the downloader's reasons, for the same refusals
             self.fail(record, uuid, "too_many_pixels" if isinstance(exc, ImageTooLargeError) else "undecodable",
-                      exc.reason)
+                      exc.reason, "screen")
             return None
         return data
 
@@ -159,7 +164,7 @@ class _Writer:
             uuid = uuids(record.key)
             problem = _problem(record)
             if problem is not None:
-                self.fail(record, uuid, *problem)
+                self.fail(record, uuid, *problem, "read")
                 continue
             data = self.image_of(record, uuid)
             if data is None:
@@ -171,7 +176,8 @@ class _Writer:
             else:
                 self.summary.duplicates += 1
                 if self.duplicates == "drop":
-                    self.fail(record, uuid, "duplicate_image", f"the same bytes as {first}, which is written")
+                    self.fail(record, uuid, "duplicate_image", f"the same bytes as {first}, which is written",
+                              "check")
                     continue
             rows.append({**self.row(record, uuid, data), HASH_COLUMN: digest})
             if len(rows) >= BATCH_ROWS:
@@ -225,7 +231,6 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
     ``attribution`` stand in for the rows whose source names none; ``duplicates`` (:data:`DUPLICATES`) says what
     becomes of a photo byte-identical to one written before it."""
     from cladebench import store
-    from cladebench.paths import atomic_write_parquet
 
     path, out = Path(path), Path(out)
     overrides = parse_overrides(columns)
@@ -272,12 +277,11 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
         dataset_dir = staging / ".dataset"
         store.write_dataset(_chain(first, batches), dataset_dir)
         _lift(dataset_dir, staging)
-        atomic_write_parquet(staging / FAILURES_NAME, pa.Table.from_pylist(writer.failures, schema=_FAILURE_SCHEMA))
+        failures = pa.Table.from_pylist(writer.failures, schema=_FAILURE_SCHEMA)
         (staging / "resolution.json").write_text(json.dumps(summary.resolution_records(), indent=1) + "\n",
                                                  encoding="utf-8")
-        (staging / "load.json").write_text(json.dumps(summary.as_dict(), indent=1, default=str) + "\n",
-                                           encoding="utf-8")
-        (staging / "README.md").write_text(render_card(summary), encoding="utf-8")
+        write_reports(staging, left_out_table(failures, key="key", stage=failures.column("stage").to_pylist()),
+                      lambda lines: render_card(summary, lines), summary.as_dict(), "load.json")
     return summary
 
 

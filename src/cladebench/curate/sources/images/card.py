@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ class ImagesLoadSummary:
     dataset_path: Path
     """The Lance dataset (``--out``)."""
     failures_path: Path
-    """The records left out, with where each is and why (``OUT/failures.parquet``)."""
+    """The records left out, with where each is and why (``OUT/left_out.parquet``)."""
     kind: str
     """The source's kind (``folder``, ``table``, ``webdataset``, ``dwca``)."""
     source: str
@@ -121,8 +122,8 @@ def _status_order(status: str) -> int:
     return ROW_STATUSES.index(status) if status in ROW_STATUSES else len(ROW_STATUSES)
 
 
-def render_card(summary: ImagesLoadSummary) -> str:
-    """The card as Markdown."""
+def render_card(summary: ImagesLoadSummary, left_out: Sequence[str] = ()) -> str:
+    """The card as Markdown; ``left_out`` is :func:`~cladebench.curate.reports.left_out_section` of the load."""
     s = summary
     parts = [f"# Images loaded from `{Path(s.source).name}`", "",
              f"Loaded by `cladebench load images` from `{s.source}` (a {s.kind} source). Labels resolved offline "
@@ -131,8 +132,9 @@ def render_card(summary: ImagesLoadSummary) -> str:
              markdown_table(["", "records"], [("read", s.rows), ("written", s.written), ("left out", s.failed)])]
     if s.failed_by_reason:
         parts += ["", "## Left out, by reason", "",
-                  "Each is a row of `failures.parquet`, with where it is in the source and the detail.", "",
-                  markdown_table(["reason", "records"], sorted(s.failed_by_reason.items(), key=lambda kv: -kv[1]))]
+                  "Each is a row of `left_out.parquet`, with where it is in the source and the detail.", "",
+                  markdown_table(["reason", "records"], sorted(s.failed_by_reason.items(), key=lambda kv: -kv[1])),
+                  "", *left_out]
     parts += ["", "## Labels", "",
               "Each distinct label resolved against the backbone: `exact` (the name as written), `normalised` "
               "(after case, underscores, a trailing `sp.` or an author and year), `ambiguous` (several taxa bear "

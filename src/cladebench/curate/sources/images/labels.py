@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from cladebench.curate.sources.images.records import ImageRecord
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
+from cladebench.taxonomy.names import name_key
 from cladebench.taxonomy.resolve import Resolution
 
 EXTRA_COLUMNS = ("source_label", "label_status")
@@ -50,7 +51,7 @@ def _agrees(lineage: Lineage, ranks: Mapping[str, str]) -> bool:
     """Whether every rank the source names, down to the lineage's own, is the lineage's name there."""
     for rank, name in zip(RANK_COLUMNS, lineage.names, strict=True):
         given = ranks.get(rank)
-        if name is not None and given is not None and given.strip().lower() != name.lower():
+        if name is not None and given is not None and name_key(given) != name_key(name):
             return False
     return True
 
