@@ -163,6 +163,24 @@ def test_a_settings_file_that_cannot_be_read_is_one_line(text: str | bytes | Non
     assert f"--settings {path}: " in err and said in err
 
 
+def test_a_hostile_key_is_said_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(["eval", "zeroshot", "DS", "--out", "o", "--setting", "ra\nnk=genus\x1b[2J"], capsys)
+    assert len(err.strip().splitlines()) == 1 and "\x1b" not in err
+    assert "--setting 'ra\\nnk=genus\\x1b[2J': " in err
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda tmp: Path("/dev/zero"), "not a regular file"),  # endless: never read into memory
+    (lambda tmp: tmp, "not a regular file"),
+    (lambda tmp: (tmp / "big.toml", (tmp / "big.toml").write_text("# x\n" * 400_000))[0], "larger than 1,048,576"),
+])
+def test_a_settings_path_that_is_no_small_file_is_refused_unread(make, said: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = make(tmp_path)
+    err = refused(["eval", "zeroshot", "DS", "--out", "o", "--settings", str(path)], capsys)
+    assert f"--settings {path}: " in err and said in err
+
+
 def test_the_suite_s_unknown_setting_names_the_closest_keys(capsys: pytest.CaptureFixture[str],
                                                              tmp_path: Path) -> None:
     err = refused(["suite", "--model", "bioclip", "--out", str(tmp_path / "o"), "--setting", "repetiton=1"], capsys)

@@ -54,6 +54,12 @@ def parse_words(words: Sequence[str], option: str = "--setting") -> dict[str, tu
     return out
 
 
+def as_typed(word: str) -> str:
+    """A word from the command line as a one-line message shows it: as typed, or quoted with its escapes where it
+    holds a line break or another character a terminal would act on."""
+    return word if word.isprintable() else repr(word)
+
+
 def unknown_setting(origin: str, key: str, known: Iterable[str], where: str) -> UnknownNameError:
     """The refusal of a key no field has: where it was given, and the closest known keys."""
     known = sorted(known)
@@ -84,11 +90,24 @@ def _text(value: object) -> str:
     return str(value)
 
 
+SETTINGS_FILE_BYTES = 1 << 20
+"""Most bytes a settings file may hold: a few dozen settings take a few kilobytes; a device or a mistaken path
+(``/dev/zero``, a dataset's file) is refused instead of read into memory."""
+
+
 def read_settings_file(path: Path) -> dict[str, object]:
-    """The ``KEY = VALUE`` lines of a TOML file; a missing or unreadable file, one that is not TOML, or a section
-    (``[name]``) in it is a usage error in one line."""
+    """The ``KEY = VALUE`` lines of a TOML file; a missing or unreadable file, one that is not a regular file of at
+    most :data:`SETTINGS_FILE_BYTES`, one that is not TOML, or a section (``[name]``) in it is a usage error in
+    one line."""
     try:
-        text = path.read_text("utf-8")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"--settings {path}: not a regular file (give a TOML file of KEY = VALUE lines)")
+        with path.open("rb") as file:
+            data = file.read(SETTINGS_FILE_BYTES + 1)
+        if len(data) > SETTINGS_FILE_BYTES:
+            raise UsageError(f"--settings {path}: larger than {SETTINGS_FILE_BYTES:,} bytes; a settings file holds "
+                             "KEY = VALUE lines")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"--settings {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -112,9 +131,9 @@ def keyed_settings(cls: type, args: argparse.Namespace, where: str) -> dict[str,
     given: list[tuple[str, str, object]] = []  # (key, origin, value as given)
     file = getattr(args, FILE_DEST, None)
     if file is not None:
-        given += [(key.replace("-", "_"), f"--settings {file}: {key}", value)
+        given += [(key.replace("-", "_"), f"--settings {file}: {as_typed(key)}", value)
                   for key, value in read_settings_file(Path(file).expanduser()).items()]
-    given += [(key, f"--setting {word}", value)
+    given += [(key, f"--setting {as_typed(word)}", value)
               for key, (word, value) in parse_words(getattr(args, WORDS_DEST, None) or ()).items()]
     out: dict[str, tuple[str, object]] = {}
     for key, origin, raw in given:

@@ -30,7 +30,7 @@ from cladebench.evaluate.benchmarks.base import mirror_digest
 from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig, eval_config
 from cladebench.models.registry import resolve_model
 from cladebench.models.spec import ModelSpec, column_key
-from cladebench.tiers import parse_words, typed_setting, unknown_setting
+from cladebench.tiers import as_typed, parse_words, typed_setting, unknown_setting
 
 KEY_VERSION = 2
 """Part of every run key: raised when what a run's settings mean changes, so old records are not reused for it."""
@@ -158,7 +158,7 @@ def _overrides(task: str, raw: Mapping[str, tuple[str, str]]) -> dict[str, objec
     uses."""
     config_class = EVAL_CONFIGS.get_named(task)
     fields = {f.name for f in setting_fields(config_class)}
-    return {name: typed_setting(config_class, name, value, f"--setting {word}")
+    return {name: typed_setting(config_class, name, value, f"--setting {as_typed(word)}")
             for name, (word, value) in raw.items() if name in fields}
 
 
