@@ -48,3 +48,16 @@ def test_a_stage_outside_the_list_and_a_file_without_the_four_columns_are_refuse
     pq.write_table(pa.table({"uuid": ["a"], "reason": ["x"]}), tmp_path / "left_out.parquet")
     with pytest.raises(SchemaError, match=r"needs the column\(s\) \['key', 'stage', 'detail'\]"):
         read_left_out(tmp_path / "left_out.parquet")
+
+
+def test_a_left_out_file_that_does_not_read_never_refuses_the_datasets_info(tmp_path: Path) -> None:
+    """A ``left_out.parquet`` above a dataset may be another tool's or broken: ``info`` says it was not read."""
+    from cladebench.store.info import _left_out
+
+    (tmp_path / "data" / "t.lance").mkdir(parents=True)
+    (tmp_path / "left_out.parquet").write_bytes(b"not parquet")
+    found = _left_out(str(tmp_path / "data" / "t.lance"))
+    assert found is not None and found["counts"] == {} and found["path"] == str(tmp_path / "left_out.parquet")
+    assert "\n" not in str(found["unread"]) and found["unread"]
+    pq.write_table(pa.table({"photo": ["a"]}), tmp_path / "left_out.parquet")  # parquet, not a left-out record
+    assert "needs the column(s)" in str(_left_out(str(tmp_path / "data" / "t.lance"))["unread"])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cladebench.errors import SchemaError
+from cladebench.errors import CladebenchError, SchemaError
 from cladebench.store.indices import indices
 from cladebench.store.left_out import find_left_out, left_out_counts, left_out_lines, read_left_out
 from cladebench.store.schema import (
@@ -105,7 +105,12 @@ def describe(dataset: lance.LanceDataset, uri: str, *, with_fingerprint: bool = 
 def _left_out(uri: str) -> dict[str, object] | None:
     """What the build that made the dataset left out (:mod:`cladebench.store.left_out`), when it is beside it."""
     path = find_left_out(uri)
-    return None if path is None else {"path": str(path), "counts": left_out_counts(read_left_out(path))}
+    if path is None:
+        return None
+    try:
+        return {"path": str(path), "counts": left_out_counts(read_left_out(path))}
+    except (CladebenchError, OSError) as error:  # a file beside the dataset is no reason to refuse its info
+        return {"path": str(path), "counts": {}, "unread": " ".join(str(error).split())}
 
 
 def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> str:
@@ -155,6 +160,8 @@ def format_description(d: dict[str, Any], *, max_values: int = 12) -> str:
                 lines.append(f"    {key}: {value}")
     lines.extend(["", "indices"])
     lines.append(_table([(i["name"], str(i["type"]), ", ".join(i["columns"])) for i in d["indices"]]))
-    if d.get("left_out"):
+    if d.get("left_out") and d["left_out"].get("unread"):
+        lines.extend(["", f"left-out record {d['left_out']['path']} not read: {d['left_out']['unread']}"])
+    elif d.get("left_out"):
         lines.extend(["", *left_out_lines(d["left_out"]["counts"], d["left_out"]["path"])])
     return "\n".join(lines)
