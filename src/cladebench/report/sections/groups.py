@@ -48,7 +48,7 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
     return panels
 
 
-@register_section("groups", "By challenge group and breakdown", order=20)
+@register_section("groups", "By challenge group and breakdown", order=20, folded=True)
 def groups_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("groups", panels=panels) if panels else None
