@@ -5,6 +5,7 @@ appear; and the cell labels that make the phone layout, escaped like every data 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +68,22 @@ def test_each_body_cell_is_labelled_by_its_column_and_data_stays_escaped() -> No
 def test_a_table_whose_cells_span_columns_is_left_as_it_is() -> None:
     page = '<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td colspan="2">x</td></tr></tbody></table>'
     assert label_table_cells(page) == page
+
+
+def test_calibration_draws_a_small_panel_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight groups: eight panels on shared axes (four to a row), each titled by its group and ECE."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from cladebench.report import plots
+
+    drawn: list[object] = []
+    monkeypatch.setattr(plots, "svg_data_uri", lambda figure: drawn.append(figure) or "data:")
+    rng = np.random.default_rng(0)
+    curves = [(f"Group{i} (ECE 0.1{i})", np.linspace(0.05, 0.95, 10), rng.uniform(0, 1, 10), [5] * 9 + [0])
+              for i in range(7)]
+    plots.reliability_small_multiples(curves, title="[1] demo")
+    figure: Any = drawn[0]
+    visible = [axes for axes in figure.axes if axes.get_visible()]
+    assert [axes.get_title() for axes in visible] == [label for label, *_ in curves]
+    assert len(figure.axes) == 8 and visible[0].get_shared_x_axes().joined(visible[0], visible[6])
