@@ -270,3 +270,34 @@ def test_prev_and_next_on_an_image_page_walk_the_view_it_was_opened_from(served)
     assert "view=runs" in first
     assert _step_through(url, first)[:5] == ordered(started.state, 1, "least-confident", None, None)[:5]
     assert 'rel="prev"' not in get(url, "/image/" + quote(shown[0], safe="")).text  # opened alone: no view
+
+
+def test_the_predicted_and_true_filters_match_at_any_rank(served) -> None:
+    """A genus typed in `predicted` keeps the rows predicted as any of its species; in `true`, the rows whose true
+    taxon is in it (the dataset's own genus column says which)."""
+    from cladebench.serve.runs_data import by_uuid, said
+
+    url, started = served
+    state = started.state
+    told = {u: said(state, 1, row) for u, row in by_uuid(state, 1).items()}
+    species = next(s.predicted_name for s in told.values() if s.predicted_name and len(s.predicted_name.split()) == 2)
+    genus = species.split()[0]
+    predicted = _cells(get(url, "/", run="1", predicted=genus.lower()))
+    expected = [u for u, s in told.items() if (s.predicted_name or "").split()[:1] == [genus]]
+    assert len(predicted) == min(48, len(expected)) > 0
+    table = state.dataset.to_table(columns=["uuid", "genus"]).to_pylist()
+    in_genus = {r["uuid"] for r in table if r["genus"] == genus} & {u for u, s in told.items() if s.truth}
+    true = _cells(get(url, "/", run="1", true=genus))
+    assert len(true) == min(48, len(in_genus)) > 0
+    assert {unquote(href.split("/image/")[1].split("?")[0]) for _, href in true} <= in_genus
+
+
+def test_a_taxon_is_named_at_any_rank_by_whole_words_from_a_capital() -> None:
+    from cladebench.serve.runs_data import names_taxon
+
+    lineage = "Animalia Chordata Aves Passeriformes Turdidae Turdus migratorius with common name American robin"
+    assert names_taxon(lineage, "Turdus migratorius", "aves") and names_taxon(lineage, None, "Turdus migratorius")
+    assert names_taxon("Turdus migratorius", None, "TURDUS") and names_taxon("Turdus", None, "turdus")
+    assert not names_taxon("Turdus migratorius", None, "migratorius")  # an epithet alone names no taxon
+    assert not names_taxon("Turdus migratorius", None, "Turd") and not names_taxon(lineage, None, "robin")
+    assert not names_taxon(None, None, "Turdus") and not names_taxon("Turdus", None, " ")
