@@ -301,3 +301,26 @@ def test_a_taxon_is_named_at_any_rank_by_whole_words_from_a_capital() -> None:
     assert not names_taxon("Turdus migratorius", None, "migratorius")  # an epithet alone names no taxon
     assert not names_taxon("Turdus migratorius", None, "Turd") and not names_taxon(lineage, None, "robin")
     assert not names_taxon(None, None, "Turdus") and not names_taxon("Turdus", None, " ")
+
+
+def test_the_runs_grid_sorts_by_taxon_and_by_how_far_a_mistake_lands(served) -> None:
+    """sort=taxon: true taxa A to Z; sort=severity: mistakes by their LCA height with the truth (the furthest
+    first), the right ones after."""
+    from cladebench.metrics.hierarchy import HEIGHT_COLUMN
+    from cladebench.serve.runs_data import by_uuid, said
+
+    url, started = served
+    rows = by_uuid(started.state, 1)
+
+    def shown(sort: str) -> list[str]:
+        page = get(url, "/runs", run="1", sort=sort)
+        assert page.status_code == 200
+        return [unquote(h.split("/image/")[1].split("?")[0]) for _, h in _cells(page)]
+
+    by_taxon = [str(said(started.state, 1, rows[u]).truth_name).casefold() for u in shown("taxon")]
+    assert by_taxon and by_taxon == sorted(by_taxon)
+    order = shown("severity")
+    wrong = [u for u in order if said(started.state, 1, rows[u]).right is False]
+    assert wrong and order[:len(wrong)] == wrong  # every mistake before any right answer
+    heights = [rows[u].get(HEIGHT_COLUMN) for u in wrong]
+    assert None not in heights and heights == sorted(heights, reverse=True) and heights[0] > heights[-1]

@@ -33,6 +33,8 @@ SORTS = {
     "least-confident": "least confident first",
     "most-confident": "most confident first",
     "disagree": "where two runs disagree",
+    "taxon": "by true taxon (A to Z)",
+    "severity": "the worst mistakes first (furthest from the truth on the tree)",
 }
 """Orders of the runs' grid, as ``sort=`` takes them."""
 CONFUSION_LABELS = 30
@@ -94,6 +96,12 @@ def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: st
         pairs.sort(key=lambda p: -confidence[p[0]])
     elif sort == "errors":
         pairs.sort(key=lambda p: (p[1].right is not False, -confidence[p[0]]))
+    elif sort == "taxon":
+        pairs.sort(key=lambda p: (p[1].truth_name is None, str(p[1].truth_name or "").casefold(), -confidence[p[0]]))
+    elif sort == "severity":  # the LCA height of a mistake (metrics.hierarchy): the higher, the further apart
+        rows = by_uuid(state, index)
+        height = {u: (rows[u].get(HEIGHT_COLUMN) if s.right is False else None) for u, s in pairs}
+        pairs.sort(key=lambda p: (height[p[0]] is None, -(height[p[0]] or 0), -confidence[p[0]]))
     elif sort == "least-confident":
         pairs.sort(key=lambda p: confidence[p[0]])
     else:
