@@ -324,3 +324,25 @@ def test_the_runs_grid_sorts_by_taxon_and_by_how_far_a_mistake_lands(served) -> 
     assert wrong and order[:len(wrong)] == wrong  # every mistake before any right answer
     heights = [rows[u].get(HEIGHT_COLUMN) for u in wrong]
     assert None not in heights and heights == sorted(heights, reverse=True) and heights[0] > heights[-1]
+
+
+def test_a_selection_of_the_runs_grid_exports_as_csv(served) -> None:
+    """The grid's link exports every row it selects (all pages, in its order, its filters kept) as CSV."""
+    import csv
+    import html
+    import io
+
+    from cladebench.serve.runs import ordered
+
+    url, started = served
+    page = get(url, "/runs", run="1", sort="severity")
+    link = html.unescape(re.search(r'<a id="export" href="([^"]+)"', page.text).group(1))
+    assert link.startswith("/runs.csv?") and "sort=severity" in link
+    exported = httpx.get(url.rstrip("/") + link, timeout=60)
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("text/csv")
+    assert "attachment" in exported.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(exported.text)))
+    assert [r["uuid"] for r in rows] == ordered(started.state, 1, "severity", None, None)
+    assert set(rows[0]) == {"uuid", "true_label", "pred_label", "confidence", "right", "lca_height"}
+    assert all(float(r["confidence"]) <= 1 for r in rows if r["confidence"])
+    assert get(url, "/runs.csv", run="1", sort="sideways").status_code == 400

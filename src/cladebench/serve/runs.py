@@ -8,6 +8,8 @@ shown are those the run evaluated that also pass the filters.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -130,6 +132,38 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
             cell["other_tag"] = f"[{other}] {verdict_and_tag(state, other, uuid)[1]}"  # type: ignore[index]
         cells.append(cell)
     return cells
+
+
+CSV_COLUMNS = ("uuid", "true_label", "pred_label", "confidence", "right", HEIGHT_COLUMN)
+"""Columns of a selection exported as CSV: what the grid shows of each row, in the grid's order."""
+
+
+@router.get("/runs.csv")
+def runs_csv(request: Request, state: AppState) -> Response:
+    """The rows the runs grid selects (every page, in its order) as CSV, to take a set of mistakes elsewhere."""
+    if not state.runs:
+        raise UsageError("no run is loaded: there is nothing to export")
+    query = dict(request.query_params)
+    filters = Filters.from_query(query, state.columns, keep=KEEP)
+    index, other = run_pair(state, query)
+    sort = query.get("sort") or "errors"
+    if not usable(state.runs[index - 1]):
+        raise UsageError(f"run [{index}] has no predictions to export")
+    with filter_errors(filters.where):
+        uuids = ordered(state, index, sort, other if sort == "disagree" else None, checked_filter(state, filters),
+                        truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"),
+                        lca=query.get("lca") or None)
+    rows = by_uuid(state, index)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for uuid in uuids:
+        s = said(state, index, rows[uuid])
+        writer.writerow([uuid, s.truth, s.predicted, "" if s.confidence is None else f"{s.confidence:.6g}",
+                         "" if s.right is None else str(s.right).lower(), rows[uuid].get(HEIGHT_COLUMN)])
+    name = f"run{index}-{sort}.csv"
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @router.get("/runs")
