@@ -3,6 +3,7 @@ thumbnails made once, the filter that cannot write, and requests at the same mom
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 from urllib.parse import quote, unquote
@@ -346,3 +347,25 @@ def test_a_selection_of_the_runs_grid_exports_as_csv(served) -> None:
     assert set(rows[0]) == {"uuid", "true_label", "pred_label", "confidence", "right", "lca_height"}
     assert all(float(r["confidence"]) <= 1 for r in rows if r["confidence"])
     assert get(url, "/runs.csv", run="1", sort="sideways").status_code == 400
+
+
+def test_a_tile_caption_keeps_the_part_of_a_wrong_name_that_differs(served) -> None:
+    """A wrong prediction in the truth's genus is captioned ``T. merula``: the epithet that differs survives a
+    narrow tile cutting the caption's end; a right one, or one sharing nothing, keeps its whole name."""
+    from cladebench.serve.runs_data import by_uuid, differing_name, said
+
+    assert differing_name("Turdus merula", "Turdus migratorius") == "T. merula"
+    assert differing_name("Animalia Aves Turdus merula", "Animalia Aves Corvus corax") == "A. A. Turdus merula"
+    assert differing_name("Turdus merula", "Turdus merula") == "Turdus merula"
+    assert differing_name("Corvus corax", "Turdus merula") == "Corvus corax"
+    assert differing_name("Turdus", "Turdus migratorius") == "Turdus"  # a name is never cut to nothing
+    url, started = served
+    tags = dict(re.findall(r'href="/image/([^"?]+)[^"]*".*?<span class="tag">([^<]+)</span>',
+                           get(url, "/runs", run="1", sort="errors").text.split('id="grid"')[1], re.S))
+    rows = by_uuid(started.state, 1)
+    for uuid, tag in tags.items():
+        s = said(started.state, 1, rows[unquote(uuid)])
+        name = tag.split("→ ", 1)[1]
+        expected = s.predicted_name if s.right is not False else differing_name(s.predicted_name, s.truth_name)
+        assert html.unescape(name) == expected
+    assert tags

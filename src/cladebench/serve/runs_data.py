@@ -223,6 +223,19 @@ class PredictionFilter:
         return [u for u in uuids if u in predicted and self.keeps(said(state, self.run, predicted[u]))]
 
 
+def differing_name(predicted: str | None, truth: str | None) -> str:
+    """``predicted`` with the leading words it shares with ``truth`` cut to their initial (``T. merula`` for
+    ``Turdus merula`` beside ``Turdus migratorius``), so a narrow tile that cuts its caption at the end keeps the
+    part that tells the two apart; a name equal to the truth, or sharing nothing, stays whole."""
+    words, theirs = str(predicted or "").split(), str(truth or "").split()
+    shared = 0
+    while shared < min(len(words), len(theirs)) - 1 and words[shared].casefold() == theirs[shared].casefold():
+        shared += 1
+    if not shared or words == theirs:
+        return str(predicted or "")
+    return " ".join([*(f"{w[0]}." for w in words[:shared]), *words[shared:]])
+
+
 def verdict_and_tag(state: ServeState, index: int, uuid: str) -> tuple[bool | None, str] | None:
     """A cell's overlay for run ``index``: (right or wrong or None, "73% → name", the confidence first so that a
     narrow cell cuts the name, not the number); None when it did not predict the row."""
@@ -230,5 +243,6 @@ def verdict_and_tag(state: ServeState, index: int, uuid: str) -> tuple[bool | No
     if row is None:
         return None
     s = said(state, index, row)
-    shown = (f"{100 * s.confidence:.0f}% " if s.confidence is not None else "") + f"→ {s.predicted_name}"
+    name = s.predicted_name if s.right is not False else differing_name(s.predicted_name, s.truth_name)
+    shown = (f"{100 * s.confidence:.0f}% " if s.confidence is not None else "") + f"→ {name}"
     return s.right, shown
