@@ -255,15 +255,13 @@ def reliability_small_multiples(curves: Sequence[tuple[str, Sequence[float], Seq
             if panel >= len(curves):
                 axes.set_visible(False)
                 continue
-            label, confidence, accuracy, counts = curves[panel]
-            confidence, accuracy = np.asarray(confidence, float), np.asarray(accuracy, float)
-            counts = np.asarray(counts, float)
-            keep = counts > 0
+            label = curves[panel][0]
+            x, y, n = (np.asarray(values, float) for values in curves[panel][1:])
+            keep = n > 0
             axes.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=0.7)
-            axes.plot(confidence[keep], accuracy[keep], linewidth=1.0, color="#2f6f4f")
+            axes.plot(x[keep], y[keep], linewidth=1.0, color="#2f6f4f")
             if keep.any():
-                axes.scatter(confidence[keep], accuracy[keep], s=6 + 30 * np.sqrt(counts[keep] / counts.max()),
-                             color="#2f6f4f", zorder=3)
+                axes.scatter(x[keep], y[keep], s=6 + 30 * np.sqrt(n[keep] / n.max()), color="#2f6f4f", zorder=3)
             axes.set_xlim(0, 1)
             axes.set_ylim(0, 1)
             axes.set_title(shorten(label, 28), fontsize=7)
