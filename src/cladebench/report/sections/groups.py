@@ -21,7 +21,9 @@ SHOWN_ELSEWHERE: dict[str, tuple[str, ...]] = {"lineage": ("divergence",)}
 """Task -> breakdown columns that a section of their own shows in more detail (and so are not repeated here)."""
 
 
-def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> list[Panel]:
+def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> list[tuple[Panel, bool]]:
+    """(panel, whether the leaderboard lists its numbers): a challenge-group panel's values and intervals are the
+    leaderboard's per-group cells, so its HTML shows the chart alone (each number once on the page)."""
     bases = list(dict.fromkeys(b for run in runs for b in headline_bases(run)))
     panels = []
     groups = list(dict.fromkeys(g for run in runs for g in run.groups))
@@ -30,8 +32,9 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
         series = [PanelSeries(run.name, run.record.metrics, names) for run in runs
                   if any(n in run.record.metrics for n in names)]
         if series:
-            panels.append(make_panel(f"{task}: {base} by challenge group", base, groups, series,
-                                     chart=context.format == "html"))
+            panel = make_panel(f"{task}: {base} by challenge group", base, groups, series,
+                               chart=context.format == "html")
+            panels.append((panel, panel.chart is not None))
     breakdowns = list(dict.fromkeys(p for run in runs for p in run.breakdowns()))
     columns = [c for c in dict.fromkeys(p.split("=", 1)[0] for p in breakdowns)
                if c not in SHOWN_ELSEWHERE.get(task, ())]
@@ -42,9 +45,9 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
             series = [PanelSeries(run.name, run.record.metrics, names) for run in runs
                       if any(n in run.record.metrics for n in names)]
             if series:
-                panels.append(make_panel(f"{task}: {base} by {column}", base,
-                                         [p.split("=", 1)[1] for p in values], series,
-                                         chart=context.format == "html"))
+                panels.append((make_panel(f"{task}: {base} by {column}", base,
+                                          [p.split("=", 1)[1] for p in values], series,
+                                          chart=context.format == "html"), False))
     return panels
 
 
