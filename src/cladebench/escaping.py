@@ -86,4 +86,20 @@ def latex_key(text: str) -> str:
     return text
 
 
-__all__ = ["latex_escape", "latex_key", "markdown_cell", "markdown_escape"]
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula (OWASP's list for CSV injection)."""
+
+
+def spreadsheet_cell(text: object) -> str:
+    """A value from data as a CSV cell a spreadsheet shows as text: one that would start a formula (a taxon named
+    ``=HYPERLINK(...)``) gets a leading apostrophe, as OWASP advises; numbers are written by their callers, unquoted.
+
+    Example:
+        >>> spreadsheet_cell("=1+1"), spreadsheet_cell("Turdus merula")
+        ("'=1+1", 'Turdus merula')
+    """
+    text = "" if text is None else str(text)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
+__all__ = ["latex_escape", "latex_key", "markdown_cell", "markdown_escape", "spreadsheet_cell"]

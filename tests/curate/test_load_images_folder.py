@@ -182,3 +182,19 @@ def _jpeg(seed: int = 0) -> bytes:
     from helpers.images import picture
 
     return picture(seed)
+
+
+def test_photos_without_license_or_attribution_name_the_options_that_give_them(tmp_path: Path) -> None:
+    """A newcomer's own photos hold no license or attribution: the console says which option gives each."""
+    from collections import Counter
+
+    from cladebench.curate.sources.images.card import ImagesLoadSummary
+
+    summary = ImagesLoadSummary(dataset_path=tmp_path / "p.lance", failures_path=tmp_path / "left_out.parquet",
+                                kind="folder", source="photos", backbone="inat", licenses=Counter(none=15),
+                                without_attribution=15)
+    notes = summary.notes
+    assert any("15 rows have no license" in line and "--license" in line for line in notes)
+    assert any("15 rows have no attribution" in line and "--attribution NAME" in line for line in notes)
+    assert not any("--license" in line for line in ImagesLoadSummary(
+        dataset_path=tmp_path, failures_path=tmp_path, kind="folder", source="s", backbone="b").notes)

@@ -342,6 +342,7 @@ def test_html_report_in_chromium(browser, html_report, runs) -> None:
     assert thumbnails >= 6
     assert browser.evaluate("typeof window.__pwned", session) == "undefined"
     assert browser.evaluate("document.querySelectorAll('script').length", session) == 0
+    browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)", session)  # folded too
     text = browser.evaluate("document.body.innerText", session)
     assert HOSTILE in text and HOSTILE_GROUP in text and HOSTILE_QUERY in text
     _check_leaderboard(browser.evaluate(LEADERBOARD_CELLS, session), runs)

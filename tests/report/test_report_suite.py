@@ -48,17 +48,17 @@ def suite_folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[s
 
 
 def _runs_by_index(page: str) -> dict[str, Path]:
-    table = page.split('<table class="runs">', 1)[1].split("</table>", 1)[0]
+    table = page.split('<table class="runs" data-stacks>', 1)[1].split("</table>", 1)[0]
     out = {}
     for index, row in re.findall(r'<tr data-run="(\d+)">(.*?)</tr>', table, re.S):
-        cell = re.findall(r'<td class="mono">(.*?)(?:<div|</td>)', row, re.S)[-1]
+        cell = re.findall(r'<td class="mono"[^>]*>(.*?)(?:<div|</td>)', row, re.S)[-1]
         out[index] = Path(html.unescape(cell.replace("<wbr>", "")))
     return out
 
 
 def _cells(page: str) -> list[tuple[str, str, str, str]]:
-    board = page.split('<table class="leaderboard suite">', 1)[1].split("</table>", 1)[0]
-    return re.findall(r'<td class="metric ([^"]*)" data-run="(\d+)" data-metric="([^"]*)" data-value="([^"]*)">',
+    board = page.split('<table class="leaderboard suite" data-stacks>', 1)[1].split("</table>", 1)[0]
+    return re.findall(r'<td class="metric ([^"]*)" data-run="(\d+)" data-metric="([^"]*)" data-value="([^"]*)"[^>]*>',
                       board)
 
 
@@ -85,7 +85,7 @@ def test_the_leaderboard_holds_the_run_records_values(suite_folder):
         # one best where a difference holds against it; none where every run ties
         assert sum("mark-best" in m for m in marks) == (1 if any("mark-worse" in m for m in marks) else 0), metric
         assert all(any(f"mark-{k}" in m for k in ("best", "tied", "worse", "differs")) for m in marks)
-    assert "published" not in page.split('<table class="leaderboard suite">', 1)[1].split("</table>", 1)[0]
+    assert "published" not in page.split('<table class="leaderboard suite" data-stacks>', 1)[1].split("</table>", 1)[0]
 
 
 def test_a_published_figure_is_shown_beside_ours(suite_folder, monkeypatch, tmp_path):
@@ -95,7 +95,7 @@ def test_a_published_figure_is_shown_beside_ours(suite_folder, monkeypatch, tmp_
     benchmark = BENCHMARKS["inquire-rerank"]
     monkeypatch.setitem(BENCHMARKS, "inquire-rerank", dataclasses.replace(benchmark, published=(figure,)))
     page = write_suite_report(out, tmp_path / "report.html").read_text()
-    board = page.split('<table class="leaderboard suite">', 1)[1].split("</table>", 1)[0]
+    board = page.split('<table class="leaderboard suite" data-stacks>', 1)[1].split("</table>", 1)[0]
     rows = dict(re.findall(r'<tr data-model="([^"]*)">(.*?)</tr>', board, re.S))
     mine = rows[models[1]]
     assert mine.count('class="published"') == 1
@@ -158,4 +158,4 @@ def test_a_partly_skipped_suite_says_so_in_its_title_summary_and_a_section(suite
     assert f'{skipped} runs of the suite were skipped: <a href="#skipped">' in page
     section = page.split('<section id="skipped">')[1].split("</section>")[0].replace("<wbr>", "")
     assert "crypticbio-common" in section and "no &lt;vectors&gt; for extra-model" in section
-    assert section.count("<tr><td>") == skipped
+    assert section.count("<tr><td data-label=\"benchmark\">") == skipped

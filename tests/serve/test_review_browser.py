@@ -169,3 +169,53 @@ def test_hostile_names_render_as_text_in_the_row_and_the_completion_list(review_
         assert width <= 1400  # nothing wider than the window
         assert chrome.evaluate("typeof window.__pwned", tab) == "undefined"
         assert _problems(chrome, tab) == []
+
+
+def _pick_a_genus(chrome, tab: str, genus: str) -> str:
+    _enter_box(chrome, tab)
+    _type(chrome, tab, genus[:4].lower())
+    _wait_for_list(chrome, tab)
+    _enter(chrome, tab)
+    picked = chrome.evaluate("document.getElementById('picked').textContent", tab)
+    assert picked.startswith("Picked: ")
+    _key(chrome, tab, "Escape", code=27)  # out of the box: the row's keys work again
+    assert chrome.evaluate("document.activeElement.id", tab) != "taxon"
+    return picked
+
+
+def test_a_pick_moved_away_from_is_saved_or_asked_about(review_data, tmp_path):
+    """A pick not saved is never dropped silently: ``n`` (on to the next row) saves it first; leaving by any other
+    way (here the → key's link) asks the browser's "leave this page?", and staying keeps the pick on the page."""
+    data = review_data
+    where = reviews_path(str(data.dataset))
+
+    def saved() -> list[str]:  # uuids reviewed, in order (the module's other tests may have saved some before)
+        return [r["uuid"] for r in read_reviews(where).to_pylist()] if where.exists() else []
+
+    before = saved()
+    with running(data, thumbnails=tmp_path / "thumbs") as (url, started), browser() as chrome:
+        queue = chrome.open(url + "review")
+        start = chrome.evaluate("document.getElementById('start').getAttribute('href')", queue)
+        tab = chrome.open(url.rstrip("/") + start)
+        first = chrome.evaluate("location.pathname", tab)
+        genus = started.state.dataset.to_table(columns=["genus"], filter="genus IS NOT NULL").column("genus")[0]
+        _pick_a_genus(chrome, tab, genus.as_py())
+        _key(chrome, tab, "n", code=78, text="n")  # on to the next row: the pick is saved, not dropped
+        second = _until(chrome, tab, f"location.pathname !== {first!r} && document.readyState === 'complete' && "
+                                     "location.pathname")
+        assert saved() == [*before, unquote(first.removeprefix("/review/"))]
+
+        picked = _pick_a_genus(chrome, tab, genus.as_py())
+        assert chrome.evaluate("!!document.querySelector('a[rel=next]')", tab)
+        chrome.events.clear()
+        # → (the next row's link), pressed after this call returns: the browser's question holds the page until
+        # answered, so a key sent through the protocol would not return before it is.
+        chrome.evaluate("setTimeout(() => document.dispatchEvent(new KeyboardEvent('keydown', "
+                        "{key: 'ArrowRight', bubbles: true})), 50), true", tab)
+        dialog = chrome.wait_for("Page.javascriptDialogOpening", tab, timeout=15)
+        assert dialog["params"]["type"] == "beforeunload"
+        chrome.call("Page.handleJavaScriptDialog", {"accept": False}, tab)  # stay
+        assert chrome.evaluate("location.pathname", tab) == second
+        assert chrome.evaluate("document.getElementById('picked').textContent", tab) == picked
+        assert len(saved()) == len(before) + 1  # asked, not saved behind the reviewer's back
+        assert _problems(chrome, tab) == []

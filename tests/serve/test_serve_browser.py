@@ -132,3 +132,34 @@ def test_a_bad_filter_is_shown_as_text(served, page, shots: Path) -> None:
     page.wait_for_selector(".error")
     assert "where" in page.locator(".error").inner_text()
     page.screenshot(path=str(shots / "08-bad-filter.png"), full_page=False)
+
+
+def test_an_images_neighbours_sit_beside_it_with_its_species_marked(served, page) -> None:
+    """At 1,400 px the first neighbour is level with the full image, to its right; the neighbours of the image's
+    own species say so in words (and only they)."""
+    url, started = served
+    rows = started.state.dataset.to_table(columns=["uuid", "species"]).to_pylist()
+    species = {r["uuid"]: r["species"] for r in rows}
+    from cladebench.serve.image import STRIP
+    from cladebench.serve.vectors import columns_of, like
+
+    column = columns_of(started.state)[0]
+
+    def has_kin(u: str) -> bool:
+        found = like(started.state, column, u, k=STRIP)
+        return found is not None and any(species[h["uuid"]] == species[u] for h in found.hits)
+
+    uuid = next(u for u, s in species.items() if s and has_kin(u))
+    page.goto(url + "image/" + quote(uuid, safe=""))
+    page.wait_for_selector("section.neighbours .strip .cell img")
+    assert eventually(page, "document.querySelector('img.full').naturalWidth > 0")
+    image = page.locator("img.full").bounding_box()
+    first = page.locator("section.neighbours .strip .cell").first.bounding_box()
+    assert first["x"] >= image["x"] + image["width"] and first["y"] < image["y"] + image["height"]
+    cells = page.eval_on_selector_all("section.neighbours .strip .cell", """cells => cells.map(c =>
+        [decodeURIComponent(c.getAttribute('href').slice('/image/'.length)), c.classList.contains('same'),
+         c.innerText.includes('same species')])""")
+    assert cells and all(same == marked == (species[hit] == species[uuid]) for hit, same, marked in cells)
+    assert any(same for _, same, _ in cells)
+    no_overflow(page)
+    assert page.problems == []

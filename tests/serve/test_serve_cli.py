@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from cladebench.cli import main
 
@@ -69,3 +70,13 @@ def test_the_command_line_does_not_import_fastapi() -> None:
             "print(any(m.split('.')[0] in ('fastapi', 'uvicorn', 'starlette') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_help_says_where_reviews_are_written(capsys) -> None:
+    """serve writes reviews inside the dataset folder: the help says where, and never that the dataset is
+    read-only."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert stopped.value.code == 0
+    assert "DATASET/_cladebench/reviews.lance" in text and "read-only" not in text

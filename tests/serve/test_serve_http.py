@@ -3,6 +3,7 @@ thumbnails made once, the filter that cannot write, and requests at the same mom
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 from urllib.parse import quote, unquote
@@ -270,3 +271,101 @@ def test_prev_and_next_on_an_image_page_walk_the_view_it_was_opened_from(served)
     assert "view=runs" in first
     assert _step_through(url, first)[:5] == ordered(started.state, 1, "least-confident", None, None)[:5]
     assert 'rel="prev"' not in get(url, "/image/" + quote(shown[0], safe="")).text  # opened alone: no view
+
+
+def test_the_predicted_and_true_filters_match_at_any_rank(served) -> None:
+    """A genus typed in `predicted` keeps the rows predicted as any of its species; in `true`, the rows whose true
+    taxon is in it (the dataset's own genus column says which)."""
+    from cladebench.serve.runs_data import by_uuid, said
+
+    url, started = served
+    state = started.state
+    told = {u: said(state, 1, row) for u, row in by_uuid(state, 1).items()}
+    species = next(s.predicted_name for s in told.values() if s.predicted_name and len(s.predicted_name.split()) == 2)
+    genus = species.split()[0]
+    predicted = _cells(get(url, "/", run="1", predicted=genus.lower()))
+    expected = [u for u, s in told.items() if (s.predicted_name or "").split()[:1] == [genus]]
+    assert len(predicted) == min(48, len(expected)) > 0
+    table = state.dataset.to_table(columns=["uuid", "genus"]).to_pylist()
+    in_genus = {r["uuid"] for r in table if r["genus"] == genus} & {u for u, s in told.items() if s.truth}
+    true = _cells(get(url, "/", run="1", true=genus))
+    assert len(true) == min(48, len(in_genus)) > 0
+    assert {unquote(href.split("/image/")[1].split("?")[0]) for _, href in true} <= in_genus
+
+
+def test_a_taxon_is_named_at_any_rank_by_whole_words_from_a_capital() -> None:
+    from cladebench.serve.runs_data import names_taxon
+
+    lineage = "Animalia Chordata Aves Passeriformes Turdidae Turdus migratorius with common name American robin"
+    assert names_taxon(lineage, "Turdus migratorius", "aves") and names_taxon(lineage, None, "Turdus migratorius")
+    assert names_taxon("Turdus migratorius", None, "TURDUS") and names_taxon("Turdus", None, "turdus")
+    assert not names_taxon("Turdus migratorius", None, "migratorius")  # an epithet alone names no taxon
+    assert not names_taxon("Turdus migratorius", None, "Turd") and not names_taxon(lineage, None, "robin")
+    assert not names_taxon(None, None, "Turdus") and not names_taxon("Turdus", None, " ")
+
+
+def test_the_runs_grid_sorts_by_taxon_and_by_how_far_a_mistake_lands(served) -> None:
+    """sort=taxon: true taxa A to Z; sort=severity: mistakes by their LCA height with the truth (the furthest
+    first), the right ones after."""
+    from cladebench.metrics.hierarchy import HEIGHT_COLUMN
+    from cladebench.serve.runs_data import by_uuid, said
+
+    url, started = served
+    rows = by_uuid(started.state, 1)
+
+    def shown(sort: str) -> list[str]:
+        page = get(url, "/runs", run="1", sort=sort)
+        assert page.status_code == 200
+        return [unquote(h.split("/image/")[1].split("?")[0]) for _, h in _cells(page)]
+
+    by_taxon = [str(said(started.state, 1, rows[u]).truth_name).casefold() for u in shown("taxon")]
+    assert by_taxon and by_taxon == sorted(by_taxon)
+    order = shown("severity")
+    wrong = [u for u in order if said(started.state, 1, rows[u]).right is False]
+    assert wrong and order[:len(wrong)] == wrong  # every mistake before any right answer
+    heights = [rows[u].get(HEIGHT_COLUMN) for u in wrong]
+    assert None not in heights and heights == sorted(heights, reverse=True) and heights[0] > heights[-1]
+
+
+def test_a_selection_of_the_runs_grid_exports_as_csv(served) -> None:
+    """The grid's link exports every row it selects (all pages, in its order, its filters kept) as CSV."""
+    import csv
+    import html
+    import io
+
+    from cladebench.serve.runs import ordered
+
+    url, started = served
+    page = get(url, "/runs", run="1", sort="severity")
+    link = html.unescape(re.search(r'<a id="export" href="([^"]+)"', page.text).group(1))
+    assert link.startswith("/runs.csv?") and "sort=severity" in link
+    exported = httpx.get(url.rstrip("/") + link, timeout=60)
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("text/csv")
+    assert "attachment" in exported.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(exported.text)))
+    assert [r["uuid"] for r in rows] == ordered(started.state, 1, "severity", None, None)
+    assert set(rows[0]) == {"uuid", "true_label", "pred_label", "confidence", "right", "lca_height"}
+    assert all(float(r["confidence"]) <= 1 for r in rows if r["confidence"])
+    assert get(url, "/runs.csv", run="1", sort="sideways").status_code == 400
+
+
+def test_a_tile_caption_keeps_the_part_of_a_wrong_name_that_differs(served) -> None:
+    """A wrong prediction in the truth's genus is captioned ``T. merula``: the epithet that differs survives a
+    narrow tile cutting the caption's end; a right one, or one sharing nothing, keeps its whole name."""
+    from cladebench.serve.runs_data import by_uuid, differing_name, said
+
+    assert differing_name("Turdus merula", "Turdus migratorius") == "T. merula"
+    assert differing_name("Animalia Aves Turdus merula", "Animalia Aves Corvus corax") == "A. A. Turdus merula"
+    assert differing_name("Turdus merula", "Turdus merula") == "Turdus merula"
+    assert differing_name("Corvus corax", "Turdus merula") == "Corvus corax"
+    assert differing_name("Turdus", "Turdus migratorius") == "Turdus"  # a name is never cut to nothing
+    url, started = served
+    tags = dict(re.findall(r'href="/image/([^"?]+)[^"]*".*?<span class="tag">([^<]+)</span>',
+                           get(url, "/runs", run="1", sort="errors").text.split('id="grid"')[1], re.S))
+    rows = by_uuid(started.state, 1)
+    for uuid, tag in tags.items():
+        s = said(started.state, 1, rows[unquote(uuid)])
+        name = tag.split("→ ", 1)[1]
+        expected = s.predicted_name if s.right is not False else differing_name(s.predicted_name, s.truth_name)
+        assert html.unescape(name) == expected
+    assert tags

@@ -89,7 +89,8 @@ def _embed(config: EmbedConfig) -> int:
         raise
     print(
         f"{summary.column}: {summary.valid:,} of {summary.rows:,} rows embedded "
-        f"({summary.encoded_now:,} encoded now at {summary.rows_per_second:,.1f} rows/s, {summary.resumed:,} resumed), "
+        f"({summary.encoded_now:,} encoded now at {summary.rows_per_second:,.1f} images/s of embedding, "
+        f"{summary.resumed:,} resumed), "
         f"{summary.failed:,} failed"
         + (f" (see {summary.failures_path})" if summary.failures_path else "")
         + f"; dataset version {summary.version}"

@@ -86,7 +86,12 @@ class EmbedSummary:
     resumed: int
     """Rows taken from an earlier interrupted run."""
     seconds: float
+    """The whole run: loading the model, reading, encoding and committing."""
+    embedding_seconds: float
+    """The part spent decoding and encoding images (from the first batch to the last), which the rate is of."""
     rows_per_second: float
+    """Rows encoded now per second of embedding (:attr:`embedding_seconds`): loading a model or committing a
+    large dataset takes the same time for 15 images as for 15,000, and would make the rate say nothing."""
     version: int
     """Dataset version that holds the column."""
     failures_path: str | None

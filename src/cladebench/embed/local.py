@@ -350,6 +350,7 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
 
     bar = progress_bar(total=pending_rows, desc=f"embed {column}", unit="img", enabled=config.progress, smoothing=0.1)
     threads_before = torch.get_num_threads()
+    embedding_started = time.perf_counter()
     try:
         plan = _Plan(workers=config.workers, threads=threads_before)
         if blocks:
@@ -372,6 +373,7 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
         raise
     finally:
         torch.set_num_threads(threads_before)
+    embedding_seconds = time.perf_counter() - embedding_started
     flush()
     bar.close()
 
@@ -396,7 +398,8 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     return EmbedSummary(
         column=column, rows=summary["rows"], valid=summary["valid"], failed=summary["failed"],
         encoded_now=encoded_now, resumed=resumed, seconds=round(seconds, 3),
-        rows_per_second=round(encoded_now / seconds, 2) if seconds > 0 else 0.0,
+        embedding_seconds=round(embedding_seconds, 3),
+        rows_per_second=round(encoded_now / embedding_seconds, 2) if embedding_seconds > 0 else 0.0,
         version=summary["version"], failures_path=summary["failures_path"], metadata=summary["metadata"],
         arrived=arrived,
     )

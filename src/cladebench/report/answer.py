@@ -12,11 +12,7 @@ from dataclasses import dataclass
 
 from cladebench.errors import CladebenchError
 from cladebench.report.headline import headline_bases
-from cladebench.report.runs import ReportRun, by_task
-
-POOLED_SUMMARY = ("a pooled summary run scores every group's images as one benchmark, against every group's taxa at "
-                  "once: a summary beside the per-group runs, not a benchmark of its own")
-"""What a pooled run beside grouped ones is, said where such runs appear."""
+from cladebench.report.runs import ReportRun, by_task, is_pooled_summary
 
 
 @dataclass(frozen=True)
@@ -29,11 +25,6 @@ class Answer:
     """Which runs it is about (``per group``, ``pooled summary``), empty when the task has one cohort."""
     lines: tuple[str, ...]
     """The verdict sentences, or why the runs could not be compared."""
-
-
-def is_pooled_summary(run: ReportRun, runs: Sequence[ReportRun]) -> bool:
-    """A pooled run (no groups) beside grouped runs of its task."""
-    return not run.groups and any(other.groups for other in runs if other.task == run.task)
 
 
 def answers(runs: Sequence[ReportRun]) -> list[Answer]:

@@ -243,6 +243,41 @@ def reliability_diagram(curves: Sequence[tuple[str, ArrayLike, ArrayLike, ArrayL
         return svg_data_uri(figure)
 
 
+SMALL_MULTIPLES_PER_ROW = 4
+"""Panels per row of a small-multiples figure: four fit the report's 1,200 px column and read on a phone."""
+
+
+def reliability_small_multiples(curves: Sequence[tuple[str, ArrayLike, ArrayLike, ArrayLike]], *,
+                                title: str = "") -> str:
+    """One small reliability diagram per curve (a challenge group), on shared axes: eight overlaid curves in one
+    plot cannot be told apart, eight panels side by side can. ``curves`` as :func:`reliability_diagram` takes them."""
+    columns = min(SMALL_MULTIPLES_PER_ROW, len(curves))
+    rows = -(-len(curves) // columns)
+    with _figure(1.9 * columns + 0.4, 1.9 * rows + 0.5) as figure:
+        grid = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)
+        for panel, axes in enumerate(grid.flat):
+            if panel >= len(curves):
+                axes.set_visible(False)
+                continue
+            label = curves[panel][0]
+            x, y, n = (np.asarray(values, float) for values in curves[panel][1:])
+            keep = n > 0
+            axes.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=0.7)
+            axes.plot(x[keep], y[keep], linewidth=1.0, color="#2f6f4f")
+            if keep.any():
+                axes.scatter(x[keep], y[keep], s=6 + 30 * np.sqrt(n[keep] / n.max()), color="#2f6f4f", zorder=3)
+            axes.set_xlim(0, 1)
+            axes.set_ylim(0, 1)
+            axes.set_title(shorten(label, 28), fontsize=7)
+            axes.tick_params(labelsize=6)
+            axes.grid(True, alpha=0.3)
+        figure.supxlabel("top-1 probability (mean in bin)", fontsize=7)
+        figure.supylabel("top-1 accuracy in bin", fontsize=7)
+        if title:
+            figure.suptitle(shorten(title, 60), fontsize=8)
+        return svg_data_uri(figure)
+
+
 def histogram(series: Sequence[tuple[str, ArrayLike]], *, bins: Sequence[float], xlabel: str,
               title: str = "") -> str:
     """Overlaid step histograms of per-unit values (per-query AP), one per series."""

@@ -24,7 +24,8 @@ from cladebench.console import note, warn
 from cladebench.registry import look_up
 from cladebench.report.escaping import markdown_finalize
 from cladebench.report.formatting import format_count, format_number, short_hash
-from cladebench.report.runs import ReportRun, by_task, load_runs
+from cladebench.report.narrow import label_table_cells
+from cladebench.report.runs import POOLED_SUMMARY, ReportRun, by_task, is_pooled_summary, load_runs
 from cladebench.report.sections import ordered_sections
 from cladebench.report.sections.base import ReportContext
 
@@ -76,10 +77,13 @@ class OutputFormat:
     """Template of the whole document."""
     environment: Callable[[], jinja2.Environment]
     """Makes the format's jinja2 environment."""
+    finish: Callable[[str], str] = str
+    """The rendered page -> the page written (HTML labels its table cells for narrow screens)."""
 
 
 FORMATS: Mapping[str, OutputFormat] = MappingProxyType({
-    "html": OutputFormat("html", "report.html.j2", lambda: _environment(breakable_html, autoescape=True)),
+    "html": OutputFormat("html", "report.html.j2", lambda: _environment(breakable_html, autoescape=True),
+                         label_table_cells),
     "md": OutputFormat("md", "report.md.j2", lambda: _environment(lambda text: text, autoescape=False,
                                                                   finalize=markdown_finalize)),
 })
@@ -161,11 +165,12 @@ def render_report(run_paths: Sequence[str | Path], *, format: str = "html", titl
         if (fragment := section.render(runs, context)) is not None:
             sections.append((section, fragment))
     say("the answer")
-    from cladebench.report.answer import POOLED_SUMMARY, answers, is_pooled_summary
+    from cladebench.report.answer import answers
 
     pooled = [run.index for run in runs if is_pooled_summary(run, runs)]
     say("writing the page")
-    return environment.get_template(output.page).render(title=title or default_title(runs), runs=runs,
+    page = environment.get_template(output.page).render(title=title or default_title(runs), runs=runs,
                                                         sections=sections, version=__version__, left_out=left_out,
                                                         answers=answers(runs), pooled=pooled,
                                                         pooled_summary=POOLED_SUMMARY)
+    return output.finish(page)

@@ -150,3 +150,13 @@ def by_task(runs: Sequence[ReportRun]) -> dict[str, list[ReportRun]]:
     for run in runs:
         out.setdefault(run.task, []).append(run)
     return out
+
+
+POOLED_SUMMARY = ("a pooled summary run scores every group's images as one benchmark, against every group's taxa at "
+                  "once: a summary beside the per-group runs, not a benchmark of its own")
+"""What a pooled run beside grouped ones is, said where such runs appear (the answer, the leaderboard)."""
+
+
+def is_pooled_summary(run: ReportRun, runs: Sequence[ReportRun]) -> bool:
+    """A pooled run (no groups) beside grouped runs of its task."""
+    return not run.groups and any(other.groups for other in runs if other.task == run.task)

@@ -67,10 +67,9 @@ def render_suite_report(root: Path, *, max_gallery: int = 12) -> str:
                     named = dataclasses.replace(section, name=f"{benchmark}-{section.name}",
                                                 title=f"{benchmark}: {section.title}")
                     sections.append((named, fragment))
-    return environment.get_template(output.page).render(title=suite_title(rows, skipped), runs=runs,
-                                                        sections=sections, version=__version__, left_out=[],
-                                                        skipped=skipped, answers=[], pooled=[],
-                                                        pooled_summary="")
+    return output.finish(environment.get_template(output.page).render(
+        title=suite_title(rows, skipped), runs=runs, sections=sections, version=__version__, left_out=[],
+        skipped=skipped, answers=[], pooled=[], pooled_summary=""))
 
 
 def suite_title(rows: list[dict], skipped: list[dict]) -> str:

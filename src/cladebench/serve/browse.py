@@ -34,7 +34,7 @@ FACET_COLUMNS = ("license_name", "source_dataset")
 """Columns counted beside the grid (with every ``*_group`` column and the next rank of the tree)."""
 FACET_VALUES = 60
 """Most values listed per facet (the commonest first); the rest are reachable with the where box."""
-OVERLAY = ("run", "correct", "conf_min", "conf_max", "predicted")
+OVERLAY = ("run", "correct", "conf_min", "conf_max", "predicted", "true")
 """Query parameters of a run overlaid on the grid (:class:`~cladebench.serve.runs_data.PredictionFilter`)."""
 
 

@@ -17,7 +17,8 @@ class ServeConfig:
     --token-file is not given)."""
 
     dataset: str
-    """Path or URI of the Lance dataset (opened read-only at its latest version)."""
+    """Path or URI of the Lance dataset (its rows are never changed; reviews are written inside it, to
+    DATASET/_cladebench/reviews.lance)."""
     runs: tuple[Path, ...] = field(default=(), metadata=POSITIONAL)
     """run.json files (or their folders) of runs on this dataset, to overlay their predictions."""
     host: str = "127.0.0.1"

@@ -10,6 +10,7 @@ data stays text.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -136,6 +137,13 @@ def steps(state: ServeState, uuid: str, query: dict[str, str]) -> dict[str, obje
             "grid": back + "?" + urlencode([*keep, *((("page", str(page)),) if page > 1 else ())])}
 
 
+def same_species(row: Row | Mapping[str, object], hit: Mapping[str, object]) -> bool:
+    """Whether a neighbour is of the image's own species (both name one, the same): the neighbours a reader
+    checks a label against, marked on the page."""
+    mine, theirs = row.get("species"), hit.get("species")
+    return bool(mine) and bool(theirs) and str(mine).casefold() == str(theirs).casefold()
+
+
 @router.get("/image/{uuid:path}")
 def image_page(uuid: str, request: Request, state: AppState) -> Response:
     """The page of row ``uuid``."""
@@ -146,7 +154,8 @@ def image_page(uuid: str, request: Request, state: AppState) -> Response:
         found = like(state, column, uuid, k=STRIP)
         if found is not None:
             have = ensure(state, [h["uuid"] for h in found.hits])
-            hits = [{**h, "name": display_name(h), "thumb": h["uuid"] in have} for h in found.hits]
+            hits = [{**h, "name": display_name(h), "thumb": h["uuid"] in have, "same": same_species(row, h)}
+                    for h in found.hits]
             strips.append({"column": column, "hits": hits, "indexed": found.indexed})
         else:
             strips.append({"column": column, "hits": [], "indexed": False})

@@ -8,6 +8,8 @@ shown are those the run evaluated that also pass the filters.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from cladebench.errors import CladebenchError, UsageError
+from cladebench.escaping import spreadsheet_cell
 from cladebench.metrics.hierarchy import HEIGHT_COLUMN, lca_rank, lca_ranks
 from cladebench.serve.areas import AREAS, Area
 from cladebench.serve.browse import checked_filter, display_name, page_number, view_uuids
@@ -33,6 +36,8 @@ SORTS = {
     "least-confident": "least confident first",
     "most-confident": "most confident first",
     "disagree": "where two runs disagree",
+    "taxon": "by true taxon (A to Z)",
+    "severity": "the worst mistakes first (furthest from the truth on the tree)",
 }
 """Orders of the runs' grid, as ``sort=`` takes them."""
 CONFUSION_LABELS = 30
@@ -94,6 +99,12 @@ def ordered(state: ServeState, index: int, sort: str, other: int | None, sql: st
         pairs.sort(key=lambda p: -confidence[p[0]])
     elif sort == "errors":
         pairs.sort(key=lambda p: (p[1].right is not False, -confidence[p[0]]))
+    elif sort == "taxon":
+        pairs.sort(key=lambda p: (p[1].truth_name is None, str(p[1].truth_name or "").casefold(), -confidence[p[0]]))
+    elif sort == "severity":  # the LCA height of a mistake (metrics.hierarchy): the higher, the further apart
+        rows = by_uuid(state, index)
+        height = {u: (rows[u].get(HEIGHT_COLUMN) if s.right is False else None) for u, s in pairs}
+        pairs.sort(key=lambda p: (height[p[0]] is None, -(height[p[0]] or 0), -confidence[p[0]]))
     elif sort == "least-confident":
         pairs.sort(key=lambda p: confidence[p[0]])
     else:
@@ -124,6 +135,39 @@ def grid_cells(state: ServeState, index: int, uuids: list[str], other: int | Non
             cell["other_tag"] = f"[{other}] {verdict_and_tag(state, other, uuid)[1]}"  # type: ignore[index]
         cells.append(cell)
     return cells
+
+
+CSV_COLUMNS = ("uuid", "true_label", "pred_label", "confidence", "right", HEIGHT_COLUMN)
+"""Columns of a selection exported as CSV: what the grid shows of each row, in the grid's order."""
+
+
+@router.get("/runs.csv")
+def runs_csv(request: Request, state: AppState) -> Response:
+    """The rows the runs grid selects (every page, in its order) as CSV, to take a set of mistakes elsewhere."""
+    if not state.runs:
+        raise UsageError("no run is loaded: there is nothing to export")
+    query = dict(request.query_params)
+    filters = Filters.from_query(query, state.columns, keep=KEEP)
+    index, other = run_pair(state, query)
+    sort = query.get("sort") or "errors"
+    if not usable(state.runs[index - 1]):
+        raise UsageError(f"run [{index}] has no predictions to export")
+    with filter_errors(filters.where):
+        uuids = ordered(state, index, sort, other if sort == "disagree" else None, checked_filter(state, filters),
+                        truth=query.get("truth"), pred=query.get("pred"), group=query.get("group_of_run"),
+                        lca=query.get("lca") or None)
+    rows = by_uuid(state, index)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for uuid in uuids:
+        s = said(state, index, rows[uuid])
+        confidence = "" if s.confidence is None else f"{s.confidence:.6g}"
+        writer.writerow([*map(spreadsheet_cell, (uuid, s.truth, s.predicted)), confidence,
+                         "" if s.right is None else str(s.right).lower(), rows[uuid].get(HEIGHT_COLUMN)])
+    name = f"run{index}-{sort}.csv"
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @router.get("/runs")

@@ -14,7 +14,7 @@ from typing import Any
 
 from cladebench.errors import UsageError
 from cladebench.metrics.hierarchy import HEIGHT_COLUMN
-from cladebench.report.taxon_names import run_name_style, taxon_name
+from cladebench.report.taxon_names import COMMON_NAME, run_name_style, taxon_name
 from cladebench.serve.state import ServeState
 
 NEEDED = ("uuid", "pred_label")
@@ -47,6 +47,21 @@ class Said:
     def top5_named(self) -> list[tuple[str, str | None, float | None]]:
         """(label, short name, probability) of :attr:`top5`."""
         return [(label, name, p) for (label, p), name in zip(self.top5, self.top5_names, strict=True)]
+
+
+def names_taxon(label: str | None, name: str | None, wanted: str) -> bool:
+    """Whether a label (or its name as a reader looks it up) is of taxon ``wanted`` at any rank: the label itself,
+    or a run of its words that starts at a capitalised one (a genus or above: ``Turdus`` names ``Turdus
+    migratorius``, ``Aves`` a lineage label through birds; an epithet alone names nothing). Case is ignored."""
+    wanted_words = wanted.casefold().split()
+    if not wanted_words or not label:
+        return False
+    if wanted.casefold().strip() in {label.casefold(), str(name or "").casefold()}:
+        return True
+    words = label.partition(COMMON_NAME)[0].split()
+    folded = [w.casefold() for w in words]
+    n = len(wanted_words)
+    return any(words[i][:1].isupper() and folded[i:i + n] == wanted_words for i in range(len(words) - n + 1))
 
 
 def usable(run: Any) -> bool:
@@ -159,7 +174,9 @@ class PredictionFilter:
     high: float | None = None
     """Greatest top-1 probability kept (a fraction), from ``conf_max``."""
     predicted: str | None = None
-    """A predicted taxon: the run's label or its name as a reader looks it up (case does not matter)."""
+    """A predicted taxon at any rank (see :func:`names_taxon`): a genus keeps the rows predicted as its species."""
+    true: str | None = None
+    """A true taxon at any rank, as :attr:`predicted`."""
 
     @classmethod
     def from_query(cls, query: Mapping[str, str], state: ServeState) -> PredictionFilter | None:
@@ -176,12 +193,13 @@ class PredictionFilter:
         if low is not None and high is not None and low > high:
             raise UsageError(f"conf_min {100 * low:g} is above conf_max {100 * high:g}")
         return cls(run=index, correct=correct, low=low, high=high,
-                   predicted=(query.get("predicted") or "").strip() or None)
+                   predicted=(query.get("predicted") or "").strip() or None,
+                   true=(query.get("true") or "").strip() or None)
 
     @property
     def narrows(self) -> bool:
         """Whether it keeps only some of the run's rows (else it only overlays the verdicts)."""
-        return any(v is not None for v in (self.correct, self.low, self.high, self.predicted))
+        return any(v is not None for v in (self.correct, self.low, self.high, self.predicted, self.true))
 
     def keeps(self, s: Said) -> bool:
         """Whether a row the run said ``s`` about passes."""
@@ -195,16 +213,27 @@ class PredictionFilter:
             return False
         if self.high is not None and s.confidence > self.high:  # type: ignore[operator]
             return False
-        if self.predicted is not None:
-            wanted = self.predicted.casefold()
-            if wanted not in {str(s.predicted or "").casefold(), str(s.predicted_name or "").casefold()}:
-                return False
-        return True
+        if self.predicted is not None and not names_taxon(s.predicted, s.predicted_name, self.predicted):
+            return False
+        return self.true is None or names_taxon(s.truth, s.truth_name, self.true)
 
     def select(self, state: ServeState, uuids: list[str]) -> list[str]:
         """``uuids`` (in their order) that the run predicted and that pass."""
         predicted = by_uuid(state, self.run)
         return [u for u in uuids if u in predicted and self.keeps(said(state, self.run, predicted[u]))]
+
+
+def differing_name(predicted: str | None, truth: str | None) -> str:
+    """``predicted`` with the leading words it shares with ``truth`` cut to their initial (``T. merula`` for
+    ``Turdus merula`` beside ``Turdus migratorius``), so a narrow tile that cuts its caption at the end keeps the
+    part that tells the two apart; a name equal to the truth, or sharing nothing, stays whole."""
+    words, theirs = str(predicted or "").split(), str(truth or "").split()
+    shared = 0
+    while shared < min(len(words), len(theirs)) - 1 and words[shared].casefold() == theirs[shared].casefold():
+        shared += 1
+    if not shared or words == theirs:
+        return str(predicted or "")
+    return " ".join([*(f"{w[0]}." for w in words[:shared]), *words[shared:]])
 
 
 def verdict_and_tag(state: ServeState, index: int, uuid: str) -> tuple[bool | None, str] | None:
@@ -214,5 +243,6 @@ def verdict_and_tag(state: ServeState, index: int, uuid: str) -> tuple[bool | No
     if row is None:
         return None
     s = said(state, index, row)
-    shown = (f"{100 * s.confidence:.0f}% " if s.confidence is not None else "") + f"→ {s.predicted_name}"
+    name = s.predicted_name if s.right is not False else differing_name(s.predicted_name, s.truth_name)
+    shown = (f"{100 * s.confidence:.0f}% " if s.confidence is not None else "") + f"→ {name}"
     return s.right, shown

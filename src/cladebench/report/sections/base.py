@@ -67,17 +67,22 @@ class Section:
     """Position on the page (ascending)."""
     render: SectionRenderer
     """(runs, context) -> rendered fragment, or None when the section does not apply to these runs."""
+    folded: bool = False
+    """Shown folded (an HTML ``<details>`` opened by its heading): detail a reader looks up, not the answer, so the
+    page a person scrolls stays a few screens long."""
 
 
 SECTIONS: Registry[Section] = Registry("report section")
 """Registry: section name -> section."""
 
 
-def register_section(name: str, title: str, *, order: int) -> Callable[[SectionRenderer], SectionRenderer]:
-    """Register a section renderer under ``name`` (as a :class:`Section` with its title and place on the page)."""
+def register_section(name: str, title: str, *, order: int,
+                     folded: bool = False) -> Callable[[SectionRenderer], SectionRenderer]:
+    """Register a section renderer under ``name`` (as a :class:`Section` with its title, place on the page and
+    whether it is shown folded)."""
 
     def decorate(render: SectionRenderer) -> SectionRenderer:
-        SECTIONS.add(name, Section(name=name, title=title, order=order, render=render))
+        SECTIONS.add(name, Section(name=name, title=title, order=order, render=render, folded=folded))
         return render
 
     return decorate

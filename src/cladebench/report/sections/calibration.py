@@ -57,10 +57,11 @@ def run_calibration(run: ReportRun, *, chart: bool) -> RunCalibration | None:
         return None
     uri = None
     if chart:
-        from cladebench.report.plots import reliability_diagram
+        from cladebench.report.plots import reliability_diagram, reliability_small_multiples
 
-        uri = reliability_diagram([(f"{g.group} (ECE {g.reliability.ece:.3f})", g.reliability.confidence,
-                                    g.reliability.accuracy, g.reliability.counts) for g in out], title=run.name)
+        draw = reliability_small_multiples if len(out) > 1 else reliability_diagram  # a panel per group
+        uri = draw([(f"{g.group} (ECE {g.reliability.ece:.3f})", g.reliability.confidence,
+                     g.reliability.accuracy, g.reliability.counts) for g in out], title=run.name)
     return RunCalibration(run=run, groups=tuple(out), chart=uri)
 
 

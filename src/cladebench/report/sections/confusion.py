@@ -93,7 +93,7 @@ def confused_pairs(run: ReportRun, top: int = TOP_PAIRS) -> list[GroupConfusion]
     return out
 
 
-@register_section("confusion", "Most-confused pairs", order=50)
+@register_section("confusion", "Most-confused pairs", order=50, folded=True)
 def confusion_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     confusions = [c for run in runs for c in confused_pairs(run) if c.pairs]
     return context.render("confusion", confusions=confusions, top=TOP_PAIRS) if confusions else None

@@ -178,7 +178,7 @@ def run_gallery(run: ReportRun, most: int, cache: dict[object, object] | None = 
                    entries=tuple((item, photos.get(item.uuid)) for item in picked.items), note=note)
 
 
-@register_section("gallery", "Error galleries", order=80)
+@register_section("gallery", "Error galleries", order=80, folded=True)
 def gallery_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     if not context.has_template("gallery"):
         return None

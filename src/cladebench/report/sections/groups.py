@@ -28,7 +28,9 @@ def _shown_elsewhere(task: str) -> tuple[str, ...]:
     return known.breakdowns_apart if known is not None else ()
 
 
-def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> list[Panel]:
+def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> list[tuple[Panel, bool]]:
+    """(panel, whether the leaderboard lists its numbers): a challenge-group panel's values and intervals are the
+    leaderboard's per-group cells, so its HTML shows the chart alone (each number once on the page)."""
     bases = list(dict.fromkeys(b for run in runs for b in headline_bases(run)))
     panels = []
     groups = list(dict.fromkeys(g for run in runs for g in run.groups))
@@ -37,8 +39,9 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
         series = [PanelSeries(run.name, run.record.metrics, names) for run in runs
                   if any(n in run.record.metrics for n in names)]
         if series:
-            panels.append(make_panel(f"{task}: {base} by challenge group", base, groups, series,
-                                     chart=context.format == "html"))
+            panel = make_panel(f"{task}: {base} by challenge group", base, groups, series,
+                               chart=context.format == "html")
+            panels.append((panel, panel.chart is not None))
     breakdowns = list(dict.fromkeys(p for run in runs for p in run.breakdowns()))
     columns = [c for c in dict.fromkeys(p.split("=", 1)[0] for p in breakdowns)
                if c not in _shown_elsewhere(task)]
@@ -49,13 +52,13 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
             series = [PanelSeries(run.name, run.record.metrics, names) for run in runs
                       if any(n in run.record.metrics for n in names)]
             if series:
-                panels.append(make_panel(f"{task}: {base} by {column}", base,
-                                         [p.split("=", 1)[1] for p in values], series,
-                                         chart=context.format == "html"))
+                panels.append((make_panel(f"{task}: {base} by {column}", base,
+                                          [p.split("=", 1)[1] for p in values], series,
+                                          chart=context.format == "html"), False))
     return panels
 
 
-@register_section("groups", "By challenge group and breakdown", order=20)
+@register_section("groups", "By challenge group and breakdown", order=20, folded=True)
 def groups_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("groups", panels=panels) if panels else None

@@ -25,7 +25,7 @@ from cladebench.report.formatting import (
     split_metric,
 )
 from cladebench.report.headline import headline_metrics
-from cladebench.report.runs import ReportRun, by_task
+from cladebench.report.runs import POOLED_SUMMARY, ReportRun, by_task, is_pooled_summary
 from cladebench.report.sections.base import ReportContext, register_section
 
 N_RESAMPLES = 10_000
@@ -297,5 +297,7 @@ def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> Ma
     boards = [board(task, task_runs) for task, task_runs in by_task(runs).items()]
     # The legend is this module's own text, not data: passed as safe so Markdown keeps it as written.
     legend = {mark: Markup(meaning) for mark, meaning in MARKS.items()}
+    pooled = {run.index for run in runs if is_pooled_summary(run, runs)}
     return context.render("leaderboard", boards=boards, marks=legend, n_resamples=N_RESAMPLES, alpha=ALPHA,
-                          said_once={mark: Markup(MARKS[mark]) for mark in SAID_ONCE})
+                          said_once={mark: Markup(MARKS[mark]) for mark in SAID_ONCE}, pooled=pooled,
+                          pooled_summary=POOLED_SUMMARY)

@@ -68,7 +68,7 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
     return panels
 
 
-@register_section("mistakes", "Where mistakes land on the tree", order=31)
+@register_section("mistakes", "Where mistakes land on the tree", order=31, folded=True)
 def mistakes_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("mistakes", panels=panels) if panels else None

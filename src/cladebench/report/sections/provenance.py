@@ -142,6 +142,6 @@ LONG_VALUE = 240
 """A setting's value longer than this (a list of per-split choices) is folded in HTML, its start shown."""
 
 
-@register_section("provenance", "Provenance", order=90)
+@register_section("provenance", "Provenance", order=90, folded=True)
 def provenance_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     return context.render("provenance", provenances=[run_provenance(run) for run in runs], long_value=LONG_VALUE)

@@ -44,7 +44,7 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
     return panels
 
 
-@register_section("ranks", "Accuracy by taxonomic rank", order=30)
+@register_section("ranks", "Accuracy by taxonomic rank", order=30, folded=True)
 def ranks_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("ranks", panels=panels) if panels else None

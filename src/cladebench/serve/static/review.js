@@ -105,6 +105,14 @@
   });
   function notIdentifiable() { pick({name: "not identifiable", rank: null, lineage: null, not_identifiable: true}); }
 
+  // A pick not yet saved is never dropped silently: "n" (on to the next row) saves it first, and any other way off
+  // the page (a link, back, closing the tab) asks the browser's "leave this page?" first.
+  let leaving = false;
+  window.addEventListener("beforeunload", function (event) {
+    if (choice && !leaving) { event.preventDefault(); event.returnValue = ""; }
+  });
+  function moveOn(href) { leaving = true; window.location.href = href; }
+
   function submit() {
     if (busy) return;
     if (!choice) { say("Pick a taxon first (type, then Enter).", true); input.focus(); return; }
@@ -122,8 +130,8 @@
         if (answer.saved) {
           say("Saved: " + answer.label);
           // blind: the same row again, now showing what the dataset and the runs said beside the answer
-          window.location.href = hidden ? window.location.pathname + "?blind=1"
-            : answer.next + (blind && answer.next.indexOf("?") < 0 ? "?blind=1" : "");
+          moveOn(hidden ? window.location.pathname + "?blind=1"
+            : answer.next + (blind && answer.next.indexOf("?") < 0 ? "?blind=1" : ""));
         }
         else { save.disabled = false; say("Not saved: " + (answer.error || "unknown error"), true); }
       })
@@ -141,7 +149,7 @@
       if (kbd) { event.preventDefault(); pickLabel(kbd.parentElement.dataset.name); }
     } else if (event.key === "0") { event.preventDefault(); notIdentifiable(); }
     else if (event.key === "/") { event.preventDefault(); input.focus(); }
-    else if (event.key === "n") { event.preventDefault(); window.location.href = form.dataset.next; }
+    else if (event.key === "n") { event.preventDefault(); if (choice) submit(); else moveOn(form.dataset.next); }
     else if (event.key === "Enter" && choice) { event.preventDefault(); submit(); }
   });
 })();

@@ -82,7 +82,11 @@ class ImagesLoadSummary:
         lines = [f"labels: {', '.join(f'{n:,} rows {status}' for status, n in by_status)}; "
                  f"the card is {self.dataset_path / 'README.md'}"]
         if self.without_license:
-            lines.append(f"{self.without_license:,} rows have no license (kept, flagged in the card)")
+            lines.append(f"{self.without_license:,} rows have no license (kept, flagged in the card); for your own "
+                         "photos, give it with --license (e.g. cc-by-4.0)")
+        if self.without_attribution:
+            lines.append(f"{self.without_attribution:,} rows have no attribution; for your own photos, give it with "
+                         "--attribution NAME")
         if self.heif_unread:
             from cladebench.images import HEIF_EXTRA
 
