@@ -226,7 +226,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
                 metric=metric, value=format_value(metric, estimate), interval=format_interval(metric, estimate),
                 n=estimate.get("n"), mark=marks.get((run.index, metric), ""),
                 on=computed_on(run.record, metric, unit), unit=units.get((run.index, metric), ""),
-                reason=str(estimate.get("reason") or "") if estimate.get("value") is None else ""))
+                reason=_why_none(estimate)))
         rows.append(Row(run=run, cells=tuple(cells)))
     for metric in metrics:  # one column, several label sets: the numbers are not of one problem
         sizes = {label_set_size(run.record, split_metric(metric)[0]) for run in runs if metric in run.record.metrics}
@@ -301,3 +301,14 @@ def leaderboard_section(runs: Sequence[ReportRun], context: ReportContext) -> Ma
     return context.render("leaderboard", boards=boards, marks=legend, n_resamples=N_RESAMPLES, alpha=ALPHA,
                           said_once={mark: Markup(MARKS[mark]) for mark in SAID_ONCE}, pooled=pooled,
                           pooled_summary=POOLED_SUMMARY)
+
+
+def _why_none(estimate: dict[str, object]) -> str:
+    """Why a number has no value, as its cell says it: the task's reason, or the group's left out (the group's
+    table that said it is folded into this leaderboard, so the reason is said here, once)."""
+    if estimate.get("value") is not None:
+        return ""
+    if estimate.get("reason"):
+        return str(estimate["reason"])
+    return f"left out: {estimate['left_out']}" if estimate.get("left_out") else ""
+
