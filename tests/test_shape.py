@@ -530,7 +530,7 @@ TASKS_MODULE = SRC / "tasks" / "__init__.py"
 TASK_NAME_HOMES = ("cladebench.tasks", "cladebench.evaluate.benchmarks", "cladebench.demo")
 """Where a task may be named: its own package and the registry, the benchmark protocols (a benchmark names the task
 it runs), the demo (a script of runs)."""
-TASK_NAMES_NOT_YET = {"cladebench.evaluate.configs": "each task's eval config moves onto its task with the options"}
+TASK_NAMES_NOT_YET: dict[str, str] = {}
 """Modules that still name tasks, and why they may for now (issue 39 item 3 reworks them)."""
 MOST_TASK_NAMES = 3
 """Task-name literals allowed outside :data:`TASK_NAME_HOMES` (issue 39: a task's facts are asked of the task)."""

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from cladebench.config import INTERNAL, OPTION
 from cladebench.registry import Registry
+from cladebench.tasks import DEFAULT_TASK
 from cladebench.tasks.configs import RerankConfig, RetrievalTaskConfig, ZeroShotConfig
 from cladebench.tasks.fewshot.config import FewShotConfig
 from cladebench.tasks.geo.config import GeoPriorConfig
@@ -92,63 +93,63 @@ EVAL_CONFIGS: Registry[type[EvalConfig]] = Registry("task")
 of another task's."""
 
 
-@EVAL_CONFIGS.register("zeroshot")
+@EVAL_CONFIGS.register(ZeroShotConfig.TASK)
 @dataclass(frozen=True, kw_only=True)
 class ZeroShotEvalConfig(EvalConfig, ZeroShotConfig):
     """Zero-shot classification: the images against text embeddings of the benchmark's taxa at --rank; writes
     run.json + predictions.parquet."""
 
-    task: str = field(default="zeroshot", init=False)
+    task: str = field(default=ZeroShotConfig.TASK, init=False)
     """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
-@EVAL_CONFIGS.register("fewshot")
+@EVAL_CONFIGS.register(FewShotConfig.TASK)
 @dataclass(frozen=True, kw_only=True)
 class FewShotEvalConfig(EvalConfig, FewShotConfig):
     """Few-shot classification on the stored image embeddings (SimpleShot, linear probe, kNN) over seeded,
     group-aware splits; writes run.json + predictions.parquet."""
 
-    task: str = field(default="fewshot", init=False)
+    task: str = field(default=FewShotConfig.TASK, init=False)
     """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
-@EVAL_CONFIGS.register("retrieval")
+@EVAL_CONFIGS.register(RetrievalTaskConfig.TASK)
 @dataclass(frozen=True, kw_only=True)
 class RetrievalEvalConfig(EvalConfig, RetrievalTaskConfig):
     """Image-to-image retrieval on the stored embeddings: same taxon at --rank is relevant (mAP, MRR, P@k, R@k);
     writes run.json + predictions.parquet."""
 
-    task: str = field(default="retrieval", init=False)
+    task: str = field(default=RetrievalTaskConfig.TASK, init=False)
     """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
-@EVAL_CONFIGS.register("rerank")
+@EVAL_CONFIGS.register(RerankConfig.TASK)
 @dataclass(frozen=True, kw_only=True)
 class RerankEvalConfig(EvalConfig, RerankConfig):
     """Rerank each query's candidates by a CLIP-style cosine or a VLM endpoint's P(Yes) (INQUIRE's AP, nDCG,
     MRR); writes run.json + predictions.parquet."""
 
-    task: str = field(default="rerank", init=False)
+    task: str = field(default=RerankConfig.TASK, init=False)
     """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
-@EVAL_CONFIGS.register("lineage")
+@EVAL_CONFIGS.register(LineageConfig.TASK)
 @dataclass(frozen=True, kw_only=True)
 class LineageEvalConfig(EvalConfig, LineageConfig):
     """Lineage completion on photos of two organisms, with and without the hint; writes run.json +
     predictions.parquet."""
 
-    task: str = field(default="lineage", init=False)
+    task: str = field(default=LineageConfig.TASK, init=False)
     """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
-@EVAL_CONFIGS.register("geo")
+@EVAL_CONFIGS.register(GeoPriorConfig.TASK)
 @dataclass(frozen=True, kw_only=True)
 class GeoEvalConfig(EvalConfig, GeoPriorConfig):
     """Zero-shot fused with a place and season prior (or a location embedding); writes run.json +
     predictions.parquet."""
 
-    task: str = field(default="geo", init=False)
+    task: str = field(default=GeoPriorConfig.TASK, init=False)
     """The task this config runs (fixed: `eval TASK` picks the config)."""
 
 
@@ -160,6 +161,6 @@ def eval_config(*, task: str | None = None, **fields: Any) -> EvalConfig:
         from cladebench.evaluate.benchmarks import named_benchmark
 
         benchmark = named_benchmark(str(fields.get("dataset", "")), data=fields.get("data"))
-        task = benchmark.task if benchmark is not None else "zeroshot"
+        task = benchmark.task if benchmark is not None else DEFAULT_TASK
         fields["is_benchmark"] = benchmark is not None  # the plan reads this decision rather than taking it again
     return EVAL_CONFIGS.get_named(task)(**fields)

@@ -34,6 +34,9 @@ class TaskSettings:
     answers for the settings it has, each answer None or empty where it has none, so the plan and the checks ask a
     declared question instead of probing a config for a field."""
 
+    TASK: ClassVar[str]
+    """The name of the task these settings configure (``cladebench eval TASK``): the task's package says it once,
+    and the eval config and its registration read it here."""
     where: str | None
     """SQL filter selecting the evaluated rows (every task has one)."""
     column: str | None
@@ -111,6 +114,7 @@ class TextLabelConfig(TaskSettings):
 @dataclass(frozen=True)
 class ZeroShotConfig(TextLabelConfig):
     """How a zero-shot run is set up; every field is recorded in the run record."""
+    TASK: ClassVar[str] = "zeroshot"
 
     SHOWN: ClassVar[tuple[str, ...]] = ("rank", "name_style", "templates", "column")
     """The fields `cladebench eval zeroshot --help` lists as options (:data:`cladebench.config.SHOWN`)."""
@@ -174,6 +178,7 @@ class ZeroShotConfig(TextLabelConfig):
 @dataclass(frozen=True)
 class RetrievalTaskConfig(TaskSettings):
     """How a retrieval run is set up; every field is recorded in the run record."""
+    TASK: ClassVar[str] = "retrieval"
 
     SHOWN: ClassVar[tuple[str, ...]] = ("rank", "k", "column", "group_key")
     """The fields `cladebench eval retrieval --help` lists as options (:data:`cladebench.config.SHOWN`)."""
@@ -207,6 +212,7 @@ class RetrievalTaskConfig(TaskSettings):
 @dataclass(frozen=True)
 class RerankConfig(TaskSettings):
     """How a rerank run is set up; every field is recorded in the run record."""
+    TASK: ClassVar[str] = "rerank"
 
     SHOWN: ClassVar[tuple[str, ...]] = ("query_templates", "rerank_k", "column", "vlm_prompt")
     """The fields `cladebench eval rerank --help` lists as options (:data:`cladebench.config.SHOWN`)."""

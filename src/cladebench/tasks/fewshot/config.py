@@ -22,6 +22,7 @@ dozen), and a bound, so a typo of many digits is a usage error rather than a run
 @dataclass(frozen=True)
 class FewShotConfig(TaskSettings):
     """How a few-shot run is set up; every field is recorded in the run record."""
+    TASK: ClassVar[str] = "fewshot"
 
     SHOWN: ClassVar[tuple[str, ...]] = ("rank", "shots", "methods", "column")
     """The fields `cladebench eval fewshot --help` lists as options (:data:`cladebench.config.SHOWN`)."""

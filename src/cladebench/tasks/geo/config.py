@@ -37,6 +37,7 @@ PARTS = ("fit", "validation", "test")
 class GeoPriorConfig(TextLabelConfig):
     """How an image + place/season run is set up; every field is recorded in the run record. The zero-shot fields
     (rank .. labels) mean what they mean for the zeroshot task."""
+    TASK: ClassVar[str] = "geo"
 
     SHOWN: ClassVar[tuple[str, ...]] = ("rank", "prior_fusion", "prior_cell_km", "prior_dataset")
     """The fields `cladebench eval geo --help` lists as options (:data:`cladebench.config.SHOWN`)."""

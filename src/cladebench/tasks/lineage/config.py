@@ -33,6 +33,7 @@ AUTO_CONDITIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"clip": ("hin
 @dataclass(frozen=True)
 class LineageConfig(TaskSettings):
     """How a lineage-completion run is set up; every field is recorded in the run record."""
+    TASK: ClassVar[str] = "lineage"
 
     SHOWN: ClassVar[tuple[str, ...]] = ("conditions", "lineage_candidates", "lineage_prompt", "column")
     """The fields `cladebench eval lineage --help` lists as options (:data:`cladebench.config.SHOWN`)."""
