@@ -33,10 +33,14 @@ Example:
     ...         _ = (run.staging / "rows.txt").write_text(" ".join(map(str, odd)))
     ...         left = pa.table({"n": [str(r) for r in even], "reason": ["even"] * len(even)})
     ...         card = lambda lines: "\\n".join(["# numbers", *lines])
-    ...         return Built({"rows": len(odd)}, left_out_table(left, key="n", stage="sample", detail=None), card)
+    ...         return Built(Counted(len(odd)), left_out_table(left, key="n", stage="sample", detail=None), card)
+    >>> @dataclass(frozen=True)
+    ... class Counted:
+    ...     rows: int
+    ...     def as_dict(self): return summary_dict(self)
     >>> out = Path(tempfile.mkdtemp()) / "numbers"
     >>> run_build(Numbers(out))
-    {'rows': 3}
+    Counted(rows=3)
     >>> sorted(p.name for p in out.iterdir())
     ['.cladebench-output.json', 'README.md', 'build.json', 'left_out.parquet', 'rows.txt']
     >>> [line for line in (out / "README.md").read_text().splitlines() if "sample" in line]
@@ -59,7 +63,13 @@ from cladebench.curate.staging import OutputTarget, staged_output, work_dir
 if TYPE_CHECKING:
     import pyarrow as pa
 
-S = TypeVar("S")
+class Summary(Protocol):
+    """What a build returns: its ``build.json`` record is ``as_dict()``."""
+
+    def as_dict(self) -> Mapping[str, object]: ...
+
+
+S = TypeVar("S", bound=Summary)
 R = TypeVar("R")
 K = TypeVar("K")
 T = TypeVar("T")
@@ -73,26 +83,13 @@ class Built(Generic[S]):
     """What a builder's ``write`` stage hands the driver: its summary, its left-out rows and its card."""
 
     summary: S
-    """What the build function returns (``build.json`` is ``record``, by default this summary's ``as_dict()``)."""
+    """What the build function returns; ``build.json`` is its ``as_dict()``."""
     left_out: pa.Table | None
     """:func:`cladebench.store.left_out.left_out_table`'s table (None: the builder wrote the record itself)."""
     card: Callable[[Sequence[str]], str]
     """The card's text, given the lines on the left-out record to show."""
-    record: Mapping[str, object] | None = None
-    """The summary record; None: ``summary.as_dict()`` (or the summary itself when it is a mapping)."""
     record_name: str = "build.json"
     """The record's file name (``load images`` writes ``load.json``)."""
-
-    def summary_record(self) -> Mapping[str, object]:
-        if self.record is not None:
-            return self.record
-        if isinstance(self.summary, Mapping):
-            return self.summary
-        as_dict = getattr(self.summary, "as_dict", None)
-        if as_dict is None:
-            raise TypeError(f"{type(self.summary).__name__} has no as_dict(); give Built a record")
-        record: Mapping[str, object] = as_dict()
-        return record
 
 
 class _Bar(Protocol):
@@ -194,7 +191,7 @@ def run_build(builder: Builder[R, K, S]) -> S:
             with run._stage("write"):
                 built = builder.write(chosen, run)
         with run._stage("report"):
-            write_reports(staging, built.left_out, built.card, built.summary_record(), built.record_name)
+            write_reports(staging, built.left_out, built.card, built.summary.as_dict(), built.record_name)
             run.count(1)
     return built.summary
 
@@ -205,4 +202,4 @@ def summary_dict(summary: object) -> dict[str, object]:
     return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(summary).items()}
 
 
-__all__ = ["STAGES", "Builder", "Built", "Run", "run_build", "summary_dict"]
+__all__ = ["STAGES", "Builder", "Built", "Run", "Summary", "run_build", "summary_dict"]
