@@ -9,11 +9,10 @@ writes of them with its card text (``write``, returning :class:`Built`). The dri
      first)      leftovers        stage, with its count       README.md,          place whole)
                  cleaned)         :meth:`Run.count`)          build.json)
 
-Staging, resumption (a killed run's staging folder removed, a previous output put back:
-:mod:`cladebench.curate.staging`; fetched files kept in the download store, so a rerun fetches only what is
-missing), the crash-safe publish, the left-out record (:mod:`cladebench.store.left_out`) and the card's lines
-on it (:mod:`cladebench.curate.reports`) are written here once. A builder's resources that must close before the
-publish (a DuckDB connection in the scratch folder) are handed to :meth:`Run.enter`.
+Resumption is the driver's too: a killed run's staging folder is removed and a previous output put back
+(:mod:`cladebench.curate.staging`), and fetched files stay in :meth:`Run.downloads`, so a rerun fetches only
+what is missing. A builder's resources that must close before the publish (a DuckDB connection in the scratch
+folder) are handed to :meth:`Run.enter`.
 
 Example:
     >>> import tempfile
@@ -122,6 +121,15 @@ class Run:
     def work_dir(self) -> Path:
         """Scratch space in the staging folder, removed before the publish (and with the folder after a kill)."""
         return work_dir(self.staging)
+
+    def downloads(self, given: str | Path | None, *family: str) -> Path:
+        """Where fetched files are kept across runs, so a rerun after a failure or Ctrl-C fetches only what is
+        missing: the folder the user gave, or the cache's ``downloads/<family...>``."""
+        if given is not None:
+            return Path(given)
+        from cladebench.cache import cache_dir
+
+        return cache_dir("downloads", *family)
 
     def count(self, n: int, total: int | None = None) -> None:
         """Add ``n`` to this stage's count (and set what it counts towards, when known)."""

@@ -15,7 +15,7 @@ The steps, per the cohort file (:mod:`.config`):
    file, labels, location, sequence, reason and detail), ``left_out.parquet`` (the images left out, in the one
    left-out record of :mod:`cladebench.store.left_out`) and ``resolution.json``.
 
-``OUT`` is written through :func:`cladebench.curate.staging.staged_output` (whole or not at all); the one write
+``OUT`` is written through :func:`cladebench.curate.skeleton.run_build` (whole or not at all); the one write
 into another folder is the append, made last, once every row is ready.
 
 Why a module: the one place that orders the other modules' work.
@@ -47,7 +47,6 @@ from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, 
 from cladebench.curate.builders.cameratrap.fetching import (
     ImageTask,
     check_image_folders,
-    download_root,
     encoded_images,
     failure_reason,
     gather_files,
@@ -298,7 +297,7 @@ class CameraTrapBuild:
         config, cohort = self.config, self.cohort
         check_image_folders(cohort)
         target_path = appending.target_dataset(Path(config.append_to)) if config.append_to is not None else None
-        root = download_root(config.download_dir)
+        root = run.downloads(config.download_dir, "cameratrap")
         bad: dict[str, dict[str, BadRecords]] = {}
         selected, metadata_files = _select(cohort, root, config.progress, bad)
         for item in selected:

@@ -1,10 +1,7 @@
 """The iNat Co-Observed build: the stages, the sampling and the card, run into a staged output folder.
 
-**Output** (a folder, ``--out``), written to a hidden staging folder beside it and renamed into place
-at the end, so a failure leaves nothing half-written (:mod:`cladebench.curate.staging`: ``--out`` may
-not be, be inside or contain the export or a list it reads; ``--overwrite`` replaces only a previous
-output of this builder, which its marker file ``.cladebench-output.json`` identifies; DuckDB's
-database and spill files live in the staging folder, so a killed build's are removed by the next):
+**Output** (a folder, ``--out``, written whole by :func:`cladebench.curate.skeleton.run_build`; DuckDB's
+database and spill files live in its scratch folder, so a killed build's are removed by the next):
 
 - ``data/coobserved.parquet``: one row per photo in the published dataset's layout (``photo_id``,
   ``photo_uuid``, ``image_url``, ``image_url_medium``, ``photo_page_url``, ``width``, ``height``,

@@ -8,12 +8,9 @@ present. A row's ``cryptic_group`` (what the filter tests) is its species' confu
 itself excluded: ``cryptic_group: true`` keeps species with at least one, and a species the source
 does not know has none.
 
-**Output** (``dataset.out``), staged in a hidden sibling folder and renamed into place only when
-complete, so a failure leaves nothing half-written (:mod:`cladebench.curate.staging`: ``dataset.out``
-may not be, be inside or contain a file the config reads, the YAML file included; ``overwrite: true``
-replaces only a previous output of this builder, which its marker ``.cladebench-output.json``
-identifies): ``CrypticBio-<Subset>.csv`` per subset in the
-published column order; ``cryptic_groups.tsv`` (the lookup :func:`read_cryptic_lookup` reads) and
+**Output** (``dataset.out``, written whole by :func:`cladebench.curate.skeleton.run_build`; it may not overlap a
+file the config reads, the YAML file included): ``CrypticBio-<Subset>.csv`` per subset in the published column
+order; ``cryptic_groups.tsv`` (the lookup :func:`read_cryptic_lookup` reads) and
 ``cryptic_pairs.parquet`` (pairs with their evidence) when groups are known; ``left_out.parquet``;
 ``README.md`` (the card: per-subset and per-taxonomic-group counts, drops by reason, cryptic-group
 statistics); ``build.json``. With ``download``: ``<subset>.lance`` and its ``.failures.parquet`` per

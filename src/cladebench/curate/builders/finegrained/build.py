@@ -7,11 +7,7 @@ index on each ``emb_*`` column when the dataset has at least ``min_index_rows`` 
 (:data:`DEFAULT_MIN_INDEX_ROWS`): below that an exact search over every row is as fast as the index
 and never misses, and k-means over a handful of vectors gives partitions that mean nothing.
 
-**Output** (``--out``), written to a temporary sibling and renamed into place only when everything is
-done, so a failure at any step leaves nothing half-written (and an existing ``--out`` untouched;
-:mod:`cladebench.curate.staging`: ``--out`` may not be, be inside or contain an input, and
-``--overwrite`` replaces only a previous output of this builder, which its marker
-``.cladebench-output.json`` identifies):
+**Output** (``--out``, written whole by :func:`cladebench.curate.skeleton.run_build`):
 
 - ``data/challenges.lance``: the table (the store's canonical columns; ``species`` is the binomial, as the
   published card defines it, and ``scientific_name`` the catalog's, authority included; plus ``challenge_group``,
@@ -175,7 +171,8 @@ class FineGrainedBuild:
     def write(self, chosen: tuple[_Read, list[dict[str, object]]], run: Run) -> Built[FineGrainedBuildSummary]:
         (read, kept), config, out, staging = chosen, self.config, Path(self.config.out), run.staging
         seen, catalog, dropped = read.seen, read.catalog, read.dropped
-        with_files, image_counts = image_sources(kept, config, dropped)
+        downloads = run.downloads(config.download_dir, "finegrained")
+        with_files, image_counts = image_sources(kept, config, dropped, downloads)
         dataset_path = staging / DATASET_DIR
         dataset_path.parent.mkdir(parents=True)
         workers = (os.cpu_count() or 1) if config.workers is None else config.workers

@@ -128,10 +128,10 @@ def fetch_originals(pairs: Sequence[tuple[str, str]], root: Path, config: Downlo
     return files, failed, counts
 
 
-def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
-                   dropped: list[dict[str, object]]) -> tuple[list[dict[str, object]], dict[str, object]]:
-    """Every kept row's image file: its local path, or the fetched original. Rows whose fetch failed go to
-    ``dropped``; returns the rows with a file and the download counts."""
+def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig, dropped: list[dict[str, object]],
+                  downloads: Path) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """Every kept row's image file: its local path, or the original fetched into ``downloads``. Rows whose fetch
+    failed go to ``dropped``; returns the rows with a file and the download counts."""
     from cladebench.curate.fetch import DownloadConfig
 
     catalog = Path(config.catalog)
@@ -141,14 +141,8 @@ def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig
     counts: dict[str, object] = {"local": len(kept) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
     files: dict[str, str] = {r["uuid"]: _local_path(r["image_path"], base) for r in kept if r["image_path"]}
     if remote:
-        if config.download_dir is not None:
-            root = Path(config.download_dir)
-        else:
-            from cladebench.cache import cache_dir
-
-            root = cache_dir("downloads", "finegrained")
         fetched, failed, fetch_counts = fetch_originals(
-            [(r["uuid"], r["source_url"]) for r in remote], root,
+            [(r["uuid"], r["source_url"]) for r in remote], downloads,
             DownloadConfig(concurrency=config.concurrency, progress=config.progress, ray=config.ray))
         counts.update(fetch_counts)
         files.update(fetched)

@@ -1,6 +1,6 @@
 """``load images``: read the source twice as a stream, resolve its labels, fetch its URLs, write one dataset.
 
-1. The output is checked and a staging folder made beside it (:func:`cladebench.curate.staging.staged_output`)
+1. The output is checked and a staging folder made beside it (:func:`cladebench.curate.skeleton.run_build`)
    before anything is read; a Ctrl-C or an error anywhere removes it and leaves ``--out`` as it was.
 2. A first pass over the source collects the distinct labels and the URLs (embedded images are not kept).
 3. The labels are resolved against the backbone in one read of it (:mod:`cladebench.taxonomy.resolve`).
@@ -296,9 +296,7 @@ class ImagesLoad:
 
         summary, report = read.summary, None
         if read.items:
-            from cladebench.cache import cache_dir
-
-            report = download(read.items, self.download_dir or cache_dir("downloads"), self.download_config)
+            report = download(read.items, run.downloads(self.download_dir), self.download_config)
             summary.download = report
         writer = _Writer(read.source, summary, report, read.extras, self.limit, self.download_config,
                          _defaults(self.license, self.attribution), self.duplicates)
