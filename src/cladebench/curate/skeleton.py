@@ -107,6 +107,8 @@ class Run:
     """``time.monotonic()`` when the build began (before the output was checked)."""
     progress: bool = True
     """Whether bars are drawn (``--quiet`` and a builder's ``progress=False`` turn them off)."""
+    writer: str = ""
+    """The builder's command (``build finegrained``): each stage's bar is named by it and the stage."""
     stage: str = ""
     """The stage running now."""
     counts: dict[str, int] = field(default_factory=dict)
@@ -148,7 +150,8 @@ class Run:
         from cladebench.progress import progress_bar
 
         self.stage = name
-        with progress_bar(desc=name, unit="row", enabled=self.progress, leave=False) as bar:
+        desc = f"{self.writer}: {name}" if self.writer else name
+        with progress_bar(desc=desc, unit="row", enabled=self.progress) as bar:
             self._bar = bar
             try:
                 yield
@@ -190,7 +193,7 @@ def run_build(builder: Builder[R, K, S]) -> S:
     """Run ``builder``'s stages into its output, whole or not at all (see the module docstring)."""
     started = time.monotonic()
     with staged_output(builder.target()) as staging:  # checks the output and cleans a killed run's leftovers
-        run = Run(staging, started, builder.progress)
+        run = Run(staging, started, builder.progress, builder.writer)
         with run._exits:
             with run._stage("read"):
                 read = builder.read(run)
