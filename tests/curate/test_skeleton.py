@@ -1,5 +1,6 @@
 """Every builder on the one skeleton: a rerun on the same raw input gives the same table (rows and fingerprint) and
-the same left-out record, through the one driver (:func:`cladebench.curate.skeleton.run_build`)."""
+the same left-out record, through the one driver (:func:`cladebench.curate.skeleton.run_build`). The builders and
+their configs are found through ``BUILDERS``, as ``build <name>`` finds them."""
 
 from __future__ import annotations
 
@@ -15,16 +16,8 @@ import pytest
 import yaml
 
 from cladebench import store
-from cladebench.curate.builders.cameratrap.build import CameraTrapBuild
-from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig
-from cladebench.curate.builders.coobserved.build import CoObservedBuild
-from cladebench.curate.builders.coobserved.config import DATA_FILE, CoObservedBuildConfig
-from cladebench.curate.builders.crypticbio.build import CrypticBioBuild
-from cladebench.curate.builders.crypticbio.sections import load_config
-from cladebench.curate.builders.finegrained.build import FineGrainedBuild
-from cladebench.curate.builders.finegrained.config import DATASET_DIR, FineGrainedBuildConfig
-from cladebench.curate.skeleton import Builder, Run, run_build
-from cladebench.curate.sources.crypticbio import CSV_COLUMNS
+from cladebench.curate.builders import get_builder
+from cladebench.curate.skeleton import Builder, Run, Summary, run_build
 from cladebench.curate.sources.images.build import ImagesLoad
 from cladebench.store.left_out import LEFT_OUT_FILE
 from cladebench.synthetic.inat_export import ExportConfig, write_export
@@ -32,16 +25,24 @@ from helpers.cameratrap_planted import jpeg, planted_collections
 from helpers.images import picture
 from helpers.own_images import write_small_backbone
 
-MakeBuilder = Callable[[Path], Builder[object, object, object]]
+MakeBuilder = Callable[[Path], Builder[object, object, Summary]]
 """A builder of the raw input written under a root, for an output folder."""
+Rows = Callable[[Path, Summary], tuple[pa.Table, str]]
+"""The table a build wrote (from its output folder and summary) and its fingerprint."""
 
 
-def _lance_rows(path: Path) -> tuple[pa.Table, str]:
-    dataset = store.open_dataset(path)
+def _stages(name: str, out: Path, *args: object, **options: object) -> Builder[object, object, Summary]:
+    """The registered builder ``name``'s stages for its config made from ``args`` and ``options``."""
+    builder = get_builder(name)
+    return builder.stages(builder.config()(*args, out=out, **options))
+
+
+def _lance_rows(_: Path, summary: Summary) -> tuple[pa.Table, str]:
+    dataset = store.open_dataset(summary.dataset_path)
     return dataset.to_table(), store.fingerprint(dataset)
 
 
-def _finegrained(root: Path) -> tuple[MakeBuilder, Callable[[Path], tuple[pa.Table, str]]]:
+def _finegrained(root: Path) -> tuple[MakeBuilder, Rows]:
     rows, provenance = [], []
     for i in range(6):
         path = root / f"fgc{i}.jpg"
@@ -54,25 +55,28 @@ def _finegrained(root: Path) -> tuple[MakeBuilder, Callable[[Path], tuple[pa.Tab
     pq.write_table(pa.Table.from_pylist(rows), root / "catalog.parquet")
     pq.write_table(pa.Table.from_pylist(provenance), root / "provenance.parquet")
 
-    def make(out: Path) -> FineGrainedBuild:
-        return FineGrainedBuild(FineGrainedBuildConfig(
-            catalog=root / "catalog.parquet", provenance=root / "provenance.parquet", out=out, per_species=2,
-            workers=0, progress=False, device="cpu"))
-    return make, lambda out: _lance_rows(out / DATASET_DIR)
+    def make(out: Path) -> Builder[object, object, Summary]:
+        return _stages("fine-grained-challenges", out, catalog=root / "catalog.parquet",
+                       provenance=root / "provenance.parquet", per_species=2, workers=0, progress=False, device="cpu")
+    return make, _lance_rows
 
 
-def _coobserved(root: Path) -> tuple[MakeBuilder, Callable[[Path], tuple[pa.Table, str]]]:
+def _coobserved(root: Path) -> tuple[MakeBuilder, Rows]:
     export = write_export(root, ExportConfig(n_photos=600, n_coobserved=24))
 
-    def make(out: Path) -> CoObservedBuild:
-        return CoObservedBuild(CoObservedBuildConfig(export.export_dir, out, per_rank=3), threads=1)
-    return make, lambda out: (pq.read_table(out / DATA_FILE), _sha256(out / DATA_FILE))
+    def make(out: Path) -> Builder[object, object, Summary]:
+        return _stages("inat-coobserved", out, export.export_dir, per_rank=3)
+
+    def rows(_: Path, summary: Summary) -> tuple[pa.Table, str]:
+        path = summary.data_path
+        return pq.read_table(path), _sha256(path)
+    return make, rows
 
 
-def _crypticbio(root: Path) -> tuple[MakeBuilder, Callable[[Path], tuple[pa.Table, str]]]:
+def _crypticbio(root: Path) -> tuple[MakeBuilder, Rows]:
     names = ("Podarcis muralis", "Podarcis siculus", "Parus major")
     with open(root / "meta.csv", "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=CRYPTICBIO_COLUMNS)
         writer.writeheader()
         for i in range(30):
             writer.writerow({"scientificName": names[i % 3], "year": "2020.0", "month": "5.0", "day": "17.0",
@@ -81,19 +85,20 @@ def _crypticbio(root: Path) -> tuple[MakeBuilder, Callable[[Path], tuple[pa.Tabl
                              "class": "Squamata" if i % 3 < 2 else "Aves", "order": "", "family": "",
                              "genus": names[i % 3].split()[0], "vernacularName": "['a name']"})
 
-    def make(out: Path) -> CrypticBioBuild:
+    def make(out: Path) -> Builder[object, object, Summary]:
         path = out.parent / f"{out.name}.yaml"
         path.write_text(yaml.safe_dump({"dataset": {"metadata": str(root / "meta.csv"), "out": str(out),
                                                     "seed": 7}}), encoding="utf-8")
-        return CrypticBioBuild(load_config(path))
+        builder = get_builder("crypticbio")
+        return builder.stages(builder.config()(config=path))
 
-    def rows(out: Path) -> tuple[pa.Table, str]:
+    def rows(out: Path, _: Summary) -> tuple[pa.Table, str]:
         (written,) = sorted(out.glob("CrypticBio-*.csv"))
         return pacsv.read_csv(written), _sha256(written)
     return make, rows
 
 
-def _images(root: Path) -> tuple[MakeBuilder, Callable[[Path], tuple[pa.Table, str]]]:
+def _images(root: Path) -> tuple[MakeBuilder, Rows]:
     source = root / "photos"
     for i, label in enumerate(("Morus bassanus", "Morus alba", "Sulidae", "Morus bassanus", "nothing known")):
         (source / label).mkdir(parents=True, exist_ok=True)
@@ -101,9 +106,14 @@ def _images(root: Path) -> tuple[MakeBuilder, Callable[[Path], tuple[pa.Table, s
     (source / "Morus alba" / "broken.jpg").write_bytes(b"not an image")
     backbone = write_small_backbone(root / "backbone.parquet")
 
-    def make(out: Path) -> ImagesLoad:
+    def make(out: Path) -> Builder[object, object, Summary]:
         return ImagesLoad(source, out, taxonomy=backbone)
     return make, _lance_rows
+
+
+CRYPTICBIO_COLUMNS = ("scientificName", "year", "month", "day", "decimalLatitude", "decimalLongitude", "url",
+                      "kingdom", "phylum", "class", "order", "family", "genus", "vernacularName")
+"""The columns of a published CrypticBio CSV."""
 
 
 def _sha256(path: Path) -> str:
@@ -114,12 +124,10 @@ SETUPS = {"fine-grained-challenges": _finegrained, "inat-coobserved": _coobserve
           "load images": _images}
 
 
-def _twice(make: MakeBuilder, rows: Callable[[Path], tuple[pa.Table, str]], root: Path) -> None:
+def _twice(make: MakeBuilder, rows: Rows, root: Path) -> None:
     first, second = root / "first", root / "second"
-    run_build(make(first))
-    run_build(make(second))
-    table, fingerprint = rows(first)
-    again, fingerprint_again = rows(second)
+    table, fingerprint = rows(first, run_build(make(first)))
+    again, fingerprint_again = rows(second, run_build(make(second)))
     assert table.num_rows > 0
     assert again.equals(table)
     assert fingerprint_again == fingerprint
@@ -135,10 +143,10 @@ def test_a_rerun_on_the_same_raw_input_gives_the_same_table(name: str, tmp_path:
 
 def test_a_camera_trap_rerun_gives_the_same_table(tmp_path: Path) -> None:
     with planted_collections(tmp_path) as (root, cohort, taxonomy, _):
-        def make(out: Path) -> CameraTrapBuild:
-            return CameraTrapBuild(CameraTrapBuildConfig(cohort=cohort, out=out, taxonomy=taxonomy,
-                                                         download_dir=root / "downloads", workers=0, progress=False))
-        _twice(make, lambda out: _lance_rows(out / DATASET_DIR), root)
+        def make(out: Path) -> Builder[object, object, Summary]:
+            return _stages("cameratrap", out, cohort=cohort, taxonomy=taxonomy, download_dir=root / "downloads",
+                           workers=0, progress=False)
+        _twice(make, _lance_rows, root)
 
 
 def test_the_driver_counts_every_stage_and_leaves_nothing_on_failure(tmp_path: Path) -> None:

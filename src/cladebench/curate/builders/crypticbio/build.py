@@ -314,7 +314,12 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
                      ) -> CrypticBioCurationSummary:
     """Curate CrypticBio-style benchmarks as a config says (a YAML path or a parsed config); see the module
     docstring for what is written to ``dataset.out``."""
-    return run_build(CrypticBioBuild(_resolve(config)))
+    return run_build(crypticbio_stages(config))
 
 
-__all__ = ["WRITER", "CrypticBioBuild", "build_crypticbio", "write_benchmark_csv"]
+def crypticbio_stages(config: str | Path | CrypticBioBuildConfig | CrypticBioCurateConfig) -> CrypticBioBuild:
+    """The stages of the curation a config says (a YAML path or a parsed config)."""
+    return CrypticBioBuild(_resolve(config))
+
+
+__all__ = ["WRITER", "CrypticBioBuild", "build_crypticbio", "crypticbio_stages", "write_benchmark_csv"]

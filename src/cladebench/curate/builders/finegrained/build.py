@@ -32,7 +32,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -130,7 +129,7 @@ class _Read:
 
     seen: list[tuple[str, set[str]]] | None
     catalog: Catalog
-    eligible: list[dict[str, Any]]
+    eligible: list[dict[str, object]]
     dropped: list[dict[str, object]]
 
 
@@ -213,7 +212,7 @@ class FineGrainedBuild:
             notes={"rows_in_several_groups": catalog.in_several_groups,
                    "seen_uuids_not_in_dataset": {m: len(u - uuids) for m, u in seen or []}},
             config=config_to_dict(config), elapsed_s=run.elapsed_s(),
-            **summarise(table, self.groups, Counter(r["challenge_group"] for r in read.eligible)),
+            **summarise(table, self.groups, Counter(str(r["challenge_group"]) for r in read.eligible)),
         )
         return Built(summary, _dropped_table(dropped), lambda lines: render_card(summary, lines))
 
