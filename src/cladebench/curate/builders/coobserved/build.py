@@ -176,6 +176,7 @@ class CoObservedBuild:
             dropped = stages.dropped(refused)
             n_photo_ids = stages.one("SELECT coalesce(sum(n_ids), 0) FROM photo_groups "
                                      "WHERE photo_id IS NOT NULL OR outcome IS NOT NULL")[0]
+        stages.con.close()  # its memory is free before the photos are fetched (the run closes it on a failure)
         run.count(len(rows))
         table = pa.Table.from_pylist(rows, schema=PUBLISHED_SCHEMA)
         _write_parquet(table, staging / DATA_FILE)
