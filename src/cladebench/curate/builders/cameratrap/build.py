@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,7 +209,7 @@ class _Reports:
     runs: dict[str, DetectorRun]
     bad: dict[str, dict[str, BadRecords]]
     images: dict[str, object]
-    started: float
+    run: Run
 
     def write(self, staging: Path, dataset_path: Path, rows: int, embedded: dict[str, dict[str, Any]],
               append_info: dict[str, object] | None) -> Built[CameraTrapBuildSummary]:
@@ -228,7 +227,7 @@ class _Reports:
             images=self.images,
             embeddings={c: {k: v[k] for k in ("valid_rows", "failed_rows")} for c, v in embedded.items()},
             append=append_info, config=config_to_dict(self.config),
-            elapsed_s=round(time.monotonic() - self.started, 3))
+            elapsed_s=self.run.elapsed_s())
         candidates = _candidates_table(self.selected)
         pq.write_table(candidates, staging / "candidates.parquet")
         left = candidates.filter(pc.equal(candidates.column("outcome"), "left_out"))
@@ -336,8 +335,7 @@ class CameraTrapBuild:
             raise CladebenchError(f"nothing to write: of {len(selected):,} selected images none was kept "
                                   f"({dict(reasons.most_common(5))}); the card would describe an empty cohort")
         reports = _Reports(out=out, cohort=cohort, config=config, selected=selected, accounting=table_accounting,
-                           resolutions=read.resolutions, runs=runs, bad=read.bad, images=image_counts,
-                           started=run.started)
+                           resolutions=read.resolutions, runs=runs, bad=read.bad, images=image_counts, run=run)
         if read.target_path is None:
             (staging / DATASET_DIR).parent.mkdir(parents=True)
             store.write_dataset(table, staging / DATASET_DIR)
