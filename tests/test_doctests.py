@@ -37,7 +37,7 @@ KNOWN_WITH_EXAMPLES = [
     "curate.cryptic_groups", "curate.builders.crypticbio.filters", "report",
     "curate.builders.finegrained.config", "curate.builders.finegrained.checks",
     "report.escaping", "report.formatting", "report.calibration", "registry", "curate.builders.duckdb_errors",
-    "curate.staging", "errors", "evaluate.jsonsafe", "provenance", "escaping",
+    "curate.staging", "curate.skeleton", "errors", "evaluate.jsonsafe", "provenance", "escaping",
 ]
 
 

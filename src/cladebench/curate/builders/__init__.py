@@ -1,8 +1,9 @@
 """Builders: benchmarks made from raw sources (an iNaturalist open-data export, ...), one module per benchmark.
 
 A source module (:mod:`cladebench.curate.sources`) reads a benchmark someone published; a builder makes one
-from raw material, choosing its rows. Each builder is a frozen config plus a function
-``build(config) -> summary``, and registers here by name, so the CLI can offer ``build <name>`` with
+from raw material, choosing its rows. Each builder is a frozen config, its stages
+(:class:`cladebench.curate.skeleton.Builder`) and a function ``build(config) -> summary`` that runs them through
+:func:`~cladebench.curate.skeleton.run_build`, and registers here by name, so the CLI can offer ``build <name>`` with
 the config's fields as options without importing every builder (and DuckDB) up front.
 
 A builder is named like the benchmark it builds (``build inat-coobserved``, as ``eval inat-coobserved``); the
@@ -26,8 +27,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cladebench.registry import Registry
+
+if TYPE_CHECKING:
+    from cladebench.curate.skeleton import Builder as SkeletonBuilder
+    from cladebench.curate.skeleton import Summary
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,9 @@ class Builder:
     """One line on what it builds."""
     config_module: str | None = None
     """Module of its config class, when not ``module`` (a builder that is a package keeps them apart)."""
+    stages_name: str = ""
+    """Its stages in ``module``: ``(config) ->`` a :class:`cladebench.curate.skeleton.Builder`, which
+    :func:`~cladebench.curate.skeleton.run_build` runs."""
 
     def config(self) -> type:
         return getattr(importlib.import_module(self.config_module or self.module), self.config_name)
@@ -55,6 +64,12 @@ class Builder:
 
     def build(self, config: object) -> object:
         return self.function()(config)
+
+    def stages(self, config: object) -> SkeletonBuilder[object, object, Summary]:
+        """The builder's stages for ``config``, for :func:`~cladebench.curate.skeleton.run_build`."""
+        stages: SkeletonBuilder[object, object, Summary] = getattr(
+            importlib.import_module(self.module), self.stages_name)(config)
+        return stages
 
 
 BUILDERS: Registry[Builder] = Registry("builder")
@@ -78,26 +93,26 @@ def get_builder(name: str) -> Builder:
 register(Builder(
     "cameratrap", "cladebench.curate.builders.cameratrap.build", "CameraTrapBuildConfig", "build_cameratrap",
     "the camera-trap cohort of Fine-Grained Challenges from LILA collections (COCO Camera Traps + MegaDetector)",
-    config_module="cladebench.curate.builders.cameratrap.config",
+    config_module="cladebench.curate.builders.cameratrap.config", stages_name="CameraTrapBuild",
 ))
 
 register(Builder(
     "inat-coobserved", "cladebench.curate.builders.coobserved.build", "CoObservedBuildConfig", "build_coobserved",
     "iNat Co-Observed from an iNaturalist open-data export: photos on two observations of different species",
-    config_module="cladebench.curate.builders.coobserved.config",
+    config_module="cladebench.curate.builders.coobserved.config", stages_name="CoObservedBuild",
 ))
 
 register(Builder(
     "crypticbio", "cladebench.curate.builders.crypticbio.build", "CrypticBioBuildConfig", "build_crypticbio",
     "CrypticBio-style benchmarks (Common, CommonUnseen, Endangered, Invasive) from metadata and a YAML config",
-    config_module="cladebench.curate.builders.crypticbio.sections",
+    config_module="cladebench.curate.builders.crypticbio.sections", stages_name="crypticbio_stages",
 ))
 
 register(Builder(
     "fine-grained-challenges", "cladebench.curate.builders.finegrained.build", "FineGrainedBuildConfig",
     "build_finegrained",
     "Fine-Grained Challenges from a TreeOfLife-200M catalog: groups of look-alike taxa, clean licenses, 720 px WebP",
-    config_module="cladebench.curate.builders.finegrained.config",
+    config_module="cladebench.curate.builders.finegrained.config", stages_name="FineGrainedBuild",
 ))
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "register"]

@@ -15,7 +15,7 @@ The steps, per the cohort file (:mod:`.config`):
    file, labels, location, sequence, reason and detail), ``left_out.parquet`` (the images left out, in the one
    left-out record of :mod:`cladebench.store.left_out`) and ``resolution.json``.
 
-``OUT`` is written through :func:`cladebench.curate.staging.staged_output` (whole or not at all); the one write
+``OUT`` is written through :func:`cladebench.curate.skeleton.run_build` (whole or not at all); the one write
 into another folder is the append, made last, once every row is ready.
 
 Why a module: the one place that orders the other modules' work.
@@ -23,9 +23,9 @@ Why a module: the one place that orders the other modules' work.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +46,6 @@ from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, 
 from cladebench.curate.builders.cameratrap.fetching import (
     ImageTask,
     check_image_folders,
-    download_root,
     encoded_images,
     failure_reason,
     gather_files,
@@ -58,7 +57,7 @@ from cladebench.curate.builders.cameratrap.resolve import Resolution, normalise_
 from cladebench.curate.builders.cameratrap.screening import STAGES, accounting, label_outcome, screen
 from cladebench.curate.builders.cameratrap.table import CAMERA_FIELDS, cohort_row, row_uuid, rows_table
 from cladebench.curate.builders.finegrained.config import DATASET_DIR
-from cladebench.curate.reports import write_reports
+from cladebench.curate.skeleton import Built, Run, run_build
 from cladebench.curate.sources.cameratrap import (
     BadRecords,
     CctImage,
@@ -67,7 +66,7 @@ from cladebench.curate.sources.cameratrap import (
     read_images,
 )
 from cladebench.curate.sources.megadetector import DetectorRun, read_detections, read_detector_run
-from cladebench.curate.staging import OutputTarget, staged_output, work_dir
+from cladebench.curate.staging import OutputTarget, work_dir
 from cladebench.errors import CladebenchError
 from cladebench.store.left_out import left_out_table
 
@@ -210,11 +209,12 @@ class _Reports:
     runs: dict[str, DetectorRun]
     bad: dict[str, dict[str, BadRecords]]
     images: dict[str, object]
-    started: float
+    run: Run
 
     def write(self, staging: Path, dataset_path: Path, rows: int, embedded: dict[str, dict[str, Any]],
-              append_info: dict[str, object] | None) -> CameraTrapBuildSummary:
-        """The summary, and OUT's candidates.parquet, resolution.json, card and build.json (in the staging)."""
+              append_info: dict[str, object] | None) -> Built[CameraTrapBuildSummary]:
+        """The summary, OUT's candidates.parquet and resolution.json (in the staging), and what the driver reports
+        (the left-out record, the card, build.json)."""
         import pyarrow.parquet as pq
 
         summary = CameraTrapBuildSummary(
@@ -227,19 +227,17 @@ class _Reports:
             images=self.images,
             embeddings={c: {k: v[k] for k in ("valid_rows", "failed_rows")} for c, v in embedded.items()},
             append=append_info, config=config_to_dict(self.config),
-            elapsed_s=round(time.monotonic() - self.started, 3))
+            elapsed_s=self.run.elapsed_s())
         candidates = _candidates_table(self.selected)
         pq.write_table(candidates, staging / "candidates.parquet")
         left = candidates.filter(pc.equal(candidates.column("outcome"), "left_out"))
         (staging / "resolution.json").write_text(json.dumps(summary.resolutions, indent=1) + "\n", encoding="utf-8")
         stages = [STAGES[r] for r in left.column("reason").to_pylist()]
-        write_reports(staging, left_out_table(left, key="uuid", stage=stages),
-                      lambda lines: render_card(summary, lines), summary.as_dict())
-        return summary
+        return Built(summary, left_out_table(left, key="uuid", stage=stages), lambda lines: render_card(summary, lines))
 
 
 def _append(target_path: Path, table: pa.Table, staging: Path, config: CameraTrapBuildConfig, cohort: Cohort,
-            reports: _Reports) -> CameraTrapBuildSummary:
+            reports: _Reports) -> Built[CameraTrapBuildSummary]:
     """The append to ``--append-to`` (:mod:`.append`): under its lock, an interrupted append undone first, then
     every write journaled, so the dataset and its folder are appended to whole or left as they were."""
     folder = Path(str(config.append_to))
@@ -254,26 +252,51 @@ def _append(target_path: Path, table: pa.Table, staging: Path, config: CameraTra
             append_info.update(appending.update_bookkeeping(folder, target_path, embedded))
             if recovered is not None:
                 append_info["rolled_back"] = recovered
-            summary = reports.write(staging, target_path, table.num_rows, embedded, append_info)
+            built = reports.write(staging, target_path, table.num_rows, embedded, append_info)
+            summary = built.summary
             appending.extend_folder(folder, {
                 "cohort": cohort.name, "writer": WRITER, "rows": table.num_rows, "out": str(reports.out),
                 "version_appended": append_info["version_appended"], "tag": append_info["tag"],
                 "accounting": reports.accounting}, appended_section(summary))
             appending.tag_appended(target_path, append_info)
-    return summary
+    return built
 
 
-def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
-    """Build the cohort named by ``config.cohort`` into ``config.out`` (and ``--append-to``); see the module
-    docstring."""
-    started = time.monotonic()
-    cohort = read_cohort(config.cohort)
-    out = Path(config.out)
-    target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config, cohort))
-    with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
+@dataclass(frozen=True)
+class _Read:
+    """The read stage's result: every selected image (with its outcome so far) and what reading it needed."""
+
+    selected: list[Selected]
+    resolutions: dict[str, Resolution]
+    bad: dict[str, dict[str, BadRecords]]
+    root: Path
+    target_path: Path | None
+
+
+@dataclass(frozen=True)
+class CameraTrapBuild:
+    """The camera-trap cohort's stages (:class:`cladebench.curate.skeleton.Builder`)."""
+
+    config: CameraTrapBuildConfig
+    writer = WRITER
+
+    @property
+    def progress(self) -> bool:
+        return self.config.progress
+
+    @functools.cached_property
+    def cohort(self) -> Cohort:
+        return read_cohort(self.config.cohort)
+
+    def target(self) -> OutputTarget:
+        return OutputTarget(Path(self.config.out), writer=WRITER, overwrite=self.config.overwrite,
+                            inputs=_inputs(self.config, self.cohort))
+
+    def read(self, run: Run) -> _Read:
+        config, cohort = self.config, self.cohort
         check_image_folders(cohort)
         target_path = appending.target_dataset(Path(config.append_to)) if config.append_to is not None else None
-        root = download_root(config.download_dir)
+        root = run.downloads(config.download_dir, "cameratrap")
         bad: dict[str, dict[str, BadRecords]] = {}
         selected, metadata_files = _select(cohort, root, config.progress, bad)
         for item in selected:
@@ -286,12 +309,23 @@ def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
             if reason is not None:
                 item.drop(reason)
         _attach_records(cohort, selected, metadata_files, bad)
-        image_counts = _retrieve([s for s in selected if s.reason is None], config, root)
-        runs = _screen(cohort, [s for s in selected if s.reason is None], root, config.progress, bad)
+        run.count(len(selected))
+        return _Read(selected, resolutions, bad, root, target_path)
+
+    def choose(self, read: _Read, run: Run) -> _Read:
+        run.count(sum(s.reason is None for s in read.selected), total=len(read.selected))
+        return read
+
+    def write(self, read: _Read, run: Run) -> Built[CameraTrapBuildSummary]:
+        config, cohort, staging, out, selected = self.config, self.cohort, run.staging, Path(self.config.out), \
+            read.selected
+        image_counts = _retrieve([s for s in selected if s.reason is None], config, read.root)
+        runs = _screen(cohort, [s for s in selected if s.reason is None], read.root, config.progress, read.bad)
         kept = [s for s in selected if s.reason is None]
         table = rows_table([cohort_row(cohort, s.collection, s.image, s.resolution, _source_url(s), s.encoded,
                                        runs[s.collection.name].version, s.conf)
                             for s in kept if s.image and s.resolution and s.encoded and s.conf is not None])
+        run.count(table.num_rows)
         table_accounting = accounting([c.name for c in cohort.collections],
                                       ((s.collection.name, s.reason) for s in selected))
         if table.num_rows != table_accounting["total"]["kept"]:
@@ -301,14 +335,18 @@ def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
             raise CladebenchError(f"nothing to write: of {len(selected):,} selected images none was kept "
                                   f"({dict(reasons.most_common(5))}); the card would describe an empty cohort")
         reports = _Reports(out=out, cohort=cohort, config=config, selected=selected, accounting=table_accounting,
-                           resolutions=resolutions, runs=runs, bad=bad, images=image_counts, started=started)
-        if target_path is None:
+                           resolutions=read.resolutions, runs=runs, bad=read.bad, images=image_counts, run=run)
+        if read.target_path is None:
             (staging / DATASET_DIR).parent.mkdir(parents=True)
             store.write_dataset(table, staging / DATASET_DIR)
-            summary = reports.write(staging, out / DATASET_DIR, table.num_rows, {}, None)
-        else:
-            summary = _append(target_path, table, staging, config, cohort, reports)
-    return summary
+            return reports.write(staging, out / DATASET_DIR, table.num_rows, {}, None)
+        return _append(read.target_path, table, staging, config, cohort, reports)
 
 
-__all__ = ["WRITER", "build_cameratrap"]
+def build_cameratrap(config: CameraTrapBuildConfig) -> CameraTrapBuildSummary:
+    """Build the cohort named by ``config.cohort`` into ``config.out`` (and ``--append-to``); see the module
+    docstring."""
+    return run_build(CameraTrapBuild(config))
+
+
+__all__ = ["WRITER", "CameraTrapBuild", "build_cameratrap"]

@@ -8,7 +8,6 @@ here, apart from the counting.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from cladebench.curate.builders.cameratrap.screening import REASONS, RETRIEVAL_REASONS, SELECTION_REASONS
 from cladebench.curate.builders.cards import markdown_table
+from cladebench.curate.skeleton import summary_dict
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,7 @@ class CameraTrapBuildSummary:
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, object]:
-        out = dataclasses.asdict(self)
-        for key in ("out", "dataset_path"):
-            out[key] = str(out[key])
-        return out
+        return summary_dict(self)
 
 
 def _stage_lines(summary: CameraTrapBuildSummary) -> str:

@@ -29,14 +29,6 @@ METADATA_MAX_BYTES = 16 * 2**30
 """Largest metadata or detections file fetched over HTTP (LILA's biggest zipped metadata is well under this)."""
 
 
-def download_root(download_dir: Path | None) -> Path:
-    if download_dir is not None:
-        return Path(download_dir)
-    from cladebench.cache import cache_dir
-
-    return cache_dir("downloads", "cameratrap")
-
-
 def local_copy(location: str, key: str, root: Path, progress: bool) -> Path:
     """``location`` itself when it is a path; else the file fetched once into the download store at ``root``,
     streamed to disk as it arrives (a collection's metadata may be gigabytes; it is never held in memory; a
@@ -134,5 +126,5 @@ def encoded_images(files: Mapping[str, str], max_side: int, workers: int) -> Ite
         yield key, result
 
 
-__all__ = ["METADATA_MAX_BYTES", "ImageTask", "check_image_folders", "download_root", "encoded_images",
+__all__ = ["METADATA_MAX_BYTES", "ImageTask", "check_image_folders", "encoded_images",
            "failure_reason", "gather_files", "image_location", "local_copy", "named_as_given"]

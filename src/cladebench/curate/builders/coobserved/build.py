@@ -1,10 +1,7 @@
 """The iNat Co-Observed build: the stages, the sampling and the card, run into a staged output folder.
 
-**Output** (a folder, ``--out``), written to a hidden staging folder beside it and renamed into place
-at the end, so a failure leaves nothing half-written (:mod:`cladebench.curate.staging`: ``--out`` may
-not be, be inside or contain the export or a list it reads; ``--overwrite`` replaces only a previous
-output of this builder, which its marker file ``.cladebench-output.json`` identifies; DuckDB's
-database and spill files live in the staging folder, so a killed build's are removed by the next):
+**Output** (a folder, ``--out``, written whole by :func:`cladebench.curate.skeleton.run_build`; DuckDB's
+database and spill files live in its scratch folder, so a killed build's are removed by the next):
 
 - ``data/coobserved.parquet``: one row per photo in the published dataset's layout (``photo_id``,
   ``photo_uuid``, ``image_url``, ``image_url_medium``, ``photo_page_url``, ``width``, ``height``,
@@ -45,7 +42,8 @@ Why a module: it is the one place that orders the other modules' work and writes
 
 from __future__ import annotations
 
-import time
+import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,12 +59,12 @@ from cladebench.curate.builders.coobserved.config import (
     CoObservedBuildConfig,
 )
 from cladebench.curate.builders.coobserved.published import PUBLISHED_SCHEMA, published_row
-from cladebench.curate.builders.coobserved.reading import export_files, read_id_list
+from cladebench.curate.builders.coobserved.reading import ExportFile, export_files, read_id_list
 from cladebench.curate.builders.coobserved.sampling import sample
 from cladebench.curate.builders.coobserved.stages import Stages
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
-from cladebench.curate.reports import write_reports
-from cladebench.curate.staging import OutputTarget, staged_output, work_dir
+from cladebench.curate.skeleton import Built, Run, run_build
+from cladebench.curate.staging import OutputTarget
 from cladebench.store import fingerprint_uuids
 from cladebench.store.left_out import left_out_table
 
@@ -112,47 +110,74 @@ def _download(staging: Path, ray: str | None = None) -> tuple[Path, int, dict[st
     return dataset_path, build.failed, build.failed_by_reason, build.fingerprint
 
 
-def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                     threads: int | None = None) -> CoObservedBuildSummary:
-    """Build iNat Co-Observed from the export in ``config.export_dir`` into ``config.out``; see the module
-    docstring. ``memory_limit`` and ``threads`` are DuckDB's (``threads`` None: one per core)."""
-    from cladebench.curate.sources.coobserved import row_uuid
+@dataclass(frozen=True)
+class _Read:
+    """The read stage's result: the export's files, the DuckDB stages over them, each photo id's outcome."""
 
-    started = time.monotonic()
-    out = Path(config.out)
-    target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config))
-    with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
+    files: dict[str, ExportFile]
+    stages: Stages
+    outcomes: dict[str, int]
+    eligible: list[tuple[object, ...]]
+
+
+@dataclass(frozen=True)
+class CoObservedBuild:
+    """The iNat Co-Observed stages (:class:`cladebench.curate.skeleton.Builder`); ``memory_limit`` and ``threads``
+    are DuckDB's (``threads`` None: one per core)."""
+
+    config: CoObservedBuildConfig
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
+    threads: int | None = None
+    writer = WRITER
+    progress = True
+
+    def target(self) -> OutputTarget:
+        return OutputTarget(Path(self.config.out), writer=WRITER, overwrite=self.config.overwrite,
+                            inputs=_inputs(self.config))
+
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        return duckdb_errors(f"the export in {self.config.export_dir}",
+                             memory_hint=f"DuckDB's memory_limit is {self.memory_limit}")
+
+    def read(self, run: Run) -> _Read:
+        config = self.config
         files = export_files(Path(config.export_dir))
-        (staging / "data").mkdir()
-        con = _connect(work_dir(staging), memory_limit, threads)
-        try:
-            with duckdb_errors(f"the export in {config.export_dir}",
-                               memory_hint=f"DuckDB's memory_limit is {memory_limit}"):
-                stages = Stages(con, files, config)
-                if config.exclude_photo_ids is not None:
-                    read_id_list(con, Path(config.exclude_photo_ids), "photo_id", "BIGINT", "excluded")
-                if config.tol_species is not None:
-                    read_id_list(con, Path(config.tol_species), "scientific_name", "VARCHAR", "tol")
-                stages.photo_ids()
-                stages.photos()
-                stages.candidates()
-                stages.observations()
-                stages.taxa()
-                stages.lineages()
-                stages.observers()
-                stages.licenses()
-                stages.evaluate(config.exclude_photo_ids is not None, config.tol_species is not None)
-                outcomes = stages.outcomes()
-                eligible = stages.eligible()
-                kept, refused = sample(eligible, config)
-                selected = stages.rows(kept)
-                rows = [published_row(r) for r in selected]
-                from_login = sum(bool(r["from_login"]) for r in selected)
-                dropped = stages.dropped(refused)
-                n_photo_ids = stages.one("SELECT coalesce(sum(n_ids), 0) FROM photo_groups "
-                                         "WHERE photo_id IS NOT NULL OR outcome IS NOT NULL")[0]
-        finally:
-            con.close()
+        (run.staging / "data").mkdir()
+        con = run.enter(contextlib.closing(_connect(run.work_dir(), self.memory_limit, self.threads)))
+        with self._errors():
+            stages = Stages(con, files, config)
+            if config.exclude_photo_ids is not None:
+                read_id_list(con, Path(config.exclude_photo_ids), "photo_id", "BIGINT", "excluded")
+            if config.tol_species is not None:
+                read_id_list(con, Path(config.tol_species), "scientific_name", "VARCHAR", "tol")
+            for stage in (stages.photo_ids, stages.photos, stages.candidates, stages.observations, stages.taxa,
+                          stages.lineages, stages.observers, stages.licenses):
+                stage()
+            stages.evaluate(config.exclude_photo_ids is not None, config.tol_species is not None)
+            read = _Read(files, stages, stages.outcomes(), stages.eligible())
+        run.count(len(read.eligible))
+        return read
+
+    def choose(self, read: _Read, run: Run) -> tuple[_Read, list[int], dict[int, str]]:
+        kept, refused = sample(read.eligible, self.config)
+        run.count(len(kept), total=len(read.eligible))
+        return read, kept, refused
+
+    def write(self, chosen: tuple[_Read, list[int], dict[int, str]], run: Run) -> Built[CoObservedBuildSummary]:
+        from cladebench.curate.sources.coobserved import row_uuid
+
+        read, kept, refused = chosen
+        files, stages, outcomes, eligible = read.files, read.stages, read.outcomes, read.eligible
+        config, out, staging = self.config, Path(self.config.out), run.staging
+        with self._errors():
+            selected = stages.rows(kept)
+            rows = [published_row(r) for r in selected]
+            from_login = sum(bool(r["from_login"]) for r in selected)
+            dropped = stages.dropped(refused)
+            n_photo_ids = stages.one("SELECT coalesce(sum(n_ids), 0) FROM photo_groups "
+                                     "WHERE photo_id IS NOT NULL OR outcome IS NOT NULL")[0]
+        stages.con.close()  # its memory is free before the photos are fetched (the run closes it on a failure)
+        run.count(len(rows))
         table = pa.Table.from_pylist(rows, schema=PUBLISHED_SCHEMA)
         _write_parquet(table, staging / DATA_FILE)
         reasons = dropped.column("reason").to_pylist()
@@ -182,12 +207,16 @@ def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAU
             notes={**stages.notes, "kept_attributions_from_login": from_login,
                    "malformed_line_kinds": stages.malformed_kinds},
             dataset_fingerprint=dataset_fingerprint, config=config_to_dict(config),
-            elapsed_s=round(time.monotonic() - started, 3), **summarise(rows),
+            elapsed_s=run.elapsed_s(), **summarise(rows),
         )
-        write_reports(staging, left_out, lambda lines: render_card(summary, lines), summary.as_dict())
-    return summary
+        return Built(summary, left_out, lambda lines: render_card(summary, lines))
 
 
+def build_coobserved(config: CoObservedBuildConfig, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
+                     threads: int | None = None) -> CoObservedBuildSummary:
+    """Build iNat Co-Observed from the export in ``config.export_dir`` into ``config.out``; see the module
+    docstring. ``memory_limit`` and ``threads`` are DuckDB's (``threads`` None: one per core)."""
+    return run_build(CoObservedBuild(config, memory_limit, threads))
 
 
-__all__ = ["WRITER", "build_coobserved"]
+__all__ = ["WRITER", "CoObservedBuild", "build_coobserved"]

@@ -6,7 +6,6 @@ Why a module: the card is read by people deciding whether to trust a benchmark; 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 from cladebench.curate.builders.cards import counts, markdown_table
 from cladebench.curate.builders.coobserved.checks import PHOTO_CHECKS
 from cladebench.curate.builders.coobserved.config import DATA_FILE, DIVERGENCE_RANKS
+from cladebench.curate.skeleton import summary_dict
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,7 @@ class CoObservedBuildSummary:
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, object]:
-        out = dataclasses.asdict(self)
-        for key in ("out", "data_path", "card_path", "dataset_path"):
-            out[key] = None if out[key] is None else str(out[key])
-        return out
+        return summary_dict(self)
 
 
 def _docs() -> dict[str, str]:

@@ -8,12 +8,9 @@ present. A row's ``cryptic_group`` (what the filter tests) is its species' confu
 itself excluded: ``cryptic_group: true`` keeps species with at least one, and a species the source
 does not know has none.
 
-**Output** (``dataset.out``), staged in a hidden sibling folder and renamed into place only when
-complete, so a failure leaves nothing half-written (:mod:`cladebench.curate.staging`: ``dataset.out``
-may not be, be inside or contain a file the config reads, the YAML file included; ``overwrite: true``
-replaces only a previous output of this builder, which its marker ``.cladebench-output.json``
-identifies): ``CrypticBio-<Subset>.csv`` per subset in the
-published column order; ``cryptic_groups.tsv`` (the lookup :func:`read_cryptic_lookup` reads) and
+**Output** (``dataset.out``, written whole by :func:`cladebench.curate.skeleton.run_build`; it may not overlap a
+file the config reads, the YAML file included): ``CrypticBio-<Subset>.csv`` per subset in the published column
+order; ``cryptic_groups.tsv`` (the lookup :func:`read_cryptic_lookup` reads) and
 ``cryptic_pairs.parquet`` (pairs with their evidence) when groups are known; ``left_out.parquet``;
 ``README.md`` (the card: per-subset and per-taxonomic-group counts, drops by reason, cryptic-group
 statistics); ``build.json``. With ``download``: ``<subset>.lance`` and its ``.failures.parquet`` per
@@ -50,9 +47,9 @@ from cladebench.curate.builders.crypticbio.sections import (
     load_config,
 )
 from cladebench.curate.builders.crypticbio.subsets import SUBSETS, SubsetContext
-from cladebench.curate.reports import write_reports
+from cladebench.curate.skeleton import Built, Run, run_build
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS, read_cryptic_lookup
-from cladebench.curate.staging import OutputTarget, staged_output
+from cladebench.curate.staging import OutputTarget
 from cladebench.errors import CladebenchError
 from cladebench.store.left_out import left_out_table
 
@@ -220,38 +217,67 @@ def _config_record(config: CrypticBioCurateConfig) -> dict[str, object]:
     return {k: plain(config_to_dict(v) if dataclasses.is_dataclass(v) else v) for k, v in record.items()}
 
 
-def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCurateConfig
-                     ) -> CrypticBioCurationSummary:
-    """Curate CrypticBio-style benchmarks as a config says (a YAML path or a parsed config); see the module
-    docstring for what is written to ``dataset.out``."""
-    import pyarrow.parquet as pq
+@dataclass(frozen=True)
+class _Read:
+    """The read stage's result: the rows kept by the checks and filters, their tally, the cryptic groups."""
 
-    started = time.monotonic()
-    config = _resolve(config)
-    out = config.dataset.out
-    target = OutputTarget(out, writer=WRITER, overwrite=config.dataset.overwrite, inputs=_inputs(config),
-                          out_option="dataset.out", overwrite_option="overwrite: true")
-    with staged_output(target) as staging:  # checks the output first, before anything is read
+    tally: Tally
+    kept: pa.Table
+    malformed: list[tuple[int, str]]
+    groups: _Groups | None
+
+
+@dataclass(frozen=True)
+class CrypticBioBuild:
+    """The CrypticBio stages (:class:`cladebench.curate.skeleton.Builder`)."""
+
+    config: CrypticBioCurateConfig
+    writer = WRITER
+    progress = True
+
+    def target(self) -> OutputTarget:
+        return OutputTarget(self.config.dataset.out, writer=WRITER, overwrite=self.config.dataset.overwrite,
+                            inputs=_inputs(self.config), out_option="dataset.out", overwrite_option="overwrite: true")
+
+    def read(self, run: Run) -> _Read:
+        config = self.config
         source_groups = _load_groups(config.generate_pairs) if config.generate_pairs is not None else None
-        tally, kept, malformed = read_and_filter(
-            config, None if source_groups is None else source_groups.groups)
+        tally, kept, malformed = read_and_filter(config, None if source_groups is None else source_groups.groups)
         groups = source_groups or (_groups_from_rows(kept) if kept.column("cryptic_group").null_count
                                    < kept.num_rows else None)
-        context = SubsetContext(kept, config.dataset.seed, config.subsets.common, config.subsets.common_unseen)
+        run.count(kept.num_rows, total=tally.rows)
+        return _Read(tally, kept, malformed, groups)
+
+    def choose(self, read: _Read, run: Run) -> tuple[_Read, dict[str, pa.Table], dict[str, dict[str, object]]]:
+        context = SubsetContext(read.kept, self.config.dataset.seed, self.config.subsets.common,
+                                self.config.subsets.common_unseen)
+        chosen, notes = {}, {}
+        for name, subset_config in self.config.subsets.configured().items():
+            subset = SUBSETS[name].select(subset_config, context)
+            chosen[name], notes[name] = subset.rows, subset.notes
+            run.count(subset.rows.num_rows)
+        return read, chosen, notes
+
+    def write(self, chosen: tuple[_Read, dict[str, pa.Table], dict[str, dict[str, object]]], run: Run
+              ) -> Built[CrypticBioCurationSummary]:
+        import pyarrow.parquet as pq
+
+        (read, rows_of, notes), config, staging = chosen, self.config, run.staging
+        tally, kept, malformed, groups = read.tally, read.kept, read.malformed, read.groups
         subsets: dict[str, dict[str, object]] = {}
         written: dict[str, tuple[Path, int]] = {}
         species_written: set[str] = set()
-        for name, subset_config in config.subsets.configured().items():
+        for name, rows in rows_of.items():
             kind = SUBSETS[name]
-            chosen = kind.select(subset_config, context)
             path = staging / kind.file_name
-            write_benchmark_csv(chosen.rows, path)
-            written[name] = (path, chosen.rows.num_rows)
-            species = set(chosen.rows.column("scientific_name").to_pylist())
+            write_benchmark_csv(rows, path)
+            run.count(rows.num_rows)
+            written[name] = (path, rows.num_rows)
+            species = set(rows.column("scientific_name").to_pylist())
             species_written |= species
             subsets[name] = {
-                "file": kind.file_name, "rows": chosen.rows.num_rows, "species": len(species),
-                "taxonomic_groups": counts(chosen.rows.column("class").to_pylist()), "notes": chosen.notes,
+                "file": kind.file_name, "rows": rows.num_rows, "species": len(species),
+                "taxonomic_groups": counts(rows.column("class").to_pylist()), "notes": notes[name],
             }
             if groups is not None:
                 subsets[name]["species_with_group"] = sum(len(groups.groups.get(s, ())) > 1 for s in species)
@@ -274,16 +300,26 @@ def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCura
             raise AssertionError(f"row accounting: {tally.rows} read, {kept.num_rows} kept, dropped {dropped}")
         wanted = [v for c in config.filters.conditions if c.key == "scientific_name" for v in c.values]
         summary = CrypticBioCurationSummary(
-            out=out, rows_read=tally.rows, malformed_lines=len(malformed), kept=kept.num_rows, dropped=dropped,
-            failing=dict(tally.failing), filters=[c.describe() for c in config.filters.conditions],
+            out=config.dataset.out, rows_read=tally.rows, malformed_lines=len(malformed), kept=kept.num_rows,
+            dropped=dropped, failing=dict(tally.failing), filters=[c.describe() for c in config.filters.conditions],
             unmatched_filter_names=[n for n in wanted if n not in tally.names_seen], subsets=subsets,
             cryptic=cryptic, downloads=downloads, seed=config.dataset.seed,
-            elapsed_s=time.monotonic() - started, config=_config_record(config),
+            elapsed_s=time.monotonic() - run.started, config=_config_record(config),
         )
-        write_reports(staging, _rejected_table(tally, malformed, config.dataset.metadata),
-                      lambda lines: render_card(summary, lines), summary.as_dict())
-    return summary
+        return Built(summary, _rejected_table(tally, malformed, config.dataset.metadata),
+                     lambda lines: render_card(summary, lines))
 
 
+def build_crypticbio(config: str | Path | CrypticBioBuildConfig | CrypticBioCurateConfig
+                     ) -> CrypticBioCurationSummary:
+    """Curate CrypticBio-style benchmarks as a config says (a YAML path or a parsed config); see the module
+    docstring for what is written to ``dataset.out``."""
+    return run_build(crypticbio_stages(config))
 
-__all__ = ["WRITER", "build_crypticbio", "write_benchmark_csv"]
+
+def crypticbio_stages(config: str | Path | CrypticBioBuildConfig | CrypticBioCurateConfig) -> CrypticBioBuild:
+    """The stages of the curation a config says (a YAML path or a parsed config)."""
+    return CrypticBioBuild(_resolve(config))
+
+
+__all__ = ["WRITER", "CrypticBioBuild", "build_crypticbio", "crypticbio_stages", "write_benchmark_csv"]

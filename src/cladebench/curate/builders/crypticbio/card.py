@@ -7,7 +7,6 @@ is laid out here, apart from the code that counts them.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from cladebench.curate.builders.cards import markdown_table
 from cladebench.curate.builders.crypticbio.rows import DUPLICATE_URL, MALFORMED_LINE, ROW_CHECKS
+from cladebench.curate.skeleton import summary_dict
 from cladebench.curate.sources.crypticbio import CSV_COLUMNS
 
 
@@ -42,7 +42,7 @@ class CrypticBioCurationSummary:
     config: dict[str, Any]
 
     def as_dict(self) -> dict[str, object]:
-        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, "out": str(self.out)}
+        return summary_dict(self)
 
     def describe(self) -> str:
         lines = [f"{self.out}: {self.kept} of {self.rows_read} rows kept ({self.malformed_lines} malformed lines) "

@@ -7,11 +7,7 @@ index on each ``emb_*`` column when the dataset has at least ``min_index_rows`` 
 (:data:`DEFAULT_MIN_INDEX_ROWS`): below that an exact search over every row is as fast as the index
 and never misses, and k-means over a handful of vectors gives partitions that mean nothing.
 
-**Output** (``--out``), written to a temporary sibling and renamed into place only when everything is
-done, so a failure at any step leaves nothing half-written (and an existing ``--out`` untouched;
-:mod:`cladebench.curate.staging`: ``--out`` may not be, be inside or contain an input, and
-``--overwrite`` replaces only a previous output of this builder, which its marker
-``.cladebench-output.json`` identifies):
+**Output** (``--out``, written whole by :func:`cladebench.curate.skeleton.run_build`):
 
 - ``data/challenges.lance``: the table (the store's canonical columns; ``species`` is the binomial, as the
   published card defines it, and ``scientific_name`` the catalog's, authority included; plus ``challenge_group``,
@@ -28,13 +24,14 @@ Why a module: it is the one place that orders the other modules' work and writes
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import os
-import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -59,8 +56,8 @@ from cladebench.curate.builders.finegrained.config import (
     parse_seen,
 )
 from cladebench.curate.builders.finegrained.images import image_sources, output_batches
-from cladebench.curate.reports import write_reports
-from cladebench.curate.staging import OutputTarget, staged_output
+from cladebench.curate.skeleton import Built, Run, run_build
+from cladebench.curate.staging import OutputTarget
 from cladebench.errors import CladebenchError
 from cladebench.store.left_out import left_out_table
 
@@ -126,40 +123,66 @@ _STAGES = {**dict.fromkeys(SAMPLING_REASONS, "sample"), **dict.fromkeys(IMAGE_RE
 """The stage each reason belongs to that is not a row check."""
 
 
-def _select(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGroup]
-            ) -> tuple[list[tuple[str, set[str]]] | None, Catalog, list[dict[str, Any]], list[dict[str, object]],
-                       list[dict[str, Any]]]:
-    """The ``--seen`` lists, the catalog's group rows, the eligible ones, the sampled ones and the dropped ones."""
-    seen_specs = parse_seen(config.seen)
-    seen = [(model, read_uuid_list(path)) for model, path in seen_specs] if seen_specs else None
-    with duckdb_errors(f"the catalog {config.catalog} with {config.provenance}"):
-        catalog = read_catalog(config, groups)
-    eligible, dropped = check_rows(catalog.group_rows)
-    kept, capped = sample(eligible, config, groups)
-    dropped.extend(capped)
-    return seen, catalog, eligible, kept, dropped
+@dataclass(frozen=True)
+class _Read:
+    """The read stage's result: the ``--seen`` lists, the catalog, its eligible rows and those left out so far."""
+
+    seen: list[tuple[str, set[str]]] | None
+    catalog: Catalog
+    eligible: list[dict[str, object]]
+    dropped: list[dict[str, object]]
 
 
-def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary:
-    """Build Fine-Grained Challenges from ``config.catalog`` into ``config.out``; see the module docstring."""
-    started = time.monotonic()
-    groups = parse_groups(config.group)
-    out = Path(config.out)
-    target = OutputTarget(out, writer=WRITER, overwrite=config.overwrite, inputs=_inputs(config))
-    with staged_output(target) as staging:  # checks the output and cleans a killed run's leftovers first
-        seen, catalog, eligible, kept, dropped = _select(config, groups)
-        with_files, image_counts = image_sources(kept, config, dropped)
+@dataclass(frozen=True)
+class FineGrainedBuild:
+    """The Fine-Grained Challenges stages (:class:`cladebench.curate.skeleton.Builder`)."""
+
+    config: FineGrainedBuildConfig
+    writer = WRITER
+
+    @property
+    def progress(self) -> bool:
+        return self.config.progress
+
+    @functools.cached_property
+    def groups(self) -> tuple[ChallengeGroup, ...]:
+        return parse_groups(self.config.group)
+
+    def target(self) -> OutputTarget:
+        return OutputTarget(Path(self.config.out), writer=WRITER, overwrite=self.config.overwrite,
+                            inputs=_inputs(self.config))
+
+    def read(self, run: Run) -> _Read:
+        seen_specs = parse_seen(self.config.seen)
+        seen = [(model, read_uuid_list(path)) for model, path in seen_specs] if seen_specs else None
+        with duckdb_errors(f"the catalog {self.config.catalog} with {self.config.provenance}"):
+            catalog = read_catalog(self.config, self.groups)
+        eligible, dropped = check_rows(catalog.group_rows)
+        run.count(len(eligible), total=catalog.rows)
+        return _Read(seen, catalog, eligible, dropped)
+
+    def choose(self, read: _Read, run: Run) -> tuple[_Read, list[dict[str, object]]]:
+        kept, capped = sample(read.eligible, self.config, self.groups)
+        read.dropped.extend(capped)
+        run.count(len(kept), total=len(read.eligible))
+        return read, kept
+
+    def write(self, chosen: tuple[_Read, list[dict[str, object]]], run: Run) -> Built[FineGrainedBuildSummary]:
+        (read, kept), config, out, staging = chosen, self.config, Path(self.config.out), run.staging
+        seen, catalog, dropped = read.seen, read.catalog, read.dropped
+        downloads = run.downloads(config.download_dir, "finegrained")
+        with_files, image_counts = image_sources(kept, config, dropped, downloads)
         dataset_path = staging / DATASET_DIR
         dataset_path.parent.mkdir(parents=True)
         workers = (os.cpu_count() or 1) if config.workers is None else config.workers
-        batches = output_batches(with_files, config, seen, dropped, workers)
+        batches = output_batches(with_files, config, seen, dropped, workers, run.count)
         try:
             first = next(batches, None)
             if first is None:
                 raise CladebenchError(
                     f"nothing to write: of {catalog.rows:,} catalog rows, {len(kept):,} were sampled and none has "
                     f"an image that could be read ({dict(Counter(r['reason'] for r in dropped).most_common(5))})")
-            store.write_dataset(_chain(first, batches), dataset_path)
+            store.write_dataset(itertools.chain([first], batches), dataset_path)
         finally:
             batches.close()  # stops the encoding processes if the write failed midway
         _embed(dataset_path, config)
@@ -188,17 +211,15 @@ def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary
             indices=store.indices(dataset), vector_index_skipped=skipped, images=image_counts,
             notes={"rows_in_several_groups": catalog.in_several_groups,
                    "seen_uuids_not_in_dataset": {m: len(u - uuids) for m, u in seen or []}},
-            config=config_to_dict(config), elapsed_s=round(time.monotonic() - started, 3),
-            **summarise(table, groups, Counter(r["challenge_group"] for r in eligible)),
+            config=config_to_dict(config), elapsed_s=run.elapsed_s(),
+            **summarise(table, self.groups, Counter(str(r["challenge_group"]) for r in read.eligible)),
         )
-        write_reports(staging, _dropped_table(dropped), lambda lines: render_card(summary, lines), summary.as_dict())
-    return summary
+        return Built(summary, _dropped_table(dropped), lambda lines: render_card(summary, lines))
 
 
-def _chain(first: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table]:
-    yield first
-    yield from rest
+def build_finegrained(config: FineGrainedBuildConfig) -> FineGrainedBuildSummary:
+    """Build Fine-Grained Challenges from ``config.catalog`` into ``config.out``; see the module docstring."""
+    return run_build(FineGrainedBuild(config))
 
 
-
-__all__ = ["WRITER", "build_finegrained"]
+__all__ = ["WRITER", "FineGrainedBuild", "build_finegrained"]

@@ -6,7 +6,6 @@ seen_in_training, embeddings, indices, every drop by reason); it is laid out her
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ import pyarrow as pa
 from cladebench.curate.builders.cards import markdown_table
 from cladebench.curate.builders.finegrained.checks import OUTSIDE_REASON, reason_docs
 from cladebench.curate.builders.finegrained.config import DATASET_DIR, ChallengeGroup
+from cladebench.curate.skeleton import summary_dict
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,7 @@ class FineGrainedBuildSummary:
         ])
 
     def as_dict(self) -> dict[str, object]:
-        out = dataclasses.asdict(self)
-        for key in ("out", "dataset_path", "card_path"):
-            out[key] = str(out[key])
-        return out
+        return summary_dict(self)
 
 
 def render_card(summary: FineGrainedBuildSummary, left_out: Sequence[str] = ()) -> str:

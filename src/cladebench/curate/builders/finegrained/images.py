@@ -19,7 +19,7 @@ processes); the table's schema lives beside it because a row is written only onc
 from __future__ import annotations
 
 import io
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,10 +128,10 @@ def fetch_originals(pairs: Sequence[tuple[str, str]], root: Path, config: Downlo
     return files, failed, counts
 
 
-def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
-                   dropped: list[dict[str, object]]) -> tuple[list[dict[str, object]], dict[str, object]]:
-    """Every kept row's image file: its local path, or the fetched original. Rows whose fetch failed go to
-    ``dropped``; returns the rows with a file and the download counts."""
+def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig, dropped: list[dict[str, object]],
+                  downloads: Path) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """Every kept row's image file: its local path, or the original fetched into ``downloads``. Rows whose fetch
+    failed go to ``dropped``; returns the rows with a file and the download counts."""
     from cladebench.curate.fetch import DownloadConfig
 
     catalog = Path(config.catalog)
@@ -141,14 +141,8 @@ def image_sources(kept: Sequence[dict[str, Any]], config: FineGrainedBuildConfig
     counts: dict[str, object] = {"local": len(kept) - len(remote), "fetched": 0, "cached": 0, "failed": 0}
     files: dict[str, str] = {r["uuid"]: _local_path(r["image_path"], base) for r in kept if r["image_path"]}
     if remote:
-        if config.download_dir is not None:
-            root = Path(config.download_dir)
-        else:
-            from cladebench.cache import cache_dir
-
-            root = cache_dir("downloads", "finegrained")
         fetched, failed, fetch_counts = fetch_originals(
-            [(r["uuid"], r["source_url"]) for r in remote], root,
+            [(r["uuid"], r["source_url"]) for r in remote], downloads,
             DownloadConfig(concurrency=config.concurrency, progress=config.progress, ray=config.ray))
         counts.update(fetch_counts)
         files.update(fetched)
@@ -202,24 +196,22 @@ def _output_row(row: Mapping[str, Any], image: Mapping[str, object], seen: Seque
 
 def output_batches(rows: Sequence[dict[str, Any]], config: FineGrainedBuildConfig,
              seen: Sequence[tuple[str, set[str]]] | None, dropped: list[dict[str, object]],
-             workers: int) -> Generator[pa.Table, None, None]:
-    """The dataset's rows as Arrow tables of at most :data:`CHUNK_ROWS`; rows whose image fails go to ``dropped``."""
-    from cladebench.progress import progress_bar
-
+             workers: int, count: Callable[[int, int], None]) -> Generator[pa.Table, None, None]:
+    """The dataset's rows as Arrow tables of at most :data:`CHUNK_ROWS`; rows whose image fails go to ``dropped``;
+    ``count(1, total)`` for each image encoded (the write stage's bar)."""
     by_uuid = {r["uuid"]: r for r in rows}
     tasks = [(r["uuid"], r["image_file"], config.max_side) for r in rows]
     pending: list[dict[str, Any]] = []
-    with progress_bar(total=len(tasks), desc="images", unit="img", enabled=config.progress) as bar:
-        for uuid, result in encoded_files(tasks, workers):
-            bar.update(1)
-            row = by_uuid[uuid]
-            if "reason" in result:
-                dropped.append({**row, **result})
-                continue
-            pending.append(_output_row(row, result, seen))
-            if len(pending) >= CHUNK_ROWS:
-                yield pa.Table.from_pylist(pending, schema=OUTPUT_SCHEMA)
-                pending = []
+    for uuid, result in encoded_files(tasks, workers):
+        count(1, len(tasks))
+        row = by_uuid[uuid]
+        if "reason" in result:
+            dropped.append({**row, **result})
+            continue
+        pending.append(_output_row(row, result, seen))
+        if len(pending) >= CHUNK_ROWS:
+            yield pa.Table.from_pylist(pending, schema=OUTPUT_SCHEMA)
+            pending = []
     if pending:
         yield pa.Table.from_pylist(pending, schema=OUTPUT_SCHEMA)
 

@@ -1,6 +1,6 @@
 """``load images``: read the source twice as a stream, resolve its labels, fetch its URLs, write one dataset.
 
-1. The output is checked and a staging folder made beside it (:func:`cladebench.curate.staging.staged_output`)
+1. The output is checked and a staging folder made beside it (:func:`cladebench.curate.skeleton.run_build`)
    before anything is read; a Ctrl-C or an error anywhere removes it and leaves ``--out`` as it was.
 2. A first pass over the source collects the distinct labels and the URLs (embedded images are not kept).
 3. The labels are resolved against the backbone in one read of it (:mod:`cladebench.taxonomy.resolve`).
@@ -23,22 +23,24 @@ Why a module: the one place that orders the other modules' work.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from cladebench.curate.fetch import DownloadConfig, DownloadItem, DownloadReport, download
-from cladebench.curate.reports import write_reports
+from cladebench.curate.skeleton import Built, Run, run_build
 from cladebench.curate.sources.images.card import ImagesLoadSummary, render_card
 from cladebench.curate.sources.images.columns import license_columns, parse_overrides
 from cladebench.curate.sources.images.kinds import ImageSource, open_source
 from cladebench.curate.sources.images.labels import EXTRA_COLUMNS, taxon_columns
 from cladebench.curate.sources.images.records import ImageRecord, Uuids, read_local
-from cladebench.curate.staging import OutputTarget, staged_output
+from cladebench.curate.staging import OutputTarget
 from cladebench.errors import CladebenchError, UsageError
 from cladebench.store.left_out import LEFT_OUT_FILE, left_out_table
 from cladebench.store.schema import CANONICAL_COLUMNS, canonical_fields
@@ -221,6 +223,100 @@ def _lift(dataset_dir: Path, folder: Path) -> None:
     dataset_dir.rmdir()
 
 
+@dataclass(frozen=True)
+class _Read:
+    """The first pass: the source, its summary so far, the URLs to fetch and the optional columns present."""
+
+    source: ImageSource
+    summary: ImagesLoadSummary
+    items: list[DownloadItem]
+    extras: list[str]
+
+
+@dataclass(frozen=True)
+class ImagesLoad:
+    """``load images`` as the skeleton's stages (:class:`cladebench.curate.skeleton.Builder`); the fields are
+    :func:`build_images_dataset`'s arguments."""
+
+    path: Path
+    out: Path
+    kind: str = "auto"
+    columns: Sequence[str] = ()
+    images_dir: Path | None = None
+    taxonomy: Path | None = None
+    limit: int | None = None
+    download_dir: Path | None = None
+    download_config: DownloadConfig = field(default_factory=DownloadConfig)
+    license: str | None = None
+    attribution: str | None = None
+    overwrite: bool = False
+    duplicates: str = "keep"
+    writer = WRITER
+
+    def __post_init__(self) -> None:
+        if self.duplicates not in DUPLICATES:
+            raise UsageError(f"duplicates must be one of {', '.join(DUPLICATES)}, got {self.duplicates!r}")
+
+    @property
+    def progress(self) -> bool:
+        return self.download_config.progress
+
+    def target(self) -> OutputTarget:
+        inputs = tuple(p for p in (self.path, self.images_dir, self.taxonomy, self.download_dir) if p is not None)
+        return OutputTarget(self.out, writer=WRITER, overwrite=self.overwrite, inputs=inputs)
+
+    def read(self, run: Run) -> _Read:
+        backbone = backbone_path(self.taxonomy)
+        source = open_source(self.path, self.kind, parse_overrides(self.columns), self.images_dir)
+        labels: set[str] = set()
+        extras: set[str] = set()
+        items, rows = [], 0
+        uuids = Uuids(source.kind)
+        for record in _limited(source.records(images=False), self.limit):
+            rows += 1
+            uuid = uuids(record.key)
+            if _problem(record) is None and record.label is not None:  # a record without a label has a problem
+                labels.add(record.label)
+            if record.problem is None and record.url is not None:
+                items.append(DownloadItem(uuid, record.url))
+            extras.update(k for k in record.values if k in _OPTIONAL_EXTRAS)
+        run.count(rows)
+        summary = ImagesLoadSummary(dataset_path=self.out, failures_path=self.out / FAILURES_NAME, kind=source.kind,
+                                    source=str(self.path), backbone=str(backbone), source_notes=source.notes,
+                                    rows=rows, duplicates_kept=self.duplicates == "keep")
+        summary.resolutions = resolve_labels(labels, backbone, authorship=True)
+        return _Read(source, summary, items, sorted(extras))
+
+    def choose(self, read: _Read, run: Run) -> _Read:
+        run.count(read.summary.rows)  # every record is a row to be; the second pass leaves out what cannot be one
+        return read
+
+    def write(self, read: _Read, run: Run) -> Built[ImagesLoadSummary]:
+        from cladebench import store
+
+        summary, report = read.summary, None
+        if read.items:
+            report = download(read.items, run.downloads(self.download_dir), self.download_config)
+            summary.download = report
+        writer = _Writer(read.source, summary, report, read.extras, self.limit, self.download_config,
+                         _defaults(self.license, self.attribution), self.duplicates)
+        batches = writer.batches()
+        first = next(batches, None)
+        if first is None:
+            reasons = ", ".join(f"{n:,} {r}" for r, n in summary.failed_by_reason.most_common())
+            raise CladebenchError(f"{self.path}: no image could be loaded ({summary.rows:,} records read; "
+                                  f"{reasons or 'none found'}); nothing was written")
+        dataset_dir = run.staging / ".dataset"
+        store.write_dataset(itertools.chain([first], batches), dataset_dir)
+        run.count(summary.written)
+        _lift(dataset_dir, run.staging)
+        failures = pa.Table.from_pylist(writer.failures, schema=_FAILURE_SCHEMA)
+        (run.staging / "resolution.json").write_text(json.dumps(summary.resolution_records(), indent=1) + "\n",
+                                                     encoding="utf-8")
+        return Built(summary, left_out_table(failures, key="key", stage=failures.column("stage").to_pylist()),
+                     lambda lines: render_card(summary, lines), record_name="load.json")
+
+
 def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto", columns: Sequence[str] = (),
                          images_dir: str | Path | None = None, taxonomy: str | Path | None = None,
                          limit: int | None = None, download_dir: str | Path | None = None,
@@ -230,64 +326,12 @@ def build_images_dataset(path: str | Path, out: str | Path, *, kind: str = "auto
     """Load the images of ``path`` into a Lance dataset at ``out`` (see the module docstring); ``license`` and
     ``attribution`` stand in for the rows whose source names none; ``duplicates`` (:data:`DUPLICATES`) says what
     becomes of a photo byte-identical to one written before it."""
-    from cladebench import store
+    def optional(value: str | Path | None) -> Path | None:
+        return None if value is None else Path(value)
 
-    path, out = Path(path), Path(out)
-    overrides = parse_overrides(columns)
-    download_config = download_config or DownloadConfig()
-    inputs = tuple(Path(p) for p in (path, images_dir, taxonomy, download_dir) if p is not None)
-    if duplicates not in DUPLICATES:
-        raise UsageError(f"duplicates must be one of {', '.join(DUPLICATES)}, got {duplicates!r}")
-    target = OutputTarget(out, writer=WRITER, overwrite=overwrite, inputs=inputs)
-    with staged_output(target) as staging:
-        backbone = backbone_path(taxonomy)
-        source = open_source(path, kind, overrides, Path(images_dir) if images_dir is not None else None)
-        labels: set[str] = set()
-        extras: set[str] = set()
-        items, rows = [], 0
-        uuids = Uuids(source.kind)
-        for record in _limited(source.records(images=False), limit):
-            rows += 1
-            uuid = uuids(record.key)
-            if _problem(record) is None and record.label is not None:  # a record without a label has a problem
-                labels.add(record.label)
-            if record.problem is None and record.url is not None:
-                items.append(DownloadItem(uuid, record.url))
-            extras.update(k for k in record.values if k in _OPTIONAL_EXTRAS)
-        summary = ImagesLoadSummary(dataset_path=out, failures_path=out / FAILURES_NAME, kind=source.kind,
-                                    source=str(path), backbone=str(backbone), source_notes=source.notes, rows=rows,
-                                    duplicates_kept=duplicates == "keep")
-        summary.resolutions = resolve_labels(labels, backbone, authorship=True)
-        report = None
-        if items:
-            if download_dir is None:
-                from cladebench.cache import cache_dir
-
-                download_dir = cache_dir("downloads")
-            report = download(items, download_dir, download_config)
-            summary.download = report
-        writer = _Writer(source, summary, report, sorted(extras), limit, download_config,
-                         _defaults(license, attribution), duplicates)
-        batches = writer.batches()
-        first = next(batches, None)
-        if first is None:
-            reasons = ", ".join(f"{n:,} {r}" for r, n in summary.failed_by_reason.most_common())
-            raise CladebenchError(f"{path}: no image could be loaded ({rows:,} records read; "
-                                  f"{reasons or 'none found'}); nothing was written")
-        dataset_dir = staging / ".dataset"
-        store.write_dataset(_chain(first, batches), dataset_dir)
-        _lift(dataset_dir, staging)
-        failures = pa.Table.from_pylist(writer.failures, schema=_FAILURE_SCHEMA)
-        (staging / "resolution.json").write_text(json.dumps(summary.resolution_records(), indent=1) + "\n",
-                                                 encoding="utf-8")
-        write_reports(staging, left_out_table(failures, key="key", stage=failures.column("stage").to_pylist()),
-                      lambda lines: render_card(summary, lines), summary.as_dict(), "load.json")
-    return summary
+    return run_build(ImagesLoad(Path(path), Path(out), kind, tuple(columns), optional(images_dir), optional(taxonomy),
+                                limit, optional(download_dir), download_config or DownloadConfig(), license,
+                                attribution, overwrite, duplicates))
 
 
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest
-
-
-__all__ = ["DUPLICATES", "FAILURES_NAME", "HASH_COLUMN", "WRITER", "build_images_dataset"]
+__all__ = ["DUPLICATES", "FAILURES_NAME", "HASH_COLUMN", "WRITER", "ImagesLoad", "build_images_dataset"]
