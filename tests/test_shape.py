@@ -5,8 +5,8 @@
   top of ``tests/`` is about the foundation, the CLI or several packages, so it does not import just one package.
 - No test module imports another test module: shared pieces live in ``tests/helpers`` or ``tests/conftest.py``.
 - The import graph of ``src/cladebench`` (imports inside functions included) has no cycle, and no module imports a
-  later stage than its own (:data:`LAYERS`: foundation, metrics, models, store, embed, curate, tasks, evaluate,
-  report and export, synthetic, demo, serve, cli).
+  later stage than its own (:data:`LAYERS`: foundation, metrics, models, store, embed, curate, tasks, benchmarks,
+  evaluate, report and export, synthetic, demo, serve, cli).
 - No module imports the ``__init__`` of a package it is in when that ``__init__`` presents the package's API
   (imports its modules): it imports the sibling module that defines the name.
 - Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
@@ -39,8 +39,8 @@ from helpers.source_imports import (
 )
 
 LAYERS: dict[str, int] = {
-    "taxonomy": 1, "metrics": 2, "models": 3, "store": 4, "embed": 5, "curate": 6, "tasks": 7, "evaluate": 8,
-    "report": 9, "export": 9, "synthetic": 10, "demo": 11, "serve": 12, "cli": 13, "__main__": 13,
+    "taxonomy": 1, "metrics": 2, "models": 3, "store": 4, "embed": 5, "curate": 6, "tasks": 7, "benchmarks": 8,
+    "evaluate": 9, "report": 10, "export": 10, "synthetic": 11, "demo": 12, "serve": 13, "cli": 14, "__main__": 14,
 }
 """Stage of each top-level package (or module) of cladebench, lowest first; any other top-level module is the
 foundation (stage 1). A module may import from its own stage or a lower one."""
@@ -117,7 +117,7 @@ def test_an_import_of_the_own_package_init_is_found(tmp_path: Path) -> None:
 def test_module_names() -> None:
     assert module_name(SRC / "__init__.py") == "cladebench"
     assert module_name(SRC / "report" / "sections" / "base.py") == "cladebench.report.sections.base"
-    assert layer("cladebench.errors") == FOUNDATION and layer("cladebench.report.render") == 9
+    assert layer("cladebench.errors") == FOUNDATION and layer("cladebench.report.render") == 10
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 
@@ -527,7 +527,7 @@ def test_a_second_output_check_is_found(tmp_path: Path) -> None:
 # --- a task is one object ----------------------------------------------------------------------------------------
 
 TASKS_MODULE = SRC / "tasks" / "__init__.py"
-TASK_NAME_HOMES = ("cladebench.tasks", "cladebench.evaluate.benchmarks", "cladebench.demo")
+TASK_NAME_HOMES = ("cladebench.tasks", "cladebench.benchmarks", "cladebench.demo")
 """Where a task may be named: its own package and the registry, the benchmark protocols (a benchmark names the task
 it runs), the demo (a script of runs)."""
 TASK_NAMES_NOT_YET = {"cladebench.evaluate.configs": "each task's eval config moves onto its task with the options"}

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cladebench.synthetic.mirrors.crypticbio import FILES as CRYPTICBIO_FILES
-from cladebench.synthetic.mirrors.crypticbio import write_crypticbio_mirror
-from cladebench.synthetic.mirrors.finegrained import write_finegrained_mirror
-from cladebench.synthetic.mirrors.hub import write_coobserved_mirror, write_inquire_rerank_mirror
+from cladebench.benchmarks.coobserved.mirror import write_coobserved_mirror, write_inquire_rerank_mirror
+from cladebench.benchmarks.crypticbio.mirror import FILES as CRYPTICBIO_FILES
+from cladebench.benchmarks.crypticbio.mirror import write_crypticbio_mirror
+from cladebench.benchmarks.finegrained.mirror import write_finegrained_mirror
 from cladebench.synthetic.world import World, WorldConfig, make_world
 
 MIRROR_WORLD = WorldConfig(seed=3, names="generated", branching=(1, 1, 3, 1, 2, 1, 3), image_size=64)
