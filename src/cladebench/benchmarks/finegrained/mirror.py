@@ -1,5 +1,6 @@
-"""A Fine-Grained Challenges mirror from the synthetic world: ``data/challenges.lance`` and its sidecar, in the
-published layout, with planted BioCLIP-family embeddings.
+"""Fine-Grained Challenges' mirror layout: ``data/challenges.lance`` and its sidecar, in the published layout, with
+planted BioCLIP-family embeddings, made from the canonical rows a caller hands in (the synthetic world's,
+:func:`cladebench.synthetic.mirrors.write_finegrained_mirror`).
 
 Why it exists: the named benchmarks ``fine-grained-challenges`` and ``test-fine-grained-challenges`` read a mirror
 folder exactly as they read the published repository, so tests (and anyone offline) need a folder in that layout:
@@ -25,7 +26,6 @@ import pyarrow as pa
 
 from cladebench.models.registry import HF_HUB_PREFIX, resolve_model
 from cladebench.store.embeddings import PUBLISHED_EMBEDDING_COLUMNS, PUBLISHED_SIDECAR_SUFFIX
-from cladebench.synthetic.world import World
 from cladebench.taxonomy import RANK_COLUMNS, Rank
 
 DATA_PATH = "data/challenges.lance"
@@ -63,18 +63,16 @@ def _embedding_field(column: str, revision: str | None) -> tuple[pa.Field, dict[
     return pa.field(column, pa.list_(pa.float16()), metadata=metadata), entry
 
 
-def write_finegrained_mirror(folder: str | Path, world: World, *, rows: int = 180, seed: int = 0,
-                             genus_only: int = 6, columns: Sequence[str] = tuple(DIMS),
-                             revisions: Mapping[str, str] | None = None) -> Path:
+def write_finegrained_files(folder: str | Path, table: pa.Table, *, genus_only: int = 6,
+                            columns: Sequence[str] = tuple(DIMS), revisions: Mapping[str, str] | None = None) -> Path:
     """Write a Fine-Grained Challenges mirror into ``folder`` (created; must not hold one yet); returns the table's
-    path. ``rows`` observations of the world (balanced over species) become rows; ``challenge_group`` is their
-    class; the first ``genus_only`` rows of the first group lose their species (camera-trap rows labelled to genus).
-    ``revisions`` replaces the recorded revision of the named columns (field metadata and sidecar alike)."""
+    path. The canonical rows of ``table`` (WebP images) become rows; ``challenge_group`` is their class; the first
+    ``genus_only`` rows of the first group lose their species (camera-trap rows labelled to genus). ``revisions``
+    replaces the recorded revision of the named columns (field metadata and sidecar alike)."""
     import lance
 
     folder = Path(folder)
     path = folder / DATA_PATH
-    table = world.to_table(rows, seed=seed, image_format="webp", balanced=True)
     groups = table.column("challenge_group").to_pylist()
     first = sorted(set(groups))[0]
     genus_only_rows = {i for i in [j for j, g in enumerate(groups) if g == first][:genus_only]}

@@ -3,9 +3,10 @@
 Why it exists: every named benchmark (``cladebench benchmarks``) resolves from a local mirror folder when given
 one (``--data DIR``, or ``$CLADEBENCH_MIRROR/<name>``), which is how tests, demos and offline machines run them
 without the network. :func:`write_mirrors` writes one folder per benchmark under a root, so that root can be
-``$CLADEBENCH_MIRROR``; the modules write one family each: :mod:`.finegrained` (the FGC Lance layout with
-``challenges.embedding_models.json``), :mod:`.crypticbio` (the benchmark CSVs and the cryptic-group lookup), and
-:mod:`.hub` (the INQUIRE-Rerank and Co-Observed Parquet files).
+``$CLADEBENCH_MIRROR``; the modules draw the content of one family each from the world, and the family's
+``mirror`` module (:mod:`cladebench.benchmarks`) writes it in its layout: :mod:`.finegrained` (the FGC Lance layout
+with ``challenges.embedding_models.json``), :mod:`.crypticbio` (the benchmark CSVs and the cryptic-group lookup),
+and :mod:`.hub` (the INQUIRE-Rerank and Co-Observed Parquet files).
 
 This ``__init__`` presents the package's API on purpose; the modules never import it.
 """
@@ -15,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cladebench.benchmarks.coobserved.mirror import write_coobserved_mirror, write_inquire_rerank_mirror
-from cladebench.benchmarks.crypticbio.mirror import FILES as CRYPTICBIO_FILES
-from cladebench.benchmarks.crypticbio.mirror import write_crypticbio_mirror
-from cladebench.benchmarks.finegrained.mirror import write_finegrained_mirror
+from cladebench.synthetic.mirrors.crypticbio import FILES as CRYPTICBIO_FILES
+from cladebench.synthetic.mirrors.crypticbio import write_crypticbio_mirror
+from cladebench.synthetic.mirrors.finegrained import write_finegrained_mirror
+from cladebench.synthetic.mirrors.hub import write_coobserved_mirror, write_inquire_rerank_mirror
 from cladebench.synthetic.world import World, WorldConfig, make_world
 
 MIRROR_WORLD = WorldConfig(seed=3, names="generated", branching=(1, 1, 3, 1, 2, 1, 3), image_size=64)
