@@ -602,7 +602,8 @@ def test_groups_seen_and_embed_specs():
 def test_docstring_examples_run():
     import doctest
 
-    from cladebench.curate.builders.finegrained import checks, config
+    from cladebench.benchmarks.finegrained.builder import checks
+    from cladebench.curate.builders.finegrained import config
 
     for module in (config, checks):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

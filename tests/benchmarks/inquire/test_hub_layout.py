@@ -153,6 +153,7 @@ def _fake_hub(repos: dict[str, Path], calls: list[dict[str, Any]]):
 def test_named_benchmarks_fetch_and_build_from_the_hub_layout(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub
+    import huggingface_hub.constants
 
     from cladebench.benchmarks import get_benchmark
 
