@@ -1,9 +1,10 @@
 """What a named benchmark is: its source, its pinned release, its tasks with the protocol each is run by, and
 where its data is found on this machine (the published source, or a local mirror of it).
 
-Why a module of its own: the benchmark modules (:mod:`.finegrained`, :mod:`.crypticbio`, :mod:`.hub`) each say
-where one family's data lives and how it becomes a dataset; what a benchmark *is*, how a mirror folder is found
-and how a dataset is built into the cache once, without ever leaving half of one, is the same for all of them.
+Why a module of its own: each family's ``benchmark`` module (in its folder: :mod:`.crypticbio`, :mod:`.finegrained`,
+:mod:`.inquire`, :mod:`.coobserved`) says where one family's data lives and how it becomes a dataset; what a
+benchmark *is*, how a mirror folder is found and how a dataset is built into the cache once, without ever leaving
+half of one, is the same for all of them.
 
 A benchmark's data comes from one of two places:
 
