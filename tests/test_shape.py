@@ -684,7 +684,8 @@ def modules_naming_families(files: dict[str, Path]) -> dict[str, list[str]]:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for family, pattern in FAMILY_NAMES.items():
-            if module.startswith(f"{PACKAGE}.benchmarks.{family}."):
+            folder = f"{PACKAGE}.benchmarks.{family}"
+            if module == folder or module.startswith(folder + "."):
                 continue
             if next(family_names(tree, pattern), None) is not None:
                 named[family].append(module)
@@ -713,5 +714,6 @@ def test_a_family_named_in_code_is_found_and_its_prose_is_not(tmp_path: Path) ->
     assert modules_naming_families(files) == {"crypticbio": ["cladebench.report.probe"], "finegrained": [],
                                               "coobserved": ["cladebench.report.probe"],
                                               "inquire": ["cladebench.report.probe"]}
-    inside = {"cladebench.benchmarks.crypticbio.probe": files["cladebench.report.probe"]}
+    inside = {"cladebench.benchmarks.crypticbio.probe": files["cladebench.report.probe"],
+              "cladebench.benchmarks.crypticbio": files["cladebench.report.probe"]}
     assert modules_naming_families(inside)["crypticbio"] == []
