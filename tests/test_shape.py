@@ -10,6 +10,8 @@
 - No module imports the ``__init__`` of a package it is in when that ``__init__`` presents the package's API
   (imports its modules): it imports the sibling module that defines the name.
 - Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
+- A benchmark family is one folder (``benchmarks/<family>``): outside it, its code names it in at most
+  :data:`MOST_FAMILY_FILES` modules (where it is registered, and the few that write or read its files elsewhere).
 - One home per policy: outside its home, no module reads the environment, takes a file lock, draws a progress
   bar, writes a line to stderr by hand (the CLI aside), escapes Markdown or HTML, or decides whether an output may
   be written, or lists name qualifiers (``sp.``, ``cf.``); and no module imports ``fcntl`` or ``msvcrt`` at
