@@ -1,6 +1,6 @@
 """The iNat Co-Observed builder on synthetic iNat open-data exports of growing size: time, throughput, peak memory.
 
-What it measures: :func:`cladebench.curate.builders.coobserved.build.build_coobserved` (DuckDB, out of core, with a
+What it measures: :func:`cladebench.benchmarks.coobserved.builder.build.build_coobserved` (DuckDB, out of core, with a
 ``memory_limit``) over exports written by :func:`cladebench.synthetic.inat_export.write_export` with ``--sizes``
 photo rows (default 1M and 10M), each generated once into the work directory. Every step runs in a
 child process of its own, so each peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of that child;
@@ -64,7 +64,7 @@ def child_generate(export_dir: str, n_photos: int, seed: int, chunk_rows: int) -
 def child_scan(export_dir: str, memory_limit: str, threads: int | None) -> dict:
     import duckdb
 
-    from cladebench.curate.builders.coobserved.reading import export_files
+    from cladebench.benchmarks.coobserved.builder.reading import export_files
 
     files = export_files(Path(export_dir))
     con = duckdb.connect()
@@ -95,9 +95,9 @@ def _digest(path: Path) -> str:
 def child_build(export_dir: str, out: str, memory_limit: str, threads: int | None, seed: int) -> dict:
     import functools
 
-    from cladebench.curate.builders.coobserved import stages
-    from cladebench.curate.builders.coobserved.build import build_coobserved
-    from cladebench.curate.builders.coobserved.config import DATA_FILE, CoObservedBuildConfig
+    from cladebench.benchmarks.coobserved.builder import stages
+    from cladebench.benchmarks.coobserved.builder.build import build_coobserved
+    from cladebench.benchmarks.coobserved.builder.config import DATA_FILE, CoObservedBuildConfig
 
     seconds: dict[str, float] = {}
     for name in STAGES:  # each stage's wall time, the profile of the build

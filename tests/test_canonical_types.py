@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 
 from cladebench import store
-from cladebench.curate.builders.coobserved.published import ORGANISM_TYPE as PUBLISHED_ORGANISM_TYPE
-from cladebench.curate.sources.coobserved.columns import ORGANISM_TYPE as READ_ORGANISM_TYPE
-from cladebench.curate.sources.coobserved.columns import READ_SCHEMA as COOBSERVED_READ_SCHEMA
-from cladebench.curate.sources.crypticbio import READ_SCHEMA as CRYPTICBIO_READ_SCHEMA
-from cladebench.curate.sources.inquire.columns import ANNOTATIONS_SCHEMA, RERANK_SCHEMA
+from cladebench.benchmarks.coobserved.builder.published import ORGANISM_TYPE as PUBLISHED_ORGANISM_TYPE
+from cladebench.benchmarks.coobserved.source.columns import ORGANISM_TYPE as READ_ORGANISM_TYPE
+from cladebench.benchmarks.coobserved.source.columns import READ_SCHEMA as COOBSERVED_READ_SCHEMA
+from cladebench.benchmarks.crypticbio.source import READ_SCHEMA as CRYPTICBIO_READ_SCHEMA
+from cladebench.benchmarks.inquire.source.columns import ANNOTATIONS_SCHEMA, RERANK_SCHEMA
 from cladebench.synthetic import ORGANISM_TYPE as SYNTHETIC_ORGANISM_TYPE
 from cladebench.taxonomy import RANK_COLUMNS
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from cladebench import store
-from cladebench.curate.sources.crypticbio import CSV_COLUMNS
+from cladebench.benchmarks.crypticbio.source import CSV_COLUMNS
 from cladebench.evaluate.record import RunRecord
 
 

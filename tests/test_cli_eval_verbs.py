@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cladebench.benchmarks import BENCHMARKS
 from cladebench.cli import FAMILIES, VERBS, main
 from cladebench.errors import UnknownNameError, UsageError
-from cladebench.evaluate.benchmarks import BENCHMARKS
 from cladebench.evaluate.configs import EVAL_CONFIGS, GeoEvalConfig, RerankEvalConfig, ZeroShotEvalConfig, eval_config
 from cladebench.registry import Registry
 from helpers.before_model import run_before_model

@@ -5,11 +5,13 @@
   top of ``tests/`` is about the foundation, the CLI or several packages, so it does not import just one package.
 - No test module imports another test module: shared pieces live in ``tests/helpers`` or ``tests/conftest.py``.
 - The import graph of ``src/cladebench`` (imports inside functions included) has no cycle, and no module imports a
-  later stage than its own (:data:`LAYERS`: foundation, metrics, models, store, embed, curate, tasks, evaluate,
-  report and export, synthetic, demo, serve, cli).
+  later stage than its own (:data:`LAYERS`: foundation, metrics, models, store, embed, curate, tasks, benchmarks,
+  evaluate, report and export, synthetic, demo, serve, cli).
 - No module imports the ``__init__`` of a package it is in when that ``__init__`` presents the package's API
   (imports its modules): it imports the sibling module that defines the name.
 - Modules are at most :data:`MAX_LINES` lines, unless the module docstring says why it is one module.
+- A benchmark family is one folder (``benchmarks/<family>``): outside it, its code names it in at most
+  :data:`MOST_FAMILY_FILES` modules (where it is registered, and the few that write or read its files elsewhere).
 - One home per policy: outside its home, no module reads the environment, takes a file lock, draws a progress
   bar, writes a line to stderr by hand (the CLI aside), escapes Markdown or HTML, or decides whether an output may
   be written, or lists name qualifiers (``sp.``, ``cf.``); and no module imports ``fcntl`` or ``msvcrt`` at
@@ -23,6 +25,7 @@ their package; the import reader is :mod:`helpers.source_imports`.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,8 +42,8 @@ from helpers.source_imports import (
 )
 
 LAYERS: dict[str, int] = {
-    "taxonomy": 1, "metrics": 2, "models": 3, "store": 4, "embed": 5, "curate": 6, "tasks": 7, "evaluate": 8,
-    "report": 9, "export": 9, "synthetic": 10, "demo": 11, "serve": 12, "cli": 13, "__main__": 13,
+    "taxonomy": 1, "metrics": 2, "models": 3, "store": 4, "embed": 5, "curate": 6, "tasks": 7, "benchmarks": 8,
+    "evaluate": 9, "report": 10, "export": 10, "synthetic": 11, "demo": 12, "serve": 13, "cli": 14, "__main__": 14,
 }
 """Stage of each top-level package (or module) of cladebench, lowest first; any other top-level module is the
 foundation (stage 1). A module may import from its own stage or a lower one."""
@@ -117,7 +120,7 @@ def test_an_import_of_the_own_package_init_is_found(tmp_path: Path) -> None:
 def test_module_names() -> None:
     assert module_name(SRC / "__init__.py") == "cladebench"
     assert module_name(SRC / "report" / "sections" / "base.py") == "cladebench.report.sections.base"
-    assert layer("cladebench.errors") == FOUNDATION and layer("cladebench.report.render") == 9
+    assert layer("cladebench.errors") == FOUNDATION and layer("cladebench.report.render") == 10
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 
@@ -527,7 +530,7 @@ def test_a_second_output_check_is_found(tmp_path: Path) -> None:
 # --- a task is one object ----------------------------------------------------------------------------------------
 
 TASKS_MODULE = SRC / "tasks" / "__init__.py"
-TASK_NAME_HOMES = ("cladebench.tasks", "cladebench.evaluate.benchmarks", "cladebench.demo")
+TASK_NAME_HOMES = ("cladebench.tasks", "cladebench.benchmarks", "cladebench.demo")
 """Where a task may be named: its own package and the registry, the benchmark protocols (a benchmark names the task
 it runs), the demo (a script of runs)."""
 TASK_NAMES_NOT_YET: dict[str, str] = {}
@@ -621,3 +624,98 @@ def test_a_second_list_of_qualifiers_is_found(tmp_path: Path) -> None:
                                "NOTE = 'trailing sp./spp. dropped'\n")
     assert policy_offenders(qualifier_lists, QUALIFIER_HOME, files) == [
         "cladebench.store.probe:2: lists qualifiers ['sp', 'spp']"]
+
+
+# --- a benchmark family is one folder ----------------------------------------------------------------------------
+
+FAMILIES = SRC / "benchmarks"
+FAMILY_NAMES: dict[str, str] = {
+    "crypticbio": r"crypticbio",
+    "finegrained": r"finegrained|fine[-_]grained[-_]challenges",
+    "coobserved": r"co[-_]?observed",
+    "inquire": r"inquire",
+}
+"""Each family's folder under ``benchmarks/`` -> what names it (case aside): its benchmarks, builder, source and
+aliases (``crypticbio-common``, ``fine-grained-challenges``, ``finegrained``, ``inat-coobserved``, ``inquire-rerank``)
+and its modules and functions (``FineGrainedBuildConfig``, ``read_inquire_queries``)."""
+MOST_FAMILY_FILES = 8
+"""Modules outside a family's folder that may name it (issue 39: where it is registered, and the few that write
+or read its files for another stage)."""
+FAMILY_NAMES_NOT_YET = {
+    "cladebench.curate.builders.cameratrap.": "the camera-trap cohort (no family: it stays in curate/) appends to "
+                                              "Fine-Grained Challenges with the builder's config and image writing, "
+                                              "which stay in curate/builders/finegrained beside it",
+}
+"""Modules (a name ending in ``.``: a package) that name a family outside its folder and are not counted, and why."""
+
+
+def family_names(tree: ast.AST, pattern: str) -> Iterator[tuple[int, str]]:
+    """Where code names a family: an identifier, an imported module or name, or a string literal without a space
+    (a registered name, a module path, a file name) that matches ``pattern``. Prose (docstrings, comments, messages,
+    metric definitions) is documentation and is not counted."""
+    found = re.compile(pattern, re.IGNORECASE)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words = [] if any(c.isspace() for c in node.value) else [node.value]
+        elif isinstance(node, ast.Name):
+            words = [node.id]
+        elif isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            words = [node.name]
+        elif isinstance(node, ast.alias):
+            words = [node.name, node.asname or ""]
+        elif isinstance(node, ast.ImportFrom):
+            words = [node.module or ""]
+        elif isinstance(node, ast.arg):
+            words = [node.arg]
+        elif isinstance(node, ast.keyword):
+            words = [node.arg or ""]
+        else:
+            continue
+        for word in words:
+            if found.search(word):
+                yield getattr(node, "lineno", 0), word
+
+
+def modules_naming_families(files: dict[str, Path]) -> dict[str, list[str]]:
+    """Family -> the modules outside its folder (and outside :data:`FAMILY_NAMES_NOT_YET`) that name it."""
+    named: dict[str, list[str]] = {family: [] for family in FAMILY_NAMES}
+    for module, path in sorted(files.items()):
+        if any(module.startswith(skip) if skip.endswith(".") else module == skip for skip in FAMILY_NAMES_NOT_YET):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for family, pattern in FAMILY_NAMES.items():
+            folder = f"{PACKAGE}.benchmarks.{family}"
+            if module == folder or module.startswith(folder + "."):
+                continue
+            if next(family_names(tree, pattern), None) is not None:
+                named[family].append(module)
+    return named
+
+
+def test_every_family_folder_says_what_names_it() -> None:
+    folders = {p.name for p in FAMILIES.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(FAMILY_NAMES), "add each family's folder and its names to FAMILY_NAMES"
+
+
+def test_a_benchmark_family_is_named_only_in_a_few_modules_outside_its_folder() -> None:
+    named = modules_naming_families(source_files())
+    assert named["inquire"]  # the source was read
+    crowded = {family: modules for family, modules in named.items() if len(modules) > MOST_FAMILY_FILES}
+    assert not crowded, ("a benchmark family's code lives in its folder (src/cladebench/benchmarks/<family>); "
+                         f"named outside it in more than {MOST_FAMILY_FILES} modules:\n"
+                         + "\n".join(f"{family}: {', '.join(modules)}" for family, modules in crowded.items()))
+
+
+def test_a_family_named_in_code_is_found_and_its_prose_is_not(tmp_path: Path) -> None:
+    files = _planted(tmp_path, '"""CrypticBio\'s cryptic_group, as INQUIRE defines AP."""\n'
+                               "from cladebench.benchmarks.crypticbio.source import CSV_COLUMNS\n"
+                               "K = {'inquire-rerank': 100}\nWHY = 'as the INQUIRE paper reports it'\n"
+                               "def read_inat_coobserved(path):\n    pass\n", module="cladebench.report.probe")
+    assert modules_naming_families(files) == {"crypticbio": ["cladebench.report.probe"], "finegrained": [],
+                                              "coobserved": ["cladebench.report.probe"],
+                                              "inquire": ["cladebench.report.probe"]}
+    inside = {"cladebench.benchmarks.crypticbio.probe": files["cladebench.report.probe"],
+              "cladebench.benchmarks.crypticbio": files["cladebench.report.probe"]}
+    assert modules_naming_families(inside)["crypticbio"] == []

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
+from cladebench.benchmarks import BENCHMARKS
 from cladebench.cli import main
-from cladebench.evaluate.benchmarks import BENCHMARKS
 
 
 def test_misspelt_and_misplaced_mirror_entries_are_named(tmp_path, capsys, monkeypatch):

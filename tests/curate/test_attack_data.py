@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from cladebench import store
+from cladebench.benchmarks.crypticbio.source import CSV_COLUMNS, failures_path_for
 from cladebench.cli import main
-from cladebench.curate.sources.crypticbio import CSV_COLUMNS, failures_path_for
 from cladebench.embed import EmbedConfig
 from cladebench.errors import UsageError
 from helpers.crypticbio_rows import GOOD_ROW, write_csv

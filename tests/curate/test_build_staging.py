@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import cladebench.benchmarks  # noqa: F401  (each benchmark family registers its builder)
 import cladebench.curate.builders as builders_package
 from cladebench.curate import skeleton
 from cladebench.curate.builders import BUILDERS, get_builder

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cladebench.benchmarks.coobserved.source import build_inat_coobserved
+from cladebench.benchmarks.crypticbio.source import build_crypticbio_dataset
 from cladebench.curate.fetch import DownloadConfig, DownloadStore, download
-from cladebench.curate.sources.coobserved import build_inat_coobserved
-from cladebench.curate.sources.crypticbio import build_crypticbio_dataset
 from cladebench.errors import CladebenchError
 from helpers.coobserved_rows import jpeg, published_rows, write_published
 from helpers.crypticbio_rows import GOOD_ROW, write_csv

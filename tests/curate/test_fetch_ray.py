@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from cladebench import store
+from cladebench.benchmarks.coobserved.builder.config import CoObservedBuildConfig
+from cladebench.benchmarks.crypticbio.builder.sections import parse_config
 from cladebench.config import add_config_arguments, config_from_args
-from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
-from cladebench.curate.builders.crypticbio.sections import parse_config
 from cladebench.curate.builders.finegrained.config import FineGrainedBuildConfig
 from cladebench.curate.fetch import (
     DownloadConfig,

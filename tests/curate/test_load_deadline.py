@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from cladebench.curate.sources.crypticbio import failures_path_for
+from cladebench.benchmarks.crypticbio.source import failures_path_for
 from helpers.crypticbio_rows import GOOD_ROW, write_csv
 from helpers.http_local import serving
 from helpers.photo_host import PhotoHandler, PhotoHost, photo

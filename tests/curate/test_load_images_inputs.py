@@ -197,7 +197,7 @@ PUBLISHED = {
 
 def test_every_license_spelling_gbif_and_inaturalist_publish_has_one_name_and_link(tmp_path: Path) -> None:
     """GBIF's CC_BY_4_0 and CC_BY_NC_4_0 were kept as raw text without a link, CC0_1_0 linked to version 1."""
-    from cladebench.curate.sources.inquire.values import PUBLISHED_LICENSES
+    from cladebench.curate.sources.values import PUBLISHED_LICENSES
 
     assert {s.lower() for s in PUBLISHED if s} >= set(PUBLISHED_LICENSES)  # the table, all of it, is tested here
     _photo(tmp_path / "toad.jpg")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cladebench.benchmarks import BENCHMARKS
 from cladebench.cli import main
 from cladebench.environment import hub_offline
-from cladebench.evaluate.benchmarks import BENCHMARKS
 
 SPELLINGS = ("true", "yes", "TRUE", "On", " 1 ")
 ENDPOINT = "bioclip-2"

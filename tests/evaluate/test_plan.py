@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from cladebench.evaluate.benchmarks import BENCHMARKS, apply_protocol
+from cladebench.benchmarks import BENCHMARKS, apply_protocol
 from cladebench.evaluate.configs import ZeroShotEvalConfig, eval_config
 from cladebench.evaluate.plan import given_settings
 

@@ -91,7 +91,8 @@ def test_one_read_gives_the_whole_fingerprint_and_the_selected_uuids(toy):
 
 
 def test_eval_config_decides_the_benchmark_once_for_the_plan(toy, tmp_path, monkeypatch):
-    from cladebench.evaluate import benchmarks, plan
+    from cladebench import benchmarks
+    from cladebench.evaluate import plan
 
     decided = _counting(monkeypatch, benchmarks, "named_benchmark")
     monkeypatch.setattr(plan, "named_benchmark", benchmarks.named_benchmark)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cladebench.evaluate.benchmarks.base import build_once
+from cladebench.benchmarks.base import build_once
 
 
 def build_held(path: str, started: Any, release: Any) -> None:

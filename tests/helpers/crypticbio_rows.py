@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from cladebench.curate.sources.crypticbio import CSV_COLUMNS
+from cladebench.benchmarks.crypticbio.source import CSV_COLUMNS
 
 GOOD_ROW = {
     "scientificName": "Podarcis muralis", "year": "2021.0", "month": "2.0", "day": "14.0",

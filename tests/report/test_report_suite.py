@@ -16,8 +16,8 @@ pytest.importorskip("open_clip")
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
 
+from cladebench.benchmarks import BENCHMARKS, PublishedFigure
 from cladebench.embed import EmbedConfig, embed_dataset
-from cladebench.evaluate.benchmarks import BENCHMARKS, PublishedFigure
 from cladebench.evaluate.record import RunRecord
 from cladebench.evaluate.suite import SuiteConfig, read_results, run_suite
 from cladebench.models.tiny import write_tiny_model

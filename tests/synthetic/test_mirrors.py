@@ -8,9 +8,9 @@ import json
 import pytest
 
 from cladebench import store
-from cladebench.curate.sources.coobserved import read_inat_coobserved
-from cladebench.curate.sources.crypticbio import read_crypticbio
-from cladebench.curate.sources.inquire import read_inquire_rerank
+from cladebench.benchmarks.coobserved.source import read_inat_coobserved
+from cladebench.benchmarks.crypticbio.source import read_crypticbio
+from cladebench.benchmarks.inquire.source import read_inquire_rerank
 from cladebench.store.embeddings import check_published_embeddings, read_published_sidecar
 from cladebench.synthetic.mirrors import write_mirrors
 

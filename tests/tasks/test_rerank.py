@@ -113,7 +113,7 @@ def test_named_benchmark_uses_its_task_split_and_breakdowns(embedded, tmp_path, 
     """`cladebench eval inquire-rerank`: the dataset built in the cache folder, embedded on first use."""
     _, model = embedded
     monkeypatch.setenv("CLADEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    from cladebench.evaluate.benchmarks import get_benchmark
+    from cladebench.benchmarks import get_benchmark
 
     built = get_benchmark("inquire-rerank").dataset_path()
     table = rerank_table()

@@ -27,7 +27,7 @@ class BenchmarksConfig:
 
 def benchmark_rows() -> list[dict[str, object]]:
     """One row per benchmark, as the verb prints them."""
-    from cladebench.evaluate.benchmarks import BENCHMARKS, MIRROR_ENV
+    from cladebench.benchmarks import BENCHMARKS, MIRROR_ENV
 
     root = variable(MIRROR_ENV)
     mirror_root = Path(root).expanduser() if root else None
@@ -42,7 +42,7 @@ def mirror_notes() -> list[str]:
     source."""
     import difflib
 
-    from cladebench.evaluate.benchmarks import BENCHMARKS, MIRROR_ENV
+    from cladebench.benchmarks import BENCHMARKS, MIRROR_ENV
 
     root = variable(MIRROR_ENV)
     if not root:

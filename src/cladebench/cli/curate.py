@@ -1,7 +1,8 @@
 """The verbs that make datasets: ``build <builder>`` and ``load <source>``, one config per builder or source.
 
-The configs live beside what they configure (each builder's module, ``curate/sources/load_config.py``); this
-module only turns the registries into verbs.
+The configs live beside what they configure (each builder's module, ``curate/sources/load_config.py``); each
+benchmark family registers its builder and source from its folder (:mod:`cladebench.benchmarks`); this module only
+turns the registries into verbs.
 """
 
 from __future__ import annotations
@@ -11,12 +12,19 @@ from typing import Any
 
 from cladebench.cli.verbs import FAMILIES, Family, Verb
 
+
+def _with_families() -> None:
+    """Register every benchmark family's builder and source (each family registers its own, from its folder)."""
+    import cladebench.benchmarks  # noqa: F401
+
+
 # --- build ---------------------------------------------------------------------------------------
 
 
 def _builders() -> dict[str, Verb]:
     from cladebench.curate.builders import BUILDERS
 
+    _with_families()
     def run(builder: Any) -> Callable[[object], int]:
         def build(config: object) -> int:
             summary = builder.build(config)
@@ -33,6 +41,7 @@ def _builders() -> dict[str, Verb]:
 def _builder_aliases() -> dict[str, str]:
     from cladebench.curate.builders import BUILDERS
 
+    _with_families()
     return dict(BUILDERS.aliases)
 
 
@@ -47,6 +56,7 @@ def _run_load(name: str) -> Callable[[object], int]:
     def load(command: Any) -> int:
         from cladebench.curate.sources import get_source
 
+        _with_families()
         build = get_source(name).build(command.path, command.out, **command.builder_options())
         if hasattr(build, "written"):
             downloads = getattr(build, "download", None)
@@ -66,6 +76,7 @@ def _run_load(name: str) -> Callable[[object], int]:
 def _sources() -> dict[str, Verb]:
     from cladebench.curate.sources import SOURCES
 
+    _with_families()
     return {name: Verb(name=name, help=source.doc, config=source.config(), run=_run_load(name))
             for name, source in SOURCES.items()}
 

@@ -54,7 +54,7 @@ def _eval(config: EvalConfig) -> int:
 def benchmark_config(name: str) -> type[EvalConfig]:
     """The eval config of the benchmark ``name``'s task with the dataset fixed to the benchmark (no DATASET
     argument); one class per benchmark, made when its command is the one run."""
-    from cladebench.evaluate.benchmarks import BENCHMARKS
+    from cladebench.benchmarks import BENCHMARKS
     from cladebench.evaluate.configs import EVAL_CONFIGS
 
     benchmark = BENCHMARKS[name]
@@ -69,7 +69,7 @@ def benchmark_config(name: str) -> type[EvalConfig]:
 
 
 def _eval_members() -> dict[str, Verb]:
-    from cladebench.evaluate.benchmarks import BENCHMARKS
+    from cladebench.benchmarks import BENCHMARKS
     from cladebench.evaluate.configs import EVAL_CONFIGS
 
     members = {name: Verb(name=name, help=(config.__doc__ or name).split(";")[0].strip(), config=config, run=_eval)

@@ -12,7 +12,7 @@ same ``photo_id``. Photos are served at ``https://inaturalist-open-data.s3.amazo
 ``observers.name`` is optional, and old exports write the literal ``None`` for a missing one; the
 attribution then names the login (:func:`attribution_name`).
 
-Only the format lives here: what the builders (:mod:`cladebench.curate.builders.coobserved`) read and
+Only the format lives here: what the builders (:mod:`cladebench.benchmarks.coobserved.builder`) read and
 check against. A generator of exports in this format, with planted photos of known outcome, is
 :mod:`cladebench.synthetic.inat_export` (a higher layer, for tests, benchmarks and the demo).
 

@@ -105,8 +105,8 @@ def _coobserved_export(ctx: DemoContext) -> dict[str, object]:
     """Build iNat Co-Observed from a synthetic iNaturalist open-data export, as from the real one: the filters,
     the per-rank sampling and the card, out of core with DuckDB. (Its photos are URLs; the lineage step below
     runs on the rendered two-organism photos, which have pixels offline.)"""
-    from cladebench.curate.builders.coobserved.build import build_coobserved
-    from cladebench.curate.builders.coobserved.config import CoObservedBuildConfig
+    from cladebench.benchmarks.coobserved.builder.build import build_coobserved
+    from cladebench.benchmarks.coobserved.builder.config import CoObservedBuildConfig
     from cladebench.synthetic.inat_export import ExportConfig, write_export
 
     export = write_export(ctx.out_dir / "inat-export", ExportConfig(n_photos=20_000, seed=ctx.config.seed))

@@ -158,7 +158,7 @@ def eval_config(*, task: str | None = None, **fields: Any) -> EvalConfig:
     names one and no folder of that name exists), else zeroshot's. An unknown task is a usage error."""
     fields.setdefault("given", tuple(fields))  # the keywords passed are the settings given
     if task is None:
-        from cladebench.evaluate.benchmarks import named_benchmark
+        from cladebench.benchmarks import named_benchmark
 
         benchmark = named_benchmark(str(fields.get("dataset", "")), data=fields.get("data"))
         task = benchmark.task if benchmark is not None else DEFAULT_TASK

@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cladebench.curate.sources.inquire import read_inquire_annotations, read_inquire_queries
+from cladebench.benchmarks.inquire.source import read_inquire_annotations, read_inquire_queries
 from cladebench.evaluate.record import (
     RunRecord,
     check_out_outside_dataset,

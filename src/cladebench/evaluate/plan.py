@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cladebench import store
-from cladebench.config import GIVEN, config_to_dict, field_default
-from cladebench.evaluate.benchmarks import (
+from cladebench.benchmarks import (
     Benchmark,
     Located,
     apply_protocol,
@@ -32,6 +31,7 @@ from cladebench.evaluate.benchmarks import (
     locate,
     named_benchmark,
 )
+from cladebench.config import GIVEN, config_to_dict, field_default
 from cladebench.evaluate.checks import check_before_model, check_model_can, check_model_given
 from cladebench.evaluate.record import check_out_outside_dataset
 from cladebench.evaluate.reviewed import reviewed_labels
@@ -199,7 +199,7 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
 
 def _benchmark(config: Any) -> Benchmark | None:
     """The benchmark the config's dataset names: as :func:`~cladebench.evaluate.configs.eval_config` decided it
-    when it did, else decided here (:func:`~cladebench.evaluate.benchmarks.named_benchmark`)."""
+    when it did, else decided here (:func:`~cladebench.benchmarks.named_benchmark`)."""
     decided = getattr(config, "is_benchmark", None)
     if decided is None:
         return named_benchmark(config.dataset, data=getattr(config, "data", None))

@@ -84,7 +84,7 @@ def suite_title(rows: list[dict], skipped: list[dict]) -> str:
 
 def benchmark_order(rows: list[dict]) -> list[str]:
     """The benchmarks of the rows in the order `cladebench benchmarks` lists them (unknown names last)."""
-    from cladebench.evaluate.benchmarks import BENCHMARKS
+    from cladebench.benchmarks import BENCHMARKS
 
     known = list(BENCHMARKS)
     names = dict.fromkeys(r["benchmark"] for r in rows)

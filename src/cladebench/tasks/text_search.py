@@ -116,7 +116,7 @@ def fullrank(dataset: lance.LanceDataset, encoder: Encoder, queries: pa.Table, a
     """INQUIRE fullrank: per query, the exact top ``k`` images and INQUIRE's metrics against all annotated positives.
 
     ``queries`` has ``query_id`` and ``query_text``; ``annotations`` has ``query_id`` and the image key
-    (``inat24_file_name`` as :func:`cladebench.curate.sources.inquire.read_inquire_annotations` gives it). Returns
+    (``inat24_file_name`` as :func:`cladebench.benchmarks.inquire.source.read_inquire_annotations` gives it). Returns
     one row per retrieved image (query_id, rank, uuid, key, score, relevant) and the per-query table.
     The ranking is exact (:data:`EXACT_RANKING`). One row beyond the cutoff is looked at, so that a tie
     straddling the cutoff is seen and counted (``ties_at_cut``); it is not part of the output.

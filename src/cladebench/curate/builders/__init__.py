@@ -6,20 +6,18 @@ from raw material, choosing its rows. Each builder is a frozen config, its stage
 :func:`~cladebench.curate.skeleton.run_build`, and registers here by name, so the CLI can offer ``build <name>`` with
 the config's fields as options without importing every builder (and DuckDB) up front.
 
-A builder is named like the benchmark it builds (``build inat-coobserved``, as ``eval inat-coobserved``); the
-former names stay as aliases.
+A benchmark family registers its builder from its own folder (:mod:`cladebench.benchmarks`), named like the
+benchmark it builds (``build inat-coobserved``, as ``eval inat-coobserved``), the former names as aliases; the
+camera-trap cohort's builder registers here.
 
 Example:
-    >>> get_builder("inat-coobserved").config_name
-    'CoObservedBuildConfig'
-    >>> get_builder("coobserved").name
-    'inat-coobserved'
+    >>> get_builder("cameratrap").config_name
+    'CameraTrapBuildConfig'
     >>> try:
-    ...     get_builder("co-observed")
+    ...     get_builder("camera-trap")
     ... except Exception as error:
-    ...     print(error)  # doctest: +NORMALIZE_WHITESPACE
-    unknown builder 'co-observed'; known: cameratrap, crypticbio, fine-grained-challenges, inat-coobserved.
-    Did you mean 'inat-coobserved'?
+    ...     print(str(error).split(";")[0])
+    unknown builder 'camera-trap'
 """
 
 from __future__ import annotations
@@ -81,10 +79,6 @@ def register(builder: Builder) -> Builder:
     return BUILDERS.add(builder.name, builder)
 
 
-BUILDERS.alias("coobserved", "inat-coobserved")
-BUILDERS.alias("finegrained", "fine-grained-challenges")
-
-
 def get_builder(name: str) -> Builder:
     """Look a builder up by name; an unknown name lists the known ones and the closest."""
     return BUILDERS.get_named(name)
@@ -94,25 +88,6 @@ register(Builder(
     "cameratrap", "cladebench.curate.builders.cameratrap.build", "CameraTrapBuildConfig", "build_cameratrap",
     "the camera-trap cohort of Fine-Grained Challenges from LILA collections (COCO Camera Traps + MegaDetector)",
     config_module="cladebench.curate.builders.cameratrap.config", stages_name="CameraTrapBuild",
-))
-
-register(Builder(
-    "inat-coobserved", "cladebench.curate.builders.coobserved.build", "CoObservedBuildConfig", "build_coobserved",
-    "iNat Co-Observed from an iNaturalist open-data export: photos on two observations of different species",
-    config_module="cladebench.curate.builders.coobserved.config", stages_name="CoObservedBuild",
-))
-
-register(Builder(
-    "crypticbio", "cladebench.curate.builders.crypticbio.build", "CrypticBioBuildConfig", "build_crypticbio",
-    "CrypticBio-style benchmarks (Common, CommonUnseen, Endangered, Invasive) from metadata and a YAML config",
-    config_module="cladebench.curate.builders.crypticbio.sections", stages_name="crypticbio_stages",
-))
-
-register(Builder(
-    "fine-grained-challenges", "cladebench.curate.builders.finegrained.build", "FineGrainedBuildConfig",
-    "build_finegrained",
-    "Fine-Grained Challenges from a TreeOfLife-200M catalog: groups of look-alike taxa, clean licenses, 720 px WebP",
-    config_module="cladebench.curate.builders.finegrained.config", stages_name="FineGrainedBuild",
 ))
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "register"]

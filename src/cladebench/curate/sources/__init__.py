@@ -6,14 +6,17 @@ canonical schema (without images, so it is fast and testable offline), and a bui
 the images and writes a Lance dataset. The registry below names them, so the CLI and scripts look a
 source up by name without importing every source (and its dependencies) up front.
 
+A benchmark family registers its source from its own folder (:mod:`cladebench.benchmarks`); a folder of your
+own images registers here.
+
 Example:
-    >>> get_source("crypticbio").reader
-    'read_crypticbio'
+    >>> get_source("images").reader
+    'build_images_dataset'
     >>> try:
-    ...     get_source("cryptic")
+    ...     get_source("imgs")
     ... except Exception as error:
-    ...     print(error)
-    unknown source 'cryptic'; known: crypticbio, images, inat-coobserved, inquire-rerank. Did you mean 'crypticbio'?
+    ...     print(str(error).split(";")[0])
+    unknown source 'imgs'
 """
 
 from __future__ import annotations
@@ -272,21 +275,6 @@ def get_source(name: str) -> Source:
     return SOURCES.get_named(name)
 
 
-register(Source(
-    "crypticbio", "cladebench.curate.sources.crypticbio", "read_crypticbio", "build_crypticbio_dataset",
-    "CrypticBio benchmark CSVs (Common, CommonUnseen, Endangered, Invasive): iNat/observation.org photos",
-    "CrypticBioLoadConfig",
-))
-register(Source(
-    "inquire-rerank", "cladebench.curate.sources.inquire", "read_inquire_rerank", "build_inquire_rerank",
-    "INQUIRE-Rerank Parquet shards (evendrow/INQUIRE-Rerank): 250 queries x 100 iNat24 candidates with relevance",
-    "InquireRerankLoadConfig",
-))
-register(Source(
-    "inat-coobserved", "cladebench.curate.sources.coobserved", "read_inat_coobserved", "build_inat_coobserved",
-    "iNat Co-Observed Parquet files (dcher95/inat-coobserved): iNat photos of two organisms of different species",
-    "CoObservedLoadConfig",
-))
 register(Source(
     "images", "cladebench.curate.sources.images.build", "build_images_dataset", "build_images_dataset",
     "your own images: a folder per taxon, a table of paths or URLs (CSV, TSV, Parquet, a Hugging Face dataset), "

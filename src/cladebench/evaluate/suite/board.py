@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, Headline
+from cladebench.benchmarks import BENCHMARKS, Benchmark, Headline
 from cladebench.evaluate.suite.plan import protocol_name
 
 

@@ -4,7 +4,7 @@ Why a module of its own: the runs a suite makes, and when two of them are the sa
 what is computed; that is settled here, before anything is read or loaded, so that a bad ``--setting`` or an unknown
 benchmark or model is refused at once (exit 2) rather than after an hour of runs.
 
-A run is one entry of a protocol's :attr:`~cladebench.evaluate.benchmarks.Protocol.runs` for one model: the
+A run is one entry of a protocol's :attr:`~cladebench.benchmarks.Protocol.runs` for one model: the
 benchmark, its task, the settings the eval config is built with (the protocol's, the run's, the suite's
 ``--setting`` overrides), the model, and the data. Its **key** is the SHA-256 of what decides its numbers, by
 content: the data's (a mirror's files digest, or the published source and release), the model's (its id, its
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cladebench.benchmarks import BENCHMARKS, Benchmark, mirror_folder
+from cladebench.benchmarks.base import mirror_digest
 from cladebench.config import OPTION, setting_fields
 from cladebench.errors import UsageError
-from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, mirror_folder
-from cladebench.evaluate.benchmarks.base import mirror_digest
 from cladebench.evaluate.configs import EVAL_CONFIGS, EvalConfig, eval_config
 from cladebench.models.registry import resolve_model
 from cladebench.models.spec import ModelSpec, column_key

@@ -3,7 +3,7 @@ benchmark), with its interval, the best and its Holm ties per column, and publis
 
 Why a section of its own: a suite's report opens with the one table a reader compares models by; the per-task
 leaderboard (:mod:`.leaderboard`) shows every headline metric of every run, which across eight benchmarks is too
-much to read at once. Each column is one benchmark's :class:`~cladebench.evaluate.benchmarks.Headline` (zero-shot
+much to read at once. Each column is one benchmark's :class:`~cladebench.benchmarks.Headline` (zero-shot
 species top-1 per Fine-Grained Challenges group, never pooled; CrypticBio under scientific names; INQUIRE-Rerank
 AP@100; Co-Observed exact lineage completion). Values are the run records' own (read from the suite's results
 table, which copies them); ties are decided exactly as the leaderboard decides them (:func:`.leaderboard._tie_marks`:
@@ -23,7 +23,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from cladebench.evaluate.benchmarks import BENCHMARKS, Benchmark, PublishedFigure
+from cladebench.benchmarks import BENCHMARKS, Benchmark, PublishedFigure
 from cladebench.evaluate.comparability import computed_on
 from cladebench.evaluate.suite.board import Column, board_columns, latest_rows
 from cladebench.report.formatting import format_interval, format_value

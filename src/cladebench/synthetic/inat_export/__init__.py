@@ -5,7 +5,7 @@ builders read; this package writes exports in it. :func:`write_export` writes on
 taxonomy (the seven ranks with iNaturalist's intermediate ranks between them, subspecies, inactive taxa,
 iNat's real ids for Life and the kingdoms) and streams the background photos and observations to disk
 ``chunk_rows`` observations at a time, so ten million photo rows take bounded memory. Into it it plants
-photos with a known answer for :mod:`cladebench.curate.builders.coobserved`:
+photos with a known answer for :mod:`cladebench.benchmarks.coobserved.builder`:
 
 - eligible co-observed photos: one photo on two research-grade observations of different species by
   the same observer, cycled over the divergence ranks kingdom .. genus, with licenses in mixed case,

@@ -139,7 +139,7 @@ class Planter:
     def _expected(self, photo_id: int, rank: str, first: Species, second: Species,
                   observations: tuple[_Observation, _Observation], observer: Observer, license_: str,
                   extension: str, n_photos: int) -> PlantedPhoto:
-        from cladebench.curate.sources.inquire import parse_license
+        from cladebench.curate.sources.values import parse_license
 
         name = attribution_name(observer.login, observer.name)
         parsed = parse_license(license_)

@@ -3,9 +3,10 @@
 Why it exists: every named benchmark (``cladebench benchmarks``) resolves from a local mirror folder when given
 one (``--data DIR``, or ``$CLADEBENCH_MIRROR/<name>``), which is how tests, demos and offline machines run them
 without the network. :func:`write_mirrors` writes one folder per benchmark under a root, so that root can be
-``$CLADEBENCH_MIRROR``; the modules write one family each: :mod:`.finegrained` (the FGC Lance layout with
-``challenges.embedding_models.json``), :mod:`.crypticbio` (the benchmark CSVs and the cryptic-group lookup), and
-:mod:`.hub` (the INQUIRE-Rerank and Co-Observed Parquet files).
+``$CLADEBENCH_MIRROR``; the modules draw the content of one family each from the world, and the family's
+``mirror`` module (:mod:`cladebench.benchmarks`) writes it in its layout: :mod:`.finegrained` (the FGC Lance layout
+with ``challenges.embedding_models.json``), :mod:`.crypticbio` (the benchmark CSVs and the cryptic-group lookup),
+and :mod:`.hub` (the INQUIRE-Rerank and Co-Observed Parquet files).
 
 This ``__init__`` presents the package's API on purpose; the modules never import it.
 """
@@ -23,6 +24,12 @@ from cladebench.synthetic.world import World, WorldConfig, make_world
 
 MIRROR_WORLD = WorldConfig(seed=3, names="generated", branching=(1, 1, 3, 1, 2, 1, 3), image_size=64)
 """The default world of the mirrors: three classes (three challenge groups), 18 species, small photos."""
+FINEGRAINED_MIRRORS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "fine-grained-challenges": (180, ("emb_bioclip", "emb_bioclip2", "emb_bioclip2p5")),
+    "test-fine-grained-challenges": (126, ("emb_bioclip2",)),
+}
+"""Each Fine-Grained Challenges mirror: its rows and its published embedding columns (the test copy is smaller and
+publishes one)."""
 
 
 @dataclass(frozen=True)
@@ -44,12 +51,9 @@ def write_mirrors(root: str | Path, *, world: World | None = None, photo_base_ur
     root = Path(root)
     world = world or make_world(MIRROR_WORLD)
     folders: dict[str, Path] = {}
-    for name in ("fine-grained-challenges", "test-fine-grained-challenges"):
+    for name, (rows, columns) in FINEGRAINED_MIRRORS.items():
         folders[name] = root / name
-        write_finegrained_mirror(root / name, world, seed=seed,
-                                 rows=180 if name == "fine-grained-challenges" else 126,
-                                 columns=(("emb_bioclip", "emb_bioclip2", "emb_bioclip2p5")
-                                          if name == "fine-grained-challenges" else ("emb_bioclip2",)))
+        write_finegrained_mirror(root / name, world, seed=seed, rows=rows, columns=columns)
     photos: dict[str, bytes] = {}
     if photo_base_url is not None:
         for offset, name in enumerate(CRYPTICBIO_FILES):

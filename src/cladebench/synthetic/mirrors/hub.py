@@ -1,49 +1,25 @@
-"""INQUIRE-Rerank and iNat Co-Observed mirrors from the synthetic world: Parquet files in the published layouts,
-photos inside.
-
-Why it exists: the ``inquire-rerank`` and ``inat-coobserved`` benchmarks build their datasets from a mirror folder
-with the same builders that read the published files, so tests need folders in those layouts:
-``data/{test,validation}-00000-of-00001.parquet`` with the columns the Hub's ``datasets`` writes for
-INQUIRE-Rerank (the image a ``struct<bytes, path>``, the species folder in ``inat24_file_name``), and
-``data/coobserved.parquet`` with Co-Observed's (two organisms per photo, the divergence rank).
+"""INQUIRE-Rerank and iNat Co-Observed mirrors from the synthetic world: their rows drawn here, photos inside,
+written in each family's layout (:mod:`cladebench.benchmarks.inquire.mirror`,
+:mod:`cladebench.benchmarks.coobserved.mirror`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from cladebench.curate.builders.coobserved.published import ORGANISM_TYPE, PUBLISHED_SCHEMA
+from cladebench.benchmarks.coobserved.mirror import write_coobserved_file
+from cladebench.benchmarks.inquire.mirror import inat24_file_name, write_inquire_rerank_shard
 from cladebench.synthetic.render import encode_image
 from cladebench.synthetic.world import World
 from cladebench.taxonomy import RANK_COLUMNS, RANKS, Rank
 
-HF_IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-"""An image as the Hub's ``datasets`` stores it."""
-INQUIRE_SCHEMA = pa.schema([
-    ("image", HF_IMAGE), ("query", pa.string()), ("query_id", pa.int64()), ("relevant", pa.int64()),
-    ("clip_score", pa.float64()), ("inat24_image_id", pa.int64()), ("inat24_file_name", pa.string()),
-    ("supercategory", pa.string()), ("category", pa.string()), ("iconic_group", pa.string()),
-    ("latitude", pa.float64()), ("longitude", pa.float64()), ("date", pa.string()), ("license", pa.string()),
-    ("rights_holder", pa.string()),
-])
-"""The evendrow/INQUIRE-Rerank columns a shard must have."""
 SUPERCATEGORIES = ("Appearance", "Behavior", "Context", "Species")
-
-
-def _folder_word(name: str | None) -> str:
-    """A name as one word of an iNat24 species folder (which separates ranks with underscores)."""
-    return (name or "unknown").replace("_", "-").replace(" ", "-")
 
 
 def write_inquire_rerank_mirror(folder: str | Path, world: World, *, queries: int = 4, candidates: int = 8,
                                 seed: int = 0) -> list[Path]:
     """Write a test and a validation shard: ``queries`` queries each (one species each, asked by its common name)
     over ``candidates`` photos, the query's species relevant. Returns the shard paths."""
-    folder = Path(folder) / "data"
-    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for split_index, split in enumerate(("test", "validation")):
         observations = world.observations(queries * candidates, seed=seed + split_index, balanced=True)
@@ -52,9 +28,8 @@ def write_inquire_rerank_mirror(folder: str | Path, world: World, *, queries: in
         for i, o in enumerate(observations):
             lineage = o.species.lineage
             query = species[i // candidates % len(species)]
-            ranks = [_folder_word(lineage.names[r]) for r in RANKS[:-1]]
-            epithet = _folder_word((lineage.names[Rank.SPECIES] or "").split(" ")[-1])
-            file_name = f"train/{o.species.index:05d}_{'_'.join(ranks)}_{epithet}/{o.uuid}.jpg"
+            file_name = inat24_file_name(o.species.index, [lineage.names[r] for r in RANKS[:-1]],
+                                         lineage.names[Rank.SPECIES], str(o.uuid))
             rows.append({
                 "image": {"bytes": encode_image(world.render(o.species, seed=o.image_seed), "jpeg"),
                           "path": f"{o.uuid}.jpg"},
@@ -66,18 +41,13 @@ def write_inquire_rerank_mirror(folder: str | Path, world: World, *, queries: in
                 "latitude": o.latitude, "longitude": o.longitude, "date": o.observed_on.isoformat(),
                 "license": o.license.code, "rights_holder": o.observer.attribution_name,
             })
-        path = folder / f"{split}-00000-of-00001.parquet"
-        pq.write_table(pa.Table.from_pylist(rows, schema=INQUIRE_SCHEMA), path)
-        paths.append(path)
+        paths.append(write_inquire_rerank_shard(folder, split, rows))
     return paths
 
 
 def write_coobserved_mirror(folder: str | Path, world: World, *, rows: int = 12, seed: int = 0) -> Path:
     """Write ``data/coobserved.parquet``: ``rows`` two-organism photos of draw ``seed`` in the published layout,
     with the photo bytes in ``image``. Returns its path."""
-    folder = Path(folder) / "data"
-    folder.mkdir(parents=True, exist_ok=True)
-    schema = pa.schema([*PUBLISHED_SCHEMA, pa.field("image", HF_IMAGE)])
     records = []
     for pair in world.co_observations(rows, seed=seed):
         body = encode_image(world.render_pair(pair.organisms[0], pair.organisms[1], seed=pair.image_seed), "jpeg")
@@ -107,7 +77,4 @@ def write_coobserved_mirror(folder: str | Path, world: World, *, rows: int = 12,
             "organisms": organisms, "in_tol200m": None, "source": "synthetic", "image": {"bytes": body,
                                                                                         "path": f"{pair.photo_id}.jpg"},
         })
-    path = folder / "coobserved.parquet"
-    pq.write_table(pa.Table.from_pylist(records, schema=schema), path)
-    assert schema.field("organisms").type.value_type == ORGANISM_TYPE
-    return path
+    return write_coobserved_file(folder, records)

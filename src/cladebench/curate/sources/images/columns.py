@@ -150,7 +150,7 @@ def license_columns(value: object) -> tuple[str | None, str | None]:
     """(``license_name``, ``license_link``): a Creative Commons license by its code and the link to its text, when
     recognised (names, codes and creativecommons.org URLs); otherwise the text as written, and itself as the link
     when it is a URL."""
-    from cladebench.curate.sources.inquire.values import parse_license
+    from cladebench.curate.sources.values import parse_license
 
     raw = text(value)
     if raw is None:
