@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from cladebench.curate.builders.cameratrap.fetching import local_copy
+from cladebench.benchmarks.finegrained.cameratrap.fetching import local_copy
 
 
 def main() -> int:

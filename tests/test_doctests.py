@@ -35,7 +35,7 @@ KNOWN_WITH_EXAMPLES = [
     "tasks.lineage.parse", "curate.inat_export", "curate.builders", "tasks.geo.prior",
     "benchmarks.coobserved.builder.config", "benchmarks.coobserved.builder.sampling", "synthetic.inat_export",
     "benchmarks.crypticbio.cryptic_groups", "benchmarks.crypticbio.builder.filters", "report",
-    "curate.builders.finegrained.config", "benchmarks.finegrained.builder.checks",
+    "benchmarks.finegrained.builder.config", "benchmarks.finegrained.builder.checks",
     "report.escaping", "report.formatting", "report.calibration", "registry", "curate.builders.duckdb_errors",
     "curate.staging", "curate.skeleton", "errors", "evaluate.jsonsafe", "provenance", "escaping",
 ]

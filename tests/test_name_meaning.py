@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cladebench.curate.builders.cameratrap.resolve import resolve_labels as cameratrap_resolve
-from cladebench.curate.builders.finegrained.config import ChallengeGroup
+from cladebench.benchmarks.finegrained.builder.config import ChallengeGroup
+from cladebench.benchmarks.finegrained.cameratrap.resolve import resolve_labels as cameratrap_resolve
 from cladebench.curate.sources.images.labels import taxon_columns
 from cladebench.curate.sources.images.records import ImageRecord
 from cladebench.tasks.lineage.parse import parse_lineage_answer

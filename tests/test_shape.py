@@ -641,11 +641,7 @@ and its modules and functions (``FineGrainedBuildConfig``, ``read_inquire_querie
 MOST_FAMILY_FILES = 8
 """Modules outside a family's folder that may name it (issue 39: where it is registered, and the few that write
 or read its files for another stage)."""
-FAMILY_NAMES_NOT_YET = {
-    "cladebench.curate.builders.cameratrap.": "the camera-trap cohort (no family: it stays in curate/) appends to "
-                                              "Fine-Grained Challenges with the builder's config and image writing, "
-                                              "which stay in curate/builders/finegrained beside it",
-}
+FAMILY_NAMES_NOT_YET: dict[str, str] = {}
 """Modules (a name ending in ``.``: a package) that name a family outside its folder and are not counted, and why."""
 
 

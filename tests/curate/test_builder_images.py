@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cladebench.curate.builders.cameratrap.fetching import ImageTask, encoded_images, gather_files
-from cladebench.curate.builders.finegrained.images import encoded_files, fetch_originals
+from cladebench.benchmarks.finegrained.builder.images import encoded_files, fetch_originals
+from cladebench.benchmarks.finegrained.cameratrap.fetching import ImageTask, encoded_images, gather_files
 from cladebench.curate.fetch import DownloadConfig
 from helpers.image_host import JPEG, PNG, image_host, ok
 

@@ -24,8 +24,8 @@ import pytest
 from cladebench import store
 from cladebench.benchmarks.coobserved.builder.config import CoObservedBuildConfig
 from cladebench.benchmarks.crypticbio.builder.sections import parse_config
+from cladebench.benchmarks.finegrained.builder.config import FineGrainedBuildConfig
 from cladebench.config import add_config_arguments, config_from_args
-from cladebench.curate.builders.finegrained.config import FineGrainedBuildConfig
 from cladebench.curate.fetch import (
     DownloadConfig,
     DownloadItem,

@@ -9,7 +9,7 @@ import random
 import tracemalloc
 from pathlib import Path
 
-from cladebench.curate.builders.cameratrap.fetching import local_copy
+from cladebench.benchmarks.finegrained.cameratrap.fetching import local_copy
 from cladebench.curate.fetch import DownloadConfig, DownloadStore, download
 from helpers.http_local import serving
 from helpers.photo_host import PhotoHandler, PhotoHost, photo

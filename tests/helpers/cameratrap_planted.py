@@ -190,7 +190,7 @@ def cohort_file(root: Path, cohort: dict, host: str) -> Path:
 
 def tiny_fgc(root: Path, model: str) -> Path:
     from cladebench.benchmarks.finegrained.builder.build import build_finegrained
-    from cladebench.curate.builders.finegrained.config import FineGrainedBuildConfig
+    from cladebench.benchmarks.finegrained.builder.config import FineGrainedBuildConfig
 
     rows, provenance = [], []
     for i in range(4):

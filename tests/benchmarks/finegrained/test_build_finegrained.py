@@ -30,13 +30,13 @@ from PIL import Image
 from cladebench import store
 from cladebench.benchmarks.finegrained.builder.build import build_finegrained
 from cladebench.benchmarks.finegrained.builder.checks import classify_license, reason_docs
-from cladebench.config import add_config_arguments, config_from_args
-from cladebench.curate.builders.finegrained.config import (
+from cladebench.benchmarks.finegrained.builder.config import (
     DATASET_DIR,
     ChallengeGroup,
     FineGrainedBuildConfig,
     parse_embed,
 )
+from cladebench.config import add_config_arguments, config_from_args
 from cladebench.errors import CladebenchError, UnknownNameError, UsageError
 from cladebench.store import info
 from cladebench.store.left_out import LEFT_OUT_FILE, left_out_counts, left_out_lines, read_left_out
@@ -602,8 +602,7 @@ def test_groups_seen_and_embed_specs():
 def test_docstring_examples_run():
     import doctest
 
-    from cladebench.benchmarks.finegrained.builder import checks
-    from cladebench.curate.builders.finegrained import config
+    from cladebench.benchmarks.finegrained.builder import checks, config
 
     for module in (config, checks):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

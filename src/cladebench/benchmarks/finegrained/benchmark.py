@@ -150,6 +150,12 @@ register_builder(Builder(
     "fine-grained-challenges", "cladebench.benchmarks.finegrained.builder.build", "FineGrainedBuildConfig",
     "build_finegrained",
     "Fine-Grained Challenges from a TreeOfLife-200M catalog: groups of look-alike taxa, clean licenses, 720 px WebP",
-    config_module="cladebench.curate.builders.finegrained.config", stages_name="FineGrainedBuild",
+    config_module="cladebench.benchmarks.finegrained.builder.config", stages_name="FineGrainedBuild",
+))
+
+register_builder(Builder(
+    "cameratrap", "cladebench.benchmarks.finegrained.cameratrap.build", "CameraTrapBuildConfig", "build_cameratrap",
+    "the camera-trap cohort of Fine-Grained Challenges from LILA collections (COCO Camera Traps + MegaDetector)",
+    config_module="cladebench.benchmarks.finegrained.cameratrap.config", stages_name="CameraTrapBuild",
 ))
 BUILDERS.alias("finegrained", "fine-grained-challenges")

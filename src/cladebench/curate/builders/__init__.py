@@ -7,10 +7,11 @@ from raw material, choosing its rows. Each builder is a frozen config, its stage
 the config's fields as options without importing every builder (and DuckDB) up front.
 
 A benchmark family registers its builder from its own folder (:mod:`cladebench.benchmarks`), named like the
-benchmark it builds (``build inat-coobserved``, as ``eval inat-coobserved``), the former names as aliases; the
-camera-trap cohort's builder registers here.
+benchmark it builds (``build inat-coobserved``, as ``eval inat-coobserved``), the former names as aliases: the
+registry holds them once :mod:`cladebench.benchmarks` is imported (the command line imports it first).
 
 Example:
+    >>> import cladebench.benchmarks  # each family registers its builder
     >>> get_builder("cameratrap").config_name
     'CameraTrapBuildConfig'
     >>> try:
@@ -83,11 +84,5 @@ def get_builder(name: str) -> Builder:
     """Look a builder up by name; an unknown name lists the known ones and the closest."""
     return BUILDERS.get_named(name)
 
-
-register(Builder(
-    "cameratrap", "cladebench.curate.builders.cameratrap.build", "CameraTrapBuildConfig", "build_cameratrap",
-    "the camera-trap cohort of Fine-Grained Challenges from LILA collections (COCO Camera Traps + MegaDetector)",
-    config_module="cladebench.curate.builders.cameratrap.config", stages_name="CameraTrapBuild",
-))
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "register"]

@@ -46,16 +46,16 @@ from cladebench.benchmarks.finegrained.builder.checks import (
     reason_docs,
     sample,
 )
-from cladebench.config import config_to_dict
-from cladebench.curate.builders.duckdb_errors import duckdb_errors
-from cladebench.curate.builders.finegrained.config import (
+from cladebench.benchmarks.finegrained.builder.config import (
     DATASET_DIR,
     ChallengeGroup,
     FineGrainedBuildConfig,
     parse_groups,
     parse_seen,
 )
-from cladebench.curate.builders.finegrained.images import image_sources, output_batches
+from cladebench.benchmarks.finegrained.builder.images import image_sources, output_batches
+from cladebench.config import config_to_dict
+from cladebench.curate.builders.duckdb_errors import duckdb_errors
 from cladebench.curate.skeleton import Built, Run, run_build
 from cladebench.curate.staging import OutputTarget
 from cladebench.errors import CladebenchError

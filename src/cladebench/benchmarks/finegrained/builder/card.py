@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from cladebench.benchmarks.finegrained.builder.checks import OUTSIDE_REASON, reason_docs
+from cladebench.benchmarks.finegrained.builder.config import DATASET_DIR, ChallengeGroup
 from cladebench.curate.builders.cards import markdown_table
-from cladebench.curate.builders.finegrained.config import DATASET_DIR, ChallengeGroup
 from cladebench.curate.skeleton import summary_dict
 
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cladebench.curate.builders.duckdb_errors import duckdb_errors
-from cladebench.curate.builders.finegrained.config import (
+from cladebench.benchmarks.finegrained.builder.config import (
     CATALOG_TEXT_COLUMNS,
     ChallengeGroup,
     FineGrainedBuildConfig,
 )
+from cladebench.curate.builders.duckdb_errors import duckdb_errors
 from cladebench.errors import CladebenchError, UsageError, undecodable_at
 from cladebench.store import sql_literal
 from cladebench.taxonomy import RANK_COLUMNS

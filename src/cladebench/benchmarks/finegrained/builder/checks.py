@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cladebench.curate.builders.finegrained.config import ChallengeGroup, FineGrainedBuildConfig
+from cladebench.benchmarks.finegrained.builder.config import ChallengeGroup, FineGrainedBuildConfig
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 if TYPE_CHECKING:

@@ -11,6 +11,8 @@ collections or any others, and appends it to a ``build finegrained`` dataset or 
 
 The package, one module per job, in the order a build uses them:
 
+- :mod:`.records`: the published files read (COCO Camera Traps metadata, streamed), :mod:`.megadetector` the
+  detector's batch output;
 - :mod:`.config`: the command line's options and the cohort file (collections, labels, exclusions, threshold);
 - :mod:`.resolve`: each selected label resolved offline against the taxonomy backbone;
 - :mod:`.fetching`: metadata, detections and images fetched (or read), images resized and stored as WebP;
@@ -20,6 +22,6 @@ The package, one module per job, in the order a build uses them:
 - :mod:`.card`: the summary (``build.json``) and the card (``README.md``);
 - :mod:`.build`: :func:`~.build.build_cameratrap`, which runs them.
 
-The builder registry (:mod:`cladebench.curate.builders`) finds the config in :mod:`.config` and the function in
-:mod:`.build`; this ``__init__`` holds no code.
+The family registers the builder (:mod:`cladebench.benchmarks.finegrained.benchmark`) with its config in
+:mod:`.config` and its function in :mod:`.build`; this ``__init__`` holds no code.
 """

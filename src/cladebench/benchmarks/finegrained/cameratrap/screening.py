@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from cladebench.curate.builders.cameratrap.config import Cohort
-from cladebench.curate.builders.cameratrap.resolve import Resolution
-from cladebench.curate.sources.megadetector import ImageDetections
+from cladebench.benchmarks.finegrained.cameratrap.config import Cohort
+from cladebench.benchmarks.finegrained.cameratrap.megadetector import ImageDetections
+from cladebench.benchmarks.finegrained.cameratrap.resolve import Resolution
 
 SELECTION_REASONS: dict[str, str] = {
     "excluded_collection": "the collection is excluded by the cohort",

@@ -3,7 +3,7 @@
 The steps, per the cohort file (:mod:`.config`):
 
 1. For every named collection, its metadata (fetched once when a URL) is read as a stream
-   (:mod:`cladebench.curate.sources.cameratrap`): the categories, then the images annotated with a selected
+   (:mod:`.records`): the categories, then the images annotated with a selected
    label. An excluded collection is read this far only, to count what it would have given.
 2. Every selected label is resolved offline against the taxonomy backbone (:mod:`.resolve`).
 3. The candidates' images are fetched (or read from the image folder) and stored as lossless WebP of at most
@@ -35,15 +35,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cladebench import store
-from cladebench.config import config_to_dict
-from cladebench.curate.builders.cameratrap import append as appending
-from cladebench.curate.builders.cameratrap.card import (
+from cladebench.benchmarks.finegrained.builder.config import DATASET_DIR
+from cladebench.benchmarks.finegrained.cameratrap import append as appending
+from cladebench.benchmarks.finegrained.cameratrap.card import (
     CameraTrapBuildSummary,
     appended_section,
     render_card,
 )
-from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, Cohort, Collection, is_url, read_cohort
-from cladebench.curate.builders.cameratrap.fetching import (
+from cladebench.benchmarks.finegrained.cameratrap.config import (
+    CameraTrapBuildConfig,
+    Cohort,
+    Collection,
+    is_url,
+    read_cohort,
+)
+from cladebench.benchmarks.finegrained.cameratrap.fetching import (
     ImageTask,
     check_image_folders,
     encoded_images,
@@ -53,19 +59,19 @@ from cladebench.curate.builders.cameratrap.fetching import (
     local_copy,
     named_as_given,
 )
-from cladebench.curate.builders.cameratrap.resolve import Resolution, normalise_label, resolve_labels
-from cladebench.curate.builders.cameratrap.screening import STAGES, accounting, label_outcome, screen
-from cladebench.curate.builders.cameratrap.table import CAMERA_FIELDS, cohort_row, row_uuid, rows_table
-from cladebench.curate.builders.finegrained.config import DATASET_DIR
-from cladebench.curate.skeleton import Built, Run, run_build
-from cladebench.curate.sources.cameratrap import (
+from cladebench.benchmarks.finegrained.cameratrap.megadetector import DetectorRun, read_detections, read_detector_run
+from cladebench.benchmarks.finegrained.cameratrap.records import (
     BadRecords,
     CctImage,
     labelled_images,
     read_categories,
     read_images,
 )
-from cladebench.curate.sources.megadetector import DetectorRun, read_detections, read_detector_run
+from cladebench.benchmarks.finegrained.cameratrap.resolve import Resolution, normalise_label, resolve_labels
+from cladebench.benchmarks.finegrained.cameratrap.screening import STAGES, accounting, label_outcome, screen
+from cladebench.benchmarks.finegrained.cameratrap.table import CAMERA_FIELDS, cohort_row, row_uuid, rows_table
+from cladebench.config import config_to_dict
+from cladebench.curate.skeleton import Built, Run, run_build
 from cladebench.curate.staging import OutputTarget, work_dir
 from cladebench.errors import CladebenchError
 from cladebench.store.left_out import left_out_table

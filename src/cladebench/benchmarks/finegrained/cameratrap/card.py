@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cladebench.curate.builders.cameratrap.screening import REASONS, RETRIEVAL_REASONS, SELECTION_REASONS
+from cladebench.benchmarks.finegrained.cameratrap.screening import REASONS, RETRIEVAL_REASONS, SELECTION_REASONS
 from cladebench.curate.builders.cards import markdown_table
 from cladebench.curate.skeleton import summary_dict
 

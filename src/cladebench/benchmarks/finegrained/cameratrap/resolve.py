@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cladebench.curate.builders.finegrained.config import ChallengeGroup
+from cladebench.benchmarks.finegrained.builder.config import ChallengeGroup
 from cladebench.taxonomy import Lineage
 from cladebench.taxonomy import resolve as names
 from cladebench.taxonomy.names import name_key

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cladebench.curate.sources.cameratrap import BadRecords, stream_records
+from cladebench.benchmarks.finegrained.cameratrap.records import BadRecords, stream_records
 from cladebench.errors import SchemaError
 
 

@@ -18,13 +18,18 @@ import pytest
 from PIL import Image
 
 from cladebench import store
+from cladebench.benchmarks.finegrained.cameratrap.build import build_cameratrap
+from cladebench.benchmarks.finegrained.cameratrap.config import CameraTrapBuildConfig, Collection
+from cladebench.benchmarks.finegrained.cameratrap.megadetector import read_detections, read_detector_run
+from cladebench.benchmarks.finegrained.cameratrap.records import (
+    BadRecords,
+    labelled_images,
+    read_categories,
+    read_images,
+)
+from cladebench.benchmarks.finegrained.cameratrap.screening import REASONS
+from cladebench.benchmarks.finegrained.cameratrap.table import row_uuid
 from cladebench.cli import main
-from cladebench.curate.builders.cameratrap.build import build_cameratrap
-from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, Collection
-from cladebench.curate.builders.cameratrap.screening import REASONS
-from cladebench.curate.builders.cameratrap.table import row_uuid
-from cladebench.curate.sources.cameratrap import BadRecords, labelled_images, read_categories, read_images
-from cladebench.curate.sources.megadetector import read_detections, read_detector_run
 from cladebench.errors import CladebenchError
 from cladebench.store.left_out import LEFT_OUT_FILE, left_out_counts, left_out_lines, read_left_out
 from helpers.cameratrap_planted import EXPECTED, KEPT, REAL, planted_collections, tiny_fgc

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cladebench import store
-from cladebench.curate.builders.finegrained.config import (
+from cladebench.benchmarks.finegrained.builder.config import (
     CHUNK_ROWS,
     PASSTHROUGH_COLUMNS,
     WEBP_METHOD,

@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from cladebench import store
+from cladebench.benchmarks.finegrained.cameratrap import append as appending
+from cladebench.benchmarks.finegrained.cameratrap.build import build_cameratrap
+from cladebench.benchmarks.finegrained.cameratrap.config import CameraTrapBuildConfig, parse_cohort
+from cladebench.benchmarks.finegrained.cameratrap.megadetector import read_detections, read_detector_run
+from cladebench.benchmarks.finegrained.cameratrap.records import BadRecords
+from cladebench.benchmarks.finegrained.cameratrap.screening import screen
 from cladebench.cli import main
-from cladebench.curate.builders.cameratrap import append as appending
-from cladebench.curate.builders.cameratrap.build import build_cameratrap
-from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig, parse_cohort
-from cladebench.curate.builders.cameratrap.screening import screen
-from cladebench.curate.sources.cameratrap import BadRecords
-from cladebench.curate.sources.megadetector import read_detections, read_detector_run
 from cladebench.paths import held_lock
 from helpers.cameratrap_planted import REAL, det, jpeg, md_output, planted_collections, tiny_fgc, write_taxonomy
 

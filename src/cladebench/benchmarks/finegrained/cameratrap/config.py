@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from cladebench.benchmarks.finegrained.builder.config import ChallengeGroup
 from cladebench.config import OPTION
-from cladebench.curate.builders.finegrained.config import ChallengeGroup
 from cladebench.errors import CladebenchError, UsageError, unknown_name
 
 DETECTION_POLICIES = ("drop", "ignore")

@@ -1,7 +1,7 @@
 """The cohort's rows: Fine-Grained Challenges' columns, plus what a camera-trap image brings.
 
 A kept image becomes one row of the FGC table's schema
-(:data:`cladebench.curate.builders.finegrained.images.OUTPUT_SCHEMA`): the lineage the label resolved to, cut
+(:data:`cladebench.benchmarks.finegrained.builder.images.OUTPUT_SCHEMA`): the lineage the label resolved to, cut
 at the genus (``species`` null, ``scientific_name`` the genus: camera-trap labels of these genera are not
 species identifications), ``seen_in_training = []`` (these collections are in none of the listed models'
 training data as the published card states), ``source_dataset`` ``lila:<collection>``, ``source_id`` the
@@ -25,10 +25,10 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from cladebench.curate.builders.cameratrap.config import Cohort, Collection
-from cladebench.curate.builders.cameratrap.resolve import Resolution
-from cladebench.curate.builders.finegrained.images import OUTPUT_SCHEMA
-from cladebench.curate.sources.cameratrap import CctImage
+from cladebench.benchmarks.finegrained.builder.images import OUTPUT_SCHEMA
+from cladebench.benchmarks.finegrained.cameratrap.config import Cohort, Collection
+from cladebench.benchmarks.finegrained.cameratrap.records import CctImage
+from cladebench.benchmarks.finegrained.cameratrap.resolve import Resolution
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
 
 CAMERA_FIELDS: tuple[pa.Field, ...] = (

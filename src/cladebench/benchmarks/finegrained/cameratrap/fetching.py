@@ -1,7 +1,7 @@
 """Getting a collection's files: metadata and detections (a path, or fetched once into the download cache), and the
 candidate images (fetched through :mod:`cladebench.curate.fetch`, or read from an image folder), then resized and
 stored as lossless WebP exactly as ``build finegrained`` stores its images, by that builder's own functions
-(:mod:`cladebench.curate.builders.finegrained.images`: fetched into the download store by ``fetch_originals``,
+(:mod:`cladebench.benchmarks.finegrained.builder.images`: fetched into the download store by ``fetch_originals``,
 encoded by ``encoded_files``: upright RGB, Lanczos to at most ``max_side``, WebP lossless, method 6).
 
 A candidate whose image cannot be had is ``image_not_retrieved`` (the downloader's reason and detail kept), one
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from cladebench.curate.builders.cameratrap.config import Cohort, Collection, is_url
-from cladebench.curate.builders.finegrained.images import encoded_files, fetch_originals
+from cladebench.benchmarks.finegrained.builder.images import encoded_files, fetch_originals
+from cladebench.benchmarks.finegrained.cameratrap.config import Cohort, Collection, is_url
 from cladebench.errors import CladebenchError, RemoteUnavailableError
 
 METADATA_MAX_BYTES = 16 * 2**30

@@ -55,8 +55,8 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from cladebench import store
-from cladebench.curate.builders.cameratrap.config import CameraTrapBuildConfig
-from cladebench.curate.builders.finegrained.config import DATASET_DIR
+from cladebench.benchmarks.finegrained.builder.config import DATASET_DIR
+from cladebench.benchmarks.finegrained.cameratrap.config import CameraTrapBuildConfig
 from cladebench.curate.staging import (
     discard_journal,
     folder_lock,

@@ -12,7 +12,7 @@ string: the image was not processed; ``detections`` is then null or absent). A d
 ``detector`` is, per the format's note, most likely MegaDetector v4.
 
 A run over a collection lists millions of images; :func:`read_detections` keeps only the files asked for. Records
-that break the format are counted in a :class:`~cladebench.curate.sources.cameratrap.BadRecords` under their
+that break the format are counted in a :class:`~.records.BadRecords` under their
 reason (a detection with an unlisted category counts as ``detection_unlisted_category`` and is treated as no
 detection, as the format says; a box that is not four numbers inside [0, 1] counts as ``detection_bad_bbox`` and
 a confidence that is not a number in [0, 1] as ``detection_bad_conf``, the detection kept for screening). A file
@@ -45,7 +45,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cladebench.curate.sources.cameratrap import BadRecords, first_item, normalise_path, stream_records
+from cladebench.benchmarks.finegrained.cameratrap.records import BadRecords, first_item, normalise_path, stream_records
 from cladebench.errors import SchemaError
 
 
@@ -160,7 +160,7 @@ def _normalised_box(numbers: list[float | None]) -> bool:
 def read_detections(path: str | Path, wanted: Collection[str], run: DetectorRun,
                     bad: BadRecords) -> dict[str, ImageDetections]:
     """Normalised file path -> its entry, for the files in ``wanted`` (normalised with
-    :func:`~cladebench.curate.sources.cameratrap.normalise_path`). A wanted file listed twice keeps its first entry
+    :func:`~.records.normalise_path`). A wanted file listed twice keeps its first entry
     (``image_duplicate_file``); an entry with neither a detections list nor a failure is counted
     (``image_missing_detections``) and left out, so the image reads as not screened."""
     found: dict[str, ImageDetections] = {}
