@@ -44,6 +44,8 @@ from cladebench.errors import CladebenchError, SchemaError
 from cladebench.paths import atomic_write, atomic_write_parquet
 
 if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
     import lance
 
     from cladebench.embed.config import EmbedConfig
@@ -151,7 +153,7 @@ def _init_worker(preprocessing: Any) -> None:
     _TRANSFORM = preprocessing.build()
 
 
-def _timed_decode(uuids: list[str], images: list[bytes | None], transform: Any) -> dict[str, object]:
+def _timed_decode(uuids: list[str], images: list[bytes | None], transform: object) -> dict[str, object]:
     """:func:`decode_block`, with the CPU seconds it took (``cpu_seconds``): the cost the cores are split by."""
     started = time.process_time()
     block = decode_block(uuids, images, transform)
@@ -163,13 +165,13 @@ def _decode_in_worker(uuids: list[str], images: list[bytes | None]) -> dict[str,
     return _timed_decode(uuids, images, _TRANSFORM)
 
 
-def _joined(pieces: list[dict[str, Any]]) -> dict[str, object]:
+def _joined(pieces: list[dict[str, object]]) -> dict[str, object]:
     """One decoded block from the decoded pieces of it, in order (the model sees the same batch)."""
-    pixels = [piece["pixels"] for piece in pieces if piece["pixels"] is not None]
-    return {"uuids": [u for piece in pieces for u in piece["uuids"]],
+    pixels = [cast(np.ndarray, piece["pixels"]) for piece in pieces if piece["pixels"] is not None]
+    return {"uuids": [u for piece in pieces for u in cast(list[str], piece["uuids"])],
             "pixels": np.concatenate(pixels) if pixels else None,
-            "failed": [f for piece in pieces for f in piece["failed"]],
-            "cpu_seconds": sum(piece["cpu_seconds"] for piece in pieces)}
+            "failed": [f for piece in pieces for f in cast(list[tuple[str, str]], piece["failed"])],
+            "cpu_seconds": sum(cast(float, piece["cpu_seconds"]) for piece in pieces)}
 
 
 def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Iterator[tuple[list[str], list[Any]]]:
@@ -205,7 +207,7 @@ def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], prepr
         if previous_mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     with pool:
-        in_flight: collections.deque[list[Any]] = collections.deque()
+        in_flight: collections.deque[list[AsyncResult[dict[str, object]]]] = collections.deque()
         source = _read_blocks(dataset, blocks)
         exhausted, first = False, True
         while True:
