@@ -224,6 +224,8 @@ def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], prepr
             if not in_flight:
                 return
             pieces = [piece.get() for piece in in_flight.popleft()]
+            if exhausted and not in_flight:
+                pool.close()  # the workers exit while the model encodes the last block, not after it
             yield pieces[0] if len(pieces) == 1 else _joined(pieces)
 
 
