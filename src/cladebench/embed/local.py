@@ -180,6 +180,27 @@ def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Itera
         yield rows.column("uuid").to_pylist(), rows.column("image").to_pylist()
 
 
+def _read_ahead(dataset: lance.LanceDataset, blocks: list[np.ndarray], ahead: int
+                ) -> Iterator[tuple[list[str], list[bytes | None]]]:
+    """:func:`_read_blocks`, ``ahead`` blocks read beforehand by a thread: Lance reads without holding the GIL,
+    so the next block's bytes are read while the model encodes, not between two forwards."""
+    import collections
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    source = _read_blocks(dataset, blocks)
+    with ThreadPoolExecutor(1, thread_name_prefix="embed-read") as reader:
+        pending: collections.deque[Future[tuple[list[str], list[bytes | None]] | None]] = collections.deque()
+        while True:
+            while len(pending) < ahead:
+                pending.append(reader.submit(next, source, None))
+            block = pending.popleft().result()
+            if block is None:
+                for future in pending:
+                    future.cancel()
+                return
+            yield block
+
+
 def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Any,
                     workers: int) -> Iterator[dict[str, object]]:
     """Decoded blocks in dataset order, decoded ahead by ``workers`` processes (inline when 0)."""
@@ -208,7 +229,7 @@ def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], prepr
             signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     with pool:
         in_flight: collections.deque[list[AsyncResult[dict[str, object]]]] = collections.deque()
-        source = _read_blocks(dataset, blocks)
+        source = _read_ahead(dataset, blocks, ahead=2)  # started after the fork: no thread is forked
         exhausted, first = False, True
         while True:
             while not exhausted and len(in_flight) < workers * _PREFETCH_PER_WORKER:
