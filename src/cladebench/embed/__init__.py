@@ -2,8 +2,8 @@
 
 Why it is built this way:
 
-- **The model never waits on decoding.** Rows are read and decoded by DataLoader worker processes
-  (one Lance handle each), block by block, with prefetch; the main process only runs the model.
+- **The model never waits on decoding.** A thread reads rows from Lance ahead of the model and worker
+  processes decode them, block by block, with prefetch; the main process only runs the model.
 - **Resumable, and the dataset is valid at every moment.** Finished rows are staged as Parquet
   parts (each written to a temporary file and renamed into place, so a kill -9 leaves either a whole
   part or none) under ``<dataset>/_cladebench/staging/<column>/``. Nothing touches the dataset until

@@ -12,9 +12,8 @@ import os
 import time
 import uuid as uuidlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +44,8 @@ from cladebench.errors import CladebenchError, SchemaError
 from cladebench.paths import atomic_write, atomic_write_parquet
 
 if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
     import lance
 
     from cladebench.embed.config import EmbedConfig
@@ -131,7 +132,9 @@ class _Staging:
 # The main process reads each block's bytes from Lance (cheap) and hands them to a pool of decoding
 # processes; only the workers decode and preprocess, only the main process runs the model. Workers
 # never touch Lance: its runtime is not fork-safe, while plain Pillow/torch-CPU code is, so workers
-# can be forked (milliseconds) instead of spawned (seconds of imports each). At most
+# can be forked (milliseconds) instead of spawned (seconds of imports each). The pool starts before
+# the first block is decoded, and the first block is cut in one piece per worker: the model waits only
+# for a fraction of one block, and the next blocks are decoded while it encodes the first. At most
 # ``workers * _PREFETCH_PER_WORKER`` blocks are in flight, so memory stays flat on any dataset size.
 
 _PREFETCH_PER_WORKER = 3
@@ -150,8 +153,25 @@ def _init_worker(preprocessing: Any) -> None:
     _TRANSFORM = preprocessing.build()
 
 
+def _timed_decode(uuids: list[str], images: list[bytes | None], transform: object) -> dict[str, object]:
+    """:func:`decode_block`, with the CPU seconds it took (``cpu_seconds``): the cost the cores are split by."""
+    started = time.process_time()
+    block = decode_block(uuids, images, transform)
+    block["cpu_seconds"] = time.process_time() - started
+    return block
+
+
 def _decode_in_worker(uuids: list[str], images: list[bytes | None]) -> dict[str, object]:
-    return decode_block(uuids, images, _TRANSFORM)
+    return _timed_decode(uuids, images, _TRANSFORM)
+
+
+def _joined(pieces: list[dict[str, object]]) -> dict[str, object]:
+    """One decoded block from the decoded pieces of it, in order (the model sees the same batch)."""
+    pixels = [cast(np.ndarray, piece["pixels"]) for piece in pieces if piece["pixels"] is not None]
+    return {"uuids": [u for piece in pieces for u in cast(list[str], piece["uuids"])],
+            "pixels": np.concatenate(pixels) if pixels else None,
+            "failed": [f for piece in pieces for f in cast(list[tuple[str, str]], piece["failed"])],
+            "cpu_seconds": sum(cast(float, piece["cpu_seconds"]) for piece in pieces)}
 
 
 def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Iterator[tuple[list[str], list[Any]]]:
@@ -160,13 +180,34 @@ def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Itera
         yield rows.column("uuid").to_pylist(), rows.column("image").to_pylist()
 
 
+def _read_ahead(dataset: lance.LanceDataset, blocks: list[np.ndarray], ahead: int
+                ) -> Iterator[tuple[list[str], list[bytes | None]]]:
+    """:func:`_read_blocks`, ``ahead`` blocks read beforehand by a thread: Lance reads without holding the GIL,
+    so the next block's bytes are read while the model encodes, not between two forwards."""
+    import collections
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    source = _read_blocks(dataset, blocks)
+    with ThreadPoolExecutor(1, thread_name_prefix="embed-read") as reader:
+        pending: collections.deque[Future[tuple[list[str], list[bytes | None]] | None]] = collections.deque()
+        while True:
+            while len(pending) < ahead:
+                pending.append(reader.submit(next, source, None))
+            block = pending.popleft().result()
+            if block is None:
+                for future in pending:
+                    future.cancel()
+                return
+            yield block
+
+
 def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Any,
                     workers: int) -> Iterator[dict[str, object]]:
     """Decoded blocks in dataset order, decoded ahead by ``workers`` processes (inline when 0)."""
     if workers == 0:
         transform = preprocessing.build()
         for uuids, images in _read_blocks(dataset, blocks):
-            yield decode_block(uuids, images, transform)
+            yield _timed_decode(uuids, images, transform)
         return
     import collections
     import multiprocessing
@@ -187,9 +228,9 @@ def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], prepr
         if previous_mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     with pool:
-        in_flight: collections.deque[Any] = collections.deque()
-        source = _read_blocks(dataset, blocks)
-        exhausted = False
+        in_flight: collections.deque[list[AsyncResult[dict[str, object]]]] = collections.deque()
+        source = _read_ahead(dataset, blocks, ahead=2)  # started after the fork: no thread is forked
+        exhausted, first = False, True
         while True:
             while not exhausted and len(in_flight) < workers * _PREFETCH_PER_WORKER:
                 try:
@@ -197,41 +238,41 @@ def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], prepr
                 except StopIteration:
                     exhausted = True
                     break
-                in_flight.append(pool.apply_async(_decode_in_worker, (uuids, images)))
+                step = max(1, -(-len(uuids) // workers) if first else len(uuids))
+                first = False
+                in_flight.append([pool.apply_async(_decode_in_worker, (uuids[i:i + step], images[i:i + step]))
+                                  for i in range(0, len(uuids), step)])
             if not in_flight:
                 return
-            yield in_flight.popleft().get()
+            pieces = [piece.get() for piece in in_flight.popleft()]
+            if exhausted and not in_flight:
+                pool.close()  # the workers exit while the model encodes the last block, not after it
+            yield pieces[0] if len(pieces) == 1 else _joined(pieces)
 
 
-@dataclass(frozen=True)
-class _Plan:
-    workers: int | None
-    """Decoding processes (0: decode in the main process)."""
-    threads: int
-    """The model's intra-op threads in the main process."""
+def _decoding_workers(requested: int | None) -> int:
+    """Decoding processes: the user's number, else one per core (at most 8). On a model-bound CPU run the
+    prefetched blocks are soon decoded and the workers wait; on a decode-bound one every core decodes."""
+    return max(0, requested) if requested is not None else min(8, os.cpu_count() or 1)
 
 
-def _plan(requested_workers: int | None, device: str, decode_cost: float, forward_cost: float) -> _Plan:
-    """Split the CPU cores between decoding workers and the model, from the costs of the first block.
+def _model_threads(requested_workers: int | None, device: str, decode_cost: float, forward_cost: float) -> int:
+    """The model's intra-op threads, from the costs of the first block.
 
     On a GPU the model costs the CPU nothing, so decoding gets every core. On a CPU both compete:
     ``decode_cost`` and ``forward_cost`` are CPU-seconds per image, and the cores are shared in
     proportion. A tiny model is decode-bound (all cores decode, the model keeps one thread); a ViT-B
-    is model-bound (the model keeps every core, one worker decodes ahead). Oversubscribing cores
-    costs more than it seems: the model's OpenMP threads spin while a decoder holds their core.
+    is model-bound (the model keeps every core, one worker at a time decodes ahead). Oversubscribing
+    cores costs more than it seems: the model's OpenMP threads spin while a decoder holds their core.
     """
     import torch
 
-    cores = os.cpu_count() or 1
     current_threads = torch.get_num_threads()
-    if requested_workers is not None:  # the user's split: the model keeps its threads
-        return _Plan(workers=max(0, requested_workers), threads=current_threads)
-    if device != "cpu":
-        return _Plan(workers=min(8, cores), threads=current_threads)
+    if requested_workers is not None or device != "cpu":  # the user's split, or a GPU: the model keeps its threads
+        return current_threads
+    cores = os.cpu_count() or 1
     share = decode_cost / max(decode_cost + forward_cost, 1e-9)
-    workers = max(1, min(8, int(np.ceil(cores * share))))
-    threads = max(1, cores - int(np.floor(cores * share)))
-    return _Plan(workers=workers, threads=min(current_threads, threads))
+    return min(current_threads, max(1, cores - int(np.floor(cores * share))))
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -352,20 +393,17 @@ def _encode_and_commit(config: EmbedConfig, encoder: Encoder | None, storage_opt
     threads_before = torch.get_num_threads()
     embedding_started = time.perf_counter()
     try:
-        plan = _Plan(workers=config.workers, threads=threads_before)
-        if blocks:
-            # The first block is decoded and encoded here, timed, to split the cores between decoding
-            # workers and the model's threads (see _plan_cpu).
-            transform = encoder.preprocessing.build()
-            cpu_started = time.process_time()
-            first = decode_block(*next(_read_blocks(dataset, blocks[:1])), transform)
-            decode_cost = (time.process_time() - cpu_started) / max(1, len(blocks[0]))
+        decoded = _decoded_blocks(dataset, blocks, encoder.preprocessing,
+                                  _decoding_workers(config.workers))
+        first = next(decoded, None)
+        if first is not None:
+            # The first block's costs split the CPU cores between decoding and the model's threads.
+            decode_cost = cast(float, first["cpu_seconds"]) / max(1, len(blocks[0]))
             wall_started = time.perf_counter()
             consume(first)
             forward_cost = (time.perf_counter() - wall_started) * threads_before / max(1, len(blocks[0]))
-            plan = _plan(config.workers, encoder.device, decode_cost, forward_cost)
-            torch.set_num_threads(plan.threads)
-        for item in _decoded_blocks(dataset, blocks[1:], encoder.preprocessing, plan.workers or 0):
+            torch.set_num_threads(_model_threads(config.workers, encoder.device, decode_cost, forward_cost))
+        for item in decoded:
             consume(item)
     except BaseException:
         flush()  # keep what is finished: the rerun resumes from here

@@ -27,6 +27,7 @@ from cladebench.export.checked import ExportedRun, exported_results
 from cladebench.export.tracked import (
     REPORT_MISSING,
     SHA256_TAG,
+    Logged,
     report_available,
     run_metrics,
     run_params,
@@ -56,16 +57,11 @@ def _store_allowed(uri: str) -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class Logged:
-    """What ``export mlflow`` did, to say it."""
+class MlflowLogged(Logged):
+    """What ``export mlflow`` did (:class:`~.tracked.Logged`), and where: the tracking URI and the experiment."""
 
     tracking_uri: str
     experiment: str
-    logged: list[tuple[ExportedRun, str]]
-    """Runs logged now, each with its MLflow run id."""
-    already: list[tuple[ExportedRun, str]]
-    """Runs found in the experiment already (same record SHA-256), with the MLflow run id holding them."""
-    left_out: list[str]
 
 
 def _log_one(client: Any, experiment_id: str, run: ExportedRun, report: bool) -> tuple[str, list[str]]:
@@ -140,7 +136,7 @@ class Tracker:
 
 
 def export_to_mlflow(paths: Sequence[str | Path], *, tracking_uri: str | None = None,
-                     experiment: str = DEFAULT_EXPERIMENT, model: str | None = None) -> Logged:
+                     experiment: str = DEFAULT_EXPERIMENT, model: str | None = None) -> MlflowLogged:
     """Log each checked run of ``paths`` not yet in ``experiment`` (created when absent) of ``tracking_uri``
     (``MLFLOW_TRACKING_URI``, else MLflow's own default)."""
     _require_mlflow()
@@ -155,7 +151,8 @@ def export_to_mlflow(paths: Sequence[str | Path], *, tracking_uri: str | None = 
         run_id, new, said = tracker.log(run)
         (logged if new else already).append((run, run_id))
         left_out.extend(said)
-    return Logged(tracker.uri, experiment, logged, already, left_out)
+    return MlflowLogged(logged=logged, already=already, left_out=left_out, tracking_uri=tracker.uri,
+                        experiment=experiment)
 
 
 def _hint(uri: str) -> str:

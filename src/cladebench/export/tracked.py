@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cladebench import __version__
@@ -30,6 +31,19 @@ PARAM_MAX = 6000
 REPORT_MISSING = ("the runs' reports (report.md) are not logged: reports need jinja2 and matplotlib, pip install "
                   "'cladebench[report]'")
 _NOT_IN_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What an export to a tracker did, to say it: the runs logged now and those the tracker held already, each with
+    the tracker's id of the run that holds it, and what was left out. Each tracker's export adds where they went."""
+
+    logged: list[tuple[ExportedRun, str]]
+    """Runs logged now, each with the tracker's run id."""
+    already: list[tuple[ExportedRun, str]]
+    """Runs the tracker held already (the same record SHA-256), with the id of the run holding each."""
+    left_out: list[str]
+    """What was not logged, one line each."""
 
 
 def metric_key(name: str) -> str:

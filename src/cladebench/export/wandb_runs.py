@@ -24,6 +24,7 @@ from cladebench.errors import CladebenchError
 from cladebench.export.checked import ExportedRun, exported_results
 from cladebench.export.tracked import (
     REPORT_MISSING,
+    Logged,
     report_available,
     run_metrics,
     run_params,
@@ -50,15 +51,12 @@ def wandb_id(project: str, run: ExportedRun) -> str:
 
 
 @dataclass(frozen=True)
-class WandbLogged:
-    """What ``export wandb`` did, to say it."""
+class WandbLogged(Logged):
+    """What ``export wandb`` did (:class:`~.tracked.Logged`), and how: W&B's mode and the folder of its runs."""
 
     mode: str
     folder: Path
     """Where offline runs are written (``FOLDER/wandb/offline-run-*``)."""
-    logged: list[tuple[ExportedRun, str]]
-    already: list[tuple[ExportedRun, str]]
-    left_out: list[str]
 
 
 def export_to_wandb(paths: Sequence[str | Path], *, project: str = DEFAULT_PROJECT, entity: str | None = None,
@@ -92,7 +90,7 @@ def export_to_wandb(paths: Sequence[str | Path], *, project: str = DEFAULT_PROJE
                 already.append((run, run_id))
     finally:
         wandb.teardown()  # W&B's service process ends with the export
-    return WandbLogged(mode, root, logged, already, left_out)
+    return WandbLogged(logged=logged, already=already, left_out=left_out, mode=mode, folder=root)
 
 
 _Mode = Literal["online", "offline", "disabled", "shared"]

@@ -5,18 +5,17 @@ What ``embed`` and every task on image vectors need of an encoder is small (``en
 text tower besides. :class:`ImageEncoder` offers the same for a network that has only an image tower; each library's
 builder (:mod:`.timm_backbone`, :mod:`.hf_vision`) hands it the network and the one function that says which of the
 network's outputs is the embedding (timm's pooled pre-logits feature, DINOv2's CLS token, ...), and that choice is
-recorded in :meth:`ImageEncoder.describe`, beside the preprocessing, as every embedding column's provenance.
+recorded in its ``describe``, beside the preprocessing, as every embedding column's provenance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.spec import ModelSpec
 from cladebench.models.tower import ImageTower
-from cladebench.provenance import software_versions
 
 if TYPE_CHECKING:
     import torch
@@ -36,6 +35,7 @@ class ImageEncoder(ImageTower):
         self.embedding: str = embedding
         """Which output of the network is the embedding, in words (recorded)."""
         self.library: str = library
+        self.software_packages = (library,)
         height, width = preprocessing.size
         self.dim: int = int(self.encode_images(torch.zeros(1, 3, height, width)).shape[1])
 
@@ -46,23 +46,9 @@ class ImageEncoder(ImageTower):
     def _image_features(self, pixels: torch.Tensor) -> torch.Tensor:
         return self._features(pixels)
 
-    def describe(self) -> dict[str, Any]:
-        """Provenance of every embedding this encoder makes: model, revision, which output, preprocessing."""
-        return {
-            "model_id": self.model_id,
-            "revision": self.revision,
-            "alias": self.spec.alias,
-            "source": self.spec.source,
-            "kind": self.spec.kind,
-            "library": self.library,
-            "embedding": self.embedding,
-            "dim": self.dim,
-            "preprocessing": self.preprocessing.to_dict(),
-            "precision": self.precision,
-            "device": self.device,
-            "software": software_versions((self.library,)),
-        }
-
+    def _described_tower(self) -> dict[str, object]:
+        """An image-only backbone records its kind, its library and which output is the embedding."""
+        return {"kind": self.spec.kind, "library": self.library, "embedding": self.embedding}
 
 def own_or_chosen(own: Preprocessing, mode: str) -> Preprocessing:
     """The model's own preprocessing for the default mode (``openclip``: "the model's own"), else the chosen

@@ -3,7 +3,7 @@
 An :class:`Encoder` turns preprocessed pixels and strings into **raw** float32 vectors (normalise in
 use, not in storage: norms carry information and a stored unit vector cannot be un-normalised). It
 carries what provenance needs: model id, the revision actually loaded, preprocessing, precision,
-device, the learned logit scale, and software versions (:meth:`Encoder.describe`).
+device, the learned logit scale, and software versions (``describe``).
 
 Loading differs from a plain ``open_clip.create_model_and_transforms`` call where that call is wrong
 or slow for benchmarking:
@@ -26,7 +26,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 import numpy as np
 
@@ -37,7 +37,6 @@ from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.registry import ModelLoadError, ModelUnavailableError
 from cladebench.models.spec import ModelSpec
 from cladebench.models.tower import AUTOCAST_DTYPES, ImageTower
-from cladebench.provenance import software_versions
 from cladebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -154,21 +153,9 @@ class Encoder(ImageTower):
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
         return np.concatenate(batches).astype(np.float32, copy=False)
 
-    def describe(self) -> dict[str, Any]:
-        """Provenance of every embedding this encoder makes: model, revision, preprocessing, versions."""
-        return {
-            "model_id": self.model_id,
-            "revision": self.revision,
-            "alias": self.spec.alias,
-            "source": self.spec.source,
-            "dim": self.dim,
-            "preprocessing": self.preprocessing.to_dict(),
-            "precision": self.precision,
-            "device": self.device,
-            "logit_scale": self.logit_scale,
-            "logit_bias": self.logit_bias,
-            "software": software_versions(),
-        }
+    def _described_scores(self) -> dict[str, object]:
+        """A contrastive model records its learned logit scale and bias (scores of images against texts)."""
+        return {"logit_scale": self.logit_scale, "logit_bias": self.logit_bias}
 
 
 # --- from spec to open_clip arguments ------------------------------------------------------------

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
 from cladebench.errors import unknown_name
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.spec import ModelSpec
+from cladebench.provenance import software_versions
 
 if TYPE_CHECKING:
     import torch
@@ -71,8 +72,36 @@ class ImageTower:
         self._transform: Callable[[Image.Image], torch.Tensor] | None = None
         return network
 
+    software_packages: tuple[str, ...] = ()
+    """Packages whose versions :meth:`describe` records besides the ones that can change any number."""
+
     def _image_features(self, pixels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def _described_tower(self) -> dict[str, object]:
+        """What a kind records of itself between the source and the width (none by default)."""
+        return {}
+
+    def _described_scores(self) -> dict[str, object]:
+        """What a kind records of its scores after the device (none by default)."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance of every embedding this tower makes: model, revision, what the tower is, preprocessing,
+        precision, device, its scores and software versions, in this order (run records are compared as text)."""
+        return {
+            "model_id": self.model_id,
+            "revision": self.revision,
+            "alias": self.spec.alias,
+            "source": self.spec.source,
+            **self._described_tower(),
+            "dim": self.dim,
+            "preprocessing": self.preprocessing.to_dict(),
+            "precision": self.precision,
+            "device": self.device,
+            **self._described_scores(),
+            "software": software_versions(self.software_packages),
+        }
 
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:
