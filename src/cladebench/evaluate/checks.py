@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -27,6 +27,8 @@ from cladebench.templates import get_templates
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.evaluate.configs import EvalConfig
+    from cladebench.models.spec import ModelSpec
     from cladebench.tasks import Task
     from cladebench.tasks.configs import TaskSettings
 
@@ -152,7 +154,7 @@ def check_label_file(path: Path, rank: str) -> None:
                               "needs at least 2")
 
 
-def check_eval_settings(config: Any) -> None:
+def check_eval_settings(config: EvalConfig) -> None:
     """Refuse what is wrong whatever the dataset, as usage errors naming the option (every eval config's
     ``__post_init__`` calls this): the filter's form, an empty --group-by or --breakdown name, and (for the tasks
     that have them) an unknown --rank or a --within that is not RANK=NAME."""
@@ -200,7 +202,7 @@ def check_model_given(task: Task, settings: TaskSettings, *, model_named: bool) 
                          "(to find the column holding its embeddings)")
 
 
-def model_refusal(task: Any, spec: Any) -> str | None:
+def model_refusal(task: Task, spec: ModelSpec) -> str | None:
     """Why the model ``spec`` means cannot run ``task`` (what it lacks, e.g. "needs a text tower"), or None when it
     can: the task's needs (:attr:`cladebench.tasks.Task.needs`) against the kind's capabilities, asked, not named."""
     from cladebench.models.spec import lacking, missing_for
@@ -209,7 +211,7 @@ def model_refusal(task: Any, spec: Any) -> str | None:
     return None if missing is None else f"needs {lacking(missing)}"
 
 
-def tasks_for(spec: Any) -> list[str]:
+def tasks_for(spec: ModelSpec) -> list[str]:
     """The tasks the model ``spec`` can run (each registered task's needs met by its capabilities)."""
     from cladebench.models.spec import missing_for
     from cladebench.tasks import all_tasks
@@ -217,7 +219,7 @@ def tasks_for(spec: Any) -> list[str]:
     return [name for name, task in all_tasks().items() if missing_for(task.needs, spec.capabilities) is None]
 
 
-def check_model_can(task: Any, spec: Any) -> None:
+def check_model_can(task: Task, spec: ModelSpec | None) -> None:
     """A usage error, before any weights load, when the model cannot run the task: one line naming the task, the
     model, what it lacks, and the tasks that do run on it."""
     if spec is None:
@@ -242,7 +244,8 @@ def check_prior_dataset(dataset: lance.LanceDataset, settings: TaskSettings) -> 
     check_filter_on_schema(fit_dataset, fit_where, option="--prior-fit-where")
 
 
-def check_before_model(dataset: lance.LanceDataset, config: Any, settings: TaskSettings, where: str | None) -> None:
+def check_before_model(dataset: lance.LanceDataset, config: EvalConfig, settings: TaskSettings,
+                       where: str | None) -> None:
     """Every check of the command against the dataset that needs no model: run before any model loads. The
     user's --where is checked by itself first, so a refusal quotes it as typed."""
     check_filter_on_schema(dataset, config.where)

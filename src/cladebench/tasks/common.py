@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -352,8 +352,48 @@ class LabelScores:
     """Images x labels softmax probabilities (:func:`classify`)."""
 
 
+class NamesModel(Protocol):
+    """What finding a model's embedding column asks of the model: its id."""
+
+    @property
+    def model_id(self) -> str: ...
+
+
+class ScalesLogits(Protocol):
+    """A config with ``--logit-scale``: 'learned' or a positive number."""
+
+    @property
+    def logit_scale(self) -> str: ...
+
+
+class ScoresLabels(ScalesLogits, Protocol):
+    """The settings of a task that scores images against texts of label names."""
+
+    @property
+    def name_style(self) -> str: ...
+
+    @property
+    def templates(self) -> str: ...
+
+    @property
+    def candidates(self) -> str | None: ...
+
+
+class AsksEndpoint(Protocol):
+    """The settings of a task that sends requests to a VLM endpoint."""
+
+    @property
+    def vlm_concurrency(self) -> int: ...
+
+    @property
+    def vlm_max_response_bytes(self) -> int: ...
+
+    @property
+    def vlm_deadline_s(self) -> float: ...
+
+
 def score_labels(encoder: Encoder, image_vectors: np.ndarray, rows: pa.Table, labels: LabelSet, rank: Rank,
-                 config: Any) -> LabelScores:
+                 config: ScoresLabels) -> LabelScores:
     """Score every image against every label: the labels' texts in ``config.name_style`` through
     ``config.templates``, the config's logit scale, and, with ``config.candidates``, each row restricted to the
     species its candidates column lists (so only at rank species)."""
@@ -371,7 +411,7 @@ def score_labels(encoder: Encoder, image_vectors: np.ndarray, rows: pa.Table, la
                        candidate_counts=candidate_counts, probs=classify(image_vectors, label_vectors, scale, allowed))
 
 
-def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
+def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, object]:
     """What is known of an embedding column: its field metadata, or, for a published column, the model its name
     stands for with the revision its publisher recorded (field metadata, or the sidecar beside the dataset)."""
     meta = store.embedding_metadata(dataset.schema.field(column))
@@ -397,7 +437,8 @@ def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
     return matches[0]
 
 
-def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: str | None, *, task: str) -> str:
+def resolve_embedding_column(dataset: lance.LanceDataset, encoder: NamesModel | None, column: str | None, *,
+                             task: str) -> str:
     """The ``emb_*`` column a task on stored embeddings reads: the one given (checked to be an embedding column
     of the encoder's model, when there is an encoder), else the one holding the encoder's model."""
     if column is None:
@@ -442,7 +483,7 @@ def text_image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str
     return column, meta
 
 
-def check_vlm_settings(config: Any) -> None:
+def check_vlm_settings(config: AsksEndpoint) -> None:
     """Refuse VLM request settings out of range (``config`` has ``vlm_concurrency``, ``vlm_max_response_bytes``
     and ``vlm_deadline_s``) as usage errors naming the option, before any request is made."""
     at_least("--vlm-concurrency", config.vlm_concurrency, 1)
@@ -465,7 +506,7 @@ def fixed_logit_scale(value: str) -> float | None:
     return scale
 
 
-def logit_scale_of(config: Any, encoder: Encoder) -> float:
+def logit_scale_of(config: ScalesLogits, encoder: Encoder) -> float:
     """The logit scale a config asks for (its ``logit_scale`` field): the encoder's learned one, or a number.
 
     The number was checked when the config was made (its ``__post_init__`` calls :func:`fixed_logit_scale`), so it

@@ -9,7 +9,7 @@ keep theirs in the package (:mod:`cladebench.tasks.fewshot.config`, :mod:`cladeb
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import Field, dataclass
 from typing import ClassVar
 
 from cladebench.config import at_least
@@ -34,6 +34,8 @@ class TaskSettings:
     answers for the settings it has, each answer None or empty where it has none, so the plan and the checks ask a
     declared question instead of probing a config for a field."""
 
+    __dataclass_fields__: ClassVar[dict[str, Field[object]]]
+    """Every task's config is a dataclass (so the plan fills a group's filter in with ``dataclasses.replace``)."""
     where: str | None
     """SQL filter selecting the evaluated rows (every task has one)."""
     column: str | None
