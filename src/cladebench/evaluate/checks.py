@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -27,7 +27,6 @@ from cladebench.templates import get_templates
 if TYPE_CHECKING:
     import lance
 
-    from cladebench.evaluate.configs import EvalConfig
     from cladebench.models.spec import ModelSpec
     from cladebench.tasks import Task
     from cladebench.tasks.configs import TaskSettings
@@ -154,7 +153,7 @@ def check_label_file(path: Path, rank: str) -> None:
                               "needs at least 2")
 
 
-def check_eval_settings(config: EvalConfig) -> None:
+def check_eval_settings(config: Any) -> None:
     """Refuse what is wrong whatever the dataset, as usage errors naming the option (every eval config's
     ``__post_init__`` calls this): the filter's form, an empty --group-by or --breakdown name, and (for the tasks
     that have them) an unknown --rank or a --within that is not RANK=NAME."""
@@ -244,7 +243,7 @@ def check_prior_dataset(dataset: lance.LanceDataset, settings: TaskSettings) -> 
     check_filter_on_schema(fit_dataset, fit_where, option="--prior-fit-where")
 
 
-def check_before_model(dataset: lance.LanceDataset, config: EvalConfig, settings: TaskSettings,
+def check_before_model(dataset: lance.LanceDataset, config: Any, settings: TaskSettings,
                        where: str | None) -> None:
     """Every check of the command against the dataset that needs no model: run before any model loads. The
     user's --where is checked by itself first, so a refusal quotes it as typed."""

@@ -20,7 +20,7 @@ import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,7 +33,6 @@ from cladebench.tasks import DEFAULT_TASK, all_tasks, get_task
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
 
 if TYPE_CHECKING:
-    from cladebench.evaluate.configs import EvalConfig
     from cladebench.tasks.common import Predictions
 
 CLONE_NAME = "reviewed-labels.lance"
@@ -42,7 +41,7 @@ MARKER = ".cladebench-reviewed-labels"
 """A file inside the clone saying this tool made it, so a later run into the same ``--out`` may replace it."""
 
 
-def check_labels_from_reviews(config: EvalConfig) -> None:
+def check_labels_from_reviews(config: Any) -> None:
     """A usage error, before any work, for a task whose truth no review can give."""
     # A task declares whether its truth is a row's own taxon (Task.reviewed_labels): rerank's relevance and lineage
     # completion's co-observed organisms are not.

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import lance
 
     from cladebench.models import Encoder
+    from cladebench.tasks.protocols import AsksEndpoint, NamesModel, ScalesLogits, ScoresLabels
 
 
 MAX_UNUSABLE_SHARE = 0.5
@@ -350,46 +351,6 @@ class LabelScores:
     """What :func:`candidate_mask` counted; None without candidates."""
     probs: np.ndarray
     """Images x labels softmax probabilities (:func:`classify`)."""
-
-
-class NamesModel(Protocol):
-    """What finding a model's embedding column asks of the model: its id."""
-
-    @property
-    def model_id(self) -> str: ...
-
-
-class ScalesLogits(Protocol):
-    """A config with ``--logit-scale``: 'learned' or a positive number."""
-
-    @property
-    def logit_scale(self) -> str: ...
-
-
-class ScoresLabels(ScalesLogits, Protocol):
-    """The settings of a task that scores images against texts of label names."""
-
-    @property
-    def name_style(self) -> str: ...
-
-    @property
-    def templates(self) -> str: ...
-
-    @property
-    def candidates(self) -> str | None: ...
-
-
-class AsksEndpoint(Protocol):
-    """The settings of a task that sends requests to a VLM endpoint."""
-
-    @property
-    def vlm_concurrency(self) -> int: ...
-
-    @property
-    def vlm_max_response_bytes(self) -> int: ...
-
-    @property
-    def vlm_deadline_s(self) -> float: ...
 
 
 def score_labels(encoder: Encoder, image_vectors: np.ndarray, rows: pa.Table, labels: LabelSet, rank: Rank,

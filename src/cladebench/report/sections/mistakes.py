@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
+from markupsafe import Markup
 
 from cladebench.metrics import accuracy
 from cladebench.metrics.hierarchy import HEIGHT_COLUMN, lca_rank, lca_ranks
@@ -69,6 +70,6 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
 
 
 @register_section("mistakes", "Where mistakes land on the tree", order=31, folded=True)
-def mistakes_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def mistakes_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("mistakes", panels=panels) if panels else None
