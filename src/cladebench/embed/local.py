@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from cladebench.embed.config import EmbedConfig
     from cladebench.models import Encoder
+    from cladebench.models.preprocessing import ImageTransform, Preprocessing
 
 
 class _Staging:
@@ -135,11 +136,11 @@ class _Staging:
 # ``workers * _PREFETCH_PER_WORKER`` blocks are in flight, so memory stays flat on any dataset size.
 
 _PREFETCH_PER_WORKER = 3
-_TRANSFORM: object = None
+_TRANSFORM: ImageTransform | None = None
 """A decoding worker's transform, built once by :func:`_init_worker` in each worker process."""
 
 
-def _init_worker(preprocessing: Any) -> None:
+def _init_worker(preprocessing: Preprocessing) -> None:
     import signal
 
     import torch
@@ -151,16 +152,18 @@ def _init_worker(preprocessing: Any) -> None:
 
 
 def _decode_in_worker(uuids: list[str], images: list[bytes | None]) -> dict[str, object]:
+    assert _TRANSFORM is not None  # built by _init_worker, which the pool runs first
     return decode_block(uuids, images, _TRANSFORM)
 
 
-def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Iterator[tuple[list[str], list[Any]]]:
+def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]
+                 ) -> Iterator[tuple[list[str], list[bytes | None]]]:
     for block in blocks:
         rows = dataset.take(block, columns=["uuid", "image"])
         yield rows.column("uuid").to_pylist(), rows.column("image").to_pylist()
 
 
-def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Any,
+def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Preprocessing,
                     workers: int) -> Iterator[dict[str, object]]:
     """Decoded blocks in dataset order, decoded ahead by ``workers`` processes (inline when 0)."""
     if workers == 0:

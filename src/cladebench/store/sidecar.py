@@ -79,7 +79,7 @@ def vectors_sha256(dataset: lance.LanceDataset, column: str) -> tuple[str, int]:
     return _COMPUTED[key]
 
 
-def _vectors_sha256(dataset: Any, column: str) -> tuple[str, int]:
+def _vectors_sha256(dataset: lance.LanceDataset, column: str) -> tuple[str, int]:
     import numpy as np
     import pyarrow.compute as pc
 
