@@ -11,7 +11,7 @@ recorded in :meth:`ImageEncoder.describe`, beside the preprocessing, as every em
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.models.preprocessing import Preprocessing
 from cladebench.models.spec import ModelSpec
@@ -46,7 +46,7 @@ class ImageEncoder(ImageTower):
     def _image_features(self, pixels: torch.Tensor) -> torch.Tensor:
         return self._features(pixels)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """Provenance of every embedding this encoder makes: model, revision, which output, preprocessing."""
         return {
             "model_id": self.model_id,

@@ -10,7 +10,6 @@ with a Wilson interval per share. One panel per task and challenge group, one se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -31,7 +30,7 @@ def category(where: str) -> str:
     return "different kingdoms" if where == "root" else f"same {where}"
 
 
-def mistake_shares(run: ReportRun, group: str) -> tuple[str, dict[str, dict[str, Any]]] | None:
+def mistake_shares(run: ReportRun, group: str) -> tuple[str, dict[str, dict[str, object]]] | None:
     """The run's label rank and, per LCA rank, the share of its mistakes there (in ``group``, or all rows), as
     estimates named ``mistakes_at_<rank>``; None when its predictions carry no heights or hold no mistake."""
     table = run.predictions

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class MethodOutput:
 
     predicted: np.ndarray
     """Class index per query row."""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
     ranked: np.ndarray | None = None
     """The :data:`RANKED` best classes per query row, best first (the first is :attr:`predicted`), where the method
     scores every class: what hierarchical distance@5 reads."""

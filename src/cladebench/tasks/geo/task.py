@@ -211,7 +211,7 @@ def _bools(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def geo_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """Top-1 image-only and fused, their paired difference, the chosen weight, fallback shares, and each top-1's
     mistake severity and hdist@1 (:mod:`cladebench.metrics.hierarchy`)."""
     table, info = predictions.table, predictions.info
@@ -245,7 +245,7 @@ def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     return metrics
 
 
-def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+def per_image_values(table: pa.Table, task_provenance: dict[str, object]) -> dict[str, tuple[Any, ...]]:
     """Each scored test image's 0/1 correctness, image-only and fused, keyed by uuid, so runs pair image by image."""
     rank = task_provenance.get("rank", "species")
     scored = _bools(table, "scored")
