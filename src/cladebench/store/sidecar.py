@@ -60,7 +60,7 @@ def read_sidecar(uri: str) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in entries.items() if isinstance(v, dict)}
 
 
-_COMPUTED: dict[tuple[Any, ...], tuple[str, int]] = {}
+_COMPUTED: dict[tuple[object, ...], tuple[str, int]] = {}
 """(uri, its versions folder's identity, version, column) -> checksum and rows, computed once in this process (a
 version never changes; a dataset written anew at the same path has a new versions folder)."""
 
