@@ -43,7 +43,7 @@ import re
 import textwrap
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
@@ -258,7 +258,7 @@ class _OnceFlag(argparse.BooleanOptionalAction):
     """``--flag/--no-flag``, refusing both (or either twice with another meaning) on one command line."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+                 values: str | Sequence[object] | None, option_string: str | None = None) -> None:
         value = not (option_string or "").startswith("--no-")
         if getattr(namespace, self.dest, None) not in (None, value):
             raise argparse.ArgumentError(self, f"{self.option_strings[0]} and {self.option_strings[1]} are both "
@@ -266,7 +266,7 @@ class _OnceFlag(argparse.BooleanOptionalAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-def _typed(annotation: Any, option: str) -> Any:
+def _typed(annotation: object, option: str) -> Callable[[str], object]:
     """:func:`parse_text` as argparse's ``type``: its refusal becomes argparse's, which names the option."""
 
     def convert(text: str) -> object:
@@ -373,7 +373,7 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
     :data:`GIVEN` field gets the names of the settings given, in field order."""
     hints = typing.get_type_hints(cls)
     keyed = keyed or {}
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for field in dataclasses.fields(cls):
         if not field.init:
             continue

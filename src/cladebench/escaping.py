@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _LINE_BREAKS = re.compile(r"\s*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])+\s*")
@@ -31,18 +30,18 @@ _IN_A_CELL = re.compile(r"([\\|])")
 _INLINE = re.compile(r"([\\`*_\[\]|~])")
 
 
-def _escaped(text: Any, backslashed: re.Pattern[str]) -> str:
+def _escaped(text: object, backslashed: re.Pattern[str]) -> str:
     text = _LINE_BREAKS.sub(" ", "" if text is None else str(text))
     text = "".join(_ENTITIES.get(char, char) for char in text)
     return backslashed.sub(r"\\\1", text)
 
 
-def markdown_cell(text: Any) -> str:
+def markdown_cell(text: object) -> str:
     """Markdown text as one table cell, its own code spans and emphasis kept (``None`` is an empty cell)."""
     return _escaped(text, _IN_A_CELL)
 
 
-def markdown_escape(text: Any) -> str:
+def markdown_escape(text: object) -> str:
     """A value as literal Markdown inline text, safe inside a table cell (``None`` is an empty cell)."""
     return _escaped(text, _INLINE)
 
@@ -54,7 +53,7 @@ _LATEX_SPECIAL = re.compile(r"[\\{}_%&#$~^<>|]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def latex_escape(text: Any) -> str:
+def latex_escape(text: object) -> str:
     r"""``text`` as literal LaTeX text, safe inside a ``tabular`` cell or a caption: the ten characters TeX gives a
     meaning to (and ``< > |``, which the default font encoding prints as other glyphs) become their text commands,
     line breaks become spaces (a blank line would end the paragraph mid-cell) and other control characters are

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench.console import is_quiet
+
+if TYPE_CHECKING:
+    from tqdm import tqdm as Bar  # what progress_bar gives, for the annotations of those who hold one
 
 
 def shown(enabled: bool = True) -> bool:
@@ -20,8 +23,8 @@ def shown(enabled: bool = True) -> bool:
     return enabled and not is_quiet() and sys.stderr.isatty()
 
 
-def progress_bar(iterable: Iterable[Any] | None = None, *, total: float | None = None, desc: str, unit: str,
-                 enabled: bool = True, initial: float = 0, leave: bool = True, **options: Any) -> Any:
+def progress_bar(iterable: Iterable[object] | None = None, *, total: float | None = None, desc: str, unit: str,
+                 enabled: bool = True, initial: float = 0, leave: bool = True, **options: object) -> Bar:
     """A tqdm bar (use it as tqdm's: ``update``, ``set_postfix``, a context manager, or iterate it), drawn only
     when :func:`shown`. ``options`` are tqdm's (``smoothing``, ``position``)."""
     from tqdm import tqdm

@@ -34,9 +34,11 @@ import platform
 import re
 import urllib.parse
 from importlib import metadata
-from typing import Any
+from typing import TypeVar, cast
 
 from cladebench import __version__
+
+_Value = TypeVar("_Value")
 
 SECRET_QUERY_PARAMETERS = frozenset({
     "key", "api_key", "apikey", "api-key", "token", "access_token", "id_token", "refresh_token", "auth",
@@ -111,15 +113,15 @@ def redact_text(text: str) -> str:
     return _URL.sub(lambda found: redact_url(found.group(0)), text)
 
 
-def redact(value: object) -> Any:
+def redact(value: _Value) -> _Value:
     """A copy of a JSON-like value (dicts, lists, tuples, strings) with every string passed through
     :func:`redact_text`; other values as they are."""
     if isinstance(value, str):
-        return redact_text(value)
+        return cast("_Value", redact_text(value))
     if isinstance(value, dict):
-        return {redact(k) if isinstance(k, str) else k: redact(v) for k, v in value.items()}
+        return cast("_Value", {redact(k) if isinstance(k, str) else k: redact(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
-        return type(value)(redact(v) for v in value)
+        return cast("_Value", type(value)(redact(v) for v in value))
     return value
 
 

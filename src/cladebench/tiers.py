@@ -67,7 +67,7 @@ def unknown_setting(origin: str, key: str, known: Iterable[str], where: str) -> 
     return UnknownNameError(f"{origin}: {where} has no setting {key!r}; closest: {', '.join(close)}")
 
 
-def typed_setting(cls: type, key: str, value: object, origin: str) -> Any:
+def typed_setting(cls: type, key: str, value: object, origin: str) -> object:
     """``value`` (a word, or a TOML value) as a value of ``cls``'s field ``key``: the conversion of an option's
     word, with ``origin`` (the key as typed) naming it in any refusal."""
     hint = typing.get_type_hints(cls)[key]

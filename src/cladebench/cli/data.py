@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from cladebench.cli.verbs import verb
 from cladebench.config import OPTION, POSITIONAL, at_least, at_most
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import lance
 
     from cladebench.embed.config import EmbedConfig
+    from cladebench.models import Encoder
 
 # --- info ----------------------------------------------------------------------------------------
 
@@ -193,7 +194,7 @@ def _check_search(dataset: lance.LanceDataset, command: SearchCommand) -> None:
         raise CladebenchError(f"--match-column {command.match_column!r} is not a column of {dataset.uri}")
 
 
-def _print_search(dataset: lance.LanceDataset, encoder: Any, command: SearchCommand) -> int:
+def _print_search(dataset: lance.LanceDataset, encoder: Encoder, command: SearchCommand) -> int:
     from cladebench.tasks.text_search import SEARCH_K, search_text
 
     names = dataset.schema.names

@@ -4,9 +4,12 @@ so ``export --help`` imports none of the libraries a format needs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench.cli.verbs import FAMILIES, Family, Verb
+
+if TYPE_CHECKING:
+    from cladebench.export.configs import MlflowConfig, ModelCardConfig, WandbConfig
 
 
 def _said(left_out: list[str]) -> None:
@@ -16,7 +19,7 @@ def _said(left_out: list[str]) -> None:
         print(f"  left out: {one_line(line)}")
 
 
-def _model_card(config: Any) -> int:
+def _model_card(config: ModelCardConfig) -> int:
     from cladebench.export.model_card import run_model_card
 
     written = run_model_card(config)
@@ -28,7 +31,7 @@ def _model_card(config: Any) -> int:
     return 0
 
 
-def _mlflow(config: Any) -> int:
+def _mlflow(config: MlflowConfig) -> int:
     from cladebench.export.mlflow_runs import export_to_mlflow
 
     done = export_to_mlflow(config.runs, tracking_uri=config.tracking_uri, experiment=config.experiment,
@@ -40,7 +43,7 @@ def _mlflow(config: Any) -> int:
     return 0
 
 
-def _wandb(config: Any) -> int:
+def _wandb(config: WandbConfig) -> int:
     from cladebench.export.wandb_runs import export_to_wandb
 
     done = export_to_wandb(config.runs, project=config.project, entity=config.entity, folder=config.dir,

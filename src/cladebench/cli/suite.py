@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from cladebench.cli.verbs import verb
 
@@ -64,7 +64,17 @@ def _suite(config: SuiteConfig) -> int:
     return 0
 
 
-def _mlflow_as_it_goes() -> tuple[dict[str, Any], Callable[[Path, list[dict[str, Any]]], None]]:
+class _Said(TypedDict, total=False):
+    """What the suite's MLflow logging counted, to say it: runs logged, runs there already, where, and why not."""
+
+    new: int
+    there: int
+    uri: str
+    experiment: str
+    left_out: list[str]
+
+
+def _mlflow_as_it_goes() -> tuple[_Said, Callable[[Path, list[dict[str, object]]], None]]:
     """The tracker opened before any run (no mlflow, or a store it cannot open, is one line before an hour of runs)
     and the function that logs each run the suite finishes; the counts it keeps, to say them."""
     from cladebench.errors import CladebenchError
@@ -73,12 +83,13 @@ def _mlflow_as_it_goes() -> tuple[dict[str, Any], Callable[[Path, list[dict[str,
     from cladebench.export.tracked import REPORT_MISSING
 
     tracker = Tracker()
-    said: dict[str, Any] = {"new": 0, "there": 0, "uri": tracker.uri, "experiment": tracker.experiment,
+    said: _Said = {"new": 0, "there": 0, "uri": tracker.uri, "experiment": tracker.experiment,
                             "left_out": [] if tracker.report else [REPORT_MISSING]}
 
-    def log(path: Path, rows: list[dict[str, Any]]) -> None:
+    def log(path: Path, rows: list[dict[str, object]]) -> None:
         run, why = suite_run(path, rows)
         if run is None:
+            assert why is not None  # suite_run says why when it gives no run
             said["left_out"].append(why)
             return
         try:

@@ -11,9 +11,12 @@ counts them for zero-shot species top-1 with the same paired bootstrap and Holm 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.demo.steps import DEMO_STEPS, NO_EMBEDDINGS, DemoContext, DemoModel
+
+if TYPE_CHECKING:
+    from cladebench.evaluate.record import RunRecord
 
 POOLED = "pooled (summary)"
 """The label part of a pooled run: a summary over groups the tool otherwise never pools."""
@@ -22,7 +25,7 @@ N_RESAMPLES = 10_000
 
 
 def _run(ctx: DemoContext, config_class: type, task: str, model: DemoModel, *, pooled: bool,
-         **fields: object) -> tuple[Any, Path]:
+         **fields: object) -> tuple[RunRecord, Path]:
     from cladebench.evaluate.run import run_eval
 
     label = f"{model.label} · {POOLED}" if pooled else model.label

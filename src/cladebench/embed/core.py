@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import lance
 
     from cladebench.embed.config import EmbedConfig
+    from cladebench.models.preprocessing import ImageTransform
 
 COLUMN_PATTERN = re.compile(r"emb_[a-z0-9_]+")
 """What ``embed`` names a column: ``emb_`` and lower-case letters, digits and underscores. Such a name is a
@@ -260,7 +261,7 @@ def run_key(described: dict[str, object], config: EmbedConfig) -> dict[str, obje
 # --- decoding -------------------------------------------------------------------------------------
 
 
-def decode_block(uuids: list[str], images: list[bytes | None], transform: Any) -> dict[str, object]:
+def decode_block(uuids: list[str], images: list[bytes | None], transform: ImageTransform) -> dict[str, object]:
     """Decode and preprocess one block; failures come back with their reasons instead of raising."""
     from cladebench.images import ImageDecodeError, decode_image
 

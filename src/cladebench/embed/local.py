@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from cladebench.embed.config import EmbedConfig
     from cladebench.models import Encoder
+    from cladebench.models.preprocessing import ImageTransform, Preprocessing
 
 
 class _Staging:
@@ -138,11 +139,11 @@ class _Staging:
 # ``workers * _PREFETCH_PER_WORKER`` blocks are in flight, so memory stays flat on any dataset size.
 
 _PREFETCH_PER_WORKER = 3
-_TRANSFORM: object = None
+_TRANSFORM: ImageTransform | None = None
 """A decoding worker's transform, built once by :func:`_init_worker` in each worker process."""
 
 
-def _init_worker(preprocessing: Any) -> None:
+def _init_worker(preprocessing: Preprocessing) -> None:
     import signal
 
     import torch
@@ -162,6 +163,7 @@ def _timed_decode(uuids: list[str], images: list[bytes | None], transform: objec
 
 
 def _decode_in_worker(uuids: list[str], images: list[bytes | None]) -> dict[str, object]:
+    assert _TRANSFORM is not None  # built by _init_worker, which the pool runs first
     return _timed_decode(uuids, images, _TRANSFORM)
 
 
@@ -174,7 +176,8 @@ def _joined(pieces: list[dict[str, object]]) -> dict[str, object]:
             "cpu_seconds": sum(cast(float, piece["cpu_seconds"]) for piece in pieces)}
 
 
-def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]) -> Iterator[tuple[list[str], list[Any]]]:
+def _read_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray]
+                 ) -> Iterator[tuple[list[str], list[bytes | None]]]:
     for block in blocks:
         rows = dataset.take(block, columns=["uuid", "image"])
         yield rows.column("uuid").to_pylist(), rows.column("image").to_pylist()
@@ -201,7 +204,7 @@ def _read_ahead(dataset: lance.LanceDataset, blocks: list[np.ndarray], ahead: in
             yield block
 
 
-def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Any,
+def _decoded_blocks(dataset: lance.LanceDataset, blocks: list[np.ndarray], preprocessing: Preprocessing,
                     workers: int) -> Iterator[dict[str, object]]:
     """Decoded blocks in dataset order, decoded ahead by ``workers`` processes (inline when 0)."""
     if workers == 0:

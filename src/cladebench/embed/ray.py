@@ -68,7 +68,10 @@ from cladebench.paths import atomic_write
 from cladebench.raycluster import cluster_cpus, cluster_gpus, ray_session
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     import lance
+    from lance.fragment import LanceFragment
 
     from cladebench.embed.config import EmbedConfig
     from cladebench.models import Encoder
@@ -82,7 +85,7 @@ is only known at the end and comes with the metadata-only version."""
 # --- staging on the driver ------------------------------------------------------------------------
 
 
-def _source_of(fragment: Any) -> dict[str, object]:
+def _source_of(fragment: LanceFragment) -> dict[str, object]:
     """What a staged result was computed from: the fragment's data files and deletions."""
     meta = fragment.metadata
     deletion = meta.deletion_file
@@ -261,7 +264,7 @@ _COMMIT_ROUNDS = 5
 """Times the run encodes fragments appended by others while it ran, and tries the commit again."""
 
 
-def _encode_pending(ray: Any, config: EmbedConfig, encoder: Encoder, described: dict[str, object],
+def _encode_pending(ray: ModuleType, config: EmbedConfig, encoder: Encoder, described: dict[str, object],
                     storage_options: dict[str, str] | None, uri: str, dataset: lance.LanceDataset, column: str,
                     staging: _FragmentStaging, staged: dict[int, dict[str, Any]], runner: dict[str, object]) -> None:
     """Encode the fragments of ``dataset`` not yet in ``staged`` on the actor pool, staging each as it arrives."""
@@ -322,7 +325,7 @@ def _absolute_model(model: str) -> str:
     return prefix + str(Path(model[len(prefix):]).resolve()) if model.startswith(prefix) else model
 
 
-def _run_pool(ray: Any, plan: ActorPlan, pending: list[int], **actor_args: object) -> Iterator[dict[str, Any]]:
+def _run_pool(ray: ModuleType, plan: ActorPlan, pending: list[int], **actor_args: object) -> Iterator[dict[str, Any]]:
     """Fragments through a Ray Data actor pool; results as they finish."""
     context = ray.data.DataContext.get_current()
     bars = context.enable_progress_bars

@@ -27,6 +27,8 @@ from cladebench.errors import CladebenchError, SchemaError
 from cladebench.raycluster import exit_if_marked
 
 if TYPE_CHECKING:
+    from lance.fragment import LanceFragment
+
     from cladebench.embed.config import EmbedConfig
 
 FAULT_MARKER_ENV = "CLADEBENCH_EMBED_RAY_FAULT"
@@ -41,10 +43,10 @@ worker killed mid-fragment would."""
 # --- the actor --------------------------------------------------------------------------------------
 
 
-def _fragment_blocks(fragment: Any, batch_size: int) -> Iterator[tuple[list[str], list[Any]]]:
+def _fragment_blocks(fragment: LanceFragment, batch_size: int) -> Iterator[tuple[list[str], list[bytes | None]]]:
     """The fragment's rows as blocks of exactly ``batch_size`` (the last shorter), whatever Lance's batches."""
     uuids: list[str] = []
-    images: list[object] = []
+    images: list[bytes | None] = []
     for batch in fragment.to_batches(columns=["uuid", "image"], batch_size=batch_size):
         uuids.extend(batch.column("uuid").to_pylist())
         images.extend(batch.column("image").to_pylist())
@@ -104,7 +106,7 @@ class FragmentEncoder:
                     "failed_reasons": [], "norms": "", "device": "", "seconds": 0.0, "error": str(exc),
                     "error_type": type(exc).__name__}
 
-    def _encoded_blocks(self, fragment: object, failures: list[tuple[str, str]], sums: NormSums
+    def _encoded_blocks(self, fragment: LanceFragment, failures: list[tuple[str, str]], sums: NormSums
                         ) -> Iterator[tuple[list[str], list[np.ndarray | None]]]:
         """Blocks in fragment order: uuids and their vectors (None for a failed image), decoded ahead in threads."""
         import torch

@@ -24,7 +24,7 @@ precision (fp16 on a GPU against fp32 here) or on another device agree to better
 vectors, even of the same architecture, to far less."""
 
 
-def _preprocessing(metadata: dict[str, Any], encoder: Any) -> Any:
+def _preprocessing(metadata: dict[str, object], encoder: Any) -> Any:
     """The preprocessing the column was embedded with (as its metadata records it), else the encoder's own."""
     from cladebench.models.preprocessing import Preprocessing
 
@@ -42,8 +42,8 @@ def _preprocessing(metadata: dict[str, Any], encoder: Any) -> Any:
     return encoder.preprocessing
 
 
-def spot_check_column(dataset: Any, column: str, encoder: Any, metadata: dict[str, Any],
-                      rows: int = SPOT_ROWS) -> dict[str, Any]:
+def spot_check_column(dataset: Any, column: str, encoder: Any, metadata: dict[str, object],
+                      rows: int = SPOT_ROWS) -> dict[str, object]:
     """Encode up to ``rows`` of the column's images again with ``encoder`` and compare with the stored vectors;
     a :class:`SchemaError` (exit 4) when one differs, naming the row. Returns what was checked (for the record);
     rows whose image does not decode are skipped, as embed skipped them."""

@@ -27,6 +27,7 @@ from cladebench.templates import get_templates
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.models.spec import ModelSpec
     from cladebench.tasks import Task
     from cladebench.tasks.configs import TaskSettings
 
@@ -200,7 +201,7 @@ def check_model_given(task: Task, settings: TaskSettings, *, model_named: bool) 
                          "(to find the column holding its embeddings)")
 
 
-def model_refusal(task: Any, spec: Any) -> str | None:
+def model_refusal(task: Task, spec: ModelSpec) -> str | None:
     """Why the model ``spec`` means cannot run ``task`` (what it lacks, e.g. "needs a text tower"), or None when it
     can: the task's needs (:attr:`cladebench.tasks.Task.needs`) against the kind's capabilities, asked, not named."""
     from cladebench.models.spec import lacking, missing_for
@@ -209,7 +210,7 @@ def model_refusal(task: Any, spec: Any) -> str | None:
     return None if missing is None else f"needs {lacking(missing)}"
 
 
-def tasks_for(spec: Any) -> list[str]:
+def tasks_for(spec: ModelSpec) -> list[str]:
     """The tasks the model ``spec`` can run (each registered task's needs met by its capabilities)."""
     from cladebench.models.spec import missing_for
     from cladebench.tasks import all_tasks
@@ -217,7 +218,7 @@ def tasks_for(spec: Any) -> list[str]:
     return [name for name, task in all_tasks().items() if missing_for(task.needs, spec.capabilities) is None]
 
 
-def check_model_can(task: Any, spec: Any) -> None:
+def check_model_can(task: Task, spec: ModelSpec | None) -> None:
     """A usage error, before any weights load, when the model cannot run the task: one line naming the task, the
     model, what it lacks, and the tasks that do run on it."""
     if spec is None:
@@ -242,7 +243,8 @@ def check_prior_dataset(dataset: lance.LanceDataset, settings: TaskSettings) -> 
     check_filter_on_schema(fit_dataset, fit_where, option="--prior-fit-where")
 
 
-def check_before_model(dataset: lance.LanceDataset, config: Any, settings: TaskSettings, where: str | None) -> None:
+def check_before_model(dataset: lance.LanceDataset, config: Any, settings: TaskSettings,
+                       where: str | None) -> None:
     """Every check of the command against the dataset that needs no model: run before any model loads. The
     user's --where is checked by itself first, so a refusal quotes it as typed."""
     check_filter_on_schema(dataset, config.where)

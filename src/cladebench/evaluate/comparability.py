@@ -16,7 +16,7 @@ COMPARABILITY_KEYS = ("rows_sha256", "label_set", "rank", "split_sha256", "shots
 its rank, the split and shots, and the gallery a query searches."""
 
 
-def _scoped(value: Any, group: str) -> Any:
+def _scoped(value: object, group: str) -> Any:
     """A provenance entry for one group of a grouped run: its own entry where the record keeps one per group."""
     if isinstance(value, dict) and group and isinstance(value.get(group), dict):
         return value[group]
@@ -66,7 +66,7 @@ def _own(per_group: object, group: str) -> str | None:
     return str(found) if found else None
 
 
-def _shots_words(record: RunRecord, group: str, shots: Any) -> str:
+def _shots_words(record: RunRecord, group: str, shots: object) -> str:
     label_set = _label_set_entry(record, group)
     size, candidates = label_set.get("size"), label_set.get("candidates")
     rank = label_set.get("rank") or "class"
@@ -111,7 +111,7 @@ TAXA_NAMED = 3
 """Labels named in words when two runs' taxa differ (the rest are counted)."""
 
 
-def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: Any) -> str:
+def _other_taxa(reference: RunRecord, other: RunRecord, group: str, rank: object) -> str:
     """``different taxa (9 vs 12 species; only in this run: A, B; only in the reference: C and 2 more)``: the
     labels are named where both runs list theirs in one name style."""
     sizes = [label_set_size(record, group) for record in (other, reference)]

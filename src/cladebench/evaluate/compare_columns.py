@@ -30,6 +30,10 @@ from cladebench.tasks.common import column_metadata
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.tasks.fewshot import FewShotConfig
+    from cladebench.tasks.fewshot.splits import SplitPlan
+    from cladebench.tasks.labelled_rows import LabelledRows
+
 
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
     """Linear CKA between two representations of the same rows (widths may differ); 1 means equal up to
@@ -60,7 +64,7 @@ class ColumnComparison:
 
     columns: tuple[str, ...]
     """The compared columns, in the order given."""
-    models: dict[str, str | None]
+    models: dict[str, object]
     """Model named by each column's metadata."""
     rows: int
     """Rows that have a vector in every column (and match the filter): CKA is computed over all of them."""
@@ -90,8 +94,8 @@ class ColumnComparison:
         return out
 
 
-def _few_shot(dataset: lance.LanceDataset, columns: list[str], config: Any, where: str | None
-              ) -> tuple[Any, Any, dict[str, dict[str, dict[str, Any]]]]:
+def _few_shot(dataset: lance.LanceDataset, columns: list[str], config: FewShotConfig, where: str | None
+              ) -> tuple[LabelledRows, SplitPlan | None, dict[str, dict[str, dict[str, Any]]]]:
     """One few-shot problem over the rows ``where`` selects: its rows, splits and accuracy per column."""
     from cladebench.tasks.fewshot import few_shot_summary, plan_splits, predict_splits
     from cladebench.tasks.labelled_rows import read_labelled_rows
@@ -105,7 +109,7 @@ def _few_shot(dataset: lance.LanceDataset, columns: list[str], config: Any, wher
     return rows, plan, accuracy
 
 
-def _split(rows: Any, plan: Any) -> dict[str, Any]:
+def _split(rows: LabelledRows, plan: Any) -> dict[str, Any]:
     return {**plan.provenance(), "sampling_unit": rows.group_key, "rows_without_group": rows.rows_without_group,
             "rows_without_direction": rows.rows_without_direction}
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +23,7 @@ FINGERPRINT_SHOWN = 12
 def dataset_words(record: RunRecord, path: Path) -> str:
     """``demo.lance (fingerprint 3f2a9c01b7e4)``: a run's dataset as its record names it (the run's path where the
     record names none)."""
-    data: dict[str, Any] = record.provenance.get("dataset") or {}
+    data: dict[str, object] = record.provenance.get("dataset") or {}
     name = data.get("benchmark") or data.get("uri") or str(path)
     fingerprint = str(data.get("fingerprint") or data.get("evaluated_fingerprint") or "unknown")
     return f"{name} (fingerprint {fingerprint[:FINGERPRINT_SHOWN]})"

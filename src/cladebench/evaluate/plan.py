@@ -19,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from cladebench import store
 from cladebench.benchmarks import (
@@ -34,8 +34,9 @@ from cladebench.benchmarks import (
 from cladebench.config import GIVEN, config_to_dict, field_default
 from cladebench.evaluate.checks import check_before_model, check_model_can, check_model_given
 from cladebench.evaluate.record import check_out_outside_dataset
-from cladebench.evaluate.reviewed import reviewed_labels
+from cladebench.evaluate.reviewed import ReviewedLabels, reviewed_labels
 from cladebench.evaluate.selection import (
+    MixedScriptName,
     and_filters,
     check_breakdown_values,
     check_unique_uuids,
@@ -47,17 +48,27 @@ from cladebench.evaluate.selection import (
 from cladebench.models import registry as model_registry
 from cladebench.models.spec import ModelSpec
 from cladebench.store.versions import fingerprint_selecting
+from cladebench.tasks.configs import TaskSettings
+
+if TYPE_CHECKING:
+    import lance
+    from _typeshed import DataclassInstance
+
+    from cladebench.evaluate.configs import EvalConfig
+    from cladebench.tasks import Task
+
+_Settings = TypeVar("_Settings", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)
 class EvalPlan:
     """What one evaluation runs, fully resolved: built by :func:`plan_eval`, read by everything after it."""
 
-    config: Any
+    config: EvalConfig
     """The eval config as run: the user's settings, the benchmark's protocol where the user gave none."""
-    task: Any
+    task: Task
     """The registered task (:class:`cladebench.tasks.Task`)."""
-    settings: Any
+    settings: TaskSettings
     """The task's own config, filled from :attr:`config`."""
     spec: ModelSpec | None
     """The model ``--model`` names, resolved once (None: a stored column evaluated without a model, or a model
@@ -83,7 +94,7 @@ class EvalPlan:
     """Selected rows with no value in the partition column: in no group, so not evaluated (said, and recorded)."""
     rows_selected: int
     """Rows the filter, the exposure options and ``--within`` select (each uuid once: checked)."""
-    dataset: Any = dataclasses.field(default=None, repr=False, compare=False)
+    dataset: lance.LanceDataset | None = dataclasses.field(default=None, repr=False, compare=False)
     """The dataset at :attr:`uri`, opened once here; every later step reads this handle (a run that embeds the
     benchmark first reopens it once, as the data changed)."""
     fingerprint: str = ""
@@ -94,9 +105,9 @@ class EvalPlan:
     (:class:`~cladebench.tasks.common.PlannedLabelSet`): built once here, before any model, from the selection;
     handed to the task and read by the record. Empty for a task without one (:attr:`without_label_set` says why)
     and for a tree-of-life set (its labels come with the text vectors the run loads)."""
-    mixed_script: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    mixed_script: Mapping[str, MixedScriptName] = dataclasses.field(default_factory=dict)
     """Names of the selected rows that mix scripts, with their rows (:func:`~.selection.mixed_script_names`)."""
-    reviewed: Any = None
+    reviewed: ReviewedLabels | None = None
     """The experts' labels a ``--labels-from-reviews`` run scores against (None otherwise)."""
     rows_without_review: int = 0
     """Selected rows no reviewer agreed on (with ``--labels-from-reviews``): not scored, and counted as such."""
@@ -119,7 +130,7 @@ class EvalPlan:
         """The filter selecting one group's rows (the whole selection when pooled)."""
         return self.where if group is None else and_filters(self.where, self.group_filters[group])
 
-    def group_settings(self, group: str | None, settings: Any = None) -> object:
+    def group_settings(self, group: str | None, settings: TaskSettings | None = None) -> TaskSettings:
         """The task settings (:attr:`settings`, or ``settings`` given) of one group's run: its filter in place."""
         return dataclasses.replace(self.settings if settings is None else settings, where=self.group_where(group))
 
@@ -132,7 +143,7 @@ class EvalPlan:
                 "mixed_script_names": {name: dict(entry) for name, entry in self.mixed_script.items()}}
 
 
-def given_settings(config: Any) -> frozenset[str]:
+def given_settings(config: EvalConfig) -> frozenset[str]:
     """The settings the user gave: the config's :data:`~cladebench.config.GIVEN` names when it was built from a
     command line or by :func:`~cladebench.evaluate.run.eval_config`; else (a config class called directly) each
     setting whose value differs from its default, the best that can be known."""
@@ -149,7 +160,7 @@ def given_settings(config: Any) -> frozenset[str]:
     return frozenset(out)
 
 
-def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = None) -> EvalPlan:
+def plan_eval(config: EvalConfig, *, encoder: object = None, located: Located | None = None) -> EvalPlan:
     """Resolve and check ``config`` into the plan of its run, reading the dataset's schema and the selected rows'
     group column but loading no model. ``encoder`` is a model handed in (the Python API, a suite's built model):
     its own spec stands for ``--model``. ``located`` is the named benchmark's data when the caller found it already
@@ -158,7 +169,8 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
 
     given = given_settings(config)
     benchmark = _benchmark(config)
-    config, off_protocol = apply_protocol(config, benchmark, given)
+    protocol_config, off_protocol = apply_protocol(config, benchmark, given)
+    config = cast("EvalConfig", protocol_config)  # the class given, the protocol's settings filled in
     check_out_outside_dataset(config.out, config.dataset)
     store.check_writable(config.out, folder=True)  # a read-only or file --out is found before any work
     task = get_task(config.task or DEFAULT_TASK)
@@ -197,7 +209,7 @@ def plan_eval(config: Any, *, encoder: Any = None, located: Located | None = Non
     return dataclasses.replace(plan, label_sets=_label_sets(plan))
 
 
-def _benchmark(config: Any) -> Benchmark | None:
+def _benchmark(config: EvalConfig) -> Benchmark | None:
     """The benchmark the config's dataset names: as :func:`~cladebench.evaluate.configs.eval_config` decided it
     when it did, else decided here (:func:`~cladebench.benchmarks.named_benchmark`)."""
     decided = getattr(config, "is_benchmark", None)
@@ -219,7 +231,7 @@ def _label_sets(plan: EvalPlan) -> dict[str | None, object]:
     return out
 
 
-def task_config(task_config_class: type, config: object) -> Any:
+def task_config(task_config_class: type[_Settings], config: object) -> _Settings:
     """The task's own config, filled from the eval config's fields of the same name."""
     names = {f.name for f in dataclasses.fields(task_config_class)}
     return task_config_class(**{k: v for k, v in config_to_dict(config).items() if k in names})

@@ -20,7 +20,7 @@ import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,6 +31,9 @@ from cladebench.store.dataset import is_remote, open_dataset
 from cladebench.store.reviews import read_reviews, review_summary, reviews_path
 from cladebench.tasks import DEFAULT_TASK, all_tasks, get_task
 from cladebench.taxonomy import RANK_COLUMNS, Lineage
+
+if TYPE_CHECKING:
+    from cladebench.tasks.common import Predictions
 
 CLONE_NAME = "reviewed-labels.lance"
 """The labelled clone's name inside ``--out``."""
@@ -64,7 +67,7 @@ class ReviewedLabels:
         scored = pc.is_in(uuids, value_set=pa.array(sorted(self.scored), pa.string()).cast(uuids.type))
         return len(uuids) - pc.sum(scored.cast(pa.int64())).as_py() if len(uuids) else 0
 
-    def restrict(self, predictions: Any) -> Any:
+    def restrict(self, predictions: Predictions) -> Predictions:
         """The predictions of the scored rows only (metrics are computed from them)."""
         table = predictions.table
         keep = pc.is_in(table.column("uuid"), value_set=pa.array(sorted(self.scored), pa.string()))
@@ -83,7 +86,7 @@ def _clone_target(out: Path) -> Path:
     return target
 
 
-def _updates(agreed: dict[str, dict[str, Any]], schema: pa.Schema) -> pa.Table:
+def _updates(agreed: dict[str, dict[str, str | None]], schema: pa.Schema) -> pa.Table:
     """One row per scored uuid with the dataset's naming columns set from the reviewed lineage, in its types."""
     columns = [c for c in (*RANK_COLUMNS, "scientific_name", "common_name") if c in schema.names]
     rows = []

@@ -34,13 +34,18 @@ from cladebench.evaluate.record import RunRecord, command_line, dataset_provenan
 from cladebench.evaluate.selection import LEFT_OUT, left_out_metrics, none_evaluable
 from cladebench.metrics import display_scale
 from cladebench.models import registry as model_registry
-from cladebench.models.spec import EMBEDS_IMAGES, EMBEDS_TEXTS, ModelSpec, model_capabilities
+from cladebench.models.spec import EMBEDS_IMAGES, EMBEDS_TEXTS, Model, ModelSpec, model_capabilities
 from cladebench.provenance import software_versions
 from cladebench.tasks.common import label_digest
 from cladebench.templates import get_templates
 
 if TYPE_CHECKING:
     import lance
+
+    from cladebench.evaluate.benchmarks import Located
+    from cladebench.tasks import Task
+    from cladebench.tasks.common import Predictions
+    from cladebench.tasks.configs import TaskSettings
 
 GROUP_SEPARATOR = "/"
 """Between a group (or breakdown) and a metric name: ``Peromyscus/top1_species``."""
@@ -65,7 +70,8 @@ def _with_breakdown_values(table: pa.Table, dataset: lance.LanceDataset, columns
     return table
 
 
-def breakdown_metrics(task: Any, predictions: Any, columns: Sequence[str]) -> tuple[dict[str, object], dict[str, int]]:
+def breakdown_metrics(task: Task, predictions: Predictions, columns: Sequence[str]
+                      ) -> tuple[dict[str, object], dict[str, int]]:
     """Metrics of the same predictions restricted to each value of each breakdown column, and per column the
     predictions whose row has no value (in none of its breakdowns)."""
     out: dict[str, object] = {}
@@ -113,7 +119,7 @@ def _model_provenance(config: EvalConfig, spec: ModelSpec | None, encoder: Any, 
     return provenance
 
 
-def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
+def load_model(spec: ModelSpec, config: EvalConfig) -> Model:
     """The model an evaluation scores with, from the resolved --model: a model with a text tower built on first use
     of its weights (a run whose text embeddings are all cached never imports torch), else the model as built (a
     stand-in for a model behind an endpoint, an image-only encoder)."""
@@ -125,7 +131,7 @@ def load_model(spec: ModelSpec, config: EvalConfig) -> Any:
     return build_model(spec, device=config.device)
 
 
-def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig, encoder: Any) -> object:
+def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig, encoder: Any) -> lance.LanceDataset:
     """Benchmarks built into the cache are embedded on first use with a model, as a user would by hand; returns
     the dataset to read (reopened after embedding, which wrote a new version)."""
     from cladebench.embed import EmbedConfig, embed_dataset
@@ -142,7 +148,7 @@ def _embed_if_missing(dataset: lance.LanceDataset, uri: str, config: EvalConfig,
         return store.open_dataset(uri)
 
 
-def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings: Any) -> object:
+def _stored_column(dataset: lance.LanceDataset, spec: ModelSpec | None, settings: TaskSettings) -> TaskSettings:
     """Settings of a task on stored vectors with the column filled in: the one given, else the one holding the
     model's embeddings. A column given with a model must not hold another model's vectors (the record would name
     the wrong model)."""
@@ -175,12 +181,12 @@ class _Scored:
     inspection: dict[str, object] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
     breakdown_missing: dict[str, int] = field(default_factory=dict)
-    spot_check: dict[str, Any] | None = None
+    spot_check: dict[str, object] | None = None
     table: pa.Table | None = None
     """Every group's predictions in one table (the run's predictions.parquet)."""
 
 
-def run_eval(config: EvalConfig, *, encoder: object = None, located: Any = None) -> tuple[RunRecord, Path]:
+def run_eval(config: EvalConfig, *, encoder: object = None, located: Located | None = None) -> tuple[RunRecord, Path]:
     """Plan (resolve and check, no model), predict, score, and write the run record; returns it and the path of
     run.json. ``encoder`` and ``located``: a model already built and a benchmark's data already found (a suite)."""
     plan = plan_eval(config, encoder=encoder, located=located)
@@ -193,12 +199,13 @@ def run_eval(config: EvalConfig, *, encoder: object = None, located: Any = None)
     return record, record.write(plan.config.out, scored.table)
 
 
-def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[object, object, Any]:
+def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[object, TaskSettings, lance.LanceDataset]:
     """The model built (the one heavy step of a run, after every check), the task settings with the stored
     column filled in, and the dataset the run reads (the plan's, reopened only when embedding it changed it)."""
     if encoder is None and plan.task.uses_encoder and plan.spec is not None:
         encoder = load_model(plan.spec, plan.config)
     dataset = plan.dataset
+    assert dataset is not None  # plan_eval opened it
     if plan.located is not None and encoder is not None and EMBEDS_IMAGES in model_capabilities(encoder):
         dataset = _embed_if_missing(dataset, plan.uri, plan.config, encoder)
     settings = plan.settings
@@ -207,7 +214,7 @@ def _model_and_settings(plan: EvalPlan, encoder: Any) -> tuple[object, object, A
     return encoder, settings, dataset
 
 
-def _predict_and_score(plan: EvalPlan, encoder: object, settings: object, dataset: lance.LanceDataset) -> _Scored:
+def _predict_and_score(plan: EvalPlan, encoder: object, settings: TaskSettings, dataset: lance.LanceDataset) -> _Scored:
     """Each group predicted and scored on its own (a group the task cannot evaluate is left out with its reason);
     breakdowns scored on the same predictions."""
     task, breakdown = plan.task, plan.config.breakdown
@@ -261,7 +268,7 @@ def _predict_and_score(plan: EvalPlan, encoder: object, settings: object, datase
     return scored
 
 
-def _spot_check(dataset: Any, encoder: Any, info: dict[str, Any]) -> dict[str, Any] | None:
+def _spot_check(dataset: lance.LanceDataset, encoder: object, info: dict[str, Any]) -> dict[str, object] | None:
     """The stored column checked against a fresh forward pass when the run loaded the model's weights anyway
     (:func:`~cladebench.embed.spot_check.spot_check_column`); None when no weights were loaded (a run whose text
     embeddings were all cached loads none, and is not made to) or the task read no stored column of the model."""
@@ -280,7 +287,7 @@ SPLIT_SETTINGS = ("seed", "repetitions", "shots", "min_test_per_class", "samplin
 """A split's settings (not its counts): what a grouped run's top-level split repeats when every group shares it."""
 
 
-def _grouped_split(infos: Mapping[str | None, Mapping[str, Any]]) -> dict[str, Any] | None:
+def _grouped_split(infos: Mapping[str | None, Mapping[str, Any]]) -> dict[str, object] | None:
     """A grouped run's top-level split: what every group's split shares (seed, shots, sampling unit ...), and a
     fingerprint of all of them (SHA-256 of the groups' fingerprints by group), never one group's split standing
     for the others; each group's own is in ``split_by_group``. None when the task draws no split."""
@@ -299,7 +306,7 @@ def _grouped_split(infos: Mapping[str | None, Mapping[str, Any]]) -> dict[str, A
             "groups": sorted(splits), "fingerprint": digest}
 
 
-def _record(plan: EvalPlan, scored: _Scored, encoder: Any, dataset: Any) -> RunRecord:
+def _record(plan: EvalPlan, scored: _Scored, encoder: object, dataset: lance.LanceDataset) -> RunRecord:
     """The run record: the metrics, and the provenance of every number (the plan, the data, the model)."""
     config, infos, label_sets = plan.config, scored.infos, scored.label_sets
     grouped = plan.group_column is not None

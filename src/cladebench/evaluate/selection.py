@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +24,7 @@ from cladebench.taxonomy import Rank, mixed_script_words, normalised_name, parse
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.evaluate.configs import EvalConfig
     from cladebench.tasks.configs import TaskSettings
 
 PARTITION_COLUMNS: tuple[str, ...] = ("challenge_group",)
@@ -48,7 +49,7 @@ def within_filter(within: str | None, names: Sequence[str]) -> str | None:
     return f"btrim({store.sql_identifier(rank.column)}) = {store.sql_literal(name)}"
 
 
-def exposure_filter(config: Any, dataset: lance.LanceDataset) -> str | None:
+def exposure_filter(config: EvalConfig, dataset: lance.LanceDataset) -> str | None:
     """SQL for the training-exposure options of an eval config.
 
     A row whose ``seen_in_training`` is missing has unknown exposure (builders write null when no
@@ -124,7 +125,15 @@ MIXED_SCRIPT_UUIDS = 5
 """Row uuids a mixed-script name's record and line name (with the count of all)."""
 
 
-def mixed_script_names(dataset: Any, where: str | None) -> dict[str, dict[str, Any]]:
+class MixedScriptName(TypedDict):
+    """What the plan and the record keep of a name that mixes scripts."""
+
+    words: list[str]
+    rows: int
+    uuids: list[str]
+
+
+def mixed_script_names(dataset: lance.LanceDataset, where: str | None) -> dict[str, MixedScriptName]:
     """Name -> its mixed words, its rows' count and their first uuids, for each name of the selected rows with a
     word that mixes Latin letters with another script's (:func:`~cladebench.taxonomy.mixed_script_words`). Such
     a name reads as its Latin twin but is another string, so it would be a class of its own: it is said whether
@@ -148,7 +157,7 @@ def mixed_script_names(dataset: Any, where: str | None) -> dict[str, dict[str, A
             name = normalised_name(name)
             for word in mixed_script_words(name):
                 by_word.setdefault(word, (name, {}))[1][str(uuid)] = None
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, MixedScriptName] = {}
     for word, (name, uuids) in by_word.items():
         entry = found.setdefault(name, {"words": [], "rows": 0, "uuids": []})
         entry["words"].append(word)
@@ -157,7 +166,7 @@ def mixed_script_names(dataset: Any, where: str | None) -> dict[str, dict[str, A
     return found
 
 
-def check_breakdown_values(dataset: Any, columns: Sequence[str], where: str | None) -> None:
+def check_breakdown_values(dataset: lance.LanceDataset, columns: Sequence[str], where: str | None) -> None:
     """Refuse (exit 2, before any model) a ``--breakdown`` column that has no value on any selected row (all
     null, or only empty lists): it would give no breakdown, and a run that silently lacks one reads as if the
     column had one group."""
@@ -174,7 +183,7 @@ def check_breakdown_values(dataset: Any, columns: Sequence[str], where: str | No
                              "there is nothing to break down by; drop the option or fill the column")
 
 
-def partition_column(dataset: Any, group_by: str) -> str | None:
+def partition_column(dataset: lance.LanceDataset, group_by: str) -> str | None:
     """The column whose values are evaluated separately, or None for one pooled evaluation."""
     if group_by == "none":
         return None
@@ -207,7 +216,7 @@ def group_values(dataset: lance.LanceDataset, column: str, where: str | None) ->
     return sorted(filters), missing, filters
 
 
-def select_groups(dataset: lance.LanceDataset, uri: str, config: Any, settings: TaskSettings, where: str | None,
+def select_groups(dataset: lance.LanceDataset, uri: str, config: EvalConfig, settings: TaskSettings, where: str | None,
                   selected_rows: int) -> tuple[str | None, list[str | None], int, dict[str, str]]:
     """The partition column (or None), its values among the selected rows (``[None]`` when pooled), the selected
     rows without a value, and each value's filter. ``--within`` counts here too: a group without a row of the

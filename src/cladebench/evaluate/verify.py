@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def check_metrics(record: RunRecord, table: pa.Table) -> str | None:
     return None
 
 
-def _left_out_estimate(name: str, stored: dict[str, object], left_out_groups: Any) -> bool:
+def _left_out_estimate(name: str, stored: dict[str, object], left_out_groups: Iterable[str]) -> bool:
     """Whether ``stored`` is what :func:`~cladebench.evaluate.selection.left_out_metrics` writes for a group the
     provenance leaves out: no value, interval or count. Such a metric has nothing to recompute; a number marked
     left out by hand would otherwise reach a table unchecked."""
@@ -162,7 +163,7 @@ def _shown(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _same(stored: object, again: Any) -> bool:
+def _same(stored: object, again: numbers.Real | float | None) -> bool:
     """Equal values, a non-finite recomputed value matching the null that run.json writes for it."""
     if again is None or (isinstance(again, float) and not math.isfinite(again)):
         return stored is None or (isinstance(stored, float) and not math.isfinite(stored))

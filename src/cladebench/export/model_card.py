@@ -97,7 +97,7 @@ def card_entries(exported: Exported) -> tuple[list[EvalResult], list[str]]:
     return entries, left_out
 
 
-def _entry_key(entry: EvalResult) -> tuple[Any, ...]:
+def _entry_key(entry: EvalResult) -> tuple[object, ...]:
     return (entry.dataset_type, entry.dataset_name, entry.dataset_config, entry.dataset_split, entry.task_type,
             entry.task_name, entry.metric_type)
 

@@ -30,8 +30,8 @@ the task ranks labels, ``top5_lca_heights``), so a record's numbers are recomput
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -44,6 +44,8 @@ from cladebench.metrics.intervals import (
     bootstrap_ci,
 )
 from cladebench.taxonomy import RANKS, Lineage, Rank
+
+_Keys = TypeVar("_Keys")
 
 HEIGHT_COLUMN = "lca_height"
 """Predictions column: each scored row's LCA height of truth and top-1 prediction (null where not scored)."""
@@ -140,7 +142,7 @@ def lca_heights(label_lineages: Sequence[Lineage], truth: np.ndarray, predicted:
     return out
 
 
-def hierarchy_summary(label_lineages: Sequence[Lineage], rank: Rank | str, source: str) -> dict[str, Any]:
+def hierarchy_summary(label_lineages: Sequence[Lineage], rank: Rank | str, source: str) -> dict[str, object]:
     """What a run record says of the hierarchy its heights came from: the source, the ranks, how many labels have a
     full lineage (every rank down to the label rank), how many a hole, how many none (no kingdom: every mistake
     against them is the largest height), and ``absent`` (why there are no severity metrics) when no label has any."""
@@ -149,7 +151,7 @@ def hierarchy_summary(label_lineages: Sequence[Lineage], rank: Rank | str, sourc
                          count=len(label_lineages))
     full = int((depths == int(rank) + 1).sum())
     none = int((depths == 0).sum())
-    summary: dict[str, Any] = {
+    summary: dict[str, object] = {
         "source": source, "ranks": [r.column for r in RANKS[: rank + 1]], "rule": RULE, "labels": int(depths.size),
         "labels_with_full_lineage": full, "labels_with_a_missing_rank": int(depths.size) - full - none,
         "labels_without_lineage": none, "absent": None}
@@ -162,7 +164,7 @@ def hierarchy_summary(label_lineages: Sequence[Lineage], rank: Rank | str, sourc
 
 
 def label_hierarchy(label_lineages: Sequence[Lineage], rank: Rank | str,
-                    source: str) -> tuple[list[Lineage], dict[str, Any]]:
+                    source: str) -> tuple[list[Lineage], dict[str, object]]:
     """The lineages a run measures its mistakes on and the record's :func:`hierarchy_summary` of them: the labels'
     own, those without a kingdom completed from the offline taxonomy backbone where their names resolve
     (:func:`cladebench.taxonomy.resolve.complete_from_backbone`; the summary says how many)."""
@@ -176,8 +178,9 @@ def label_hierarchy(label_lineages: Sequence[Lineage], rank: Rank | str,
             summary["source"] = (f"{source}; {completion['resolved']} of the {completion['looked_up']} labels "
                                  f"without a kingdom completed from the taxonomy backbone {completion['backbone']}")
         if summary["absent"]:
-            summary["absent"] += ("; none of their names resolves in the taxonomy backbone" if completion["backbone"]
-                                  else f"; no taxonomy backbone to resolve their names ({completion['why_not']})")
+            summary["absent"] = str(summary["absent"]) + (
+                "; none of their names resolves in the taxonomy backbone" if completion["backbone"]
+                else f"; no taxonomy backbone to resolve their names ({completion['why_not']})")
     return measured, summary
 
 
@@ -188,7 +191,7 @@ def severity_names(rank: str, prefix: str = "") -> dict[str, str]:
             **{f"hdist{k}": f"{prefix}hdist{k}_{rank}" for k in DISTANCE_KS}}
 
 
-def absent_estimates(names: Sequence[str], reason: str) -> dict[str, dict[str, Any]]:
+def absent_estimates(names: Sequence[str], reason: str) -> dict[str, dict[str, object]]:
     """Each of ``names`` without a value, and why: never a 0 that reads as "no mistakes"."""
     return {name: {"value": None, "low": None, "high": None, "n": 0, "reason": reason} for name in names}
 
@@ -211,7 +214,7 @@ def _ratio_interval(heights: np.ndarray, n_resamples: int, confidence: float,
 
 
 def mistake_severity(heights: np.ndarray, correct: np.ndarray, *, n_resamples: int = SEVERITY_RESAMPLES,
-                     confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
+                     confidence: float = 0.95, seed: int = 0) -> dict[str, object]:
     """Mistake severity over scored rows: ``heights`` their top-1 LCA heights, ``correct`` their top-1 hits.
 
     ``n`` is the mistakes the mean is over, ``images`` the scored rows the bootstrap resamples; no mistake at all
@@ -221,7 +224,7 @@ def mistake_severity(heights: np.ndarray, correct: np.ndarray, *, n_resamples: i
     wrong = ~np.asarray(correct, dtype=bool)
     # A wrong class whose lineage equals the truth's (only with holes) is still a mistake: at least height 1.
     mistaken = np.where(wrong, np.maximum(heights, 1), 0)
-    entry: dict[str, Any] = {"n": int(wrong.sum()), "images": int(heights.size), "confidence": confidence}
+    entry: dict[str, object] = {"n": int(wrong.sum()), "images": int(heights.size), "confidence": confidence}
     if not wrong.any():
         return {**entry, "value": None, "low": None, "high": None,
                 "reason": "no mistakes among the scored images" if heights.size else "no scored images"}
@@ -230,7 +233,7 @@ def mistake_severity(heights: np.ndarray, correct: np.ndarray, *, n_resamples: i
             "interval": f"{PERCENTILE_BOOTSTRAP}; {n_resamples} resamples of images, seed {seed}"}
 
 
-def hierarchical_distance(top_heights: np.ndarray, k: int, n_labels: int | None = None) -> dict[str, Any]:
+def hierarchical_distance(top_heights: np.ndarray, k: int, n_labels: int | None = None) -> dict[str, object]:
     """Hierarchical distance@k over scored rows: ``top_heights`` (n, >= k) their heights against the top
     predictions, best first; undefined (no value, the reason) when ``k`` is at least ``n_labels``."""
     from cladebench.metrics.classification import top_k_undefined
@@ -245,8 +248,8 @@ def hierarchical_distance(top_heights: np.ndarray, k: int, n_labels: int | None 
 
 
 def severity_metrics(heights: np.ndarray | None, top_heights: np.ndarray | None, correct: np.ndarray, rank: str, *,
-                     n_labels: int | None, hierarchy: dict[str, Any] | None, prefix: str = "",
-                     ranked: bool = True) -> dict[str, Any]:
+                     n_labels: int | None, hierarchy: Mapping[str, object] | None, prefix: str = "",
+                     ranked: bool = True) -> dict[str, dict[str, object]]:
     """Mistake severity and hdist@1/@5 of the scored rows at label rank ``rank``, named by :func:`severity_names`.
 
     ``heights`` (n,) are the top-1 heights, ``top_heights`` (n, 5) the top-5 ones; ``ranked`` False for a task that
@@ -257,7 +260,7 @@ def severity_metrics(heights: np.ndarray | None, top_heights: np.ndarray | None,
     names = severity_names(rank, prefix)
     wanted = [names["severity"], names["hdist1"], *([names["hdist5"]] if ranked else [])]
     if hierarchy and hierarchy.get("absent"):
-        return absent_estimates(wanted, hierarchy["absent"])
+        return absent_estimates(wanted, str(hierarchy["absent"]))
     if heights is None:
         return {}
     heights = np.asarray(heights, dtype=np.int64)
@@ -277,7 +280,7 @@ for _k in DISTANCE_KS:
                   + "; percentile bootstrap over images; undefined where k is at least the label count")
 
 
-def severity_units(keys: Sequence[Any], heights: np.ndarray, correct: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+def severity_units(keys: _Keys, heights: np.ndarray, correct: np.ndarray) -> tuple[_Keys, np.ndarray, np.ndarray]:
     """A run's mistake severity image by image, for a paired comparison: (keys, each image's height where it is a
     mistake else 0, 1 where it is a mistake else 0); the ratio of their sums is the severity."""
     wrong = ~np.asarray(correct, dtype=bool)

@@ -24,9 +24,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cladebench.errors import SchemaError, UsageError
+from cladebench.json_types import JsonObject
 from cladebench.models.failures import ModelLoadError
 from cladebench.models.spec import EMBEDS_IMAGES, KindTraits, ModelSpec, register_kind
 
@@ -50,7 +50,7 @@ class Layout:
     """The spec kind a folder of this layout resolves to."""
     config: str
     """The file that says a folder is of this layout."""
-    recognises: Callable[[dict[str, Any]], bool]
+    recognises: Callable[[JsonObject], bool]
     """Whether the parsed :attr:`config` is this library's."""
     weights: tuple[str, ...]
     """Weight files, one of which the folder must hold (preferred first)."""
@@ -79,7 +79,7 @@ EXPECTED = "; or ".join(layout.expected for layout in LAYOUTS.values())
 """Every layout's files, for a refusal of a folder that is none of them."""
 
 
-def _read_config(path: Path) -> dict[str, Any] | None:
+def _read_config(path: Path) -> JsonObject | None:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

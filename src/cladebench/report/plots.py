@@ -22,6 +22,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
+    from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
 STYLE: dict[RcKeyType, object] = {
@@ -71,7 +74,7 @@ def _figure(width: float, height: float) -> Iterator[Any]:
         yield Figure(figsize=(width, height))
 
 
-def svg_data_uri(figure: Any) -> str:
+def svg_data_uri(figure: Figure) -> str:
     """The figure as an SVG ``data:`` URI."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -133,14 +136,14 @@ def legend_label(text: str) -> str:
     return wrap_label(shorten(text, 3 * LEGEND_CHARACTERS), LEGEND_CHARACTERS) or shorten(text)
 
 
-def _renderer(figure: Any) -> object:
+def _renderer(figure: Figure) -> RendererBase:
     """A renderer to measure text with (Agg's: the same font metrics the SVG's glyph outlines are drawn with)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     return FigureCanvasAgg(figure).get_renderer()
 
 
-def _labels_overlap(axes: Any, renderer: object, gap: float = 2.0) -> bool:
+def _labels_overlap(axes: Axes, renderer: RendererBase, gap: float = 2.0) -> bool:
     """Whether two neighbouring x tick labels (drawn level) come closer than ``gap`` pixels."""
     boxes = sorted((label.get_window_extent(renderer) for label in axes.get_xticklabels() if label.get_text()),
                    key=lambda box: box.x0)

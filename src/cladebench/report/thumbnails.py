@@ -13,10 +13,13 @@ import base64
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.errors import CladebenchError
 from cladebench.store import sql_literal
+
+if TYPE_CHECKING:
+    import lance
 
 THUMBNAIL_PX = 256
 """Longest side of a thumbnail, in pixels."""
@@ -66,7 +69,7 @@ def thumbnail(data: bytes | None) -> tuple[str | None, str | None, int, int]:
     return uri, None, image.width, image.height
 
 
-def read_photos(uri: str, version: object, uuids: Sequence[str], cache: dict[object, Any] | None = None
+def read_photos(uri: str, version: int | str | None, uuids: Sequence[str], cache: dict[object, Any] | None = None
                 ) -> tuple[dict[str, Photo], str | None]:
     """Photos of ``uuids`` in the dataset at ``uri`` (at ``version`` when it still exists), and a note on what
     could not be read.
@@ -107,7 +110,7 @@ def read_photos(uri: str, version: object, uuids: Sequence[str], cache: dict[obj
     return photos, note
 
 
-def _open(uri: str, version: Any) -> tuple[Any, str | None]:
+def _open(uri: str, version: int | str | None) -> tuple[lance.LanceDataset | None, str | None]:
     """The dataset at ``version`` (the latest, with a note, when that version is gone), or None and why not."""
     from cladebench import store
 

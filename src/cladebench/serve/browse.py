@@ -9,8 +9,6 @@ change under a running server.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, Request
@@ -53,7 +51,7 @@ def count(state: ServeState, sql: str | None) -> int:
     return state.remembered(("count", sql), lambda: state.dataset.count_rows(filter=sql))
 
 
-def facet_counts(state: ServeState, sql: str | None, columns: tuple[str, ...]) -> dict[str, list[tuple[Any, int]]]:
+def facet_counts(state: ServeState, sql: str | None, columns: tuple[str, ...]) -> dict[str, list[tuple[object, int]]]:
     """Column -> (value, rows) commonest first, over the rows passing ``sql`` (one scan, kept per filter); a list
     column (CrypticBio's ``cryptic_group``) counts each row under every element of its list."""
     present = tuple(c for c in columns if c in state.columns)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -159,7 +159,7 @@ def map_page(request: Request, state: AppState) -> Response:
                   choices=_colour_choices(state))
 
 
-def _json_errors(handler: Any) -> Any:
+def _json_errors(handler: Callable[[Request, AppState], JSONResponse]) -> Callable[[Request, AppState], JSONResponse]:
     """``handler`` answering a user's mistake as ``{"error": line}`` with status 400 (the page's script shows the
     line), not as an HTML page."""
     import functools

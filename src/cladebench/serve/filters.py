@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from cladebench.errors import UsageError
@@ -151,7 +151,7 @@ def group_columns_of(dataset: lance.LanceDataset) -> list[str]:
     return group_columns(dataset.schema)
 
 
-def list_columns_of(dataset: Any) -> frozenset[str]:
+def list_columns_of(dataset: lance.LanceDataset) -> frozenset[str]:
     """The dataset's columns that hold a list per row: faceted and filtered by their elements."""
     import pyarrow as pa
 

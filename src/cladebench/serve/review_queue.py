@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
 from cladebench.errors import UsageError
-from cladebench.serve.runs_data import by_uuid, said_about, short_name, usable
+from cladebench.serve.runs_data import Said, by_uuid, said_about, short_name, usable
 from cladebench.serve.state import ServeState
 from cladebench.store.reviews import read_reviews, review_summary, reviews_path
 from cladebench.taxonomy import RANK_COLUMNS, Lineage, Rank
@@ -119,7 +118,7 @@ def status(table: pa.Table) -> dict[str, str]:
             **{u: "disputed" for u in summary.disagreements}}
 
 
-def suggestions(state: ServeState, uuid: str) -> list[Any]:
+def suggestions(state: ServeState, uuid: str) -> list[Said]:
     """What each loaded run said about the row (:class:`~cladebench.serve.runs_data.Said`), best label first."""
     return said_about(state, uuid)
 

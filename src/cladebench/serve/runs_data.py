@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.errors import UsageError
 from cladebench.metrics.hierarchy import HEIGHT_COLUMN
 from cladebench.report.taxon_names import COMMON_NAME, run_name_style, taxon_name
 from cladebench.serve.state import ServeState
+
+if TYPE_CHECKING:
+    from cladebench.report.runs import ReportRun
 
 NEEDED = ("uuid", "pred_label")
 """Columns a run's predictions need to be overlaid at all."""
@@ -64,7 +67,7 @@ def names_taxon(label: str | None, name: str | None, wanted: str) -> bool:
     return any(words[i][:1].isupper() and folded[i:i + n] == wanted_words for i in range(len(words) - n + 1))
 
 
-def usable(run: Any) -> bool:
+def usable(run: ReportRun) -> bool:
     """Whether ``run`` has predictions the app can overlay."""
     return run.predictions is not None and set(NEEDED) <= set(run.predictions.column_names)
 
@@ -75,6 +78,7 @@ def by_uuid(state: ServeState, index: int) -> dict[str, dict[str, Any]]:
         run = state.runs[index - 1]
         if not usable(run):
             return {}
+        assert run.predictions is not None  # usable: it has predictions
         keep = [c for c in ("uuid", "true_label", "pred_label", "top5_labels", "top5_probs", "correct_top1",
                             "scored", "group", HEIGHT_COLUMN) if c in run.predictions.column_names]
         return {row["uuid"]: row for row in run.predictions.select(keep).to_pylist()}

@@ -24,10 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, urlencode
 
 from cladebench.errors import CladebenchError, UsageError
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 """The addresses the help of the verb promises need no token when bound to (any other bind address asks for one)."""
@@ -154,17 +158,17 @@ def _host_name(headers: Mapping[str, str]) -> str:
 class Guard:
     """ASGI middleware: the checks of the module docstring, then the app; security headers on every answer."""
 
-    def __init__(self, app: Any, access: Access, csrf: str) -> None:
+    def __init__(self, app: ASGIApp, access: Access, csrf: str) -> None:
         self.app = app
         self.access = access
         self.csrf = csrf
 
-    async def __call__(self, scope: dict[str, Any], receive: object, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict[str, Any]) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
             await send(message)
@@ -176,7 +180,7 @@ class Guard:
             return
         await self.app(scope, receive, send_with_headers)
 
-    def _refusal(self, scope: dict[str, Any], headers: dict[str, str]) -> Any:
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
         """An ASGI response refusing the request, or None when it may go on (``scope['state']['user']`` set)."""
         from starlette.responses import PlainTextResponse, RedirectResponse
 

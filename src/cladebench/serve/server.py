@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.console import note
 from cladebench.errors import CladebenchError
@@ -19,14 +19,19 @@ from cladebench.serve.security import Access, local_user, needs_token, new_token
 from cladebench.serve.state import ServeState
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import lance
+    import uvicorn
+
+    from cladebench.report.runs import ReportRun
 
 
 @dataclass(frozen=True)
 class Started:
     """A server ready to run: the uvicorn server, its bound socket, the URL to open and who may use it."""
 
-    server: Any
+    server: uvicorn.Server
     """The ``uvicorn.Server``."""
     sock: socket.socket
     url: str
@@ -60,7 +65,7 @@ def open_state(config: ServeConfig) -> ServeState:
                       device=config.device)
 
 
-def _check_runs_are_over(dataset: lance.LanceDataset, uri: str, runs: Any) -> None:
+def _check_runs_are_over(dataset: lance.LanceDataset, uri: str, runs: Sequence[ReportRun]) -> None:
     """Refuse a run none of whose predicted rows is in the dataset (a run over another dataset: every cell of its
     grid would be a row the app cannot show). A run over part of the dataset is kept."""
     import pyarrow as pa
@@ -72,6 +77,7 @@ def _check_runs_are_over(dataset: lance.LanceDataset, uri: str, runs: Any) -> No
         return
     present = dataset.to_table(columns=["uuid"]).column("uuid")
     for run in checked:
+        assert run.predictions is not None  # checked above
         predicted = run.predictions.column("uuid")
         if not pc.any(pc.is_in(predicted, value_set=pa.chunked_array(present).combine_chunks())).as_py():
             made_on = run.dataset.get("uri")

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, TypeVar, cast
 
 from fastapi import Depends, Request
 
 if TYPE_CHECKING:
     import lance
+
+    from cladebench.report.runs import ReportRun
+
+_Made = TypeVar("_Made")
 
 
 @dataclass(eq=False)
@@ -28,7 +33,7 @@ class ServeState:
     """The dataset's path or URI, as given on the command line."""
     dataset: lance.LanceDataset
     """The ``lance.LanceDataset`` opened at :attr:`version` (read-only here)."""
-    runs: tuple[Any, ...] = ()
+    runs: tuple[ReportRun, ...] = ()
     """The loaded runs (``report.runs.ReportRun``), in the order given, each with its predictions."""
     model: str | None = None
     """The model whose text tower encodes search text; None: the one recorded on the embedding column."""
@@ -61,15 +66,15 @@ class ServeState:
         """The dataset's column names."""
         return list(self.dataset.schema.names)
 
-    def remembered(self, key: object, make: Any) -> Any:
+    def remembered(self, key: object, make: Callable[[], _Made]) -> _Made:
         """``make()`` computed once per ``key`` for the server's life (two requests at once may both compute it;
         one result is kept)."""
         with self.lock:
             if key in self.memo:
-                return self.memo[key]
+                return cast("_Made", self.memo[key])  # what this key's make() gave
         value = make()
         with self.lock:
-            return self.memo.setdefault(key, value)
+            return cast("_Made", self.memo.setdefault(key, value))
 
 
 def get_state(request: Request) -> ServeState:

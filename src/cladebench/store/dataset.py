@@ -34,6 +34,8 @@ from cladebench.store.sql import check_filter
 from cladebench.store.versions import version_or_tag
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     import lance
 
 
@@ -298,7 +300,7 @@ def _interrupt_at_next_batch(stop: threading.Event) -> Iterator[threading.Event]
         yield interrupted
         return
 
-    def first(signum: int, frame: Any) -> None:
+    def first(signum: int, frame: FrameType | None) -> None:
         interrupted.set()
         stop.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)

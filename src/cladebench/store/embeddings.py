@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.errors import SchemaError, reading
 from cladebench.models.registry import HF_HUB_PREFIX, resolve_model
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import lance
     import numpy as np
     import pyarrow as pa
+    from numpy.typing import DTypeLike
 
 # numpy, pyarrow and the store's modules that need them are imported in the functions that use them: the command
 # line's help reaches this module (the published columns' names), and reads none of them.
@@ -368,7 +369,7 @@ def valid_embeddings(dataset: lance.LanceDataset, column: str, *, where: str | N
 
 
 
-def normalise_rows(vectors: np.ndarray, *, dtype: Any = "float32", floor: float = 1e-12) -> np.ndarray:
+def normalise_rows(vectors: np.ndarray, *, dtype: DTypeLike | None = "float32", floor: float = 1e-12) -> np.ndarray:
     """Each row L2-normalised (embeddings are raw in storage, normalised in use), computed in ``dtype``.
 
     ``dtype=None`` keeps the input's own dtype. A row's norm is raised to at least ``floor`` before the

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid as uuid_module
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -281,7 +281,7 @@ class Agreement:
         return self.agreeing / self.rows if self.rows else None
 
 
-def cohens_kappa(first: list[Any], second: list[Any]) -> float | None:
+def cohens_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> float | None:
     """Cohen's kappa of two raters' labels of the same items: (p_o - p_e) / (1 - p_e), p_e from each rater's own
     label frequencies (as scikit-learn's ``cohen_kappa_score``); None when p_e is 1 (the statistic is undefined)."""
     n = len(first)

@@ -60,7 +60,7 @@ def read_sidecar(uri: str) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in entries.items() if isinstance(v, dict)}
 
 
-_COMPUTED: dict[tuple[Any, ...], tuple[str, int]] = {}
+_COMPUTED: dict[tuple[object, ...], tuple[str, int]] = {}
 """(uri, its versions folder's identity, version, column) -> checksum and rows, computed once in this process (a
 version never changes; a dataset written anew at the same path has a new versions folder)."""
 
@@ -79,7 +79,7 @@ def vectors_sha256(dataset: lance.LanceDataset, column: str) -> tuple[str, int]:
     return _COMPUTED[key]
 
 
-def _vectors_sha256(dataset: Any, column: str) -> tuple[str, int]:
+def _vectors_sha256(dataset: lance.LanceDataset, column: str) -> tuple[str, int]:
     import numpy as np
     import pyarrow.compute as pc
 

@@ -7,7 +7,7 @@ import contextlib
 import errno
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -99,7 +99,7 @@ def _created_parents(path: Path) -> list[Path]:
     return missing
 
 
-def _checked_entries(dataset: lance.LanceDataset, kept: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _checked_entries(dataset: lance.LanceDataset, kept: Sequence[str]) -> dict[str, dict[str, object]]:
     """The source's sidecar entries of the embedding columns the subset keeps, each column's vectors checked
     against its recorded checksum first (a copy must not bless a column changed outside cladebench)."""
     entries = {column: entry for column, entry in read_sidecar(dataset.uri).items() if column in kept}
@@ -108,8 +108,8 @@ def _checked_entries(dataset: lance.LanceDataset, kept: Sequence[str]) -> dict[s
     return entries
 
 
-def _write_subset_sidecar(path: Path, entries: Mapping[str, Mapping[str, Any]],
-                          appended_to: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+def _write_subset_sidecar(path: Path, entries: Mapping[str, Mapping[str, object]],
+                          appended_to: Mapping[str, Mapping[str, object]] | None = None) -> None:
     """The subset's own sidecar: the entries of the columns it holds, with the rows it holds (valid rows and the
     checksum recomputed; the source's failure count and failures table do not describe it, so they are left
     out), or none at all when it keeps no embedding column (:func:`~cladebench.store.sidecar.write_sidecar`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.errors import CladebenchError, DatasetNotFoundError, UsageError
 from cladebench.store.checks import check_uuid_type, check_uuid_values
@@ -68,19 +68,20 @@ def fingerprint_selecting(dataset: lance.LanceDataset, where: str | None) -> tup
     return digest.hexdigest(), pa.chunked_array(selected) if selected else pa.chunked_array([], type=pa.string())
 
 
-def _update(digest: Any, uuids: Any) -> None:
+def _update(digest: hashlib._Hash, uuids: pa.Array | pa.ChunkedArray) -> None:
     values = uuids.to_pylist()
     if values:
         digest.update(("\n".join(values) + "\n").encode("utf-8"))
 
 
 def _uuid_batches(dataset: lance.LanceDataset, *, where: str | None = None,
-                  selected: str | None = None) -> Iterable[tuple[Any, object]]:
+                  selected: str | None = None) -> Iterable[tuple[pa.Array, object]]:
     """The uuid column in row order, batch by batch and checked (a null, empty or multi-line uuid is a
     :class:`SchemaError` naming its row), with the value of the ``selected`` expression per row (None without)."""
     source = getattr(dataset, "uri", "the dataset")
     check_uuid_type(dataset.schema, source)
-    columns: Any = ["uuid"] if selected is None else {"uuid": "uuid", "selected": f"({selected})"}
+    columns: list[str] | dict[str, str] = (["uuid"] if selected is None
+                                           else {"uuid": "uuid", "selected": f"({selected})"})
     scanner = dataset.scanner(columns=columns, filter=where, batch_size=65536, scan_in_order=True)
     offset = 0
     for batch in scanner.to_batches():

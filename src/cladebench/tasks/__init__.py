@@ -12,10 +12,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cladebench.models.spec import EMBEDS_IMAGES, EMBEDS_TEXTS
 from cladebench.registry import Registry
+
+if TYPE_CHECKING:
+    from cladebench.tasks.configs import TaskSettings
 
 IMAGES_AND_TEXTS: tuple[frozenset[str], ...] = (frozenset({EMBEDS_IMAGES, EMBEDS_TEXTS}),)
 """What a task scoring images against texts needs of a model: an image tower and a text tower."""
@@ -46,7 +49,7 @@ class Task:
     """A registered task."""
 
     name: str
-    config: type
+    config: type[TaskSettings]
     predict: Callable[..., Any]
     metrics: Callable[[Any], dict[str, Any]]
     description: str

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import lance
 
     from cladebench.models import Encoder
+    from cladebench.tasks.protocols import AsksEndpoint, NamesModel, ScalesLogits, ScoresLabels
 
 
 MAX_UNUSABLE_SHARE = 0.5
@@ -353,7 +354,7 @@ class LabelScores:
 
 
 def score_labels(encoder: Encoder, image_vectors: np.ndarray, rows: pa.Table, labels: LabelSet, rank: Rank,
-                 config: Any) -> LabelScores:
+                 config: ScoresLabels) -> LabelScores:
     """Score every image against every label: the labels' texts in ``config.name_style`` through
     ``config.templates``, the config's logit scale, and, with ``config.candidates``, each row restricted to the
     species its candidates column lists (so only at rank species)."""
@@ -371,7 +372,7 @@ def score_labels(encoder: Encoder, image_vectors: np.ndarray, rows: pa.Table, la
                        candidate_counts=candidate_counts, probs=classify(image_vectors, label_vectors, scale, allowed))
 
 
-def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, Any]:
+def column_metadata(dataset: lance.LanceDataset, column: str) -> dict[str, object]:
     """What is known of an embedding column: its field metadata, or, for a published column, the model its name
     stands for with the revision its publisher recorded (field metadata, or the sidecar beside the dataset)."""
     meta = store.embedding_metadata(dataset.schema.field(column))
@@ -397,7 +398,8 @@ def find_embedding_column(dataset: lance.LanceDataset, model_id: str) -> str:
     return matches[0]
 
 
-def resolve_embedding_column(dataset: lance.LanceDataset, encoder: Any, column: str | None, *, task: str) -> str:
+def resolve_embedding_column(dataset: lance.LanceDataset, encoder: NamesModel | None, column: str | None, *,
+                             task: str) -> str:
     """The ``emb_*`` column a task on stored embeddings reads: the one given (checked to be an embedding column
     of the encoder's model, when there is an encoder), else the one holding the encoder's model."""
     if column is None:
@@ -442,7 +444,7 @@ def text_image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str
     return column, meta
 
 
-def check_vlm_settings(config: Any) -> None:
+def check_vlm_settings(config: AsksEndpoint) -> None:
     """Refuse VLM request settings out of range (``config`` has ``vlm_concurrency``, ``vlm_max_response_bytes``
     and ``vlm_deadline_s``) as usage errors naming the option, before any request is made."""
     at_least("--vlm-concurrency", config.vlm_concurrency, 1)
@@ -465,7 +467,7 @@ def fixed_logit_scale(value: str) -> float | None:
     return scale
 
 
-def logit_scale_of(config: Any, encoder: Encoder) -> float:
+def logit_scale_of(config: ScalesLogits, encoder: Encoder) -> float:
     """The logit scale a config asks for (its ``logit_scale`` field): the encoder's learned one, or a number.
 
     The number was checked when the config was made (its ``__post_init__`` calls :func:`fixed_logit_scale`), so it

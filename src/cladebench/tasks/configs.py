@@ -9,7 +9,7 @@ keep theirs in the package (:mod:`cladebench.tasks.fewshot.config`, :mod:`cladeb
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import Field, dataclass
 from typing import ClassVar
 
 from cladebench.config import at_least
@@ -37,6 +37,8 @@ class TaskSettings:
     TASK: ClassVar[str]
     """The name of the task these settings configure (``cladebench eval TASK``): the task's package says it once,
     and the eval config and its registration read it here."""
+    __dataclass_fields__: ClassVar[dict[str, Field[object]]]
+    """Every task's config is a dataclass (so the plan fills a group's filter in with ``dataclasses.replace``)."""
     where: str | None
     """SQL filter selecting the evaluated rows (every task has one)."""
     column: str | None

@@ -55,6 +55,10 @@ from cladebench.tasks.configs import RERANK_K, RerankConfig
 if TYPE_CHECKING:
     import lance
 
+    from cladebench.models import Encoder
+    from cladebench.models.endpoint import EndpointModel
+    from cladebench.models.spec import ImageTextEncoder, Model
+
 UNSCORED = -1.0
 """Score given to a candidate the scorer could not score: below every real score (all lie in [-1, 1])."""
 
@@ -80,7 +84,7 @@ def _read(dataset: lance.LanceDataset, config: RerankConfig, extra: tuple[str, .
     return table
 
 
-def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
+def _clip_scores(dataset: lance.LanceDataset, encoder: Encoder, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
                                                                                               dict[str, Any]]:
     from cladebench.models import class_text_embeddings
     from cladebench.store.embeddings import valid_embeddings
@@ -104,8 +108,8 @@ def _clip_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig
     return rows, scores, info
 
 
-def _vlm_scores(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> tuple[pa.Table, np.ndarray,
-                                                                                             dict[str, Any]]:
+def _vlm_scores(dataset: lance.LanceDataset, encoder: EndpointModel, config: RerankConfig
+                ) -> tuple[pa.Table, np.ndarray, dict[str, Any]]:
     from cladebench.models.vlm import VLMConfig, YesNoItem, score_yes_no
 
     rows = _read(dataset, config, ("image",))
@@ -159,7 +163,7 @@ MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(SCORER_NEEDS.values())
 """What rerank needs of a model: any one scorer's needs."""
 
 
-def scorer_for(encoder: Any) -> str:
+def scorer_for(encoder: Model | ImageTextEncoder) -> str:
     """The first scorer whose needs the model meets (the plan refused a model that meets none)."""
     return first_fitting("rerank", SCORER_NEEDS, encoder)
 
@@ -189,7 +193,7 @@ def _cutoff(rerank_k: int, table: pa.Table) -> dict[str, object]:
                              f"has ({most}) and the default ({RERANK_K}); every candidate ranked"}
 
 
-def rerank(dataset: lance.LanceDataset, encoder: Any, config: RerankConfig) -> Predictions:
+def rerank(dataset: lance.LanceDataset, encoder: Model | ImageTextEncoder | None, config: RerankConfig) -> Predictions:
     """Score every (query, candidate) row; see the module docstring."""
     if encoder is None:
         raise CladebenchError("rerank needs a model: a CLIP-style model or openai-compatible:NAME@URL")

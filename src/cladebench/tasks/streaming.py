@@ -37,13 +37,16 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cladebench.store.embeddings import normalise_rows
 from cladebench.tasks.configs import IMAGE_BLOCK, LABEL_BLOCK
 from cladebench.taxonomy import LineageRuns, Rank
+
+if TYPE_CHECKING:
+    from cladebench.taxonomy.rollup import RankRuns
 
 RESCALE_ABOVE = 60.0
 """Logits above an image's reference by more than this rescale its sums: ``exp(60)`` is far inside float32's
@@ -159,7 +162,7 @@ class _Block:
 
 
 def _blocks(read: Callable[[int, int], np.ndarray], n_labels: int, label_block: int,
-            ranks: list[tuple[Any, np.ndarray]], normalise: bool = True) -> Iterator[_Block]:
+            ranks: list[tuple[RankRuns, np.ndarray]], normalise: bool = True) -> Iterator[_Block]:
     """The label blocks in order, each read once, with where the runs of every rank are cut in it."""
     for start in range(0, n_labels, label_block):
         stop = min(start + label_block, n_labels)
@@ -363,7 +366,7 @@ def stream_scores(image_vectors: np.ndarray, label_vectors: Callable[[int, int],
     return _answers(state, ranks, runs)
 
 
-def _answers(state: _State, ranks: list[tuple[Any, np.ndarray]], runs: LineageRuns | None) -> StreamedScores:
+def _answers(state: _State, ranks: list[tuple[RankRuns, np.ndarray]], runs: LineageRuns | None) -> StreamedScores:
     """Probabilities from the logits and sums kept, each over its image's softmax denominator."""
     n_images = len(state.total)
     total = state.total
@@ -383,7 +386,8 @@ DEVICE_LABEL_BLOCK = 32_768
 
 
 def _stream_on_device(state: _State, read: Callable[[int, int], np.ndarray], n_labels: int,
-                      ranks: list[tuple[Any, np.ndarray]], image_block: int, label_block: int, device: str) -> None:
+                      ranks: list[tuple[RankRuns, np.ndarray]], image_block: int, label_block: int,
+                      device: str) -> None:
     """:func:`_score` in torch on ``device``, blocks of images at once, the answers copied back into ``state``.
 
     The same steps and the same decisions (the reference and its rescaling, top-k by logit, runs summed as they

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import lance
 
     from cladebench.models import Encoder
+    from cladebench.store.search import NProbes
 
 SEARCH_K = 20
 """Hits an interactive search shows by default."""
@@ -84,7 +85,7 @@ def check_k(k: int) -> int:
 
 def search_text(dataset: lance.LanceDataset, encoder: Encoder, texts: Sequence[str], *, k: int = SEARCH_K,
                 where: str | None = None, column: str | None = None, templates: str = "raw",
-                columns: Sequence[str] = ("uuid",), nprobes: Any = None, exact: bool = False) -> SearchResult:
+                columns: Sequence[str] = ("uuid",), nprobes: NProbes = None, exact: bool = False) -> SearchResult:
     """The ``k`` images nearest each text (cosine), among rows passing ``where``.
 
     By default through the IVF index (built when missing; approximate, ``nprobes`` partitions probed);

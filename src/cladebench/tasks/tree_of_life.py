@@ -31,7 +31,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -207,7 +207,7 @@ def _pybioclip(value: str) -> VectorLabelSet:
         "names_sha256": hashlib.sha256(names_path.read_bytes()).hexdigest()})
 
 
-def _write_in_order(handle: Any, source: np.ndarray, order: np.ndarray, columns: bool, width: int, path: Path,
+def _write_in_order(handle: BinaryIO, source: np.ndarray, order: np.ndarray, columns: bool, width: int, path: Path,
                     block: int = 65_536) -> None:
     """An .npy of the vectors as float32 rows in ``order``, a block at a time (the source stays memory-mapped)."""
     np.lib.format.write_array_header_2_0(handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -303,7 +303,7 @@ def _class_codes(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray, np.nd
     return codes[: table.num_rows][scored], codes[table.num_rows:][scored]
 
 
-def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def zero_shot_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """top-1 and top-5 at the label rank and rolled-up top-1 at every higher rank, with Wilson intervals; mistake
     severity and hierarchical distance@1/@5 (:mod:`cladebench.metrics.hierarchy`) with bootstrap intervals.
 
@@ -350,7 +350,7 @@ def scored_heights(table: pa.Table, scored: np.ndarray) -> tuple[np.ndarray | No
     return heights, flat.reshape(len(lists), -1) if len(lists) else flat.reshape(0, 0)
 
 
-def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+def per_image_values(table: pa.Table, task_provenance: dict[str, object]) -> dict[str, tuple[object, ...]]:
     """Each scored image's hierarchical distances and its part of the mistake severity (its height and whether it
     is a mistake: :func:`~cladebench.metrics.hierarchy.severity_units`), keyed by uuid, so `compare` pairs two runs
     image by image on them (top-k hits pair through their own columns)."""
@@ -360,7 +360,7 @@ def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[s
     if heights is None:
         return {}
     uuids = [u for u, s in zip(table.column("uuid").to_pylist(), scored, strict=True) if s]
-    out: dict[str, tuple[Any, ...]] = {f"hdist1_{rank}": (uuids, heights.astype(np.float64))}
+    out: dict[str, tuple[object, ...]] = {f"hdist1_{rank}": (uuids, heights.astype(np.float64))}
     if top_heights is not None and top_heights.shape[1] >= 5:
         out[f"hdist5_{rank}"] = (uuids, top_heights[:, :5].mean(axis=1))
     out[f"mistake_severity_{rank}"] = severity_units(uuids, heights, np.asarray(table.column("correct_top1"))[scored])

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.taxonomy.lineage import RANKS, Lineage, Rank
 
 if TYPE_CHECKING:
+    import numpy as np
     import scipy.sparse
 
 
@@ -100,21 +101,21 @@ class RankRuns:
 
     rank: Rank
     """The rank the runs are taxa of."""
-    starts: Any
+    starts: np.ndarray
     """int64: where each run begins, as a position among the runs of the next narrower rank (for the rank just
     above the labels: among the species). Runs cover every position; the first starts at 0."""
-    named: object
+    named: np.ndarray
     """int64: the runs that are taxa (those whose lineages name the rank), in order; a run of lineages without a
     name at the rank belongs to no taxon, as in :class:`Membership`."""
     taxa: tuple[tuple[str | None, ...], ...]
     """Each named run's taxon, as its prefix of names (kingdom .. rank): the columns of :class:`Membership` for the
     same species, in the same order."""
-    taxon_of_run: Any
+    taxon_of_run: np.ndarray
     """int64: for every run, its column among :attr:`taxa`, or -1 for an unnamed run."""
-    matrix: Any
+    matrix: scipy.sparse.csr_matrix
     """CSR float32 (runs x positions of the narrower rank): row j has ones over run j's contiguous positions, so
     ``matrix @ columns`` is the segmented sum of a species-major block (see :class:`LineageRuns`)."""
-    run_of_position: Any
+    run_of_position: np.ndarray
     """int32: for every position of the narrower rank (for the rank just above the labels: every species), the run
     it is in; a gather with it moves entries up one rank."""
 
@@ -155,7 +156,7 @@ class LineageRuns:
         rank = Rank.parse(rank)
         return next(r for r in self.ranks if r.rank == rank)
 
-    def species_ends(self) -> list[Any]:
+    def species_ends(self) -> list[np.ndarray]:
         """Per rank (narrowest first), where each run ends among the species (exclusive, int64): a run of the
         species block ``ends[j - 1]..ends[j]``, the first from 0. What a scorer streaming the species in
         lineage order needs to know when a taxon's sum is complete."""
@@ -168,7 +169,7 @@ class LineageRuns:
             out.append(np.append(starts[1:], self.n_species))
         return out
 
-    def run_sums(self, columns: object) -> list[Any]:
+    def run_sums(self, columns: object) -> list[np.ndarray]:
         """Per rank (narrowest first), the sum over every run, named or not, of a species-major block
         (species x images); each rank's from the narrower one's."""
         if not self.ranks:  # labels at kingdom: no rank above them
@@ -178,7 +179,7 @@ class LineageRuns:
             sums.append(runs.matrix @ sums[-1])
         return sums
 
-    def roll_up_columns(self, columns: object) -> dict[Rank, Any]:
+    def roll_up_columns(self, columns: object) -> dict[Rank, np.ndarray]:
         """Taxon probabilities at every rank (taxa x images) from a dense species-major block (species x images,
         rows in lineage order; C-contiguous is the fast case)."""
         import numpy as np
@@ -202,7 +203,7 @@ class LineageRuns:
             raise ValueError(f"species probabilities have {block.shape[1]} columns, the runs {self.n_species}")
         return {rank: taxa.T for rank, taxa in self.roll_up_columns(np.ascontiguousarray(block.T)).items()}
 
-    def top(self, species_probs: object, chunk: int = 1024) -> dict[Rank, tuple[Any, Any]]:
+    def top(self, species_probs: object, chunk: int = 1024) -> dict[Rank, tuple[np.ndarray, np.ndarray]]:
         """Each image's most probable taxon at every rank and its probability, from dense images x species
         probabilities: rolled up ``chunk`` images at a time with float64 sums (the streaming scorer's precision,
         so both zero-shot paths agree to 1e-6 at 50,000 species, where float32 sums drift by more), a tie to the
@@ -260,7 +261,7 @@ class LineageRuns:
         return out
 
 
-def top_taxa(rolled: Any) -> tuple[object, object]:
+def top_taxa(rolled: np.ndarray | scipy.sparse.csr_matrix) -> tuple[object, object]:
     """Each row's most probable taxon and its probability, from a dense or CSR roll-up at one rank; a tie goes
     to the lower column (as ``argmax`` does), and a row without probability gets taxon 0 and probability 0."""
     import numpy as np
@@ -304,13 +305,13 @@ def lineage_runs(species: Sequence[Lineage], label_rank: Rank | str = Rank.SPECI
     ranks = RANKS[:label_rank]
     n = len(species)
     changed = np.zeros(max(n - 1, 0), dtype=bool)
-    starts_by_rank: list[Any] = []
+    starts_by_rank: list[np.ndarray] = []
     for rank in ranks:  # kingdom first: a run ends where the name at this rank or at any broader one changes
         names = np.array([lin.names[rank] for lin in species], dtype=object)
         changed |= names[1:] != names[:-1]
         starts_by_rank.append(np.flatnonzero(np.concatenate(([n > 0], changed))))
     built: list[RankRuns] = []
-    narrower: Any = None
+    narrower: np.ndarray | None = None
     for rank, starts in reversed(list(zip(ranks, starts_by_rank, strict=True))):
         keys = [species[i].key(rank) for i in starts]
         if len(set(keys)) != len(keys):

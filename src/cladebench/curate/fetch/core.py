@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cladebench.curate.fetch.checks import IMAGE_CHECKS
 from cladebench.curate.fetch.config import DownloadConfig
@@ -30,6 +30,8 @@ from cladebench.retry import gather_or_cancel, parse_retry_after, retryable_stat
 
 if TYPE_CHECKING:
     import httpx
+
+    from cladebench.progress import Bar
 
 
 class _AttemptError(Exception):
@@ -316,7 +318,7 @@ def finish_report(wanted: list[DownloadItem], cached: Mapping[str, Downloaded],
     return report
 
 
-def progress_bar(total: int, done: int, config: DownloadConfig) -> Any:
+def progress_bar(total: int, done: int, config: DownloadConfig) -> Bar:
     """The bar of a run (:mod:`cladebench.progress`; off unless ``config.progress``), starting at the items already
     done."""
     from cladebench import progress

@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench.curate.fetch.config import DownloadConfig
 from cladebench.curate.fetch.core import fetch_pending, finish_report, progress_bar, split_cached
@@ -47,6 +47,9 @@ from cladebench.curate.fetch.download_store import (
     as_items,
 )
 from cladebench.raycluster import exit_if_marked, ray_session
+
+if TYPE_CHECKING:
+    from cladebench.progress import Bar
 
 SHARD_MAX_RETRIES = 3
 """Times Ray reruns a shard whose worker process died (a node lost, an OOM kill); a shard that raised is
@@ -81,7 +84,7 @@ def _shard_failures(shard: list[DownloadItem], error: Exception) -> list[Result]
     return [DownloadFailure(i.key, i.url, "ray_task", detail, None, type(cause).__name__, 0) for i in shard]
 
 
-def _gather(ray: ModuleType, tasks: dict[object, list[DownloadItem]], store: DownloadStore, bar: Any) -> list[Result]:
+def _gather(ray: ModuleType, tasks: dict[object, list[DownloadItem]], store: DownloadStore, bar: Bar) -> list[Result]:
     """Every shard's records, taken as shards finish; the driver appends their manifest lines."""
     results: list[Result] = []
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from cladebench.demo.model.data import BatchPlan
 from cladebench.errors import CladebenchError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import open_clip
     import torch
 
     from cladebench.synthetic import World
@@ -59,7 +62,7 @@ def _lr_at(step: int, config: DemoModelConfig) -> float:
     return 0.5 * config.lr * (1.0 + math.cos(math.pi * (step - config.warmup) / span))
 
 
-def encode_text_trimmed(model: Any, tokens: torch.Tensor, groups: int = 2) -> torch.Tensor:
+def encode_text_trimmed(model: open_clip.CLIP, tokens: torch.Tensor, groups: int = 2) -> torch.Tensor:
     """``model.encode_text(tokens, normalize=True)``, with each caption run only as long as it needs to be.
 
     The text tower is causal and pools at the end-of-text token, so positions after a caption's end
@@ -89,7 +92,7 @@ def encode_text_trimmed(model: Any, tokens: torch.Tensor, groups: int = 2) -> to
     return F.normalize(torch.cat(parts)[inverse], dim=-1)
 
 
-def check_captions_fit(tokenizer: Any, world: World, config: DemoModelConfig) -> None:
+def check_captions_fit(tokenizer: Callable[[list[str]], torch.Tensor], world: World, config: DemoModelConfig) -> None:
     """Every possible caption must fit the context: the tokenizer cuts a long one silently, and the cut
     falls on the species name, which comes last.
 
@@ -114,7 +117,8 @@ def check_captions_fit(tokenizer: Any, world: World, config: DemoModelConfig) ->
                               f"needs {needed} tokens")
 
 
-def _tokens(tokenizer: Any, captions: list[str], cache: dict[str, torch.Tensor]) -> torch.Tensor:
+def _tokens(tokenizer: Callable[[list[str]], torch.Tensor], captions: list[str],
+            cache: dict[str, torch.Tensor]) -> torch.Tensor:
     """Token rows of the captions, each caption tokenized once per training (CLIP's tokenizer cleans text
     with ftfy first, which took about a tenth of each training step)."""
     import torch
@@ -126,7 +130,8 @@ def _tokens(tokenizer: Any, captions: list[str], cache: dict[str, torch.Tensor])
 
 
 def train_weights(config: DemoModelConfig, world: World, pool: np.ndarray, pool_species: np.ndarray,
-                   model_cfg: dict[str, object], preprocess_cfg: dict[str, object], tokenizer: object,
+                   model_cfg: dict[str, object], preprocess_cfg: dict[str, object],
+                   tokenizer: Callable[[list[str]], torch.Tensor],
                    progress: bool) -> tuple[dict[str, torch.Tensor], list[float]]:
     import open_clip
     import torch

@@ -165,7 +165,7 @@ def with_currency(table: pa.Table, root: Path | None = None) -> pa.Table:
     other weights, another revision) is superseded, saying by which run and why, so no reader averages stale
     numbers with fresh ones. ``root``: the suite folder, whose run records tell a data change apart."""
     rows = table.to_pylist()
-    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    newest: dict[tuple[object, ...], dict[str, Any]] = {}
     for row in sorted(rows, key=lambda r: str(r.get("recorded_at") or "")):
         newest[(row["benchmark"], row["model"], row["protocol"])] = row
     for row in rows:  # runs recorded at the same moment cannot be ordered: each is current

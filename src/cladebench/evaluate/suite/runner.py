@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cladebench import store
 from cladebench.console import note
@@ -44,6 +44,9 @@ from cladebench.evaluate.suite.results import (
 )
 from cladebench.evaluate.verify import verify_record
 from cladebench.paths import NOT_OURS, atomic_write, held_lock, write_refusal
+
+if TYPE_CHECKING:
+    from cladebench.evaluate.benchmarks import Located
 
 LOCK_FILE = ".suite.lock"
 """In the suite folder: held by the suite writing it (:func:`suite_lock`); it names the holder's pid."""
@@ -174,7 +177,7 @@ def _check_suite_folder(out: Path) -> None:
 
 
 def run_suite(config: SuiteConfig, *, progress: Callable[[str], None] | None = None,
-              finished_run: Callable[[Path, list[dict[str, Any]]], None] | None = None) -> SuiteSummary:
+              finished_run: Callable[[Path, list[dict[str, object]]], None] | None = None) -> SuiteSummary:
     """Run ``config``'s suite into ``config.out``; returns what was run, reused and skipped. Interrupted, the table
     keeps every run finished so far, and the next suite continues from there. ``finished_run``: called with the
     ``run.json`` and the table rows of each run as it finishes or is reused (``suite --mlflow`` logs it)."""
@@ -212,7 +215,7 @@ def suite_lock(out: Path) -> Iterator[None]:
 
 
 def _run_planned(config: SuiteConfig, planned: list[PlannedRun], say: Callable[[str], None],
-                 then: Callable[[Path, list[dict[str, Any]]], None]) -> SuiteSummary:
+                 then: Callable[[Path, list[dict[str, object]]], None]) -> SuiteSummary:
     summary = SuiteSummary(runs=planned, results=config.out / RESULTS_FILE)
     finished = {p.key: _finished(p, say) for p in planned}
     recorded = {p.key: None if config.retry_skipped else _recorded_skip(p) for p in planned}
@@ -285,7 +288,7 @@ def _run_planned(config: SuiteConfig, planned: list[PlannedRun], say: Callable[[
     return summary
 
 
-def _locate_once(pending: list[PlannedRun]) -> tuple[object, str | None]:
+def _locate_once(pending: list[PlannedRun]) -> tuple[Located | None, str | None]:
     """Find (and build once, when it is built from files) the data of a benchmark with runs to make, handed to each
     of its runs; why not, when it cannot be found."""
     if not pending:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from markupsafe import Markup
 
@@ -27,6 +27,10 @@ from cladebench.report.formatting import (
 from cladebench.report.headline import headline_metrics
 from cladebench.report.runs import POOLED_SUMMARY, ReportRun, by_task, is_pooled_summary
 from cladebench.report.sections.base import ReportContext, register_section
+
+if TYPE_CHECKING:
+    from cladebench.metrics.intervals import PairedComparison
+    from cladebench.tasks import Task
 
 N_RESAMPLES = 10_000
 """Bootstrap resamples per tested difference (as ``cladebench compare``)."""
@@ -112,7 +116,7 @@ class Board:
     """The tables the board is shown as (see :func:`split_board`)."""
 
 
-def _facts(run: ReportRun) -> tuple[Any, ...]:
+def _facts(run: ReportRun) -> tuple[str, ...]:
     from cladebench.evaluate.comparability import COMPARABILITY_KEYS, comparability_of
 
     facts = comparability_of(run.record)
@@ -158,7 +162,7 @@ class Ties(NamedTuple):
     """(metric, why some runs were not tested), when some were not."""
     unit: str
     """What the paired test resamples, empty when there was none."""
-    differences: dict[int, Any]
+    differences: dict[int, PairedComparison]
     """Run index -> its paired difference from the best run (run - best, a PairedComparison), where tested."""
 
 
@@ -241,7 +245,7 @@ def board(task: str, runs: Sequence[ReportRun]) -> Board:
                    notes=(*apart(groups), *merge_notes([note for note in notes if note[0] not in said])))
 
 
-def _task(name: str) -> Any:
+def _task(name: str) -> Task | None:
     from cladebench.tasks import get_task
 
     try:

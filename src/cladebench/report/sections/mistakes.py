@@ -10,10 +10,10 @@ with a Wilson interval per share. One panel per task and challenge group, one se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
+from markupsafe import Markup
 
 from cladebench.metrics import accuracy
 from cladebench.metrics.hierarchy import HEIGHT_COLUMN, lca_rank, lca_ranks
@@ -30,7 +30,7 @@ def category(where: str) -> str:
     return "different kingdoms" if where == "root" else f"same {where}"
 
 
-def mistake_shares(run: ReportRun, group: str) -> tuple[str, dict[str, dict[str, Any]]] | None:
+def mistake_shares(run: ReportRun, group: str) -> tuple[str, dict[str, dict[str, object]]] | None:
     """The run's label rank and, per LCA rank, the share of its mistakes there (in ``group``, or all rows), as
     estimates named ``mistakes_at_<rank>``; None when its predictions carry no heights or hold no mistake."""
     table = run.predictions
@@ -69,6 +69,6 @@ def _panels(task: str, runs: Sequence[ReportRun], context: ReportContext) -> lis
 
 
 @register_section("mistakes", "Where mistakes land on the tree", order=31, folded=True)
-def mistakes_section(runs: Sequence[ReportRun], context: ReportContext) -> Any:
+def mistakes_section(runs: Sequence[ReportRun], context: ReportContext) -> Markup | None:
     panels = [panel for task, task_runs in by_task(runs).items() for panel in _panels(task, task_runs, context)]
     return context.render("mistakes", panels=panels) if panels else None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from markupsafe import Markup
 
@@ -49,7 +48,7 @@ class SuiteData:
     replaced: Sequence[Mapping[str, object]] = ()
     """Finished rows of runs a newer run replaced: never a cell, but their columns and models stay on the board, so
     a model whose newest run is refused keeps its row, saying so."""
-    skipped: Sequence[Mapping[str, Any]] = ()
+    skipped: Sequence[Mapping[str, object]] = ()
     """Rows of runs that did not run (a task needing a text tower on an image-only model, too few images): shown
     as skipped with their reason."""
 

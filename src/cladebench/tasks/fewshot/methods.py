@@ -11,12 +11,16 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
 from cladebench.registry import Registry
 from cladebench.store.embeddings import normalise_rows
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
 
 # --- methods ---------------------------------------------------------------------------------------
 
@@ -42,7 +46,7 @@ class MethodOutput:
 
     predicted: np.ndarray
     """Class index per query row."""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
     ranked: np.ndarray | None = None
     """The :data:`RANKED` best classes per query row, best first (the first is :attr:`predicted`), where the method
     scores every class: what hierarchical distance@5 reads."""
@@ -215,7 +219,7 @@ def knn(support: np.ndarray, targets: np.ndarray, query: np.ndarray, config: Met
                         ranked=_classes_best_first(model, model.predict_proba(features)))
 
 
-def _classes_best_first(model: Any, probabilities: np.ndarray) -> np.ndarray:
+def _classes_best_first(model: LogisticRegression | KNeighborsClassifier, probabilities: np.ndarray) -> np.ndarray:
     """A scikit-learn classifier's :data:`RANKED` most probable classes per row, best first (ties to the lower
     class, as its ``predict`` breaks them), as class indices."""
     return np.asarray(model.classes_, dtype=np.int64)[_best_first(probabilities, higher_is_better=True)]

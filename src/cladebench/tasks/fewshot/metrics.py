@@ -8,7 +8,6 @@ re-analysis get the same numbers from the same rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +106,7 @@ def _row_weights(reps: np.ndarray, classes: np.ndarray | None) -> np.ndarray:
 
 
 def per_query_image_values(table: pa.Table,
-                           task_provenance: dict[str, Any]) -> dict[str, tuple[list[Any], np.ndarray]]:
+                           task_provenance: dict[str, object]) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each query image's share of every few-shot metric but mistake severity, keyed by uuid, so runs on identical
     splits pair image by image (:data:`PAIRED_OVER_QUERIES`).
 
@@ -140,7 +139,7 @@ def per_query_image_values(table: pa.Table,
 
 
 def _hierarchy_shares(table: pa.Table, rows: np.ndarray, uuids: np.ndarray, reps: np.ndarray, correct: np.ndarray,
-                      method: str, shot: int, label_rank: str) -> dict[str, tuple[list[Any], np.ndarray]]:
+                      method: str, shot: int, label_rank: str) -> dict[str, tuple[list[object], np.ndarray]]:
     """Each query image's share of hdist@1 and @5 and of accuracy at each higher rank (as :func:`per_query_image_values`
     for accuracy: the mean over images is the stored mean over repetitions); mistake severity, a ratio, has none."""
     heights = table.column(HEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -154,7 +153,7 @@ def _hierarchy_shares(table: pa.Table, rows: np.ndarray, uuids: np.ndarray, reps
     for rank in RANKS[:label_level]:
         hit = ((correct > 0) | (heights <= label_level - int(rank))).astype(np.float64)
         wanted.append((names[rank.column], rows & (depths >= int(rank) + 1), hit))
-    out: dict[str, tuple[list[Any], np.ndarray]] = {}
+    out: dict[str, tuple[list[object], np.ndarray]] = {}
     for name, mask, value in wanted:
         if not mask.any():
             continue
@@ -196,7 +195,7 @@ def _define_hierarchy(method: str, shots: int, label_rank: str) -> dict[str, str
     return names
 
 
-def _repetition_estimate(values: Sequence[float], clip: bool) -> dict[str, Any]:
+def _repetition_estimate(values: Sequence[float], clip: bool) -> dict[str, object]:
     if not values:
         return {"value": None, "low": None, "high": None, "n": 0, "reason": "no repetition has a value"}
     if clip:
@@ -209,7 +208,8 @@ def _repetition_estimate(values: Sequence[float], clip: bool) -> dict[str, Any]:
 
 
 def few_shot_hierarchy(table: pa.Table, methods: Sequence[str] | None, label_rank: str,
-                       hierarchy: dict[str, Any] | None, n_classes: int | None = None) -> dict[str, dict[str, Any]]:
+                       hierarchy: dict[str, object] | None, n_classes: int | None = None
+                       ) -> dict[str, dict[str, object]]:
     """Mistake severity, hdist@1 and accuracy at every rank above the label rank, per method and shot count, each
     a mean over repetitions (:data:`HIERARCHY_INTERVAL`); from the predictions' ``lca_height`` and ``true_depth``.
 
@@ -232,7 +232,7 @@ def few_shot_hierarchy(table: pa.Table, methods: Sequence[str] | None, label_ran
     undefined = top_k_undefined(5, n_classes) if n_classes else None
     order = list(methods) if methods is not None else []
     order += sorted(set(methods_of.tolist()) - set(order))
-    metrics: dict[str, dict[str, Any]] = {}
+    metrics: dict[str, dict[str, object]] = {}
     for method in order:
         for shot in sorted({int(k) for k in shots_of[methods_of == method]}):
             names = _define_hierarchy(method, shot, label_rank)
@@ -277,7 +277,7 @@ def _top_heights(table: pa.Table) -> np.ndarray | None:
     return out
 
 
-def few_shot_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def few_shot_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """``<method>_<k>shot`` and ``<method>_<k>shot_balanced`` for every method and shot count of the run, and their
     mistake severity, hdist@1 and accuracy at the ranks above (:func:`few_shot_hierarchy`); a shot count the data
     did not allow (the task's ``shots_skipped``) has its metrics without a value, with the reason, so the gap shows

@@ -9,7 +9,7 @@ Why a module of its own: it ties the pieces together (:mod:`~cladebench.tasks.la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -38,14 +38,14 @@ def plan_splits(rows: LabelledRows, config: FewShotConfig) -> SplitPlan:
     would sink the counts that fit: it is dropped, largest first, and kept in the plan's ``shots_skipped`` with its
     reason (5 photos per species run 1-shot and say 5 was skipped). When no count leaves two classes, the plan with
     every count is returned, and :func:`predict_splits` says which ``--shots`` would run."""
-    def plan(shots: Sequence[int], skipped: tuple[dict[str, Any], ...] = ()) -> SplitPlan:
+    def plan(shots: Sequence[int], skipped: tuple[dict[str, object], ...] = ()) -> SplitPlan:
         return few_shot_splits(rows.labels, rows.groups, rows.uuids, shots=shots, repetitions=config.repetitions,
                                seed=config.seed, min_test_per_class=config.min_test_per_class, classes=rows.classes,
                                shots_skipped=skipped)
 
     full = plan(config.shots)
     shots = list(config.shots)
-    skipped: list[dict[str, Any]] = []
+    skipped: list[dict[str, object]] = []
     current = full
     while len(current.classes) < 2 and len(shots) > 1:
         dropped = shots.pop()
@@ -68,7 +68,7 @@ def shots_that_fit(plan: SplitPlan) -> int:
 
 def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], config: FewShotConfig, *,
                    class_lineages: Sequence[Lineage] | None = None
-                   ) -> tuple[pa.Table, dict[str, list[dict[str, Any]]]]:
+                   ) -> tuple[pa.Table, dict[str, list[dict[str, object]]]]:
     """Run every configured method on every split: one row per (method, shots, repetition, query image).
 
     Returns the prediction table and, per method, what it chose on each split (shots, repetition, details).
@@ -87,7 +87,7 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], c
     label_array = np.asarray(plan.classes, dtype=object)
     uuid_array = np.asarray(uuids, dtype=object)
     pieces: list[pa.Table] = []
-    chosen: dict[str, list[dict[str, Any]]] = {}
+    chosen: dict[str, list[dict[str, object]]] = {}
     depths = np.array([lineage_depth(lineage, config.rank) for lineage in class_lineages or ()], dtype=np.int64)
     for method in config.methods:
         fit_predict = METHODS[method].fit_predict
@@ -95,7 +95,7 @@ def predict_splits(vectors: np.ndarray, plan: SplitPlan, uuids: Sequence[str], c
             truth = plan.targets[split.query]
             output = fit_predict(vectors[split.support], plan.targets[split.support], vectors[split.query], config)
             n = len(split.query)
-            hierarchy: dict[str, Any] = {}
+            hierarchy: dict[str, object] = {}
             if class_lineages is not None:
                 top = output.predicted[:, None] if output.ranked is None else output.ranked
                 heights = lca_heights(class_lineages, truth, top, config.rank)

@@ -35,7 +35,7 @@ and computes its metrics.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -211,7 +211,7 @@ def _bools(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
+def geo_metrics(predictions: Predictions) -> dict[str, dict[str, object]]:
     """Top-1 image-only and fused, their paired difference, the chosen weight, fallback shares, and each top-1's
     mistake severity and hdist@1 (:mod:`cladebench.metrics.hierarchy`)."""
     table, info = predictions.table, predictions.info
@@ -245,12 +245,12 @@ def geo_metrics(predictions: Predictions) -> dict[str, dict[str, Any]]:
     return metrics
 
 
-def per_image_values(table: pa.Table, task_provenance: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+def per_image_values(table: pa.Table, task_provenance: dict[str, object]) -> dict[str, tuple[object, ...]]:
     """Each scored test image's 0/1 correctness, image-only and fused, keyed by uuid, so runs pair image by image."""
     rank = task_provenance.get("rank", "species")
     scored = _bools(table, "scored")
     uuids = [u for u, s in zip(table.column("uuid").to_pylist(), scored, strict=True) if s]
-    out: dict[str, tuple[Any, ...]] = {
+    out: dict[str, tuple[object, ...]] = {
         f"{kind}_top1_{rank}": (uuids, _bools(table, f"correct_{kind}")[scored].astype(np.float64)) for kind in KINDS}
     for kind in KINDS:
         heights = _heights(table, kind, scored)

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,8 @@ from cladebench.taxonomy import RANK_COLUMNS, RANKS, Lineage, Rank
 
 if TYPE_CHECKING:
     import lance
+
+    from cladebench.models import Encoder
 
 TEXT_BLOCK = 8192
 """Candidates per block of text embeddings: blocks are encoded and cached whole, so the cache is shared by
@@ -178,7 +180,7 @@ def candidate_tree(spec: str, targets: Sequence[Target]) -> CandidateTree:
     return CandidateTree(read_taxonomy(spec), str(spec))
 
 
-def candidate_text_embeddings(tree: CandidateTree, spans: Iterable[tuple[int, int]], encoder: Any,
+def candidate_text_embeddings(tree: CandidateTree, spans: Iterable[tuple[int, int]], encoder: Encoder,
                               config: LineageConfig) -> tuple[np.ndarray, int]:
     """Unit text embeddings of the candidates in the blocks the spans touch (other rows stay zero), and how
     many candidates that was."""
@@ -233,11 +235,11 @@ def rank_queries(queries: Sequence[Query], images: np.ndarray, tree: CandidateTr
     return chosen
 
 
-def _image_column(dataset: lance.LanceDataset, encoder: Any, column: str | None) -> tuple[str, dict[str, object]]:
+def _image_column(dataset: lance.LanceDataset, encoder: Encoder, column: str | None) -> tuple[str, dict[str, object]]:
     return text_image_column(dataset, encoder, column, task="lineage")
 
 
-def predict_contrastive(dataset: lance.LanceDataset, encoder: Any, config: LineageConfig,
+def predict_contrastive(dataset: lance.LanceDataset, encoder: Encoder, config: LineageConfig,
                         conditions: Sequence[str]) -> Predicted:
     """Completions of a CLIP-style model from stored image embeddings (see the module docstring)."""
     from cladebench.store.embeddings import valid_embeddings

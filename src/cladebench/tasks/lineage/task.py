@@ -90,7 +90,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -116,7 +116,7 @@ from cladebench.taxonomy import RANKS, Rank
 if TYPE_CHECKING:
     import lance
 
-    from cladebench.models.spec import Model
+    from cladebench.models.spec import ImageTextEncoder, Model
 
 PREDICTORS: Registry[Callable[..., Predicted]] = Registry("lineage predictor")
 """Predictor name (``clip``: candidates ranked by cosine; ``vlm``: lineages named by a VLM) -> predictor;
@@ -131,7 +131,7 @@ MODEL_NEEDS: tuple[frozenset[str], ...] = tuple(PREDICTOR_NEEDS.values())
 """What lineage needs of a model: any one predictor's needs."""
 
 
-def predictor_for(encoder: Any) -> str:
+def predictor_for(encoder: Model | ImageTextEncoder) -> str:
     """The first predictor whose needs the model meets (the plan refused a model that meets none)."""
     return first_fitting("lineage", PREDICTOR_NEEDS, encoder)
 
