@@ -154,7 +154,7 @@ def _init_worker(preprocessing: Preprocessing) -> None:
     _TRANSFORM = preprocessing.build()
 
 
-def _timed_decode(uuids: list[str], images: list[bytes | None], transform: object) -> dict[str, object]:
+def _timed_decode(uuids: list[str], images: list[bytes | None], transform: ImageTransform) -> dict[str, object]:
     """:func:`decode_block`, with the CPU seconds it took (``cpu_seconds``): the cost the cores are split by."""
     started = time.process_time()
     block = decode_block(uuids, images, transform)

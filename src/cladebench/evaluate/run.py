@@ -42,7 +42,7 @@ from cladebench.templates import get_templates
 if TYPE_CHECKING:
     import lance
 
-    from cladebench.evaluate.benchmarks import Located
+    from cladebench.benchmarks import Located
     from cladebench.tasks import Task
     from cladebench.tasks.common import Predictions
     from cladebench.tasks.configs import TaskSettings

@@ -46,7 +46,7 @@ from cladebench.evaluate.verify import verify_record
 from cladebench.paths import NOT_OURS, atomic_write, held_lock, write_refusal
 
 if TYPE_CHECKING:
-    from cladebench.evaluate.benchmarks import Located
+    from cladebench.benchmarks import Located
 
 LOCK_FILE = ".suite.lock"
 """In the suite folder: held by the suite writing it (:func:`suite_lock`); it names the holder's pid."""
