@@ -148,6 +148,26 @@ def test_a_marker_listing_only_top_level_names_vouches_for_what_is_below_them(tm
     assert not (out / "data" / "extra.txt").exists()
 
 
+def test_a_run_whose_output_place_is_taken_mid_commit_says_so_and_leaves_the_other(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    out = _build(tmp_path / "out", "old")
+    real_rename = os.rename
+    renames: list[object] = []
+
+    def rename(source, target) -> None:
+        real_rename(source, target)
+        renames.append(target)
+        if len(renames) == 1:  # the previous output is set aside: another run with --overwrite commits now
+            monkeypatch.setattr(os, "rename", real_rename)
+            _build(out, "theirs", overwrite=True)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(CladebenchError, match="while this build was committing") as refused:
+        _build(out, "mine", overwrite=True)
+    assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
+    assert (out / "rows.txt").read_text() == "theirs" and read_marker(out)["writer"] == WRITER
+
+
 def test_a_marker_without_contents_is_replaced_whole_as_before(tmp_path: Path) -> None:
     out = _build(tmp_path / "out", "first")
     marker = read_marker(out)

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import json
 import os
 import shutil
@@ -329,6 +330,10 @@ def commit(staging: Path, target: OutputTarget) -> None:
     try:
         put_in_place(staging, out, replace=True)
     except OSError as error:
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST) and out.is_dir():  # filled between the two renames
+            raise CladebenchError(f"{target.out} was written while this build was committing (another run into "
+                                  f"the same {target.out_option}?): it was left as it is and this build's output "
+                                  "was not kept") from None
         raise CladebenchError(f"cannot put the output in place at {target.out}: {_describe_os_error(error)}") from None
 
 
