@@ -35,3 +35,25 @@ def test_every_builder_card_uses_the_shared_helpers(name: str) -> None:
     imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom)
                 and n.module == "cladebench.curate.builders.cards" for a in n.names}
     assert "markdown_table" in imported
+
+
+def test_values_from_data_are_literal_text_and_the_cards_own_markdown_is_kept() -> None:
+    table = markdown_table(["label", "file"], [("[x](javascript:alert(1)) **b** `c`", "`rows.csv`")], literal=(0,))
+    assert table.splitlines()[2] == r"| \[x\](javascript:alert(1)) \*\*b\*\* \`c\` | `rows.csv` |"
+
+
+def test_a_label_from_a_folder_name_cannot_put_a_link_in_the_card(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from cladebench.cli import main
+    from helpers.images import picture
+    from helpers.own_images import write_small_backbone
+
+    label = "[x](javascript:alert(1)) **b** `c`"
+    (tmp_path / "photos" / label).mkdir(parents=True)
+    (tmp_path / "photos" / label / "0.jpg").write_bytes(picture(0))
+    backbone = write_small_backbone(tmp_path / "backbone.parquet")
+    out = tmp_path / "out"
+    assert main(["load", "images", str(tmp_path / "photos"), "--taxonomy", str(backbone), "--out", str(out),
+                 "--quiet"]) == 0, capsys.readouterr().err
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert r"\[x\](javascript:alert(1)) \*\*b\*\* \`c\`" in card and "[x](javascript" not in card

@@ -108,6 +108,66 @@ def test_overwrite_refuses_what_the_writer_did_not_write_and_names_it(tmp_path: 
     assert (out / "rows.txt").read_text() == "second"
 
 
+def _build_nested(out: Path, **options) -> Path:
+    """An output with a subfolder of files and a Lance dataset inside it, as ``build coobserved`` and ``build
+    finegrained`` write them."""
+    with staged_output(OutputTarget(out, writer=WRITER, **options)) as staging:
+        (staging / "data" / "table.lance" / "_versions").mkdir(parents=True)
+        (staging / "data" / "table.lance" / "_versions" / "1.manifest").write_text("v1")
+        (staging / "data" / "rows.parquet").write_text("rows")
+        (staging / "README.md").write_text("card")
+    return out
+
+
+def test_overwrite_refuses_a_users_file_inside_a_folder_the_writer_wrote(tmp_path: Path) -> None:
+    out = _build_nested(tmp_path / "out")
+    (out / "data" / "notes.txt").write_text("my notes")
+    (out / "data" / "mine").mkdir()
+    (out / "data" / "mine" / "a.csv").write_text("a")
+    before = _tree(out)
+    with pytest.raises(CladebenchError, match=r"holds data/mine, data/notes\.txt, which") as refused:
+        _build_nested(out, overwrite=True)
+    assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
+    assert _tree(out) == before
+    (out / "data" / "notes.txt").unlink()
+    shutil.rmtree(out / "data" / "mine")
+    # a Lance dataset is its own: the files a later version adds (an embedding column) are the output's
+    (out / "data" / "table.lance" / "_versions" / "2.manifest").write_text("v2")
+    _build_nested(out, overwrite=True)
+    assert sorted(_tree(out)) == [MARKER_NAME, "README.md", "data/rows.parquet",
+                                  "data/table.lance/_versions/1.manifest"]
+
+
+def test_a_marker_listing_only_top_level_names_vouches_for_what_is_below_them(tmp_path: Path) -> None:
+    out = _build_nested(tmp_path / "out")
+    marker = read_marker(out)
+    marker["contents"] = ["README.md", "data"]  # as markers were written before nested files were listed
+    (out / MARKER_NAME).write_text(json.dumps(marker))
+    (out / "data" / "extra.txt").write_text("from an older version")
+    _build_nested(out, overwrite=True)
+    assert not (out / "data" / "extra.txt").exists()
+
+
+def test_a_run_whose_output_place_is_taken_mid_commit_says_so_and_leaves_the_other(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    out = _build(tmp_path / "out", "old")
+    real_rename = os.rename
+    renames: list[object] = []
+
+    def rename(source, target) -> None:
+        real_rename(source, target)
+        renames.append(target)
+        if len(renames) == 1:  # the previous output is set aside: another run with --overwrite commits now
+            monkeypatch.setattr(os, "rename", real_rename)
+            _build(out, "theirs", overwrite=True)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(CladebenchError, match="while this build was committing") as refused:
+        _build(out, "mine", overwrite=True)
+    assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
+    assert (out / "rows.txt").read_text() == "theirs" and read_marker(out)["writer"] == WRITER
+
+
 def test_a_marker_without_contents_is_replaced_whole_as_before(tmp_path: Path) -> None:
     out = _build(tmp_path / "out", "first")
     marker = read_marker(out)

@@ -11,8 +11,9 @@ Every builder (``build coobserved``, ``build crypticbio``, ``build finegrained``
 - **``--overwrite`` replaces only a previous output of the same writer**: a folder whose marker names
   it (or, for outputs written before markers, what :class:`OutputTarget`'s ``legacy`` test
   recognises), and only when it holds nothing but what that writer put there: the marker lists it
-  (``contents``, written at the commit), and a file the user added beside it (notes, a dataset loaded
-  into the folder) makes the overwrite a refusal naming it, with nothing touched. A file, a symbolic
+  (``contents``, written at the commit, every path inside it but a Lance dataset's own files), and a file the
+  user added beside it or inside a folder it wrote (notes, a dataset loaded into the folder) makes the
+  overwrite a refusal naming it, with nothing touched. A file, a symbolic
   link, a folder of someone else's files or another command's output is refused (exit 1) and left
   exactly as it was. An empty folder is always fine. Without ``--overwrite`` an existing non-empty
   folder is refused.
@@ -68,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import json
 import os
 import shutil
@@ -162,14 +164,50 @@ def write_marker(folder: Path, writer: str, contents: Iterable[str] | None = Non
     return path
 
 
+def _is_lance_dataset(folder: Path) -> bool:
+    return (folder / "_versions").is_dir()
+
+
+def _written(folder: Path, prefix: str = "") -> Iterator[str]:
+    """What a writer put in ``folder``, for its marker's ``contents``: every file and folder by its path inside
+    it (``data/rows.parquet``), so a user's file added to a subfolder is seen too, except inside a Lance dataset
+    (the folder itself, when it is one), which is listed whole: a later version of it (an embedding column) adds
+    files that are the output's own."""
+    if not prefix and _is_lance_dataset(folder):
+        yield from (p.name for p in _entries(folder) if p.name != MARKER_NAME)
+        return
+    for entry in sorted(_entries(folder)):
+        if not prefix and entry.name == MARKER_NAME:
+            continue
+        yield prefix + entry.name
+        if entry.is_dir() and not entry.is_symlink() and not _is_lance_dataset(entry):
+            yield from _written(entry, f"{prefix}{entry.name}/")
+
+
 def _not_written_by(folder: Path, marker: Mapping[str, object]) -> list[str]:
-    """The entries of ``folder`` its writer did not put there (by the marker's ``contents``; a marker written
-    before contents were recorded, or by a writer that writes in place, lists none and vouches for all)."""
+    """The paths in ``folder`` its writer did not put there (by the marker's ``contents``: a folder listed without
+    anything below it, as a Lance dataset or a marker written before nested paths were listed, vouches for all
+    it holds; a marker written before contents were recorded, or by a writer that writes in place, lists none
+    and vouches for all)."""
     contents = marker.get("contents")
     if not isinstance(contents, list):
         return []
     own = {*map(str, contents), PREVIOUS_NAME}
-    return sorted(p.name for p in _entries(folder) if p.name not in own and not p.name.startswith(TOOL_PREFIX))
+    parents = {path[:i] for path in own for i, char in enumerate(path) if char == "/"}
+    return sorted(_foreign(folder, own, parents, ""))
+
+
+def _foreign(folder: Path, own: set[str], parents: set[str], prefix: str) -> list[str]:
+    found: list[str] = []
+    for entry in _entries(folder):
+        path = prefix + entry.name
+        if not prefix and entry.name.startswith(TOOL_PREFIX):
+            continue
+        if path not in own:
+            found.append(path)
+        elif path in parents and entry.is_dir() and not entry.is_symlink():
+            found += _foreign(entry, own, parents, f"{path}/")
+    return found
 
 
 def is_output_of(folder: Path, writer: str, legacy: Callable[[Path], bool] | None = None) -> bool:
@@ -287,11 +325,15 @@ def commit(staging: Path, target: OutputTarget) -> None:
     """Put a finished staging folder in place of ``target.out``; a previous output is removed only after."""
     out = absolute(target.out)
     shutil.rmtree(Path(staging) / WORK_NAME, ignore_errors=True)
-    write_marker(staging, target.writer, contents=(p.name for p in _entries(Path(staging)) if p.name != MARKER_NAME))
+    write_marker(staging, target.writer, contents=_written(Path(staging)))
     check_replaceable(target)  # again: the folder may have changed while the build ran
     try:
         put_in_place(staging, out, replace=True)
     except OSError as error:
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST) and out.is_dir():  # filled between the two renames
+            raise CladebenchError(f"{target.out} was written while this build was committing (another run into "
+                                  f"the same {target.out_option}?): it was left as it is and this build's output "
+                                  "was not kept") from None
         raise CladebenchError(f"cannot put the output in place at {target.out}: {_describe_os_error(error)}") from None
 
 

@@ -425,8 +425,10 @@ def test_bad_rows_are_counted_by_reason_and_listed(tmp_path: Path) -> None:
     assert next(r for r in written if r["url"] == "g3")["year"] == ""
 
     rejected = pq.read_table(tmp_path / "out" / "left_out.parquet").to_pylist()
-    assert Counter(r["reason"] for r in rejected) == Counter(
-        {k: v for k, v in summary.dropped.items() if k != "duplicate_url"} | {"malformed_line": 1})
+    assert Counter(r["reason"] for r in rejected) == Counter(summary.dropped | {"malformed_line": 1})
+    # the photo's second row is left out as a duplicate, under its own file and row, the first one kept
+    (duplicate,) = (r for r in rejected if r["reason"] == "duplicate_url")
+    assert (duplicate["key"], duplicate["stage"], duplicate["url"]) == (f"meta.csv:{len(rows)}", "check", good["url"])
     by_url = {r["url"]: r for r in rejected if r["url"]}
     assert (by_url["d9"]["row"], by_url["d9"]["file"], by_url["d9"]["reason"]) == (13, "meta.csv",
                                                                                  "malformed_vernacular_name")

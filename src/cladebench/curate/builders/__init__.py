@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cladebench.curate.sources import look_up_registered
 from cladebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -81,8 +82,11 @@ def register(builder: Builder) -> Builder:
 
 
 def get_builder(name: str) -> Builder:
-    """Look a builder up by name; an unknown name lists the known ones and the closest."""
-    return BUILDERS.get_named(name)
+    """Look a builder up by name; an unknown name lists the known ones and the closest. The benchmark families' builders
+    are registered by ``import cladebench.benchmarks``, which this layer may not import; before it, an unknown
+    name says so
+    (:func:`~cladebench.curate.sources.look_up_registered`)."""
+    return look_up_registered(BUILDERS, name)
 
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "register"]

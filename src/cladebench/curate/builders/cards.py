@@ -17,17 +17,22 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from cladebench.escaping import markdown_cell
+from cladebench.escaping import markdown_cell, markdown_escape
 
 
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, literal: Collection[int] = ()) -> str:
     """A Markdown table: integers with thousands separators, anything else one cell of its text (a folder's
-    name with a pipe or a line break in it stays in its cell and row)."""
+    name with a pipe or a line break in it stays in its cell and row). The columns ``literal`` numbers hold
+    values from data (a label, a species, a license as the source wrote it), shown as literal text
+    (:func:`~cladebench.escaping.markdown_escape`: no link, emphasis or code span of theirs); the others may
+    hold the card's own Markdown (a file name in a code span)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else markdown_cell(v) for v in row) + " |"
+    lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else (markdown_escape if i in literal else
+                                                                     markdown_cell)(v)
+                                for i, v in enumerate(row)) + " |"
               for row in rows]
     return "\n".join(lines)
 

@@ -28,13 +28,14 @@ import importlib
 import io
 import json
 import os
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from cladebench.errors import CladebenchError, SchemaError, reading
+from cladebench.errors import CladebenchError, SchemaError, UnknownNameError, reading
 from cladebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -270,9 +271,29 @@ def register(source: Source) -> Source:
     return SOURCES.add(source.name, source)
 
 
+FAMILIES_MODULE = "cladebench.benchmarks"
+"""The package whose import registers the benchmark families' sources and builders (from their folders); this
+layer is below it and never imports it. The CLI imports it before any lookup; a script must too."""
+
+Registered = TypeVar("Registered")
+
+
+def look_up_registered(registry: Registry[Registered], name: str) -> Registered:
+    """``registry.get_named(name)``; while :data:`FAMILIES_MODULE` is not imported, an unknown name also says to
+    import it (``get_builder("crypticbio")`` in a fresh interpreter is not a typo)."""
+    try:
+        return registry.get_named(name)
+    except UnknownNameError as error:
+        if FAMILIES_MODULE in sys.modules:
+            raise
+        raise UnknownNameError(f"{error} The benchmark families register their {registry.kind}s when "
+                               f"{FAMILIES_MODULE} is imported: `import {FAMILIES_MODULE}` first") from None
+
+
 def get_source(name: str) -> Source:
-    """Look a source up by name; an unknown name lists the known ones and the closest."""
-    return SOURCES.get_named(name)
+    """Look a source up by name; an unknown name lists the known ones and the closest (and, before
+    ``import cladebench.benchmarks``, says that the families' sources come with it: :func:`look_up_registered`)."""
+    return look_up_registered(SOURCES, name)
 
 
 register(Source(

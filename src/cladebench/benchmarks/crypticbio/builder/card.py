@@ -82,7 +82,8 @@ def render_card(summary: CrypticBioCurationSummary, left_out: Sequence[str] = ()
     ]
     groups = sorted({g for info in subsets.values() for g in info["taxonomic_groups"]})
     parts.append(markdown_table(["taxonomic group", *subsets], [(g, *(info["taxonomic_groups"].get(g, 0)
-                                                              for info in subsets.values())) for g in groups]))
+                                                              for info in subsets.values())) for g in groups],
+                                literal=(0,)))
     parts += [
         "", "## Rows read and dropped", "",
         f"{summary.rows_read} rows read, {summary.malformed_lines} malformed lines skipped, {summary.kept} rows kept "

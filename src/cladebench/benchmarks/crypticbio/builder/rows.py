@@ -9,8 +9,9 @@ order, then ``duplicate_url`` (a photo already kept). An empty cell, a Parquet N
 published reader does. A CSV line the reader cannot split into the header's fields is
 ``malformed_line``. Each filter's own count (rows that fail it, among rows passing the data checks,
 whatever the other filters say) is reported as well, since the first-reason count of a later filter
-hides rows an earlier one already took. Rows dropped by a data check are listed in
-``left_out.parquet``; filter names and species-list names that match no row are reported.
+hides rows an earlier one already took. Rows dropped by a data check, and a photo's later rows
+(``duplicate_url``), are listed in ``left_out.parquet``; filter names and species-list names that match no
+row are reported.
 
 **Memory.** Files are read as a stream of Arrow batches, each normalised, checked and filtered in
 DuckDB; only kept rows are held, so memory follows the curated size, not the metadata's.
@@ -393,17 +394,21 @@ def read_and_filter(config: CrypticBioCurateConfig, groups: Mapping[str, tuple[s
         con.close()
     kept = pa.concat_tables(tally.kept) if tally.kept else KEPT_SCHEMA.empty_table()
     kept, duplicates = _drop_duplicate_urls(kept)
-    tally.dropped[DUPLICATE_URL] += duplicates
+    tally.dropped[DUPLICATE_URL] += duplicates.num_rows
+    if duplicates.num_rows:  # left out like any other row, so the record and the card's counts agree
+        tally.rejected.append(duplicates.select(["_file", "_row", "scientific_name", "url"]).append_column(
+            "_reason", pa.array([DUPLICATE_URL] * duplicates.num_rows, pa.string())))
     return tally, kept, malformed
 
 
-def _drop_duplicate_urls(kept: pa.Table) -> tuple[pa.Table, int]:
-    """The first row (file, then row order) of each URL: one photo is one benchmark example."""
+def _drop_duplicate_urls(kept: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The first row (file, then row order) of each URL, and the later rows of a URL already kept: one photo is
+    one benchmark example."""
     order = pc.add(pc.multiply(kept.column("_file"), 1 << 40), kept.column("_row"))
     keyed = pa.table({"url": kept.column("url"), "_order": order})
     first = keyed.group_by("url", use_threads=False).aggregate([("_order", "min")]).column("_order_min")
     keep = pc.is_in(order, value_set=first)
-    return kept.filter(keep), kept.num_rows - int(pc.sum(keep).as_py() or 0)
+    return kept.filter(keep), kept.filter(pc.invert(keep))
 
 
 

@@ -120,7 +120,7 @@ def render_card(summary: FineGrainedBuildSummary, left_out: Sequence[str] = ()) 
         "identified to genus only (listed by the genus alone).",
         "",
         markdown_table(["challenge_group", "taxon", "images"],
-               [(g, name, n) for g, names in summary.species.items() for name, n in names.items()]),
+               [(g, name, n) for g, names in summary.species.items() for name, n in names.items()], literal=(0, 1)),
         "",
         "## seen_in_training",
         "",

@@ -26,7 +26,7 @@ from cladebench.benchmarks.finegrained.builder.config import (
     FineGrainedBuildConfig,
 )
 from cladebench.curate.builders.duckdb_errors import duckdb_errors
-from cladebench.errors import CladebenchError, UsageError, undecodable_at
+from cladebench.errors import CladebenchError, SchemaError, UsageError, undecodable_at
 from cladebench.store import sql_literal
 from cladebench.taxonomy import RANK_COLUMNS
 
@@ -58,6 +58,22 @@ def _columns(con: duckdb.DuckDBPyConnection, scan: str) -> list[str]:
     return [r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()]
 
 
+NAME_TYPES = frozenset({"VARCHAR", '"NULL"'})
+"""DuckDB's types of a rank column that holds names: text, or nothing at all (a Parquet column of nulls only)."""
+
+
+def _check_rank_types(con: duckdb.DuckDBPyConnection, scan: str, catalog: object) -> None:
+    """A rank column of numbers or lists is another table (or one written with the wrong types): a schema error
+    naming it, before the groups' SQL, which compares names, fails on it."""
+    columns = ", ".join(f'"{c}"' for c in RANK_COLUMNS)
+    described = con.sql(f"DESCRIBE SELECT {columns} FROM {scan}").fetchall()
+    wrong = [(column, kind) for column, kind, *_ in described if kind not in NAME_TYPES]
+    if wrong:
+        column, kind = wrong[0]
+        raise SchemaError(f"{catalog}: column {column!r} is {kind}; the rank columns ({', '.join(RANK_COLUMNS)}) "
+                          "hold names (text)")
+
+
 def _text(column: str, present: Sequence[str], alias: str | None = None) -> str:
     """A column as trimmed text with empty values null (null when the table lacks it), named ``alias``."""
     value = f"NULLIF(trim(CAST(\"{column}\" AS VARCHAR)), '')" if column in present else "NULL::VARCHAR"
@@ -86,6 +102,7 @@ def read_catalog(config: FineGrainedBuildConfig, groups: Sequence[ChallengeGroup
         missing = [c for c in ("uuid", *RANK_COLUMNS) if c not in catalog_columns]
         if missing:
             raise UsageError(f"{config.catalog}: missing column(s) {missing} (it has {catalog_columns})")
+        _check_rank_types(con, catalog_scan, config.catalog)
         if "source_url" not in catalog_columns and config.image_path_column not in catalog_columns:
             raise UsageError(f"{config.catalog}: neither source_url nor {config.image_path_column!r}: no images")
         missing = [c for c in ("uuid", "license_name", "license_link") if c not in provenance_columns]

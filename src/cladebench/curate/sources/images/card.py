@@ -150,9 +150,10 @@ def render_card(summary: ImagesLoadSummary, left_out: Sequence[str] = ()) -> str
                   ["label", "rows", "status", "matched", "rank", "taxon id", "candidates"],
                   [(r["label"], r["rows"], r["status"], r["matched_name"] or "", r["rank"] or "",
                     "" if r["taxon_id"] is None else str(r["taxon_id"]), "; ".join(r["candidates"]))
-                   for r in sorted(s.resolution_records(), key=lambda r: (_status_order(r["status"]), r["label"]))])]
+                   for r in sorted(s.resolution_records(), key=lambda r: (_status_order(r["status"]), r["label"]))],
+                  literal=(0, 3, 6))]
     parts += ["", "## Licenses", "", markdown_table(["license", "rows"], sorted(s.licenses.items(),
-                                                                                key=lambda kv: -kv[1]))]
+                                                                                key=lambda kv: -kv[1]), literal=(0,))]
     if s.without_license:
         parts += ["", f"**{s.without_license:,} rows have no license.** They are kept; find the rights before "
                       "publishing them (`license_name IS NULL`)."]
