@@ -70,7 +70,7 @@ class Source:
     def read(self, *args: object, **kwargs: object) -> object:
         return self.load(self.reader)(*args, **kwargs)
 
-    def build(self, *args: object, **kwargs: Any) -> Any:
+    def build(self, *args: object, **kwargs: object) -> Any:
         return self.load(self.builder)(*args, **kwargs)
 
 
