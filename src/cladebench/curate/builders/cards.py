@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from cladebench.escaping import markdown_cell, markdown_escape
 
 
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], *, literal: Collection[int] = ()) -> str:
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, literal: Collection[int] = ()) -> str:
     """A Markdown table: integers with thousands separators, anything else one cell of its text (a folder's
     name with a pipe or a line break in it stays in its cell and row). The columns ``literal`` numbers hold
     values from data (a label, a species, a license as the source wrote it), shown as literal text
